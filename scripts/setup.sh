@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs every Debian package the project needs (idempotent) and builds a Release tree in
+# build/. Programs land in build/bin/.
+#   scripts/setup.sh            install + configure + build (Release, build/)
+#   MRC_SKIP_APT=1 scripts/setup.sh   skip the package step (already installed)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  cmake ninja-build g++ clang libclang-rt-14-dev
+  libfmt-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
+  libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
+  tshark python3-matplotlib
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${MRC_SKIP_APT:-0}" != 1 ] && [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO="sudo"
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  # tshark asks whether non-root users may capture; answer no without a prompt.
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | $SUDO debconf-set-selections
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+BUILD_DIR=${MRC_BUILD_DIR:-build}
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release ${MRC_CMAKE_ARGS:-}
+cmake --build "$BUILD_DIR" -j "$(nproc)"
+echo "setup: built into $BUILD_DIR/bin"

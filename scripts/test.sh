@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs setup (install + Release build), then every test. With --sanitize it also builds a
+# second tree (build-asan/) with ASan+UBSan and runs the whole suite there.
+#   scripts/test.sh              Release tests
+#   scripts/test.sh --sanitize   Release tests, then ASan+UBSan tests
+set -euo pipefail
+cd "$(dirname "$0")/.."
+sanitize=0
+for a in "$@"; do
+  case "$a" in
+    --sanitize) sanitize=1 ;;
+    *) echo "usage: scripts/test.sh [--sanitize]" >&2; exit 2 ;;
+  esac
+done
+
+scripts/setup.sh
+jobs=$(nproc)
+ctest --test-dir build --output-on-failure -j "$jobs"
+
+if [ "$sanitize" = 1 ]; then
+  MRC_SKIP_APT=1 MRC_BUILD_DIR=build-asan \
+    MRC_CMAKE_ARGS="-DMRC_SANITIZE=ON -DMRC_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo" \
+    scripts/setup.sh
+  # The sanitizer build runs the same suite; property tests take fewer cases there.
+  MRC_PROPERTY_SCALE=${MRC_PROPERTY_SCALE:-0.25} \
+    ctest --test-dir build-asan --output-on-failure -j "$jobs"
+fi
