@@ -27,6 +27,8 @@ std::string_view error_name(Error e) {
     case Error::kBadEvProfile: return "invalid EV profile";
     case Error::kTooBig: return "too big";
     case Error::kBusy: return "busy";
+    case Error::kBadUdpChecksum: return "bad UDP checksum";
+    case Error::kIoError: return "I/O error";
   }
   return "unknown error";
 }

@@ -47,6 +47,9 @@ enum class Error : uint16_t {
   kBadEvProfile,       // EV profile / format validation failed
   kTooBig,             // array too small / too many entries (E2BIG)
   kBusy,               // EBUSY
+  // Added after the first release of this list; kept at the end so values stay stable.
+  kBadUdpChecksum,     // UDP checksum mismatch (wire/, only when asked to verify it)
+  kIoError,            // a file could not be opened or written (wire/pcap)
 };
 
 // Stable, human-readable name of an error ("truncated", "bad rkey", ...).

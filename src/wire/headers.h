@@ -19,6 +19,26 @@ inline constexpr uint8_t kIpProtoRouting = 43;
 inline constexpr uint8_t kSrhRoutingType = 4;
 inline constexpr uint32_t kIcrcBytes = 4;
 
+// Fixed header sizes on the wire, in bytes. The MRC extension sizes are our decision and
+// are explained in docs/wire-format.md; wire/codec.h has the per-opcode totals.
+inline constexpr uint32_t kIpv6HeaderBytes = 40;
+inline constexpr uint32_t kSrhFixedBytes = 8;      // before the segment list
+inline constexpr uint32_t kSrhSegmentBytes = 16;
+inline constexpr uint32_t kUdpHeaderBytes = 8;
+inline constexpr uint32_t kBthBytes = 12;
+inline constexpr uint32_t kRethBytes = 16;
+inline constexpr uint32_t kImmDtBytes = 4;
+inline constexpr uint32_t kAethBytes = 4;
+inline constexpr uint32_t kDataExtBytes = 24;
+inline constexpr uint32_t kAckEchoBytes = 8;
+inline constexpr uint32_t kSackExtBytes = 40 + 8 * kAckEchoBytes;  // 104: echoes always present
+inline constexpr uint32_t kTrimNackExtBytes = 12;
+inline constexpr uint32_t kProbeExtBytes = 24;
+inline constexpr uint32_t kCnpReservedBytes = 16;  // IBTA A17.9.2: 16 reserved bytes after BTH
+
+// PSNs, QPNs and MSNs are 24-bit quantities (IBTA 9.2, 9.3.5); the codec rejects larger ones.
+inline constexpr uint32_t kMax24 = 0xFFFFFF;
+
 // ECN codepoints (RFC 3168), the low two bits of the IPv6 traffic class.
 inline constexpr uint8_t kEcnNotEct = 0, kEcnEct1 = 1, kEcnEct0 = 2, kEcnCe = 3;
 // A switch that trims a packet rewrites its DSCP to this codepoint (our decision, as in UET's
@@ -96,7 +116,7 @@ struct Bth {
 struct Reth {
   uint64_t va = 0;
   uint32_t rkey = 0;
-  uint32_t dma_len = 0;        // payload bytes of *this packet*
+  uint32_t dma_len = 0;        // payload bytes of *this packet* (kept when the packet is trimmed)
   friend bool operator==(const Reth&, const Reth&) = default;
 };
 
@@ -115,6 +135,8 @@ struct DataExt {
     kHasImm = 1 << 2,          // the message is a WRITE with immediate
     kAckNow = 1 << 3,          // sender asks for an immediate ACK (window nearly full)
   };
+  // Bits the codec carries; the others are reserved: zero on encode, ignored on decode.
+  static constexpr uint16_t kAllFlags = kRetransmit | kLastOfMessage | kHasImm | kAckNow;
   uint32_t msg_num = 0;        // message sequence number within the QP (from 0)
   uint32_t pkt_index = 0;      // index of this packet within its message
   uint32_t pkt_count = 0;      // packets in the message (>= 1)
@@ -133,6 +155,8 @@ struct AckEcho {
     kRetransmit = 1 << 2,      // was a retransmission
     kDuplicate = 1 << 3,       // was already received (not placed again)
   };
+  // Bits the codec carries; the others are reserved: zero on encode, ignored on decode.
+  static constexpr uint8_t kAllFlags = kEcnCe | kTrimmed | kRetransmit | kDuplicate;
   uint32_t psn = 0;            // 24 bits
   uint16_t ev_index = 0;
   uint8_t flags = 0;
@@ -155,10 +179,10 @@ struct SackExt {
 
 // MRC trim NACK extension, after AETH: "PSN `psn` arrived trimmed on EV `ev_index`; resend".
 struct TrimNackExt {
-  uint32_t psn = 0;
-  uint32_t cum_psn = 0;
+  uint32_t psn = 0;            // 24 bits: the trimmed packet
+  uint32_t cum_psn = 0;        // 24 bits: the responder's cumulative PSN, as in the SACK
   uint16_t ev_index = 0;
-  uint16_t reserved = 0;
+  uint16_t reserved = 0;       // written as zero, decoded as zero
   friend bool operator==(const TrimNackExt&, const TrimNackExt&) = default;
 };
 
@@ -170,7 +194,7 @@ struct ProbeExt {
   uint32_t service_time_ns = 0;// reply only: time between request arrival and reply
   uint16_t ev_index = 0;
   uint8_t port = 0;            // 0-based NIC port (plane) the request went out on
-  uint8_t flags = 0;
+  uint8_t flags = 0;           // opaque to the codec: the prober's, echoed by the responder
   friend bool operator==(const ProbeExt&, const ProbeExt&) = default;
 };
 
@@ -192,11 +216,13 @@ struct TransportPacket {
   SackExt sack;
   TrimNackExt nack;
   ProbeExt probe;
-  const uint8_t* payload = nullptr;
-  uint32_t payload_len = 0;    // bytes present (0 if trimmed)
+  const uint8_t* payload = nullptr;  // encode writes payload_len zero bytes when null
+  uint32_t payload_len = 0;    // bytes present (0 if trimmed), excluding the BTH pad
 };
 
-// A whole datagram as decoded from / encoded to bytes.
+// A whole datagram as decoded from / encoded to bytes. encode() derives the next-header
+// fields from has_srh and fills the lengths, checksum and pad count; decode() reports what
+// the wire said.
 struct Datagram {
   Ipv6Header ip;
   bool has_srh = false;
