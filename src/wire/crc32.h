@@ -1,0 +1,55 @@
+// CRC-32 as used by Ethernet, zlib and the InfiniBand/RoCEv2 ICRC (IEEE 802.3 polynomial
+// 0x04C11DB7, processed LSB first, i.e. the reflected polynomial 0xEDB88320).
+//
+// Slice-by-8 (Kounavis and Berry, "Novel Table Lookup-Based Algorithms for High-Performance
+// CRC Generation", 2008): eight 256-entry tables, generated at compile time, consume 8 bytes
+// per step. The tables are constant data, so there is no initialisation order to care about
+// and nothing mutable to share between threads.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace mrc::wire {
+
+// The register value before any byte: all ones (IEEE 802.3 and IBTA 7.8.1 both preset it).
+inline constexpr uint32_t kCrc32Preset = 0xFFFFFFFFu;
+
+namespace crc32_detail {
+inline constexpr uint32_t kReflectedPoly = 0xEDB88320u;
+
+constexpr std::array<std::array<uint32_t, 256>, 8> make_tables() {
+  std::array<std::array<uint32_t, 256>, 8> t{};
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint32_t c = i;
+    for (int bit = 0; bit < 8; ++bit) c = (c & 1) ? (c >> 1) ^ kReflectedPoly : c >> 1;
+    t[0][i] = c;
+  }
+  // t[k][i]: the CRC contribution of byte value i followed by k zero bytes.
+  for (int k = 1; k < 8; ++k) {
+    for (uint32_t i = 0; i < 256; ++i) t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xFF];
+  }
+  return t;
+}
+inline constexpr auto kTables = make_tables();
+}  // namespace crc32_detail
+
+// Advances the CRC register `state` over `data`. No final inversion: chain calls, then take
+// ~state (or use crc32()). crc32_update(kCrc32Preset, x) == ~crc32(x).
+uint32_t crc32_update(uint32_t state, std::span<const uint8_t> data);
+
+// The standard CRC-32 of `data` (zlib's crc32(0, data, n)); crc32("123456789") == 0xCBF43926.
+inline uint32_t crc32(std::span<const uint8_t> data) {
+  return ~crc32_update(kCrc32Preset, data);
+}
+
+// A byte-at-a-time constexpr version of crc32_update, for compile-time constants (the ICRC
+// prefix state) and as the test's reference implementation.
+constexpr uint32_t crc32_update_bytewise(uint32_t state, std::span<const uint8_t> data) {
+  for (uint8_t b : data) state = crc32_detail::kTables[0][(state ^ b) & 0xFF] ^ (state >> 8);
+  return state;
+}
+
+}  // namespace mrc::wire
