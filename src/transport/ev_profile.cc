@@ -10,7 +10,9 @@ namespace mrc::ev {
 namespace {
 
 // The low n bits set (n <= 32).
-constexpr uint32_t low_mask(uint32_t n) { return n >= 32 ? 0xFFFFFFFFu : (1u << n) - 1; }
+constexpr uint32_t low_mask(uint32_t n) {
+  return n >= 32 ? 0xFFFFFFFFu : (1u << n) - 1;
+}
 
 // Bits [pos, pos + n) of a 256-bit MSB-first string as an n-bit number (n <= 32,
 // pos + n <= 256). At most 5 bytes are touched, so a 64-bit accumulator suffices.
@@ -18,7 +20,8 @@ uint32_t read_bits(const std::array<uint8_t, kEvBytes>& s, uint32_t pos, uint32_
   if (n == 0) return 0;
   const uint32_t first = pos / 8, last = (pos + n - 1) / 8;
   uint64_t acc = 0;
-  for (uint32_t b = first; b <= last; ++b) acc = (acc << 8) | s[b];
+  for (uint32_t b = first; b <= last; ++b)
+    acc = (acc << 8) | s[b];
   const uint32_t shift = (last + 1) * 8 - (pos + n);
   return static_cast<uint32_t>(acc >> shift) & low_mask(n);
 }
@@ -150,43 +153,56 @@ constexpr uint32_t usid_offset(int s) {
 
 const char* ev_state_name(EvState s) {
   switch (s) {
-    case EvState::kGood: return "good";
-    case EvState::kAssumedBad: return "assumed_bad";
-    case EvState::kDenied: return "denied";
+    case EvState::kGood:
+      return "good";
+    case EvState::kAssumedBad:
+      return "assumed_bad";
+    case EvState::kDenied:
+      return "denied";
   }
   return "unknown";
 }
 
 const char* format_mode_name(FormatMode m) {
   switch (m) {
-    case FormatMode::kStev: return "stev";
-    case FormatMode::kSrv6: return "srv6";
-    case FormatMode::kUdp: return "udp";
+    case FormatMode::kStev:
+      return "stev";
+    case FormatMode::kSrv6:
+      return "srv6";
+    case FormatMode::kUdp:
+      return "udp";
   }
   return "unknown";
 }
 
 const char* ev_mode_name(EvMode m) {
   switch (m) {
-    case EvMode::kAuto: return "auto";
-    case EvMode::kExplicit: return "explicit";
-    case EvMode::kGenerated: return "generated";
+    case EvMode::kAuto:
+      return "auto";
+    case EvMode::kExplicit:
+      return "explicit";
+    case EvMode::kGenerated:
+      return "generated";
   }
   return "unknown";
 }
 
 uint32_t format_max_bits(FormatMode mode) {
   switch (mode) {
-    case FormatMode::kStev: return kStevMaxBits;
-    case FormatMode::kSrv6: return kSrv6MaxBits;
-    case FormatMode::kUdp: return kUdpMaxBits;
+    case FormatMode::kStev:
+      return kStevMaxBits;
+    case FormatMode::kSrv6:
+      return kSrv6MaxBits;
+    case FormatMode::kUdp:
+      return kUdpMaxBits;
   }
   return 0;
 }
 
 uint32_t format_width(const FormatProfile& fmt) {
   uint32_t total = 0;
-  for (const FormatField& f : fmt.fields) total += f.width;
+  for (const FormatField& f : fmt.fields)
+    total += f.width;
   return total;
 }
 
@@ -210,7 +226,8 @@ Status validate_fields(const FormatProfile& fmt, std::span<const Field> fields,
   if (fields.size() > fmt.fields.size()) return fail(Error::kTooBig);
   // Rule 2. Sum in 64 bits: 64 fields of up to 2^32 - 1 each.
   uint64_t field_bits = 0;
-  for (const Field& f : fields) field_bits += f.width;
+  for (const Field& f : fields)
+    field_bits += f.width;
   if (field_bits > format_width(fmt)) return fail(Error::kBadEvProfile);
   for (size_t i = 0; i < fields.size(); ++i) {
     if (auto s = validate_field_local(fields[i]); !s) return s;
@@ -224,7 +241,8 @@ Status validate_fields(const FormatProfile& fmt, std::span<const Field> fields,
 
 uint32_t ev_bits_used(std::span<const Field> fields) {
   uint32_t n = 0;
-  for (const Field& f : fields) n += std::popcount(f.mask);
+  for (const Field& f : fields)
+    n += std::popcount(f.mask);
   return n;
 }
 
@@ -278,7 +296,8 @@ Result<std::vector<EvValue>> generate(std::span<const Field> fields, uint32_t ev
   if (ev_count == 0) return fail(Error::kInvalidArgument);
 
   std::vector<uint32_t> x(fields.size());
-  for (size_t i = 0; i < fields.size(); ++i) x[i] = fields[i].min_val;
+  for (size_t i = 0; i < fields.size(); ++i)
+    x[i] = fields[i].min_val;
   std::vector<EvValue> out;
   out.reserve(ev_count);
   for (uint32_t j = 0; j < ev_count; ++j) {
@@ -331,15 +350,14 @@ Result<std::vector<ExpandedEv>> expand_all(const EvProfile& p) {
 }
 
 uint32_t count_usable(std::span<const EvEntry> entries) {
-  return static_cast<uint32_t>(std::ranges::count_if(
-      entries, [](const EvEntry& e) { return e.state == EvState::kGood; }));
+  return static_cast<uint32_t>(
+      std::ranges::count_if(entries, [](const EvEntry& e) { return e.state == EvState::kGood; }));
 }
 
 Result<EvProfile> make_srv6_profile(uint32_t locator_block, int num_usids, int bits_per_usid,
                                     uint32_t ev_count, int num_ports, uint32_t ev_min_active) {
   if (auto s = check_helper_args(ev_count, num_ports, ev_min_active); !s) return fail(s.error());
-  if (num_usids < 1 || num_usids > kUsidsPerCarrier || bits_per_usid < 1 ||
-      bits_per_usid > 16) {
+  if (num_usids < 1 || num_usids > kUsidsPerCarrier || bits_per_usid < 1 || bits_per_usid > 16) {
     return fail(Error::kInvalidArgument);
   }
   EvProfile p;

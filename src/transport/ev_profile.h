@@ -203,7 +203,7 @@ Result<EvProfile> make_udp_profile(uint32_t ev_count, int num_ports, uint32_t ev
 // ---------------------------------------------------------------------------------------------
 // SRv6 uSID carriers (F3216: 32-bit locator block, then 16-bit uSIDs; OCP 5.7).
 
-inline constexpr int kUsidsPerCarrier = 6;                    // (128 - 32) / 16
+inline constexpr int kUsidsPerCarrier = 6;                  // (128 - 32) / 16
 inline constexpr int kMaxUsidSlots = 2 * kUsidsPerCarrier;  // DA + one SRH segment
 
 // uSID slot s (0-based) is in carrier s / 6 (0 = destination address, bytes 0-15; 1 = SRH

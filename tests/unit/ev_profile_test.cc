@@ -17,7 +17,8 @@ namespace {
 
 FormatProfile fmt(FormatMode mode, std::vector<uint8_t> widths) {
   FormatProfile f{mode, {}};
-  for (uint8_t w : widths) f.fields.push_back({w});
+  for (uint8_t w : widths)
+    f.fields.push_back({w});
   return f;
 }
 
@@ -28,13 +29,17 @@ EvValue bytes(std::initializer_list<uint8_t> b) {
 }
 
 // Worked example 1 (OCP 6).
-FormatProfile example1_format() { return fmt(FormatMode::kStev, {16, 16}); }
+FormatProfile example1_format() {
+  return fmt(FormatMode::kStev, {16, 16});
+}
 std::vector<Field> example1_fields() {
   return {{16, 0x1000, 0, 0xFF, 0x0F0F}, {16, 0x2000, 0, 0xFF, 0x0F0F}};
 }
 
 // Worked example 2 (OCP 6).
-FormatProfile example2_format() { return fmt(FormatMode::kSrv6, {32, 16, 16, 16, 16}); }
+FormatProfile example2_format() {
+  return fmt(FormatMode::kSrv6, {32, 16, 16, 16, 16});
+}
 std::vector<Field> example2_fields() {
   return {{32, 0x42424242, 0, 0, 0},
           {4, 0, 0, 0xF, 0xF},
@@ -44,9 +49,13 @@ std::vector<Field> example2_fields() {
 }
 
 // A field that passes every rule on its own, in a 16-bit slot.
-Field good16() { return {16, 0x1000, 0, 0xFF, 0x0F0F}; }
+Field good16() {
+  return {16, 0x1000, 0, 0xFF, 0x0F0F};
+}
 
-Error err(const Status& s) { return s ? Error::kOk : s.error(); }
+Error err(const Status& s) {
+  return s ? Error::kOk : s.error();
+}
 template <typename T>
 Error err(const Result<T>& r) {
   return r ? Error::kOk : r.error();
@@ -270,9 +279,11 @@ TEST(Expand, Expand__fields_straddle_byte_boundaries_and_srh_half) {
   FormatProfile f6 = fmt(FormatMode::kSrv6, {32, 16, 16, 16, 16, 16, 16, 32, 16, 16, 16, 16});
   std::vector<Field> f;
   f.push_back({32, 0xFC000000, 0, 0, 0});
-  for (int i = 0; i < 6; ++i) f.push_back({3, 0, 0, 7, 7});
+  for (int i = 0; i < 6; ++i)
+    f.push_back({3, 0, 0, 7, 7});
   f.push_back({32, 0xFC000001, 0, 0, 0});
-  for (int i = 0; i < 4; ++i) f.push_back({3, 0, 0, 7, 7});
+  for (int i = 0; i < 4; ++i)
+    f.push_back({3, 0, 0, 7, 7});
   // uSID values 1..7,0,1,2 as 3-bit groups: 001 010 011 100 101 110 111 000 001 010.
   std::vector<uint32_t> vals = {0, 1, 2, 3, 4, 5, 6, 0, 7, 0, 1, 2};
   auto ev = pack(f, vals);
@@ -337,7 +348,8 @@ TEST(Generate, Generate__last_field_fastest) {
   ASSERT_EQ(g->size(), 6u);
   // (0,0) (0,1) (0,2) (1,0) (1,1) (1,2), 4 bits each.
   const uint8_t expect[] = {0x00, 0x01, 0x02, 0x10, 0x11, 0x12};
-  for (int i = 0; i < 6; ++i) EXPECT_EQ((*g)[i], bytes({expect[i]})) << i;
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ((*g)[i], bytes({expect[i]})) << i;
 }
 
 TEST(Generate, Generate__respects_min_val_and_skips_fixed_fields) {
@@ -356,7 +368,8 @@ TEST(Generate, Generate__wraps_when_count_exceeds_combinations) {
   auto g = generate(f, 7);
   ASSERT_TRUE(g);
   const uint8_t expect[] = {0x00, 0x40, 0x80, 0x00, 0x40, 0x80, 0x00};
-  for (int i = 0; i < 7; ++i) EXPECT_EQ((*g)[i], bytes({expect[i]})) << i;
+  for (int i = 0; i < 7; ++i)
+    EXPECT_EQ((*g)[i], bytes({expect[i]})) << i;
 }
 
 TEST(Generate, Generate__distinct_up_to_combination_count) {
@@ -367,7 +380,8 @@ TEST(Generate, Generate__distinct_up_to_combination_count) {
   EXPECT_EQ(count_combinations(example2_fields()), 65536u);
   // Ascending as big-endian numbers: EV j is j.
   EXPECT_EQ((*g)[0x78BA], bytes({0x78, 0xBA}));
-  for (const EvValue& v : *g) ASSERT_TRUE(expand(example2_format(), example2_fields(), v));
+  for (const EvValue& v : *g)
+    ASSERT_TRUE(expand(example2_format(), example2_fields(), v));
 }
 
 TEST(Generate, Generate__count_combinations_saturates) {
@@ -555,7 +569,8 @@ TEST(Usid, Srv6Carrier__second_carrier_gets_locator) {
   ASSERT_TRUE(c);
   EXPECT_EQ(*c, bytes({0xFC, 0x00, 0xAB, 0xCD, 0, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6,  //
                        0xFC, 0x00, 0xAB, 0xCD, 0, 7, 0, 8}));
-  for (int s = 0; s < 8; ++s) EXPECT_EQ(usid_at(*c, s), s + 1);
+  for (int s = 0; s < 8; ++s)
+    EXPECT_EQ(usid_at(*c, s), s + 1);
   EXPECT_EQ(usid_at(*c, 8), 0);
   EXPECT_EQ(usid_at(*c, kMaxUsidSlots), 0);
   EXPECT_EQ(usid_at(*c, -1), 0);
@@ -672,7 +687,9 @@ struct Case {
   std::vector<Field> fields;
 };
 
-uint32_t low(uint32_t n) { return n >= 32 ? 0xFFFFFFFFu : (1u << n) - 1; }
+uint32_t low(uint32_t n) {
+  return n >= 32 ? 0xFFFFFFFFu : (1u << n) - 1;
+}
 
 // A random valid SRv6 profile: 1-6 fields of width 0-32, each in a slot up to 8 bits wider,
 // plus up to two unused trailing slots (at most 6 * 40 + 8 = 248 bits).
@@ -685,7 +702,8 @@ Case gen_case() {
     const uint32_t mask = *rc::gen::arbitrary<uint32_t>() & low(w);
     const uint32_t n = std::popcount(mask);
     const uint32_t max = *rc::gen::arbitrary<uint32_t>() & low(n);
-    const uint32_t min = static_cast<uint32_t>(*rc::gen::arbitrary<uint64_t>() % (uint64_t{max} + 1));
+    const uint32_t min =
+        static_cast<uint32_t>(*rc::gen::arbitrary<uint64_t>() % (uint64_t{max} + 1));
     c.format.fields.push_back({static_cast<uint8_t>(slot)});
     c.fields.push_back({w, *rc::gen::arbitrary<uint32_t>() & low(w), min, max, mask});
   }
@@ -699,8 +717,10 @@ Case gen_case() {
 // A random EV using exactly the first `used` bits.
 EvValue gen_ev(uint32_t used) {
   EvValue v{};
-  for (auto& b : v) b = *rc::gen::arbitrary<uint8_t>();
-  for (uint32_t bit = used; bit < kEvBits; ++bit) v[bit / 8] &= ~(0x80 >> (bit % 8));
+  for (auto& b : v)
+    b = *rc::gen::arbitrary<uint8_t>();
+  for (uint32_t bit = used; bit < kEvBits; ++bit)
+    v[bit / 8] &= ~(0x80 >> (bit % 8));
   return v;
 }
 
@@ -736,12 +756,15 @@ ExpandedEv reference_expand(const Case& c, const EvValue& ev) {
 // are zero.
 uint32_t slot_value(const Case& c, const ExpandedEv& x, size_t i, bool& high_zero) {
   uint32_t d = 0;
-  for (size_t j = 0; j < i; ++j) d += c.format.fields[j].width;
+  for (size_t j = 0; j < i; ++j)
+    d += c.format.fields[j].width;
   const uint32_t slot = c.format.fields[i].width, w = c.fields[i].width;
   high_zero = true;
-  for (uint32_t b = 0; b < slot - w; ++b) high_zero = high_zero && !bit_at(x, d + b);
+  for (uint32_t b = 0; b < slot - w; ++b)
+    high_zero = high_zero && !bit_at(x, d + b);
   uint32_t v = 0;
-  for (uint32_t b = 0; b < w; ++b) v = (v << 1) | bit_at(x, d + slot - w + b);
+  for (uint32_t b = 0; b < w; ++b)
+    v = (v << 1) | bit_at(x, d + slot - w + b);
   return v;
 }
 
@@ -768,7 +791,8 @@ RC_GTEST_PROP(ExpandProperty, Expand__only_masked_bits_change, ()) {
     used += c.format.fields[i].width;
   }
   // Unused trailing slots are zero.
-  for (uint32_t b = used; b < kEvBits; ++b) RC_ASSERT(!bit_at(*x, b));
+  for (uint32_t b = used; b < kEvBits; ++b)
+    RC_ASSERT(!bit_at(*x, b));
 }
 
 RC_GTEST_PROP(ExpandProperty, Expand__injective_on_consumed_bits, ()) {
@@ -809,7 +833,8 @@ RC_GTEST_PROP(GenerateProperty, Generate__values_in_range_distinct_and_expandabl
     for (const Field& f : c.fields) {
       const uint32_t n = std::popcount(f.mask);
       uint32_t x = 0;
-      for (uint32_t b = 0; b < n; ++b) x = (x << 1) | bit_at(v, cur + b);
+      for (uint32_t b = 0; b < n; ++b)
+        x = (x << 1) | bit_at(v, cur + b);
       cur += n;
       RC_ASSERT(x >= f.min_val && x <= f.max_val);
     }
