@@ -147,13 +147,19 @@ bool Nscc::maybe_quick_adapt(Time now) {
 
 // Batched increase (UET "adjust"): increases accumulate as bytes^2 and are divided by the
 // window when applied, so every flow gains the same number of bytes per RTT whatever its
-// window (the AIMD fairness argument). eta is a small additive probe per adjustment; we add it
-// only when the period hit an increase quadrant, so ECN-marked periods never grow the window.
+// window (the AIMD fairness argument). eta is a small additive probe per adjust_period of
+// time: a byte-triggered adjustment gets the share of eta for the time elapsed since the last
+// one. (A whole eta per byte-triggered adjustment would give a large window more eta per RTT
+// than a small one, a multiplicative increase that defeats convergence to fair shares.) eta
+// is added only when the period hit an increase quadrant: ECN-marked periods never grow.
 void Nscc::maybe_adjust(Time now, uint32_t delivered) {
   bytes_since_adjust_ += delivered;
-  if (bytes_since_adjust_ < p_.adjust_bytes && now - last_adjust_ < p_.adjust_period) return;
+  const Time elapsed = now - last_adjust_;
+  if (bytes_since_adjust_ < p_.adjust_bytes && elapsed < p_.adjust_period) return;
   if (increased_) {
-    cwnd_ += inc_bytes_ / cwnd_ + p_.eta;
+    const double eta_share =
+        std::min(1.0, static_cast<double>(elapsed) / static_cast<double>(p_.adjust_period));
+    cwnd_ += inc_bytes_ / cwnd_ + p_.eta * eta_share;
     clamp();
     ++stats_.adjustments;
   }
