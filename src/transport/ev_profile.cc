@@ -368,7 +368,8 @@ Result<EvProfile> make_srv6_profile(uint32_t locator_block, int num_usids, int b
   const uint32_t bits = static_cast<uint32_t>(bits_per_usid);
   for (int i = 0; i < num_usids; ++i) {
     p.format.fields.push_back({16});
-    p.fields.push_back({bits, 0, 0, low_mask(bits), low_mask(bits)});
+    // min_val 1: a generated uSID of 0 would be the end-of-carrier marker (wire/usid.h).
+    p.fields.push_back({bits, 0, 1, low_mask(bits), low_mask(bits)});
   }
   p.ev_min_active = ev_min_active;
   if (auto s = fill_entries(p, ev_count, num_ports); !s) return fail(s.error());
@@ -413,13 +414,14 @@ uint16_t usid_at(const ExpandedEv& ev, int usid_slot) {
 
 Result<ExpandedEv> srv6_carrier(uint32_t locator_block, std::span<const uint16_t> usids) {
   if (usids.size() > static_cast<size_t>(kMaxUsidSlots)) return fail(Error::kInvalidArgument);
+  if (std::ranges::find(usids, uint16_t{0}) != usids.end()) return fail(Error::kInvalidArgument);
   ExpandedEv out{};
-  store_be32(&out[0], locator_block);
-  if (usids.size() > static_cast<size_t>(kUsidsPerCarrier)) store_be32(&out[16], locator_block);
-  for (size_t s = 0; s < usids.size(); ++s) {
-    const uint32_t off = usid_offset(static_cast<int>(s));
-    out[off] = static_cast<uint8_t>(usids[s] >> 8);
-    out[off + 1] = static_cast<uint8_t>(usids[s]);
+  const size_t first = std::min(usids.size(), static_cast<size_t>(kUsidsPerCarrier));
+  const wire::Ipv6Addr da = wire::usid_carrier(locator_block, usids.first(first));
+  std::copy(da.begin(), da.end(), out.begin());
+  if (usids.size() > first) {
+    const wire::Ipv6Addr seg = wire::usid_carrier(locator_block, usids.subspan(first));
+    std::copy(seg.begin(), seg.end(), out.begin() + 16);
   }
   return out;
 }

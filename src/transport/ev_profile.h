@@ -16,6 +16,7 @@
 
 #include "common/types.h"
 #include "wire/headers.h"
+#include "wire/usid.h"
 
 namespace mrc::ev {
 
@@ -183,10 +184,12 @@ uint32_t count_usable(std::span<const EvEntry> entries);
 // entries. Errors: num_ports outside [1, 256], ev_count == 0, ev_min_active > ev_count
 // (kInvalidArgument), plus the helper-specific ones below.
 
-// SRv6 uSID profile (OCP 6 worked example 2 is make_srv6_profile(0x42424242, 4, 4, ...)).
+// SRv6 uSID profile (OCP 6 worked example 2's layout is make_srv6_profile(0x42424242, 4, 4,
+// ...), except that the example also generates uSID 0).
 // Format: one 32-bit locator-block slot + num_usids 16-bit uSID slots. Fields: the fixed
-// locator, then num_usids generated fields of bits_per_usid bits (values 0 .. 2^bits - 1),
-// each right-aligned in its uSID slot. num_usids in [1, 6] (one carrier: they must fit in the
+// locator, then num_usids generated fields of bits_per_usid bits with values 1 .. 2^bits - 1
+// (min_val 1: uSID 0 is the end-of-carrier marker, wire/usid.h), each right-aligned in its
+// uSID slot. num_usids in [1, 6] (one carrier: they must fit in the
 // destination address), bits_per_usid in [1, 16]. In a two-tier Clos the EV selects only the
 // spine, so use num_usids = 1 and add the per-destination uSIDs with with_usid().
 Result<EvProfile> make_srv6_profile(uint32_t locator_block, int num_usids, int bits_per_usid,
@@ -203,8 +206,8 @@ Result<EvProfile> make_udp_profile(uint32_t ev_count, int num_ports, uint32_t ev
 // ---------------------------------------------------------------------------------------------
 // SRv6 uSID carriers (F3216: 32-bit locator block, then 16-bit uSIDs; OCP 5.7).
 
-inline constexpr int kUsidsPerCarrier = 6;                  // (128 - 32) / 16
-inline constexpr int kMaxUsidSlots = 2 * kUsidsPerCarrier;  // DA + one SRH segment
+inline constexpr int kUsidsPerCarrier = wire::kUsidsPerCarrier;  // (128 - 32) / 16 = 6
+inline constexpr int kMaxUsidSlots = 2 * kUsidsPerCarrier;       // DA + one SRH segment
 
 // uSID slot s (0-based) is in carrier s / 6 (0 = destination address, bytes 0-15; 1 = SRH
 // segment, bytes 16-31) at bytes 4 + 2 * (s % 6) of that carrier. Slots 0-5 line up with the
@@ -221,7 +224,8 @@ uint16_t usid_at(const ExpandedEv& ev, int usid_slot);
 // An SRv6 expanded EV from a locator block and up to 12 uSIDs: the first 6 go into the
 // destination address, the rest into the SRH segment, which then also starts with the locator
 // block (OCP 5.7: "locator + 6 uSIDs, then locator + 4 uSIDs"). Unused slots are zero (the
-// uSID end-of-carrier). kInvalidArgument for more than kMaxUsidSlots uSIDs.
+// uSID end-of-carrier). kInvalidArgument for more than kMaxUsidSlots uSIDs or a zero uSID
+// (it would end the carrier early).
 Result<ExpandedEv> srv6_carrier(uint32_t locator_block, std::span<const uint16_t> usids);
 
 // ---------------------------------------------------------------------------------------------

@@ -489,34 +489,40 @@ TEST(EvProfile, MakeSrv6Profile__worked_example_2_layout) {
   for (size_t i = 0; i < p->format.fields.size(); ++i) {
     EXPECT_EQ(p->format.fields[i].width, example2_format().fields[i].width);
   }
-  EXPECT_EQ(p->fields, example2_fields());
+  // Example 2's fields, except that generated uSIDs start at 1 (0 ends a uSID carrier).
+  std::vector<Field> want = example2_fields();
+  for (size_t i = 1; i < want.size(); ++i)
+    want[i].min_val = 1;
+  EXPECT_EQ(p->fields, want);
   EXPECT_EQ(p->entries.size(), 16u);
   EXPECT_EQ(p->ev_min_active, 8u);
   auto x = expand_all(*p);
   ASSERT_TRUE(x);
-  // Last field fastest: entry 11 is uSIDs 0,0,0,11.
-  EXPECT_EQ((*x)[11], bytes({0x42, 0x42, 0x42, 0x42, 0, 0, 0, 0, 0, 0, 0, 11}));
+  // Last field fastest: entry 11 is uSIDs 1,1,1,12; entry 15 wraps into the third uSID.
+  EXPECT_EQ((*x)[11], bytes({0x42, 0x42, 0x42, 0x42, 0, 1, 0, 1, 0, 1, 0, 12}));
+  EXPECT_EQ((*x)[15], bytes({0x42, 0x42, 0x42, 0x42, 0, 1, 0, 1, 0, 2, 0, 1}));
 }
 
 TEST(EvProfile, MakeSrv6Profile__ports_interleaved_each_plane_sees_every_spine) {
-  // Two-tier Clos, 8 planes, 16 spines per plane: the EV picks the spine uSID (slot 0).
-  auto p = make_srv6_profile(0xFC000000, 1, 4, 128, 8, 64);
+  // Two-tier Clos, 8 planes, 15 spines per plane (uSIDs 1-15): the EV picks the spine uSID
+  // (slot 0).
+  auto p = make_srv6_profile(0xFC000000, 1, 4, 120, 8, 64);
   ASSERT_TRUE(p);
   auto x = expand_all(*p);
   ASSERT_TRUE(x);
   std::set<std::pair<int, uint16_t>> pairs;
   for (size_t i = 0; i < p->entries.size(); ++i) {
     EXPECT_EQ(p->entries[i].port, i % 8);
-    EXPECT_EQ(usid_at((*x)[i], 0), i / 8);
+    EXPECT_EQ(usid_at((*x)[i], 0), i / 8 + 1);
     pairs.insert({p->entries[i].port, usid_at((*x)[i], 0)});
   }
-  EXPECT_EQ(pairs.size(), 128u);
+  EXPECT_EQ(pairs.size(), 120u);
   // Per destination: leaf and host uSIDs after the spine.
   auto d = with_usid((*x)[37], 1, 0x0123);
   ASSERT_TRUE(d);
   d = with_usid(*d, 2, 0x0045);
   ASSERT_TRUE(d);
-  const uint16_t usids[] = {4, 0x0123, 0x0045};
+  const uint16_t usids[] = {5, 0x0123, 0x0045};
   EXPECT_EQ(*d, *srv6_carrier(0xFC000000, usids));
 }
 
@@ -579,6 +585,14 @@ TEST(Usid, Srv6Carrier__second_carrier_gets_locator) {
 TEST(Usid, Srv6Carrier__too_many_usids) {
   std::vector<uint16_t> u(kMaxUsidSlots + 1, 1);
   EXPECT_EQ(err(srv6_carrier(0, u)), Error::kInvalidArgument);
+  u.pop_back();
+  EXPECT_TRUE(srv6_carrier(0, u));
+}
+
+TEST(Usid, Srv6Carrier__zero_usid_rejected) {
+  const uint16_t u[] = {1, 0, 3};
+  EXPECT_EQ(err(srv6_carrier(0xFC000000, u)), Error::kInvalidArgument);
+  EXPECT_TRUE(srv6_carrier(0xFC000000, std::span<const uint16_t>{}));
 }
 
 TEST(Usid, WithUsid__bounds_and_bytes) {
