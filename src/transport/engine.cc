@@ -1,0 +1,349 @@
+#include "transport/engine.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "transport/qp.h"
+#include "wire/codec.h"
+
+namespace mrc {
+
+const char* qp_state_name(QpState s) {
+  switch (s) {
+    case QpState::kReset: return "RESET";
+    case QpState::kInit: return "INIT";
+    case QpState::kRtr: return "RTR";
+    case QpState::kRts: return "RTS";
+    case QpState::kErr: return "ERR";
+  }
+  return "?";
+}
+
+const char* wc_status_name(WcStatus s) {
+  switch (s) {
+    case WcStatus::kSuccess: return "success";
+    case WcStatus::kRetryExceeded: return "retry exceeded";
+    case WcStatus::kFlushed: return "flushed";
+  }
+  return "?";
+}
+
+const char* drop_reason_name(DropReason r) {
+  switch (r) {
+    case DropReason::kDecode: return "decode";
+    case DropReason::kUnknownQp: return "unknown_qp";
+    case DropReason::kBadState: return "bad_state";
+    case DropReason::kBadRkey: return "bad_rkey";
+    case DropReason::kBadAddress: return "bad_address";
+    case DropReason::kPsnOutOfWindow: return "psn_out_of_window";
+    case DropReason::kBadAck: return "bad_ack";
+    case DropReason::kWimmExceeded: return "wimm_exceeded";
+    case DropReason::kBadOpcode: return "bad_opcode";
+    case DropReason::kInconsistent: return "inconsistent";
+    case DropReason::kCount: break;
+  }
+  return "?";
+}
+
+Engine::Engine(const EngineConfig& config)
+    : config_(config),
+      port_up_mask_(config.num_ports >= 32 ? ~0u : (1u << config.num_ports) - 1),
+      rng_(config.seed) {
+  config_.num_ports = std::clamp<uint8_t>(config_.num_ports, 1, 32);
+  config_.ack_every = std::clamp<uint32_t>(config_.ack_every, 1, wire::kMaxAckEchoes);
+  ready_ring_.resize(config_.max_qps);
+  control_ring_.resize(config_.max_qps);
+  completions_.resize(std::max<uint32_t>(config_.completion_capacity, 1));
+  events_.resize(std::max<uint32_t>(config_.event_capacity, 1));
+}
+
+Engine::~Engine() = default;
+
+// ---- memory ---------------------------------------------------------------------------
+
+Result<MemoryKeys> Engine::register_memory(void* base, uint64_t length, uint64_t iova,
+                                           uint32_t access) {
+  return memory_.register_region(base, length, iova, access);
+}
+
+Status Engine::deregister_memory(uint32_t lkey) { return memory_.deregister(lkey); }
+
+// ---- QPs ------------------------------------------------------------------------------
+
+Qp* Engine::find_qp(uint32_t qpn) const {
+  if (qpn < kFirstQpn) return nullptr;
+  const size_t slot = qpn - kFirstQpn;
+  return slot < qps_.size() ? qps_[slot].get() : nullptr;
+}
+
+Result<uint32_t> Engine::create_qp(const QpCreateAttr& attr) {
+  if (attr.sq_depth == 0 || attr.sq_depth > 65536 || attr.rq_depth == 0 ||
+      attr.rq_depth > 65536) {
+    return fail(Error::kInvalidArgument);
+  }
+  size_t slot;
+  if (!free_qp_slots_.empty()) {
+    slot = free_qp_slots_.back();
+    free_qp_slots_.pop_back();
+  } else {
+    if (qps_.size() >= config_.max_qps) return fail(Error::kNoResources);
+    slot = qps_.size();
+    qps_.emplace_back();
+  }
+  const uint32_t qpn = kFirstQpn + static_cast<uint32_t>(slot);
+  qps_[slot] = std::make_unique<Qp>(*this, qpn, attr, rng_.next());
+  return qpn;
+}
+
+Status Engine::modify_qp(Time now, uint32_t qpn, QpState target, const QpAttr& attr) {
+  Qp* qp = find_qp(qpn);
+  if (!qp) return fail(Error::kUnknownQp);
+  if (target == QpState::kReset) {
+    // RESET forgets everything: a fresh object, keeping only the scheduling flags (the
+    // rings may still hold this QPN).
+    auto fresh = std::make_unique<Qp>(*this, qpn, qp->create_attr(), rng_.next());
+    fresh->in_ready = qp->in_ready;
+    fresh->in_control = qp->in_control;
+    fresh->armed = qp->armed;
+    qps_[qpn - kFirstQpn] = std::move(fresh);
+    return {};
+  }
+  auto s = qp->modify(now, target, attr);
+  rearm(qp);
+  return s;
+}
+
+Status Engine::destroy_qp(uint32_t qpn) {
+  Qp* qp = find_qp(qpn);
+  if (!qp) return fail(Error::kUnknownQp);
+  auto purge = [qpn](std::vector<uint32_t>& ring, size_t& head, size_t& size) {
+    size_t kept = 0;
+    const size_t cap = ring.size();
+    for (size_t i = 0; i < size; ++i) {
+      const uint32_t q = ring[(head + i) % cap];
+      if (q != qpn) ring[(head + kept++) % cap] = q;
+    }
+    size = kept;
+  };
+  purge(ready_ring_, ready_head_, ready_size_);
+  purge(control_ring_, control_head_, control_size_);
+  qps_[qpn - kFirstQpn].reset();
+  free_qp_slots_.push_back(qpn - kFirstQpn);
+  return {};
+}
+
+Result<QpState> Engine::qp_state(uint32_t qpn) const {
+  const Qp* qp = find_qp(qpn);
+  if (!qp) return fail(Error::kUnknownQp);
+  return qp->state();
+}
+
+const PathSet* Engine::qp_paths(uint32_t qpn) const {
+  const Qp* qp = find_qp(qpn);
+  return qp ? &qp->paths() : nullptr;
+}
+
+Status Engine::set_path_denied(Time now, uint32_t qpn, int ev_index, bool denied) {
+  Qp* qp = find_qp(qpn);
+  if (!qp) return fail(Error::kUnknownQp);
+  auto s = qp->set_path_denied(now, ev_index, denied);
+  rearm(qp);
+  return s;
+}
+
+// ---- work -----------------------------------------------------------------------------
+
+Status Engine::post_write(Time now, uint32_t qpn, const WriteWr& wr) {
+  Qp* qp = find_qp(qpn);
+  if (!qp) return fail(Error::kUnknownQp);
+  auto s = qp->post_write(now, wr);
+  rearm(qp);
+  return s;
+}
+
+Status Engine::post_recv(uint32_t qpn, uint64_t wr_id) {
+  Qp* qp = find_qp(qpn);
+  if (!qp) return fail(Error::kUnknownQp);
+  auto s = qp->post_recv(wr_id);
+  rearm(qp);
+  return s;
+}
+
+// ---- network --------------------------------------------------------------------------
+
+Status Engine::on_packet(Time now, const RxPacket& rx) {
+  if (rx.port >= config_.num_ports) {
+    ++counters_.drops[static_cast<int>(DropReason::kDecode)];
+    return fail(Error::kInvalidArgument);
+  }
+  Qp* qp = find_qp(rx.pkt.bth.dest_qp);
+  if (!qp) {
+    ++counters_.drops[static_cast<int>(DropReason::kUnknownQp)];
+    return fail(Error::kUnknownQp);
+  }
+  auto s = qp->on_packet(now, rx);
+  rearm(qp);
+  return s;
+}
+
+Status Engine::on_datagram(Time now, uint8_t port, std::span<const uint8_t> bytes) {
+  auto d = wire::decode(bytes);
+  if (!d) {
+    ++counters_.drops[static_cast<int>(DropReason::kDecode)];
+    return fail(d.error());
+  }
+  RxPacket rx;
+  rx.port = port;
+  rx.ecn_ce = d->ip.ecn() == wire::kEcnCe;
+  rx.trimmed = d->ip.dscp() == wire::kDscpTrimmed;
+  rx.pkt = d->pkt;
+  return on_packet(now, rx);
+}
+
+bool Engine::poll_transmit(Time now, uint32_t port_mask, TxPacket& out) {
+  port_mask &= port_up_mask_;
+  if (!port_mask) return false;
+  // Control packets first: they are small and unblock the peer.
+  for (size_t n = control_size_; n > 0; --n) {
+    const uint32_t qpn = control_ring_[control_head_];
+    control_head_ = (control_head_ + 1) % control_ring_.size();
+    --control_size_;
+    Qp* qp = find_qp(qpn);
+    if (!qp || !qp->in_control) continue;
+    qp->in_control = false;
+    const bool sent = qp->produce_control(now, port_mask, out);
+    if (qp->has_control()) mark_control(qp);
+    if (sent) {
+      rearm(qp);
+      return true;
+    }
+  }
+  // Then data, one packet per QP in turn.
+  for (size_t n = ready_size_; n > 0; --n) {
+    const uint32_t qpn = ready_ring_[ready_head_];
+    ready_head_ = (ready_head_ + 1) % ready_ring_.size();
+    --ready_size_;
+    Qp* qp = find_qp(qpn);
+    if (!qp || !qp->in_ready) continue;
+    qp->in_ready = false;
+    switch (qp->produce_data(now, port_mask, out)) {
+      case Qp::DataResult::kSent:
+        mark_ready(qp);
+        rearm(qp);
+        return true;
+      case Qp::DataResult::kPortsBusy:
+        mark_ready(qp);
+        break;
+      case Qp::DataResult::kIdle:
+        rearm(qp);
+        break;
+    }
+  }
+  return false;
+}
+
+void Engine::set_port_up(Time now, uint8_t port, bool up) {
+  if (port >= config_.num_ports) return;
+  const bool was_up = (port_up_mask_ >> port) & 1;
+  if (was_up == up) return;
+  if (up) {
+    port_up_mask_ |= 1u << port;
+  } else {
+    port_up_mask_ &= ~(1u << port);
+  }
+  for (auto& qp : qps_) {
+    if (!qp) continue;
+    qp->set_port_up(now, port, up);
+    rearm(qp.get());
+  }
+  emit_event(Event{EventType::kPortChange, 0, 0, port,
+                   up ? ev::EvState::kAssumedBad : ev::EvState::kGood,
+                   up ? ev::EvState::kGood : ev::EvState::kAssumedBad, now});
+}
+
+// ---- outputs --------------------------------------------------------------------------
+
+void Engine::emit_completion(const Completion& c) {
+  ++counters_.completions;
+  if (c.status != WcStatus::kSuccess) ++counters_.completion_errors;
+  if (completion_size_ == completions_.size()) {
+    ++counters_.completions_dropped;
+    return;
+  }
+  completions_[(completion_head_ + completion_size_) % completions_.size()] = c;
+  ++completion_size_;
+}
+
+bool Engine::poll_completion(Completion& out) {
+  if (completion_size_ == 0) return false;
+  out = completions_[completion_head_];
+  completion_head_ = (completion_head_ + 1) % completions_.size();
+  --completion_size_;
+  return true;
+}
+
+void Engine::emit_event(const Event& e) {
+  if (event_size_ == events_.size()) {
+    ++counters_.events_dropped;  // the OCP EV event queue reports drops the same way
+    return;
+  }
+  events_[(event_head_ + event_size_) % events_.size()] = e;
+  ++event_size_;
+}
+
+bool Engine::poll_event(Event& out) {
+  if (event_size_ == 0) return false;
+  out = events_[event_head_];
+  event_head_ = (event_head_ + 1) % events_.size();
+  --event_size_;
+  return true;
+}
+
+void Engine::mark_ready(Qp* qp) {
+  if (qp->in_ready) return;
+  qp->in_ready = true;
+  ready_ring_[(ready_head_ + ready_size_) % ready_ring_.size()] = qp->qpn();
+  ++ready_size_;
+}
+
+void Engine::mark_control(Qp* qp) {
+  if (qp->in_control) return;
+  qp->in_control = true;
+  control_ring_[(control_head_ + control_size_) % control_ring_.size()] = qp->qpn();
+  ++control_size_;
+}
+
+void Engine::rearm(Qp* qp) {
+  const Time d = qp->deadline();
+  if (d < qp->armed) {
+    qp->armed = d;
+    timers_.push_back(TimerEntry{d, qp->qpn()});
+    std::push_heap(timers_.begin(), timers_.end(), std::greater<>());
+  }
+}
+
+Time Engine::next_deadline() {
+  while (!timers_.empty()) {
+    const TimerEntry& top = timers_.front();
+    const Qp* qp = find_qp(top.qpn);
+    if (qp && qp->armed == top.at) return top.at;
+    std::pop_heap(timers_.begin(), timers_.end(), std::greater<>());
+    timers_.pop_back();
+  }
+  return kNever;
+}
+
+void Engine::on_timer(Time now) {
+  while (!timers_.empty() && timers_.front().at <= now) {
+    const TimerEntry top = timers_.front();
+    std::pop_heap(timers_.begin(), timers_.end(), std::greater<>());
+    timers_.pop_back();
+    Qp* qp = find_qp(top.qpn);
+    if (!qp || qp->armed != top.at) continue;  // stale entry
+    qp->armed = kNever;
+    qp->on_timer(now);
+    rearm(qp);
+  }
+}
+
+}  // namespace mrc

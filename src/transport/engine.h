@@ -1,0 +1,315 @@
+// The MRC engine: a sans-IO protocol core for one NIC (host), driven identically by the
+// packet simulator (src/sim), the Linux UDP driver (src/net) and the OCP C API (src/api).
+//
+// The engine never reads a clock, opens a socket, sleeps, starts a thread or allocates per
+// packet. Its inputs are:
+//   - a received packet and the current time          on_packet() / on_datagram()
+//   - a posted work request                            post_write() / post_recv()
+//   - a timer that fired                               on_timer()
+//   - a port going down or up                          set_port_up()
+// Its outputs are pulled by the driver:
+//   - packets to send, each with its NIC port and path  poll_transmit()
+//   - completions                                       poll_completion()
+//   - async events (EV state changes, QP errors)        poll_event()
+//   - the next deadline                                 next_deadline()
+//
+// Calling sequence (the contract every driver follows, as ngtcp2's handle_expiry does):
+//   1. After any input, drain poll_transmit() for every port that can send (in the
+//      simulator: when a port goes idle; a port_mask selects which ports may be used), and
+//      drain poll_completion()/poll_event().
+//   2. Read next_deadline(); when the clock reaches it, call on_timer(now), then step 1.
+//   3. `now` never decreases between calls.
+// With the same inputs at the same times and the same seed, the outputs are identical.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "common/types.h"
+#include "transport/cc/cc.h"
+#include "transport/ev_profile.h"
+#include "transport/memory_table.h"
+#include "transport/path_set.h"
+#include "wire/headers.h"
+
+namespace mrc {
+
+class Qp;
+
+enum class QpState : uint8_t { kReset, kInit, kRtr, kRts, kErr };
+const char* qp_state_name(QpState s);
+
+// Which transport a QP runs.
+enum class TransportMode : uint8_t {
+  kMrc,    // MRC: spraying over the EV set, SACK, RACK-style loss detection, trim NACKs
+  kRoce,   // RoCEv2 baseline: one path (ECMP), in-order responder, go-back-N, CNPs
+};
+
+enum class CcAlgorithm : uint8_t { kNone, kNscc, kDcqcn, kFixedWindow };
+
+struct CcSpec {
+  CcAlgorithm algorithm = CcAlgorithm::kNscc;
+  cc::NsccConfig nscc;
+  cc::DcqcnConfig dcqcn;
+  uint64_t fixed_window = 1 << 20;   // bytes, for kFixedWindow
+};
+
+struct EngineConfig {
+  uint8_t num_ports = 1;             // NIC ports (planes), at most 32
+  uint64_t seed = 1;
+  uint32_t max_qps = 4096;
+  uint32_t completion_capacity = 1 << 16;  // completions buffered before poll
+  uint32_t event_capacity = 4096;    // async events buffered; overflow is counted as dropped
+  // Responder ACK policy: an ACK goes out after `ack_every` new packets (<= 8, the echo
+  // capacity), at once for packets flagged AckNow, and otherwise after `ack_delay`.
+  uint32_t ack_every = 4;
+  Time ack_delay = us(2);
+  Time cnp_interval = us(50);        // RoCE: at most one CNP per QP per interval (DCQCN NP)
+};
+
+// Attributes of modify_qp(), grouped by the transition that requires them
+// (mrc-background.md; OCP mrc.h section 3.8).
+struct QpAttr {
+  // RESET -> INIT: the path set (from the EV profile) and congestion control.
+  TransportMode transport = TransportMode::kMrc;
+  std::vector<PathDesc> paths;       // MRC: the EV set; RoCE: exactly one path
+  uint32_t ev_min_active = 1;
+  PathPolicy path_policy;
+  CcSpec cc;
+  // INIT -> RTR: the peer and the responder's limits.
+  uint32_t dest_qpn = 0;
+  uint32_t peer = 0;                 // driver's name for the peer (address vector), opaque
+  uint32_t rq_psn = 0;               // first PSN expected from the peer
+  uint32_t path_mtu = 4096;          // payload bytes per packet (256..9000)
+  uint16_t max_wimm_dest = 64;       // WRITE-with-imm messages in flight as responder
+  uint8_t mpr_dest = 8;              // responder window, units of 128 PSNs (1..255)
+  // RTR -> RTS: the requester's limits.
+  uint32_t sq_psn = 0;               // first PSN this QP sends
+  uint16_t max_wimm = 64;            // WRITE-with-imm messages in flight as requester
+  uint8_t mpr = 8;                   // outstanding PSN range, units of 128 PSNs (1..255)
+  uint8_t timeout = 14;              // ACK timeout = 1.024 us * 2^timeout (0..24)
+  uint8_t retry_linear = 7;          // fixed-interval retries (0..7)
+  uint8_t retry_exp = 7;             // exponential-backoff retries (0..25; 25 = infinite)
+  Time reorder_window = 0;           // RACK reordering window; 0 = min RTT seen (>= 1 us)
+};
+
+struct QpCreateAttr {
+  uint32_t sq_depth = 256;           // work requests outstanding (power of two is not needed)
+  uint32_t rq_depth = 256;           // receive WRs (for immediates)
+  bool sq_sig_all = true;            // every send WR completes (else only signaled ones)
+};
+
+enum class WrOpcode : uint8_t { kWrite, kWriteImm };
+
+struct WriteWr {
+  uint64_t wr_id = 0;
+  WrOpcode opcode = WrOpcode::kWrite;
+  uint32_t lkey = 0;                 // local region of the source buffer
+  uint64_t local_addr = 0;           // iova of the source buffer within that region
+  uint64_t length = 0;
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  uint32_t imm = 0;                  // host order
+  bool signaled = true;
+};
+
+enum class WcStatus : uint8_t {
+  kSuccess,
+  kRetryExceeded,   // the ACK timeout expired more often than the retry limits allow
+  kFlushed,         // the QP entered ERR before this WR could complete
+};
+const char* wc_status_name(WcStatus s);
+
+enum class WcOpcode : uint8_t { kWrite, kWriteImm, kRecvImm };
+
+struct Completion {
+  uint64_t wr_id = 0;
+  uint32_t qpn = 0;
+  WcStatus status = WcStatus::kSuccess;
+  WcOpcode opcode = WcOpcode::kWrite;
+  uint32_t imm = 0;                  // kRecvImm
+  uint64_t byte_len = 0;             // kRecvImm: bytes of the message
+  Time time = 0;                     // when the engine produced it
+};
+
+enum class EventType : uint8_t {
+  kEvStateChange,   // a path changed state (GOOD <-> ASSUMED_BAD, DENIED)
+  kQpError,         // a QP entered ERR
+  kPortChange,      // set_port_up changed a port
+};
+
+struct Event {
+  EventType type = EventType::kEvStateChange;
+  uint32_t qpn = 0;
+  uint16_t ev_index = 0;
+  uint8_t port = 0;
+  ev::EvState from = ev::EvState::kGood;
+  ev::EvState to = ev::EvState::kGood;
+  Time time = 0;
+};
+
+// One packet for the driver to send. `pkt.payload` points into registered memory (nullptr
+// for phantom regions) and stays valid until the next engine call.
+struct TxPacket {
+  uint8_t port = 0;                  // NIC port (plane)
+  uint16_t ev_index = 0;             // path index within the QP's set
+  const ev::ExpandedEv* ev = nullptr;// expanded EV (the path on the wire)
+  uint32_t peer = 0;                 // QpAttr::peer of the sending QP
+  uint32_t src_qpn = 0;
+  uint32_t transport_bytes = 0;      // BTH .. payload + ICRC: what crosses the wire above UDP
+  wire::TransportPacket pkt;
+};
+
+// A received packet, already parsed (the simulator hands these over directly; the Linux
+// driver uses on_datagram, which decodes and calls on_packet).
+struct RxPacket {
+  uint8_t port = 0;
+  bool ecn_ce = false;               // IPv6 ECN field was CE
+  bool trimmed = false;              // a switch cut the payload (DSCP kDscpTrimmed)
+  wire::TransportPacket pkt;
+};
+
+// Why received packets were dropped. Every drop is counted; none changes QP state.
+enum class DropReason : uint8_t {
+  kDecode,          // malformed bytes (on_datagram)
+  kUnknownQp,
+  kBadState,        // QP not in a state that accepts this packet
+  kBadRkey,
+  kBadAddress,
+  kPsnOutOfWindow,  // stale or beyond the responder window
+  kBadAck,          // ACK/NACK for PSNs never sent
+  kWimmExceeded,    // responder: more WRITE-with-imm in flight than max_wimm_dest
+  kBadOpcode,
+  kInconsistent,    // fields contradict what the QP knows (e.g. message size changed)
+  kCount
+};
+const char* drop_reason_name(DropReason r);
+
+struct EngineCounters {
+  uint64_t data_sent = 0;            // data packets, first transmissions
+  uint64_t retransmits = 0;
+  uint64_t acks_sent = 0;
+  uint64_t nacks_sent = 0;           // trim NACKs + RoCE sequence NAKs
+  uint64_t probes_sent = 0;
+  uint64_t probe_replies_sent = 0;
+  uint64_t cnps_sent = 0;
+  uint64_t data_received = 0;        // accepted and placed
+  uint64_t duplicates = 0;           // received again, not placed again
+  uint64_t trimmed_received = 0;
+  uint64_t out_of_sequence = 0;      // RoCE responder: dropped for arriving out of order
+  uint64_t ecn_received = 0;
+  uint64_t bytes_placed = 0;
+  uint64_t losses_detected = 0;      // RACK / per-path order / PTO
+  uint64_t timeouts = 0;             // ACK timeout (RTO) expirations
+  uint64_t trim_nacks_received = 0;
+  uint64_t ev_state_changes = 0;
+  uint64_t completions = 0;
+  uint64_t completion_errors = 0;
+  uint64_t completions_dropped = 0;  // completion buffer overflow (must stay 0)
+  uint64_t events_dropped = 0;
+  uint64_t drops[static_cast<int>(DropReason::kCount)] = {};
+  uint64_t max_outstanding_psns = 0; // high-water mark across QPs (MPR check)
+  uint64_t max_outstanding_wimm = 0; // high-water mark across QPs (WIMM check)
+};
+
+class Engine {
+ public:
+  explicit Engine(const EngineConfig& config);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const EngineConfig& config() const { return config_; }
+
+  // ---- Memory -------------------------------------------------------------------------
+  // `base` may be nullptr: a phantom region (placement is counted, nothing is copied).
+  Result<MemoryKeys> register_memory(void* base, uint64_t length, uint64_t iova,
+                                     uint32_t access);
+  Status deregister_memory(uint32_t lkey);
+
+  // ---- QPs ----------------------------------------------------------------------------
+  // A new QP in RESET. Errors: kNoResources, kInvalidArgument (depths 0 or > 65536).
+  Result<uint32_t> create_qp(const QpCreateAttr& attr);
+  // Moves a QP to `target`, taking the attributes that transition requires (see QpAttr).
+  // Legal: RESET->INIT->RTR->RTS, any->ERR, any->RESET. Errors: kUnknownQp,
+  // kBadQpState (illegal transition), kInvalidArgument (attribute out of range; the QP is
+  // unchanged).
+  Status modify_qp(Time now, uint32_t qpn, QpState target, const QpAttr& attr);
+  Status destroy_qp(uint32_t qpn);
+  Result<QpState> qp_state(uint32_t qpn) const;
+  // The path set of a QP (for tools and the controller). nullptr if no such QP.
+  const PathSet* qp_paths(uint32_t qpn) const;
+  // Controller: deny or allow a path of a QP (OCP MODIFY_EV_STATE).
+  Status set_path_denied(Time now, uint32_t qpn, int ev_index, bool denied);
+
+  // ---- Work ---------------------------------------------------------------------------
+  // Errors: kUnknownQp, kBadQpState (not RTS), kQueueFull (send queue full),
+  // kBadRkey/kBadAddress (local buffer not in a registered region), kInvalidArgument.
+  Status post_write(Time now, uint32_t qpn, const WriteWr& wr);
+  // A receive WR for one incoming immediate. Allowed from RTR. Errors: kUnknownQp,
+  // kBadQpState, kQueueFull.
+  Status post_recv(uint32_t qpn, uint64_t wr_id);
+
+  // ---- Network ------------------------------------------------------------------------
+  // Processes one received packet. Returns the drop reason as an error if it was dropped
+  // (already counted); a dropped packet changes no state.
+  Status on_packet(Time now, const RxPacket& rx);
+  // Decodes a whole IPv6/UDP datagram received on `port` and processes it.
+  Status on_datagram(Time now, uint8_t port, std::span<const uint8_t> bytes);
+  // Fills `out` with the next packet to send on one of the ports in `port_mask` (bit i =
+  // port i). Control packets (ACKs, NACKs, probes) go first, then data, round-robin over
+  // QPs. Returns false when nothing can be sent now (check next_deadline()).
+  bool poll_transmit(Time now, uint32_t port_mask, TxPacket& out);
+  void set_port_up(Time now, uint8_t port, bool up);
+
+  // ---- Outputs ------------------------------------------------------------------------
+  bool poll_completion(Completion& out);
+  bool poll_event(Event& out);
+  // Earliest time on_timer() has work (kNever if none).
+  Time next_deadline();
+  void on_timer(Time now);
+
+  const EngineCounters& counters() const { return counters_; }
+  EngineCounters& mutable_counters() { return counters_; }
+
+  // ---- Internal plumbing used by Qp ---------------------------------------------------
+  MemoryTable& memory() { return memory_; }
+  void emit_completion(const Completion& c);
+  void emit_event(const Event& e);
+  void mark_ready(Qp* qp);     // QP may have data to send
+  void mark_control(Qp* qp);   // QP has a control packet to send
+  void rearm(Qp* qp);          // QP's deadline may have changed
+
+ private:
+  Qp* find_qp(uint32_t qpn) const;
+
+  struct TimerEntry {
+    Time at;
+    uint32_t qpn;
+    bool operator>(const TimerEntry& o) const { return at > o.at || (at == o.at && qpn > o.qpn); }
+  };
+
+  EngineConfig config_;
+  MemoryTable memory_;
+  std::vector<std::unique_ptr<Qp>> qps_;  // index = qpn - kFirstQpn
+  std::vector<uint32_t> free_qp_slots_;
+  // FIFO rings of QPNs (each QP at most once in each, guarded by flags on the QP).
+  std::vector<uint32_t> ready_ring_, control_ring_;
+  size_t ready_head_ = 0, ready_size_ = 0, control_head_ = 0, control_size_ = 0;
+  std::vector<TimerEntry> timers_;        // binary min-heap, lazily invalidated
+  std::vector<Completion> completions_;
+  size_t completion_head_ = 0, completion_size_ = 0;
+  std::vector<Event> events_;
+  size_t event_head_ = 0, event_size_ = 0;
+  uint32_t port_up_mask_;
+  Rng rng_;
+  EngineCounters counters_;
+
+  friend class Qp;
+};
+
+inline constexpr uint32_t kFirstQpn = 2;  // QPN 0 and 1 are special in InfiniBand
+
+}  // namespace mrc

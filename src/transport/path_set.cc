@@ -1,0 +1,162 @@
+#include "transport/path_set.h"
+
+#include <algorithm>
+
+namespace mrc {
+
+void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t num_ports,
+                   const PathPolicy& policy, uint64_t seed) {
+  paths_.clear();
+  order_.clear();
+  assumed_bad_.clear();
+  policy_ = policy;
+  min_active_ = min_active;
+  port_up_mask_ = num_ports >= 32 ? ~0u : ((1u << num_ports) - 1);
+  for (const PathDesc& d : paths) {
+    Path p;
+    p.desc = d;
+    p.state = d.state == ev::EvState::kDenied ? ev::EvState::kDenied : ev::EvState::kGood;
+    paths_.push_back(p);
+  }
+  // Interleave by port: take the first path of every port, then the second of every port,
+  // and so on, so that consecutive picks alternate planes.
+  std::vector<std::vector<uint16_t>> by_port(32);
+  for (size_t i = 0; i < paths_.size(); ++i) {
+    by_port[paths_[i].desc.port & 31].push_back(static_cast<uint16_t>(i));
+  }
+  for (size_t round = 0; order_.size() < paths_.size(); ++round) {
+    for (auto& bucket : by_port) {
+      if (round < bucket.size()) order_.push_back(bucket[round]);
+    }
+  }
+  Rng rng(seed);
+  cursor_ = order_.empty() ? 0 : rng.below(order_.size());
+  probe_seq_ = rng.next() & 0xFFFFFFFFull;
+  recount();
+}
+
+void PathSet::recount() {
+  usable_ = 0;
+  for (const Path& p : paths_) usable_ += usable(p) ? 1 : 0;
+}
+
+int PathSet::pick(Time now, uint32_t port_mask, int exclude) {
+  const size_t n = order_.size();
+  if (n == 0) return kNone;
+  const uint32_t mask = port_mask & port_up_mask_;
+  // First pass: usable, port allowed, not cooling, not excluded. Second pass: allow cooling
+  // paths (every path is congested: spraying evenly is the best we can do). Last resort:
+  // the excluded path.
+  int fallback = kNone;
+  int excluded_ok = kNone;
+  for (size_t k = 0; k < n; ++k) {
+    const size_t pos = cursor_ + k < n ? cursor_ + k : cursor_ + k - n;
+    const int i = order_[pos];
+    const Path& p = paths_[static_cast<size_t>(i)];
+    if (p.state != ev::EvState::kGood || !((mask >> p.desc.port) & 1)) continue;
+    if (i == exclude) {
+      excluded_ok = i;
+      continue;
+    }
+    if (p.cool_until > now && policy_.ecn_steering) {
+      if (fallback == kNone) fallback = i;
+      continue;
+    }
+    cursor_ = pos + 1 == n ? 0 : pos + 1;
+    return i;
+  }
+  if (fallback != kNone) {
+    // Advance past the fallback too, so congested paths still rotate.
+    for (size_t pos = 0; pos < n; ++pos) {
+      if (order_[pos] == fallback) {
+        cursor_ = pos + 1 == n ? 0 : pos + 1;
+        break;
+      }
+    }
+    return fallback;
+  }
+  return excluded_ok;
+}
+
+void PathSet::on_ecn(int i, Time now) {
+  Path& p = paths_[static_cast<size_t>(i)];
+  ++p.ecn_echoes;
+  if (policy_.ecn_steering) p.cool_until = now + policy_.ecn_cooldown;
+}
+
+PathStateChange PathSet::on_loss(int i, Time now) {
+  Path& p = paths_[static_cast<size_t>(i)];
+  ++p.losses;
+  if (!policy_.loss_marking || p.state != ev::EvState::kGood) return {};
+  // Never drop below ev_min_active usable paths (OCP mrc_ctl_ev_profile_attr.ev_min_active).
+  if (usable(p) && usable_ <= min_active_) return {};
+  p.state = ev::EvState::kAssumedBad;
+  p.next_probe_at = now + policy_.probe_interval;
+  p.probe_id = 0;
+  assumed_bad_.push_back(static_cast<uint16_t>(i));
+  recount();
+  return {true, ev::EvState::kGood, ev::EvState::kAssumedBad};
+}
+
+PathStateChange PathSet::on_probe_reply(int i, uint64_t probe_id) {
+  if (i < 0 || static_cast<size_t>(i) >= paths_.size()) return {};
+  Path& p = paths_[static_cast<size_t>(i)];
+  if (p.state != ev::EvState::kAssumedBad || probe_id == 0 || p.probe_id != probe_id) return {};
+  p.state = ev::EvState::kGood;
+  p.probe_id = 0;
+  p.cool_until = 0;
+  std::erase(assumed_bad_, static_cast<uint16_t>(i));
+  recount();
+  return {true, ev::EvState::kAssumedBad, ev::EvState::kGood};
+}
+
+PathStateChange PathSet::set_denied(int i, bool denied) {
+  Path& p = paths_[static_cast<size_t>(i)];
+  const ev::EvState from = p.state;
+  if (denied) {
+    if (from == ev::EvState::kDenied) return {};
+    p.state = ev::EvState::kDenied;
+    std::erase(assumed_bad_, static_cast<uint16_t>(i));
+  } else {
+    if (from != ev::EvState::kDenied) return {};
+    p.state = ev::EvState::kGood;
+  }
+  recount();
+  return {true, from, p.state};
+}
+
+void PathSet::set_port_up(uint8_t port, bool up) {
+  if (up) {
+    port_up_mask_ |= 1u << port;
+  } else {
+    port_up_mask_ &= ~(1u << port);
+  }
+  recount();
+}
+
+Time PathSet::next_probe_time() const {
+  Time t = kNever;
+  for (uint16_t i : assumed_bad_) {
+    const Path& p = paths_[i];
+    if (port_up(p.desc.port)) t = std::min(t, p.next_probe_at);
+  }
+  return t;
+}
+
+int PathSet::take_due_probe(Time now, uint32_t port_mask, uint64_t* probe_id) {
+  for (uint16_t i : assumed_bad_) {
+    Path& p = paths_[i];
+    if (p.next_probe_at > now || !port_up(p.desc.port) || !((port_mask >> p.desc.port) & 1)) {
+      continue;
+    }
+    // A probe id names the path and is fresh each time, so a late reply to an old probe
+    // cannot revive a path that failed again since.
+    p.probe_id = (static_cast<uint64_t>(i) << 48) | (++probe_seq_ & 0xFFFFFFFFFFFFull);
+    p.next_probe_at = now + policy_.probe_interval;
+    *probe_id = p.probe_id;
+    return i;
+  }
+  return kNone;
+}
+
+}  // namespace mrc

@@ -1,0 +1,112 @@
+// The multipath state of one QP: its set of paths (EV + NIC port), which of them may carry
+// traffic now, the round-robin sprayer, ECN recycling, loss marking and probing.
+//
+// MRC rules implemented here (mrc-background.md, "Path selection"):
+// - round-robin over usable EVs, interleaved across planes (consecutive picks alternate
+//   ports, so every plane carries its share);
+// - an EV whose ACK echoes ECN is recycled: skipped for `ecn_cooldown`;
+// - a loss marks the EV ASSUMED_BAD at once; only probes use it until a probe succeeds;
+// - never fewer than `min_active` usable EVs (a loss that would go below is not marked);
+// - DENIED EVs (controller) are never used; a port that is down removes its EVs at once.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "common/types.h"
+#include "transport/ev_profile.h"
+#include "transport/rng.h"
+
+namespace mrc {
+
+// One path as configured: the expanded EV the drivers put on the wire and its NIC port.
+struct PathDesc {
+  ev::ExpandedEv ev{};
+  uint8_t port = 0;                          // 0-based NIC port (plane)
+  ev::EvState state = ev::EvState::kGood;    // kGood or kDenied at configuration
+};
+
+struct PathPolicy {
+  bool ecn_steering = true;   // recycle EVs whose ACKs echo ECN (false: oblivious spraying)
+  bool loss_marking = true;   // mark EVs ASSUMED_BAD on loss (false: keep using them)
+  Time ecn_cooldown = us(8);  // how long an ECN-marked EV is skipped
+  Time probe_interval = us(50);  // between probes of an ASSUMED_BAD EV
+};
+
+struct Path {
+  PathDesc desc;
+  ev::EvState state = ev::EvState::kGood;
+  Time cool_until = 0;
+  Time next_probe_at = 0;
+  uint64_t probe_id = 0;      // outstanding probe (0: none)
+  uint64_t packets_sent = 0;
+  uint64_t ecn_echoes = 0;
+  uint64_t losses = 0;
+};
+
+struct PathStateChange {
+  bool changed = false;
+  ev::EvState from = ev::EvState::kGood;
+  ev::EvState to = ev::EvState::kGood;
+};
+
+class PathSet {
+ public:
+  static constexpr int kNone = -1;
+
+  // Configures the set. `num_ports` bounds the port numbers; `seed` picks where the
+  // round-robin starts (so QPs of one host do not march in lockstep).
+  void init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t num_ports,
+            const PathPolicy& policy, uint64_t seed);
+
+  // The next path in round-robin order that is usable now, whose port is in `port_mask`,
+  // preferring paths that are not cooling down after ECN and avoiding `exclude` (a
+  // retransmission's previous path) unless it is the only choice. kNone if no path can be
+  // used (every port down or masked).
+  int pick(Time now, uint32_t port_mask, int exclude = kNone);
+
+  // Path `i` saw ECN in an ACK echo: recycle it (skip it for a while).
+  void on_ecn(int i, Time now);
+  // A packet sent on path `i` was lost: ASSUMED_BAD unless that would leave fewer than
+  // min_active usable paths. Returns the state change, if any.
+  PathStateChange on_loss(int i, Time now);
+  // A probe reply for path `i` with `probe_id` arrived: ASSUMED_BAD -> GOOD if it answers
+  // the outstanding probe. Returns the state change, if any.
+  PathStateChange on_probe_reply(int i, uint64_t probe_id);
+  // Controller: deny (never use) or allow path `i`. Returns the state change.
+  PathStateChange set_denied(int i, bool denied);
+  void set_port_up(uint8_t port, bool up);
+  bool port_up(uint8_t port) const { return (port_up_mask_ >> port) & 1; }
+
+  // Earliest time a probe is due (kNever if none).
+  Time next_probe_time() const;
+  // A path whose probe is due at `now` on an up port in `port_mask`: records a new probe id
+  // for it and schedules the next one. kNone if none is due.
+  int take_due_probe(Time now, uint32_t port_mask, uint64_t* probe_id);
+
+  // Paths usable for traffic: GOOD on an up port.
+  uint32_t usable_count() const { return usable_; }
+  uint32_t min_active() const { return min_active_; }
+  size_t size() const { return paths_.size(); }
+  const Path& path(int i) const { return paths_[static_cast<size_t>(i)]; }
+  void count_sent(int i) { ++paths_[static_cast<size_t>(i)].packets_sent; }
+
+ private:
+  bool usable(const Path& p) const {
+    return p.state == ev::EvState::kGood && port_up(p.desc.port);
+  }
+  void recount();
+
+  std::vector<Path> paths_;
+  std::vector<uint16_t> order_;       // round-robin order, interleaved by port
+  std::vector<uint16_t> assumed_bad_; // indices of ASSUMED_BAD paths (probing)
+  size_t cursor_ = 0;
+  uint32_t usable_ = 0;
+  uint32_t min_active_ = 0;
+  uint32_t port_up_mask_ = 0;
+  uint64_t probe_seq_ = 0;
+  PathPolicy policy_;
+};
+
+}  // namespace mrc

@@ -1,0 +1,1185 @@
+#include "transport/qp.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "transport/psn.h"
+
+namespace mrc {
+
+namespace {
+
+uint32_t pow2_at_least(uint64_t n) { return static_cast<uint32_t>(std::bit_ceil(std::max<uint64_t>(n, 1))); }
+
+uint32_t pad_bytes(uint32_t payload) { return (4 - (payload & 3)) & 3; }
+
+// Bytes above UDP: BTH + extensions + payload + pad + ICRC (docs/wire-format.md).
+uint32_t data_wire_bytes(bool imm, uint32_t payload) {
+  return wire::kBthBytes + wire::kRethBytes + (imm ? wire::kImmDtBytes : 0) + wire::kDataExtBytes +
+         payload + pad_bytes(payload) + wire::kIcrcBytes;
+}
+constexpr uint32_t kAckWireBytes =
+    wire::kBthBytes + wire::kAethBytes + wire::kSackExtBytes + wire::kIcrcBytes;
+constexpr uint32_t kTrimNackWireBytes =
+    wire::kBthBytes + wire::kAethBytes + wire::kTrimNackExtBytes + wire::kIcrcBytes;
+constexpr uint32_t kProbeWireBytes = wire::kBthBytes + wire::kProbeExtBytes + wire::kIcrcBytes;
+constexpr uint32_t kCnpWireBytes = wire::kBthBytes + wire::kCnpReservedBytes + wire::kIcrcBytes;
+
+// AETH syndromes (IBTA 9.7.5.1.1): ACK with "credits invalid", NAK PSN sequence error.
+constexpr uint8_t kAethAck = 0x1F;
+constexpr uint8_t kAethNakSeqErr = 0x60;
+bool aeth_is_nak(uint8_t syndrome) { return (syndrome & 0x60) == 0x60; }
+
+constexpr uint32_t kTrimNackQueue = 64;
+constexpr uint32_t kProbeReplyQueue = 32;
+
+}  // namespace
+
+Qp::Qp(Engine& engine, uint32_t qpn, const QpCreateAttr& attr, uint64_t seed)
+    : engine_(engine), qpn_(qpn), create_(attr), seed_(seed) {
+  sq_.resize(attr.sq_depth);
+  rq_.resize(attr.rq_depth);
+  nacks_.resize(kTrimNackQueue);
+  probe_replies_.resize(kProbeReplyQueue);
+}
+
+Qp::~Qp() = default;
+
+// ---------------------------------------------------------------------------------------
+// State machine (OCP mrc.h 3.8: RESET -> INIT -> RTR -> RTS, ERR and RESET from any state).
+
+Status Qp::modify(Time now, QpState target, const QpAttr& a) {
+  switch (target) {
+    case QpState::kReset:
+      return fail(Error::kInvalidArgument);  // the engine replaces the QP object instead
+    case QpState::kErr:
+      if (state_ != QpState::kErr) to_err(now, WcStatus::kFlushed);
+      return {};
+    case QpState::kInit:
+      if (state_ != QpState::kReset) return fail(Error::kBadQpState);
+      return to_init(a);
+    case QpState::kRtr:
+      if (state_ != QpState::kInit) return fail(Error::kBadQpState);
+      return to_rtr(a);
+    case QpState::kRts:
+      if (state_ != QpState::kRtr) return fail(Error::kBadQpState);
+      return to_rts(now, a);
+  }
+  return fail(Error::kInvalidArgument);
+}
+
+Status Qp::to_init(const QpAttr& a) {
+  const uint8_t ports = engine_.config().num_ports;
+  if (a.paths.empty() || a.paths.size() > 65535) return fail(Error::kInvalidArgument);
+  if (a.transport == TransportMode::kRoce && a.paths.size() != 1) {
+    return fail(Error::kInvalidArgument);
+  }
+  for (const PathDesc& p : a.paths) {
+    if (p.port >= ports || p.state == ev::EvState::kAssumedBad) {
+      return fail(Error::kInvalidArgument);
+    }
+  }
+  if (a.ev_min_active > a.paths.size()) return fail(Error::kInvalidArgument);
+  switch (a.cc.algorithm) {
+    case CcAlgorithm::kNscc:
+      if (a.cc.nscc.base_rtt == 0) return fail(Error::kInvalidArgument);
+      break;
+    case CcAlgorithm::kDcqcn:
+      if (a.cc.dcqcn.line_rate_bps == 0) return fail(Error::kInvalidArgument);
+      break;
+    case CcAlgorithm::kFixedWindow:
+      if (a.cc.fixed_window == 0) return fail(Error::kInvalidArgument);
+      break;
+    case CcAlgorithm::kNone:
+      break;
+  }
+  transport_ = a.transport;
+  PathPolicy policy = a.path_policy;
+  if (transport_ == TransportMode::kRoce) {
+    // One ECMP path and nothing to steer to: RoCEv2 relies on the network (PFC, routing).
+    policy.ecn_steering = false;
+    policy.loss_marking = false;
+  }
+  paths_.init(a.paths, a.ev_min_active, ports, policy, seed_);
+  for (uint8_t p = 0; p < ports; ++p) {
+    if (!((engine_.port_up_mask_ >> p) & 1)) paths_.set_port_up(p, false);
+  }
+  path_fifos_.assign(a.paths.size(), PathFifo{});
+  cc_spec_ = a.cc;
+  state_ = QpState::kInit;
+  return {};
+}
+
+Status Qp::to_rtr(const QpAttr& a) {
+  if (a.path_mtu < 64 || a.path_mtu > 9000 || a.mpr_dest == 0 || a.dest_qpn > kPsnMask ||
+      a.rq_psn > kPsnMask || a.max_wimm_dest == 0) {
+    return fail(Error::kInvalidArgument);
+  }
+  dest_qpn_ = a.dest_qpn;
+  peer_ = a.peer;
+  mtu_ = a.path_mtu;
+  max_wimm_dest_ = a.max_wimm_dest;
+  mpr_dest_psns_ = 128u * a.mpr_dest;
+  const uint32_t bits = pow2_at_least(std::max<uint32_t>(mpr_dest_psns_, 128));
+  rcv_bits_.assign(bits / 64, 0);
+  rcv_mask_ = bits - 1;
+  rx_msgs_.assign(bits, RxMessage{});
+  msg_mask_ = bits - 1;
+  rcv_base_ = a.rq_psn;
+  msg_base_ = 0;
+  state_ = QpState::kRtr;
+  return {};
+}
+
+Status Qp::to_rts(Time now, const QpAttr& a) {
+  if (a.mpr == 0 || a.timeout > 24 || a.retry_linear > 7 || a.retry_exp > 25 ||
+      a.sq_psn > kPsnMask || a.max_wimm == 0) {
+    return fail(Error::kInvalidArgument);
+  }
+  mpr_psns_ = 128u * a.mpr;
+  max_wimm_ = a.max_wimm;
+  timeout_ = a.timeout;
+  retry_linear_ = a.retry_linear;
+  retry_exp_ = a.retry_exp;
+  reorder_window_attr_ = a.reorder_window;
+  const uint32_t n = pow2_at_least(mpr_psns_);
+  pkts_.assign(n, TxPkt{});
+  pkt_mask_ = n - 1;
+  recs_.assign(2 * n, TxRecord{});
+  rec_mask_ = 2 * n - 1;
+  rec_head_ = rec_tail_ = 0;
+  retx_.assign(n, 0);
+  retx_head_ = retx_size_ = 0;
+  snd_una_ = next_psn_ = gbn_next_ = a.sq_psn;
+  switch (cc_spec_.algorithm) {
+    case CcAlgorithm::kNscc: {
+      cc::NsccConfig cfg = cc_spec_.nscc;
+      cfg.mtu = mtu_;
+      cc_ = cc::make_nscc(cfg);
+      break;
+    }
+    case CcAlgorithm::kDcqcn: {
+      cc::DcqcnConfig cfg = cc_spec_.dcqcn;
+      cfg.mtu = mtu_;
+      cc_ = cc::make_dcqcn(cfg);
+      break;
+    }
+    case CcAlgorithm::kFixedWindow:
+      cc_ = cc::make_fixed_window(cc_spec_.fixed_window);
+      break;
+    case CcAlgorithm::kNone:
+      cc_.reset();
+      break;
+  }
+  last_progress_ = now;
+  state_ = QpState::kRts;
+  return {};
+}
+
+void Qp::to_err(Time now, WcStatus first_status) {
+  const bool was_error = state_ == QpState::kErr;
+  state_ = QpState::kErr;
+  // Every outstanding send WR completes with an error: the oldest with the cause, the rest
+  // flushed (as libibverbs reports IBV_WC_RETRY_EXC_ERR then IBV_WC_WR_FLUSH_ERR).
+  WcStatus status = first_status;
+  for (uint64_t s = sq_head_; s != sq_tail_; ++s) {
+    SendWr& w = wr_at(s);
+    engine_.emit_completion(Completion{w.wr_id, qpn_, status,
+                                       w.with_imm ? WcOpcode::kWriteImm : WcOpcode::kWrite, 0,
+                                       w.length, now});
+    status = WcStatus::kFlushed;
+  }
+  sq_head_ = sq_send_ = sq_tail_;
+  while (rq_size_ > 0) {
+    engine_.emit_completion(
+        Completion{rq_[rq_head_], qpn_, WcStatus::kFlushed, WcOpcode::kRecvImm, 0, 0, now});
+    rq_head_ = (rq_head_ + 1) % rq_.size();
+    --rq_size_;
+  }
+  retx_size_ = 0;
+  inflight_bytes_ = 0;
+  wimm_outstanding_ = 0;
+  echo_count_ = 0;
+  ack_now_ = false;
+  ack_due_ = kNever;
+  nack_size_ = probe_reply_size_ = 0;
+  roce_nak_pending_ = cnp_pending_ = probes_due_ = false;
+  pacing_wait_until_ = kNever;
+  if (!was_error) {
+    engine_.emit_event(Event{EventType::kQpError, qpn_, 0, 0, ev::EvState::kGood,
+                             ev::EvState::kGood, now});
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Posting work.
+
+Status Qp::post_write(Time now, const WriteWr& wr) {
+  if (state_ != QpState::kRts) return fail(Error::kBadQpState);
+  if (wr.opcode != WrOpcode::kWrite && wr.opcode != WrOpcode::kWriteImm) {
+    return fail(Error::kInvalidArgument);
+  }
+  if (wr.length > (1ull << 31)) return fail(Error::kInvalidArgument);  // IBTA max message
+  if (wr.remote_addr + wr.length < wr.remote_addr) return fail(Error::kInvalidArgument);
+  if (sq_tail_ - sq_head_ >= sq_.size()) return fail(Error::kQueueFull);
+  const uint8_t* local = nullptr;
+  if (wr.length > 0) {
+    auto region = engine_.memory().check_local(wr.lkey, wr.local_addr, wr.length);
+    if (!region) return fail(region.error());
+    if ((*region)->base) local = (*region)->base + (wr.local_addr - (*region)->iova);
+  }
+  SendWr& w = wr_at(sq_tail_);
+  w = SendWr{};
+  w.wr_id = wr.wr_id;
+  w.local = local;
+  w.length = wr.length;
+  w.remote_addr = wr.remote_addr;
+  w.rkey = wr.rkey;
+  w.imm = wr.imm;
+  w.msg_num = next_msg_num_++;
+  w.npkts = wr.length == 0 ? 1 : static_cast<uint32_t>((wr.length + mtu_ - 1) / mtu_);
+  w.with_imm = wr.opcode == WrOpcode::kWriteImm;
+  w.signaled = wr.signaled || create_.sq_sig_all;
+  ++sq_tail_;
+  (void)now;
+  engine_.mark_ready(this);
+  return {};
+}
+
+Status Qp::post_recv(uint64_t wr_id) {
+  if (state_ != QpState::kRtr && state_ != QpState::kRts) return fail(Error::kBadQpState);
+  if (rq_size_ >= rq_.size()) return fail(Error::kQueueFull);
+  rq_[(rq_head_ + rq_size_) % rq_.size()] = wr_id;
+  ++rq_size_;
+  // A message may be placed and waiting for this receive (MRC has no RNR).
+  complete_recv_messages(newest_arrival_);
+  return {};
+}
+
+// ---------------------------------------------------------------------------------------
+// Requester: sending.
+
+uint32_t Qp::outstanding_psns() const {
+  return static_cast<uint32_t>(psn_diff(next_psn_, snd_una_));
+}
+
+bool Qp::window_allows_new(const SendWr& w) const {
+  if (outstanding_psns() >= mpr_psns_) return false;          // MPR
+  if (is_mrc() && rec_tail_ - rec_head_ >= recs_.size()) return false;
+  if (w.next_pkt == 0 && w.with_imm && wimm_outstanding_ >= max_wimm_) return false;  // WIMM
+  return true;
+}
+
+bool Qp::cc_allows(Time now, uint32_t bytes) const {
+  if (!cc_) return true;
+  if (inflight_bytes_ > 0 && inflight_bytes_ + bytes > cc_->cwnd()) return false;
+  return cc_->next_send_time() <= now;
+}
+
+Qp::DataResult Qp::blocked_by_cc(Time now) {
+  if (cc_ && cc_->next_send_time() > now) pacing_wait_until_ = cc_->next_send_time();
+  return DataResult::kIdle;
+}
+
+Qp::DataResult Qp::produce_data(Time now, uint32_t mask, TxPacket& out) {
+  if (state_ != QpState::kRts) return DataResult::kIdle;
+  if (!is_mrc()) return produce_roce_data(now, mask, out);
+
+  // Retransmissions first, each on a different path than the one that lost it.
+  while (retx_size_ > 0) {
+    const uint32_t psn = retx_[retx_head_];
+    TxPkt& p = pkt(psn);
+    if (p.state != PktState::kLost || !psn_in_flight_range(psn)) {
+      retx_head_ = (retx_head_ + 1) & pkt_mask_;
+      --retx_size_;
+      continue;
+    }
+    if (!cc_allows(now, p.bytes)) return blocked_by_cc(now);
+    if (rec_tail_ - rec_head_ >= recs_.size()) return DataResult::kIdle;
+    const int path = paths_.pick(now, mask, p.ev);
+    if (path == PathSet::kNone) return paths_.usable_count() ? DataResult::kPortsBusy : DataResult::kIdle;
+    retx_head_ = (retx_head_ + 1) & pkt_mask_;
+    --retx_size_;
+    fill_data(now, psn, path, true, out);
+    return DataResult::kSent;
+  }
+
+  if (sq_send_ == sq_tail_) return DataResult::kIdle;
+  SendWr& w = wr_at(sq_send_);
+  if (!window_allows_new(w)) return DataResult::kIdle;
+  const uint64_t off = static_cast<uint64_t>(w.next_pkt) * mtu_;
+  const uint32_t bytes = static_cast<uint32_t>(std::min<uint64_t>(mtu_, w.length - off));
+  if (!cc_allows(now, bytes)) return blocked_by_cc(now);
+  const int path = paths_.pick(now, mask);
+  if (path == PathSet::kNone) return paths_.usable_count() ? DataResult::kPortsBusy : DataResult::kIdle;
+  start_new_packet(w, bytes);
+  fill_data(now, psn_add(next_psn_, -1), path, false, out);
+  return DataResult::kSent;
+}
+
+void Qp::start_new_packet(SendWr& w, uint32_t bytes) {
+  const uint32_t psn = next_psn_;
+  next_psn_ = psn_add(next_psn_, 1);
+  TxPkt& p = pkt(psn);
+  p = TxPkt{};
+  p.wr_seq = sq_send_;
+  p.pkt_index = w.next_pkt;
+  p.bytes = bytes;
+  if (w.next_pkt == 0 && w.with_imm) {
+    ++wimm_outstanding_;
+    auto& hw = engine_.counters_.max_outstanding_wimm;
+    hw = std::max<uint64_t>(hw, wimm_outstanding_);
+  }
+  if (++w.next_pkt == w.npkts) ++sq_send_;
+  auto& hw = engine_.counters_.max_outstanding_psns;
+  hw = std::max<uint64_t>(hw, outstanding_psns());
+}
+
+// RoCEv2 baseline: one path, PSN order, go-back-N from gbn_next_ after a NAK or timeout.
+Qp::DataResult Qp::produce_roce_data(Time now, uint32_t mask, TxPacket& out) {
+  const Path& path = paths_.path(0);
+  const bool port_ok = paths_.port_up(path.desc.port);
+  if (psn_lt(gbn_next_, next_psn_)) {
+    const uint32_t psn = gbn_next_;
+    TxPkt& p = pkt(psn);
+    if (!cc_allows(now, p.bytes)) return blocked_by_cc(now);
+    if (!port_ok) return DataResult::kIdle;
+    if (!((mask >> path.desc.port) & 1)) return DataResult::kPortsBusy;
+    gbn_next_ = psn_add(gbn_next_, 1);
+    if (p.state == PktState::kLost) p.state = PktState::kInflight;
+    fill_data(now, psn, 0, true, out);
+    return DataResult::kSent;
+  }
+  if (sq_send_ == sq_tail_) return DataResult::kIdle;
+  SendWr& w = wr_at(sq_send_);
+  if (!window_allows_new(w)) return DataResult::kIdle;
+  const uint64_t off = static_cast<uint64_t>(w.next_pkt) * mtu_;
+  const uint32_t bytes = static_cast<uint32_t>(std::min<uint64_t>(mtu_, w.length - off));
+  if (!cc_allows(now, bytes)) return blocked_by_cc(now);
+  if (!port_ok) return DataResult::kIdle;
+  if (!((mask >> path.desc.port) & 1)) return DataResult::kPortsBusy;
+  start_new_packet(w, bytes);
+  gbn_next_ = next_psn_;
+  fill_data(now, psn_add(next_psn_, -1), 0, false, out);
+  return DataResult::kSent;
+}
+
+void Qp::fill_data(Time now, uint32_t psn, int path, bool retransmit, TxPacket& out) {
+  TxPkt& p = pkt(psn);
+  const SendWr& w = wr_at(p.wr_seq);
+  const uint64_t off = static_cast<uint64_t>(p.pkt_index) * mtu_;
+  const bool last = p.pkt_index + 1 == w.npkts;
+  fill_common(out, paths_.path(path).desc.port, path);
+  wire::TransportPacket& t = out.pkt;
+  t.bth.opcode = w.with_imm ? wire::Opcode::kWriteOnlyImm : wire::Opcode::kWriteOnly;
+  t.bth.psn = psn;
+  t.bth.solicited = last && w.with_imm;
+  // Ask for a prompt ACK at the end of a message (its completion waits for it), when the
+  // window is about to close, and for retransmissions (recovery is waiting).
+  const bool ack_now = last || retransmit || outstanding_psns() + 8 >= mpr_psns_;
+  t.bth.ack_req = ack_now;
+  t.reth = wire::Reth{w.remote_addr + off, w.rkey, p.bytes};
+  t.imm = w.imm;
+  uint16_t flags = 0;
+  if (retransmit) flags |= wire::DataExt::kRetransmit;
+  if (last) flags |= wire::DataExt::kLastOfMessage;
+  if (w.with_imm) flags |= wire::DataExt::kHasImm;
+  if (ack_now) flags |= wire::DataExt::kAckNow;
+  t.data = wire::DataExt{w.msg_num, p.pkt_index, w.npkts, now, static_cast<uint16_t>(path), flags};
+  t.payload = w.local ? w.local + off : nullptr;
+  t.payload_len = p.bytes;
+  out.transport_bytes = data_wire_bytes(w.with_imm, p.bytes);
+
+  if (p.state == PktState::kInflight && p.transmissions > 0) {
+    // RoCE go-back-N resends packets still counted in flight: do not count them twice.
+  } else {
+    inflight_bytes_ += p.bytes;
+  }
+  p.state = PktState::kInflight;
+  p.sent_at = now;
+  p.ev = static_cast<uint16_t>(path);
+  if (p.transmissions < 255) ++p.transmissions;
+  if (is_mrc()) p.rec = record_transmission(psn, path, now);
+  paths_.count_sent(path);
+  if (cc_) cc_->on_send(now, p.bytes, inflight_bytes_);
+  if (retransmit) {
+    ++engine_.counters_.retransmits;
+  } else {
+    ++engine_.counters_.data_sent;
+  }
+}
+
+uint32_t Qp::record_transmission(uint32_t psn, int path, Time now) {
+  const uint32_t seq = rec_tail_++;
+  TxRecord& r = recs_[seq & rec_mask_];
+  r = TxRecord{psn, kNil, now, static_cast<uint16_t>(path), true};
+  PathFifo& f = path_fifos_[static_cast<size_t>(path)];
+  if (f.tail != kNil) {
+    recs_[f.tail & rec_mask_].next = seq;
+  } else {
+    f.head = seq;
+  }
+  f.tail = seq;
+  return seq;
+}
+
+bool Qp::psn_in_flight_range(uint32_t psn) const {
+  return psn_diff(psn, snd_una_) >= 0 && psn_diff(next_psn_, psn) > 0;
+}
+
+bool Qp::record_current(uint32_t seq) const {
+  const TxRecord& r = recs_[seq & rec_mask_];
+  if (!psn_in_flight_range(r.psn)) return false;
+  const TxPkt& p = pkts_[r.psn & pkt_mask_];
+  return p.state == PktState::kInflight && p.rec == seq;
+}
+
+// ---------------------------------------------------------------------------------------
+// Requester: acknowledgements and loss detection.
+
+bool Qp::ack_psn(uint32_t psn) {
+  TxPkt& p = pkt(psn);
+  if (p.state == PktState::kAcked || p.state == PktState::kFree) return false;
+  if (p.state == PktState::kInflight) inflight_bytes_ -= std::min<uint64_t>(inflight_bytes_, p.bytes);
+  p.state = PktState::kAcked;
+  ++wr_at(p.wr_seq).acked_pkts;
+  // With a single transmission we know exactly which send was delivered (RACK needs that).
+  if (p.transmissions == 1) rack_time_ = std::max(rack_time_, p.sent_at);
+  return true;
+}
+
+Status Qp::validate_ack(const wire::SackExt& s) const {
+  // An ACK may be old (reordered behind newer ones) but never for PSNs not yet sent.
+  if (psn_diff(next_psn_, s.cum_psn) < 0) return fail(Error::kBadExtension);
+  for (int i = 0; i < s.echo_count; ++i) {
+    if (psn_diff(next_psn_, s.echo[static_cast<size_t>(i)].psn) <= 0) {
+      return fail(Error::kBadExtension);
+    }
+  }
+  for (int w = 0; w < wire::kSackBitmapWords; ++w) {
+    uint64_t bits = s.bitmap[static_cast<size_t>(w)];
+    while (bits) {
+      const int b = std::countr_zero(bits);
+      bits &= bits - 1;
+      const uint32_t psn = psn_add(s.sack_base, 64 * w + b);
+      if (psn_diff(next_psn_, psn) <= 0) return fail(Error::kBadExtension);
+    }
+  }
+  return {};
+}
+
+void Qp::on_ack(Time now, const RxPacket& rx) {
+  const wire::SackExt& s = rx.pkt.sack;
+  bool progress = false;
+  // 1. Cumulative part.
+  if (psn_diff(s.cum_psn, snd_una_) > 0) {
+    for (uint32_t psn = snd_una_; psn != s.cum_psn; psn = psn_add(psn, 1)) {
+      progress |= ack_psn(psn);
+    }
+  }
+  // 2. Selective part: only bits inside what is outstanding.
+  for (int w = 0; w < wire::kSackBitmapWords; ++w) {
+    uint64_t bits = s.bitmap[static_cast<size_t>(w)];
+    while (bits) {
+      const int b = std::countr_zero(bits);
+      bits &= bits - 1;
+      const uint32_t psn = psn_add(s.sack_base, 64 * w + b);
+      if (psn_in_flight_range(psn)) progress |= ack_psn(psn);
+    }
+  }
+  // 3. Echoes: per-packet ECN/trim/path attribution, RTT samples, per-path loss detection.
+  const Time service = static_cast<Time>(s.service_time_ns) * kPicosPerNano;
+  for (int i = 0; i < s.echo_count; ++i) {
+    const wire::AckEcho& e = s.echo[static_cast<size_t>(i)];
+    if (e.ev_index >= paths_.size() || !psn_in_flight_range(e.psn)) continue;
+    TxPkt& p = pkt(e.psn);
+    const bool ecn = e.flags & wire::AckEcho::kEcnCe;
+    if (ecn) paths_.on_ecn(e.ev_index, now);
+    // The echo names the path it arrived on; if that is the latest transmission's path we
+    // know which send it was (retransmissions always change path when they can).
+    const bool exact = p.ev == e.ev_index && p.transmissions > 0 && p.state != PktState::kFree;
+    Time rtt = 0;
+    if (exact) {
+      rack_time_ = std::max(rack_time_, p.sent_at);
+      const Time raw = now > p.sent_at ? now - p.sent_at : 0;
+      rtt = raw > service ? raw - service : raw;
+      if (!(e.flags & wire::AckEcho::kDuplicate)) rtt_sample(rtt);
+      detect_losses_on_path(now, e.ev_index, p.rec);
+    }
+    const uint32_t bytes = p.bytes;
+    progress |= ack_psn(e.psn);
+    if (cc_ && exact) cc_->on_ack(cc::AckSample{now, bytes, rtt, ecn, false}, inflight_bytes_);
+  }
+  // 4. RACK: anything sent well before a delivered packet is lost.
+  detect_losses_rack(now, false);
+  if (progress) {
+    last_progress_ = now;
+    rto_count_ = 0;
+  }
+  advance_una();
+  complete_send_wrs(now);
+  engine_.mark_ready(this);
+}
+
+void Qp::on_roce_ack(Time now, const RxPacket& rx) {
+  const wire::SackExt& s = rx.pkt.sack;
+  bool progress = false;
+  if (psn_diff(s.cum_psn, snd_una_) > 0) {
+    for (uint32_t psn = snd_una_; psn != s.cum_psn; psn = psn_add(psn, 1)) {
+      const TxPkt& p = pkt(psn);
+      const Time sent = p.sent_at;
+      const uint32_t bytes = p.bytes;
+      progress |= ack_psn(psn);
+      if (cc_ && psn_add(psn, 1) == s.cum_psn && now > sent) {
+        cc_->on_ack(cc::AckSample{now, bytes, now - sent, false, false}, inflight_bytes_);
+      }
+    }
+  }
+  if (aeth_is_nak(rx.pkt.aeth.syndrome)) {
+    // PSN sequence error: the responder expects cum_psn. Go back and resend from there.
+    ++engine_.counters_.losses_detected;
+    if (psn_lt(s.cum_psn, gbn_next_)) {
+      for (uint32_t psn = s.cum_psn; psn != gbn_next_; psn = psn_add(psn, 1)) {
+        TxPkt& p = pkt(psn);
+        if (p.state == PktState::kInflight) {
+          inflight_bytes_ -= std::min<uint64_t>(inflight_bytes_, p.bytes);
+          p.state = PktState::kLost;
+        }
+      }
+      gbn_next_ = s.cum_psn;
+      if (cc_) cc_->on_loss(now, pkt(s.cum_psn).bytes);
+    }
+  }
+  if (progress) {
+    last_progress_ = now;
+    rto_count_ = 0;
+  }
+  advance_una();
+  complete_send_wrs(now);
+  engine_.mark_ready(this);
+}
+
+void Qp::detect_losses_on_path(Time now, uint16_t ev, uint32_t upto) {
+  // Only walk if `upto` is still queued on this path; otherwise the walk could not stop.
+  if (rec_tail_ - upto > rec_tail_ - rec_head_) return;
+  const TxRecord& target = recs_[upto & rec_mask_];
+  if (!target.linked || target.ev != ev) return;
+  PathFifo& f = path_fifos_[ev];
+  while (f.head != kNil) {
+    const uint32_t seq = f.head;
+    TxRecord& r = recs_[seq & rec_mask_];
+    f.head = r.next;
+    if (f.head == kNil) f.tail = kNil;
+    r.linked = false;
+    if (seq == upto) break;
+    if (record_current(seq)) declare_lost(now, r.psn, true);
+  }
+}
+
+void Qp::detect_losses_rack(Time now, bool check_pto) {
+  const Time reo = reorder_window();
+  const Time timeout = pto();
+  while (rec_head_ != rec_tail_) {
+    const uint32_t seq = rec_head_;
+    TxRecord& r = recs_[seq & rec_mask_];
+    if (record_current(seq)) {
+      const bool lost = (rack_time_ > r.sent_at + reo) || (check_pto && r.sent_at + timeout <= now);
+      if (!lost) break;
+      declare_lost(now, r.psn, true);
+    }
+    if (r.linked) {
+      // The oldest record is necessarily the head of its path FIFO.
+      PathFifo& f = path_fifos_[r.ev];
+      f.head = r.next;
+      if (f.head == kNil) f.tail = kNil;
+      r.linked = false;
+    }
+    ++rec_head_;
+  }
+}
+
+void Qp::declare_lost(Time now, uint32_t psn, bool mark_path) {
+  TxPkt& p = pkt(psn);
+  if (p.state != PktState::kInflight) return;
+  p.state = PktState::kLost;
+  inflight_bytes_ -= std::min<uint64_t>(inflight_bytes_, p.bytes);
+  retx_[(retx_head_ + retx_size_) & pkt_mask_] = psn;
+  ++retx_size_;
+  ++engine_.counters_.losses_detected;
+  if (cc_) cc_->on_loss(now, p.bytes);
+  if (mark_path) report_path_change(now, p.ev, paths_.on_loss(p.ev, now));
+  engine_.mark_ready(this);
+}
+
+void Qp::advance_una() {
+  while (snd_una_ != next_psn_ && pkt(snd_una_).state == PktState::kAcked) {
+    pkt(snd_una_).state = PktState::kFree;
+    snd_una_ = psn_add(snd_una_, 1);
+  }
+  if (psn_lt(gbn_next_, snd_una_)) gbn_next_ = snd_una_;
+}
+
+void Qp::complete_send_wrs(Time now) {
+  // In order: a WR completes once all its packets are acknowledged and all earlier WRs have
+  // completed (RC ordering).
+  while (sq_head_ != sq_send_) {
+    SendWr& w = wr_at(sq_head_);
+    if (w.acked_pkts < w.npkts) break;
+    if (w.signaled) {
+      engine_.emit_completion(Completion{w.wr_id, qpn_, WcStatus::kSuccess,
+                                         w.with_imm ? WcOpcode::kWriteImm : WcOpcode::kWrite, 0,
+                                         w.length, now});
+    }
+    if (w.with_imm) --wimm_outstanding_;
+    ++sq_head_;
+  }
+}
+
+void Qp::rtt_sample(Time rtt) {
+  // RFC 6298 smoothing.
+  min_rtt_ = std::min(min_rtt_, rtt);
+  if (srtt_ == 0) {
+    srtt_ = rtt;
+    rttvar_ = rtt / 2;
+    return;
+  }
+  const Time diff = srtt_ > rtt ? srtt_ - rtt : rtt - srtt_;
+  rttvar_ = (3 * rttvar_ + diff) / 4;
+  srtt_ = (7 * srtt_ + rtt) / 8;
+}
+
+Time Qp::reorder_window() const {
+  if (reorder_window_attr_) return reorder_window_attr_;
+  // Paths of one fabric differ mostly by queueing; one minimum RTT of slack keeps
+  // spraying's reordering from looking like loss while still failing over in a few RTTs.
+  return std::max<Time>(min_rtt_ == kNever ? us(10) : min_rtt_, us(1));
+}
+
+Time Qp::pto() const {
+  if (srtt_ == 0) return rto_base();
+  return srtt_ + std::max(4 * rttvar_, reorder_window()) + engine_.config().ack_delay;
+}
+
+Time Qp::rto_base() const { return (1024 * kPicosPerNano) << timeout_; }
+
+Time Qp::rto_interval() const {
+  // retry.linear_cnt retries at the fixed interval, then exponential backoff.
+  if (rto_count_ < retry_linear_) return rto_base();
+  const uint32_t shift = std::min<uint32_t>(rto_count_ - retry_linear_ + 1, 16);
+  return rto_base() << shift;
+}
+
+bool Qp::has_outstanding() const {
+  return snd_una_ != next_psn_ || (sq_send_ != sq_tail_ && paths_.usable_count() == 0);
+}
+
+void Qp::on_rto(Time now) {
+  ++engine_.counters_.timeouts;
+  ++rto_count_;
+  const bool infinite = retry_exp_ == 25;
+  if (!infinite && rto_count_ > static_cast<uint32_t>(retry_linear_) + retry_exp_) {
+    to_err(now, WcStatus::kRetryExceeded);
+    return;
+  }
+  if (is_mrc()) {
+    for (uint32_t seq = rec_head_; seq != rec_tail_; ++seq) {
+      if (record_current(seq)) declare_lost(now, recs_[seq & rec_mask_].psn, true);
+    }
+    detect_losses_rack(now, false);
+  } else {
+    for (uint32_t psn = snd_una_; psn != next_psn_; psn = psn_add(psn, 1)) {
+      TxPkt& p = pkt(psn);
+      if (p.state == PktState::kInflight) {
+        inflight_bytes_ -= std::min<uint64_t>(inflight_bytes_, p.bytes);
+        p.state = PktState::kLost;
+      }
+    }
+    gbn_next_ = snd_una_;
+    if (cc_ && snd_una_ != next_psn_) cc_->on_loss(now, pkt(snd_una_).bytes);
+  }
+  last_progress_ = now;
+  engine_.mark_ready(this);
+}
+
+void Qp::on_trim_nack(Time now, const RxPacket& rx) {
+  const wire::TrimNackExt& n = rx.pkt.nack;
+  ++engine_.counters_.trim_nacks_received;
+  if (!psn_in_flight_range(n.psn)) return;
+  TxPkt& p = pkt(n.psn);
+  if (p.state != PktState::kInflight || p.ev != n.ev_index) return;  // stale NACK
+  // A trim is congestion on that path, not a failure: recycle the path, tell CC, resend.
+  if (n.ev_index < paths_.size()) paths_.on_ecn(n.ev_index, now);
+  if (cc_) cc_->on_ack(cc::AckSample{now, 0, now - p.sent_at, true, true}, inflight_bytes_);
+  declare_lost(now, n.psn, false);
+}
+
+void Qp::on_probe_reply(Time now, const RxPacket& rx) {
+  const wire::ProbeExt& pr = rx.pkt.probe;
+  if (pr.ev_index >= paths_.size()) return;
+  report_path_change(now, pr.ev_index, paths_.on_probe_reply(pr.ev_index, pr.probe_id));
+}
+
+void Qp::report_path_change(Time now, int ev, const PathStateChange& c) {
+  if (!c.changed) return;
+  ++engine_.counters_.ev_state_changes;
+  engine_.emit_event(Event{EventType::kEvStateChange, qpn_, static_cast<uint16_t>(ev),
+                           paths_.path(ev).desc.port, c.from, c.to, now});
+}
+
+// ---------------------------------------------------------------------------------------
+// Receive dispatch.
+
+Status Qp::drop(DropReason reason, Error error) {
+  ++engine_.counters_.drops[static_cast<int>(reason)];
+  return fail(error);
+}
+
+Status Qp::on_packet(Time now, const RxPacket& rx) {
+  const wire::TransportPacket& t = rx.pkt;
+  const bool receiving = state_ == QpState::kRtr || state_ == QpState::kRts;
+  const bool sending = state_ == QpState::kRts;
+  switch (t.bth.opcode) {
+    case wire::Opcode::kWriteOnly:
+    case wire::Opcode::kWriteOnlyImm:
+      if (!receiving) return drop(DropReason::kBadState, Error::kBadQpState);
+      return is_mrc() ? on_data(now, rx) : on_roce_data(now, rx);
+    case wire::Opcode::kAck:
+      if (!sending) return drop(DropReason::kBadState, Error::kBadQpState);
+      if (auto v = validate_ack(t.sack); !v) return drop(DropReason::kBadAck, v.error());
+      if (is_mrc()) {
+        on_ack(now, rx);
+      } else {
+        on_roce_ack(now, rx);
+      }
+      return {};
+    case wire::Opcode::kTrimNack:
+      if (!sending) return drop(DropReason::kBadState, Error::kBadQpState);
+      if (!is_mrc()) return drop(DropReason::kBadOpcode, Error::kBadOpcode);
+      on_trim_nack(now, rx);
+      return {};
+    case wire::Opcode::kProbe:
+      if (!receiving) return drop(DropReason::kBadState, Error::kBadQpState);
+      on_probe(now, rx);
+      return {};
+    case wire::Opcode::kProbeReply:
+      if (!sending) return drop(DropReason::kBadState, Error::kBadQpState);
+      on_probe_reply(now, rx);
+      return {};
+    case wire::Opcode::kCnp:
+      if (!sending) return drop(DropReason::kBadState, Error::kBadQpState);
+      if (cc_) cc_->on_cnp(now);
+      engine_.mark_ready(this);
+      return {};
+  }
+  return drop(DropReason::kBadOpcode, Error::kBadOpcode);
+}
+
+// ---------------------------------------------------------------------------------------
+// Responder.
+
+bool Qp::rcv_bit(uint32_t psn) const {
+  const uint32_t i = psn & rcv_mask_;
+  return (rcv_bits_[i >> 6] >> (i & 63)) & 1;
+}
+
+void Qp::set_rcv_bit(uint32_t psn, bool v) {
+  const uint32_t i = psn & rcv_mask_;
+  if (v) {
+    rcv_bits_[i >> 6] |= 1ull << (i & 63);
+  } else {
+    rcv_bits_[i >> 6] &= ~(1ull << (i & 63));
+  }
+}
+
+uint64_t Qp::rcv_bits64(uint32_t psn) const {
+  uint64_t v = 0;
+  for (int b = 0; b < 64; ) {
+    const uint32_t i = psn_add(psn, b) & rcv_mask_;
+    const int avail = std::min(64 - static_cast<int>(i & 63), 64 - b);
+    uint64_t chunk = rcv_bits_[i >> 6] >> (i & 63);
+    if (avail < 64) chunk &= (1ull << avail) - 1;
+    v |= chunk << b;
+    b += avail;
+  }
+  return v;
+}
+
+void Qp::advance_rcv_base() {
+  while (rcv_bit(rcv_base_)) {
+    set_rcv_bit(rcv_base_, false);
+    rcv_base_ = psn_add(rcv_base_, 1);
+  }
+}
+
+// Checks everything about a data packet whose PSN is acceptable, then places it. Returns
+// the drop reason; on error nothing has changed.
+Status Qp::accept_data(Time now, const RxPacket& rx) {
+  const wire::TransportPacket& t = rx.pkt;
+  const bool with_imm = t.bth.opcode == wire::Opcode::kWriteOnlyImm;
+  const uint32_t msg = t.data.msg_num;
+  if (msg - msg_base_ > msg_mask_) return drop(DropReason::kPsnOutOfWindow, Error::kPsnOutOfWindow);
+  if (t.data.pkt_count == 0 || t.data.pkt_index >= t.data.pkt_count) {
+    return drop(DropReason::kInconsistent, Error::kBadExtension);
+  }
+  const uint32_t last_psn = psn_add(t.bth.psn, static_cast<int64_t>(t.data.pkt_count) - 1 - t.data.pkt_index);
+  RxMessage& m = rx_msgs_[msg & msg_mask_];
+  const bool known = m.seen && m.msg_num == msg;
+  if (known && (m.last_psn != last_psn || m.with_imm != with_imm)) {
+    return drop(DropReason::kInconsistent, Error::kBadExtension);
+  }
+  if (!known && with_imm && wimm_dest_open_ >= max_wimm_dest_) {
+    return drop(DropReason::kWimmExceeded, Error::kQueueFull);
+  }
+  if (rx.trimmed) {
+    // The header survived, the payload did not: ask for exactly this packet again.
+    ++engine_.counters_.trimmed_received;
+    if (nack_size_ < nacks_.size()) {
+      nacks_[(nack_head_ + nack_size_) % nacks_.size()] = TrimNack{t.bth.psn, t.data.ev_index, rx.port};
+      ++nack_size_;
+      engine_.mark_control(this);
+    }
+    return {};
+  }
+  if (t.payload_len != t.reth.dma_len) return drop(DropReason::kInconsistent, Error::kBadExtension);
+  auto region = engine_.memory().check_remote_write(t.reth.rkey, t.reth.va, t.payload_len);
+  if (!region) {
+    return drop(region.error() == Error::kBadRkey ? DropReason::kBadRkey : DropReason::kBadAddress,
+                region.error());
+  }
+  const MemoryRegion* r = *region;
+  if (r->base && t.payload && t.payload_len) {
+    std::memcpy(r->base + (t.reth.va - r->iova), t.payload, t.payload_len);
+  }
+  if (!known) {
+    m = RxMessage{msg, last_psn, 0, t.imm, true, with_imm};
+    if (with_imm) ++wimm_dest_open_;
+  }
+  m.bytes += t.payload_len;
+  set_rcv_bit(t.bth.psn, true);
+  received_bytes_ += t.payload_len;
+  engine_.counters_.bytes_placed += t.payload_len;
+  ++engine_.counters_.data_received;
+  uint8_t flags = 0;
+  if (rx.ecn_ce) {
+    ++engine_.counters_.ecn_received;
+    flags |= wire::AckEcho::kEcnCe;
+  }
+  if (t.data.flags & wire::DataExt::kRetransmit) flags |= wire::AckEcho::kRetransmit;
+  queue_echo(now, rx, flags);
+  if (t.bth.psn == rcv_base_) {
+    advance_rcv_base();
+    complete_recv_messages(now);
+  }
+  return {};
+}
+
+Status Qp::on_data(Time now, const RxPacket& rx) {
+  const uint32_t psn = rx.pkt.bth.psn;
+  const int32_t d = psn_diff(psn, rcv_base_);
+  if (d < 0 || (d < static_cast<int32_t>(mpr_dest_psns_) && rcv_bit(psn))) {
+    if (d < -static_cast<int32_t>(rcv_mask_ + 1)) {
+      return drop(DropReason::kPsnOutOfWindow, Error::kPsnOutOfWindow);  // stale
+    }
+    // Received before: never placed or completed twice, but acknowledged again (the
+    // earlier ACK may have been lost).
+    ++engine_.counters_.duplicates;
+    queue_echo(now, rx, wire::AckEcho::kDuplicate);
+    return {};
+  }
+  if (d >= static_cast<int32_t>(mpr_dest_psns_)) {
+    return drop(DropReason::kPsnOutOfWindow, Error::kPsnOutOfWindow);
+  }
+  return accept_data(now, rx);
+}
+
+Status Qp::on_roce_data(Time now, const RxPacket& rx) {
+  const uint32_t psn = rx.pkt.bth.psn;
+  const int32_t d = psn_diff(psn, rcv_base_);
+  if (d < 0) {
+    if (d < -static_cast<int32_t>(rcv_mask_ + 1)) {
+      return drop(DropReason::kPsnOutOfWindow, Error::kPsnOutOfWindow);
+    }
+    ++engine_.counters_.duplicates;
+    queue_echo(now, rx, wire::AckEcho::kDuplicate);
+    ack_now_ = true;
+    engine_.mark_control(this);
+    return {};
+  }
+  if (d > 0 || rx.trimmed) {
+    // RoCEv2 responders accept only the expected PSN; one NAK per gap (IBTA 9.7.5.2.2).
+    ++engine_.counters_.out_of_sequence;
+    if (!roce_nak_sent_for_base_) {
+      roce_nak_sent_for_base_ = true;
+      roce_nak_pending_ = true;
+      engine_.mark_control(this);
+    }
+    return {};
+  }
+  if (rx.ecn_ce) {
+    // DCQCN notification point: at most one CNP per interval per QP.
+    if (!cnp_ever_ || now >= last_cnp_ + engine_.config().cnp_interval) {
+      cnp_pending_ = true;
+      engine_.mark_control(this);
+    }
+  }
+  const uint32_t before = rcv_base_;
+  auto s = accept_data(now, rx);
+  if (s && rcv_base_ != before) roce_nak_sent_for_base_ = false;
+  return s;
+}
+
+void Qp::complete_recv_messages(Time now) {
+  while (true) {
+    RxMessage& m = rx_msgs_[msg_base_ & msg_mask_];
+    if (!m.seen || m.msg_num != msg_base_ || !psn_lt(m.last_psn, rcv_base_)) break;
+    if (m.with_imm) {
+      if (rq_size_ == 0) break;  // no RNR in MRC: wait for the application's receive
+      const uint64_t wr_id = rq_[rq_head_];
+      rq_head_ = (rq_head_ + 1) % rq_.size();
+      --rq_size_;
+      engine_.emit_completion(
+          Completion{wr_id, qpn_, WcStatus::kSuccess, WcOpcode::kRecvImm, m.imm, m.bytes, now});
+      --wimm_dest_open_;
+    }
+    m.seen = false;
+    ++msg_base_;
+    ack_now_ = true;
+  }
+  if (ack_now_) engine_.mark_control(this);
+}
+
+void Qp::queue_echo(Time now, const RxPacket& rx, uint8_t flags) {
+  if (echo_count_ == echoes_.size()) {
+    // Full: the oldest echo gives way (the SACK bitmap still covers its PSN).
+    std::copy(echoes_.begin() + 1, echoes_.end(), echoes_.begin());
+    --echo_count_;
+  }
+  echoes_[echo_count_++] = wire::AckEcho{rx.pkt.bth.psn, rx.pkt.data.ev_index, flags};
+  newest_arrival_ = now;
+  ack_port_ = rx.port;
+  ++unacked_packets_;
+  if (unacked_packets_ >= engine_.config().ack_every || rx.pkt.bth.ack_req ||
+      (flags & wire::AckEcho::kDuplicate)) {
+    ack_now_ = true;
+    engine_.mark_control(this);
+  } else if (ack_due_ == kNever) {
+    ack_due_ = now + engine_.config().ack_delay;
+  }
+}
+
+void Qp::on_probe(Time now, const RxPacket& rx) {
+  if (probe_reply_size_ >= probe_replies_.size()) return;  // overloaded: the prober retries
+  probe_replies_[(probe_reply_head_ + probe_reply_size_) % probe_replies_.size()] =
+      ProbeReply{rx.pkt.probe, rx.port, now};
+  ++probe_reply_size_;
+  engine_.mark_control(this);
+}
+
+// ---------------------------------------------------------------------------------------
+// Control packets.
+
+bool Qp::has_control() const {
+  return ack_now_ || nack_size_ > 0 || probe_reply_size_ > 0 || roce_nak_pending_ ||
+         cnp_pending_ || probes_due_;
+}
+
+int Qp::control_path(Time now, uint8_t preferred_port, uint32_t mask) {
+  int path = PathSet::kNone;
+  if ((mask >> preferred_port) & 1) path = paths_.pick(now, 1u << preferred_port);
+  if (path == PathSet::kNone) path = paths_.pick(now, mask);
+  return path;
+}
+
+void Qp::fill_common(TxPacket& out, uint8_t port, int path) {
+  out.port = port;
+  out.ev_index = static_cast<uint16_t>(path);
+  out.ev = &paths_.path(path).desc.ev;
+  out.peer = peer_;
+  out.src_qpn = qpn_;
+  out.pkt.bth = wire::Bth{};
+  out.pkt.bth.dest_qp = dest_qpn_;
+  out.pkt.payload = nullptr;
+  out.pkt.payload_len = 0;
+}
+
+bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
+  if (state_ == QpState::kErr || state_ == QpState::kReset || state_ == QpState::kInit) {
+    return false;
+  }
+  wire::TransportPacket& t = out.pkt;
+  if (nack_size_ > 0) {
+    const TrimNack n = nacks_[nack_head_];
+    const int path = control_path(now, n.port, mask);
+    if (path != PathSet::kNone) {
+      nack_head_ = (nack_head_ + 1) % nacks_.size();
+      --nack_size_;
+      fill_common(out, paths_.path(path).desc.port, path);
+      t.bth.opcode = wire::Opcode::kTrimNack;
+      t.bth.psn = n.psn;
+      t.aeth = wire::Aeth{kAethNakSeqErr, msg_base_ & kPsnMask};
+      t.nack = wire::TrimNackExt{n.psn, rcv_base_, n.ev, 0};
+      out.transport_bytes = kTrimNackWireBytes;
+      ++engine_.counters_.nacks_sent;
+      return true;
+    }
+  }
+  if (roce_nak_pending_ || ack_now_) {
+    const int path = control_path(now, ack_port_, mask);
+    if (path != PathSet::kNone) {
+      fill_common(out, paths_.path(path).desc.port, path);
+      fill_ack(now, out);
+      if (roce_nak_pending_) {
+        t.aeth.syndrome = kAethNakSeqErr;
+        roce_nak_pending_ = false;
+        ++engine_.counters_.nacks_sent;
+      }
+      return true;
+    }
+  }
+  if (cnp_pending_) {
+    const int path = control_path(now, ack_port_, mask);
+    if (path != PathSet::kNone) {
+      cnp_pending_ = false;
+      cnp_ever_ = true;
+      last_cnp_ = now;
+      fill_common(out, paths_.path(path).desc.port, path);
+      t.bth.opcode = wire::Opcode::kCnp;
+      t.bth.becn = true;
+      out.transport_bytes = kCnpWireBytes;
+      ++engine_.counters_.cnps_sent;
+      return true;
+    }
+  }
+  if (probe_reply_size_ > 0) {
+    const ProbeReply r = probe_replies_[probe_reply_head_];
+    // Reply on the port the probe came in on, so the probe measures that plane.
+    const int path = control_path(now, r.port, mask);
+    if (path != PathSet::kNone) {
+      probe_reply_head_ = (probe_reply_head_ + 1) % probe_replies_.size();
+      --probe_reply_size_;
+      fill_common(out, paths_.path(path).desc.port, path);
+      t.bth.opcode = wire::Opcode::kProbeReply;
+      t.probe = r.probe;
+      t.probe.service_time_ns = static_cast<uint32_t>((now - r.arrived) / kPicosPerNano);
+      out.transport_bytes = kProbeWireBytes;
+      ++engine_.counters_.probe_replies_sent;
+      return true;
+    }
+  }
+  if (probes_due_ && state_ == QpState::kRts) {
+    uint64_t id = 0;
+    const int path = paths_.take_due_probe(now, mask, &id);
+    if (path != PathSet::kNone) {
+      probes_due_ = paths_.next_probe_time() <= now;
+      const uint8_t port = paths_.path(path).desc.port;
+      fill_common(out, port, path);
+      t.bth.opcode = wire::Opcode::kProbe;
+      t.probe = wire::ProbeExt{id, now, 0, static_cast<uint16_t>(path), port, 0};
+      out.transport_bytes = kProbeWireBytes;
+      ++engine_.counters_.probes_sent;
+      return true;
+    }
+    if (paths_.next_probe_time() > now) probes_due_ = false;
+  }
+  return false;
+}
+
+void Qp::fill_ack(Time now, TxPacket& out) {
+  wire::TransportPacket& t = out.pkt;
+  t.bth.opcode = wire::Opcode::kAck;
+  t.bth.psn = psn_add(rcv_base_, -1);
+  t.aeth = wire::Aeth{kAethAck, msg_base_ & kPsnMask};
+  wire::SackExt& s = t.sack;
+  s.cum_psn = rcv_base_;
+  s.sack_base = rcv_base_;
+  for (int w = 0; w < wire::kSackBitmapWords; ++w) {
+    s.bitmap[static_cast<size_t>(w)] = rcv_bits64(psn_add(rcv_base_, 64 * w));
+  }
+  s.received_bytes = received_bytes_;
+  s.service_time_ns = static_cast<uint32_t>(
+      std::min<Time>((now - newest_arrival_) / kPicosPerNano, UINT32_MAX));
+  s.echo_count = static_cast<uint8_t>(echo_count_);
+  std::copy(echoes_.begin(), echoes_.begin() + echo_count_, s.echo.begin());
+  out.transport_bytes = kAckWireBytes;
+  echo_count_ = 0;
+  unacked_packets_ = 0;
+  ack_now_ = false;
+  ack_due_ = kNever;
+  ++engine_.counters_.acks_sent;
+}
+
+// ---------------------------------------------------------------------------------------
+// Timers and ports.
+
+Time Qp::deadline() const {
+  Time d = ack_now_ ? kNever : ack_due_;
+  if (state_ != QpState::kRts) return d;
+  if (has_outstanding()) d = std::min(d, last_progress_ + rto_interval());
+  if (is_mrc() && rec_head_ != rec_tail_) {
+    d = std::min(d, recs_[rec_head_ & rec_mask_].sent_at + pto());
+  }
+  if (!probes_due_) d = std::min(d, paths_.next_probe_time());
+  d = std::min(d, pacing_wait_until_);
+  if (cc_) d = std::min(d, cc_->next_timer());
+  return d;
+}
+
+void Qp::on_timer(Time now) {
+  if (ack_due_ <= now) {
+    ack_due_ = kNever;
+    ack_now_ = true;
+    engine_.mark_control(this);
+  }
+  if (state_ != QpState::kRts) return;
+  if (pacing_wait_until_ <= now) {
+    pacing_wait_until_ = kNever;
+    engine_.mark_ready(this);
+  }
+  if (cc_ && cc_->next_timer() <= now) {
+    cc_->on_timer(now);
+    engine_.mark_ready(this);
+  }
+  if (has_outstanding() && last_progress_ + rto_interval() <= now) {
+    on_rto(now);
+    if (state_ != QpState::kRts) return;
+  } else if (is_mrc()) {
+    detect_losses_rack(now, true);
+  }
+  if (!probes_due_ && paths_.next_probe_time() <= now) {
+    probes_due_ = true;
+    engine_.mark_control(this);
+  }
+}
+
+void Qp::set_port_up(Time now, uint8_t port, bool up) {
+  if (state_ == QpState::kReset) return;
+  paths_.set_port_up(port, up);
+  if (!up && state_ == QpState::kRts && is_mrc()) {
+    // Packets that left on a dead port are gone: resend them elsewhere at once. The paths
+    // themselves are not to blame, so they keep their state for when the port returns.
+    for (uint32_t seq = rec_head_; seq != rec_tail_; ++seq) {
+      const TxRecord& r = recs_[seq & rec_mask_];
+      if (paths_.path(r.ev).desc.port == port && record_current(seq)) declare_lost(now, r.psn, false);
+    }
+  }
+  engine_.mark_ready(this);
+}
+
+Status Qp::set_path_denied(Time now, int ev_index, bool denied) {
+  if (state_ == QpState::kReset) return fail(Error::kBadQpState);
+  if (ev_index < 0 || static_cast<size_t>(ev_index) >= paths_.size()) {
+    return fail(Error::kInvalidArgument);
+  }
+  report_path_change(now, ev_index, paths_.set_denied(ev_index, denied));
+  if (denied && state_ == QpState::kRts && is_mrc()) {
+    for (uint32_t seq = rec_head_; seq != rec_tail_; ++seq) {
+      const TxRecord& r = recs_[seq & rec_mask_];
+      if (r.ev == ev_index && record_current(seq)) declare_lost(now, r.psn, false);
+    }
+  }
+  engine_.mark_ready(this);
+  return {};
+}
+
+}  // namespace mrc

@@ -1,0 +1,257 @@
+// One queue pair: the requester (segmentation, spraying, loss recovery, completions) and the
+// responder (checks, placement, SACK generation, immediates) of an MRC or RoCEv2 RC
+// connection. Owned and driven by Engine; see engine.h for the external contract.
+//
+// Requester bookkeeping, per PSN and per transmission:
+//   pkts_    ring indexed by PSN (size >= MPR): which WR/packet a PSN carries, its state
+//            (in flight / acknowledged / lost and queued for resend) and its latest
+//            transmission.
+//   recs_    ring of transmissions in send order. Each transmission is also linked into a
+//            FIFO per path. Both are consumed from the front only, so loss detection costs
+//            O(1) amortized per packet:
+//              - per-path order: paths are FIFO (a static SRv6 path or one ECMP hash), so
+//                when a transmission on path e is acknowledged, every earlier transmission
+//                on e still unacknowledged is lost;
+//              - RACK (RFC 8985 in spirit): a transmission is lost when one sent more than
+//                the reordering window later has been acknowledged;
+//              - PTO: the oldest transmission has waited longer than srtt + max(4 rttvar,
+//                reordering window) (tail loss; no later packet exists to reveal it);
+//              - trim NACKs (explicit, not a path failure) and the ACK timeout (RTO).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "transport/engine.h"
+
+namespace mrc {
+
+class Qp {
+ public:
+  Qp(Engine& engine, uint32_t qpn, const QpCreateAttr& attr, uint64_t seed);
+  ~Qp();
+
+  uint32_t qpn() const { return qpn_; }
+  QpState state() const { return state_; }
+  const PathSet& paths() const { return paths_; }
+  const QpCreateAttr& create_attr() const { return create_; }
+
+  Status modify(Time now, QpState target, const QpAttr& attr);
+  Status post_write(Time now, const WriteWr& wr);
+  Status post_recv(uint64_t wr_id);
+  Status on_packet(Time now, const RxPacket& rx);
+  Status set_path_denied(Time now, int ev_index, bool denied);
+  void set_port_up(Time now, uint8_t port, bool up);
+
+  // Control packets (ACK, NACK, CNP, probe, probe reply) pending?
+  bool has_control() const;
+  // Writes the next control packet into `out` if one can go out on a port in `mask`.
+  bool produce_control(Time now, uint32_t mask, TxPacket& out);
+
+  enum class DataResult { kSent, kPortsBusy, kIdle };
+  // Writes the next data packet (retransmission first) into `out`. kPortsBusy: something
+  // could be sent but not on the ports in `mask`; kIdle: nothing can be sent now (no work,
+  // window, congestion window or pacing): the QP leaves the ready list.
+  DataResult produce_data(Time now, uint32_t mask, TxPacket& out);
+
+  Time deadline() const;
+  void on_timer(Time now);
+
+  // Engine bookkeeping.
+  bool in_ready = false;
+  bool in_control = false;
+  Time armed = kNever;
+
+ private:
+  // ---- requester types --------------------------------------------------------------
+  enum class PktState : uint8_t { kFree, kInflight, kAcked, kLost };
+  struct SendWr {
+    uint64_t wr_id = 0;
+    const uint8_t* local = nullptr;  // host pointer of the source (nullptr: phantom)
+    uint64_t length = 0;
+    uint64_t remote_addr = 0;
+    uint32_t rkey = 0;
+    uint32_t imm = 0;
+    uint32_t msg_num = 0;
+    uint32_t npkts = 0;
+    uint32_t next_pkt = 0;   // next packet index to send for the first time
+    uint32_t acked_pkts = 0;
+    bool with_imm = false;
+    bool signaled = true;
+  };
+  struct TxPkt {
+    uint64_t wr_seq = 0;     // sequence number of the WR (index into sq_ modulo capacity)
+    uint32_t pkt_index = 0;
+    uint32_t bytes = 0;
+    Time sent_at = 0;        // latest transmission
+    uint32_t rec = 0;        // latest transmission record
+    uint16_t ev = 0;         // path of the latest transmission
+    PktState state = PktState::kFree;
+    uint8_t transmissions = 0;
+  };
+  static constexpr uint32_t kNil = UINT32_MAX;
+  struct TxRecord {
+    uint32_t psn = 0;
+    uint32_t next = kNil;    // next transmission on the same path
+    Time sent_at = 0;
+    uint16_t ev = 0;
+    bool linked = false;     // still in its path FIFO
+  };
+  struct PathFifo {
+    uint32_t head = kNil, tail = kNil;
+  };
+
+  // ---- responder types --------------------------------------------------------------
+  struct RxMessage {
+    uint32_t msg_num = 0;
+    uint32_t last_psn = 0;
+    uint64_t bytes = 0;
+    uint32_t imm = 0;
+    bool seen = false;
+    bool with_imm = false;
+  };
+  struct ProbeReply {
+    wire::ProbeExt probe;
+    uint8_t port = 0;
+    Time arrived = 0;
+  };
+  struct TrimNack {
+    uint32_t psn = 0;
+    uint16_t ev = 0;
+    uint8_t port = 0;
+  };
+
+  // ---- transitions --------------------------------------------------------------------
+  Status to_init(const QpAttr& a);
+  Status to_rtr(const QpAttr& a);
+  Status to_rts(Time now, const QpAttr& a);
+  void to_err(Time now, WcStatus first_status);
+
+  // ---- requester ------------------------------------------------------------------------
+  bool is_mrc() const { return transport_ == TransportMode::kMrc; }
+  TxPkt& pkt(uint32_t psn) { return pkts_[psn & pkt_mask_]; }
+  SendWr& wr_at(uint64_t seq) { return sq_[seq % sq_.size()]; }
+  uint32_t outstanding_psns() const;
+  bool window_allows_new(const SendWr& w) const;
+  bool cc_allows(Time now, uint32_t bytes) const;
+  DataResult blocked_by_cc(Time now);
+  DataResult produce_roce_data(Time now, uint32_t mask, TxPacket& out);
+  void start_new_packet(SendWr& w, uint32_t bytes);
+  void fill_data(Time now, uint32_t psn, int path, bool retransmit, TxPacket& out);
+  uint32_t record_transmission(uint32_t psn, int path, Time now);
+  bool psn_in_flight_range(uint32_t psn) const;
+  bool record_current(uint32_t seq) const;
+  Status validate_ack(const wire::SackExt& s) const;
+  void on_ack(Time now, const RxPacket& rx);
+  void on_roce_ack(Time now, const RxPacket& rx);
+  void on_trim_nack(Time now, const RxPacket& rx);
+  void on_probe_reply(Time now, const RxPacket& rx);
+  // Marks `psn` acknowledged (first time only). Returns true if newly acknowledged.
+  bool ack_psn(uint32_t psn);
+  void declare_lost(Time now, uint32_t psn, bool mark_path);
+  void detect_losses_on_path(Time now, uint16_t ev, uint32_t upto_rec);
+  void detect_losses_rack(Time now, bool check_pto);
+  void advance_una();
+  void complete_send_wrs(Time now);
+  void rtt_sample(Time rtt);
+  Time reorder_window() const;
+  Time pto() const;
+  Time rto_base() const;
+  Time rto_interval() const;
+  bool has_outstanding() const;
+  void on_rto(Time now);
+  void report_path_change(Time now, int ev, const PathStateChange& c);
+
+  // ---- responder ------------------------------------------------------------------------
+  Status drop(DropReason reason, Error error);
+  Status on_data(Time now, const RxPacket& rx);
+  Status on_roce_data(Time now, const RxPacket& rx);
+  Status accept_data(Time now, const RxPacket& rx);
+  void on_probe(Time now, const RxPacket& rx);
+  bool rcv_bit(uint32_t psn) const;
+  void set_rcv_bit(uint32_t psn, bool v);
+  uint64_t rcv_bits64(uint32_t psn) const;
+  void advance_rcv_base();
+  void complete_recv_messages(Time now);
+  void queue_echo(Time now, const RxPacket& rx, uint8_t flags);
+  void fill_ack(Time now, TxPacket& out);
+  int control_path(Time now, uint8_t preferred_port, uint32_t mask);
+  void fill_common(TxPacket& out, uint8_t port, int path);
+
+  Engine& engine_;
+  const uint32_t qpn_;
+  QpCreateAttr create_;
+  QpState state_ = QpState::kReset;
+  TransportMode transport_ = TransportMode::kMrc;
+  uint64_t seed_;
+
+  // Attributes.
+  uint32_t dest_qpn_ = 0, peer_ = 0, mtu_ = 4096;
+  uint32_t mpr_psns_ = 1024, mpr_dest_psns_ = 1024;
+  uint16_t max_wimm_ = 64, max_wimm_dest_ = 64;
+  uint8_t timeout_ = 14, retry_linear_ = 7, retry_exp_ = 7;
+  Time reorder_window_attr_ = 0;
+
+  PathSet paths_;
+  CcSpec cc_spec_;
+  std::unique_ptr<cc::CongestionControl> cc_;
+  Time pacing_wait_until_ = kNever;  // blocked by pacing until then
+  bool probes_due_ = false;          // a path probe is due (control pending)
+
+  // Requester state.
+  std::vector<SendWr> sq_;
+  uint64_t sq_head_ = 0;   // oldest WR not completed
+  uint64_t sq_send_ = 0;   // WR being segmented
+  uint64_t sq_tail_ = 0;   // next free
+  uint32_t next_msg_num_ = 0;
+  std::vector<TxPkt> pkts_;
+  uint32_t pkt_mask_ = 0;
+  uint32_t snd_una_ = 0, next_psn_ = 0;
+  uint32_t wimm_outstanding_ = 0;
+  uint64_t inflight_bytes_ = 0;
+  std::vector<TxRecord> recs_;
+  uint32_t rec_mask_ = 0;
+  uint32_t rec_head_ = 0, rec_tail_ = 0;
+  std::vector<PathFifo> path_fifos_;
+  std::vector<uint32_t> retx_;   // ring of PSNs queued for retransmission
+  uint32_t retx_head_ = 0, retx_size_ = 0;
+  uint32_t gbn_next_ = 0;        // RoCE: next PSN to (re)send in go-back-N
+  Time rack_time_ = 0;           // latest send time of a transmission known delivered
+  Time srtt_ = 0, rttvar_ = 0, min_rtt_ = kNever;
+  Time last_progress_ = 0;
+  uint32_t rto_count_ = 0;       // consecutive ACK timeouts without progress
+
+  // Responder state.
+  std::vector<uint64_t> rcv_bits_;
+  uint32_t rcv_mask_ = 0;        // bits in the window ring - 1
+  uint32_t rcv_base_ = 0;        // every PSN before it has been received
+  std::vector<RxMessage> rx_msgs_;
+  uint32_t msg_mask_ = 0;
+  uint32_t msg_base_ = 0;        // next message to complete (also the AETH MSN)
+  uint32_t wimm_dest_open_ = 0;  // WRITE-with-imm messages seen but not completed
+  uint64_t received_bytes_ = 0;
+  std::vector<uint64_t> rq_;     // posted receive wr_ids (ring)
+  uint32_t rq_head_ = 0, rq_size_ = 0;
+  std::array<wire::AckEcho, wire::kMaxAckEchoes> echoes_{};
+  uint32_t echo_count_ = 0;
+  uint32_t unacked_packets_ = 0; // accepted since the last ACK
+  bool ack_now_ = false;
+  Time ack_due_ = kNever;
+  Time newest_arrival_ = 0;
+  uint8_t ack_port_ = 0;
+  std::vector<TrimNack> nacks_;
+  uint32_t nack_head_ = 0, nack_size_ = 0;
+  std::vector<ProbeReply> probe_replies_;
+  uint32_t probe_reply_head_ = 0, probe_reply_size_ = 0;
+  bool roce_nak_pending_ = false;
+  uint32_t roce_nak_psn_ = 0;
+  bool roce_nak_sent_for_base_ = false;
+  bool cnp_pending_ = false;
+  Time last_cnp_ = 0;
+  bool cnp_ever_ = false;
+  uint8_t last_rx_port_ = 0;
+};
+
+}  // namespace mrc

@@ -1,0 +1,424 @@
+// Engine tests with a minimal in-test driver: two engines, P ports each, fixed delay and
+// rate per port, optional drop/trim/ECN hooks by packet. The full fault network with real
+// bytes lives in tests/support/fault_net (engine_property_test.cc uses it); this file checks
+// the engine's own contract step by step.
+#include "transport/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <map>
+#include <queue>
+#include <vector>
+
+#include "transport/psn.h"
+
+namespace mrc {
+namespace {
+
+struct InFlight {
+  Time at;
+  uint64_t seq;
+  int dst;
+  RxPacket rx;
+  std::vector<uint8_t> payload;
+  bool operator>(const InFlight& o) const { return at > o.at || (at == o.at && seq > o.seq); }
+};
+
+// Verdict of the fault hook for one packet.
+enum class Fate { kDeliver, kDrop, kTrim, kEcn };
+
+class MiniNet {
+ public:
+  MiniNet(int ports, uint64_t bps = 100'000'000'000ull, Time delay = us(1)) : ports_(ports), bps_(bps), delay_(delay) {
+    for (int i = 0; i < 2; ++i) {
+      EngineConfig cfg;
+      cfg.num_ports = static_cast<uint8_t>(ports);
+      cfg.seed = 100 + i;
+      eng_[i] = std::make_unique<Engine>(cfg);
+      busy_[i].assign(ports, 0);
+    }
+  }
+  Engine& e(int i) { return *eng_[i]; }
+
+  std::function<Fate(int src, const TxPacket&)> hook;
+  std::vector<Completion> completions[2];
+  std::vector<Event> events[2];
+  uint64_t sent[2] = {0, 0};
+
+  // Runs until no work remains or `limit` is reached. Returns the final time.
+  Time run(Time limit) {
+    for (int guard = 0; guard < 50'000'000; ++guard) {
+      pump();
+      Time next = kNever;
+      if (!q_.empty()) next = q_.top().at;
+      for (int i = 0; i < 2; ++i) {
+        next = std::min(next, eng_[i]->next_deadline());
+        for (int p = 0; p < ports_; ++p) {
+          if (busy_[i][p] > now_) next = std::min(next, busy_[i][p]);
+        }
+      }
+      if (next == kNever || next > limit) return now_;
+      now_ = std::max(now_, next);
+      while (!q_.empty() && q_.top().at <= now_) {
+        InFlight f = q_.top();
+        q_.pop();
+        if (!f.payload.empty()) f.rx.pkt.payload = f.payload.data();
+        (void)eng_[f.dst]->on_packet(now_, f.rx);
+      }
+      for (int i = 0; i < 2; ++i) {
+        if (eng_[i]->next_deadline() <= now_) eng_[i]->on_timer(now_);
+      }
+    }
+    ADD_FAILURE() << "driver did not settle";
+    return now_;
+  }
+  Time now() const { return now_; }
+  void advance(Time t) { now_ = std::max(now_, t); }
+
+ private:
+  void pump() {
+    for (int i = 0; i < 2; ++i) {
+      for (bool any = true; any;) {
+        any = false;
+        uint32_t mask = 0;
+        for (int p = 0; p < ports_; ++p) {
+          if (busy_[i][p] <= now_) mask |= 1u << p;
+        }
+        TxPacket tx;
+        if (mask && eng_[i]->poll_transmit(now_, mask, tx)) {
+          any = true;
+          ++sent[i];
+          const Time ser = static_cast<Time>(tx.transport_bytes + 48) * 8 * kPicosPerSecond / bps_;
+          busy_[i][tx.port] = now_ + ser;
+          Fate fate = hook ? hook(i, tx) : Fate::kDeliver;
+          if (fate == Fate::kDrop) continue;
+          InFlight f{now_ + ser + delay_, seq_++, 1 - i, RxPacket{}, {}};
+          f.rx.port = tx.port;
+          f.rx.pkt = tx.pkt;
+          if (tx.pkt.payload && tx.pkt.payload_len) {
+            f.payload.assign(tx.pkt.payload, tx.pkt.payload + tx.pkt.payload_len);
+          }
+          f.rx.pkt.payload = nullptr;
+          if (fate == Fate::kTrim) {
+            f.rx.trimmed = true;
+            f.rx.pkt.payload_len = 0;
+            f.payload.clear();
+          }
+          if (fate == Fate::kEcn) f.rx.ecn_ce = true;
+          q_.push(std::move(f));
+        }
+      }
+      Completion c;
+      while (eng_[i]->poll_completion(c)) completions[i].push_back(c);
+      Event ev;
+      while (eng_[i]->poll_event(ev)) events[i].push_back(ev);
+    }
+  }
+
+  int ports_;
+  uint64_t bps_;
+  Time delay_;
+  Time now_ = 0;
+  uint64_t seq_ = 0;
+  std::unique_ptr<Engine> eng_[2];
+  std::vector<Time> busy_[2];
+  std::priority_queue<InFlight, std::vector<InFlight>, std::greater<>> q_;
+};
+
+struct Pair {
+  uint32_t qpn[2];
+  std::vector<uint8_t> src, dst;
+  MemoryKeys src_keys, dst_keys;
+};
+
+QpAttr mrc_attr(int ports, int evs, uint32_t dest_qpn) {
+  QpAttr a;
+  for (int i = 0; i < evs; ++i) {
+    PathDesc d;
+    d.port = static_cast<uint8_t>(i % ports);
+    d.ev[0] = static_cast<uint8_t>(i);
+    a.paths.push_back(d);
+  }
+  a.ev_min_active = 1;
+  a.cc.algorithm = CcAlgorithm::kNscc;
+  a.cc.nscc.base_rtt = us(4);
+  a.cc.nscc.link_bps = 100'000'000'000ull * ports;
+  a.dest_qpn = dest_qpn;
+  a.path_mtu = 4096;
+  a.timeout = 10;  // ~1 ms
+  return a;
+}
+
+Pair connect(MiniNet& net, int ports, int evs, size_t bytes, TransportMode mode = TransportMode::kMrc,
+             uint32_t sq_psn = 0) {
+  Pair p;
+  p.src.resize(bytes);
+  p.dst.assign(bytes + 128, 0xEE);  // 64 guard bytes each side
+  for (size_t i = 0; i < bytes; ++i) p.src[i] = static_cast<uint8_t>(i * 131 + 7);
+  for (int i = 0; i < 2; ++i) p.qpn[i] = *net.e(i).create_qp(QpCreateAttr{});
+  p.src_keys = *net.e(0).register_memory(p.src.data(), std::max<size_t>(bytes, 1), 0x1000, kLocalWrite);
+  p.dst_keys = *net.e(1).register_memory(p.dst.data() + 64, std::max<size_t>(bytes, 1), 0x800000,
+                                         kLocalWrite | kRemoteWrite);
+  for (int i = 0; i < 2; ++i) {
+    QpAttr a = mrc_attr(ports, mode == TransportMode::kRoce ? 1 : evs, p.qpn[1 - i]);
+    a.transport = mode;
+    if (mode == TransportMode::kRoce) {
+      a.cc.algorithm = CcAlgorithm::kDcqcn;
+      a.cc.dcqcn.line_rate_bps = 100'000'000'000ull;
+    }
+    a.sq_psn = sq_psn;
+    a.rq_psn = sq_psn;
+    EXPECT_TRUE(net.e(i).modify_qp(0, p.qpn[i], QpState::kInit, a));
+    EXPECT_TRUE(net.e(i).modify_qp(0, p.qpn[i], QpState::kRtr, a));
+    EXPECT_TRUE(net.e(i).modify_qp(0, p.qpn[i], QpState::kRts, a));
+  }
+  return p;
+}
+
+WriteWr write_wr(const Pair& p, uint64_t id, uint64_t off, uint64_t len, bool imm = false) {
+  WriteWr w;
+  w.wr_id = id;
+  w.opcode = imm ? WrOpcode::kWriteImm : WrOpcode::kWrite;
+  w.lkey = p.src_keys.lkey;
+  w.local_addr = 0x1000 + off;
+  w.length = len;
+  w.remote_addr = 0x800000 + off;
+  w.rkey = p.dst_keys.rkey;
+  w.imm = static_cast<uint32_t>(id * 3 + 1);
+  return w;
+}
+
+bool data_matches(const Pair& p) {
+  for (int i = 0; i < 64; ++i) {
+    if (p.dst[i] != 0xEE || p.dst[p.dst.size() - 1 - i] != 0xEE) return false;
+  }
+  return std::memcmp(p.dst.data() + 64, p.src.data(), p.src.size()) == 0;
+}
+
+TEST(Engine, basic__one_mib_write_over_two_planes) {
+  MiniNet net(2);
+  Pair p = connect(net, 2, 16, 1 << 20);
+  ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 1 << 20)));
+  net.run(ms(100));
+  ASSERT_EQ(net.completions[0].size(), 1u);
+  EXPECT_EQ(net.completions[0][0].status, WcStatus::kSuccess);
+  EXPECT_TRUE(data_matches(p));
+  EXPECT_EQ(net.e(0).counters().retransmits, 0u);
+  EXPECT_EQ(net.e(1).counters().bytes_placed, 1u << 20);
+  // 1 MiB at 200 Gb/s is 42 us; allow slack for slow start and ACK clocking.
+  EXPECT_LT(net.now(), us(200));
+  // Both planes carried traffic.
+  const PathSet* ps = net.e(0).qp_paths(p.qpn[0]);
+  uint64_t per_port[2] = {0, 0};
+  for (size_t i = 0; i < ps->size(); ++i) per_port[ps->path(static_cast<int>(i)).desc.port] += ps->path(static_cast<int>(i)).packets_sent;
+  EXPECT_GT(per_port[0], 100u);
+  EXPECT_GT(per_port[1], 100u);
+}
+
+TEST(Engine, post_write__imm_messages_complete_in_order_once) {
+  MiniNet net(2);
+  Pair p = connect(net, 2, 8, 64 * 1024);
+  for (int i = 0; i < 16; ++i) ASSERT_TRUE(net.e(1).post_recv(p.qpn[1], 1000 + i));
+  for (int i = 0; i < 16; ++i) {
+    ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, i, i * 4096, 4096, i % 2 == 0)));
+  }
+  net.run(ms(10));
+  EXPECT_EQ(net.completions[0].size(), 16u);
+  for (size_t i = 0; i < net.completions[0].size(); ++i) EXPECT_EQ(net.completions[0][i].wr_id, i);
+  ASSERT_EQ(net.completions[1].size(), 8u);
+  for (size_t k = 0; k < 8; ++k) {
+    EXPECT_EQ(net.completions[1][k].opcode, WcOpcode::kRecvImm);
+    EXPECT_EQ(net.completions[1][k].wr_id, 1000 + k);
+    EXPECT_EQ(net.completions[1][k].imm, (2 * k) * 3 + 1);
+  }
+  EXPECT_TRUE(data_matches(p));
+}
+
+TEST(Engine, loss__dropped_packet_is_resent_once_and_path_marked) {
+  MiniNet net(2);
+  Pair p = connect(net, 2, 8, 256 * 1024);
+  int data_seen = 0;
+  uint16_t lost_ev = 0;
+  net.hook = [&](int src, const TxPacket& tx) {
+    if (src == 0 && tx.pkt.bth.opcode == wire::Opcode::kWriteOnly && ++data_seen == 5) {
+      lost_ev = tx.ev_index;
+      return Fate::kDrop;
+    }
+    return Fate::kDeliver;
+  };
+  ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 256 * 1024)));
+  net.run(ms(10));
+  ASSERT_EQ(net.completions[0].size(), 1u);
+  EXPECT_EQ(net.e(0).counters().retransmits, 1u);
+  EXPECT_TRUE(data_matches(p));
+  bool marked = false;
+  for (const Event& e : net.events[0]) {
+    if (e.type == EventType::kEvStateChange && e.ev_index == lost_ev && e.to == ev::EvState::kAssumedBad) marked = true;
+  }
+  EXPECT_TRUE(marked);
+}
+
+TEST(Engine, trim__causes_exactly_one_resend_and_no_path_marking) {
+  MiniNet net(1);
+  Pair p = connect(net, 1, 4, 64 * 1024);
+  int data_seen = 0;
+  net.hook = [&](int src, const TxPacket& tx) {
+    if (src == 0 && tx.pkt.bth.opcode == wire::Opcode::kWriteOnly && ++data_seen == 3) return Fate::kTrim;
+    return Fate::kDeliver;
+  };
+  ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 64 * 1024)));
+  net.run(ms(10));
+  ASSERT_EQ(net.completions[0].size(), 1u);
+  EXPECT_EQ(net.e(0).counters().retransmits, 1u);
+  EXPECT_EQ(net.e(0).counters().trim_nacks_received, 1u);
+  EXPECT_EQ(net.e(1).counters().trimmed_received, 1u);
+  EXPECT_EQ(net.e(0).counters().ev_state_changes, 0u);
+  EXPECT_TRUE(data_matches(p));
+}
+
+TEST(Engine, blackhole__path_goes_bad_then_probes_restore_it) {
+  MiniNet net(2);
+  Pair p = connect(net, 2, 8, 512 * 1024);
+  bool healed = false;
+  net.hook = [&](int src, const TxPacket& tx) {
+    if (!healed && src == 0 && tx.ev_index == 3) return Fate::kDrop;
+    return Fate::kDeliver;
+  };
+  ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 256 * 1024)));
+  net.run(ms(1));
+  ASSERT_EQ(net.completions[0].size(), 1u);
+  const PathSet* ps = net.e(0).qp_paths(p.qpn[0]);
+  EXPECT_EQ(ps->path(3).state, ev::EvState::kAssumedBad);
+  const uint64_t sent_while_bad = ps->path(3).packets_sent;
+  healed = true;
+  // Keep traffic going; probes bring path 3 back.
+  ASSERT_TRUE(net.e(0).post_write(net.now(), p.qpn[0], write_wr(p, 2, 256 * 1024, 256 * 1024)));
+  net.run(net.now() + ms(1));
+  EXPECT_EQ(ps->path(3).state, ev::EvState::kGood);
+  EXPECT_GT(net.e(0).counters().probes_sent, 0u);
+  EXPECT_GE(ps->path(3).packets_sent, sent_while_bad);
+  EXPECT_TRUE(data_matches(p));
+}
+
+TEST(Engine, port_down__traffic_moves_to_other_plane_without_loss_of_data) {
+  MiniNet net(2);
+  Pair p = connect(net, 2, 8, 1 << 20);
+  ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 1 << 20)));
+  net.run(us(10));
+  net.e(0).set_port_up(net.now(), 1, false);
+  net.e(1).set_port_up(net.now(), 1, false);
+  net.run(ms(20));
+  ASSERT_EQ(net.completions[0].size(), 1u);
+  EXPECT_EQ(net.completions[0][0].status, WcStatus::kSuccess);
+  EXPECT_TRUE(data_matches(p));
+}
+
+TEST(Engine, all_ports_down__qp_errors_and_every_wr_completes_with_error) {
+  MiniNet net(2);
+  Pair p = connect(net, 2, 4, 256 * 1024);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, i, i * 65536, 65536)));
+  net.run(us(1));
+  for (int port = 0; port < 2; ++port) net.e(0).set_port_up(net.now(), static_cast<uint8_t>(port), false);
+  net.run(kNever - 1);
+  ASSERT_EQ(net.completions[0].size(), 4u);
+  // Whatever was acknowledged before the failure succeeds; the oldest incomplete WR reports
+  // the retry exhaustion and the rest are flushed, in order.
+  size_t first_error = 0;
+  while (first_error < 4 && net.completions[0][first_error].status == WcStatus::kSuccess) ++first_error;
+  ASSERT_LT(first_error, 4u);
+  EXPECT_EQ(net.completions[0][first_error].status, WcStatus::kRetryExceeded);
+  for (size_t i = first_error + 1; i < 4; ++i) EXPECT_EQ(net.completions[0][i].status, WcStatus::kFlushed);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(net.completions[0][i].wr_id, i);
+  EXPECT_EQ(*net.e(0).qp_state(p.qpn[0]), QpState::kErr);
+}
+
+TEST(Engine, psn_wrap__transfer_crosses_2_pow_24) {
+  MiniNet net(2);
+  Pair p = connect(net, 2, 8, 512 * 1024, TransportMode::kMrc, kPsnMask - 20);
+  ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 512 * 1024)));
+  net.run(ms(10));
+  ASSERT_EQ(net.completions[0].size(), 1u);
+  EXPECT_TRUE(data_matches(p));
+}
+
+TEST(Engine, roce__go_back_n_recovers_a_loss) {
+  MiniNet net(1);
+  Pair p = connect(net, 1, 1, 256 * 1024, TransportMode::kRoce);
+  int data_seen = 0;
+  net.hook = [&](int src, const TxPacket& tx) {
+    if (src == 0 && tx.pkt.bth.opcode == wire::Opcode::kWriteOnly && ++data_seen == 10) return Fate::kDrop;
+    return Fate::kDeliver;
+  };
+  ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 256 * 1024)));
+  net.run(ms(10));
+  ASSERT_EQ(net.completions[0].size(), 1u);
+  EXPECT_TRUE(data_matches(p));
+  EXPECT_GT(net.e(1).counters().out_of_sequence, 0u);
+  EXPECT_GE(net.e(0).counters().retransmits, 1u);
+}
+
+TEST(Engine, on_packet__bad_rkey_and_address_are_dropped_and_counted) {
+  MiniNet net(1);
+  Pair p = connect(net, 1, 2, 4096);
+  RxPacket rx;
+  rx.pkt.bth.opcode = wire::Opcode::kWriteOnly;
+  rx.pkt.bth.dest_qp = p.qpn[1];
+  rx.pkt.bth.psn = 0;
+  rx.pkt.data = wire::DataExt{0, 0, 1, 0, 0, 0};
+  std::vector<uint8_t> junk(64, 0xAB);
+  rx.pkt.payload = junk.data();
+  rx.pkt.payload_len = 64;
+  rx.pkt.reth = wire::Reth{0x800000, p.dst_keys.rkey ^ 0x100, 64};
+  EXPECT_EQ(net.e(1).on_packet(0, rx).error(), Error::kBadRkey);
+  rx.pkt.reth = wire::Reth{0x800000 + 4096 - 32, p.dst_keys.rkey, 64};
+  EXPECT_EQ(net.e(1).on_packet(0, rx).error(), Error::kBadAddress);
+  rx.pkt.reth = wire::Reth{0x800000, p.dst_keys.rkey, 64};
+  rx.pkt.bth.psn = 5000;  // beyond the responder window
+  EXPECT_EQ(net.e(1).on_packet(0, rx).error(), Error::kPsnOutOfWindow);
+  rx.pkt.bth.dest_qp = 999;
+  EXPECT_EQ(net.e(1).on_packet(0, rx).error(), Error::kUnknownQp);
+  const auto& c = net.e(1).counters();
+  EXPECT_EQ(c.drops[static_cast<int>(DropReason::kBadRkey)], 1u);
+  EXPECT_EQ(c.drops[static_cast<int>(DropReason::kBadAddress)], 1u);
+  EXPECT_EQ(c.drops[static_cast<int>(DropReason::kPsnOutOfWindow)], 1u);
+  EXPECT_EQ(c.drops[static_cast<int>(DropReason::kUnknownQp)], 1u);
+  EXPECT_EQ(c.bytes_placed, 0u);
+  // The real transfer is unaffected.
+  ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 4096)));
+  net.run(ms(1));
+  EXPECT_EQ(net.completions[0].size(), 1u);
+  EXPECT_TRUE(data_matches(p));
+}
+
+TEST(Engine, modify_qp__illegal_transitions_and_values_rejected_without_change) {
+  MiniNet net(2);
+  const uint32_t qpn = *net.e(0).create_qp(QpCreateAttr{});
+  QpAttr a = mrc_attr(2, 4, 7);
+  EXPECT_EQ(net.e(0).modify_qp(0, qpn, QpState::kRtr, a).error(), Error::kBadQpState);
+  QpAttr bad = a;
+  bad.paths[0].port = 5;
+  EXPECT_EQ(net.e(0).modify_qp(0, qpn, QpState::kInit, bad).error(), Error::kInvalidArgument);
+  EXPECT_EQ(*net.e(0).qp_state(qpn), QpState::kReset);
+  ASSERT_TRUE(net.e(0).modify_qp(0, qpn, QpState::kInit, a));
+  bad = a;
+  bad.mpr_dest = 0;
+  EXPECT_EQ(net.e(0).modify_qp(0, qpn, QpState::kRtr, bad).error(), Error::kInvalidArgument);
+  EXPECT_EQ(*net.e(0).qp_state(qpn), QpState::kInit);
+  ASSERT_TRUE(net.e(0).modify_qp(0, qpn, QpState::kRtr, a));
+  bad = a;
+  bad.timeout = 25;
+  EXPECT_EQ(net.e(0).modify_qp(0, qpn, QpState::kRts, bad).error(), Error::kInvalidArgument);
+  bad = a;
+  bad.retry_exp = 26;
+  EXPECT_EQ(net.e(0).modify_qp(0, qpn, QpState::kRts, bad).error(), Error::kInvalidArgument);
+  EXPECT_EQ(net.e(0).post_write(0, qpn, WriteWr{}).error(), Error::kBadQpState);
+  ASSERT_TRUE(net.e(0).modify_qp(0, qpn, QpState::kRts, a));
+  EXPECT_EQ(net.e(0).post_write(0, qpn, WriteWr{.lkey = 77, .length = 10}).error(), Error::kBadRkey);
+  ASSERT_TRUE(net.e(0).modify_qp(0, qpn, QpState::kReset, a));
+  EXPECT_EQ(*net.e(0).qp_state(qpn), QpState::kReset);
+}
+
+}  // namespace
+}  // namespace mrc
