@@ -1,0 +1,147 @@
+#include "transport/path_set.h"
+
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <set>
+
+namespace mrc {
+namespace {
+
+std::vector<PathDesc> paths(int n, int ports) {
+  std::vector<PathDesc> v(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) v[static_cast<size_t>(i)].port = static_cast<uint8_t>(i % ports);
+  return v;
+}
+
+TEST(PathSet, pick__round_robin_interleaves_planes) {
+  PathSet s;
+  auto p = paths(8, 4);
+  s.init(p, 1, 4, PathPolicy{}, 1);
+  int last_port = -1;
+  std::set<int> seen;
+  for (int k = 0; k < 8; ++k) {
+    const int i = s.pick(0, 0xF);
+    ASSERT_NE(i, PathSet::kNone);
+    EXPECT_NE(static_cast<int>(s.path(i).desc.port), last_port);
+    last_port = s.path(i).desc.port;
+    seen.insert(i);
+  }
+  EXPECT_EQ(seen.size(), 8u);  // a full cycle visits every path once
+}
+
+TEST(PathSet, pick__respects_port_mask_and_exclude) {
+  PathSet s;
+  s.init(paths(4, 2), 1, 2, PathPolicy{}, 1);
+  for (int k = 0; k < 6; ++k) EXPECT_EQ(s.path(s.pick(0, 0x2)).desc.port, 1);
+  EXPECT_NE(s.pick(0, 0x1, 0), 0);  // 2 is the other port-0 path
+  // Only the excluded path is possible: it is still returned (last resort).
+  PathSet one;
+  one.init(paths(1, 1), 1, 1, PathPolicy{}, 1);
+  EXPECT_EQ(one.pick(0, 0x1, 0), 0);
+}
+
+TEST(PathSet, on_ecn__recycles_path_for_cooldown) {
+  PathSet s;
+  PathPolicy pol;
+  pol.ecn_cooldown = us(5);
+  s.init(paths(2, 1), 1, 1, pol, 1);
+  s.on_ecn(0, 0);
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(s.pick(us(1), 0x1), 1);
+  EXPECT_EQ(s.usable_count(), 2u);  // cooling is not a state change
+  std::set<int> after;
+  for (int k = 0; k < 4; ++k) after.insert(s.pick(us(6), 0x1));
+  EXPECT_EQ(after.size(), 2u);
+}
+
+TEST(PathSet, on_ecn__oblivious_policy_ignores_it) {
+  PathSet s;
+  PathPolicy pol;
+  pol.ecn_steering = false;
+  s.init(paths(2, 1), 1, 1, pol, 1);
+  s.on_ecn(0, 0);
+  std::set<int> seen;
+  for (int k = 0; k < 2; ++k) seen.insert(s.pick(1, 0x1));
+  EXPECT_EQ(seen.size(), 2u);
+}
+
+TEST(PathSet, on_loss__marks_assumed_bad_until_probe_reply) {
+  PathSet s;
+  PathPolicy pol;
+  pol.probe_interval = us(10);
+  s.init(paths(4, 2), 1, 2, pol, 1);
+  auto c = s.on_loss(2, us(1));
+  EXPECT_TRUE(c.changed);
+  EXPECT_EQ(c.to, ev::EvState::kAssumedBad);
+  EXPECT_EQ(s.usable_count(), 3u);
+  for (int k = 0; k < 12; ++k) EXPECT_NE(s.pick(us(2), 0x3), 2);
+  EXPECT_EQ(s.next_probe_time(), us(11));
+  uint64_t id = 0;
+  EXPECT_EQ(s.take_due_probe(us(5), 0x3, &id), PathSet::kNone);
+  EXPECT_EQ(s.take_due_probe(us(11), 0x3, &id), 2);
+  EXPECT_FALSE(s.on_probe_reply(2, id + 1).changed);  // not the outstanding probe
+  auto g = s.on_probe_reply(2, id);
+  EXPECT_TRUE(g.changed);
+  EXPECT_EQ(g.to, ev::EvState::kGood);
+  EXPECT_EQ(s.usable_count(), 4u);
+  EXPECT_EQ(s.next_probe_time(), kNever);
+}
+
+TEST(PathSet, on_loss__never_below_min_active) {
+  PathSet s;
+  s.init(paths(3, 1), 2, 1, PathPolicy{}, 1);
+  EXPECT_TRUE(s.on_loss(0, 0).changed);
+  EXPECT_FALSE(s.on_loss(1, 0).changed);  // would leave 1 < 2
+  EXPECT_EQ(s.usable_count(), 2u);
+}
+
+TEST(PathSet, set_port_up__removes_and_restores_its_paths) {
+  PathSet s;
+  s.init(paths(4, 2), 1, 2, PathPolicy{}, 1);
+  s.set_port_up(0, false);
+  EXPECT_EQ(s.usable_count(), 2u);
+  for (int k = 0; k < 6; ++k) EXPECT_EQ(s.path(s.pick(0, 0x3)).desc.port, 1);
+  s.set_port_up(1, false);
+  EXPECT_EQ(s.pick(0, 0x3), PathSet::kNone);
+  s.set_port_up(0, true);
+  EXPECT_EQ(s.usable_count(), 2u);
+}
+
+TEST(PathSet, set_denied__never_used_and_reversible) {
+  PathSet s;
+  s.init(paths(2, 1), 0, 1, PathPolicy{}, 1);
+  EXPECT_TRUE(s.set_denied(0, true).changed);
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(s.pick(0, 0x1), 1);
+  EXPECT_FALSE(s.set_denied(0, true).changed);
+  EXPECT_TRUE(s.set_denied(0, false).changed);
+  EXPECT_EQ(s.usable_count(), 2u);
+}
+
+RC_GTEST_PROP(PathSet, pick_only_returns_usable_paths, ()) {
+  const int n = *rc::gen::inRange(1, 64);
+  const int ports = *rc::gen::inRange(1, 8);
+  PathSet s;
+  s.init(paths(n, ports), 0, static_cast<uint8_t>(ports), PathPolicy{}, *rc::gen::arbitrary<uint64_t>());
+  const auto ops = *rc::gen::container<std::vector<int>>(rc::gen::inRange(0, 3 * n + ports));
+  for (int op : ops) {
+    if (op < n) {
+      s.on_loss(op, 0);
+    } else if (op < 2 * n) {
+      s.set_denied(op - n, true);
+    } else if (op < 3 * n) {
+      s.set_denied(op - 2 * n, false);
+    } else {
+      s.set_port_up(static_cast<uint8_t>(op - 3 * n), false);
+    }
+  }
+  const uint32_t mask = *rc::gen::inRange<uint32_t>(1, 256);
+  const int i = s.pick(0, mask);
+  if (i != PathSet::kNone) {
+    RC_ASSERT(s.path(i).state == ev::EvState::kGood);
+    RC_ASSERT(s.port_up(s.path(i).desc.port));
+    RC_ASSERT(((mask >> s.path(i).desc.port) & 1) == 1u);
+  }
+}
+
+}  // namespace
+}  // namespace mrc
