@@ -347,7 +347,6 @@ Qp::DataResult Qp::produce_roce_data(Time now, uint32_t mask, TxPacket& out) {
     if (!port_ok) return DataResult::kIdle;
     if (!((mask >> path.desc.port) & 1)) return DataResult::kPortsBusy;
     gbn_next_ = psn_add(gbn_next_, 1);
-    if (p.state == PktState::kLost) p.state = PktState::kInflight;
     fill_data(now, psn, 0, true, out);
     return DataResult::kSent;
   }
@@ -391,11 +390,7 @@ void Qp::fill_data(Time now, uint32_t psn, int path, bool retransmit, TxPacket& 
   t.payload_len = p.bytes;
   out.transport_bytes = data_wire_bytes(w.with_imm, p.bytes);
 
-  if (p.state == PktState::kInflight && p.transmissions > 0) {
-    // RoCE go-back-N resends packets still counted in flight: do not count them twice.
-  } else {
-    inflight_bytes_ += p.bytes;
-  }
+  if (p.state != PktState::kInflight) inflight_bytes_ += p.bytes;
   p.state = PktState::kInflight;
   p.sent_at = now;
   p.ev = static_cast<uint16_t>(path);
@@ -604,12 +599,26 @@ void Qp::declare_lost(Time now, uint32_t psn, bool mark_path) {
   if (p.state != PktState::kInflight) return;
   p.state = PktState::kLost;
   inflight_bytes_ -= std::min<uint64_t>(inflight_bytes_, p.bytes);
+  if (retx_size_ == retx_.size()) compact_retx();
   retx_[(retx_head_ + retx_size_) & pkt_mask_] = psn;
   ++retx_size_;
   ++engine_.counters_.losses_detected;
   if (cc_) cc_->on_loss(now, p.bytes);
   if (mark_path) report_path_change(now, p.ev, paths_.on_loss(p.ev, now));
   engine_.mark_ready(this);
+}
+
+// The retransmission queue may hold PSNs acknowledged after they were queued (skipped when
+// popped). If it fills up with such entries, keep only the ones still waiting.
+void Qp::compact_retx() {
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < retx_size_; ++i) {
+    const uint32_t psn = retx_[(retx_head_ + i) & pkt_mask_];
+    if (psn_in_flight_range(psn) && pkt(psn).state == PktState::kLost) {
+      retx_[(retx_head_ + kept++) & pkt_mask_] = psn;
+    }
+  }
+  retx_size_ = kept;
 }
 
 void Qp::advance_una() {

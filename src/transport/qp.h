@@ -153,6 +153,7 @@ class Qp {
   void declare_lost(Time now, uint32_t psn, bool mark_path);
   void detect_losses_on_path(Time now, uint16_t ev, uint32_t upto_rec);
   void detect_losses_rack(Time now, bool check_pto);
+  void compact_retx();
   void advance_una();
   void complete_send_wrs(Time now);
   void rtt_sample(Time rtt);
