@@ -38,6 +38,7 @@ DcqcnParams resolve_dcqcn(const DcqcnConfig& cfg);
 // The notification point's CNP interval (responder side): cfg.cnp_interval, or 50 us.
 Time cnp_interval(const DcqcnConfig& cfg);
 
+// `now` must never decrease across calls (the engine's clock is monotonic).
 class Dcqcn final : public CongestionControl {
  public:
   explicit Dcqcn(const DcqcnConfig& cfg);

@@ -52,6 +52,7 @@ struct NsccParams {
 // reference network (12 us, 100 Gb/s); the API layer is expected to validate before this.
 NsccParams resolve_nscc(const NsccConfig& cfg);
 
+// `now` must never decrease across calls (the engine's clock is monotonic).
 class Nscc final : public CongestionControl {
  public:
   // Counters of the decisions taken, for tests and the engine's statistics.
