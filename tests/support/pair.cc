@@ -29,6 +29,9 @@ EngineConfig pair_engine_config(const PairConfig& cfg, uint64_t seed) {
   EngineConfig e;
   e.num_ports = cfg.planes;
   e.seed = seed;
+  e.max_qps = 16;
+  e.completion_capacity = 4096;  // drained after every input: never more than a few pending
+  e.event_capacity = 4096;
   return e;
 }
 

@@ -94,7 +94,8 @@ struct PairConfig {
   uint64_t iova_b = 0x2000'0000;
 };
 
-// An EngineConfig matching a pair config (ports = planes).
+// An EngineConfig matching a pair config (ports = planes), sized for a few QPs so that tests
+// creating thousands of engines stay cheap.
 EngineConfig pair_engine_config(const PairConfig& cfg, uint64_t seed);
 
 struct QpEnd {
