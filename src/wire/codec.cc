@@ -47,7 +47,8 @@ inline uint64_t get64(const uint8_t* p) {
 // The ICRC goes on the wire least significant byte first (IBTA 7.8.1; RoCEv2 NICs and
 // Linux rxe store the CRC register as a little-endian word).
 inline void put_le32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+  for (int i = 0; i < 4; ++i)
+    p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
 inline uint32_t get_le32(const uint8_t* p) {
   return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
@@ -93,7 +94,7 @@ struct OpcodeInfo {
   const char* name = nullptr;  // null: not an opcode MRC uses
   uint16_t parts = 0;
   uint8_t reth = 0, immdt = 0, aeth = 0, ext = 0;
-  uint8_t length = 0;          // BTH through the end of the extension
+  uint8_t length = 0;  // BTH through the end of the extension
 };
 
 constexpr uint32_t extension_bytes(uint16_t parts) {
@@ -127,9 +128,13 @@ static_assert(kOpcodeTable[0x11].length == 120 && kOpcodeTable[0x81].length == 2
 static_assert(kOpcodeTable[0xC0].length == 28 && kOpcodeTable[0xC1].length == 36);
 static_assert(kSackExtBytes == 104);
 
-inline const OpcodeInfo& info_of(Opcode op) { return kOpcodeTable[static_cast<uint8_t>(op)]; }
+inline const OpcodeInfo& info_of(Opcode op) {
+  return kOpcodeTable[static_cast<uint8_t>(op)];
+}
 
-constexpr uint32_t pad_for(uint32_t payload_len) { return (0u - payload_len) & 3u; }
+constexpr uint32_t pad_for(uint32_t payload_len) {
+  return (0u - payload_len) & 3u;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Field rules shared by encode and decode, so that encode accepts exactly what decode would.
@@ -218,8 +223,7 @@ void write_transport(const TransportPacket& p, const OpcodeInfo& info, uint8_t* 
       if (i < s.echo_count) {
         put32(e, s.echo[i].psn);
         put32(e + 4, uint32_t{s.echo[i].ev_index} << 16 |
-                         uint32_t{static_cast<uint8_t>(s.echo[i].flags & AckEcho::kAllFlags)}
-                             << 8);
+                         uint32_t{static_cast<uint8_t>(s.echo[i].flags & AckEcho::kAllFlags)} << 8);
       } else {
         std::memset(e, 0, kAckEchoBytes);
       }
@@ -248,7 +252,8 @@ void write_transport(const TransportPacket& p, const OpcodeInfo& info, uint8_t* 
     }
   }
   // Pad bytes are zero (IBTA 9.2.4 leaves their value open; zero keeps output deterministic).
-  for (uint32_t i = 0; i < pad; ++i) payload[p.payload_len + i] = 0;
+  for (uint32_t i = 0; i < pad; ++i)
+    payload[p.payload_len + i] = 0;
 }
 
 // Parses BTH..pad from `in` (exactly those bytes). Checks framing (kTruncated, kBadOpcode,
@@ -361,9 +366,9 @@ uint32_t icrc_of(const uint8_t* dgram, size_t srh_bytes, size_t size) {
   const uint8_t next_header = srh_bytes != 0 ? dgram[kIpv6HeaderBytes] : dgram[6];
   put16(ip + 4, static_cast<uint16_t>(get16(dgram + 4) - srh_bytes));  // as without the SRH
   ip[6] = next_header;
-  ip[7] = 0xFF;                                                          // hop limit
-  std::memcpy(ip + 8, dgram + 8, 16);                                    // source
-  std::memset(ip + 24, 0xFF, 16);                                        // destination
+  ip[7] = 0xFF;                        // hop limit
+  std::memcpy(ip + 8, dgram + 8, 16);  // source
+  std::memset(ip + 24, 0xFF, 16);      // destination
   const uint8_t* udp_in = dgram + kIpv6HeaderBytes + srh_bytes;
   uint8_t* udp = masked + kIpv6HeaderBytes;
   std::memcpy(udp, udp_in, 6);
@@ -430,14 +435,14 @@ uint64_t ones_sum(const uint8_t* p, size_t n, uint64_t acc) {
 }
 
 uint16_t fold(uint64_t acc) {
-  while (acc >> 16) acc = (acc & 0xFFFF) + (acc >> 16);
+  while (acc >> 16)
+    acc = (acc & 0xFFFF) + (acc >> 16);
   return static_cast<uint16_t>(acc);
 }
 
 // Ones'-complement sum over the IPv6 pseudo-header (RFC 8200 8.1) and the UDP datagram `udp`
 // of `udp_len` bytes (checksum field included as it stands), in native order.
-uint16_t udp_sum(const uint8_t* src, const uint8_t* final_dst, const uint8_t* udp,
-                 size_t udp_len) {
+uint16_t udp_sum(const uint8_t* src, const uint8_t* final_dst, const uint8_t* udp, size_t udp_len) {
   uint8_t pseudo[40];
   std::memcpy(pseudo, src, 16);
   std::memcpy(pseudo + 16, final_dst, 16);
@@ -514,7 +519,8 @@ Error decode_into(std::span<const uint8_t> in, const DecodeOptions& opt, Datagra
   if (rest < kBthBytes + kIcrcBytes) return Error::kTruncated;
   if (Error e = parse_transport(b + off, rest - kIcrcBytes, d.pkt); e != Error::kOk) return e;
 
-  if (opt.verify_icrc && get_le32(b + end - kIcrcBytes) != icrc_of(b, srh_bytes, end - kIcrcBytes)) {
+  if (opt.verify_icrc &&
+      get_le32(b + end - kIcrcBytes) != icrc_of(b, srh_bytes, end - kIcrcBytes)) {
     return Error::kBadIcrc;
   }
   if (opt.verify_udp_checksum && d.udp.checksum != 0) {
@@ -536,11 +542,12 @@ const char* opcode_name(Opcode op) {
   return name != nullptr ? name : "UNKNOWN";
 }
 
-uint32_t transport_header_bytes(Opcode op) { return info_of(op).length; }
+uint32_t transport_header_bytes(Opcode op) {
+  return info_of(op).length;
+}
 
 size_t encoded_size(const Datagram& d) {
-  const size_t srh = d.has_srh ? kSrhFixedBytes + kSrhSegmentBytes * size_t{d.srh.num_segments}
-                               : 0;
+  const size_t srh = d.has_srh ? kSrhFixedBytes + kSrhSegmentBytes * size_t{d.srh.num_segments} : 0;
   return kIpv6HeaderBytes + srh + kUdpHeaderBytes + transport_header_bytes(d.pkt.bth.opcode) +
          d.pkt.payload_len + pad_for(d.pkt.payload_len) + kIcrcBytes;
 }

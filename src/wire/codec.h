@@ -71,8 +71,10 @@ struct DecodeOptions {
 
 // Decodes one IPv6 datagram (starting at the IPv6 header, ending at the ICRC; no link-layer
 // header or trailer). On success every field is what the wire carried, d.pkt.payload points
-// into `in` (null when payload_len == 0) and reserved bits are dropped. Never reads outside
-// `in`. Errors, in the order they are checked:
+// into `in` (null when payload_len == 0), reserved bits are dropped and the parts the opcode
+// does not carry keep their defaults. Never allocates; never reads outside `in`.
+// Errors (checked layer by layer from the outside in; the integrity checks, ICRC then
+// UDP checksum, after all framing checks and before the kBadExtension field checks):
 //   kTruncated     `in` ends before a header that must be there (IPv6, SRH, UDP, BTH, the
 //                  opcode's headers, ICRC), or before the end the IPv6 payload length gives
 //   kBadVersion    IPv6 version != 6, or BTH transport version != 0

@@ -29,7 +29,8 @@ uint32_t crc32_update(uint32_t state, std::span<const uint8_t> data) {
     p += 8;
     n -= 8;
   }
-  while (n-- > 0) state = t[0][(state ^ *p++) & 0xFF] ^ (state >> 8);
+  while (n-- > 0)
+    state = t[0][(state ^ *p++) & 0xFF] ^ (state >> 8);
   return state;
 }
 

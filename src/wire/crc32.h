@@ -24,12 +24,14 @@ constexpr std::array<std::array<uint32_t, 256>, 8> make_tables() {
   std::array<std::array<uint32_t, 256>, 8> t{};
   for (uint32_t i = 0; i < 256; ++i) {
     uint32_t c = i;
-    for (int bit = 0; bit < 8; ++bit) c = (c & 1) ? (c >> 1) ^ kReflectedPoly : c >> 1;
+    for (int bit = 0; bit < 8; ++bit)
+      c = (c & 1) ? (c >> 1) ^ kReflectedPoly : c >> 1;
     t[0][i] = c;
   }
   // t[k][i]: the CRC contribution of byte value i followed by k zero bytes.
   for (int k = 1; k < 8; ++k) {
-    for (uint32_t i = 0; i < 256; ++i) t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xFF];
+    for (uint32_t i = 0; i < 256; ++i)
+      t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xFF];
   }
   return t;
 }
@@ -48,7 +50,8 @@ inline uint32_t crc32(std::span<const uint8_t> data) {
 // A byte-at-a-time constexpr version of crc32_update, for compile-time constants (the ICRC
 // prefix state) and as the test's reference implementation.
 constexpr uint32_t crc32_update_bytewise(uint32_t state, std::span<const uint8_t> data) {
-  for (uint8_t b : data) state = crc32_detail::kTables[0][(state ^ b) & 0xFF] ^ (state >> 8);
+  for (uint8_t b : data)
+    state = crc32_detail::kTables[0][(state ^ b) & 0xFF] ^ (state >> 8);
   return state;
 }
 

@@ -13,7 +13,8 @@ void put_le16(uint8_t* p, uint16_t v) {
   p[1] = static_cast<uint8_t>(v >> 8);
 }
 void put_le32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+  for (int i = 0; i < 4; ++i)
+    p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
 
 constexpr uint32_t kMagicNanoseconds = 0xA1B23C4D;
@@ -26,8 +27,7 @@ constexpr uint8_t kEthernetHeader[kEthernetHeaderBytes] = {
 
 }  // namespace
 
-Result<PcapWriter> PcapWriter::open(const std::string& path, PcapLinkType link,
-                                    uint32_t snaplen) {
+Result<PcapWriter> PcapWriter::open(const std::string& path, PcapLinkType link, uint32_t snaplen) {
   if (snaplen == 0) return fail(Error::kInvalidArgument);
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return fail(Error::kIoError);

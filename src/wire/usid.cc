@@ -7,7 +7,8 @@ namespace mrc::wire {
 Ipv6Addr usid_carrier(uint32_t block, std::span<const uint16_t> usids) {
   assert(usids.size() <= kUsidsPerCarrier);
   Ipv6Addr a{};
-  for (int i = 0; i < kUsidBlockBytes; ++i) a[i] = static_cast<uint8_t>(block >> (24 - 8 * i));
+  for (int i = 0; i < kUsidBlockBytes; ++i)
+    a[i] = static_cast<uint8_t>(block >> (24 - 8 * i));
   const size_t n = usids.size() < kUsidsPerCarrier ? usids.size() : kUsidsPerCarrier;
   for (size_t i = 0; i < n; ++i) {
     a[kUsidBlockBytes + kUsidBytes * i] = static_cast<uint8_t>(usids[i] >> 8);
@@ -39,7 +40,8 @@ uint16_t usid_active(const Ipv6Addr& carrier) {
 
 Ipv6Addr usid_shift(const Ipv6Addr& carrier) {
   Ipv6Addr a = carrier;
-  for (size_t i = kUsidBlockBytes; i + kUsidBytes < a.size(); ++i) a[i] = a[i + kUsidBytes];
+  for (size_t i = kUsidBlockBytes; i + kUsidBytes < a.size(); ++i)
+    a[i] = a[i + kUsidBytes];
   a[14] = a[15] = 0;
   return a;
 }

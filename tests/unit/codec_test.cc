@@ -20,7 +20,9 @@
 #include "wire/usid.h"
 
 namespace mrc {
-void PrintTo(Error e, std::ostream* os) { *os << error_name(e); }
+void PrintTo(Error e, std::ostream* os) {
+  *os << error_name(e);
+}
 }  // namespace mrc
 
 namespace mrc::wire {
@@ -28,8 +30,8 @@ namespace {
 
 using Bytes = std::vector<uint8_t>;
 
-constexpr Opcode kAllOpcodes[] = {Opcode::kWriteOnly,   Opcode::kWriteOnlyImm, Opcode::kAck,
-                                  Opcode::kCnp,         Opcode::kTrimNack,     Opcode::kProbe,
+constexpr Opcode kAllOpcodes[] = {Opcode::kWriteOnly, Opcode::kWriteOnlyImm, Opcode::kAck,
+                                  Opcode::kCnp,       Opcode::kTrimNack,     Opcode::kProbe,
                                   Opcode::kProbeReply};
 
 // "0A 70 FFFF ..." -> bytes. Whitespace is ignored; '#' starts a comment up to the newline.
@@ -97,12 +99,15 @@ Bytes encode_transport_or_die(const TransportPacket& p) {
 uint32_t ref_crc32_update(uint32_t state, const uint8_t* p, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     state ^= p[i];
-    for (int b = 0; b < 8; ++b) state = (state & 1) ? (state >> 1) ^ 0xEDB88320u : state >> 1;
+    for (int b = 0; b < 8; ++b)
+      state = (state & 1) ? (state >> 1) ^ 0xEDB88320u : state >> 1;
   }
   return state;
 }
 
-size_t srh_bytes_of(const Bytes& d) { return d[6] == 43 ? 8 + 8 * size_t{d[41]} : 0; }
+size_t srh_bytes_of(const Bytes& d) {
+  return d[6] == 43 ? 8 + 8 * size_t{d[41]} : 0;
+}
 
 // The MRC ICRC written out from its definition in codec.h / docs/wire-format.md.
 uint32_t ref_icrc(const Bytes& d) {
@@ -133,7 +138,8 @@ uint32_t stored_icrc(const Bytes& d) {
 
 // RFC 1071 sum of big-endian 16-bit words.
 uint32_t ref_sum(const uint8_t* p, size_t n, uint32_t acc) {
-  for (size_t i = 0; i < n; i += 2) acc += uint32_t{p[i]} << 8 | (i + 1 < n ? p[i + 1] : 0);
+  for (size_t i = 0; i < n; i += 2)
+    acc += uint32_t{p[i]} << 8 | (i + 1 < n ? p[i + 1] : 0);
   return acc;
 }
 
@@ -148,7 +154,8 @@ uint16_t ref_udp_checksum(const Bytes& d) {
   acc = ref_sum(final_dst, 16, acc);
   acc += static_cast<uint32_t>(udp_len >> 16) + static_cast<uint32_t>(udp_len & 0xFFFF) + 17;
   acc = ref_sum(udp.data(), udp.size(), acc);
-  while (acc >> 16) acc = (acc & 0xFFFF) + (acc >> 16);
+  while (acc >> 16)
+    acc = (acc & 0xFFFF) + (acc >> 16);
   const uint16_t c = static_cast<uint16_t>(~acc);
   return c == 0 ? 0xFFFF : c;
 }
@@ -156,7 +163,8 @@ uint16_t ref_udp_checksum(const Bytes& d) {
 // After patching bytes of an encoded datagram: make the ICRC and UDP checksum valid again.
 void reseal(Bytes& d) {
   const uint32_t c = ref_icrc(d);
-  for (int i = 0; i < 4; ++i) d[d.size() - 4 + i] = static_cast<uint8_t>(c >> (8 * i));
+  for (int i = 0; i < 4; ++i)
+    d[d.size() - 4 + i] = static_cast<uint8_t>(c >> (8 * i));
   const size_t u = 40 + srh_bytes_of(d);
   const uint16_t s = ref_udp_checksum(d);
   d[u + 6] = static_cast<uint8_t>(s >> 8);
@@ -275,7 +283,11 @@ Datagram example_trimmed() {
   p.bth.dest_qp = 0x012345;
   p.bth.psn = 0x20;
   p.reth = {.va = 0x1000, .rkey = 1, .dma_len = 4096};
-  p.data = {.msg_num = 1, .pkt_index = 0, .pkt_count = 1, .tx_time_ps = 100, .ev_index = 5,
+  p.data = {.msg_num = 1,
+            .pkt_index = 0,
+            .pkt_count = 1,
+            .tx_time_ps = 100,
+            .ev_index = 5,
             .flags = DataExt::kLastOfMessage};
   return d;
 }
@@ -500,7 +512,7 @@ TEST(Encode, reserved_bits_written_as_zero) {
   TransportPacket ack = example_ack();
   ack.sack.echo[0].flags = 0xFF;
   ack.sack.echo[5] = {.psn = 9, .ev_index = 9, .flags = 1};  // beyond echo_count
-  ack.nack.reserved = 0xFFFF;                                 // not part of an ACK
+  ack.nack.reserved = 0xFFFF;                                // not part of an ACK
   EXPECT_EQ(encode_transport_or_die(ack)[16 + 40 + 6], 0x0F);
   Bytes expected = hex(kAckGolden);
   expected[16 + 40 + 6] = 0x0F;
@@ -642,18 +654,18 @@ TEST(Encode, output_one_byte_short_is_too_big) {
 // decode: examples
 
 TEST(Decode, golden_datagrams_round_trip) {
-  for (const Datagram& d : {example_write_only(), example_write_only_imm_srh(), example_trimmed(),
-                            envelope(example_ack()), envelope(example_cnp()),
-                            envelope(example_trim_nack()), envelope(example_probe(false)),
-                            envelope(example_probe(true))}) {
+  for (const Datagram& d :
+       {example_write_only(), example_write_only_imm_srh(), example_trimmed(),
+        envelope(example_ack()), envelope(example_cnp()), envelope(example_trim_nack()),
+        envelope(example_probe(false)), envelope(example_probe(true))}) {
     const Bytes wire = encode_or_die(d);
     auto got = decode(wire, {.verify_icrc = true, .verify_udp_checksum = true});
     ASSERT_TRUE(got.has_value()) << opcode_name(d.pkt.bth.opcode) << ": "
                                  << error_name(got.error());
     EXPECT_EQ(diff(*got, as_encoded(d, wire)), "") << opcode_name(d.pkt.bth.opcode);
     if (got->pkt.payload_len > 0) {
-      EXPECT_EQ(got->pkt.payload, wire.data() + wire.size() - 4 - got->pkt.bth.pad_count -
-                                      got->pkt.payload_len)
+      EXPECT_EQ(got->pkt.payload,
+                wire.data() + wire.size() - 4 - got->pkt.bth.pad_count - got->pkt.payload_len)
           << "payload points into the input";
     } else {
       EXPECT_EQ(got->pkt.payload, nullptr);
@@ -671,9 +683,9 @@ TEST(Decode, trimmed_packet_keeps_original_dma_len) {
 
 TEST(Decode, reserved_bits_are_ignored) {
   Bytes wire = hex(kWriteOnlyGolden);
-  wire[48 + 4] |= 0x3F;                  // BTH resv6
-  wire[48 + 8] |= 0x7F;                  // BTH resv7
-  wire[48 + 28 + 14] = 0xFF;             // data ext flags: reserved bits set
+  wire[48 + 4] |= 0x3F;       // BTH resv6
+  wire[48 + 8] |= 0x7F;       // BTH resv7
+  wire[48 + 28 + 14] = 0xFF;  // data ext flags: reserved bits set
   reseal(wire);
   auto got = decode(wire);
   ASSERT_TRUE(got.has_value()) << error_name(got.error());
@@ -682,10 +694,10 @@ TEST(Decode, reserved_bits_are_ignored) {
   EXPECT_EQ(got->pkt.bth.psn, 0xABCDEFu);
 
   Bytes ack = encode_or_die(envelope(example_ack()));
-  ack[48 + 16 + 37] = 0xFF;           // reserved after echo count
-  ack[48 + 16 + 40 + 6] |= 0xF0;      // echo 0 flags: reserved bits
-  ack[48 + 16 + 40 + 7] = 0xFF;       // echo 0 reserved byte
-  ack[48 + 16 + 40 + 8 * 5] = 0xFF;   // echo 5, beyond echo_count
+  ack[48 + 16 + 37] = 0xFF;          // reserved after echo count
+  ack[48 + 16 + 40 + 6] |= 0xF0;     // echo 0 flags: reserved bits
+  ack[48 + 16 + 40 + 7] = 0xFF;      // echo 0 reserved byte
+  ack[48 + 16 + 40 + 8 * 5] = 0xFF;  // echo 5, beyond echo_count
   reseal(ack);
   auto got_ack = decode(ack);
   ASSERT_TRUE(got_ack.has_value()) << error_name(got_ack.error());
@@ -705,14 +717,17 @@ TEST(Decode, fecn_becn_and_udp_checksum_are_outside_the_icrc) {
 // ---------------------------------------------------------------------------------------------
 // decode: every rejection, each triggered on purpose.
 
-Error decode_error(const Bytes& wire, DecodeOptions opt = {}) { return error_of(decode(wire, opt)); }
+Error decode_error(const Bytes& wire, DecodeOptions opt = {}) {
+  return error_of(decode(wire, opt));
+}
 
 void set16(Bytes& d, size_t at, uint16_t v) {
   d[at] = static_cast<uint8_t>(v >> 8);
   d[at + 1] = static_cast<uint8_t>(v);
 }
 void set32(Bytes& d, size_t at, uint32_t v) {
-  for (int i = 0; i < 4; ++i) d[at + i] = static_cast<uint8_t>(v >> (24 - 8 * i));
+  for (int i = 0; i < 4; ++i)
+    d[at + i] = static_cast<uint8_t>(v >> (24 - 8 * i));
 }
 
 // Cut `d` to `size` bytes and fix the IPv6 payload length and (when present) UDP length so
@@ -846,8 +861,7 @@ TEST(Decode, bad_udp_checksum_only_when_asked) {
   EXPECT_EQ(decode_error(wire, {.verify_udp_checksum = true}), Error::kBadUdpChecksum);
   set16(wire, 46, 0);  // "no checksum": accepted
   EXPECT_EQ(decode_error(wire, {.verify_udp_checksum = true}), Error::kOk);
-  EXPECT_EQ(decode_error(hex(kWriteOnlyImmSrhGolden), {.verify_udp_checksum = true}),
-            Error::kOk);
+  EXPECT_EQ(decode_error(hex(kWriteOnlyImmSrhGolden), {.verify_udp_checksum = true}), Error::kOk);
 }
 
 TEST(Decode, bad_extension) {
@@ -918,9 +932,9 @@ TEST(Decode, truncation_at_every_offset_is_an_error) {
 // decode_transport
 
 TEST(DecodeTransport, golden_round_trip_and_errors) {
-  for (const TransportPacket& p : {example_write_only().pkt, example_write_only_imm_srh().pkt,
-                                   example_ack(), example_cnp(), example_trim_nack(),
-                                   example_probe(false), example_probe(true)}) {
+  for (const TransportPacket& p :
+       {example_write_only().pkt, example_write_only_imm_srh().pkt, example_ack(), example_cnp(),
+        example_trim_nack(), example_probe(false), example_probe(true)}) {
     const Bytes bytes = encode_transport_or_die(p);
     auto got = decode_transport(bytes);
     ASSERT_TRUE(got.has_value()) << error_name(got.error());
@@ -978,7 +992,9 @@ struct Sample {
   Bytes payload;
 };
 
-uint32_t gen24() { return *rc::gen::inRange<uint32_t>(0, 1u << 24); }
+uint32_t gen24() {
+  return *rc::gen::inRange<uint32_t>(0, 1u << 24);
+}
 
 // Random valid transport packet of opcode `op`; the parts the opcode does not carry stay at
 // their defaults (which is what decode reports). Call from inside a property.
@@ -1047,7 +1063,8 @@ void random_transport(Opcode op, bool trimmed, TransportPacket& p, Bytes& payloa
 
 Ipv6Addr gen_addr() {
   Ipv6Addr a;
-  for (auto& b : a) b = *rc::gen::arbitrary<uint8_t>();
+  for (auto& b : a)
+    b = *rc::gen::arbitrary<uint8_t>();
   return a;
 }
 
@@ -1068,7 +1085,8 @@ void random_datagram(Opcode op, bool with_srh, Sample& s) {
     d.srh.segments_left = *rc::gen::inRange<uint8_t>(0, d.srh.num_segments);
     d.srh.flags = *rc::gen::arbitrary<uint8_t>();
     d.srh.tag = *rc::gen::arbitrary<uint16_t>();
-    for (int i = 0; i < d.srh.num_segments; ++i) d.srh.segments[i] = gen_addr();
+    for (int i = 0; i < d.srh.num_segments; ++i)
+      d.srh.segments[i] = gen_addr();
   }
   d.udp.src_port = *rc::gen::arbitrary<uint16_t>();
   random_transport(op, trimmed, d.pkt, s.payload);
@@ -1106,9 +1124,9 @@ RC_GTEST_PROP(CodecProperty, decode_inverts_encode_for_every_opcode, ()) {
 // destination address, the whole SRH (even its removal), FECN/BECN, the UDP checksum.
 RC_GTEST_PROP(CodecProperty, icrc_survives_in_flight_rewrites, ()) {
   Sample s;
-  random_datagram(*rc::gen::elementOf(std::vector<Opcode>(std::begin(kAllOpcodes),
-                                                           std::end(kAllOpcodes))),
-                  true, s);
+  random_datagram(
+      *rc::gen::elementOf(std::vector<Opcode>(std::begin(kAllOpcodes), std::end(kAllOpcodes))),
+      true, s);
   const Bytes wire = encode_or_die(s.d);
   const uint32_t original = icrc(std::span(wire).first(wire.size() - 4));
   RC_ASSERT(original == stored_icrc(wire));
@@ -1148,10 +1166,11 @@ TEST(Crc32, check_value_and_slicing_matches_bytewise) {
   EXPECT_EQ(crc32(std::span(reinterpret_cast<const uint8_t*>(check.data()), check.size())),
             0xCBF43926u);
   Bytes data(1031);
-  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 131 + 7);
+  for (size_t i = 0; i < data.size(); ++i)
+    data[i] = static_cast<uint8_t>(i * 131 + 7);
   for (size_t offset = 0; offset < 9; ++offset) {
-    for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{64},
-                     size_t{1000}}) {
+    for (size_t n :
+         {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{64}, size_t{1000}}) {
       std::span<const uint8_t> s(data.data() + offset, n);
       EXPECT_EQ(crc32_update(0x12345678, s), ref_crc32_update(0x12345678, s.data(), n));
       EXPECT_EQ(crc32_update_bytewise(0x12345678, s), ref_crc32_update(0x12345678, s.data(), n));
@@ -1163,21 +1182,21 @@ TEST(Crc32, check_value_and_slicing_matches_bytewise) {
 // Masking it as IBTA A17.4.5.2 says and running our CRC gives the ICRC the NIC sent, which
 // pins down the CRC variant, the 8-byte ones prefix and the LSB-first byte order.
 TEST(Icrc, matches_hardware_rocev2_capture) {
-  const Bytes frame = hex(
-      "e41d2dab2bc2 7cfe90643b32 0800"                  // Ethernet
-      "45c2003c718c400040119161 0a001101 0a001201"      // IPv4, ToS 0xc2, TTL 64
-      "000012b700280000"                                // UDP 0 -> 4791, checksum 0
-      "8100ffff4000011800000000"                        // BTH CNP, BECN, QP 0x118
-      "00000000000000000000000000000000"                // reserved
-      "82fd002a");                                      // ICRC
+  const Bytes frame =
+      hex("e41d2dab2bc2 7cfe90643b32 0800"              // Ethernet
+          "45c2003c718c400040119161 0a001101 0a001201"  // IPv4, ToS 0xc2, TTL 64
+          "000012b700280000"                            // UDP 0 -> 4791, checksum 0
+          "8100ffff4000011800000000"                    // BTH CNP, BECN, QP 0x118
+          "00000000000000000000000000000000"            // reserved
+          "82fd002a");                                  // ICRC
   Bytes masked(8, 0xFF);
   masked.insert(masked.end(), frame.begin() + 14, frame.end() - 4);
   const size_t ip = 8;
-  masked[ip + 1] = 0xFF;                        // type of service
-  masked[ip + 8] = 0xFF;                        // TTL
-  masked[ip + 10] = masked[ip + 11] = 0xFF;     // header checksum
+  masked[ip + 1] = 0xFF;                             // type of service
+  masked[ip + 8] = 0xFF;                             // TTL
+  masked[ip + 10] = masked[ip + 11] = 0xFF;          // header checksum
   masked[ip + 20 + 6] = masked[ip + 20 + 7] = 0xFF;  // UDP checksum
-  masked[ip + 28 + 4] = 0xFF;                   // BTH resv8a
+  masked[ip + 28 + 4] = 0xFF;                        // BTH resv8a
   const uint32_t c = crc32(masked);
   const Bytes on_wire{static_cast<uint8_t>(c), static_cast<uint8_t>(c >> 8),
                       static_cast<uint8_t>(c >> 16), static_cast<uint8_t>(c >> 24)};
@@ -1225,7 +1244,8 @@ void check_or_write_seed(const std::filesystem::path& path, const Bytes& bytes) 
   if (std::getenv("MRC_WRITE_FUZZ_SEEDS") != nullptr) {
     std::filesystem::create_directories(path.parent_path());
     std::ofstream(path, std::ios::binary)
-        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+        .write(reinterpret_cast<const char*>(bytes.data()),
+               static_cast<std::streamsize>(bytes.size()));
   }
   std::ifstream in(path, std::ios::binary);
   ASSERT_TRUE(in.good()) << path << " missing: run test_codec with MRC_WRITE_FUZZ_SEEDS=1";

@@ -56,9 +56,9 @@ uint32_t le32(const Bytes& b, size_t at) {
 // ---------------------------------------------------------------------------------------------
 // One datagram of every packet type, with distinct field values.
 
-const uint8_t kPayload[37] = {0x5A, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18,
-                              19,   20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35,
-                              36};
+const uint8_t kPayload[37] = {0x5A, 1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12,
+                              13,   14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
+                              26,   27, 28, 29, 30, 31, 32, 33, 34, 35, 36};
 
 Datagram base(uint32_t flow, uint32_t qp, uint32_t psn, Opcode op) {
   Datagram d;
@@ -80,8 +80,12 @@ std::vector<Datagram> every_packet_type() {
 
   Datagram wo = base(0x12345, 0x000123, 0x456789, Opcode::kWriteOnly);
   wo.pkt.reth = {.va = 0x1122334455667788, .rkey = 0xAABBCCDD, .dma_len = sizeof kPayload};
-  wo.pkt.data = {.msg_num = 7, .pkt_index = 1, .pkt_count = 3, .tx_time_ps = 123456789012,
-                 .ev_index = 42, .flags = DataExt::kRetransmit};
+  wo.pkt.data = {.msg_num = 7,
+                 .pkt_index = 1,
+                 .pkt_count = 3,
+                 .tx_time_ps = 123456789012,
+                 .ev_index = 42,
+                 .flags = DataExt::kRetransmit};
   wo.pkt.payload = kPayload;
   wo.pkt.payload_len = sizeof kPayload;
   out.push_back(wo);
@@ -98,7 +102,10 @@ std::vector<Datagram> every_packet_type() {
   woi.pkt.bth.solicited = true;
   woi.pkt.reth = {.va = 0xFFFF000012345678, .rkey = 0x01020304, .dma_len = 8};
   woi.pkt.imm = 0xCAFEF00D;
-  woi.pkt.data = {.msg_num = 0xFFFFFFFE, .pkt_index = 0, .pkt_count = 1, .tx_time_ps = 1,
+  woi.pkt.data = {.msg_num = 0xFFFFFFFE,
+                  .pkt_index = 0,
+                  .pkt_count = 1,
+                  .tx_time_ps = 1,
                   .ev_index = 0xFFFF,
                   .flags = DataExt::kLastOfMessage | DataExt::kHasImm | DataExt::kAckNow};
   woi.pkt.payload = kPayload;
@@ -108,8 +115,8 @@ std::vector<Datagram> every_packet_type() {
   Datagram trimmed = base(0x00001, 0x000123, 0x45678A, Opcode::kWriteOnly);
   trimmed.ip.traffic_class = kDscpTrimmed << 2;
   trimmed.pkt.reth = {.va = 0x1000, .rkey = 0x55, .dma_len = 4096};
-  trimmed.pkt.data = {.msg_num = 8, .pkt_index = 0, .pkt_count = 2, .tx_time_ps = 99,
-                      .ev_index = 3, .flags = 0};
+  trimmed.pkt.data = {
+      .msg_num = 8, .pkt_index = 0, .pkt_count = 2, .tx_time_ps = 99, .ev_index = 3, .flags = 0};
   out.push_back(trimmed);
 
   Datagram ack = base(0x00002, 0x000777, 0x000100, Opcode::kAck);
@@ -122,8 +129,8 @@ std::vector<Datagram> every_packet_type() {
   ack.pkt.sack.echo_count = 3;
   ack.pkt.sack.echo[0] = {.psn = 0x0000FF, .ev_index = 7, .flags = AckEcho::kEcnCe};
   ack.pkt.sack.echo[1] = {.psn = 0x000101, .ev_index = 300, .flags = AckEcho::kTrimmed};
-  ack.pkt.sack.echo[2] = {.psn = 0xFFFFFF, .ev_index = 0,
-                          .flags = AckEcho::kRetransmit | AckEcho::kDuplicate};
+  ack.pkt.sack.echo[2] = {
+      .psn = 0xFFFFFF, .ev_index = 0, .flags = AckEcho::kRetransmit | AckEcho::kDuplicate};
   out.push_back(ack);
 
   Datagram cnp = base(0x00003, 0x0000D2, 0, Opcode::kCnp);
@@ -139,15 +146,23 @@ std::vector<Datagram> every_packet_type() {
   out.push_back(nack);
 
   Datagram probe = base(0x00005, 0x000001, 5, Opcode::kProbe);
-  probe.pkt.probe = {.probe_id = 0x0102030405060708, .tx_time_ps = 1000000,
-                     .service_time_ns = 0, .ev_index = 4, .port = 2, .flags = 0};
+  probe.pkt.probe = {.probe_id = 0x0102030405060708,
+                     .tx_time_ps = 1000000,
+                     .service_time_ns = 0,
+                     .ev_index = 4,
+                     .port = 2,
+                     .flags = 0};
   probe.pkt.payload = kPayload;
   probe.pkt.payload_len = 12;
   out.push_back(probe);
 
   Datagram reply = base(0x00006, 0x000002, 6, Opcode::kProbeReply);
-  reply.pkt.probe = {.probe_id = 0xFEDCBA9876543210, .tx_time_ps = 2000000,
-                     .service_time_ns = 250, .ev_index = 4, .port = 7, .flags = 0x81};
+  reply.pkt.probe = {.probe_id = 0xFEDCBA9876543210,
+                     .tx_time_ps = 2000000,
+                     .service_time_ns = 250,
+                     .ev_index = 4,
+                     .port = 7,
+                     .flags = 0x81};
   out.push_back(reply);
   return out;
 }
@@ -160,7 +175,7 @@ Bytes encode_or_die(const Datagram& d) {
 }
 
 constexpr Time kFirstTimestamp = 1 * kPicosPerSecond + 234'567'891;  // 1.000234567891 s
-constexpr Time kTimestampStep = 1'500'000;                             // 1.5 us
+constexpr Time kTimestampStep = 1'500'000;                           // 1.5 us
 
 // Writes every packet type; returns the datagrams in file order.
 std::vector<Bytes> write_capture(const fs::path& path, PcapLinkType link) {
@@ -268,7 +283,8 @@ CommandOutput run(const std::string& command, const fs::path& stderr_file) {
   if (p == nullptr) return r;
   char buf[4096];
   size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0)
+    r.out.append(buf, n);
   r.status = ::pclose(p);
   std::ifstream e(stderr_file);
   r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
@@ -279,8 +295,8 @@ CommandOutput run(const std::string& command, const fs::path& stderr_file) {
 bool require_tshark(const fs::path& scratch) {
   const CommandOutput v = run("tshark -v", scratch);
   if (v.status != 0 || v.out.find("TShark") == std::string::npos) {
-    ADD_FAILURE() << "tshark is required for the pcap tests and was not found or failed ("
-                  << v.err << "). Install it: apt-get install tshark";
+    ADD_FAILURE() << "tshark is required for the pcap tests and was not found or failed (" << v.err
+                  << "). Install it: apt-get install tshark";
     return false;
   }
   return true;
@@ -308,7 +324,8 @@ std::vector<std::vector<std::vector<std::string>>> tshark_fields(
     const fs::path& scratch) {
   std::string cmd = "tshark " + extra + " -r '" + file.string() +
                     "' -T fields -E separator=, -E occurrence=a -E 'aggregator=;'";
-  for (const std::string& f : fields) cmd += " -e " + f;
+  for (const std::string& f : fields)
+    cmd += " -e " + f;
   const CommandOutput r = run(cmd, scratch);
   EXPECT_EQ(r.status, 0) << cmd << "\n" << r.err;
   std::vector<std::vector<std::vector<std::string>>> rows;
@@ -349,18 +366,17 @@ void check_rows(const std::vector<std::vector<std::vector<std::string>>>& rows,
       }
       if (fields[f] == "infiniband.immdt" && got.size() == 2 && got[0] == got[1]) got.resize(1);
       const auto it = want[i].find(fields[f]);
-      const std::vector<uint64_t> expected = it == want[i].end() ? std::vector<uint64_t>{}
-                                                                 : it->second;
+      const std::vector<uint64_t> expected =
+          it == want[i].end() ? std::vector<uint64_t>{} : it->second;
       EXPECT_EQ(got, expected) << "packet " << i + 1 << " field " << fields[f];
     }
   }
 }
 
 const std::vector<std::string> kRoceFields = {
-    "infiniband.bth.opcode", "infiniband.bth.destqp", "infiniband.bth.psn",
-    "infiniband.reth.va",    "infiniband.reth.r_key", "infiniband.reth.dmalen",
-    "infiniband.immdt",      "ipv6.flow",             "ipv6.routing.segleft",
-    "udp.checksum.status",   "infiniband.aeth.msn"};
+    "infiniband.bth.opcode", "infiniband.bth.destqp",  "infiniband.bth.psn", "infiniband.reth.va",
+    "infiniband.reth.r_key", "infiniband.reth.dmalen", "infiniband.immdt",   "ipv6.flow",
+    "ipv6.routing.segleft",  "udp.checksum.status",    "infiniband.aeth.msn"};
 
 Expected roce_expectation(const Datagram& d) {
   Expected e;
@@ -387,7 +403,8 @@ TEST(PcapTshark, rocev2_dissector_reads_every_packet_type) {
   const fs::path scratch = dir / "stderr.txt";
   if (!require_tshark(scratch)) return;
   std::vector<Expected> want;
-  for (const Datagram& d : every_packet_type()) want.push_back(roce_expectation(d));
+  for (const Datagram& d : every_packet_type())
+    want.push_back(roce_expectation(d));
   for (PcapLinkType link : {PcapLinkType::kEthernet, PcapLinkType::kRaw}) {
     SCOPED_TRACE(link == PcapLinkType::kEthernet ? "ethernet" : "raw");
     const fs::path file = dir / "roce.pcap";
@@ -397,17 +414,35 @@ TEST(PcapTshark, rocev2_dissector_reads_every_packet_type) {
   }
 }
 
-const std::vector<std::string> kMrcFields = {
-    "mrc.opcode",          "mrc.payload_len",       "mrc.data.msg_num",
-    "mrc.data.pkt_index",  "mrc.data.pkt_count",    "mrc.data.tx_time",
-    "mrc.data.ev_index",   "mrc.data.flags",        "mrc.sack.cum_psn",
-    "mrc.sack.base",       "mrc.sack.sacked_psn",   "mrc.sack.received_bytes",
-    "mrc.sack.service_time", "mrc.sack.echo_count", "mrc.sack.echo.psn",
-    "mrc.sack.echo.ev",    "mrc.sack.echo.flags",   "mrc.nack.syndrome",
-    "mrc.nack.msn",        "mrc.nack.psn",          "mrc.nack.cum_psn",
-    "mrc.nack.ev",         "mrc.probe.id",          "mrc.probe.tx_time",
-    "mrc.probe.service_time", "mrc.probe.ev",       "mrc.probe.port",
-    "mrc.probe.flags",     "mrc.probe.reply"};
+const std::vector<std::string> kMrcFields = {"mrc.opcode",
+                                             "mrc.payload_len",
+                                             "mrc.data.msg_num",
+                                             "mrc.data.pkt_index",
+                                             "mrc.data.pkt_count",
+                                             "mrc.data.tx_time",
+                                             "mrc.data.ev_index",
+                                             "mrc.data.flags",
+                                             "mrc.sack.cum_psn",
+                                             "mrc.sack.base",
+                                             "mrc.sack.sacked_psn",
+                                             "mrc.sack.received_bytes",
+                                             "mrc.sack.service_time",
+                                             "mrc.sack.echo_count",
+                                             "mrc.sack.echo.psn",
+                                             "mrc.sack.echo.ev",
+                                             "mrc.sack.echo.flags",
+                                             "mrc.nack.syndrome",
+                                             "mrc.nack.msn",
+                                             "mrc.nack.psn",
+                                             "mrc.nack.cum_psn",
+                                             "mrc.nack.ev",
+                                             "mrc.probe.id",
+                                             "mrc.probe.tx_time",
+                                             "mrc.probe.service_time",
+                                             "mrc.probe.ev",
+                                             "mrc.probe.port",
+                                             "mrc.probe.flags",
+                                             "mrc.probe.reply"};
 
 Expected mrc_expectation(const Datagram& d) {
   Expected e;
@@ -480,7 +515,8 @@ TEST(PcapTshark, mrc_lua_dissector_reads_every_extension) {
   const fs::path lua = fs::path(MRC_SOURCE_DIR) / "tools" / "wireshark" / "mrc.lua";
   ASSERT_TRUE(fs::exists(lua)) << lua;
   std::vector<Expected> want;
-  for (const Datagram& d : every_packet_type()) want.push_back(mrc_expectation(d));
+  for (const Datagram& d : every_packet_type())
+    want.push_back(mrc_expectation(d));
   for (PcapLinkType link : {PcapLinkType::kEthernet, PcapLinkType::kRaw}) {
     SCOPED_TRACE(link == PcapLinkType::kEthernet ? "ethernet" : "raw");
     const fs::path file = dir / "mrc.pcap";

@@ -23,8 +23,7 @@ TEST(UsidCarrier, block_then_usids_then_zeros) {
   EXPECT_EQ(usid_carrier(0x42424242, {}),
             bytes({0x42, 0x42, 0x42, 0x42, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}));
   const uint16_t six[] = {1, 2, 3, 4, 5, 6};
-  EXPECT_EQ(usid_carrier(0x01020304, six),
-            bytes({1, 2, 3, 4, 0, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6}));
+  EXPECT_EQ(usid_carrier(0x01020304, six), bytes({1, 2, 3, 4, 0, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6}));
 }
 
 TEST(UsidView, of_splits_block_and_usids) {
