@@ -9,7 +9,7 @@
 // with an error, within a bounded simulated time.
 //
 // Case counts: each property runs kCasesPerProperty * MRC_PROPERTY_SCALE schedules (default
-// scale 1.0: 5 x 130 = 650 schedules; CI's ASan run uses 0.25). RC_PARAMS="max_success=N"
+// scale 1.0: 6 x 130 = 780 schedules; CI's ASan run uses 0.25). RC_PARAMS="max_success=N"
 // overrides the count; a failure prints the schedule and the rapidcheck reproduce string
 // (RC_PARAMS="reproduce=...").
 #include <gtest/gtest.h>
@@ -81,6 +81,12 @@ struct Schedule {
   double trim = 0;
   double ecn = 0;
   double corrupt = 0;
+  // The responder's ports run at link_bps / rx_divisor: the switch egress toward it queues,
+  // and the queue marks ECN, trims and tail-drops above these thresholds (0: off).
+  uint32_t rx_divisor = 1;
+  uint64_t ecn_threshold = 0;
+  uint64_t trim_threshold = 0;
+  uint64_t queue_limit = 0;
   std::vector<Blackhole> blackholes;
   std::vector<PortFault> port_faults;
   std::vector<PortFlap> flaps;
@@ -109,7 +115,9 @@ std::string describe(const Schedule& s) {
     os << (m.opcode == WrOpcode::kWriteImm ? "I" : "W") << m.size << " ";
   os << "]\n  link=" << s.link_bps / 1'000'000'000 << "G delay=" << t(s.delay)
      << " jitter=" << t(s.jitter) << " loss=" << s.loss << " dup=" << s.dup << " trim=" << s.trim
-     << " ecn=" << s.ecn << " corrupt=" << s.corrupt << "\n  blackholes=[";
+     << " ecn=" << s.ecn << " corrupt=" << s.corrupt << " rx_divisor=" << s.rx_divisor
+     << " queue ecn/trim/limit=" << s.ecn_threshold << "/" << s.trim_threshold << "/"
+     << s.queue_limit << "\n  blackholes=[";
   for (const Blackhole& b : s.blackholes)
     os << "ev" << b.ev << "@" << t(b.from) << ".." << t(b.until) << " ";
   os << "] port_faults=[";
@@ -244,6 +252,22 @@ Schedule gen_live(bool heavy_ports, bool heavy_blackholes) {
   return s;
 }
 
+// Congestion and heavy faults: a slower responder port makes the switch queue build, the
+// queue marks, trims and tail-drops; loss, duplication and reordering are several times
+// stronger than in the other schedules.
+Schedule gen_stress() {
+  Schedule s = gen_live(false, false);
+  s.rx_divisor = *rc::gen::element<uint32_t>(1, 2, 4, 8);
+  const uint64_t mtu_bytes = s.mtu + 120;
+  s.ecn_threshold = *rc::gen::element<uint64_t>(0, 2 * mtu_bytes, 8 * mtu_bytes);
+  s.trim_threshold = *rc::gen::element<uint64_t>(0, 4 * mtu_bytes, 16 * mtu_bytes);
+  s.queue_limit = *rc::gen::element<uint64_t>(0, 6 * mtu_bytes, 32 * mtu_bytes);
+  s.loss = *rc::gen::element(0.0, 0.05, 0.1, 0.2);
+  s.dup = *rc::gen::element(0.0, 0.1, 0.2);
+  s.jitter = *rc::gen::element<Time>(0, us(2), us(10), us(20));
+  return s;
+}
+
 // The RoCEv2 baseline (one ECMP path, go-back-N, DCQCN) under the random background, with
 // finite outages of its only path.
 Schedule gen_roce() {
@@ -320,6 +344,9 @@ Outcome run_schedule(const Schedule& s) {
   n.trim = s.trim;
   n.ecn = s.ecn;
   n.corrupt = s.corrupt;
+  n.ecn_threshold_bytes = s.ecn_threshold;
+  n.trim_threshold_bytes = s.trim_threshold;
+  n.queue_limit_bytes = s.queue_limit;
   n.max_events = 20'000'000;
   PairConfig c;
   c.planes = static_cast<uint8_t>(s.planes);
@@ -354,6 +381,8 @@ Outcome run_schedule(const Schedule& s) {
     return o;
   }
   FaultNet& net = *pn->net;
+  for (int p = 0; p < s.planes; ++p)
+    net.set_port_rate(pn->pair.b.host, static_cast<uint8_t>(p), s.link_bps / s.rx_divisor);
   for (const Blackhole& b : s.blackholes) {
     // Outages with an end cut the EV in both directions (a failed spine). Permanent ones
     // cut only requester -> responder in the live properties: the responder cannot route its
@@ -407,6 +436,7 @@ void classify(const Outcome& o) {
   RC_CLASSIFY(o.r.net.dropped_port_down > 0, "port-down drops");
   RC_CLASSIFY(o.r.net.dropped_blackhole > 0, "blackhole drops");
   RC_CLASSIFY(o.r.b.duplicates > 0, "duplicates");
+  RC_CLASSIFY(o.r.net.trimmed_queue + o.r.net.dropped_queue > 0, "queue trims/drops");
 }
 
 void check_live(const Schedule& s) {
@@ -443,6 +473,11 @@ RC_GTEST_PROP(EngineProperty, PortFailuresAndFlapsLoseNothing, ()) {
 // Many blackholed EVs (up to all but EV 0, some for ever).
 RC_GTEST_PROP(EngineProperty, BlackholedEvsAreRoutedAround, ()) {
   check_live(*full_size([] { return gen_live(false, true); }));
+}
+
+// Queues that mark, trim and drop, plus heavy loss, duplication and reordering.
+RC_GTEST_PROP(EngineProperty, CongestionAndHeavyFaultsLoseNothing, ()) {
+  check_live(*full_size([] { return gen_stress(); }));
 }
 
 // The RoCEv2 baseline delivers everything too (slower, by go-back-N).
