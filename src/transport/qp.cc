@@ -967,6 +967,7 @@ void Qp::queue_echo(Time now, const RxPacket& rx, uint8_t flags) {
   echoes_[echo_count_++] = wire::AckEcho{rx.pkt.bth.psn, rx.pkt.data.ev_index, flags};
   newest_arrival_ = now;
   ack_port_ = rx.port;
+  ack_path_ = rx.pkt.data.ev_index;
   ++unacked_packets_;
   if (unacked_packets_ >= engine_.config().ack_every || rx.pkt.bth.ack_req ||
       (flags & wire::AckEcho::kDuplicate)) {
@@ -993,7 +994,21 @@ bool Qp::has_control() const {
          cnp_pending_ || probes_due_;
 }
 
-int Qp::control_path(Time now, uint8_t preferred_port, uint32_t mask) {
+// Control packets go back along the reverse of the path the packet they answer took (EV
+// sets are configured symmetrically: index i names the same plane and spine both ways).
+// That path demonstrably works in one direction, so it is the best bet for the other; a
+// round-robin choice could land ACKs on dead paths the responder knows nothing about.
+// Probe replies use the probed path even if we think it bad: that is what is being tested.
+int Qp::control_path(Time now, uint8_t preferred_port, int preferred_path, uint32_t mask,
+                     bool allow_assumed_bad) {
+  if (preferred_path >= 0 && static_cast<size_t>(preferred_path) < paths_.size()) {
+    const Path& p = paths_.path(preferred_path);
+    const bool state_ok = p.state == ev::EvState::kGood ||
+                          (allow_assumed_bad && p.state == ev::EvState::kAssumedBad);
+    if (state_ok && paths_.port_up(p.desc.port) && ((mask >> p.desc.port) & 1)) {
+      return preferred_path;
+    }
+  }
   int path = PathSet::kNone;
   if ((mask >> preferred_port) & 1) path = paths_.pick(now, 1u << preferred_port);
   if (path == PathSet::kNone) path = paths_.pick(now, mask);
@@ -1019,7 +1034,7 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
   wire::TransportPacket& t = out.pkt;
   if (nack_size_ > 0) {
     const TrimNack n = nacks_[nack_head_];
-    const int path = control_path(now, n.port, mask);
+    const int path = control_path(now, n.port, n.ev, mask, false);
     if (path != PathSet::kNone) {
       nack_head_ = (nack_head_ + 1) % nacks_.size();
       --nack_size_;
@@ -1034,7 +1049,7 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
     }
   }
   if (roce_nak_pending_ || ack_now_) {
-    const int path = control_path(now, ack_port_, mask);
+    const int path = control_path(now, ack_port_, ack_path_, mask, false);
     if (path != PathSet::kNone) {
       fill_common(out, paths_.path(path).desc.port, path);
       fill_ack(now, out);
@@ -1047,7 +1062,7 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
     }
   }
   if (cnp_pending_) {
-    const int path = control_path(now, ack_port_, mask);
+    const int path = control_path(now, ack_port_, ack_path_, mask, false);
     if (path != PathSet::kNone) {
       cnp_pending_ = false;
       cnp_ever_ = true;
@@ -1063,7 +1078,7 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
   if (probe_reply_size_ > 0) {
     const ProbeReply r = probe_replies_[probe_reply_head_];
     // Reply on the port the probe came in on, so the probe measures that plane.
-    const int path = control_path(now, r.port, mask);
+    const int path = control_path(now, r.port, r.probe.ev_index, mask, true);
     if (path != PathSet::kNone) {
       probe_reply_head_ = (probe_reply_head_ + 1) % probe_replies_.size();
       --probe_reply_size_;

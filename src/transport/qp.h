@@ -178,7 +178,8 @@ class Qp {
   void complete_recv_messages(Time now);
   void queue_echo(Time now, const RxPacket& rx, uint8_t flags);
   void fill_ack(Time now, TxPacket& out);
-  int control_path(Time now, uint8_t preferred_port, uint32_t mask);
+  int control_path(Time now, uint8_t preferred_port, int preferred_path, uint32_t mask,
+                   bool allow_assumed_bad);
   void fill_common(TxPacket& out, uint8_t port, int path);
 
   Engine& engine_;
@@ -242,6 +243,7 @@ class Qp {
   Time ack_due_ = kNever;
   Time newest_arrival_ = 0;
   uint8_t ack_port_ = 0;
+  int ack_path_ = -1;             // path index of the newest packet to acknowledge
   std::vector<TrimNack> nacks_;
   uint32_t nack_head_ = 0, nack_size_ = 0;
   std::vector<ProbeReply> probe_replies_;
