@@ -21,7 +21,11 @@
 //   - each completion names a WR that was posted and not yet completed, send WRs complete in
 //     posting order, receive WRs in posting order; completions never exceed posted WRs;
 //   - no completion was dropped; the requester never had more than MPR PSNs or max_wimm
-//     WRITE-with-imm messages outstanding.
+//     WRITE-with-imm messages outstanding;
+//   - while only genuine packets reached the engines (dropped, trimmed, ECN-marked,
+//     duplicated, reordered, delayed by the input, never forged), a WRITE that completes
+//     successfully has its source bytes in place at the responder (unless another WRITE
+//     overlapped its range), and a WRITE outside the responder's region never succeeds.
 // A violation prints what broke and aborts.
 //
 // MRC_FUZZ_QP_WRITE_SEEDS=<dir> makes the binary write its seed inputs to <dir> and exit
@@ -109,6 +113,11 @@ struct Side {
   std::deque<uint64_t> sends, recvs;  // posted, not completed, in posting order
   uint64_t posted = 0, next_wr = 1;
   uint64_t completions = 0;
+  struct Range {
+    uint64_t wr_id, local_off, remote_off, len;
+  };
+  std::vector<Range> writes;  // every WRITE this side posted (to the peer's destination)
+  bool forged = false;        // bytes not sent by the peer engine were delivered here
 };
 
 struct Template {
@@ -262,6 +271,7 @@ class Harness {
     w.imm = static_cast<uint32_t>(w.wr_id * 3);
     if (s.eng->post_write(now_, s.qpn, w)) {
       s.sends.push_back(w.wr_id);
+      s.writes.push_back(Side::Range{w.wr_id, local_off, remote_off, len});
       ++s.posted;
     }
   }
@@ -376,7 +386,8 @@ class Harness {
   }
 
   // ---- delivery -------------------------------------------------------------------------
-  void deliver_bytes(int to, std::span<const uint8_t> bytes, uint8_t port) {
+  void deliver_bytes(int to, std::span<const uint8_t> bytes, uint8_t port, bool forged = true) {
+    side_[to].forged |= forged;
     (void)side_[to].eng->on_datagram(now_, static_cast<uint8_t>(port % kPorts), bytes);
   }
 
@@ -390,6 +401,7 @@ class Harness {
     rx.ecn_ce = d->ip.ecn() == wire::kEcnCe;
     rx.trimmed = d->ip.dscp() == wire::kDscpTrimmed;
     rx.pkt = d->pkt;
+    side_[to].forged = true;
     (void)side_[to].eng->on_packet(now_, rx);
   }
 
@@ -403,7 +415,8 @@ class Harness {
           if (!side_[i].eng->poll_transmit(now_, (1u << kPorts) - 1, tx)) break;
           any = true;
           const uint8_t fate = with_fates ? in.u8() % 8 : 0;
-          // 0,5,6,7 deliver; 1 drop; 2 trim; 3 ECN CE; 4 hold (reordered, delivered later).
+          // 0,6,7 deliver; 1 drop; 2 trim; 3 ECN CE; 4 hold (reordered, delivered later);
+          // 5 duplicate.
           if (fate == 1) continue;
           wire::TransportPacket p = tx.pkt;
           uint8_t ecn = wire::kEcnEct0, dscp = wire::kDscpData;
@@ -420,7 +433,11 @@ class Harness {
             held_.push_back(Template{std::move(b), 1 - i});
             if (held_.size() > 64) held_.pop_front();
           } else {
-            deliver_bytes(1 - i, b, tx.port);
+            deliver_bytes(1 - i, b, tx.port, false);
+            if (fate == 5) {
+              settle();
+              deliver_bytes(1 - i, b, tx.port, false);
+            }
           }
           settle();
         }
@@ -433,7 +450,7 @@ class Harness {
     while (!held_.empty()) {
       Template t = std::move(held_.back());  // newest first: reordering
       held_.pop_back();
-      deliver_bytes(t.to, t.bytes, 0);
+      deliver_bytes(t.to, t.bytes, 0, false);
       settle();
     }
   }
@@ -556,12 +573,44 @@ class Harness {
         if (q.front() != c.wr_id)
           violation("completion out of order or unknown", c.wr_id, q.front());
         q.pop_front();
+        if (c.opcode != WcOpcode::kRecvImm && c.status == WcStatus::kSuccess) {
+          check_placed(i, c.wr_id);
+        }
       }
       Event e;
       while (s.eng->poll_event(e)) {
       }
     }
     check();
+  }
+
+  // A WRITE that completed successfully at its requester has been placed at the responder:
+  // when only genuine packets (dropped, trimmed, marked, duplicated, reordered, delayed, but
+  // never forged) reached both engines, and no other WRITE of that side ever overlapped its
+  // destination range, the range holds exactly the source bytes.
+  void check_placed(int i, uint64_t wr_id) const {
+    const Side& s = side_[i];
+    const Side& peer = side_[1 - i];
+    if (s.forged || peer.forged) return;
+    const Side::Range* w = nullptr;
+    for (const Side::Range& r : s.writes) {
+      if (r.wr_id == wr_id) w = &r;
+    }
+    if (!w || w->len == 0) return;
+    for (const Side::Range& r : s.writes) {
+      if (r.wr_id != wr_id && r.len && r.remote_off < w->remote_off + w->len &&
+          w->remote_off < r.remote_off + r.len) {
+        return;
+      }
+    }
+    if (w->remote_off + w->len > kBufBytes) {
+      violation("WRITE outside the peer's region completed successfully", wr_id, i);
+    }
+    const uint8_t* want = s.src.bytes.data() + kGuard + w->local_off;
+    const uint8_t* got = peer.dst.bytes.data() + kGuard + w->remote_off;
+    if (std::memcmp(want, got, w->len) != 0) {
+      violation("WRITE completed successfully but its bytes are not in place", wr_id, i);
+    }
   }
 
   void check() const {
