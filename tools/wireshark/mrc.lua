@@ -128,7 +128,7 @@ local function dissect_data(r, t)
   fl:add(f.data_flag_imm, r(14, 2))
   fl:add(f.data_flag_acknow, r(14, 2))
   s:add(f.data_tx_time, r(16, 8))
-  return string.format(" MSN=%u idx=%u/%u EV=%u", r(0, 4):uint(), r(4, 4):uint(),
+  return string.format(" msg=%u idx=%u/%u EV=%u", r(0, 4):uint(), r(4, 4):uint(),
                        r(8, 4):uint(), r(12, 2):uint())
 end
 
@@ -212,7 +212,7 @@ function mrc.dissector(tvb, pinfo, tree)
     t:add_proto_expert_info(e_short)
     return
   end
-  local pad = band(bth(1, 1):uint(), 0x30) / 16
+  local pad = math.floor(band(bth(1, 1):uint(), 0x30) / 16)
   local payload_len = bth:len() - ext_end - ICRC - pad
   if payload_len < 0 then payload_len = 0 end
   t:add(f.payload_len, payload_len):set_generated()
@@ -232,8 +232,9 @@ function mrc.dissector(tvb, pinfo, tree)
     info = ""
   end
 
-  -- The RoCE dissector labels vendor opcodes "Unknown OpCode": name them.
-  if opcode >= 0xC0 then
+  -- Wireshark 4.0's RoCE dissector labels the vendor opcodes and the CNP "Unknown OpCode":
+  -- name them.
+  if opcode >= 0xC0 or opcode == OP_CNP then
     pinfo.cols.protocol = "MRC"
     pinfo.cols.info = string.format("%s QP=0x%06x PSN=%u%s", opcode_names[opcode],
                                     bth(5, 3):uint(), bth(9, 3):uint(), info)
