@@ -177,7 +177,14 @@ class WorkloadRun {
     imm_salt_ = static_cast<uint32_t>((w.data_seed * 0x9E3779B97F4A7C15ull) >> 32);
   }
 
-  WorkloadResult run(Time time_limit);
+  // Lays out memory, posts receives and the first writes. False if the workload does not
+  // fit (a failure is recorded).
+  bool start();
+  bool owns(HostId h, const Completion& c) const;
+  void on_completion(HostId h, const Completion& c);
+  void on_event(HostId h, const Event& e);
+  bool done() const;
+  WorkloadResult finish(bool started, RunStatus status);
 
  private:
   Engine& ea() { return net_.engine(pair_.a.host); }
@@ -194,10 +201,8 @@ class WorkloadRun {
   bool layout();
   void post_recvs();
   void post_more();
-  void on_completion(HostId h, const Completion& c);
   void on_requester_completion(const Completion& c);
   void on_recv_completion(const Completion& c);
-  bool done() const;
   void final_checks();
 
   FaultNet& net_;
@@ -458,34 +463,46 @@ void WorkloadRun::final_checks() {
   if (r_.net.encode_errors != 0) fail_msg("engine produced a packet the codec refused");
 }
 
-WorkloadResult WorkloadRun::run(Time time_limit) {
-  net_.on_completion([this](HostId h, const Completion& c) { on_completion(h, c); });
-  net_.on_event([this](HostId h, const Event& e) { r_.events.emplace_back(h, e); });
-  if (layout()) {
-    post_recvs();
-    post_more();
-    net_.kick(pair_.a.host);
-    r_.run_status = net_.run_until(time_limit, [this] { return done(); });
+bool WorkloadRun::start() {
+  if (!layout()) return false;
+  post_recvs();
+  post_more();
+  net_.kick(pair_.a.host);
+  return true;
+}
+
+bool WorkloadRun::owns(HostId h, const Completion& c) const {
+  return (h == pair_.a.host && c.qpn == pair_.a.qpn) || (h == pair_.b.host && c.qpn == pair_.b.qpn);
+}
+
+void WorkloadRun::on_event(HostId h, const Event& e) {
+  // Port changes concern every QP of the host; other events name their QP.
+  const bool mine =
+      (h == pair_.a.host && (e.qpn == pair_.a.qpn || e.type == EventType::kPortChange)) ||
+      (h == pair_.b.host && (e.qpn == pair_.b.qpn || e.type == EventType::kPortChange));
+  if (mine) r_.events.emplace_back(h, e);
+}
+
+WorkloadResult WorkloadRun::finish(bool started, RunStatus status) {
+  r_.run_status = status;
+  if (started) {
     if (done()) {
       r_.all_completed = true;
-      const Time until = std::min(time_limit, net_.now() + w_.linger);
-      const RunStatus s = net_.run_until(until);
-      if (s == RunStatus::kLivelock || s == RunStatus::kEventLimit) r_.run_status = s;
     } else {
-      fail_msg(std::string("did not finish (") + run_status_name(r_.run_status) + " at " +
+      fail_msg(std::string("did not finish (") + run_status_name(status) + " at " +
                std::to_string(net_.now() / kPicosPerMicro) + " us): posted " +
                std::to_string(posted_) + ", completed " + std::to_string(completed_) +
                ", receives " + std::to_string(r_.recv_completions) + "/" +
                std::to_string(imm_successes_));
     }
-    if (r_.run_status == RunStatus::kLivelock) fail_msg("an engine livelocked its timer");
+    if (status == RunStatus::kLivelock) fail_msg("an engine livelocked its timer");
   }
   r_.a = ea().counters();
   r_.b = eb().counters();
   r_.net = net_.counters();
-  if (auto s = ea().qp_state(pair_.a.qpn)) r_.final_a = *s;
-  if (auto s = eb().qp_state(pair_.b.qpn)) r_.final_b = *s;
-  if (!r_.wrs.empty() && !src_copy_.empty()) final_checks();
+  if (auto st = ea().qp_state(pair_.a.qpn)) r_.final_a = *st;
+  if (auto st = eb().qp_state(pair_.b.qpn)) r_.final_b = *st;
+  if (started && !r_.wrs.empty()) final_checks();
   if (r_.end > r_.start) {
     uint64_t bytes = 0;
     for (const WrOutcome& o : r_.wrs)
@@ -493,16 +510,56 @@ WorkloadResult WorkloadRun::run(Time time_limit) {
     r_.goodput_gbps =
         static_cast<double>(bytes) * 8.0 * 1000.0 / static_cast<double>(r_.end - r_.start);
   }
-  net_.on_completion({});
-  net_.on_event({});
   return std::move(r_);
 }
 
 }  // namespace
 
+std::vector<WorkloadResult> run_workloads(FaultNet& net, std::span<Pair* const> pairs,
+                                          std::span<const Workload> workloads, Time time_limit) {
+  std::vector<std::unique_ptr<WorkloadRun>> runs;
+  for (size_t i = 0; i < pairs.size() && i < workloads.size(); ++i)
+    runs.push_back(std::make_unique<WorkloadRun>(net, *pairs[i], workloads[i]));
+  net.on_completion([&runs](HostId h, const Completion& c) {
+    for (auto& r : runs) {
+      if (r->owns(h, c)) return r->on_completion(h, c);
+    }
+    if (!runs.empty()) runs.front()->on_completion(h, c);  // reported as unexpected
+  });
+  net.on_event([&runs](HostId h, const Event& e) {
+    for (auto& r : runs)
+      r->on_event(h, e);
+  });
+  std::vector<bool> started;
+  for (auto& r : runs)
+    started.push_back(r->start());
+  auto all_done = [&] {
+    for (size_t i = 0; i < runs.size(); ++i)
+      if (started[i] && !runs[i]->done()) return false;
+    return true;
+  };
+  RunStatus status = net.run_until(time_limit, all_done);
+  if (all_done()) {
+    // Keep going a little: a late duplicate completion must not go unnoticed.
+    Time linger = 0;
+    for (const Workload& w : workloads)
+      linger = std::max(linger, w.linger);
+    const RunStatus s = net.run_until(std::min(time_limit, net.now() + linger));
+    if (s == RunStatus::kLivelock || s == RunStatus::kEventLimit) status = s;
+  }
+  std::vector<WorkloadResult> results;
+  for (size_t i = 0; i < runs.size(); ++i)
+    results.push_back(runs[i]->finish(started[i], status));
+  net.on_completion({});
+  net.on_event({});
+  return results;
+}
+
 WorkloadResult run_workload(FaultNet& net, Pair& pair, const Workload& w, Time time_limit) {
-  WorkloadRun run(net, pair, w);
-  return run.run(time_limit);
+  Pair* p = &pair;
+  return std::move(run_workloads(net, std::span<Pair* const>(&p, 1),
+                                 std::span<const Workload>(&w, 1), time_limit)
+                       .front());
 }
 
 std::string describe(const EngineCounters& c) {

@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -182,6 +183,12 @@ struct WorkloadResult {
 // Runs `w` over `pair` until done or until net.now() reaches `time_limit` (absolute).
 // The pair's regions must hold region_bytes_for(w).
 WorkloadResult run_workload(FaultNet& net, Pair& pair, const Workload& w, Time time_limit);
+
+// Several pairs at once (workloads[i] on pairs[i]), e.g. two QPs between the same engines or
+// one in each direction. The engine limit checks use each pair's own MPR/WIMM against the
+// engine-wide high-water marks, so give every pair sharing an engine the same limits.
+std::vector<WorkloadResult> run_workloads(FaultNet& net, std::span<Pair* const> pairs,
+                                          std::span<const Workload> workloads, Time time_limit);
 
 // One line per non-zero counter, for failure messages.
 std::string describe(const EngineCounters& c);

@@ -9,7 +9,7 @@
 // with an error, within a bounded simulated time.
 //
 // Case counts: each property runs kCasesPerProperty * MRC_PROPERTY_SCALE schedules (default
-// scale 1.0: 6 x 130 = 780 schedules; CI's ASan run uses 0.25). RC_PARAMS="max_success=N"
+// scale 1.0: 7 x 130 = 910 schedules; CI's ASan run uses 0.25). RC_PARAMS="max_success=N"
 // overrides the count; a failure prints the schedule and the rapidcheck reproduce string
 // (RC_PARAMS="reproduce=...").
 #include <gtest/gtest.h>
@@ -92,6 +92,15 @@ struct Schedule {
   std::vector<PortFlap> flaps;
   DeadKind dead = DeadKind::kNone;
   Time dead_at = 0;
+  // More QPs between the same two engines (the first flow is msgs/psn_a/psn_b above, host 0
+  // -> host 1); a reversed flow has its requester on host 1.
+  struct Flow {
+    bool reverse = false;
+    uint32_t psn_a = 0;
+    uint32_t psn_b = 0;
+    std::vector<MessageSpec> msgs;
+  };
+  std::vector<Flow> flows;
 };
 
 std::string describe(const Schedule& s) {
@@ -132,6 +141,13 @@ std::string describe(const Schedule& s) {
          : s.dead == DeadKind::kPortsDown ? "ports_down"
                                           : "all_blackholed")
      << "@" << t(s.dead_at);
+  for (const Schedule::Flow& f : s.flows) {
+    os << "\n  flow " << (f.reverse ? "1->0" : "0->1") << " psn_a=" << f.psn_a
+       << " psn_b=" << f.psn_b << " msgs=[";
+    for (const MessageSpec& m : f.msgs)
+      os << (m.opcode == WrOpcode::kWriteImm ? "I" : "W") << m.size << " ";
+    os << "]";
+  }
   return os.str();
 }
 
@@ -268,6 +284,28 @@ Schedule gen_stress() {
   return s;
 }
 
+// Two to four QPs between the same engines, in both directions, over the random background
+// (outages all end: see run_schedule on permanent blackholes).
+Schedule gen_multi() {
+  Schedule s = gen_live(false, false);
+  for (Blackhole& b : s.blackholes)
+    if (b.until == kNever) b.until = b.from + transfer_estimate(s);
+  const int extra = *rc::gen::inRange(1, 4);
+  for (int i = 0; i < extra; ++i) {
+    Schedule::Flow f;
+    f.reverse = *rc::gen::element(false, true);
+    f.psn_a = *gen_psn();
+    f.psn_b = *gen_psn();
+    const int n = *rc::gen::inRange(1, 9);
+    for (int k = 0; k < n; ++k) {
+      const WrOpcode op = *rc::gen::element(WrOpcode::kWrite, WrOpcode::kWriteImm);
+      f.msgs.push_back({op, *gen_size(s.mtu)});
+    }
+    s.flows.push_back(f);
+  }
+  return s;
+}
+
 // The RoCEv2 baseline (one ECMP path, go-back-N, DCQCN) under the random background, with
 // finite outages of its only path.
 Schedule gen_roce() {
@@ -329,8 +367,9 @@ rc::Gen<Schedule> full_size(F f) {
 }
 
 struct Outcome {
-  WorkloadResult r;
-  std::string text;  // schedule + failures + counters, for RC_LOG / messages
+  WorkloadResult r;                   // the first flow
+  std::vector<WorkloadResult> flows;  // every flow, the first included
+  std::string text;                   // schedule + failures + counters, for RC_LOG / messages
 };
 
 Outcome run_schedule(const Schedule& s) {
@@ -367,22 +406,39 @@ Outcome run_schedule(const Schedule& s) {
   c.timeout = s.timeout;
   c.retry_linear = s.retry_linear;
   c.retry_exp = s.retry_exp;
-  Workload w;
-  w.messages = s.msgs;
-  w.data_seed = s.seed ^ 0x5eed;
-  c.region_bytes = region_bytes_for(w);
+  // Every flow: its messages, its PSNs, its direction.
+  std::vector<Schedule::Flow> flows;
+  flows.push_back({false, s.psn_a, s.psn_b, s.msgs});
+  flows.insert(flows.end(), s.flows.begin(), s.flows.end());
+  std::vector<Workload> ws(flows.size());
+  for (size_t i = 0; i < flows.size(); ++i) {
+    ws[i].messages = flows[i].msgs;
+    ws[i].data_seed = (s.seed + i) ^ 0x5eed;
+  }
   c.guard_bytes = 64;
 
   Outcome o;
-  auto pn = make_pair_net(n, c);
-  if (!pn) {
-    o.text = "setup failed: " + std::string(error_name(pn.error()));
+  auto fail_setup = [&](Error e) {
+    o.text = describe(s) + "\n  setup failed: " + std::string(error_name(e));
     o.r.failures.push_back(o.text);
+    o.flows.push_back(o.r);
     return o;
+  };
+  FaultNet net(n);
+  net.add_engine(pair_engine_config(c, s.seed * 2 + 1));
+  net.add_engine(pair_engine_config(c, s.seed * 2 + 2));
+  std::vector<Pair> pairs;
+  for (size_t i = 0; i < flows.size(); ++i) {
+    PairConfig fc = c;
+    fc.psn_a = flows[i].psn_a;
+    fc.psn_b = flows[i].psn_b;
+    fc.region_bytes = region_bytes_for(ws[i]);
+    auto p = flows[i].reverse ? connect_pair(net, 1, 0, fc) : connect_pair(net, 0, 1, fc);
+    if (!p) return fail_setup(p.error());
+    pairs.push_back(std::move(*p));
   }
-  FaultNet& net = *pn->net;
   for (int p = 0; p < s.planes; ++p)
-    net.set_port_rate(pn->pair.b.host, static_cast<uint8_t>(p), s.link_bps / s.rx_divisor);
+    net.set_port_rate(1, static_cast<uint8_t>(p), s.link_bps / s.rx_divisor);
   for (const Blackhole& b : s.blackholes) {
     // Outages with an end cut the EV in both directions (a failed spine). Permanent ones
     // cut only requester -> responder in the live properties: the responder cannot route its
@@ -412,7 +468,11 @@ Outcome run_schedule(const Schedule& s) {
     net.add_path_fault(f);
   }
   const Time limit = s.dead == DeadKind::kNone ? ms(200) : s.dead_at + 4 * retry_budget(s) + ms(2);
-  o.r = run_workload(net, pn->pair, w, limit);
+  std::vector<Pair*> ptrs;
+  for (Pair& p : pairs)
+    ptrs.push_back(&p);
+  o.flows = run_workloads(net, ptrs, ws, limit);
+  o.r = o.flows.front();
   std::ostringstream os;
   os << describe(s) << "\n  result: " << run_status_name(o.r.run_status) << " at "
      << net.now() / ns(1) << "ns, successes=" << o.r.successes << " errors=" << o.r.errors
@@ -420,8 +480,9 @@ Outcome run_schedule(const Schedule& s) {
      << " A=" << qp_state_name(o.r.final_a) << "\n  A: " << mrc::testnet::describe(o.r.a)
      << "\n  B: " << mrc::testnet::describe(o.r.b)
      << "\n  net: " << mrc::testnet::describe(o.r.net);
-  for (const std::string& f : o.r.failures)
-    os << "\n  FAIL: " << f;
+  for (size_t i = 0; i < o.flows.size(); ++i)
+    for (const std::string& f : o.flows[i].failures)
+      os << "\n  FAIL (flow " << i << "): " << f;
   o.text = os.str();
   if (std::getenv("MRC_PROPERTY_VERBOSE")) std::fprintf(stderr, "%s\n", o.text.c_str());
   return o;
@@ -443,18 +504,25 @@ void check_live(const Schedule& s) {
   const Outcome o = run_schedule(s);
   RC_LOG() << o.text << "\n";
   classify(o);
-  RC_ASSERT(o.r.failures.empty());
-  RC_ASSERT(o.r.all_completed);
-  RC_ASSERT(o.r.successes == s.msgs.size());
-  RC_ASSERT(o.r.final_a == QpState::kRts);
-  RC_ASSERT(o.r.final_b == QpState::kRts);
-  uint64_t imms = 0, bytes = 0;
-  for (const MessageSpec& m : s.msgs) {
-    imms += m.opcode == WrOpcode::kWriteImm;
-    bytes += m.size;
+  std::vector<const std::vector<MessageSpec>*> msgs = {&s.msgs};
+  for (const Schedule::Flow& f : s.flows)
+    msgs.push_back(&f.msgs);
+  RC_ASSERT(o.flows.size() == msgs.size());
+  for (size_t i = 0; i < o.flows.size(); ++i) {
+    const WorkloadResult& r = o.flows[i];
+    RC_ASSERT(r.failures.empty());
+    RC_ASSERT(r.all_completed);
+    RC_ASSERT(r.successes == msgs[i]->size());
+    RC_ASSERT(r.final_a == QpState::kRts);
+    RC_ASSERT(r.final_b == QpState::kRts);
+    uint64_t imms = 0, bytes = 0;
+    for (const MessageSpec& m : *msgs[i]) {
+      imms += m.opcode == WrOpcode::kWriteImm;
+      bytes += m.size;
+    }
+    RC_ASSERT(r.recv_completions == imms);
+    RC_ASSERT(r.bytes_verified == bytes);
   }
-  RC_ASSERT(o.r.recv_completions == imms);
-  RC_ASSERT(o.r.bytes_verified == bytes);
 }
 
 }  // namespace
@@ -473,6 +541,11 @@ RC_GTEST_PROP(EngineProperty, PortFailuresAndFlapsLoseNothing, ()) {
 // Many blackholed EVs (up to all but EV 0, some for ever).
 RC_GTEST_PROP(EngineProperty, BlackholedEvsAreRoutedAround, ()) {
   check_live(*full_size([] { return gen_live(false, true); }));
+}
+
+// Several QPs share the engines (and the faults), some in the opposite direction.
+RC_GTEST_PROP(EngineProperty, SeveralQpsInBothDirectionsLoseNothing, ()) {
+  check_live(*full_size([] { return gen_multi(); }));
 }
 
 // Queues that mark, trim and drop, plus heavy loss, duplication and reordering.
