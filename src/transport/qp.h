@@ -249,12 +249,10 @@ class Qp {
   std::vector<ProbeReply> probe_replies_;
   uint32_t probe_reply_head_ = 0, probe_reply_size_ = 0;
   bool roce_nak_pending_ = false;
-  uint32_t roce_nak_psn_ = 0;
   bool roce_nak_sent_for_base_ = false;
   bool cnp_pending_ = false;
   Time last_cnp_ = 0;
   bool cnp_ever_ = false;
-  uint8_t last_rx_port_ = 0;
 };
 
 }  // namespace mrc
