@@ -284,12 +284,9 @@ Schedule gen_stress() {
   return s;
 }
 
-// Two to four QPs between the same engines, in both directions, over the random background
-// (outages all end: see run_schedule on permanent blackholes).
+// Two to four QPs between the same engines, in both directions, over the random background.
 Schedule gen_multi() {
   Schedule s = gen_live(false, false);
-  for (Blackhole& b : s.blackholes)
-    if (b.until == kNever) b.until = b.from + transfer_estimate(s);
   const int extra = *rc::gen::inRange(1, 4);
   for (int i = 0; i < extra; ++i) {
     Schedule::Flow f;
@@ -440,19 +437,9 @@ Outcome run_schedule(const Schedule& s) {
   for (int p = 0; p < s.planes; ++p)
     net.set_port_rate(1, static_cast<uint8_t>(p), s.link_bps / s.rx_divisor);
   for (const Blackhole& b : s.blackholes) {
-    // Outages with an end cut the EV in both directions (a failed spine). Permanent ones
-    // cut only requester -> responder in the live properties: the responder cannot route its
-    // ACKs around dead reverse paths (reported engine issue, see
-    // EngineScenario.DISABLED_SymmetricEvFailureDoesNotStallOnLostAcks), and a permanent
-    // symmetric blackhole then stalls progress on ACK timeouts.
-    PathFault f;
-    f.match.port = b.ev % s.planes;
-    f.match.ev_index = b.ev;
-    if (b.until == kNever && s.dead == DeadKind::kNone) f.match.from_host = 0;
-    f.from = b.from;
-    f.until = b.until;
-    f.blackhole = true;
-    net.add_path_fault(f);
+    // A dead EV is dead in both directions (a failed spine): the responder's ACKs and probe
+    // replies on that EV index die too (EngineScenario.SymmetricEvFailureDoesNotStallOnLostAcks).
+    net.blackhole(b.ev % s.planes, b.ev, b.from, b.until);
   }
   for (const PortFault& f : s.port_faults)
     net.add_port_fault(f);

@@ -166,16 +166,12 @@ TEST(EngineScenario, PortDownLosesNoDataAndTrafficMovesToOtherPorts) {
   EXPECT_EQ(r.a.timeouts, 0u);             // recovered without waiting for the ACK timeout
 }
 
-// KNOWN ENGINE ISSUE (reported, disabled until fixed; run with
-// --gtest_also_run_disabled_tests). A failed spine kills an EV in both directions (the
-// responder's EV e routes through the same spine). The responder sends ACKs and probe replies
-// round-robin over all of its paths and never learns that some reverse paths are dead, so
-// with 3 of 4 EVs dead 3 of 4 ACKs are lost. Every packet whose first ACK is lost is
-// retransmitted, and acknowledgements of retransmissions give no RTT sample (Karn), so srtt
-// stays 0 and the PTO falls back to the full ACK timeout: one 4 KiB WRITE takes ~7 ACK
-// timeouts (7.3 ms at timeout=10) instead of ~20 us when only the forward direction is dead.
-// Found by EngineProperty.BlackholedEvsAreRoutedAround (a schedule with 3 of 5 EVs
-// blackholed for ever did not finish 12 small WRITE_IMMs in 200 ms).
+// A failed spine kills an EV in both directions (the responder's EV e routes through the
+// same spine). The responder must not keep sending ACKs and probe replies on dead reverse
+// paths: before the fix (control packets now return along the reverse of the path they
+// answer) 3 of 4 ACKs were lost here, every first ACK of a packet could be lost, Karn's rule
+// left srtt at 0 and the PTO fell back to the ACK timeout: one 4 KiB WRITE took ~7 ACK
+// timeouts (7.3 ms) instead of ~20 us. Found by EngineProperty.BlackholedEvsAreRoutedAround.
 TEST(EngineScenario, SymmetricEvFailureDoesNotStallOnLostAcks) {
   PairConfig c;
   c.planes = 1;

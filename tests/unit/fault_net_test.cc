@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cassert>
 #include <cstdio>
 #include <deque>
 #include <filesystem>
@@ -54,7 +55,7 @@ class ScriptEndpoint final : public Endpoint {
     tx.pkt.reth.dma_len = payload;
     tx.pkt.data.pkt_count = 1;
     tx.pkt.data.ev_index = ev;
-    if (payload_.size() < payload) payload_.resize(payload, 0x5A);
+    assert(payload <= payload_.size());  // queued packets point into payload_: never resized
     tx.pkt.payload = payload == 0 ? nullptr : payload_.data();
     tx.pkt.payload_len = payload;
     pending_.push_back({at, tx});
@@ -122,7 +123,7 @@ class ScriptEndpoint final : public Endpoint {
 
  private:
   std::deque<Pending> pending_;
-  std::vector<uint8_t> payload_;
+  std::vector<uint8_t> payload_ = std::vector<uint8_t>(9000, 0x5A);
   Time last_now_ = 0;
   bool always_due_ = false;
 };
