@@ -539,6 +539,8 @@ void FaultNet::at_switch(uint32_t slot) {
 
 void FaultNet::deliver(uint32_t slot) {
   Packet& p = packets_[slot];
+  if (p.to < 0 || p.to >= num_hosts())  // only inject() can name a host that does not exist
+    return drop(slot, "no_route", counters_.dropped_no_route);
   Host& dst = hosts_[idx(p.to)];
   if (p.port >= dst.num_ports) return drop(slot, "no_route", counters_.dropped_no_route);
   if (!dst.ports[p.port].up) return drop(slot, "port_down", counters_.dropped_port_down);
