@@ -41,7 +41,7 @@ struct Options {
   double ecn = 0;
   double dup = 0;
   double blackhole = 0.125;
-  bool blackhole_symmetric = false;
+  bool blackhole_forward_only = false;
   double port_down_at_us = 250;
   double port_up_at_us = -1;
   int port = 1;
@@ -171,7 +171,7 @@ int run(const Options& o) {
     PathFault f;
     f.match.port = static_cast<int>(ev % c.planes);
     f.match.ev_index = static_cast<int>(ev);
-    if (!o.blackhole_symmetric) f.match.from_host = pn->pair.a.host;
+    if (o.blackhole_forward_only) f.match.from_host = pn->pair.a.host;
     f.blackhole = true;
     net.add_path_fault(f);
   }
@@ -270,7 +270,7 @@ int run(const Options& o) {
         "faults:   loss {:g}  trim {:g}  ecn {:g}  dup {:g}  jitter {} us  blackholed EVs "
         "[{}]{}",
         o.loss, o.trim, o.ecn, o.dup, o.jitter_us, fmt::join(blackholed, " "),
-        o.blackhole_symmetric ? " (both directions)" : "");
+        o.blackhole_forward_only ? " (requester -> responder only)" : "");
     if (o.port_down_at_us >= 0 && o.port < o.planes)
       fmt::print("  port {} down at {} us{}", o.port, o.port_down_at_us,
                  o.port_up_at_us >= 0 ? fmt::format(", up at {} us", o.port_up_at_us) : "");
@@ -349,8 +349,9 @@ int main(int argc, char** argv) {
   app.add_option("--blackhole", o.blackhole, "fraction of EVs blackholed for the whole run")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
-  app.add_flag("--blackhole-symmetric", o.blackhole_symmetric,
-               "blackholes also cut responder -> requester (ACKs) on those EVs");
+  app.add_flag("--blackhole-forward-only", o.blackhole_forward_only,
+               "blackholes cut only requester -> responder (default: both directions, as a "
+               "failed spine does)");
   app.add_option("--port-down-at", o.port_down_at_us, "port failure time, us (< 0: none)")
       ->capture_default_str();
   app.add_option("--port-up-at", o.port_up_at_us, "port recovery time, us (< 0: never)")
