@@ -16,40 +16,46 @@ inline constexpr Time kPicosPerNano = 1000;
 inline constexpr Time kPicosPerMicro = 1000 * kPicosPerNano;
 inline constexpr Time kPicosPerMilli = 1000 * kPicosPerMicro;
 inline constexpr Time kPicosPerSecond = 1000 * kPicosPerMilli;
-constexpr Time ns(uint64_t v) { return v * kPicosPerNano; }
-constexpr Time us(uint64_t v) { return v * kPicosPerMicro; }
-constexpr Time ms(uint64_t v) { return v * kPicosPerMilli; }
+constexpr Time ns(uint64_t v) {
+  return v * kPicosPerNano;
+}
+constexpr Time us(uint64_t v) {
+  return v * kPicosPerMicro;
+}
+constexpr Time ms(uint64_t v) {
+  return v * kPicosPerMilli;
+}
 
 // Every error the core can report. Values are stable (they appear in counters and logs).
 enum class Error : uint16_t {
   kOk = 0,
   // Decoding (wire/).
-  kTruncated,          // buffer shorter than the headers it claims
-  kBadVersion,         // IPv6 version != 6, BTH transport version != 0
-  kBadNextHeader,      // not UDP (or SRH then UDP)
-  kBadSrh,             // SRH routing type != 4, inconsistent lengths or segments left
-  kBadUdpPort,         // destination port != 4791
-  kBadLength,          // IPv6 payload length / UDP length disagree with the buffer
-  kBadOpcode,          // BTH opcode not one MRC uses
-  kBadPadCount,        // pad count inconsistent with payload
-  kBadIcrc,            // ICRC mismatch
-  kBadExtension,       // MRC extension header fields out of range
+  kTruncated,      // buffer shorter than the headers it claims
+  kBadVersion,     // IPv6 version != 6, BTH transport version != 0
+  kBadNextHeader,  // not UDP (or SRH then UDP)
+  kBadSrh,         // SRH routing type != 4, inconsistent lengths or segments left
+  kBadUdpPort,     // destination port != 4791
+  kBadLength,      // IPv6 payload length / UDP length disagree with the buffer
+  kBadOpcode,      // BTH opcode not one MRC uses
+  kBadPadCount,    // pad count inconsistent with payload
+  kBadIcrc,        // ICRC mismatch
+  kBadExtension,   // MRC extension header fields out of range
   // Engine input validation (transport/).
-  kUnknownQp,          // destination QPN not found
-  kBadQpState,         // operation not allowed in the QP's state
-  kBadRkey,            // rkey does not name a registered region
-  kBadAddress,         // [va, va+len) not inside the region, or access not allowed
-  kPsnOutOfWindow,     // PSN stale or beyond the tracking window
-  kInvalidArgument,    // API misuse (bad attribute value, bad WR)
-  kQueueFull,          // send queue / receive queue / WIMM limit full
-  kNoResources,        // table full
-  kNotFound,           // id not found
-  kBadEvProfile,       // EV profile / format validation failed
-  kTooBig,             // array too small / too many entries (E2BIG)
-  kBusy,               // EBUSY
+  kUnknownQp,        // destination QPN not found
+  kBadQpState,       // operation not allowed in the QP's state
+  kBadRkey,          // rkey does not name a registered region
+  kBadAddress,       // [va, va+len) not inside the region, or access not allowed
+  kPsnOutOfWindow,   // PSN stale or beyond the tracking window
+  kInvalidArgument,  // API misuse (bad attribute value, bad WR)
+  kQueueFull,        // send queue / receive queue / WIMM limit full
+  kNoResources,      // table full
+  kNotFound,         // id not found
+  kBadEvProfile,     // EV profile / format validation failed
+  kTooBig,           // array too small / too many entries (E2BIG)
+  kBusy,             // EBUSY
   // Added after the first release of this list; kept at the end so values stay stable.
-  kBadUdpChecksum,     // UDP checksum mismatch (wire/, only when asked to verify it)
-  kIoError,            // a file could not be opened or written (wire/pcap)
+  kBadUdpChecksum,  // UDP checksum mismatch (wire/, only when asked to verify it)
+  kIoError,         // a file could not be opened or written (wire/pcap)
 };
 
 // Stable, human-readable name of an error ("truncated", "bad rkey", ...).
@@ -59,6 +65,8 @@ template <typename T>
 using Result = std::expected<T, Error>;
 using Status = std::expected<void, Error>;
 
-inline std::unexpected<Error> fail(Error e) { return std::unexpected<Error>(e); }
+inline std::unexpected<Error> fail(Error e) {
+  return std::unexpected<Error>(e);
+}
 
 }  // namespace mrc

@@ -10,37 +10,56 @@ namespace mrc {
 
 const char* qp_state_name(QpState s) {
   switch (s) {
-    case QpState::kReset: return "RESET";
-    case QpState::kInit: return "INIT";
-    case QpState::kRtr: return "RTR";
-    case QpState::kRts: return "RTS";
-    case QpState::kErr: return "ERR";
+    case QpState::kReset:
+      return "RESET";
+    case QpState::kInit:
+      return "INIT";
+    case QpState::kRtr:
+      return "RTR";
+    case QpState::kRts:
+      return "RTS";
+    case QpState::kErr:
+      return "ERR";
   }
   return "?";
 }
 
 const char* wc_status_name(WcStatus s) {
   switch (s) {
-    case WcStatus::kSuccess: return "success";
-    case WcStatus::kRetryExceeded: return "retry exceeded";
-    case WcStatus::kFlushed: return "flushed";
+    case WcStatus::kSuccess:
+      return "success";
+    case WcStatus::kRetryExceeded:
+      return "retry exceeded";
+    case WcStatus::kFlushed:
+      return "flushed";
   }
   return "?";
 }
 
 const char* drop_reason_name(DropReason r) {
   switch (r) {
-    case DropReason::kDecode: return "decode";
-    case DropReason::kUnknownQp: return "unknown_qp";
-    case DropReason::kBadState: return "bad_state";
-    case DropReason::kBadRkey: return "bad_rkey";
-    case DropReason::kBadAddress: return "bad_address";
-    case DropReason::kPsnOutOfWindow: return "psn_out_of_window";
-    case DropReason::kBadAck: return "bad_ack";
-    case DropReason::kWimmExceeded: return "wimm_exceeded";
-    case DropReason::kBadOpcode: return "bad_opcode";
-    case DropReason::kInconsistent: return "inconsistent";
-    case DropReason::kCount: break;
+    case DropReason::kDecode:
+      return "decode";
+    case DropReason::kUnknownQp:
+      return "unknown_qp";
+    case DropReason::kBadState:
+      return "bad_state";
+    case DropReason::kBadRkey:
+      return "bad_rkey";
+    case DropReason::kBadAddress:
+      return "bad_address";
+    case DropReason::kPsnOutOfWindow:
+      return "psn_out_of_window";
+    case DropReason::kBadAck:
+      return "bad_ack";
+    case DropReason::kWimmExceeded:
+      return "wimm_exceeded";
+    case DropReason::kBadOpcode:
+      return "bad_opcode";
+    case DropReason::kInconsistent:
+      return "inconsistent";
+    case DropReason::kCount:
+      break;
   }
   return "?";
 }
@@ -66,7 +85,9 @@ Result<MemoryKeys> Engine::register_memory(void* base, uint64_t length, uint64_t
   return memory_.register_region(base, length, iova, access);
 }
 
-Status Engine::deregister_memory(uint32_t lkey) { return memory_.deregister(lkey); }
+Status Engine::deregister_memory(uint32_t lkey) {
+  return memory_.deregister(lkey);
+}
 
 // ---- QPs ------------------------------------------------------------------------------
 
@@ -77,8 +98,7 @@ Qp* Engine::find_qp(uint32_t qpn) const {
 }
 
 Result<uint32_t> Engine::create_qp(const QpCreateAttr& attr) {
-  if (attr.sq_depth == 0 || attr.sq_depth > 65536 || attr.rq_depth == 0 ||
-      attr.rq_depth > 65536) {
+  if (attr.sq_depth == 0 || attr.sq_depth > 65536 || attr.rq_depth == 0 || attr.rq_depth > 65536) {
     return fail(Error::kInvalidArgument);
   }
   size_t slot;

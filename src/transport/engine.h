@@ -43,8 +43,8 @@ const char* qp_state_name(QpState s);
 
 // Which transport a QP runs.
 enum class TransportMode : uint8_t {
-  kMrc,    // MRC: spraying over the EV set, SACK, RACK-style loss detection, trim NACKs
-  kRoce,   // RoCEv2 baseline: one path (ECMP), in-order responder, go-back-N, CNPs
+  kMrc,   // MRC: spraying over the EV set, SACK, RACK-style loss detection, trim NACKs
+  kRoce,  // RoCEv2 baseline: one path (ECMP), in-order responder, go-back-N, CNPs
 };
 
 enum class CcAlgorithm : uint8_t { kNone, kNscc, kDcqcn, kFixedWindow };
@@ -53,20 +53,20 @@ struct CcSpec {
   CcAlgorithm algorithm = CcAlgorithm::kNscc;
   cc::NsccConfig nscc;
   cc::DcqcnConfig dcqcn;
-  uint64_t fixed_window = 1 << 20;   // bytes, for kFixedWindow
+  uint64_t fixed_window = 1 << 20;  // bytes, for kFixedWindow
 };
 
 struct EngineConfig {
-  uint8_t num_ports = 1;             // NIC ports (planes), at most 32
+  uint8_t num_ports = 1;  // NIC ports (planes), at most 32
   uint64_t seed = 1;
   uint32_t max_qps = 4096;
   uint32_t completion_capacity = 1 << 16;  // completions buffered before poll
-  uint32_t event_capacity = 4096;    // async events buffered; overflow is counted as dropped
+  uint32_t event_capacity = 4096;          // async events buffered; overflow is counted as dropped
   // Responder ACK policy: an ACK goes out after `ack_every` new packets (<= 8, the echo
   // capacity), at once for packets flagged AckNow, and otherwise after `ack_delay`.
   uint32_t ack_every = 4;
   Time ack_delay = us(2);
-  Time cnp_interval = us(50);        // RoCE: at most one CNP per QP per interval (DCQCN NP)
+  Time cnp_interval = us(50);  // RoCE: at most one CNP per QP per interval (DCQCN NP)
 };
 
 // Attributes of modify_qp(), grouped by the transition that requires them
@@ -74,31 +74,31 @@ struct EngineConfig {
 struct QpAttr {
   // RESET -> INIT: the path set (from the EV profile) and congestion control.
   TransportMode transport = TransportMode::kMrc;
-  std::vector<PathDesc> paths;       // MRC: the EV set; RoCE: exactly one path
+  std::vector<PathDesc> paths;  // MRC: the EV set; RoCE: exactly one path
   uint32_t ev_min_active = 1;
   PathPolicy path_policy;
   CcSpec cc;
   // INIT -> RTR: the peer and the responder's limits.
   uint32_t dest_qpn = 0;
-  uint32_t peer = 0;                 // driver's name for the peer (address vector), opaque
-  uint32_t rq_psn = 0;               // first PSN expected from the peer
-  uint32_t path_mtu = 4096;          // payload bytes per packet (256..9000)
-  uint16_t max_wimm_dest = 64;       // WRITE-with-imm messages in flight as responder
-  uint8_t mpr_dest = 8;              // responder window, units of 128 PSNs (1..255)
+  uint32_t peer = 0;            // driver's name for the peer (address vector), opaque
+  uint32_t rq_psn = 0;          // first PSN expected from the peer
+  uint32_t path_mtu = 4096;     // payload bytes per packet (256..9000)
+  uint16_t max_wimm_dest = 64;  // WRITE-with-imm messages in flight as responder
+  uint8_t mpr_dest = 8;         // responder window, units of 128 PSNs (1..255)
   // RTR -> RTS: the requester's limits.
-  uint32_t sq_psn = 0;               // first PSN this QP sends
-  uint16_t max_wimm = 64;            // WRITE-with-imm messages in flight as requester
-  uint8_t mpr = 8;                   // outstanding PSN range, units of 128 PSNs (1..255)
-  uint8_t timeout = 14;              // ACK timeout = 1.024 us * 2^timeout (0..24)
-  uint8_t retry_linear = 7;          // fixed-interval retries (0..7)
-  uint8_t retry_exp = 7;             // exponential-backoff retries (0..25; 25 = infinite)
-  Time reorder_window = 0;           // RACK reordering window; 0 = min RTT seen (>= 1 us)
+  uint32_t sq_psn = 0;       // first PSN this QP sends
+  uint16_t max_wimm = 64;    // WRITE-with-imm messages in flight as requester
+  uint8_t mpr = 8;           // outstanding PSN range, units of 128 PSNs (1..255)
+  uint8_t timeout = 14;      // ACK timeout = 1.024 us * 2^timeout (0..24)
+  uint8_t retry_linear = 7;  // fixed-interval retries (0..7)
+  uint8_t retry_exp = 7;     // exponential-backoff retries (0..25; 25 = infinite)
+  Time reorder_window = 0;   // RACK reordering window; 0 = min RTT seen (>= 1 us)
 };
 
 struct QpCreateAttr {
-  uint32_t sq_depth = 256;           // work requests outstanding (power of two is not needed)
-  uint32_t rq_depth = 256;           // receive WRs (for immediates)
-  bool sq_sig_all = true;            // every send WR completes (else only signaled ones)
+  uint32_t sq_depth = 256;  // work requests outstanding (power of two is not needed)
+  uint32_t rq_depth = 256;  // receive WRs (for immediates)
+  bool sq_sig_all = true;   // every send WR completes (else only signaled ones)
 };
 
 enum class WrOpcode : uint8_t { kWrite, kWriteImm };
@@ -106,19 +106,19 @@ enum class WrOpcode : uint8_t { kWrite, kWriteImm };
 struct WriteWr {
   uint64_t wr_id = 0;
   WrOpcode opcode = WrOpcode::kWrite;
-  uint32_t lkey = 0;                 // local region of the source buffer
-  uint64_t local_addr = 0;           // iova of the source buffer within that region
+  uint32_t lkey = 0;        // local region of the source buffer
+  uint64_t local_addr = 0;  // iova of the source buffer within that region
   uint64_t length = 0;
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;
-  uint32_t imm = 0;                  // host order
+  uint32_t imm = 0;  // host order
   bool signaled = true;
 };
 
 enum class WcStatus : uint8_t {
   kSuccess,
-  kRetryExceeded,   // the ACK timeout expired more often than the retry limits allow
-  kFlushed,         // the QP entered ERR before this WR could complete
+  kRetryExceeded,  // the ACK timeout expired more often than the retry limits allow
+  kFlushed,        // the QP entered ERR before this WR could complete
 };
 const char* wc_status_name(WcStatus s);
 
@@ -129,15 +129,15 @@ struct Completion {
   uint32_t qpn = 0;
   WcStatus status = WcStatus::kSuccess;
   WcOpcode opcode = WcOpcode::kWrite;
-  uint32_t imm = 0;                  // kRecvImm
-  uint64_t byte_len = 0;             // kRecvImm: bytes of the message
-  Time time = 0;                     // when the engine produced it
+  uint32_t imm = 0;       // kRecvImm
+  uint64_t byte_len = 0;  // kRecvImm: bytes of the message
+  Time time = 0;          // when the engine produced it
 };
 
 enum class EventType : uint8_t {
-  kEvStateChange,   // a path changed state (GOOD <-> ASSUMED_BAD, DENIED)
-  kQpError,         // a QP entered ERR
-  kPortChange,      // set_port_up changed a port
+  kEvStateChange,  // a path changed state (GOOD <-> ASSUMED_BAD, DENIED)
+  kQpError,        // a QP entered ERR
+  kPortChange,     // set_port_up changed a port
 };
 
 struct Event {
@@ -153,12 +153,12 @@ struct Event {
 // One packet for the driver to send. `pkt.payload` points into registered memory (nullptr
 // for phantom regions) and stays valid until the next engine call.
 struct TxPacket {
-  uint8_t port = 0;                  // NIC port (plane)
-  uint16_t ev_index = 0;             // path index within the QP's set
-  const ev::ExpandedEv* ev = nullptr;// expanded EV (the path on the wire)
-  uint32_t peer = 0;                 // QpAttr::peer of the sending QP
+  uint8_t port = 0;                    // NIC port (plane)
+  uint16_t ev_index = 0;               // path index within the QP's set
+  const ev::ExpandedEv* ev = nullptr;  // expanded EV (the path on the wire)
+  uint32_t peer = 0;                   // QpAttr::peer of the sending QP
   uint32_t src_qpn = 0;
-  uint32_t transport_bytes = 0;      // BTH .. payload + ICRC: what crosses the wire above UDP
+  uint32_t transport_bytes = 0;  // BTH .. payload + ICRC: what crosses the wire above UDP
   wire::TransportPacket pkt;
 };
 
@@ -166,43 +166,43 @@ struct TxPacket {
 // driver uses on_datagram, which decodes and calls on_packet).
 struct RxPacket {
   uint8_t port = 0;
-  bool ecn_ce = false;               // IPv6 ECN field was CE
-  bool trimmed = false;              // a switch cut the payload (DSCP kDscpTrimmed)
+  bool ecn_ce = false;   // IPv6 ECN field was CE
+  bool trimmed = false;  // a switch cut the payload (DSCP kDscpTrimmed)
   wire::TransportPacket pkt;
 };
 
 // Why received packets were dropped. Every drop is counted; none changes QP state.
 enum class DropReason : uint8_t {
-  kDecode,          // malformed bytes (on_datagram)
+  kDecode,  // malformed bytes (on_datagram)
   kUnknownQp,
-  kBadState,        // QP not in a state that accepts this packet
+  kBadState,  // QP not in a state that accepts this packet
   kBadRkey,
   kBadAddress,
   kPsnOutOfWindow,  // stale or beyond the responder window
   kBadAck,          // ACK/NACK for PSNs never sent
   kWimmExceeded,    // responder: more WRITE-with-imm in flight than max_wimm_dest
   kBadOpcode,
-  kInconsistent,    // fields contradict what the QP knows (e.g. message size changed)
+  kInconsistent,  // fields contradict what the QP knows (e.g. message size changed)
   kCount
 };
 const char* drop_reason_name(DropReason r);
 
 struct EngineCounters {
-  uint64_t data_sent = 0;            // data packets, first transmissions
+  uint64_t data_sent = 0;  // data packets, first transmissions
   uint64_t retransmits = 0;
   uint64_t acks_sent = 0;
-  uint64_t nacks_sent = 0;           // trim NACKs + RoCE sequence NAKs
+  uint64_t nacks_sent = 0;  // trim NACKs + RoCE sequence NAKs
   uint64_t probes_sent = 0;
   uint64_t probe_replies_sent = 0;
   uint64_t cnps_sent = 0;
-  uint64_t data_received = 0;        // accepted and placed
-  uint64_t duplicates = 0;           // received again, not placed again
+  uint64_t data_received = 0;  // accepted and placed
+  uint64_t duplicates = 0;     // received again, not placed again
   uint64_t trimmed_received = 0;
-  uint64_t out_of_sequence = 0;      // RoCE responder: dropped for arriving out of order
+  uint64_t out_of_sequence = 0;  // RoCE responder: dropped for arriving out of order
   uint64_t ecn_received = 0;
   uint64_t bytes_placed = 0;
-  uint64_t losses_detected = 0;      // RACK / per-path order / PTO
-  uint64_t timeouts = 0;             // ACK timeout (RTO) expirations
+  uint64_t losses_detected = 0;  // RACK / per-path order / PTO
+  uint64_t timeouts = 0;         // ACK timeout (RTO) expirations
   uint64_t trim_nacks_received = 0;
   uint64_t ev_state_changes = 0;
   uint64_t completions = 0;
@@ -210,8 +210,8 @@ struct EngineCounters {
   uint64_t completions_dropped = 0;  // completion buffer overflow (must stay 0)
   uint64_t events_dropped = 0;
   uint64_t drops[static_cast<int>(DropReason::kCount)] = {};
-  uint64_t max_outstanding_psns = 0; // high-water mark across QPs (MPR check)
-  uint64_t max_outstanding_wimm = 0; // high-water mark across QPs (WIMM check)
+  uint64_t max_outstanding_psns = 0;  // high-water mark across QPs (MPR check)
+  uint64_t max_outstanding_wimm = 0;  // high-water mark across QPs (WIMM check)
 };
 
 class Engine {
@@ -225,8 +225,7 @@ class Engine {
 
   // ---- Memory -------------------------------------------------------------------------
   // `base` may be nullptr: a phantom region (placement is counted, nothing is copied).
-  Result<MemoryKeys> register_memory(void* base, uint64_t length, uint64_t iova,
-                                     uint32_t access);
+  Result<MemoryKeys> register_memory(void* base, uint64_t length, uint64_t iova, uint32_t access);
   Status deregister_memory(uint32_t lkey);
 
   // ---- QPs ----------------------------------------------------------------------------
@@ -278,9 +277,9 @@ class Engine {
   MemoryTable& memory() { return memory_; }
   void emit_completion(const Completion& c);
   void emit_event(const Event& e);
-  void mark_ready(Qp* qp);     // QP may have data to send
-  void mark_control(Qp* qp);   // QP has a control packet to send
-  void rearm(Qp* qp);          // QP's deadline may have changed
+  void mark_ready(Qp* qp);    // QP may have data to send
+  void mark_control(Qp* qp);  // QP has a control packet to send
+  void rearm(Qp* qp);         // QP's deadline may have changed
 
  private:
   Qp* find_qp(uint32_t qpn) const;
@@ -298,7 +297,7 @@ class Engine {
   // FIFO rings of QPNs (each QP at most once in each, guarded by flags on the QP).
   std::vector<uint32_t> ready_ring_, control_ring_;
   size_t ready_head_ = 0, ready_size_ = 0, control_head_ = 0, control_size_ = 0;
-  std::vector<TimerEntry> timers_;        // binary min-heap, lazily invalidated
+  std::vector<TimerEntry> timers_;  // binary min-heap, lazily invalidated
   std::vector<Completion> completions_;
   size_t completion_head_ = 0, completion_size_ = 0;
   std::vector<Event> events_;

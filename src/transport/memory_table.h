@@ -27,7 +27,7 @@ struct MemoryRegion {
   uint64_t iova = 0;        // address peers use in RETH.va
   uint64_t length = 0;
   uint32_t access = 0;
-  uint32_t key = 0;         // lkey == rkey == key (as soft-RoCE does)
+  uint32_t key = 0;  // lkey == rkey == key (as soft-RoCE does)
   bool valid = false;
 };
 

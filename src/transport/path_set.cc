@@ -37,7 +37,8 @@ void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t
 
 void PathSet::recount() {
   usable_ = 0;
-  for (const Path& p : paths_) usable_ += usable(p) ? 1 : 0;
+  for (const Path& p : paths_)
+    usable_ += usable(p) ? 1 : 0;
 }
 
 int PathSet::pick(Time now, uint32_t port_mask, int exclude) {

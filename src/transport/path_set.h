@@ -23,14 +23,14 @@ namespace mrc {
 // One path as configured: the expanded EV the drivers put on the wire and its NIC port.
 struct PathDesc {
   ev::ExpandedEv ev{};
-  uint8_t port = 0;                          // 0-based NIC port (plane)
-  ev::EvState state = ev::EvState::kGood;    // kGood or kDenied at configuration
+  uint8_t port = 0;                        // 0-based NIC port (plane)
+  ev::EvState state = ev::EvState::kGood;  // kGood or kDenied at configuration
 };
 
 struct PathPolicy {
-  bool ecn_steering = true;   // recycle EVs whose ACKs echo ECN (false: oblivious spraying)
-  bool loss_marking = true;   // mark EVs ASSUMED_BAD on loss (false: keep using them)
-  Time ecn_cooldown = us(8);  // how long an ECN-marked EV is skipped
+  bool ecn_steering = true;      // recycle EVs whose ACKs echo ECN (false: oblivious spraying)
+  bool loss_marking = true;      // mark EVs ASSUMED_BAD on loss (false: keep using them)
+  Time ecn_cooldown = us(8);     // how long an ECN-marked EV is skipped
   Time probe_interval = us(50);  // between probes of an ASSUMED_BAD EV
 };
 
@@ -39,7 +39,7 @@ struct Path {
   ev::EvState state = ev::EvState::kGood;
   Time cool_until = 0;
   Time next_probe_at = 0;
-  uint64_t probe_id = 0;      // outstanding probe (0: none)
+  uint64_t probe_id = 0;  // outstanding probe (0: none)
   uint64_t packets_sent = 0;
   uint64_t ecn_echoes = 0;
   uint64_t losses = 0;
@@ -93,14 +93,12 @@ class PathSet {
   void count_sent(int i) { ++paths_[static_cast<size_t>(i)].packets_sent; }
 
  private:
-  bool usable(const Path& p) const {
-    return p.state == ev::EvState::kGood && port_up(p.desc.port);
-  }
+  bool usable(const Path& p) const { return p.state == ev::EvState::kGood && port_up(p.desc.port); }
   void recount();
 
   std::vector<Path> paths_;
-  std::vector<uint16_t> order_;       // round-robin order, interleaved by port
-  std::vector<uint16_t> assumed_bad_; // indices of ASSUMED_BAD paths (probing)
+  std::vector<uint16_t> order_;        // round-robin order, interleaved by port
+  std::vector<uint16_t> assumed_bad_;  // indices of ASSUMED_BAD paths (probing)
   size_t cursor_ = 0;
   uint32_t usable_ = 0;
   uint32_t min_active_ = 0;

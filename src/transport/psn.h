@@ -19,7 +19,11 @@ constexpr int32_t psn_diff(uint32_t b, uint32_t a) {
   return d >= kPsnHalf ? static_cast<int32_t>(d) - static_cast<int32_t>(1u << kPsnBits)
                        : static_cast<int32_t>(d);
 }
-constexpr bool psn_lt(uint32_t a, uint32_t b) { return psn_diff(b, a) > 0; }
-constexpr bool psn_le(uint32_t a, uint32_t b) { return psn_diff(b, a) >= 0; }
+constexpr bool psn_lt(uint32_t a, uint32_t b) {
+  return psn_diff(b, a) > 0;
+}
+constexpr bool psn_le(uint32_t a, uint32_t b) {
+  return psn_diff(b, a) >= 0;
+}
 
 }  // namespace mrc

@@ -10,9 +10,13 @@ namespace mrc {
 
 namespace {
 
-uint32_t pow2_at_least(uint64_t n) { return static_cast<uint32_t>(std::bit_ceil(std::max<uint64_t>(n, 1))); }
+uint32_t pow2_at_least(uint64_t n) {
+  return static_cast<uint32_t>(std::bit_ceil(std::max<uint64_t>(n, 1)));
+}
 
-uint32_t pad_bytes(uint32_t payload) { return (4 - (payload & 3)) & 3; }
+uint32_t pad_bytes(uint32_t payload) {
+  return (4 - (payload & 3)) & 3;
+}
 
 // Bytes above UDP: BTH + extensions + payload + pad + ICRC (docs/wire-format.md).
 uint32_t data_wire_bytes(bool imm, uint32_t payload) {
@@ -29,7 +33,9 @@ constexpr uint32_t kCnpWireBytes = wire::kBthBytes + wire::kCnpReservedBytes + w
 // AETH syndromes (IBTA 9.7.5.1.1): ACK with "credits invalid", NAK PSN sequence error.
 constexpr uint8_t kAethAck = 0x1F;
 constexpr uint8_t kAethNakSeqErr = 0x60;
-bool aeth_is_nak(uint8_t syndrome) { return (syndrome & 0x60) == 0x60; }
+bool aeth_is_nak(uint8_t syndrome) {
+  return (syndrome & 0x60) == 0x60;
+}
 
 constexpr uint32_t kTrimNackQueue = 64;
 constexpr uint32_t kProbeReplyQueue = 32;
@@ -207,8 +213,8 @@ void Qp::to_err(Time now, WcStatus first_status) {
   roce_nak_pending_ = cnp_pending_ = probes_due_ = false;
   pacing_wait_until_ = kNever;
   if (!was_error) {
-    engine_.emit_event(Event{EventType::kQpError, qpn_, 0, 0, ev::EvState::kGood,
-                             ev::EvState::kGood, now});
+    engine_.emit_event(
+        Event{EventType::kQpError, qpn_, 0, 0, ev::EvState::kGood, ev::EvState::kGood, now});
   }
 }
 
@@ -265,7 +271,7 @@ uint32_t Qp::outstanding_psns() const {
 }
 
 bool Qp::window_allows_new(const SendWr& w) const {
-  if (outstanding_psns() >= mpr_psns_) return false;          // MPR
+  if (outstanding_psns() >= mpr_psns_) return false;  // MPR
   if (is_mrc() && rec_tail_ - rec_head_ >= recs_.size()) return false;
   if (w.next_pkt == 0 && w.with_imm && wimm_outstanding_ >= max_wimm_) return false;  // WIMM
   return true;
@@ -298,7 +304,8 @@ Qp::DataResult Qp::produce_data(Time now, uint32_t mask, TxPacket& out) {
     if (!cc_allows(now, p.bytes)) return blocked_by_cc(now);
     if (rec_tail_ - rec_head_ >= recs_.size()) return DataResult::kIdle;
     const int path = paths_.pick(now, mask, p.ev);
-    if (path == PathSet::kNone) return paths_.usable_count() ? DataResult::kPortsBusy : DataResult::kIdle;
+    if (path == PathSet::kNone)
+      return paths_.usable_count() ? DataResult::kPortsBusy : DataResult::kIdle;
     retx_head_ = (retx_head_ + 1) & pkt_mask_;
     --retx_size_;
     fill_data(now, psn, path, true, out);
@@ -312,7 +319,8 @@ Qp::DataResult Qp::produce_data(Time now, uint32_t mask, TxPacket& out) {
   const uint32_t bytes = static_cast<uint32_t>(std::min<uint64_t>(mtu_, w.length - off));
   if (!cc_allows(now, bytes)) return blocked_by_cc(now);
   const int path = paths_.pick(now, mask);
-  if (path == PathSet::kNone) return paths_.usable_count() ? DataResult::kPortsBusy : DataResult::kIdle;
+  if (path == PathSet::kNone)
+    return paths_.usable_count() ? DataResult::kPortsBusy : DataResult::kIdle;
   start_new_packet(w, bytes);
   fill_data(now, psn_add(next_psn_, -1), path, false, out);
   return DataResult::kSent;
@@ -436,7 +444,8 @@ bool Qp::record_current(uint32_t seq) const {
 bool Qp::ack_psn(uint32_t psn) {
   TxPkt& p = pkt(psn);
   if (p.state == PktState::kAcked || p.state == PktState::kFree) return false;
-  if (p.state == PktState::kInflight) inflight_bytes_ -= std::min<uint64_t>(inflight_bytes_, p.bytes);
+  if (p.state == PktState::kInflight)
+    inflight_bytes_ -= std::min<uint64_t>(inflight_bytes_, p.bytes);
   p.state = PktState::kAcked;
   ++wr_at(p.wr_seq).acked_pkts;
   // With a single transmission we know exactly which send was delivered (RACK needs that).
@@ -670,7 +679,9 @@ Time Qp::pto() const {
   return srtt_ + std::max(4 * rttvar_, reorder_window()) + engine_.config().ack_delay;
 }
 
-Time Qp::rto_base() const { return (1024 * kPicosPerNano) << timeout_; }
+Time Qp::rto_base() const {
+  return (1024 * kPicosPerNano) << timeout_;
+}
 
 Time Qp::rto_interval() const {
   // retry.linear_cnt retries at the fixed interval, then exponential backoff.
@@ -803,7 +814,7 @@ void Qp::set_rcv_bit(uint32_t psn, bool v) {
 
 uint64_t Qp::rcv_bits64(uint32_t psn) const {
   uint64_t v = 0;
-  for (int b = 0; b < 64; ) {
+  for (int b = 0; b < 64;) {
     const uint32_t i = psn_add(psn, b) & rcv_mask_;
     const int avail = std::min(64 - static_cast<int>(i & 63), 64 - b);
     uint64_t chunk = rcv_bits_[i >> 6] >> (i & 63);
@@ -831,7 +842,8 @@ Status Qp::accept_data(Time now, const RxPacket& rx) {
   if (t.data.pkt_count == 0 || t.data.pkt_index >= t.data.pkt_count) {
     return drop(DropReason::kInconsistent, Error::kBadExtension);
   }
-  const uint32_t last_psn = psn_add(t.bth.psn, static_cast<int64_t>(t.data.pkt_count) - 1 - t.data.pkt_index);
+  const uint32_t last_psn =
+      psn_add(t.bth.psn, static_cast<int64_t>(t.data.pkt_count) - 1 - t.data.pkt_index);
   RxMessage& m = rx_msgs_[msg & msg_mask_];
   const bool known = m.seen && m.msg_num == msg;
   if (known && (m.last_psn != last_psn || m.with_imm != with_imm)) {
@@ -844,7 +856,8 @@ Status Qp::accept_data(Time now, const RxPacket& rx) {
     // The header survived, the payload did not: ask for exactly this packet again.
     ++engine_.counters_.trimmed_received;
     if (nack_size_ < nacks_.size()) {
-      nacks_[(nack_head_ + nack_size_) % nacks_.size()] = TrimNack{t.bth.psn, t.data.ev_index, rx.port};
+      nacks_[(nack_head_ + nack_size_) % nacks_.size()] =
+          TrimNack{t.bth.psn, t.data.ev_index, rx.port};
       ++nack_size_;
       engine_.mark_control(this);
     }
@@ -990,8 +1003,8 @@ void Qp::on_probe(Time now, const RxPacket& rx) {
 // Control packets.
 
 bool Qp::has_control() const {
-  return ack_now_ || nack_size_ > 0 || probe_reply_size_ > 0 || roce_nak_pending_ ||
-         cnp_pending_ || probes_due_;
+  return ack_now_ || nack_size_ > 0 || probe_reply_size_ > 0 || roce_nak_pending_ || cnp_pending_ ||
+         probes_due_;
 }
 
 // Control packets go back along the reverse of the path the packet they answer took (EV
@@ -1003,8 +1016,8 @@ int Qp::control_path(Time now, uint8_t preferred_port, int preferred_path, uint3
                      bool allow_assumed_bad) {
   if (preferred_path >= 0 && static_cast<size_t>(preferred_path) < paths_.size()) {
     const Path& p = paths_.path(preferred_path);
-    const bool state_ok = p.state == ev::EvState::kGood ||
-                          (allow_assumed_bad && p.state == ev::EvState::kAssumedBad);
+    const bool state_ok =
+        p.state == ev::EvState::kGood || (allow_assumed_bad && p.state == ev::EvState::kAssumedBad);
     if (state_ok && paths_.port_up(p.desc.port) && ((mask >> p.desc.port) & 1)) {
       return preferred_path;
     }
@@ -1121,8 +1134,8 @@ void Qp::fill_ack(Time now, TxPacket& out) {
     s.bitmap[static_cast<size_t>(w)] = rcv_bits64(psn_add(rcv_base_, 64 * w));
   }
   s.received_bytes = received_bytes_;
-  s.service_time_ns = static_cast<uint32_t>(
-      std::min<Time>((now - newest_arrival_) / kPicosPerNano, UINT32_MAX));
+  s.service_time_ns =
+      static_cast<uint32_t>(std::min<Time>((now - newest_arrival_) / kPicosPerNano, UINT32_MAX));
   s.echo_count = static_cast<uint8_t>(echo_count_);
   std::copy(echoes_.begin(), echoes_.begin() + echo_count_, s.echo.begin());
   out.transport_bytes = kAckWireBytes;
@@ -1184,7 +1197,8 @@ void Qp::set_port_up(Time now, uint8_t port, bool up) {
     // themselves are not to blame, so they keep their state for when the port returns.
     for (uint32_t seq = rec_head_; seq != rec_tail_; ++seq) {
       const TxRecord& r = recs_[seq & rec_mask_];
-      if (paths_.path(r.ev).desc.port == port && record_current(seq)) declare_lost(now, r.psn, false);
+      if (paths_.path(r.ev).desc.port == port && record_current(seq))
+        declare_lost(now, r.psn, false);
     }
   }
   engine_.mark_ready(this);

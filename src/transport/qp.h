@@ -76,28 +76,28 @@ class Qp {
     uint32_t imm = 0;
     uint32_t msg_num = 0;
     uint32_t npkts = 0;
-    uint32_t next_pkt = 0;   // next packet index to send for the first time
+    uint32_t next_pkt = 0;  // next packet index to send for the first time
     uint32_t acked_pkts = 0;
     bool with_imm = false;
     bool signaled = true;
   };
   struct TxPkt {
-    uint64_t wr_seq = 0;     // sequence number of the WR (index into sq_ modulo capacity)
+    uint64_t wr_seq = 0;  // sequence number of the WR (index into sq_ modulo capacity)
     uint32_t pkt_index = 0;
     uint32_t bytes = 0;
-    Time sent_at = 0;        // latest transmission
-    uint32_t rec = 0;        // latest transmission record
-    uint16_t ev = 0;         // path of the latest transmission
+    Time sent_at = 0;  // latest transmission
+    uint32_t rec = 0;  // latest transmission record
+    uint16_t ev = 0;   // path of the latest transmission
     PktState state = PktState::kFree;
     uint8_t transmissions = 0;
   };
   static constexpr uint32_t kNil = UINT32_MAX;
   struct TxRecord {
     uint32_t psn = 0;
-    uint32_t next = kNil;    // next transmission on the same path
+    uint32_t next = kNil;  // next transmission on the same path
     Time sent_at = 0;
     uint16_t ev = 0;
-    bool linked = false;     // still in its path FIFO
+    bool linked = false;  // still in its path FIFO
   };
   struct PathFifo {
     uint32_t head = kNil, tail = kNil;
@@ -204,9 +204,9 @@ class Qp {
 
   // Requester state.
   std::vector<SendWr> sq_;
-  uint64_t sq_head_ = 0;   // oldest WR not completed
-  uint64_t sq_send_ = 0;   // WR being segmented
-  uint64_t sq_tail_ = 0;   // next free
+  uint64_t sq_head_ = 0;  // oldest WR not completed
+  uint64_t sq_send_ = 0;  // WR being segmented
+  uint64_t sq_tail_ = 0;  // next free
   uint32_t next_msg_num_ = 0;
   std::vector<TxPkt> pkts_;
   uint32_t pkt_mask_ = 0;
@@ -217,33 +217,33 @@ class Qp {
   uint32_t rec_mask_ = 0;
   uint32_t rec_head_ = 0, rec_tail_ = 0;
   std::vector<PathFifo> path_fifos_;
-  std::vector<uint32_t> retx_;   // ring of PSNs queued for retransmission
+  std::vector<uint32_t> retx_;  // ring of PSNs queued for retransmission
   uint32_t retx_head_ = 0, retx_size_ = 0;
-  uint32_t gbn_next_ = 0;        // RoCE: next PSN to (re)send in go-back-N
-  Time rack_time_ = 0;           // latest send time of a transmission known delivered
+  uint32_t gbn_next_ = 0;  // RoCE: next PSN to (re)send in go-back-N
+  Time rack_time_ = 0;     // latest send time of a transmission known delivered
   Time srtt_ = 0, rttvar_ = 0, min_rtt_ = kNever;
   Time last_progress_ = 0;
-  uint32_t rto_count_ = 0;       // consecutive ACK timeouts without progress
+  uint32_t rto_count_ = 0;  // consecutive ACK timeouts without progress
 
   // Responder state.
   std::vector<uint64_t> rcv_bits_;
-  uint32_t rcv_mask_ = 0;        // bits in the window ring - 1
-  uint32_t rcv_base_ = 0;        // every PSN before it has been received
+  uint32_t rcv_mask_ = 0;  // bits in the window ring - 1
+  uint32_t rcv_base_ = 0;  // every PSN before it has been received
   std::vector<RxMessage> rx_msgs_;
   uint32_t msg_mask_ = 0;
   uint32_t msg_base_ = 0;        // next message to complete (also the AETH MSN)
   uint32_t wimm_dest_open_ = 0;  // WRITE-with-imm messages seen but not completed
   uint64_t received_bytes_ = 0;
-  std::vector<uint64_t> rq_;     // posted receive wr_ids (ring)
+  std::vector<uint64_t> rq_;  // posted receive wr_ids (ring)
   uint32_t rq_head_ = 0, rq_size_ = 0;
   std::array<wire::AckEcho, wire::kMaxAckEchoes> echoes_{};
   uint32_t echo_count_ = 0;
-  uint32_t unacked_packets_ = 0; // accepted since the last ACK
+  uint32_t unacked_packets_ = 0;  // accepted since the last ACK
   bool ack_now_ = false;
   Time ack_due_ = kNever;
   Time newest_arrival_ = 0;
   uint8_t ack_port_ = 0;
-  int ack_path_ = -1;             // path index of the newest packet to acknowledge
+  int ack_path_ = -1;  // path index of the newest packet to acknowledge
   std::vector<TrimNack> nacks_;
   uint32_t nack_head_ = 0, nack_size_ = 0;
   std::vector<ProbeReply> probe_replies_;

@@ -10,7 +10,8 @@ namespace mrc {
 class Rng {
  public:
   explicit Rng(uint64_t seed) {
-    for (auto& s : s_) s = splitmix64(seed);
+    for (auto& s : s_)
+      s = splitmix64(seed);
   }
   uint64_t next() {
     const uint64_t result = rotl(s_[1] * 5, 7) * 9;

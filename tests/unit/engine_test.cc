@@ -31,7 +31,8 @@ enum class Fate { kDeliver, kDrop, kTrim, kEcn };
 
 class MiniNet {
  public:
-  MiniNet(int ports, uint64_t bps = 100'000'000'000ull, Time delay = us(1)) : ports_(ports), bps_(bps), delay_(delay) {
+  MiniNet(int ports, uint64_t bps = 100'000'000'000ull, Time delay = us(1))
+      : ports_(ports), bps_(bps), delay_(delay) {
     for (int i = 0; i < 2; ++i) {
       EngineConfig cfg;
       cfg.num_ports = static_cast<uint8_t>(ports);
@@ -111,9 +112,11 @@ class MiniNet {
         }
       }
       Completion c;
-      while (eng_[i]->poll_completion(c)) completions[i].push_back(c);
+      while (eng_[i]->poll_completion(c))
+        completions[i].push_back(c);
       Event ev;
-      while (eng_[i]->poll_event(ev)) events[i].push_back(ev);
+      while (eng_[i]->poll_event(ev))
+        events[i].push_back(ev);
     }
   }
 
@@ -151,14 +154,17 @@ QpAttr mrc_attr(int ports, int evs, uint32_t dest_qpn) {
   return a;
 }
 
-Pair connect(MiniNet& net, int ports, int evs, size_t bytes, TransportMode mode = TransportMode::kMrc,
-             uint32_t sq_psn = 0) {
+Pair connect(MiniNet& net, int ports, int evs, size_t bytes,
+             TransportMode mode = TransportMode::kMrc, uint32_t sq_psn = 0) {
   Pair p;
   p.src.resize(bytes);
   p.dst.assign(bytes + 128, 0xEE);  // 64 guard bytes each side
-  for (size_t i = 0; i < bytes; ++i) p.src[i] = static_cast<uint8_t>(i * 131 + 7);
-  for (int i = 0; i < 2; ++i) p.qpn[i] = *net.e(i).create_qp(QpCreateAttr{});
-  p.src_keys = *net.e(0).register_memory(p.src.data(), std::max<size_t>(bytes, 1), 0x1000, kLocalWrite);
+  for (size_t i = 0; i < bytes; ++i)
+    p.src[i] = static_cast<uint8_t>(i * 131 + 7);
+  for (int i = 0; i < 2; ++i)
+    p.qpn[i] = *net.e(i).create_qp(QpCreateAttr{});
+  p.src_keys =
+      *net.e(0).register_memory(p.src.data(), std::max<size_t>(bytes, 1), 0x1000, kLocalWrite);
   p.dst_keys = *net.e(1).register_memory(p.dst.data() + 64, std::max<size_t>(bytes, 1), 0x800000,
                                          kLocalWrite | kRemoteWrite);
   for (int i = 0; i < 2; ++i) {
@@ -212,7 +218,8 @@ TEST(Engine, basic__one_mib_write_over_two_planes) {
   // Both planes carried traffic.
   const PathSet* ps = net.e(0).qp_paths(p.qpn[0]);
   uint64_t per_port[2] = {0, 0};
-  for (size_t i = 0; i < ps->size(); ++i) per_port[ps->path(static_cast<int>(i)).desc.port] += ps->path(static_cast<int>(i)).packets_sent;
+  for (size_t i = 0; i < ps->size(); ++i)
+    per_port[ps->path(static_cast<int>(i)).desc.port] += ps->path(static_cast<int>(i)).packets_sent;
   EXPECT_GT(per_port[0], 100u);
   EXPECT_GT(per_port[1], 100u);
 }
@@ -220,13 +227,15 @@ TEST(Engine, basic__one_mib_write_over_two_planes) {
 TEST(Engine, post_write__imm_messages_complete_in_order_once) {
   MiniNet net(2);
   Pair p = connect(net, 2, 8, 64 * 1024);
-  for (int i = 0; i < 16; ++i) ASSERT_TRUE(net.e(1).post_recv(p.qpn[1], 1000 + i));
+  for (int i = 0; i < 16; ++i)
+    ASSERT_TRUE(net.e(1).post_recv(p.qpn[1], 1000 + i));
   for (int i = 0; i < 16; ++i) {
     ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, i, i * 4096, 4096, i % 2 == 0)));
   }
   net.run(ms(10));
   EXPECT_EQ(net.completions[0].size(), 16u);
-  for (size_t i = 0; i < net.completions[0].size(); ++i) EXPECT_EQ(net.completions[0][i].wr_id, i);
+  for (size_t i = 0; i < net.completions[0].size(); ++i)
+    EXPECT_EQ(net.completions[0][i].wr_id, i);
   ASSERT_EQ(net.completions[1].size(), 8u);
   for (size_t k = 0; k < 8; ++k) {
     EXPECT_EQ(net.completions[1][k].opcode, WcOpcode::kRecvImm);
@@ -255,7 +264,9 @@ TEST(Engine, loss__dropped_packet_is_resent_once_and_path_marked) {
   EXPECT_TRUE(data_matches(p));
   bool marked = false;
   for (const Event& e : net.events[0]) {
-    if (e.type == EventType::kEvStateChange && e.ev_index == lost_ev && e.to == ev::EvState::kAssumedBad) marked = true;
+    if (e.type == EventType::kEvStateChange && e.ev_index == lost_ev &&
+        e.to == ev::EvState::kAssumedBad)
+      marked = true;
   }
   EXPECT_TRUE(marked);
 }
@@ -265,7 +276,8 @@ TEST(Engine, trim__causes_exactly_one_resend_and_no_path_marking) {
   Pair p = connect(net, 1, 4, 64 * 1024);
   int data_seen = 0;
   net.hook = [&](int src, const TxPacket& tx) {
-    if (src == 0 && tx.pkt.bth.opcode == wire::Opcode::kWriteOnly && ++data_seen == 3) return Fate::kTrim;
+    if (src == 0 && tx.pkt.bth.opcode == wire::Opcode::kWriteOnly && ++data_seen == 3)
+      return Fate::kTrim;
     return Fate::kDeliver;
   };
   ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 64 * 1024)));
@@ -318,19 +330,24 @@ TEST(Engine, port_down__traffic_moves_to_other_plane_without_loss_of_data) {
 TEST(Engine, all_ports_down__qp_errors_and_every_wr_completes_with_error) {
   MiniNet net(2);
   Pair p = connect(net, 2, 4, 256 * 1024);
-  for (int i = 0; i < 4; ++i) ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, i, i * 65536, 65536)));
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, i, i * 65536, 65536)));
   net.run(us(1));
-  for (int port = 0; port < 2; ++port) net.e(0).set_port_up(net.now(), static_cast<uint8_t>(port), false);
+  for (int port = 0; port < 2; ++port)
+    net.e(0).set_port_up(net.now(), static_cast<uint8_t>(port), false);
   net.run(kNever - 1);
   ASSERT_EQ(net.completions[0].size(), 4u);
   // Whatever was acknowledged before the failure succeeds; the oldest incomplete WR reports
   // the retry exhaustion and the rest are flushed, in order.
   size_t first_error = 0;
-  while (first_error < 4 && net.completions[0][first_error].status == WcStatus::kSuccess) ++first_error;
+  while (first_error < 4 && net.completions[0][first_error].status == WcStatus::kSuccess)
+    ++first_error;
   ASSERT_LT(first_error, 4u);
   EXPECT_EQ(net.completions[0][first_error].status, WcStatus::kRetryExceeded);
-  for (size_t i = first_error + 1; i < 4; ++i) EXPECT_EQ(net.completions[0][i].status, WcStatus::kFlushed);
-  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(net.completions[0][i].wr_id, i);
+  for (size_t i = first_error + 1; i < 4; ++i)
+    EXPECT_EQ(net.completions[0][i].status, WcStatus::kFlushed);
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_EQ(net.completions[0][i].wr_id, i);
   EXPECT_EQ(*net.e(0).qp_state(p.qpn[0]), QpState::kErr);
 }
 
@@ -348,7 +365,8 @@ TEST(Engine, roce__go_back_n_recovers_a_loss) {
   Pair p = connect(net, 1, 1, 256 * 1024, TransportMode::kRoce);
   int data_seen = 0;
   net.hook = [&](int src, const TxPacket& tx) {
-    if (src == 0 && tx.pkt.bth.opcode == wire::Opcode::kWriteOnly && ++data_seen == 10) return Fate::kDrop;
+    if (src == 0 && tx.pkt.bth.opcode == wire::Opcode::kWriteOnly && ++data_seen == 10)
+      return Fate::kDrop;
     return Fate::kDeliver;
   };
   ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 256 * 1024)));
@@ -415,7 +433,8 @@ TEST(Engine, modify_qp__illegal_transitions_and_values_rejected_without_change) 
   EXPECT_EQ(net.e(0).modify_qp(0, qpn, QpState::kRts, bad).error(), Error::kInvalidArgument);
   EXPECT_EQ(net.e(0).post_write(0, qpn, WriteWr{}).error(), Error::kBadQpState);
   ASSERT_TRUE(net.e(0).modify_qp(0, qpn, QpState::kRts, a));
-  EXPECT_EQ(net.e(0).post_write(0, qpn, WriteWr{.lkey = 77, .length = 10}).error(), Error::kBadRkey);
+  EXPECT_EQ(net.e(0).post_write(0, qpn, WriteWr{.lkey = 77, .length = 10}).error(),
+            Error::kBadRkey);
   ASSERT_TRUE(net.e(0).modify_qp(0, qpn, QpState::kReset, a));
   EXPECT_EQ(*net.e(0).qp_state(qpn), QpState::kReset);
 }

@@ -10,7 +10,8 @@ namespace {
 
 std::vector<PathDesc> paths(int n, int ports) {
   std::vector<PathDesc> v(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) v[static_cast<size_t>(i)].port = static_cast<uint8_t>(i % ports);
+  for (int i = 0; i < n; ++i)
+    v[static_cast<size_t>(i)].port = static_cast<uint8_t>(i % ports);
   return v;
 }
 
@@ -33,7 +34,8 @@ TEST(PathSet, pick__round_robin_interleaves_planes) {
 TEST(PathSet, pick__respects_port_mask_and_exclude) {
   PathSet s;
   s.init(paths(4, 2), 1, 2, PathPolicy{}, 1);
-  for (int k = 0; k < 6; ++k) EXPECT_EQ(s.path(s.pick(0, 0x2)).desc.port, 1);
+  for (int k = 0; k < 6; ++k)
+    EXPECT_EQ(s.path(s.pick(0, 0x2)).desc.port, 1);
   EXPECT_NE(s.pick(0, 0x1, 0), 0);  // 2 is the other port-0 path
   // Only the excluded path is possible: it is still returned (last resort).
   PathSet one;
@@ -47,10 +49,12 @@ TEST(PathSet, on_ecn__recycles_path_for_cooldown) {
   pol.ecn_cooldown = us(5);
   s.init(paths(2, 1), 1, 1, pol, 1);
   s.on_ecn(0, 0);
-  for (int k = 0; k < 4; ++k) EXPECT_EQ(s.pick(us(1), 0x1), 1);
+  for (int k = 0; k < 4; ++k)
+    EXPECT_EQ(s.pick(us(1), 0x1), 1);
   EXPECT_EQ(s.usable_count(), 2u);  // cooling is not a state change
   std::set<int> after;
-  for (int k = 0; k < 4; ++k) after.insert(s.pick(us(6), 0x1));
+  for (int k = 0; k < 4; ++k)
+    after.insert(s.pick(us(6), 0x1));
   EXPECT_EQ(after.size(), 2u);
 }
 
@@ -61,7 +65,8 @@ TEST(PathSet, on_ecn__oblivious_policy_ignores_it) {
   s.init(paths(2, 1), 1, 1, pol, 1);
   s.on_ecn(0, 0);
   std::set<int> seen;
-  for (int k = 0; k < 2; ++k) seen.insert(s.pick(1, 0x1));
+  for (int k = 0; k < 2; ++k)
+    seen.insert(s.pick(1, 0x1));
   EXPECT_EQ(seen.size(), 2u);
 }
 
@@ -74,7 +79,8 @@ TEST(PathSet, on_loss__marks_assumed_bad_until_probe_reply) {
   EXPECT_TRUE(c.changed);
   EXPECT_EQ(c.to, ev::EvState::kAssumedBad);
   EXPECT_EQ(s.usable_count(), 3u);
-  for (int k = 0; k < 12; ++k) EXPECT_NE(s.pick(us(2), 0x3), 2);
+  for (int k = 0; k < 12; ++k)
+    EXPECT_NE(s.pick(us(2), 0x3), 2);
   EXPECT_EQ(s.next_probe_time(), us(11));
   uint64_t id = 0;
   EXPECT_EQ(s.take_due_probe(us(5), 0x3, &id), PathSet::kNone);
@@ -100,7 +106,8 @@ TEST(PathSet, set_port_up__removes_and_restores_its_paths) {
   s.init(paths(4, 2), 1, 2, PathPolicy{}, 1);
   s.set_port_up(0, false);
   EXPECT_EQ(s.usable_count(), 2u);
-  for (int k = 0; k < 6; ++k) EXPECT_EQ(s.path(s.pick(0, 0x3)).desc.port, 1);
+  for (int k = 0; k < 6; ++k)
+    EXPECT_EQ(s.path(s.pick(0, 0x3)).desc.port, 1);
   s.set_port_up(1, false);
   EXPECT_EQ(s.pick(0, 0x3), PathSet::kNone);
   s.set_port_up(0, true);
@@ -111,7 +118,8 @@ TEST(PathSet, set_denied__never_used_and_reversible) {
   PathSet s;
   s.init(paths(2, 1), 0, 1, PathPolicy{}, 1);
   EXPECT_TRUE(s.set_denied(0, true).changed);
-  for (int k = 0; k < 4; ++k) EXPECT_EQ(s.pick(0, 0x1), 1);
+  for (int k = 0; k < 4; ++k)
+    EXPECT_EQ(s.pick(0, 0x1), 1);
   EXPECT_FALSE(s.set_denied(0, true).changed);
   EXPECT_TRUE(s.set_denied(0, false).changed);
   EXPECT_EQ(s.usable_count(), 2u);
@@ -121,7 +129,8 @@ RC_GTEST_PROP(PathSet, pick_only_returns_usable_paths, ()) {
   const int n = *rc::gen::inRange(1, 64);
   const int ports = *rc::gen::inRange(1, 8);
   PathSet s;
-  s.init(paths(n, ports), 0, static_cast<uint8_t>(ports), PathPolicy{}, *rc::gen::arbitrary<uint64_t>());
+  s.init(paths(n, ports), 0, static_cast<uint8_t>(ports), PathPolicy{},
+         *rc::gen::arbitrary<uint64_t>());
   const auto ops = *rc::gen::container<std::vector<int>>(rc::gen::inRange(0, 3 * n + ports));
   for (int op : ops) {
     if (op < n) {

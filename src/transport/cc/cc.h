@@ -15,10 +15,10 @@ namespace mrc::cc {
 // One acknowledged packet, as the requester learned it from an ACK echo.
 struct AckSample {
   Time now = 0;
-  uint32_t acked_bytes = 0;     // payload bytes newly acknowledged by this sample
-  Time rtt = 0;                 // send -> ACK, with the responder's service time removed
-  bool ecn = false;             // the packet arrived CE-marked
-  bool trimmed = false;         // the packet was trimmed (reported by a trim NACK)
+  uint32_t acked_bytes = 0;  // payload bytes newly acknowledged by this sample
+  Time rtt = 0;              // send -> ACK, with the responder's service time removed
+  bool ecn = false;          // the packet arrived CE-marked
+  bool trimmed = false;      // the packet was trimmed (reported by a trim NACK)
 };
 
 // NSCC parameters, mirroring struct mrc_ctl_cc_nscc_cfg (OCP MRC 1.0) with UET 1.0 defaults.
@@ -33,26 +33,26 @@ struct NsccConfig {
   double fi_scale = 0;                  // 0 = derived
   double gamma = 0.8;
   double max_md_jump = 0.5;
-  uint64_t max_cwnd = 0;                // bytes; 0 = 1.5 * BDP (needs link_bps)
+  uint64_t max_cwnd = 0;  // bytes; 0 = 1.5 * BDP (needs link_bps)
   uint8_t qa_gate = 3;
-  Time qa_threshold = 0;                // 0 = 4 * target_delay
-  Time target_delay = 0;                // 0 = 0.75 * base_rtt (trimming enabled)
-  uint32_t mtu = 4096;                  // payload bytes per packet
-  uint64_t link_bps = 0;                // NIC line rate (all ports), bits/s, for BDP
+  Time qa_threshold = 0;  // 0 = 4 * target_delay
+  Time target_delay = 0;  // 0 = 0.75 * base_rtt (trimming enabled)
+  uint32_t mtu = 4096;    // payload bytes per packet
+  uint64_t link_bps = 0;  // NIC line rate (all ports), bits/s, for BDP
 };
 
 // DCQCN parameters (Zhu et al., SIGCOMM 2015; defaults as in Mellanox/NVIDIA NICs).
 struct DcqcnConfig {
   uint64_t line_rate_bps = 100'000'000'000ull;
   uint64_t min_rate_bps = 100'000'000ull;
-  double g = 1.0 / 256;                 // alpha EWMA gain
-  Time alpha_update_period = 0;         // 0 = 55 us
-  Time rate_increase_period = 0;        // 0 = 300 us (timer)
-  uint64_t byte_counter = 10'000'000;   // bytes between byte-counter increase events
-  uint32_t fast_recovery_steps = 5;     // F
-  uint64_t additive_increase_bps = 5'000'000'000ull;   // R_AI
-  uint64_t hyper_increase_bps = 50'000'000'000ull;     // R_HAI
-  Time cnp_interval = 0;                // 0 = 50 us: receiver sends at most one CNP per period
+  double g = 1.0 / 256;                               // alpha EWMA gain
+  Time alpha_update_period = 0;                       // 0 = 55 us
+  Time rate_increase_period = 0;                      // 0 = 300 us (timer)
+  uint64_t byte_counter = 10'000'000;                 // bytes between byte-counter increase events
+  uint32_t fast_recovery_steps = 5;                   // F
+  uint64_t additive_increase_bps = 5'000'000'000ull;  // R_AI
+  uint64_t hyper_increase_bps = 50'000'000'000ull;    // R_HAI
+  Time cnp_interval = 0;  // 0 = 50 us: receiver sends at most one CNP per period
   uint32_t mtu = 4096;
 };
 
