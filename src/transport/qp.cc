@@ -312,18 +312,33 @@ Qp::DataResult Qp::produce_data(Time now, uint32_t mask, TxPacket& out) {
     return DataResult::kSent;
   }
 
-  if (sq_send_ == sq_tail_) return DataResult::kIdle;
-  SendWr& w = wr_at(sq_send_);
-  if (!window_allows_new(w)) return DataResult::kIdle;
-  const uint64_t off = static_cast<uint64_t>(w.next_pkt) * mtu_;
-  const uint32_t bytes = static_cast<uint32_t>(std::min<uint64_t>(mtu_, w.length - off));
-  if (!cc_allows(now, bytes)) return blocked_by_cc(now);
+  uint32_t bytes = 0;
+  DataResult why_not = DataResult::kIdle;
+  SendWr* w = sendable_new_packet(now, bytes, why_not);
+  if (!w) return why_not;
   const int path = paths_.pick(now, mask);
   if (path == PathSet::kNone)
     return paths_.usable_count() ? DataResult::kPortsBusy : DataResult::kIdle;
-  start_new_packet(w, bytes);
+  start_new_packet(*w, bytes);
   fill_data(now, psn_add(next_psn_, -1), path, false, out);
   return DataResult::kSent;
+}
+
+// The WR whose next packet may go out now as a new PSN, and that packet's size; nullptr
+// (with the reason in `why_not`) when there is no work or a window (MPR, WIMM, record ring)
+// or congestion control holds it back.
+Qp::SendWr* Qp::sendable_new_packet(Time now, uint32_t& bytes, DataResult& why_not) {
+  why_not = DataResult::kIdle;
+  if (sq_send_ == sq_tail_) return nullptr;
+  SendWr& w = wr_at(sq_send_);
+  if (!window_allows_new(w)) return nullptr;
+  const uint64_t off = static_cast<uint64_t>(w.next_pkt) * mtu_;
+  bytes = static_cast<uint32_t>(std::min<uint64_t>(mtu_, w.length - off));
+  if (!cc_allows(now, bytes)) {
+    why_not = blocked_by_cc(now);
+    return nullptr;
+  }
+  return &w;
 }
 
 void Qp::start_new_packet(SendWr& w, uint32_t bytes) {
@@ -358,15 +373,13 @@ Qp::DataResult Qp::produce_roce_data(Time now, uint32_t mask, TxPacket& out) {
     fill_data(now, psn, 0, true, out);
     return DataResult::kSent;
   }
-  if (sq_send_ == sq_tail_) return DataResult::kIdle;
-  SendWr& w = wr_at(sq_send_);
-  if (!window_allows_new(w)) return DataResult::kIdle;
-  const uint64_t off = static_cast<uint64_t>(w.next_pkt) * mtu_;
-  const uint32_t bytes = static_cast<uint32_t>(std::min<uint64_t>(mtu_, w.length - off));
-  if (!cc_allows(now, bytes)) return blocked_by_cc(now);
+  uint32_t bytes = 0;
+  DataResult why_not = DataResult::kIdle;
+  SendWr* w = sendable_new_packet(now, bytes, why_not);
+  if (!w) return why_not;
   if (!port_ok) return DataResult::kIdle;
   if (!((mask >> path.desc.port) & 1)) return DataResult::kPortsBusy;
-  start_new_packet(w, bytes);
+  start_new_packet(*w, bytes);
   gbn_next_ = next_psn_;
   fill_data(now, psn_add(next_psn_, -1), 0, false, out);
   return DataResult::kSent;

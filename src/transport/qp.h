@@ -138,6 +138,7 @@ class Qp {
   bool cc_allows(Time now, uint32_t bytes) const;
   DataResult blocked_by_cc(Time now);
   DataResult produce_roce_data(Time now, uint32_t mask, TxPacket& out);
+  SendWr* sendable_new_packet(Time now, uint32_t& bytes, DataResult& why_not);
   void start_new_packet(SendWr& w, uint32_t bytes);
   void fill_data(Time now, uint32_t psn, int path, bool retransmit, TxPacket& out);
   uint32_t record_transmission(uint32_t psn, int path, Time now);
