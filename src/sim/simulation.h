@@ -1,0 +1,214 @@
+// The packet-level fabric simulator: multi-plane two-tier Clos fabrics of output-queued
+// switches, NICs with one port per plane, and one MRC engine (src/transport) per host.
+//
+// A Simulation is an ordinary object (no global state: two can run in one process). Time is
+// integer picoseconds. Same configuration + seed -> identical results.
+//
+// Partitioning (for a later MPI run): every element belongs to a partition (plane k's switches
+// to partition k + 1, hosts and NICs to partition 0); elements of different partitions
+// exchange packets only over links whose propagation delay is at least `min_cross_latency`,
+// which is the lookahead a conservative parallel run would use. This build runs all
+// partitions in one process, in time order.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/types.h"
+#include "transport/engine.h"
+
+namespace mrc::sim {
+
+using HostId = uint32_t;
+using FlowId = uint32_t;
+
+// ---- configuration ---------------------------------------------------------------------
+
+struct TopologyConfig {
+  uint32_t hosts = 64;            // GPUs (one NIC each)
+  uint32_t planes = 2;            // NIC ports = independent planes
+  uint32_t radix = 16;            // switch ports (leaf and spine)
+  // Leaf ports facing hosts; the rest face spines. 0 = radix / 2 (non-blocking). With
+  // oversubscription o: hosts_per_leaf = radix * o / (o + 1).
+  uint32_t hosts_per_leaf = 0;
+  uint32_t spines = 0;            // spines per plane; 0 = uplinks per leaf (full mesh)
+  uint64_t link_bps = 100'000'000'000ull;  // every link (one plane port = one link)
+  Time link_delay = ns(500);      // propagation per link
+  Time switch_latency = 0;        // per switch traversal
+};
+
+struct SwitchConfig {
+  uint64_t queue_bytes = 0;       // per egress port; 0 = 1 BDP of the fabric
+  // ECN marking on enqueue: probability 0 below kmin, rising linearly to pmax at kmax,
+  // 1 above (RED-style, as in DCQCN deployments). 0 = derived from the queue.
+  uint64_t ecn_kmin_bytes = 0;
+  uint64_t ecn_kmax_bytes = 0;
+  double ecn_pmax = 1.0;
+  bool trimming = true;           // trim instead of drop above trim_threshold
+  uint64_t trim_threshold_bytes = 0;  // 0 = queue_bytes
+  bool pfc = false;               // lossless (RoCE baseline): pause upstream above xoff
+  uint64_t pfc_xoff_bytes = 0;    // 0 = derived
+  uint64_t pfc_xon_bytes = 0;
+};
+
+enum class TransportKind : uint8_t {
+  kMrc,           // adaptive spraying over SRv6 paths (EV = spine), NSCC
+  kMrcOblivious,  // spraying without ECN steering (ablation)
+  kRoce,          // one ECMP path per QP, go-back-N, DCQCN
+};
+const char* transport_name(TransportKind k);
+
+enum class PathMode : uint8_t {
+  kSrv6,          // EVs expand to uSID carriers; switches shift-and-forward, never reroute
+  kEcmp,          // EVs are flow-label/UDP-port entropy; switches hash (STEV/UDP modes, RoCE)
+};
+
+struct TransportConfig {
+  TransportKind kind = TransportKind::kMrc;
+  PathMode path_mode = PathMode::kSrv6;   // forced to kEcmp for kRoce
+  uint32_t mtu = 4096;                    // payload bytes per packet
+  uint32_t evs_per_plane = 0;             // 0 = one per spine (every path of the plane)
+  CcAlgorithm cc = CcAlgorithm::kNscc;    // kRoce uses kDcqcn unless set otherwise
+  uint8_t mpr = 0;                        // 0 = derived from the BDP
+  uint8_t timeout = 12;                   // ACK timeout exponent (4.2 ms)
+  uint32_t ack_every = 4;
+  Time probe_interval = us(20);
+  Time ecn_cooldown = 0;                  // 0 = one base RTT
+  // ECMP mode: after a link dies, switches remove it from their ECMP groups after this
+  // delay (models BGP convergence). kNever = never.
+  Time routing_convergence = kNever;
+};
+
+struct SimConfig {
+  TopologyConfig topo;
+  SwitchConfig sw;
+  TransportConfig transport;
+  uint64_t seed = 1;
+  Time sample_interval = us(10);          // link utilisation / queue time series; 0 = off
+};
+
+// ---- naming elements -------------------------------------------------------------------
+
+// A link is named by its upper end: host h's port to its leaf in plane p, or leaf l's uplink
+// to spine s in plane p. Both directions of a link fail together.
+struct LinkRef {
+  enum Kind : uint8_t { kHostLeaf, kLeafSpine } kind = kLeafSpine;
+  uint32_t plane = 0;
+  uint32_t a = 0;   // host (kHostLeaf) or leaf (kLeafSpine)
+  uint32_t b = 0;   // unused (kHostLeaf) or spine (kLeafSpine)
+};
+struct SwitchRef {
+  enum Kind : uint8_t { kLeaf, kSpine } kind = kSpine;
+  uint32_t plane = 0;
+  uint32_t index = 0;
+};
+
+// ---- flows and results -----------------------------------------------------------------
+
+struct FlowSpec {
+  HostId src = 0;
+  HostId dst = 0;
+  uint64_t bytes = 0;
+  Time start = 0;
+  bool with_imm = false;
+  uint32_t tag = 0;               // workload's own label (collective step, iteration, ...)
+};
+
+struct FlowResult {
+  FlowId id = 0;
+  FlowSpec spec;
+  Time end = 0;                   // requester completion time (kNever if unfinished)
+  Time fct = 0;                   // end - start
+  Time ideal_fct = 0;             // size / line rate of all planes + base RTT
+  bool ok = false;                // completed successfully
+  uint64_t retransmits = 0;
+  uint32_t paths_used = 0;
+};
+
+struct SimStats {
+  uint64_t events = 0;
+  uint64_t data_packets = 0;      // first transmissions
+  uint64_t retransmits = 0;
+  uint64_t drops = 0;             // tail drops + fault drops
+  uint64_t fault_drops = 0;       // link down, blackhole, gray loss
+  uint64_t trims = 0;
+  uint64_t ecn_marks = 0;
+  uint64_t pfc_pauses = 0;
+  uint64_t qp_errors = 0;
+  uint64_t ev_state_changes = 0;
+  uint64_t timeouts = 0;
+};
+
+// One sample of a link direction's state (time series, every sample_interval).
+struct LinkSample {
+  Time time = 0;
+  uint32_t link = 0;              // index into link_names()
+  float utilization = 0;          // fraction of capacity used since the previous sample
+  uint32_t queue_bytes = 0;       // egress queue at the sample time
+};
+
+struct EvEvent {
+  Time time;
+  HostId host;
+  uint32_t qpn;
+  uint16_t ev_index;
+  uint8_t plane;
+  ev::EvState from, to;
+};
+
+class Simulation {
+ public:
+  // Validates the configuration (clear error on nonsense: zero hosts, radix too small for
+  // the host count, ...). Errors: kInvalidArgument.
+  static Result<std::unique_ptr<Simulation>> create(const SimConfig& cfg);
+  ~Simulation();
+
+  const SimConfig& config() const;
+  uint32_t num_hosts() const;
+  uint32_t num_leaves() const;    // per plane
+  uint32_t num_spines() const;    // per plane
+  uint32_t leaf_of(HostId h) const;
+
+  // A WRITE of spec.bytes from src to dst at spec.start (one QP per ordered host pair per
+  // transport, created on first use). Errors: kInvalidArgument (bad host, src == dst).
+  Result<FlowId> add_flow(const FlowSpec& spec);
+  // Called when a flow completes (successfully or not), in simulated-time order; may add
+  // flows (dependent workloads: collectives, training iterations).
+  void on_flow_complete(std::function<void(const FlowResult&)> cb);
+
+  // ---- faults (times are absolute) ----
+  void link_down(LinkRef l, Time at);
+  void link_up(LinkRef l, Time at);
+  void switch_reboot(SwitchRef s, Time at, Time duration);   // all its links down, then up
+  void blackhole(LinkRef l, Time from, Time until);          // silent drops, link stays up
+  void blackhole_switch(SwitchRef s, Time from, Time until);
+  void gray_loss(LinkRef l, double probability, Time from, Time until);
+  void degrade(LinkRef l, uint64_t bps, Time from, Time until);
+  void flap(LinkRef l, Time start, Time period, uint32_t count);  // down/up every period
+
+  // ---- running ----
+  // Runs until every flow is done and nothing is scheduled, or `until`. Returns now().
+  Time run(Time until = kNever);
+  Time now() const;
+  // Optional progress report every `every` of wall time (the callback gets now() and events).
+  void on_progress(std::function<void(Time, uint64_t)> cb);
+
+  // ---- results ----
+  const std::vector<FlowResult>& flows() const;
+  SimStats stats() const;
+  const std::vector<LinkSample>& link_samples() const;
+  std::vector<std::string> link_names() const;   // "p0/leaf3->spine7", "p1/host5->leaf0", ...
+  const std::vector<EvEvent>& ev_events() const;
+  // Writes packets sent or received by `hosts` to a pcap (decodable with our dissector).
+  Status enable_pcap(const std::string& path, std::vector<HostId> hosts);
+
+ private:
+  struct Impl;
+  explicit Simulation(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mrc::sim
