@@ -1,0 +1,360 @@
+// Workloads for the fabric simulator: traffic patterns and collectives that add flows to a
+// Simulation (or any FlowSink), and the import of htsim connection-matrix files (.cm).
+//
+// Two kinds of workload:
+//   - static flow sets, made up front by pure, seeded generators (permutation, uniform random,
+//     incast, all-to-all): same arguments + seed -> the same flows;
+//   - dependent workloads driven by flow completions (ring AllReduce, the training loop,
+//     htsim triggers): a flow starts when the flows it depends on complete, at their
+//     completion time. A WorkloadDriver routes each completion to the workload that added the
+//     flow.
+//
+// Completion means requester completion (FlowResult::end, the last ACK back at the sender),
+// the only completion the simulator reports. A ring step that "starts when its receive is
+// done" therefore starts about half a base RTT later than on a real NIC, the same for every
+// transport.
+//
+// Nothing here touches Simulation directly (see runner.h for that glue), so the logic is
+// testable against a fake FlowSink.
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "common/types.h"
+#include "sim/simulation.h"
+
+namespace mrc::sim {
+
+// Errors that carry a message for a person (file, line, what was expected).
+template <typename T>
+using TextResult = std::expected<T, std::string>;
+using TextStatus = std::expected<void, std::string>;
+inline std::unexpected<std::string> text_error(std::string msg) {
+  return std::unexpected<std::string>(std::move(msg));
+}
+
+// Where a workload's flows go: a Simulation (runner.h adapts one) or a fake in tests.
+class FlowSink {
+ public:
+  virtual ~FlowSink() = default;
+  virtual Result<FlowId> add_flow(const FlowSpec& spec) = 0;
+};
+
+// ---- static flow sets (pure, deterministic) ----------------------------------------------
+
+// A uniformly random derangement of 0..n-1 (perm[i] != i for every i); n >= 2.
+TextResult<std::vector<uint32_t>> random_derangement(uint32_t n, uint64_t seed);
+
+// Every host of `hosts` sends `bytes` to perm[i] (a random derangement), all at `start`.
+TextResult<std::vector<FlowSpec>> permutation_flows(const std::vector<HostId>& hosts,
+                                                    uint64_t bytes, Time start, uint64_t seed);
+// `count` flows, each from a uniformly random host to a different uniformly random host,
+// starting uniformly at random in [start, start + spread).
+TextResult<std::vector<FlowSpec>> uniform_random_flows(const std::vector<HostId>& hosts,
+                                                       uint32_t count, uint64_t bytes, Time start,
+                                                       Time spread, uint64_t seed);
+// `senders` hosts send `bytes` each to `dst`, all at `start`. The senders are the hosts
+// following dst in `hosts` (wrapping around), so they are deterministic and spread over leaves
+// in host order.
+TextResult<std::vector<FlowSpec>> incast_flows(const std::vector<HostId>& hosts, HostId dst,
+                                               uint32_t senders, uint64_t bytes, Time start);
+// Every rank sends bytes_per_rank / n to every other rank (nccl-tests AlltoAll: S is the
+// bytes per rank, split into n equal parts), all at `start`.
+TextResult<std::vector<FlowSpec>> all_to_all_flows(const std::vector<HostId>& group,
+                                                   uint64_t bytes_per_rank, Time start);
+
+// 0..n-1.
+std::vector<HostId> all_hosts(uint32_t n);
+
+// A non-negative decimal ("12", "12.5", ".5") times `scale`, rounded to the nearest integer,
+// computed exactly (no floating point). nullopt on bad syntax or overflow.
+std::optional<uint64_t> parse_scaled_decimal(std::string_view s, uint64_t scale);
+
+// ---- collective results ------------------------------------------------------------------
+
+enum class CollectiveKind : uint8_t { kAllReduce, kAllToAll };
+const char* collective_name(CollectiveKind k);  // "allreduce", "all_to_all"
+
+// nccl-tests bus bandwidth factor: AllReduce 2(n-1)/n, AlltoAll (n-1)/n.
+double busbw_factor(CollectiveKind k, uint32_t ranks);
+
+struct CollectiveResult {
+  CollectiveKind kind = CollectiveKind::kAllReduce;
+  uint32_t iteration = 0;  // training-loop iteration (0 for a lone collective)
+  uint32_t ranks = 0;
+  uint64_t bytes = 0;  // S: bytes per rank (nccl-tests "size")
+  Time start = 0;
+  Time end = 0;  // completion of its last flow
+  uint32_t flows = 0;
+  bool ok = true;  // every flow completed successfully
+  Time time() const { return end - start; }
+  // nccl-tests units: GB/s = 1e9 bytes per second. algbw = S / t, busbw = algbw * factor.
+  double algbw_GBps() const;
+  double busbw_GBps() const;
+};
+
+struct IterationResult {
+  uint32_t index = 0;
+  Time start = 0;       // iteration start (compute begins)
+  Time comm_start = 0;  // compute done, AllReduce starts
+  Time end = 0;         // AllReduce done
+  bool ok = true;
+  Time time() const { return end - start; }
+};
+
+// ---- dependent workloads -----------------------------------------------------------------
+
+class Workload {
+ public:
+  virtual ~Workload() = default;
+  virtual std::string_view name() const = 0;
+  // Adds the initial flows.
+  virtual TextStatus start(FlowSink& sink) = 0;
+  // `r` is one of the flows this workload added (through `sink`); may add more flows.
+  virtual TextStatus on_complete(const FlowResult& r, FlowSink& sink) = 0;
+  // Everything this workload will ever add has completed (or it gave up).
+  virtual bool done() const = 0;
+  virtual const std::vector<CollectiveResult>& collectives() const { return kNoCollectives; }
+  virtual const std::vector<IterationResult>& iterations() const { return kNoIterations; }
+
+ protected:
+  static const std::vector<CollectiveResult> kNoCollectives;
+  static const std::vector<IterationResult> kNoIterations;
+};
+
+// A fixed list of flows (permutation, uniform, incast, htsim without triggers, ...).
+class StaticFlows final : public Workload {
+ public:
+  StaticFlows(std::string name, std::vector<FlowSpec> flows);
+  std::string_view name() const override { return name_; }
+  TextStatus start(FlowSink& sink) override;
+  TextStatus on_complete(const FlowResult& r, FlowSink& sink) override;
+  bool done() const override { return completed_ == flows_.size(); }
+
+ private:
+  std::string name_;
+  std::vector<FlowSpec> flows_;
+  size_t completed_ = 0;
+};
+
+// All-to-all as a collective: all flows at once; reports time, algbw and busbw.
+class AllToAll final : public Workload {
+ public:
+  AllToAll(std::vector<HostId> group, uint64_t bytes_per_rank, Time start);
+  std::string_view name() const override { return "all_to_all"; }
+  TextStatus start(FlowSink& sink) override;
+  TextStatus on_complete(const FlowResult& r, FlowSink& sink) override;
+  bool done() const override { return started_ && remaining_ == 0; }
+  const std::vector<CollectiveResult>& collectives() const override { return results_; }
+
+ private:
+  std::vector<HostId> group_;
+  uint64_t bytes_;
+  Time start_;
+  bool started_ = false;
+  uint32_t remaining_ = 0;
+  CollectiveResult current_;
+  std::vector<CollectiveResult> results_;
+};
+
+// The standard ring AllReduce of S bytes per rank over n ranks: 2(n-1) steps (n-1
+// reduce-scatter, n-1 all-gather); in step k rank i sends one chunk (S/n bytes, the first
+// S mod n chunks one byte larger) to rank i+1. Step 0 of every rank starts at `start`; step
+// k+1 of rank i starts when rank i's step-k receive (the flow from rank i-1, step k) is done.
+class RingAllReduce final : public Workload {
+ public:
+  using DoneFn = std::function<TextStatus(const CollectiveResult&, FlowSink&)>;
+  RingAllReduce(std::vector<HostId> group, uint64_t bytes, Time start, uint32_t iteration = 0,
+                DoneFn on_done = nullptr);
+  std::string_view name() const override { return "allreduce"; }
+  TextStatus start(FlowSink& sink) override;
+  TextStatus on_complete(const FlowResult& r, FlowSink& sink) override;
+  bool done() const override { return finished_; }
+  const std::vector<CollectiveResult>& collectives() const override { return results_; }
+
+  uint32_t steps() const { return 2 * (n() - 1); }
+  uint64_t chunk_bytes(uint32_t chunk) const;
+  // The chunk rank `rank` sends in step `step` (the standard ring schedule).
+  uint32_t chunk_of(uint32_t rank, uint32_t step) const;
+  // Tag carried by the flow of (rank, step): iteration << 16 | step.
+  static uint32_t tag(uint32_t iteration, uint32_t step) { return iteration << 16 | step; }
+
+ private:
+  uint32_t n() const { return static_cast<uint32_t>(group_.size()); }
+  TextStatus send(uint32_t rank, uint32_t step, Time at, FlowSink& sink);
+
+  std::vector<HostId> group_;
+  uint64_t bytes_;
+  Time start_;
+  uint32_t iteration_;
+  DoneFn on_done_;
+  std::unordered_map<FlowId, uint32_t> owner_;  // flow -> rank << 16 | step
+  uint32_t remaining_ = 0;
+  bool finished_ = false;
+  CollectiveResult current_;
+  std::vector<CollectiveResult> results_;
+};
+
+// A training loop: `iterations` times, compute for `compute` (no traffic), then a ring
+// AllReduce of `bytes` per rank over `group`. Iteration i+1 starts when iteration i's
+// AllReduce is done. An AllReduce with a failed flow (QP error) ends the job: the loop stops
+// there, as NCCL aborts a communicator.
+class TrainingLoop final : public Workload {
+ public:
+  TrainingLoop(std::vector<HostId> group, uint64_t bytes, Time compute, uint32_t iterations,
+               Time start);
+  std::string_view name() const override { return "training"; }
+  TextStatus start(FlowSink& sink) override;
+  TextStatus on_complete(const FlowResult& r, FlowSink& sink) override;
+  bool done() const override { return finished_; }
+  const std::vector<CollectiveResult>& collectives() const override { return collectives_; }
+  const std::vector<IterationResult>& iterations() const override { return iterations_; }
+  bool aborted() const { return aborted_; }
+
+ private:
+  TextStatus begin_iteration(uint32_t index, Time at, FlowSink& sink);
+
+  std::vector<HostId> group_;
+  uint64_t bytes_;
+  Time compute_;
+  uint32_t count_;
+  Time start_;
+  std::unique_ptr<RingAllReduce> current_;
+  std::vector<std::unique_ptr<RingAllReduce>> retired_;  // kept until the driver is idle
+  std::vector<CollectiveResult> collectives_;
+  std::vector<IterationResult> iterations_;
+  bool finished_ = false;
+  bool aborted_ = false;
+};
+
+// ---- htsim connection matrices (.cm) ------------------------------------------------------
+//
+// Grammar (csg-htsim sim/datacenter/connection_matrix.cpp; '#' starts a comment line):
+//   Nodes N
+//   Connections C
+//   Triggers T                       (optional; number of trigger lines)
+//   Failures F                       (optional; number of failure lines)
+//   <src>-><dst> [id I] (start <us> | trigger T) size <bytes> [prio P] [addon]
+//                [send_done_trigger T] [recv_done_trigger T]
+//   trigger id T oneshot|multishot|barrier [count K]
+//   failure switch_type TOR|AGG|CORE switch_id S [link_id L] [plane P] [at <us>]
+// `start` is in microseconds (a decimal). `plane` and `at` are our extensions (htsim fails
+// links from time 0 in its only plane). `prio` and `addon` are accepted and ignored.
+struct HtsimConnection {
+  HostId src = 0;
+  HostId dst = 0;
+  uint64_t bytes = 0;
+  std::optional<Time> start;  // unset: started by `trigger`
+  uint32_t id = 0;            // 0 = none
+  uint32_t trigger = 0;       // 0 = none
+  uint32_t send_done_trigger = 0;
+  uint32_t recv_done_trigger = 0;
+  uint32_t line = 0;
+};
+struct HtsimTrigger {
+  enum Type : uint8_t { kOneshot, kMultishot, kBarrier } type = kOneshot;
+  uint32_t id = 0;
+  uint32_t count = 0;  // barrier: activations needed
+  uint32_t line = 0;
+};
+struct HtsimFailure {
+  enum SwitchType : uint8_t { kTor, kAgg, kCore } switch_type = kTor;
+  uint32_t switch_id = 0;
+  std::optional<uint32_t> link_id;  // unset: the whole switch fails
+  uint32_t plane = 0;
+  Time at = 0;
+  uint32_t line = 0;
+};
+struct HtsimMatrix {
+  uint32_t nodes = 0;
+  std::vector<HtsimConnection> connections;
+  std::vector<HtsimTrigger> triggers;
+  std::vector<HtsimFailure> failures;
+};
+
+// Errors: "<filename>:<line>: <what was expected>".
+TextResult<HtsimMatrix> parse_htsim_cm(std::string_view text, std::string_view filename);
+TextResult<HtsimMatrix> load_htsim_cm(const std::string& path);
+
+// A failure line as a fault on our two-tier fabric: TOR = leaf `switch_id`, link_id = its
+// uplink to spine `link_id`; AGG/CORE = spine `switch_id`, link_id = its downlink to leaf
+// `link_id`. Without link_id the whole switch goes down. Permanent from `at`.
+struct HtsimFault {
+  bool whole_switch = false;
+  LinkRef link;
+  SwitchRef sw;
+  Time at = 0;
+};
+TextResult<HtsimFault> htsim_fault(const HtsimFailure& f, uint32_t leaves, uint32_t spines,
+                                   uint32_t planes, std::string_view filename);
+
+// Runs a matrix: flows with a start time start then; a flow with `trigger T` starts when T
+// fires; a completed flow activates its send_done_trigger and recv_done_trigger (both at its
+// completion time). oneshot: fires all its flows on the first activation; multishot: each
+// activation starts its next flow (in file order); barrier: fires all its flows after
+// `count` activations.
+class HtsimWorkload final : public Workload {
+ public:
+  explicit HtsimWorkload(HtsimMatrix m);
+  std::string_view name() const override { return "htsim"; }
+  TextStatus start(FlowSink& sink) override;
+  TextStatus on_complete(const FlowResult& r, FlowSink& sink) override;
+  bool done() const override;
+  uint32_t started() const { return started_; }
+
+ private:
+  TextStatus activate(uint32_t trigger, Time at, FlowSink& sink);
+  TextStatus launch(uint32_t conn, Time at, FlowSink& sink);
+
+  struct TriggerState {
+    HtsimTrigger spec;
+    std::vector<uint32_t> targets;  // connection indices, file order
+    uint32_t next = 0;              // multishot
+    uint32_t activations = 0;
+    bool fired = false;
+  };
+  HtsimMatrix m_;
+  std::unordered_map<uint32_t, TriggerState> triggers_;
+  std::unordered_map<FlowId, uint32_t> conn_of_;
+  uint32_t started_ = 0;
+  uint32_t completed_ = 0;
+};
+
+// ---- driver ------------------------------------------------------------------------------
+
+// Owns workloads, adds their flows to a sink and routes completions back to the owner.
+// Errors raised inside a completion callback cannot propagate through the simulator; the
+// first is kept in error() (and later completions are ignored).
+class WorkloadDriver {
+ public:
+  explicit WorkloadDriver(FlowSink& sink);
+  ~WorkloadDriver();
+  Workload& add(std::unique_ptr<Workload> w);
+  TextStatus start();
+  void on_flow_complete(const FlowResult& r);
+  const std::optional<std::string>& error() const { return error_; }
+  const std::vector<std::unique_ptr<Workload>>& workloads() const { return workloads_; }
+  uint64_t flows_added() const { return added_; }
+  uint64_t flows_completed() const { return completed_; }
+  bool done() const;
+
+ private:
+  class Tracking;
+  FlowSink& sink_;
+  std::vector<std::unique_ptr<Workload>> workloads_;
+  std::unordered_map<FlowId, uint32_t> owner_;  // flow -> workload index
+  uint64_t added_ = 0;
+  uint64_t completed_ = 0;
+  std::optional<std::string> error_;
+  std::unique_ptr<Tracking> tracking_;
+};
+
+}  // namespace mrc::sim
