@@ -1,0 +1,1167 @@
+// The fabric simulator. Layout of this file:
+//   1. elements: packets, egress ports with their links, switches, hosts (NIC + engine)
+//   2. topology construction and naming
+//   3. forwarding: SRv6 uSID shift-and-forward (precomputed) and ECMP with convergence
+//   4. the data path: host transmit, switch enqueue (ECN, trim, drop, PFC), transmit
+//   5. flows, faults, sampling, the partitioned event loop
+#include "sim/simulation.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <unordered_map>
+
+#include "sim/event_queue.h"
+#include "transport/ev_profile.h"
+#include "transport/rng.h"
+#include "wire/pcap.h"
+#include "wire/codec.h"
+
+namespace mrc::sim {
+
+namespace {
+
+// Bytes on the wire around the transport bytes: IPv6 (40) + UDP (8), and Ethernet framing
+// (preamble 8 + header 14 + FCS 4 + inter-frame gap 12 = 38), so a link's capacity is the
+// real one.
+constexpr uint32_t kIpUdpBytes = 48;
+constexpr uint32_t kEthernetOverhead = 38;
+// The uSID locator block of the fabric (fcbb:bb00::/32, as in the SRv6 uSID examples) and
+// disjoint uSID ranges, so a switch never mistakes another tier's uSID for its own.
+constexpr uint32_t kLocatorBlock = 0xFCBBBB00;
+constexpr uint16_t kLeafUsidBase = 0x0001;
+constexpr uint16_t kHostUsidBase = 0x4000;
+constexpr uint16_t kSpineUsidBase = 0x8000;
+constexpr uint16_t kNoSpine = 0xFFFF;
+
+enum SimEventType : uint32_t {
+  kFlowStart,     // a = flow
+  kHostArrive,    // a = host, c = packet
+  kHostPortFree,  // a = host, b = port
+  kHostTimer,     // a = host
+  kSwitchArrive,  // a = switch, b = ingress port, c = packet
+  kPortFree,      // a = switch, b = port
+  kPause,         // a = node (switch, or host | kHostBit), b = port, c = 1 pause / 0 resume
+  kFault,         // a = fault action
+  kSample,        // a = plane
+  kRouteUpdate,   // a = fault action whose routing view change is due
+};
+constexpr uint32_t kHostBit = 1u << 31;
+
+enum PacketFlags : uint8_t {
+  kCe = 1 << 0,       // ECN congestion experienced
+  kTrimmed = 1 << 1,  // payload cut by a switch
+  kHigh = 1 << 2,     // control or trimmed: high-priority queue
+  kEct = 1 << 3,      // ECN-capable (data)
+};
+
+struct SimPacket {
+  wire::TransportPacket tp;  // payload pointer unused (phantom memory)
+  uint32_t wire_bytes = 0;
+  uint32_t src = 0, dst = 0;
+  uint32_t entropy = 0;      // ECMP hash input (the EV's bits)
+  uint32_t ingress = 0;      // ingress port at the current switch (PFC accounting)
+  uint16_t spine = kNoSpine; // SRv6: the spine the EV names
+  uint8_t plane = 0;
+  uint8_t flags = 0;
+};
+
+// FIFO of packet handles that keeps its memory (no allocation in steady state).
+class PacketFifo {
+ public:
+  bool empty() const { return size_ == 0; }
+  size_t size() const { return size_; }
+  void push(uint32_t p) {
+    if (size_ == buf_.size()) grow();
+    buf_[(head_ + size_) & (buf_.size() - 1)] = p;
+    ++size_;
+  }
+  uint32_t pop() {
+    const uint32_t p = buf_[head_];
+    head_ = (head_ + 1) & (buf_.size() - 1);
+    --size_;
+    return p;
+  }
+
+ private:
+  void grow() {
+    std::vector<uint32_t> n(std::max<size_t>(8, buf_.size() * 2));
+    for (size_t i = 0; i < size_; ++i) n[i] = buf_[(head_ + i) & (buf_.size() - 1)];
+    buf_ = std::move(n);
+    head_ = 0;
+  }
+  std::vector<uint32_t> buf_;
+  size_t head_ = 0, size_ = 0;
+};
+
+// Serialization time of `bytes` at `bps`, in ps.
+Time serialization(uint64_t bytes, uint64_t bps) {
+  return static_cast<Time>((static_cast<__uint128_t>(bytes) * 8 * kPicosPerSecond) / bps);
+}
+
+uint32_t mix32(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return static_cast<uint32_t>(x);
+}
+
+}  // namespace
+
+const char* transport_name(TransportKind k) {
+  switch (k) {
+    case TransportKind::kMrc: return "mrc";
+    case TransportKind::kMrcOblivious: return "mrc_oblivious";
+    case TransportKind::kRoce: return "roce";
+  }
+  return "?";
+}
+
+// An egress port and the directed link behind it.
+struct Port {
+  uint32_t peer = 0;         // switch index, or host id when peer_is_host
+  uint32_t peer_port = 0;    // ingress port number at the peer
+  bool peer_is_host = false;
+  uint64_t bps = 0;
+  Time delay = 0;
+  Time busy_until = 0;
+  bool free_pending = false; // a kPortFree event is scheduled
+  bool up = true;
+  bool blackhole = false;
+  bool paused = false;       // PFC: the peer paused our low-priority queue
+  double loss = 0;
+  uint32_t link_id = UINT32_MAX;  // sampled links only
+  PacketFifo low, high;
+  uint64_t queue_bytes = 0;
+  uint64_t tx_bytes = 0;
+  uint64_t sampled_tx_bytes = 0;
+};
+
+struct Switch {
+  enum Kind : uint8_t { kLeaf, kSpine } kind = kLeaf;
+  uint32_t plane = 0, index = 0;
+  uint32_t partition = 0;
+  std::vector<Port> ports;
+  std::vector<uint64_t> ingress_bytes;  // PFC: bytes queued here that came in on port i
+  std::vector<uint8_t> pause_sent;
+};
+
+struct HostPort {
+  uint32_t leaf = 0;         // switch index
+  uint32_t leaf_port = 0;
+  uint64_t bps = 0;
+  Time delay = 0;
+  Time busy_until = 0;
+  bool up = true;
+  bool blackhole = false;
+  bool paused = false;
+  double loss = 0;
+};
+
+struct QpPair {
+  uint32_t local_qpn = 0;
+  uint32_t remote_qpn = 0;
+};
+
+struct Host {
+  std::unique_ptr<Engine> engine;
+  std::vector<HostPort> ports;
+  Time timer_at = kNever;
+  MemoryKeys keys;
+  std::unordered_map<uint64_t, QpPair> qps;  // (peer << 8 | plane) -> QP pair
+};
+
+struct FlowState {
+  uint32_t parts_left = 0;
+  bool failed = false;
+};
+
+struct FaultAction {
+  enum Kind : uint8_t { kLinkState, kBlackhole, kLoss, kRate } kind = kLinkState;
+  LinkRef link;
+  bool host_side = false;    // acts on the host end of a host link (partition 0)
+  bool flag = false;         // up / blackhole on
+  double value = 0;          // loss probability
+  uint64_t bps = 0;
+};
+
+struct Simulation::Impl {
+  SimConfig cfg;
+  uint32_t H = 0, U = 0, S = 0, L = 0, P = 0, k_parallel = 1;
+  Time base_rtt = 0;
+  uint64_t queue_bytes = 0, ecn_kmin = 0, ecn_kmax = 0, trim_threshold = 0;
+  uint64_t pfc_xoff = 0, pfc_xon = 0;
+  Time lookahead = 0;
+  uint32_t num_partitions = 1;
+
+  std::vector<Switch> switches;   // plane-major: leaves then spines
+  std::vector<Host> hosts;
+  std::vector<SimPacket> packets;
+  std::vector<uint32_t> free_packets;
+
+  std::vector<EventQueue> queues;            // one per partition
+  std::vector<uint64_t> seq;                 // per partition
+  std::vector<Rng> rngs;                     // per partition
+  uint32_t cur_partition = 0;
+  Time now = 0;
+  uint64_t events = 0;
+
+  std::vector<FlowResult> flows;
+  std::vector<FlowState> flow_state;
+  std::vector<std::function<void(const FlowResult&)>> flow_cbs;
+  std::function<void(Time, uint64_t)> progress_cb;
+
+  std::vector<FaultAction> faults;
+  // ECMP routing view: links (plane, leaf, uplink) that routing has withdrawn.
+  std::vector<uint8_t> route_down;  // index (plane * L + leaf) * U + uplink
+  std::vector<uint32_t> route_down_count;  // per plane
+
+  std::vector<LinkSample> samples;
+  std::vector<EvEvent> ev_events;
+  SimStats counters;
+
+  std::unique_ptr<wire::PcapWriter> pcap;
+  std::vector<uint8_t> pcap_hosts;
+
+  // ---- helpers ----
+  uint32_t leaf_index(uint32_t plane, uint32_t leaf) const { return plane * (L + S) + leaf; }
+  uint32_t spine_index(uint32_t plane, uint32_t spine) const {
+    return plane * (L + S) + L + spine;
+  }
+  uint32_t leaf_of(HostId h) const { return h / H; }
+  uint32_t plane_partition(uint32_t plane) const { return num_partitions == 1 ? 0 : 1 + plane; }
+
+  void schedule(uint32_t partition, Time t, uint32_t type, uint32_t a = 0, uint32_t b = 0,
+                uint32_t c = 0) {
+    SimEvent e;
+    e.time = t;
+    e.key = (static_cast<uint64_t>(cur_partition) << 48) | seq[cur_partition]++;
+    e.type = type;
+    e.a = a;
+    e.b = b;
+    e.c = c;
+    queues[partition].push(e);
+  }
+
+  uint32_t alloc_packet() {
+    if (!free_packets.empty()) {
+      const uint32_t i = free_packets.back();
+      free_packets.pop_back();
+      return i;
+    }
+    packets.emplace_back();
+    return static_cast<uint32_t>(packets.size() - 1);
+  }
+  void free_packet(uint32_t i) { free_packets.push_back(i); }
+
+  Status build();
+  void build_paths(HostId src, HostId dst, uint32_t plane, QpAttr& a);
+  Result<QpPair> qp_for(HostId src, HostId dst, uint32_t plane);
+
+  // data path
+  void service_host(HostId h);
+  void send_from_host(HostId h, const TxPacket& tx);
+  void host_arrive(HostId h, uint32_t pkt);
+  uint32_t forward(const Switch& sw, const SimPacket& p);
+  void switch_arrive(uint32_t sw, uint32_t ingress, uint32_t pkt);
+  void start_tx(uint32_t sw, uint32_t port);
+  void send_pause(uint32_t sw, uint32_t ingress, bool pause);
+  void handle_pause(uint32_t node, uint32_t port, bool pause);
+
+  // flows, faults, sampling
+  void flow_start(FlowId f);
+  void on_completion(HostId h, const Completion& c);
+  void apply_fault(uint32_t idx);
+  void route_update(uint32_t idx);
+  void sample(uint32_t plane);
+  void add_fault(FaultAction a, Time at);
+  void dispatch(const SimEvent& e);
+  Time run(Time until);
+  void tap(HostId h, const SimPacket& p);
+};
+
+// ---------------------------------------------------------------------------------------
+// 2. Topology.
+
+Status Simulation::Impl::build() {
+  const TopologyConfig& t = cfg.topo;
+  P = t.planes;
+  H = t.hosts_per_leaf ? t.hosts_per_leaf : t.radix / 2;
+  if (H == 0 || H >= t.radix) return fail(Error::kInvalidArgument);
+  U = t.radix - H;
+  L = (t.hosts + H - 1) / H;
+  S = t.spines ? t.spines : U;
+  if (S == 0 || U % S != 0) return fail(Error::kInvalidArgument);
+  k_parallel = U / S;
+  if (L * k_parallel > t.radix) return fail(Error::kInvalidArgument);  // spine ports
+  // Base RTT of the longest path: 4 links each way, a full MTU serialized per hop.
+  const uint32_t mtu_wire = cfg.transport.mtu + 120 + kIpUdpBytes + kEthernetOverhead;
+  const Time hop = t.link_delay + serialization(mtu_wire, t.link_bps);
+  base_rtt = 2 * (4 * hop + 3 * t.switch_latency);
+  const uint64_t bdp = static_cast<uint64_t>(
+      static_cast<__uint128_t>(t.link_bps) * base_rtt / (8 * kPicosPerSecond));
+  const SwitchConfig& sw = cfg.sw;
+  queue_bytes = sw.queue_bytes ? sw.queue_bytes : std::max<uint64_t>(bdp, 4 * mtu_wire);
+  ecn_kmin = sw.ecn_kmin_bytes ? sw.ecn_kmin_bytes : queue_bytes / 5;
+  ecn_kmax = sw.ecn_kmax_bytes ? sw.ecn_kmax_bytes : queue_bytes * 4 / 5;
+  trim_threshold = sw.trim_threshold_bytes ? sw.trim_threshold_bytes : queue_bytes;
+  pfc_xoff = sw.pfc_xoff_bytes ? sw.pfc_xoff_bytes : queue_bytes;
+  pfc_xon = sw.pfc_xon_bytes ? sw.pfc_xon_bytes : pfc_xoff / 2;
+  if (sw.pfc) queue_bytes = std::max(queue_bytes, 4 * pfc_xoff);  // lossless headroom
+
+  // Partitions: hosts in 0, plane p in 1 + p, when links give a lookahead.
+  lookahead = t.link_delay;
+  num_partitions = lookahead > 0 ? 1 + P : 1;
+  queues.clear();
+  for (uint32_t i = 0; i < num_partitions; ++i) {
+    queues.emplace_back();
+    rngs.emplace_back(cfg.seed * 0x9E3779B97F4A7C15ull + i);
+  }
+  seq.assign(num_partitions, 0);
+
+  switches.resize(static_cast<size_t>(P) * (L + S));
+  uint32_t link_id = 0;
+  const bool sample_links = cfg.sample_interval > 0 &&
+                            static_cast<uint64_t>(P) * L * U * 2 <= 65536;
+  for (uint32_t p = 0; p < P; ++p) {
+    for (uint32_t l = 0; l < L; ++l) {
+      Switch& s = switches[leaf_index(p, l)];
+      s.kind = Switch::kLeaf;
+      s.plane = p;
+      s.index = l;
+      s.partition = plane_partition(p);
+      s.ports.resize(H + U);
+      for (uint32_t i = 0; i < H; ++i) {
+        Port& port = s.ports[i];
+        port.peer = l * H + i;
+        port.peer_port = p;
+        port.peer_is_host = true;
+      }
+      for (uint32_t u = 0; u < U; ++u) {
+        Port& port = s.ports[H + u];
+        const uint32_t spine = u % S, lane = u / S;
+        port.peer = spine_index(p, spine);
+        port.peer_port = l * k_parallel + lane;
+        if (sample_links) port.link_id = link_id++;
+      }
+    }
+    for (uint32_t sp = 0; sp < S; ++sp) {
+      Switch& s = switches[spine_index(p, sp)];
+      s.kind = Switch::kSpine;
+      s.plane = p;
+      s.index = sp;
+      s.partition = plane_partition(p);
+      s.ports.resize(static_cast<size_t>(L) * k_parallel);
+      for (uint32_t l = 0; l < L; ++l) {
+        for (uint32_t lane = 0; lane < k_parallel; ++lane) {
+          Port& port = s.ports[l * k_parallel + lane];
+          port.peer = leaf_index(p, l);
+          port.peer_port = H + lane * S + sp;
+          if (sample_links) port.link_id = link_id++;
+        }
+      }
+    }
+  }
+  for (Switch& s : switches) {
+    for (Port& port : s.ports) {
+      port.bps = t.link_bps;
+      port.delay = t.link_delay;
+    }
+    s.ingress_bytes.assign(s.ports.size(), 0);
+    s.pause_sent.assign(s.ports.size(), 0);
+  }
+  route_down.assign(static_cast<size_t>(P) * L * U, 0);
+  route_down_count.assign(P, 0);
+
+  hosts.resize(t.hosts);
+  for (HostId h = 0; h < t.hosts; ++h) {
+    Host& host = hosts[h];
+    EngineConfig ec;
+    ec.num_ports = static_cast<uint8_t>(P);
+    ec.seed = cfg.seed * 1000003 + h;
+    ec.max_qps = 1024;
+    ec.completion_capacity = 256;
+    ec.event_capacity = 256;
+    ec.ack_every = cfg.transport.ack_every;
+    host.engine = std::make_unique<Engine>(ec);
+    // One phantom region covers all of this GPU's memory: placement is counted, not copied.
+    host.keys = *host.engine->register_memory(nullptr, 1ull << 60, 0, kLocalWrite | kRemoteWrite);
+    host.ports.resize(P);
+    for (uint32_t p = 0; p < P; ++p) {
+      HostPort& hp = host.ports[p];
+      hp.leaf = leaf_index(p, leaf_of(h));
+      hp.leaf_port = h % H;
+      hp.bps = t.link_bps;
+      hp.delay = t.link_delay;
+    }
+  }
+  if (cfg.sample_interval > 0 && sample_links) {
+    for (uint32_t p = 0; p < P; ++p) schedule(plane_partition(p), cfg.sample_interval, kSample, p);
+  }
+  return {};
+}
+
+// The paths of a QP from src to dst on `plane` (RoCE: one QP per plane) or on every plane
+// (MRC: plane = UINT32_MAX).
+void Simulation::Impl::build_paths(HostId src, HostId dst, uint32_t plane, QpAttr& a) {
+  const TransportConfig& tc = cfg.transport;
+  Rng rng(cfg.seed ^ (static_cast<uint64_t>(src) << 32 | dst) ^ 0xA5A5A5A5ull);
+  auto entropy_ev = [&](uint32_t v) {
+    ev::ExpandedEv e{};
+    e[0] = static_cast<uint8_t>(v >> 24);
+    e[1] = static_cast<uint8_t>(v >> 16);
+    e[2] = static_cast<uint8_t>(v >> 8);
+    e[3] = static_cast<uint8_t>(v);
+    return e;
+  };
+  if (tc.kind == TransportKind::kRoce) {
+    PathDesc d;
+    d.port = static_cast<uint8_t>(plane);
+    d.ev = entropy_ev(static_cast<uint32_t>(rng.next()));
+    a.paths.push_back(d);
+    a.ev_min_active = 1;
+    return;
+  }
+  const uint32_t per_plane = tc.evs_per_plane ? std::min(tc.evs_per_plane, S) : std::min(S, 64u);
+  const bool same_leaf = leaf_of(src) == leaf_of(dst);
+  for (uint32_t e = 0; e < per_plane; ++e) {
+    for (uint32_t p = 0; p < P; ++p) {
+      PathDesc d;
+      d.port = static_cast<uint8_t>(p);
+      if (tc.path_mode == PathMode::kSrv6) {
+        // EV e names spine e*S/per_plane (spread evenly); the destination's leaf and host
+        // uSIDs follow. Same-leaf destinations need no spine.
+        const uint16_t spine = static_cast<uint16_t>(kSpineUsidBase + e * S / per_plane);
+        const uint16_t leaf = static_cast<uint16_t>(kLeafUsidBase + leaf_of(dst));
+        const uint16_t host = static_cast<uint16_t>(kHostUsidBase + dst % H);
+        std::vector<uint16_t> usids;
+        if (!same_leaf) usids.push_back(spine);
+        usids.push_back(leaf);
+        usids.push_back(host);
+        d.ev = *ev::srv6_carrier(kLocatorBlock, usids);
+      } else {
+        d.ev = entropy_ev(static_cast<uint32_t>(rng.next()));
+      }
+      a.paths.push_back(d);
+    }
+  }
+  a.ev_min_active = std::max<uint32_t>(1, static_cast<uint32_t>(a.paths.size()) / 8);
+}
+
+Result<QpPair> Simulation::Impl::qp_for(HostId src, HostId dst, uint32_t plane) {
+  const uint64_t key = (static_cast<uint64_t>(dst) << 8) | (plane & 0xFF);
+  auto it = hosts[src].qps.find(key);
+  if (it != hosts[src].qps.end()) return it->second;
+  const TransportConfig& tc = cfg.transport;
+  Engine& es = *hosts[src].engine;
+  Engine& ed = *hosts[dst].engine;
+  QpCreateAttr ca;
+  ca.sq_depth = 256;
+  ca.rq_depth = 256;
+  auto qs = es.create_qp(ca);
+  auto qd = ed.create_qp(ca);
+  if (!qs || !qd) return fail(Error::kNoResources);
+  const uint64_t link = static_cast<uint64_t>(tc.kind == TransportKind::kRoce ? 1 : P) *
+                        cfg.topo.link_bps;
+  const uint64_t bdp = static_cast<uint64_t>(
+      static_cast<__uint128_t>(link) * base_rtt / (8 * kPicosPerSecond));
+  for (int side = 0; side < 2; ++side) {
+    Engine& e = side == 0 ? es : ed;
+    const HostId me = side == 0 ? src : dst, peer = side == 0 ? dst : src;
+    QpAttr a;
+    a.transport = tc.kind == TransportKind::kRoce ? TransportMode::kRoce : TransportMode::kMrc;
+    build_paths(me, peer, plane, a);
+    a.path_policy.ecn_steering = tc.kind == TransportKind::kMrc;
+    a.path_policy.ecn_cooldown = tc.ecn_cooldown ? tc.ecn_cooldown : base_rtt;
+    a.path_policy.probe_interval = tc.probe_interval;
+    CcAlgorithm alg = tc.cc;
+    if (tc.kind == TransportKind::kRoce && alg == CcAlgorithm::kNscc) alg = CcAlgorithm::kDcqcn;
+    a.cc.algorithm = alg;
+    a.cc.nscc.base_rtt = base_rtt;
+    a.cc.nscc.link_bps = link;
+    a.cc.nscc.mtu = tc.mtu;
+    a.cc.dcqcn.line_rate_bps = link;
+    a.cc.dcqcn.mtu = tc.mtu;
+    a.cc.fixed_window = 2 * bdp;
+    a.dest_qpn = side == 0 ? *qd : *qs;
+    a.peer = peer;
+    a.path_mtu = tc.mtu;
+    uint32_t mpr = tc.mpr;
+    if (mpr == 0) {
+      // Room for 4 BDPs of PSNs: the window plus reordering and retransmissions.
+      const uint64_t psns = 4 * bdp / tc.mtu + 128;
+      mpr = static_cast<uint32_t>(std::clamp<uint64_t>((psns + 127) / 128, 1, 255));
+    }
+    a.mpr = a.mpr_dest = static_cast<uint8_t>(mpr);
+    a.max_wimm = a.max_wimm_dest = 256;
+    a.timeout = tc.timeout;
+    a.retry_linear = 7;
+    a.retry_exp = 7;
+    if (auto s = e.modify_qp(now, side == 0 ? *qs : *qd, QpState::kInit, a); !s) return fail(s.error());
+    if (auto s = e.modify_qp(now, side == 0 ? *qs : *qd, QpState::kRtr, a); !s) return fail(s.error());
+    if (auto s = e.modify_qp(now, side == 0 ? *qs : *qd, QpState::kRts, a); !s) return fail(s.error());
+  }
+  const QpPair fwd{*qs, *qd};
+  hosts[src].qps[key] = fwd;
+  hosts[dst].qps[(static_cast<uint64_t>(src) << 8) | (plane & 0xFF)] = QpPair{*qd, *qs};
+  return fwd;
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. Forwarding.
+
+uint32_t Simulation::Impl::forward(const Switch& sw, const SimPacket& p) {
+  const uint32_t dst_leaf = leaf_of(p.dst);
+  if (sw.kind == Switch::kSpine) {
+    // Spine: the active uSID after its own End is the destination leaf; ECMP spines have one
+    // route per leaf too. Parallel links are chosen by the packet's entropy.
+    const uint32_t lane = k_parallel > 1 ? mix32(p.entropy ^ sw.index) % k_parallel : 0;
+    return dst_leaf * k_parallel + lane;
+  }
+  if (sw.index == dst_leaf) return p.dst % H;  // host-facing port
+  const uint32_t lane_pick = k_parallel > 1 ? mix32(p.entropy + 7) % k_parallel : 0;
+  if (cfg.transport.path_mode == PathMode::kSrv6 && cfg.transport.kind != TransportKind::kRoce) {
+    // Static uSID route: the spine the sender chose. Never rerouted.
+    const uint32_t spine = p.spine == kNoSpine ? 0 : p.spine % S;
+    return H + lane_pick * S + spine;
+  }
+  // ECMP over the uplinks the routing view still lists.
+  const uint32_t h = mix32((static_cast<uint64_t>(p.entropy) << 32) ^
+                           (static_cast<uint64_t>(p.src) << 20) ^ p.dst ^
+                           (static_cast<uint64_t>(sw.index + 1) << 52));
+  if (route_down_count[sw.plane] == 0) return H + h % U;
+  uint32_t alive[1024];
+  uint32_t n = 0;
+  const size_t base = static_cast<size_t>(sw.plane) * L;
+  for (uint32_t u = 0; u < U && n < 1024; ++u) {
+    const uint32_t spine = u % S;
+    // Usable if our link to the spine is up and the spine still reaches the destination
+    // leaf (on the same lane), as routing sees it.
+    if (route_down[(base + sw.index) * U + u]) continue;
+    if (route_down[(base + dst_leaf) * U + (u / S) * S + spine]) continue;
+    alive[n++] = u;
+  }
+  if (n == 0) return H + h % U;  // no route: the packet dies on a dead link
+  return H + alive[h % n];
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. Data path.
+
+void Simulation::Impl::service_host(HostId h) {
+  Host& host = hosts[h];
+  Engine& e = *host.engine;
+  uint32_t mask = 0;
+  for (uint32_t p = 0; p < P; ++p) {
+    const HostPort& hp = host.ports[p];
+    if (hp.busy_until <= now && !hp.paused) mask |= 1u << p;
+  }
+  TxPacket tx;
+  while (mask && e.poll_transmit(now, mask, tx)) {
+    send_from_host(h, tx);
+    mask &= ~(1u << tx.port);
+  }
+  Completion c;
+  while (e.poll_completion(c)) on_completion(h, c);
+  Event ev;
+  while (e.poll_event(ev)) {
+    if (ev.type == mrc::EventType::kEvStateChange) {
+      ev_events.push_back(EvEvent{now, h, ev.qpn, ev.ev_index, ev.port, ev.from, ev.to});
+    }
+  }
+  const Time d = e.next_deadline();
+  if (d < host.timer_at) {
+    host.timer_at = d;
+    schedule(0, std::max(d, now), kHostTimer, h);
+  }
+}
+
+void Simulation::Impl::send_from_host(HostId h, const TxPacket& tx) {
+  Host& host = hosts[h];
+  HostPort& hp = host.ports[tx.port];
+  const uint32_t idx = alloc_packet();
+  SimPacket& p = packets[idx];
+  p.tp = tx.pkt;
+  p.tp.payload = nullptr;
+  p.wire_bytes = tx.transport_bytes + kIpUdpBytes + kEthernetOverhead;
+  p.src = h;
+  p.dst = tx.peer;
+  p.plane = tx.port;
+  p.ingress = 0;
+  const bool data = tx.pkt.bth.opcode == wire::Opcode::kWriteOnly ||
+                    tx.pkt.bth.opcode == wire::Opcode::kWriteOnlyImm;
+  p.flags = data ? kEct : kHigh;
+  p.entropy = (static_cast<uint32_t>((*tx.ev)[0]) << 24) | ((*tx.ev)[1] << 16) |
+              ((*tx.ev)[2] << 8) | (*tx.ev)[3];
+  p.spine = kNoSpine;
+  if (cfg.transport.path_mode == PathMode::kSrv6 && cfg.transport.kind != TransportKind::kRoce) {
+    const uint16_t first = ev::usid_at(*tx.ev, 0);
+    if (first >= kSpineUsidBase) p.spine = static_cast<uint16_t>(first - kSpineUsidBase);
+  }
+  if (pcap && pcap_hosts[h]) tap(h, p);
+  const Time ser = serialization(p.wire_bytes, hp.bps);
+  hp.busy_until = now + ser;
+  schedule(0, hp.busy_until, kHostPortFree, h, tx.port);
+  if (!hp.up || hp.blackhole || (hp.loss > 0 && rngs[cur_partition].chance(hp.loss))) {
+    ++counters.fault_drops;
+    ++counters.drops;
+    free_packet(idx);
+    return;
+  }
+  const Switch& leaf = switches[hp.leaf];
+  schedule(leaf.partition, now + ser + hp.delay + cfg.topo.switch_latency, kSwitchArrive,
+           hp.leaf, hp.leaf_port, idx);
+}
+
+void Simulation::Impl::host_arrive(HostId h, uint32_t idx) {
+  SimPacket& p = packets[idx];
+  if (pcap && pcap_hosts[h]) tap(h, p);
+  RxPacket rx;
+  rx.port = p.plane;
+  rx.ecn_ce = p.flags & kCe;
+  rx.trimmed = p.flags & kTrimmed;
+  rx.pkt = p.tp;
+  free_packet(idx);
+  (void)hosts[h].engine->on_packet(now, rx);
+  service_host(h);
+}
+
+void Simulation::Impl::switch_arrive(uint32_t swi, uint32_t ingress, uint32_t idx) {
+  Switch& sw = switches[swi];
+  SimPacket& p = packets[idx];
+  const uint32_t egress = forward(sw, p);
+  Port& out = sw.ports[egress];
+  p.ingress = ingress;
+  bool high = p.flags & kHigh;
+  const SwitchConfig& sc = cfg.sw;
+  if (!high) {
+    if (sc.trimming && out.queue_bytes + p.wire_bytes > trim_threshold) {
+      // Trim: forward the headers at high priority; the receiver NACKs, the sender resends.
+      const uint32_t header = p.wire_bytes - p.tp.payload_len;
+      p.wire_bytes = header;
+      p.tp.payload_len = 0;
+      p.flags = static_cast<uint8_t>((p.flags | kTrimmed | kHigh) & ~kCe);
+      high = true;
+      ++counters.trims;
+    } else if (!sc.pfc && out.queue_bytes + p.wire_bytes > queue_bytes) {
+      ++counters.drops;
+      free_packet(idx);
+      return;
+    } else if (p.flags & kEct) {
+      // RED-style marking on the queue the packet joins.
+      const uint64_t q = out.queue_bytes;
+      if (q >= ecn_kmax) {
+        p.flags |= kCe;
+      } else if (q > ecn_kmin) {
+        const double prob = cfg.sw.ecn_pmax * static_cast<double>(q - ecn_kmin) /
+                            static_cast<double>(ecn_kmax - ecn_kmin);
+        if (rngs[cur_partition].chance(prob)) p.flags |= kCe;
+      }
+      if (p.flags & kCe) ++counters.ecn_marks;
+    }
+  }
+  if (high && out.queue_bytes + p.wire_bytes > 4 * queue_bytes) {
+    ++counters.drops;  // even headers have a limit
+    free_packet(idx);
+    return;
+  }
+  if (high) {
+    out.high.push(idx);
+  } else {
+    out.low.push(idx);
+    if (sc.pfc) {
+      sw.ingress_bytes[ingress] += p.wire_bytes;
+      if (!sw.pause_sent[ingress] && sw.ingress_bytes[ingress] > pfc_xoff) {
+        sw.pause_sent[ingress] = 1;
+        send_pause(swi, ingress, true);
+      }
+    }
+  }
+  out.queue_bytes += p.wire_bytes;
+  if (out.busy_until <= now) {
+    start_tx(swi, egress);
+  } else if (!out.free_pending) {
+    out.free_pending = true;
+    schedule(sw.partition, out.busy_until, kPortFree, swi, egress);
+  }
+}
+
+void Simulation::Impl::start_tx(uint32_t swi, uint32_t port_index) {
+  Switch& sw = switches[swi];
+  Port& out = sw.ports[port_index];
+  uint32_t idx;
+  if (!out.high.empty()) {
+    idx = out.high.pop();
+  } else if (!out.low.empty() && !out.paused) {
+    idx = out.low.pop();
+  } else {
+    return;
+  }
+  SimPacket& p = packets[idx];
+  out.queue_bytes -= p.wire_bytes;
+  if (cfg.sw.pfc && !(p.flags & kHigh)) {
+    uint64_t& b = sw.ingress_bytes[p.ingress];
+    b -= std::min<uint64_t>(b, p.wire_bytes);
+    if (sw.pause_sent[p.ingress] && b < pfc_xon) {
+      sw.pause_sent[p.ingress] = 0;
+      send_pause(swi, p.ingress, false);
+    }
+  }
+  const Time ser = serialization(p.wire_bytes, out.bps);
+  out.busy_until = now + ser;
+  out.tx_bytes += p.wire_bytes;
+  if (!out.high.empty() || (!out.low.empty() && !out.paused)) {
+    out.free_pending = true;
+    schedule(sw.partition, out.busy_until, kPortFree, swi, port_index);
+  } else {
+    out.free_pending = false;
+  }
+  if (!out.up || out.blackhole || (out.loss > 0 && rngs[cur_partition].chance(out.loss))) {
+    ++counters.fault_drops;
+    ++counters.drops;
+    free_packet(idx);
+    return;
+  }
+  const Time arrive = now + ser + out.delay;
+  if (out.peer_is_host) {
+    schedule(0, arrive, kHostArrive, out.peer, 0, idx);
+  } else {
+    schedule(switches[out.peer].partition, arrive + cfg.topo.switch_latency, kSwitchArrive,
+             out.peer, out.peer_port, idx);
+  }
+}
+
+// PFC (IEEE 802.1Qbb): ask the upstream end of `ingress` to pause (or resume) its
+// low-priority queue. The frame takes one link delay.
+void Simulation::Impl::send_pause(uint32_t swi, uint32_t ingress, bool pause) {
+  const Switch& sw = switches[swi];
+  if (pause) ++counters.pfc_pauses;
+  if (sw.kind == Switch::kLeaf && ingress < H) {
+    const HostId h = sw.index * H + ingress;
+    if (h < hosts.size()) schedule(0, now + cfg.topo.link_delay, kPause, h | kHostBit, sw.plane, pause);
+    return;
+  }
+  const Port& back = sw.ports[ingress];
+  schedule(switches[back.peer].partition, now + back.delay, kPause, back.peer, back.peer_port,
+           pause);
+}
+
+void Simulation::Impl::handle_pause(uint32_t node, uint32_t port, bool pause) {
+  if (node & kHostBit) {
+    const HostId h = node & ~kHostBit;
+    hosts[h].ports[port].paused = pause;
+    if (!pause) service_host(h);
+    return;
+  }
+  Port& out = switches[node].ports[port];
+  out.paused = pause;
+  if (!pause && out.busy_until <= now) start_tx(node, port);
+}
+
+// ---------------------------------------------------------------------------------------
+// 5. Flows, faults, sampling, the event loop.
+
+void Simulation::Impl::flow_start(FlowId f) {
+  const FlowSpec& s = flows[f].spec;
+  const bool roce = cfg.transport.kind == TransportKind::kRoce;
+  const uint32_t parts = roce ? P : 1;
+  flow_state[f].parts_left = parts;
+  for (uint32_t part = 0; part < parts; ++part) {
+    const uint32_t plane = roce ? part : 0xFF;
+    auto qp = qp_for(s.src, s.dst, plane);
+    uint64_t bytes = s.bytes / parts + (part < s.bytes % parts ? 1 : 0);
+    if (!qp) {
+      flow_state[f].failed = true;
+      --flow_state[f].parts_left;
+      continue;
+    }
+    if (s.with_imm) (void)hosts[s.dst].engine->post_recv(qp->remote_qpn, f);
+    WriteWr w;
+    w.wr_id = (static_cast<uint64_t>(f) << 8) | part;
+    w.opcode = s.with_imm ? WrOpcode::kWriteImm : WrOpcode::kWrite;
+    w.lkey = hosts[s.src].keys.lkey;
+    w.length = bytes;
+    w.rkey = hosts[s.dst].keys.rkey;
+    w.imm = f;
+    if (!hosts[s.src].engine->post_write(now, qp->local_qpn, w)) {
+      flow_state[f].failed = true;
+      --flow_state[f].parts_left;
+    }
+  }
+  if (flow_state[f].parts_left == 0) {
+    FlowResult& r = flows[f];
+    r.end = now;
+    r.fct = now - s.start;
+    r.ok = false;
+    for (auto& cb : flow_cbs) cb(r);
+  }
+  service_host(s.src);
+}
+
+void Simulation::Impl::on_completion(HostId h, const Completion& c) {
+  if (c.opcode == WcOpcode::kRecvImm) return;
+  (void)h;
+  const FlowId f = static_cast<FlowId>(c.wr_id >> 8);
+  if (f >= flows.size()) return;
+  FlowState& st = flow_state[f];
+  if (c.status != WcStatus::kSuccess) st.failed = true;
+  if (st.parts_left == 0 || --st.parts_left > 0) return;
+  FlowResult& r = flows[f];
+  r.end = now;
+  r.fct = now - r.spec.start;
+  r.ok = !st.failed;
+  for (auto& cb : flow_cbs) cb(r);
+}
+
+void Simulation::Impl::add_fault(FaultAction a, Time at) {
+  // Host links have two ends in different partitions: one action for each.
+  if (a.link.kind == LinkRef::kHostLeaf && a.kind == FaultAction::kLinkState) {
+    FaultAction host_side = a;
+    host_side.host_side = true;
+    faults.push_back(host_side);
+    schedule(0, at, kFault, static_cast<uint32_t>(faults.size() - 1));
+  } else if (a.link.kind == LinkRef::kHostLeaf) {
+    FaultAction host_side = a;
+    host_side.host_side = true;
+    faults.push_back(host_side);
+    schedule(0, at, kFault, static_cast<uint32_t>(faults.size() - 1));
+  }
+  faults.push_back(a);
+  schedule(plane_partition(a.link.plane), at, kFault, static_cast<uint32_t>(faults.size() - 1));
+}
+
+void Simulation::Impl::apply_fault(uint32_t idx) {
+  const FaultAction& a = faults[idx];
+  const LinkRef& l = a.link;
+  auto apply = [&](auto& port) {
+    switch (a.kind) {
+      case FaultAction::kLinkState: port.up = a.flag; break;
+      case FaultAction::kBlackhole: port.blackhole = a.flag; break;
+      case FaultAction::kLoss: port.loss = a.value; break;
+      case FaultAction::kRate: port.bps = a.bps; break;
+    }
+  };
+  if (l.kind == LinkRef::kHostLeaf) {
+    if (a.host_side) {
+      apply(hosts[l.a].ports[l.plane]);
+      // The NIC sees its own link go down (loss of signal) and tells the engine.
+      if (a.kind == FaultAction::kLinkState) {
+        hosts[l.a].engine->set_port_up(now, static_cast<uint8_t>(l.plane), a.flag);
+        service_host(l.a);
+      }
+    } else {
+      Switch& leaf = switches[leaf_index(l.plane, leaf_of(l.a))];
+      apply(leaf.ports[l.a % H]);
+      if (a.kind == FaultAction::kLinkState && a.flag) start_tx(leaf_index(l.plane, leaf_of(l.a)), l.a % H);
+    }
+    return;
+  }
+  // Leaf-spine link: both directions. Switches never reroute in SRv6 mode; in ECMP mode the
+  // routing view follows after the convergence delay.
+  const uint32_t leaf_sw = leaf_index(l.plane, l.a);
+  const uint32_t spine = l.b % S, lane = l.b / S;
+  Port& up_port = switches[leaf_sw].ports[H + lane * S + spine];
+  const uint32_t spine_sw = spine_index(l.plane, spine);
+  Port& down_port = switches[spine_sw].ports[l.a * k_parallel + lane];
+  apply(up_port);
+  apply(down_port);
+  if (a.kind == FaultAction::kLinkState) {
+    if (a.flag) {
+      start_tx(leaf_sw, H + lane * S + spine);
+      start_tx(spine_sw, l.a * k_parallel + lane);
+    }
+    if (cfg.transport.path_mode == PathMode::kEcmp || cfg.transport.kind == TransportKind::kRoce) {
+      if (cfg.transport.routing_convergence != kNever) {
+        schedule(cur_partition, now + cfg.transport.routing_convergence, kRouteUpdate, idx);
+      }
+    }
+  }
+}
+
+void Simulation::Impl::route_update(uint32_t idx) {
+  const FaultAction& a = faults[idx];
+  const size_t i = (static_cast<size_t>(a.link.plane) * L + a.link.a) * U + a.link.b;
+  const uint8_t down = a.flag ? 0 : 1;
+  if (route_down[i] == down) return;
+  route_down[i] = down;
+  if (down) {
+    ++route_down_count[a.link.plane];
+  } else {
+    --route_down_count[a.link.plane];
+  }
+}
+
+void Simulation::Impl::sample(uint32_t plane) {
+  const Time interval = cfg.sample_interval;
+  for (uint32_t i = plane * (L + S); i < (plane + 1) * (L + S); ++i) {
+    for (Port& port : switches[i].ports) {
+      if (port.link_id == UINT32_MAX) continue;
+      const uint64_t bytes = port.tx_bytes - port.sampled_tx_bytes;
+      port.sampled_tx_bytes = port.tx_bytes;
+      const double cap = static_cast<double>(port.bps) * static_cast<double>(interval) /
+                         (8.0 * static_cast<double>(kPicosPerSecond));
+      samples.push_back(LinkSample{now, port.link_id, static_cast<float>(bytes / cap),
+                                   static_cast<uint32_t>(port.queue_bytes)});
+    }
+  }
+  // Keep sampling while anything is still going on.
+  bool busy = false;
+  for (const FlowResult& f : flows) busy |= f.end == kNever;
+  if (busy) schedule(plane_partition(plane), now + interval, kSample, plane);
+}
+
+void Simulation::Impl::tap(HostId h, const SimPacket& p) {
+  (void)h;
+  wire::Datagram d;
+  d.ip.traffic_class = static_cast<uint8_t>(((p.flags & kTrimmed) ? wire::kDscpTrimmed << 2 : wire::kDscpData << 2) |
+                                            ((p.flags & kCe) ? wire::kEcnCe : wire::kEcnEct0));
+  d.ip.flow_label = p.entropy >> 12;
+  d.ip.src = wire::usid_carrier(kLocatorBlock, std::array<uint16_t, 2>{
+                                                   static_cast<uint16_t>(kLeafUsidBase + leaf_of(p.src)),
+                                                   static_cast<uint16_t>(kHostUsidBase + p.src % H)});
+  d.ip.dst = wire::usid_carrier(kLocatorBlock, std::array<uint16_t, 2>{
+                                                   static_cast<uint16_t>(kLeafUsidBase + leaf_of(p.dst)),
+                                                   static_cast<uint16_t>(kHostUsidBase + p.dst % H)});
+  d.udp.src_port = static_cast<uint16_t>(0xC000 | (p.entropy & 0xFFF));
+  d.pkt = p.tp;
+  static thread_local std::vector<uint8_t> zeros;
+  if (zeros.size() < d.pkt.payload_len) zeros.assign(d.pkt.payload_len, 0);
+  d.pkt.payload = d.pkt.payload_len ? zeros.data() : nullptr;
+  std::vector<uint8_t> buf(wire::encoded_size(d));
+  if (auto n = wire::encode(d, buf)) (void)pcap->write(now, std::span(buf.data(), *n));
+}
+
+void Simulation::Impl::dispatch(const SimEvent& e) {
+  switch (e.type) {
+    case kFlowStart: flow_start(e.a); break;
+    case kHostArrive: host_arrive(e.a, e.c); break;
+    case kHostPortFree: service_host(e.a); break;
+    case kHostTimer:
+      if (hosts[e.a].timer_at == e.time) {
+        hosts[e.a].timer_at = kNever;
+        hosts[e.a].engine->on_timer(now);
+        service_host(e.a);
+      }
+      break;
+    case kSwitchArrive: switch_arrive(e.a, e.b, e.c); break;
+    case kPortFree: {
+      Port& out = switches[e.a].ports[e.b];
+      out.free_pending = false;
+      start_tx(e.a, e.b);
+      break;
+    }
+    case kPause: handle_pause(e.a, e.b, e.c != 0); break;
+    case kFault: apply_fault(e.a); break;
+    case kSample: sample(e.a); break;
+    case kRouteUpdate: route_update(e.a); break;
+  }
+}
+
+Time Simulation::Impl::run(Time until) {
+  uint64_t next_progress = events + (1u << 22);
+  while (true) {
+    Time t = kNever;
+    for (auto& q : queues) t = std::min(t, q.peek_time());
+    if (t == kNever || t > until) break;
+    // Conservative window: nothing sent across partitions arrives sooner than the lookahead.
+    const Time end = num_partitions > 1 ? t + lookahead : t + 1;
+    for (uint32_t pi = 0; pi < num_partitions; ++pi) {
+      EventQueue& q = queues[pi];
+      cur_partition = pi;
+      while (!q.empty() && q.peek_time() < end && q.peek_time() <= until) {
+        const SimEvent e = q.pop();
+        now = e.time;
+        ++events;
+        dispatch(e);
+      }
+    }
+    now = std::max(now, t);
+    if (progress_cb && events >= next_progress) {
+      progress_cb(now, events);
+      next_progress = events + (1u << 22);
+    }
+  }
+  return now;
+}
+
+// ---------------------------------------------------------------------------------------
+// Public API.
+
+Simulation::Simulation(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Simulation::~Simulation() = default;
+
+Result<std::unique_ptr<Simulation>> Simulation::create(const SimConfig& cfg) {
+  const TopologyConfig& t = cfg.topo;
+  if (t.hosts < 2 || t.planes == 0 || t.planes > 32 || t.radix < 2 || t.link_bps == 0 ||
+      cfg.transport.mtu < 64 || cfg.transport.mtu > 9000 || cfg.transport.ack_every == 0) {
+    return fail(Error::kInvalidArgument);
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->cfg = cfg;
+  if (cfg.transport.kind == TransportKind::kRoce) impl->cfg.transport.path_mode = PathMode::kEcmp;
+  if (auto s = impl->build(); !s) return fail(s.error());
+  return std::unique_ptr<Simulation>(new Simulation(std::move(impl)));
+}
+
+const SimConfig& Simulation::config() const { return impl_->cfg; }
+uint32_t Simulation::num_hosts() const { return static_cast<uint32_t>(impl_->hosts.size()); }
+uint32_t Simulation::num_leaves() const { return impl_->L; }
+uint32_t Simulation::num_spines() const { return impl_->S; }
+uint32_t Simulation::leaf_of(HostId h) const { return impl_->leaf_of(h); }
+
+Result<FlowId> Simulation::add_flow(const FlowSpec& spec) {
+  Impl& m = *impl_;
+  if (spec.src >= m.hosts.size() || spec.dst >= m.hosts.size() || spec.src == spec.dst ||
+      spec.bytes > (1ull << 31)) {
+    return fail(Error::kInvalidArgument);
+  }
+  FlowResult r;
+  r.id = static_cast<FlowId>(m.flows.size());
+  r.spec = spec;
+  r.spec.start = std::max(spec.start, m.now);
+  r.end = kNever;
+  // Ideal: the wire bytes at the NIC's full rate (every plane) plus one base RTT.
+  const uint64_t pkts = std::max<uint64_t>(1, (spec.bytes + m.cfg.transport.mtu - 1) / m.cfg.transport.mtu);
+  const uint64_t wire = spec.bytes + pkts * (52 + 4 + kIpUdpBytes + kEthernetOverhead);
+  r.ideal_fct = serialization(wire, m.cfg.topo.link_bps * m.P) + m.base_rtt;
+  m.flows.push_back(r);
+  m.flow_state.emplace_back();
+  const uint32_t saved = m.cur_partition;
+  m.cur_partition = 0;
+  m.schedule(0, r.spec.start, kFlowStart, r.id);
+  m.cur_partition = saved;
+  return r.id;
+}
+
+void Simulation::on_flow_complete(std::function<void(const FlowResult&)> cb) {
+  impl_->flow_cbs.push_back(std::move(cb));
+}
+
+namespace {
+FaultAction link_action(FaultAction::Kind k, LinkRef l, bool flag, double value = 0,
+                        uint64_t bps = 0) {
+  FaultAction a;
+  a.kind = k;
+  a.link = l;
+  a.flag = flag;
+  a.value = value;
+  a.bps = bps;
+  return a;
+}
+}  // namespace
+
+void Simulation::link_down(LinkRef l, Time at) {
+  impl_->add_fault(link_action(FaultAction::kLinkState, l, false), at);
+}
+void Simulation::link_up(LinkRef l, Time at) {
+  impl_->add_fault(link_action(FaultAction::kLinkState, l, true), at);
+}
+
+// Every link of a switch, as LinkRefs.
+static std::vector<LinkRef> switch_links(const Simulation& sim, SwitchRef s) {
+  std::vector<LinkRef> v;
+  const uint32_t H = sim.config().topo.hosts_per_leaf ? sim.config().topo.hosts_per_leaf
+                                                      : sim.config().topo.radix / 2;
+  const uint32_t U = sim.config().topo.radix - H;
+  if (s.kind == SwitchRef::kLeaf) {
+    for (uint32_t i = 0; i < H; ++i) {
+      const uint32_t h = s.index * H + i;
+      if (h < sim.num_hosts()) v.push_back(LinkRef{LinkRef::kHostLeaf, s.plane, h, 0});
+    }
+    for (uint32_t u = 0; u < U; ++u) v.push_back(LinkRef{LinkRef::kLeafSpine, s.plane, s.index, u});
+  } else {
+    const uint32_t S = sim.num_spines();
+    for (uint32_t l = 0; l < sim.num_leaves(); ++l) {
+      for (uint32_t u = s.index; u < U; u += S) v.push_back(LinkRef{LinkRef::kLeafSpine, s.plane, l, u});
+    }
+  }
+  return v;
+}
+
+void Simulation::switch_reboot(SwitchRef s, Time at, Time duration) {
+  for (const LinkRef& l : switch_links(*this, s)) {
+    link_down(l, at);
+    link_up(l, at + duration);
+  }
+}
+void Simulation::blackhole(LinkRef l, Time from, Time until) {
+  impl_->add_fault(link_action(FaultAction::kBlackhole, l, true), from);
+  if (until != kNever) impl_->add_fault(link_action(FaultAction::kBlackhole, l, false), until);
+}
+void Simulation::blackhole_switch(SwitchRef s, Time from, Time until) {
+  for (const LinkRef& l : switch_links(*this, s)) blackhole(l, from, until);
+}
+void Simulation::gray_loss(LinkRef l, double p, Time from, Time until) {
+  impl_->add_fault(link_action(FaultAction::kLoss, l, true, p), from);
+  if (until != kNever) impl_->add_fault(link_action(FaultAction::kLoss, l, true, 0), until);
+}
+void Simulation::degrade(LinkRef l, uint64_t bps, Time from, Time until) {
+  impl_->add_fault(link_action(FaultAction::kRate, l, true, 0, bps), from);
+  if (until != kNever) {
+    impl_->add_fault(link_action(FaultAction::kRate, l, true, 0, impl_->cfg.topo.link_bps), until);
+  }
+}
+void Simulation::flap(LinkRef l, Time start, Time period, uint32_t count) {
+  for (uint32_t i = 0; i < count; ++i) {
+    link_down(l, start + 2 * i * period);
+    link_up(l, start + (2 * i + 1) * period);
+  }
+}
+
+Time Simulation::run(Time until) { return impl_->run(until); }
+Time Simulation::now() const { return impl_->now; }
+void Simulation::on_progress(std::function<void(Time, uint64_t)> cb) { impl_->progress_cb = std::move(cb); }
+const std::vector<FlowResult>& Simulation::flows() const { return impl_->flows; }
+
+SimStats Simulation::stats() const {
+  SimStats s = impl_->counters;
+  s.events = impl_->events;
+  for (const Host& h : impl_->hosts) {
+    const EngineCounters& c = h.engine->counters();
+    s.data_packets += c.data_sent;
+    s.retransmits += c.retransmits;
+    s.ev_state_changes += c.ev_state_changes;
+    s.timeouts += c.timeouts;
+  }
+  for (const FlowResult& f : impl_->flows) s.qp_errors += (f.end != kNever && !f.ok) ? 1 : 0;
+  return s;
+}
+
+const std::vector<LinkSample>& Simulation::link_samples() const { return impl_->samples; }
+
+std::vector<std::string> Simulation::link_names() const {
+  const Impl& m = *impl_;
+  std::vector<std::string> names;
+  for (const Switch& s : m.switches) {
+    for (const Port& port : s.ports) {
+      if (port.link_id == UINT32_MAX) continue;
+      if (names.size() <= port.link_id) names.resize(port.link_id + 1);
+      const Switch& peer = m.switches[port.peer];
+      std::string n = "p";
+      n += std::to_string(s.plane);
+      n += s.kind == Switch::kLeaf ? "/leaf" : "/spine";
+      n += std::to_string(s.index);
+      n += peer.kind == Switch::kLeaf ? "->leaf" : "->spine";
+      n += std::to_string(peer.index);
+      names[port.link_id] = std::move(n);
+    }
+  }
+  return names;
+}
+
+const std::vector<EvEvent>& Simulation::ev_events() const { return impl_->ev_events; }
+
+Status Simulation::enable_pcap(const std::string& path, std::vector<HostId> which) {
+  auto w = wire::PcapWriter::open(path);
+  if (!w) return fail(w.error());
+  impl_->pcap = std::make_unique<wire::PcapWriter>(std::move(*w));
+  impl_->pcap_hosts.assign(impl_->hosts.size(), 0);
+  for (HostId h : which) {
+    if (h < impl_->hosts.size()) impl_->pcap_hosts[h] = 1;
+  }
+  return {};
+}
+
+}  // namespace mrc::sim

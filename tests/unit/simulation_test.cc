@@ -1,0 +1,142 @@
+// Fidelity tests of the fabric simulator (issue 3, section 7), on small fabrics.
+#include "sim/simulation.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+
+#include "transport/rng.h"
+
+namespace mrc::sim {
+namespace {
+
+SimConfig small_fabric(TransportKind kind, uint32_t hosts = 32, uint32_t planes = 2,
+                       uint32_t radix = 8) {
+  SimConfig c;
+  c.topo.hosts = hosts;
+  c.topo.planes = planes;
+  c.topo.radix = radix;
+  c.topo.link_bps = 100'000'000'000ull;
+  c.topo.link_delay = ns(500);
+  c.transport.kind = kind;
+  c.sample_interval = 0;
+  c.seed = 7;
+  return c;
+}
+
+std::unique_ptr<Simulation> make(const SimConfig& c) {
+  auto s = Simulation::create(c);
+  EXPECT_TRUE(s) << "create failed";
+  return std::move(*s);
+}
+
+std::vector<uint32_t> derangement(uint32_t n, uint64_t seed) {
+  std::vector<uint32_t> p(n);
+  std::iota(p.begin(), p.end(), 0);
+  Rng rng(seed);
+  do {
+    for (uint32_t i = n - 1; i > 0; --i) std::swap(p[i], p[rng.below(i + 1)]);
+  } while ([&] {
+    for (uint32_t i = 0; i < n; ++i)
+      if (p[i] == i) return true;
+    return false;
+  }());
+  return p;
+}
+
+double max_slowdown(const Simulation& s) {
+  double worst = 0;
+  for (const FlowResult& f : s.flows()) {
+    worst = std::max(worst, static_cast<double>(f.fct) / static_cast<double>(f.ideal_fct));
+  }
+  return worst;
+}
+
+TEST(Simulation, single_flow__reaches_97_percent_of_line_rate) {
+  auto sim = make(small_fabric(TransportKind::kMrc, 16, 2, 8));
+  ASSERT_TRUE(sim->add_flow(FlowSpec{0, 15, 8u << 20, 0, false, 0}));
+  sim->run(ms(50));
+  const FlowResult& f = sim->flows()[0];
+  ASSERT_TRUE(f.ok);
+  const double goodput = 8.0 * f.spec.bytes / (static_cast<double>(f.fct) / kPicosPerSecond);
+  // Payload goodput against the payload share of the line rate (headers take the rest).
+  const double payload_share = 4096.0 / (4096 + 52 + 4 + 48 + 38);
+  EXPECT_GE(goodput, 0.97 * 200e9 * payload_share) << "goodput " << goodput / 1e9 << " Gb/s";
+}
+
+TEST(Simulation, permutation__mrc_every_flow_within_1_3x_ideal) {
+  auto sim = make(small_fabric(TransportKind::kMrc));
+  const auto perm = derangement(32, 3);
+  for (uint32_t i = 0; i < 32; ++i) ASSERT_TRUE(sim->add_flow(FlowSpec{i, perm[i], 2u << 20, 0, false, 0}));
+  sim->run(ms(100));
+  for (const FlowResult& f : sim->flows()) ASSERT_TRUE(f.ok) << "flow " << f.id;
+  EXPECT_LE(max_slowdown(*sim), 1.3);
+  EXPECT_EQ(sim->stats().qp_errors, 0u);
+  std::printf("mrc permutation: max slowdown %.2f, events %llu, retx %llu, trims %llu, ecn %llu\n",
+              max_slowdown(*sim), (unsigned long long)sim->stats().events,
+              (unsigned long long)sim->stats().retransmits, (unsigned long long)sim->stats().trims,
+              (unsigned long long)sim->stats().ecn_marks);
+}
+
+TEST(Simulation, permutation__roce_ecmp_shows_hash_collisions) {
+  SimConfig c = small_fabric(TransportKind::kRoce);
+  auto sim = make(c);
+  const auto perm = derangement(32, 3);
+  for (uint32_t i = 0; i < 32; ++i) ASSERT_TRUE(sim->add_flow(FlowSpec{i, perm[i], 2u << 20, 0, false, 0}));
+  sim->run(ms(200));
+  for (const FlowResult& f : sim->flows()) ASSERT_TRUE(f.ok) << "flow " << f.id;
+  // Several flows share an uplink: the worst flow takes a multiple of its ideal time.
+  EXPECT_GE(max_slowdown(*sim), 1.8);
+  std::printf("roce permutation: max slowdown %.2f, drops %llu, ecn %llu\n", max_slowdown(*sim),
+              (unsigned long long)sim->stats().drops, (unsigned long long)sim->stats().ecn_marks);
+}
+
+TEST(Simulation, link_failure_and_spine_reboot__mrc_finishes_without_qp_errors) {
+  auto sim = make(small_fabric(TransportKind::kMrc));
+  const auto perm = derangement(32, 5);
+  for (uint32_t i = 0; i < 32; ++i) ASSERT_TRUE(sim->add_flow(FlowSpec{i, perm[i], 4u << 20, 0, false, 0}));
+  sim->link_down(LinkRef{LinkRef::kLeafSpine, 0, 1, 2}, us(30));
+  sim->switch_reboot(SwitchRef{SwitchRef::kSpine, 1, 3}, us(60), us(200));
+  sim->run(ms(200));
+  for (const FlowResult& f : sim->flows()) EXPECT_TRUE(f.ok) << "flow " << f.id;
+  EXPECT_EQ(sim->stats().qp_errors, 0u);
+  EXPECT_GT(sim->stats().fault_drops, 0u);
+  std::printf("failures: max slowdown %.2f, fault drops %llu, ev changes %llu, retx %llu\n",
+              max_slowdown(*sim), (unsigned long long)sim->stats().fault_drops,
+              (unsigned long long)sim->stats().ev_state_changes,
+              (unsigned long long)sim->stats().retransmits);
+}
+
+TEST(Simulation, incast_with_trimming__no_timeouts) {
+  auto sim = make(small_fabric(TransportKind::kMrc));
+  for (uint32_t i = 1; i < 17; ++i) ASSERT_TRUE(sim->add_flow(FlowSpec{i, 0, 512u << 10, 0, false, 0}));
+  sim->run(ms(100));
+  for (const FlowResult& f : sim->flows()) ASSERT_TRUE(f.ok);
+  EXPECT_GT(sim->stats().trims, 0u);
+  EXPECT_EQ(sim->stats().timeouts, 0u);
+  std::printf("incast 16->1: max slowdown %.2f, trims %llu, retx %llu\n", max_slowdown(*sim),
+              (unsigned long long)sim->stats().trims, (unsigned long long)sim->stats().retransmits);
+}
+
+TEST(Simulation, determinism__same_seed_same_results) {
+  auto run = [] {
+    auto sim = make(small_fabric(TransportKind::kMrc));
+    const auto perm = derangement(32, 9);
+    for (uint32_t i = 0; i < 32; ++i) (void)sim->add_flow(FlowSpec{i, perm[i], 1u << 20, 0, false, 0});
+    sim->link_down(LinkRef{LinkRef::kLeafSpine, 1, 0, 1}, us(20));
+    sim->run(ms(100));
+    std::vector<Time> ends;
+    for (const FlowResult& f : sim->flows()) ends.push_back(f.end);
+    const SimStats st = sim->stats();
+    ends.push_back(st.events);
+    ends.push_back(st.retransmits);
+    ends.push_back(st.trims);
+    return ends;
+  };
+  EXPECT_EQ(run(), run());
+}
+
+}  // namespace
+}  // namespace mrc::sim
