@@ -112,24 +112,31 @@ Result<ClosSizing> size_clos(const ClosParams& p) {
   s.worst_case_hops = 2 * s.tiers - 1;
 
   const uint64_t leaves = ceil_div(n, s.leaf_down);
+  const uint64_t boundary_links = leaves * s.leaf_up;  // links across every tier boundary
   s.switches_per_tier.push_back(leaves);
   uint64_t children = leaves;     // pods of the tier below
   uint64_t child_up = s.leaf_up;  // up-ports of a full child pod
   for (uint32_t tier = 2; tier < s.tiers; ++tier) {
     const uint64_t pods = ceil_div(children, half);
-    const uint64_t last_children = children - (pods - 1) * half;
     // A full pod (R/2 children) has one switch per child up-port, one link to each child.
-    const uint64_t c_last = largest_divisor_at_most(child_up, half / last_children);
-    s.switches_per_tier.push_back((pods - 1) * child_up + child_up / c_last);
+    uint64_t last;
+    if (p.uniform_links) {
+      const uint64_t last_children = children - (pods - 1) * half;
+      last = child_up / largest_divisor_at_most(child_up, half / last_children);
+    } else {
+      last = ceil_div(boundary_links - (pods - 1) * half * child_up, half);
+    }
+    s.switches_per_tier.push_back((pods - 1) * child_up + last);
     children = pods;
     child_up *= half;
   }
-  const uint64_t c_top = largest_divisor_at_most(child_up, r / children);
-  s.switches_per_tier.push_back(child_up / c_top);
+  s.switches_per_tier.push_back(p.uniform_links
+                                    ? child_up / largest_divisor_at_most(child_up, r / children)
+                                    : ceil_div(boundary_links, r));
 
   for (uint64_t v : s.switches_per_tier)
     s.switches += v;
-  s.switch_links = static_cast<uint64_t>(s.tiers - 1) * leaves * s.leaf_up;
+  s.switch_links = static_cast<uint64_t>(s.tiers - 1) * boundary_links;
   return s;
 }
 
@@ -188,8 +195,11 @@ std::optional<TopoProblem> check(const DesignParams& p, const Assumptions& a) {
   if (a.packaging == OpticsPackaging::kBreakout && p.link_gbps < module_gbps && module_gbps > 1600)
     return invalid("a module of " + num(a.module_lanes) + " x " + num(a.lane_gbps) +
                    "G lanes has no transceiver power figure (max 1600G)");
-  return check(ClosParams{
-      .hosts = p.gpus, .radix = p.radix, .oversub = p.oversub, .max_tiers = p.max_tiers});
+  return check(ClosParams{.hosts = p.gpus,
+                          .radix = p.radix,
+                          .oversub = p.oversub,
+                          .max_tiers = p.max_tiers,
+                          .uniform_links = p.uniform_links});
 }
 
 namespace {
@@ -222,8 +232,11 @@ struct ModuleTally {
 
 Result<DesignReport> size_design(const DesignParams& p, const Assumptions& a) {
   if (auto problem = check(p, a)) return fail(problem->code);
-  auto plane = size_clos(ClosParams{
-      .hosts = p.gpus, .radix = p.radix, .oversub = p.oversub, .max_tiers = p.max_tiers});
+  auto plane = size_clos(ClosParams{.hosts = p.gpus,
+                                    .radix = p.radix,
+                                    .oversub = p.oversub,
+                                    .max_tiers = p.max_tiers,
+                                    .uniform_links = p.uniform_links});
   if (!plane) return fail(plane.error());
 
   DesignReport r;

@@ -16,11 +16,15 @@
 //     R^3/4, R^4/8 for o = 1. The fewest tiers that fit N are used.
 //   - a level-j pod holds R/2 level-(j-1) pods (a level-1 pod is a leaf) and one tier-j switch
 //     per up-port of a child; the top tier has one switch per up-port of a level-(t-1) pod.
-//     Partial builds (N below capacity) use ceil per pod: a pod with m < R/2 children (the last
-//     one) connects each child to each of its switches with c parallel links, c the largest
-//     divisor of the child's up-port count U with m * c <= R/2, so it needs U / c switches
-//     (likewise at the top with b pods and m * c <= R). Every leaf cables all u uplinks, so
-//     each tier boundary carries leaves * u links.
+//     Partial builds (N below capacity) are counted per pod, with ceil. Every leaf cables all
+//     u uplinks, so each tier boundary carries leaves * u links. Two rules for a pod with
+//     m < R/2 children (the last one; at the top: b pods on R ports):
+//       uniform (default): every child has the same number c of parallel links to every
+//         switch of the pod (equal-cost paths, as ECMP and spine-indexed EVs assume): c is the
+//         largest divisor of a full child's up-port count U with m * c <= R/2, U / c switches;
+//       minimum: ceil(up-ports of the pod's children / R/2) switches, parallel-link counts
+//         differing by one between pairs (the port-count lower bound).
+//     Both agree whenever the counts are powers of two (every case in the MRC claims).
 //   - worst-case switch hops (leaf - ... - top - ... - leaf): 2t - 1.
 //
 // Errors are values: invalid parameters -> Error::kInvalidArgument; N beyond the capacity of
@@ -45,10 +49,11 @@ struct TopoProblem {
 // ---- one plane: a folded Clos ----------------------------------------------------------
 
 struct ClosParams {
-  uint64_t hosts = 0;      // endpoints attached to this plane (one port each)
-  uint32_t radix = 0;      // ports per switch, all at the link speed (even, >= 4)
-  double oversub = 1.0;    // leaf host ports : leaf uplinks, >= 1; upper tiers non-blocking
-  uint32_t max_tiers = 4;  // refuse (kTooBig) rather than build more tiers than this (1..8)
+  uint64_t hosts = 0;         // endpoints attached to this plane (one port each)
+  uint32_t radix = 0;         // ports per switch, all at the link speed (even, >= 4)
+  double oversub = 1.0;       // leaf host ports : leaf uplinks, >= 1; upper tiers non-blocking
+  uint32_t max_tiers = 4;     // refuse (kTooBig) rather than build more tiers than this (1..8)
+  bool uniform_links = true;  // partial pods: equal parallel links (true) or minimum switches
 };
 
 struct ClosSizing {
@@ -132,6 +137,7 @@ struct DesignParams {
   uint32_t radix = 0;      // switch ports at link_gbps
   double oversub = 1.0;    // leaf oversubscription (both designs: leaves only)
   uint32_t max_tiers = 4;
+  bool uniform_links = true;  // see ClosParams
 };
 
 // The MRC claim setting: 8 x 100G planes of radix-512 switches, two tiers.
