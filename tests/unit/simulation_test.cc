@@ -81,14 +81,17 @@ TEST(Simulation, permutation__mrc_every_flow_within_1_3x_ideal) {
 }
 
 TEST(Simulation, permutation__roce_ecmp_shows_hash_collisions) {
+  // Lossless RoCE as deployed (PFC on): without it, tail drops wait for the ACK timeout.
   SimConfig c = small_fabric(TransportKind::kRoce);
+  c.sw.pfc = true;
   auto sim = make(c);
   const auto perm = derangement(32, 3);
   for (uint32_t i = 0; i < 32; ++i) ASSERT_TRUE(sim->add_flow(FlowSpec{i, perm[i], 2u << 20, 0, false, 0}));
   sim->run(ms(200));
   for (const FlowResult& f : sim->flows()) ASSERT_TRUE(f.ok) << "flow " << f.id;
   // Several flows share an uplink: the worst flow takes a multiple of its ideal time.
-  EXPECT_GE(max_slowdown(*sim), 1.8);
+  EXPECT_GE(max_slowdown(*sim), 2.0);
+  EXPECT_EQ(sim->stats().drops, 0u);
   std::printf("roce permutation: max slowdown %.2f, drops %llu, ecn %llu\n", max_slowdown(*sim),
               (unsigned long long)sim->stats().drops, (unsigned long long)sim->stats().ecn_marks);
 }
