@@ -1,0 +1,256 @@
+#include "sim/runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace mrc::sim {
+
+namespace {
+
+TextResult<std::vector<HostId>> collective_group(const WorkloadConfig& w, uint32_t hosts) {
+  const std::string kind = workload_kind_name(w.kind);
+  if (!w.group.empty()) {
+    std::set<HostId> seen;
+    for (HostId h : w.group) {
+      if (h >= hosts)
+        return text_error("workload." + std::string("group") + ": host " + std::to_string(h) +
+                          " out of range (the fabric has " + std::to_string(hosts) + " hosts)");
+      if (!seen.insert(h).second)
+        return text_error("workload.group: host " + std::to_string(h) + " listed twice");
+    }
+    return w.group;
+  }
+  if (w.ranks > hosts)
+    return text_error("workload.ranks: " + std::to_string(w.ranks) + " ranks but the fabric has " +
+                      std::to_string(hosts) + " hosts");
+  return all_hosts(w.ranks == 0 ? hosts : w.ranks);
+}
+
+}  // namespace
+
+TextResult<std::unique_ptr<Workload>> make_workload(const WorkloadConfig& w, uint32_t hosts,
+                                                    uint64_t seed) {
+  using K = WorkloadConfig;
+  const std::vector<HostId> everyone = all_hosts(hosts);
+  auto flows_of = [](std::string name,
+                     TextResult<std::vector<FlowSpec>> f) -> TextResult<std::unique_ptr<Workload>> {
+    if (!f) return text_error("workload: " + f.error());
+    return std::make_unique<StaticFlows>(std::move(name), std::move(*f));
+  };
+  switch (w.kind) {
+    case K::kPermutation:
+      return flows_of("permutation", permutation_flows(everyone, w.size, w.start, seed));
+    case K::kUniform:
+      return flows_of("uniform", uniform_random_flows(everyone, w.flows ? w.flows : hosts, w.size,
+                                                      w.start, w.spread, seed));
+    case K::kIncast:
+      if (w.dst >= hosts)
+        return text_error("workload.dst: host " + std::to_string(w.dst) +
+                          " out of range (the fabric has " + std::to_string(hosts) + " hosts)");
+      return flows_of("incast", incast_flows(everyone, w.dst, w.senders ? w.senders : hosts - 1,
+                                             w.size, w.start));
+    case K::kAllToAll:
+    case K::kAllReduce:
+    case K::kTraining: {
+      auto g = collective_group(w, hosts);
+      if (!g) return std::unexpected(g.error());
+      if (g->size() < 2) return text_error("workload: a collective needs at least 2 ranks");
+      if (w.kind == K::kAllToAll) return std::make_unique<AllToAll>(*g, w.size, w.start);
+      if (w.kind == K::kAllReduce) return std::make_unique<RingAllReduce>(*g, w.size, w.start);
+      return std::make_unique<TrainingLoop>(*g, w.size, w.compute, w.iterations, w.start);
+    }
+    case K::kHtsim: {
+      auto m = load_htsim_cm(w.file);
+      if (!m) return std::unexpected(m.error());
+      if (m->nodes > hosts)
+        return text_error(w.file + ": 'Nodes " + std::to_string(m->nodes) +
+                          "' but the fabric has " + std::to_string(hosts) +
+                          " hosts (set topo.hosts)");
+      return std::make_unique<HtsimWorkload>(std::move(*m));
+    }
+  }
+  return text_error("workload: unknown kind");
+}
+
+TextStatus apply_faults(Simulation& sim, const Scenario& sc) {
+  const uint32_t planes = sim.config().topo.planes;
+  const uint32_t leaves = sim.num_leaves(), spines = sim.num_spines(), hosts = sim.num_hosts();
+  for (const FaultConfig& f : sc.faults) {
+    const std::string where = sc.source + ":" + std::to_string(f.line) + ": fault '" +
+                              fault_kind_name(f.kind) + "' on " + f.target + ": ";
+    const bool on_switch =
+        f.kind == FaultConfig::kSwitchReboot || f.kind == FaultConfig::kBlackholeSwitch;
+    const uint32_t plane = on_switch ? f.sw.plane : f.link.plane;
+    if (plane >= planes)
+      return text_error(where + "plane " + std::to_string(plane) +
+                        " does not exist (the fabric has " + std::to_string(planes) +
+                        " planes: p0..p" + std::to_string(planes - 1) + ")");
+    if (on_switch) {
+      const uint32_t n = f.sw.kind == SwitchRef::kLeaf ? leaves : spines;
+      if (f.sw.index >= n)
+        return text_error(where + (f.sw.kind == SwitchRef::kLeaf ? "leaf " : "spine ") +
+                          std::to_string(f.sw.index) + " does not exist (" + std::to_string(n) +
+                          " per plane)");
+    } else if (f.link.kind == LinkRef::kHostLeaf) {
+      if (f.link.a >= hosts)
+        return text_error(where + "host " + std::to_string(f.link.a) + " does not exist (" +
+                          std::to_string(hosts) + " hosts)");
+    } else if (f.link.a >= leaves || f.link.b >= spines) {
+      return text_error(where + "no such link: the fabric has leaves 0.." +
+                        std::to_string(leaves - 1) + " and spines 0.." +
+                        std::to_string(spines - 1) + " per plane");
+    }
+    switch (f.kind) {
+      case FaultConfig::kLinkDown:
+        sim.link_down(f.link, f.at);
+        break;
+      case FaultConfig::kLinkUp:
+        sim.link_up(f.link, f.at);
+        break;
+      case FaultConfig::kSwitchReboot:
+        sim.switch_reboot(f.sw, f.at, f.duration);
+        break;
+      case FaultConfig::kBlackhole:
+        sim.blackhole(f.link, f.at, f.until);
+        break;
+      case FaultConfig::kBlackholeSwitch:
+        sim.blackhole_switch(f.sw, f.at, f.until);
+        break;
+      case FaultConfig::kGrayLoss:
+        sim.gray_loss(f.link, f.probability, f.at, f.until);
+        break;
+      case FaultConfig::kDegrade:
+        sim.degrade(f.link, f.rate_bps, f.at, f.until);
+        break;
+      case FaultConfig::kFlap:
+        sim.flap(f.link, f.at, f.period, f.count);
+        break;
+    }
+  }
+  return {};
+}
+
+TextStatus apply_htsim_failures(Simulation& sim, const HtsimMatrix& m, const std::string& file) {
+  for (const HtsimFailure& f : m.failures) {
+    auto fault = htsim_fault(f, sim.num_leaves(), sim.num_spines(), sim.config().topo.planes, file);
+    if (!fault) return std::unexpected(fault.error());
+    if (fault->whole_switch) {
+      // Down for good: every link of the switch.
+      sim.switch_reboot(fault->sw, fault->at, kNever - fault->at);
+    } else {
+      sim.link_down(fault->link, fault->at);
+    }
+  }
+  return {};
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double rank = std::ceil(p / 100.0 * static_cast<double>(v.size()));
+  const size_t i = rank < 1 ? 0 : std::min(v.size() - 1, static_cast<size_t>(rank) - 1);
+  return v[i];
+}
+
+FlowSummary summarize_flows(const std::vector<FlowResult>& flows) {
+  FlowSummary s;
+  s.count = flows.size();
+  std::vector<double> fct, slow, good;
+  for (const FlowResult& f : flows) {
+    if (f.end == kNever) {
+      ++s.unfinished;
+      continue;
+    }
+    if (!f.ok) {
+      ++s.failed;
+      continue;
+    }
+    ++s.completed;
+    s.bytes += f.spec.bytes;
+    const double us = static_cast<double>(f.fct) / kPicosPerMicro;
+    fct.push_back(us);
+    s.ideal_max_us = std::max(s.ideal_max_us, static_cast<double>(f.ideal_fct) / kPicosPerMicro);
+    if (f.ideal_fct > 0)
+      slow.push_back(static_cast<double>(f.fct) / static_cast<double>(f.ideal_fct));
+    if (f.fct > 0)
+      good.push_back(8.0 * static_cast<double>(f.spec.bytes) /
+                     (static_cast<double>(f.fct) / kPicosPerSecond) / 1e9);
+  }
+  s.fct_p50_us = percentile(fct, 50);
+  s.fct_p99_us = percentile(fct, 99);
+  s.fct_max_us = percentile(fct, 100);
+  s.slowdown_p50 = percentile(slow, 50);
+  s.slowdown_p99 = percentile(slow, 99);
+  s.slowdown_max = percentile(slow, 100);
+  if (!good.empty()) {
+    double sum = 0;
+    for (double g : good)
+      sum += g;
+    s.goodput_mean_gbps = sum / static_cast<double>(good.size());
+    s.goodput_min_gbps = *std::min_element(good.begin(), good.end());
+  }
+  return s;
+}
+
+TextResult<TransportResult> run_transport(const Scenario& sc, const TransportRun& run,
+                                          const RunHooks& hooks) {
+  auto created = Simulation::create(run.config);
+  if (!created)
+    return text_error(sc.source + ": transport " + run.name +
+                      ": the simulator rejected the configuration (" +
+                      std::string(error_name(created.error())) +
+                      "): check topo.hosts, topo.radix, topo.hosts_per_leaf and topo.spines");
+  Simulation& sim = **created;
+
+  auto wl = make_workload(sc.workload, sim.num_hosts(), sc.seed);
+  if (!wl) return std::unexpected(wl.error());
+  if (sc.workload.kind == WorkloadConfig::kHtsim) {
+    // The failure lines of the matrix (parsed again: cheap, and keeps Workload opaque).
+    auto m = load_htsim_cm(sc.workload.file);
+    if (!m) return std::unexpected(m.error());
+    auto st = apply_htsim_failures(sim, *m, sc.workload.file);
+    if (!st) return std::unexpected(st.error());
+  }
+  auto st = apply_faults(sim, sc);
+  if (!st) return std::unexpected(st.error());
+
+  if (!hooks.pcap_path.empty()) {
+    auto p = sim.enable_pcap(hooks.pcap_path, hooks.pcap_hosts);
+    if (!p)
+      return text_error(hooks.pcap_path + ": cannot write pcap (" +
+                        std::string(error_name(p.error())) + ")");
+  }
+
+  SimulationSink sink(sim);
+  WorkloadDriver driver(sink);
+  driver.add(std::move(*wl));
+  sim.on_flow_complete([&driver](const FlowResult& r) { driver.on_flow_complete(r); });
+  if (hooks.progress)
+    sim.on_progress([&](Time now, uint64_t events) {
+      hooks.progress(run.name, now, events, driver.flows_completed(), driver.flows_added());
+    });
+  auto started = driver.start();
+  if (!started) return std::unexpected(started.error());
+
+  TransportResult r;
+  r.name = run.name;
+  r.config = run.config;
+  r.sim_time = sim.run(sc.until);
+  r.stats = sim.stats();
+  r.flows = sim.flows();
+  r.summary = summarize_flows(r.flows);
+  r.hit_limit = r.summary.unfinished > 0;
+  r.link_names = sim.link_names();
+  r.link_samples = sim.link_samples();
+  r.ev_events = sim.ev_events();
+  for (const auto& w : driver.workloads()) {
+    r.collectives.insert(r.collectives.end(), w->collectives().begin(), w->collectives().end());
+    r.iterations.insert(r.iterations.end(), w->iterations().begin(), w->iterations().end());
+    if (auto* t = dynamic_cast<const TrainingLoop*>(w.get())) r.job_aborted = t->aborted();
+  }
+  if (driver.error()) r.workload_error = *driver.error();
+  return r;
+}
+
+}  // namespace mrc::sim

@@ -1,0 +1,82 @@
+// Runs a scenario: for each transport, a Simulation with the scenario's fabric, its workload
+// (workloads.h) and its faults, then the headline metrics a network architect reads. The
+// mrc-sim tool writes these to summary.json / flows.csv / links.csv / ev_events.jsonl.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sim/scenario.h"
+#include "sim/simulation.h"
+#include "sim/workloads.h"
+
+namespace mrc::sim {
+
+// Adapts a Simulation to the FlowSink the workloads use.
+class SimulationSink final : public FlowSink {
+ public:
+  explicit SimulationSink(Simulation& sim) : sim_(sim) {}
+  Result<FlowId> add_flow(const FlowSpec& spec) override { return sim_.add_flow(spec); }
+
+ private:
+  Simulation& sim_;
+};
+
+// The workload of a scenario for a fabric of `hosts` hosts (loads the .cm file for htsim).
+TextResult<std::unique_ptr<Workload>> make_workload(const WorkloadConfig& w, uint32_t hosts,
+                                                    uint64_t seed);
+// Schedules the scenario's faults (and an htsim matrix's failure lines); checks every link
+// and switch exists in `sim`'s fabric. Errors name the fault's line in the scenario file.
+TextStatus apply_faults(Simulation& sim, const Scenario& sc);
+TextStatus apply_htsim_failures(Simulation& sim, const HtsimMatrix& m, const std::string& file);
+
+// Nearest-rank percentile (p in [0, 100]) of an unsorted sample; 0 for an empty one.
+double percentile(std::vector<double> v, double p);
+
+struct FlowSummary {
+  uint64_t count = 0;       // flows added
+  uint64_t completed = 0;   // completed successfully
+  uint64_t failed = 0;      // completed with an error (QP error)
+  uint64_t unfinished = 0;  // still running at the end of the run
+  double fct_p50_us = 0, fct_p99_us = 0, fct_max_us = 0;
+  double ideal_max_us = 0;                                      // largest ideal FCT
+  double slowdown_p50 = 0, slowdown_p99 = 0, slowdown_max = 0;  // fct / ideal_fct
+  double goodput_mean_gbps = 0, goodput_min_gbps = 0;           // bytes * 8 / fct per flow
+  uint64_t bytes = 0;                                           // delivered by completed flows
+};
+// Over the successfully completed flows (FCT, slowdown, goodput) and all flows (counts).
+FlowSummary summarize_flows(const std::vector<FlowResult>& flows);
+
+struct TransportResult {
+  std::string name;
+  SimConfig config;
+  Time sim_time = 0;       // Simulation::run()'s return
+  bool hit_limit = false;  // stopped by run.until with flows still running
+  SimStats stats;
+  FlowSummary summary;
+  std::vector<FlowResult> flows;
+  std::vector<std::string> link_names;
+  std::vector<LinkSample> link_samples;
+  std::vector<EvEvent> ev_events;
+  std::vector<CollectiveResult> collectives;
+  std::vector<IterationResult> iterations;
+  bool job_aborted = false;    // training loop stopped by a failed AllReduce
+  std::string workload_error;  // an error raised while the simulation ran (empty = none)
+};
+
+struct RunHooks {
+  // Progress: transport name, simulated time, events so far, flows completed, flows added.
+  std::function<void(const std::string&, Time, uint64_t, uint64_t, uint64_t)> progress;
+  // Writes a pcap of these hosts to pcap_path (empty = none).
+  std::string pcap_path;
+  std::vector<HostId> pcap_hosts;
+};
+
+// One transport of the scenario, start to end.
+TextResult<TransportResult> run_transport(const Scenario& sc, const TransportRun& run,
+                                          const RunHooks& hooks = {});
+
+}  // namespace mrc::sim

@@ -1,0 +1,963 @@
+#include "sim/scenario.h"
+
+#include <toml++/toml.h>
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace mrc::sim {
+
+// ---- the embedded default ------------------------------------------------------------------
+
+namespace {
+
+constexpr std::string_view kDefaultScenario =
+    R"toml(# mrc-sim default scenario: MRC against RoCEv2/ECMP on a small multi-plane fabric.
+name = "default"
+description = "128 GPUs on a 4-plane two-tier fabric, random permutation of 4 MiB per GPU, a leaf-spine link fails mid-run"
+seed = 1
+
+[topo]
+hosts = 128               # GPUs, one NIC each
+planes = 4                # NIC ports = independent planes
+radix = 16                # 8 hosts + 8 uplinks per leaf: 16 leaves and 8 spines per plane
+link_rate = "100Gbps"     # every link (one plane port = one link)
+link_delay = "500ns"
+
+[switch]
+trimming = true           # MRC runs; RoCE runs never trim
+
+[transport]
+kinds = ["mrc", "mrc_oblivious", "roce"]
+routing_convergence = "1ms"   # ECMP only: dead next hops leave the groups after this delay
+
+[workload]
+kind = "permutation"
+size = "4MiB"
+
+[[fault]]
+kind = "link_down"
+link = "p0/leaf0-spine0"
+at = "20us"
+
+[run]
+until = "200ms"
+sample_interval = "5us"
+)toml";
+
+}  // namespace
+
+std::string_view default_scenario_toml() {
+  return kDefaultScenario;
+}
+
+// ---- names ---------------------------------------------------------------------------------
+
+const char* workload_kind_name(WorkloadConfig::Kind k) {
+  switch (k) {
+    case WorkloadConfig::kPermutation:
+      return "permutation";
+    case WorkloadConfig::kUniform:
+      return "uniform";
+    case WorkloadConfig::kIncast:
+      return "incast";
+    case WorkloadConfig::kAllToAll:
+      return "all_to_all";
+    case WorkloadConfig::kAllReduce:
+      return "allreduce";
+    case WorkloadConfig::kTraining:
+      return "training";
+    case WorkloadConfig::kHtsim:
+      return "htsim";
+  }
+  return "unknown";
+}
+
+const char* fault_kind_name(FaultConfig::Kind k) {
+  switch (k) {
+    case FaultConfig::kLinkDown:
+      return "link_down";
+    case FaultConfig::kLinkUp:
+      return "link_up";
+    case FaultConfig::kSwitchReboot:
+      return "switch_reboot";
+    case FaultConfig::kBlackhole:
+      return "blackhole";
+    case FaultConfig::kBlackholeSwitch:
+      return "blackhole_switch";
+    case FaultConfig::kGrayLoss:
+      return "gray_loss";
+    case FaultConfig::kDegrade:
+      return "degrade";
+    case FaultConfig::kFlap:
+      return "flap";
+  }
+  return "unknown";
+}
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string o(s);
+  for (char& c : o)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return o;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
+    s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
+    s.remove_suffix(1);
+  return s;
+}
+
+std::optional<uint32_t> parse_u32(std::string_view s) {
+  uint32_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+// Splits "<number><unit>" (optional spaces between).
+std::pair<std::string_view, std::string_view> split_unit(std::string_view s) {
+  s = trim(s);
+  size_t i = 0;
+  while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.'))
+    ++i;
+  return {s.substr(0, i), trim(s.substr(i))};
+}
+
+struct Unit {
+  const char* name;
+  uint64_t scale;
+};
+
+TextResult<uint64_t> parse_with_units(std::string_view s, std::initializer_list<Unit> units,
+                                      const char* what, const char* example,
+                                      bool case_insensitive) {
+  auto [num, unit] = split_unit(s);
+  const std::string u = case_insensitive ? lower(unit) : std::string(unit);
+  for (const Unit& k : units) {
+    const std::string name = case_insensitive ? lower(k.name) : std::string(k.name);
+    if (u == name) {
+      auto v = parse_scaled_decimal(num, k.scale);
+      if (!v)
+        return text_error("expected " + std::string(what) + " like " + example + ", got \"" +
+                          std::string(s) + "\"");
+      return *v;
+    }
+  }
+  std::string list;
+  for (const Unit& k : units)
+    list += std::string(list.empty() ? "" : ", ") + k.name;
+  if (unit.empty())
+    return text_error("expected " + std::string(what) + " with a unit (" + list + ") like " +
+                      example + ", got \"" + std::string(s) + "\"");
+  return text_error("unknown unit \"" + std::string(unit) + "\" in \"" + std::string(s) +
+                    "\" (expected " + list + ")");
+}
+
+}  // namespace
+
+TextResult<Time> parse_duration(std::string_view s) {
+  return parse_with_units(s,
+                          {{"ps", 1},
+                           {"ns", kPicosPerNano},
+                           {"us", kPicosPerMicro},
+                           {"ms", kPicosPerMilli},
+                           {"s", kPicosPerSecond}},
+                          "a duration", "\"1.5us\"", false);
+}
+
+TextResult<uint64_t> parse_rate(std::string_view s) {
+  return parse_with_units(s,
+                          {{"bps", 1},
+                           {"Kbps", 1000},
+                           {"Mbps", 1000'000},
+                           {"Gbps", 1000'000'000},
+                           {"Tbps", 1000'000'000'000}},
+                          "a rate", "\"400Gbps\"", true);
+}
+
+TextResult<uint64_t> parse_size(std::string_view s) {
+  return parse_with_units(s,
+                          {{"B", 1},
+                           {"KB", 1000},
+                           {"MB", 1000'000},
+                           {"GB", 1000'000'000},
+                           {"KiB", 1ull << 10},
+                           {"MiB", 1ull << 20},
+                           {"GiB", 1ull << 30}},
+                          "a size", "\"4MiB\" or 4194304", true);
+}
+
+std::string format_duration(Time t) {
+  if (t == kNever) return "never";
+  struct U {
+    const char* n;
+    Time s;
+  } units[] = {{"s", kPicosPerSecond},
+               {"ms", kPicosPerMilli},
+               {"us", kPicosPerMicro},
+               {"ns", kPicosPerNano}};
+  for (const U& u : units)
+    if (t >= u.s && t % (u.s / 1000 == 0 ? 1 : u.s / 1000) == 0) {
+      std::ostringstream o;
+      o << static_cast<double>(t) / static_cast<double>(u.s) << u.n;
+      return o.str();
+    }
+  return std::to_string(t) + "ps";
+}
+
+std::string format_rate(uint64_t bps) {
+  std::ostringstream o;
+  if (bps >= 1000'000'000 && bps % 1000'000 == 0)
+    o << static_cast<double>(bps) / 1e9 << "Gbps";
+  else if (bps >= 1000'000 && bps % 1000 == 0)
+    o << static_cast<double>(bps) / 1e6 << "Mbps";
+  else
+    o << bps << "bps";
+  return o.str();
+}
+
+std::string format_size(uint64_t b) {
+  std::ostringstream o;
+  if (b >= (1ull << 30) && b % (1ull << 20) == 0)
+    o << static_cast<double>(b) / (1ull << 30) << "GiB";
+  else if (b >= (1ull << 20) && b % (1ull << 10) == 0)
+    o << static_cast<double>(b) / (1ull << 20) << "MiB";
+  else if (b >= (1ull << 10) && b % (1ull << 10) == 0)
+    o << b / 1024 << "KiB";
+  else
+    o << b << "B";
+  return o.str();
+}
+
+std::string link_name(const LinkRef& l) {
+  if (l.kind == LinkRef::kHostLeaf)
+    return "p" + std::to_string(l.plane) + "/host" + std::to_string(l.a);
+  return "p" + std::to_string(l.plane) + "/leaf" + std::to_string(l.a) + "-spine" +
+         std::to_string(l.b);
+}
+
+std::string switch_name(const SwitchRef& s) {
+  std::string out = "p";
+  out += std::to_string(s.plane);
+  out += s.kind == SwitchRef::kLeaf ? "/leaf" : "/spine";
+  out += std::to_string(s.index);
+  return out;
+}
+
+namespace {
+
+// "<prefix><number>" -> number.
+std::optional<uint32_t> numbered(std::string_view s, std::string_view prefix) {
+  if (s.substr(0, prefix.size()) != prefix) return std::nullopt;
+  return parse_u32(s.substr(prefix.size()));
+}
+
+constexpr const char* kLinkForms =
+    "a link like \"p0/leaf3-spine7\" (leaf-spine) or \"p1/host5\" (host-leaf)";
+constexpr const char* kSwitchForms = "a switch like \"p0/spine2\" or \"p1/leaf5\"";
+
+}  // namespace
+
+TextResult<LinkRef> parse_link_name(std::string_view s) {
+  const size_t slash = s.find('/');
+  auto bad = [&] {
+    return text_error("expected " + std::string(kLinkForms) + ", got \"" + std::string(s) + "\"");
+  };
+  if (slash == std::string_view::npos) return bad();
+  auto plane = numbered(s.substr(0, slash), "p");
+  if (!plane) return bad();
+  std::string_view rest = s.substr(slash + 1);
+  if (auto h = numbered(rest, "host")) return LinkRef{LinkRef::kHostLeaf, *plane, *h, 0};
+  size_t dash = rest.find("->");
+  size_t skip = 2;
+  if (dash == std::string_view::npos) {
+    dash = rest.find('-');
+    skip = 1;
+  }
+  if (dash == std::string_view::npos) return bad();
+  auto leaf = numbered(rest.substr(0, dash), "leaf");
+  auto spine = numbered(rest.substr(dash + skip), "spine");
+  if (!leaf || !spine) return bad();
+  return LinkRef{LinkRef::kLeafSpine, *plane, *leaf, *spine};
+}
+
+TextResult<SwitchRef> parse_switch_name(std::string_view s) {
+  const size_t slash = s.find('/');
+  auto bad = [&] {
+    return text_error("expected " + std::string(kSwitchForms) + ", got \"" + std::string(s) + "\"");
+  };
+  if (slash == std::string_view::npos) return bad();
+  auto plane = numbered(s.substr(0, slash), "p");
+  if (!plane) return bad();
+  std::string_view rest = s.substr(slash + 1);
+  if (auto l = numbered(rest, "leaf")) return SwitchRef{SwitchRef::kLeaf, *plane, *l};
+  if (auto sp = numbered(rest, "spine")) return SwitchRef{SwitchRef::kSpine, *plane, *sp};
+  return bad();
+}
+
+// ---- TOML reading --------------------------------------------------------------------------
+
+namespace {
+
+std::string describe(const toml::node& n) {
+  std::ostringstream o;
+  switch (n.type()) {
+    case toml::node_type::string:
+      o << "string \"" << n.as_string()->get() << "\"";
+      break;
+    case toml::node_type::integer:
+      o << "integer " << n.as_integer()->get();
+      break;
+    case toml::node_type::floating_point:
+      o << "float " << n.as_floating_point()->get();
+      break;
+    case toml::node_type::boolean:
+      o << "boolean " << (n.as_boolean()->get() ? "true" : "false");
+      break;
+    case toml::node_type::table:
+      o << "a table";
+      break;
+    case toml::node_type::array:
+      o << "an array";
+      break;
+    default:
+      o << "a date/time";
+      break;
+  }
+  return o.str();
+}
+
+// Where values came from, for messages.
+struct Origin {
+  std::string file;
+  std::map<std::string, std::string> overrides;  // display path -> "--set ..." argument
+
+  std::string where(const std::string& path, const toml::node* n) const {
+    for (auto it = overrides.begin(); it != overrides.end(); ++it)
+      if (it->first == path || path.rfind(it->first + ".", 0) == 0 ||
+          path.rfind(it->first + "[", 0) == 0)
+        return "--set " + it->second;
+    if (n && n->source().begin.line > 0) return file + ":" + std::to_string(n->source().begin.line);
+    return file;
+  }
+};
+
+class TableReader {
+ public:
+  TableReader(const toml::table* t, std::string path, const Origin& o)
+      : t_(t), path_(std::move(path)), o_(o) {}
+
+  const std::string& path() const { return path_; }
+  std::string key_path(std::string_view key) const {
+    return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
+  }
+  const toml::node* node(std::string_view key) {
+    valid_.insert(std::string(key));
+    if (!t_) return nullptr;
+    return t_->get(key);
+  }
+  bool has(std::string_view key) const { return t_ && t_->contains(key); }
+  void allow(std::string_view key) { valid_.insert(std::string(key)); }
+
+  std::unexpected<std::string> err(std::string_view key, const toml::node* n,
+                                   const std::string& msg) const {
+    return text_error(o_.where(key_path(key), n) + ": key '" + key_path(key) + "': " + msg);
+  }
+  std::unexpected<std::string> expected(std::string_view key, const toml::node* n,
+                                        const std::string& what) const {
+    return err(key, n, "expected " + what + ", got " + describe(*n));
+  }
+  std::unexpected<std::string> missing(std::string_view key, const std::string& what) const {
+    const std::string where = t_ && t_->source().begin.line > 0
+                                  ? o_.file + ":" + std::to_string(t_->source().begin.line)
+                                  : o_.file;
+    return text_error(where + ": " +
+                      (path_.empty() ? std::string("the scenario") : "[" + path_ + "]") +
+                      " is missing required key '" + std::string(key) + "' (" + what + ")");
+  }
+
+  TextStatus u64(std::string_view key, uint64_t& out, uint64_t min = 0, uint64_t max = UINT64_MAX) {
+    const toml::node* n = node(key);
+    if (!n) return {};
+    auto what = [&] {
+      return "an integer in " + std::to_string(min) + ".." +
+             (max == UINT64_MAX ? std::string("") : std::to_string(max));
+    };
+    if (!n->is_integer()) return expected(key, n, what());
+    const int64_t v = n->as_integer()->get();
+    if (v < 0 || static_cast<uint64_t>(v) < min || static_cast<uint64_t>(v) > max)
+      return expected(key, n, what());
+    out = static_cast<uint64_t>(v);
+    return {};
+  }
+  template <typename T>
+  TextStatus uint(std::string_view key, T& out, uint64_t min = 0,
+                  uint64_t max = std::numeric_limits<T>::max()) {
+    uint64_t v = out;
+    auto st = u64(key, v, min, max);
+    if (!st) return st;
+    out = static_cast<T>(v);
+    return {};
+  }
+  TextStatus boolean(std::string_view key, bool& out) {
+    const toml::node* n = node(key);
+    if (!n) return {};
+    if (!n->is_boolean()) return expected(key, n, "true or false");
+    out = n->as_boolean()->get();
+    return {};
+  }
+  TextStatus real(std::string_view key, double& out, double min, double max) {
+    const toml::node* n = node(key);
+    if (!n) return {};
+    double v = 0;
+    if (n->is_floating_point())
+      v = n->as_floating_point()->get();
+    else if (n->is_integer())
+      v = static_cast<double>(n->as_integer()->get());
+    auto what = [&] {
+      std::ostringstream o;
+      o << "a number in [" << min << ", " << max << "]";
+      return o.str();
+    };
+    if (!(n->is_floating_point() || n->is_integer()) || !(v >= min && v <= max))
+      return expected(key, n, what());
+    out = v;
+    return {};
+  }
+  TextStatus string(std::string_view key, std::string& out) {
+    const toml::node* n = node(key);
+    if (!n) return {};
+    if (!n->is_string()) return expected(key, n, "a string");
+    out = n->as_string()->get();
+    return {};
+  }
+  // One of `choices`; returns the index.
+  TextStatus choice(std::string_view key, std::initializer_list<const char*> choices, size_t& out) {
+    const toml::node* n = node(key);
+    if (!n) return {};
+    std::string list;
+    for (const char* c : choices)
+      list += std::string(list.empty() ? "" : ", ") + "\"" + c + "\"";
+    if (!n->is_string()) return expected(key, n, "one of " + list);
+    size_t i = 0;
+    for (const char* c : choices) {
+      if (n->as_string()->get() == c) {
+        out = i;
+        return {};
+      }
+      ++i;
+    }
+    return expected(key, n, "one of " + list);
+  }
+  TextStatus duration(std::string_view key, Time& out, bool allow_never = false) {
+    const toml::node* n = node(key);
+    if (!n) return {};
+    const std::string what =
+        std::string("a duration with a unit (ps, ns, us, ms, s) like \"10us\"") +
+        (allow_never ? " or \"never\"" : "");
+    if (n->is_integer() && n->as_integer()->get() == 0) {
+      out = 0;
+      return {};
+    }
+    if (!n->is_string()) return expected(key, n, what);
+    const std::string& s = n->as_string()->get();
+    if (allow_never && s == "never") {
+      out = kNever;
+      return {};
+    }
+    auto v = parse_duration(s);
+    if (!v) return err(key, n, v.error());
+    out = *v;
+    return {};
+  }
+  TextStatus rate(std::string_view key, uint64_t& out) {
+    const toml::node* n = node(key);
+    if (!n) return {};
+    if (!n->is_string())
+      return expected(key, n, "a rate with a unit (bps, Kbps, Mbps, Gbps, Tbps) like \"400Gbps\"");
+    auto v = parse_rate(n->as_string()->get());
+    if (!v) return err(key, n, v.error());
+    if (*v == 0) return err(key, n, "a rate must be > 0");
+    out = *v;
+    return {};
+  }
+  TextStatus size(std::string_view key, uint64_t& out) {
+    const toml::node* n = node(key);
+    if (!n) return {};
+    if (n->is_integer()) {
+      if (n->as_integer()->get() < 0) return expected(key, n, "a size >= 0");
+      out = static_cast<uint64_t>(n->as_integer()->get());
+      return {};
+    }
+    if (!n->is_string())
+      return expected(key, n, "a size: bytes as an integer, or a string like \"4MiB\"");
+    auto v = parse_size(n->as_string()->get());
+    if (!v) return err(key, n, v.error());
+    out = *v;
+    return {};
+  }
+
+  // Unknown keys are errors.
+  TextStatus finish() const {
+    if (!t_) return {};
+    for (auto&& [k, v] : *t_) {
+      if (valid_.count(std::string(k.str()))) continue;
+      std::string list;
+      for (const auto& s : valid_)
+        list += std::string(list.empty() ? "" : ", ") + s;
+      const std::string kp = key_path(k.str());
+      const std::string where = o_.where(kp, &v);
+      return text_error(
+          where + ": unknown key '" + kp + "'" +
+          (list.empty() ? ""
+                        : " (valid keys" + (path_.empty() ? std::string() : " in [" + path_ + "]") +
+                              ": " + list + ")"));
+    }
+    return {};
+  }
+
+ private:
+  const toml::table* t_;
+  std::string path_;
+  const Origin& o_;
+  std::set<std::string> valid_;
+};
+
+#define TRY(expr)                                  \
+  do {                                             \
+    auto _st = (expr);                             \
+    if (!_st) return std::unexpected(_st.error()); \
+  } while (0)
+
+// A sub-table of `r` (absent = nullptr); error if the key holds something else.
+TextResult<const toml::table*> subtable(TableReader& r, std::string_view key) {
+  const toml::node* n = r.node(key);
+  if (!n) return nullptr;
+  if (!n->is_table()) return r.expected(key, n, "a table ([" + r.key_path(key) + "])");
+  return n->as_table();
+}
+
+TextStatus read_topo(TableReader& r, TopologyConfig& t) {
+  TRY(r.uint("hosts", t.hosts, 2));
+  TRY(r.uint("planes", t.planes, 1, 32));
+  TRY(r.uint("radix", t.radix, 2));
+  TRY(r.uint("hosts_per_leaf", t.hosts_per_leaf));
+  TRY(r.uint("spines", t.spines));
+  TRY(r.rate("link_rate", t.link_bps));
+  TRY(r.duration("link_delay", t.link_delay));
+  TRY(r.duration("switch_latency", t.switch_latency));
+  return r.finish();
+}
+
+TextStatus read_switch(TableReader& r, SwitchConfig& s) {
+  TRY(r.size("queue", s.queue_bytes));
+  TRY(r.size("ecn_kmin", s.ecn_kmin_bytes));
+  TRY(r.size("ecn_kmax", s.ecn_kmax_bytes));
+  TRY(r.real("ecn_pmax", s.ecn_pmax, 0, 1));
+  TRY(r.boolean("trimming", s.trimming));
+  TRY(r.size("trim_threshold", s.trim_threshold_bytes));
+  TRY(r.boolean("pfc", s.pfc));
+  TRY(r.size("pfc_xoff", s.pfc_xoff_bytes));
+  TRY(r.size("pfc_xon", s.pfc_xon_bytes));
+  return r.finish();
+}
+
+constexpr std::initializer_list<const char*> kKinds = {"mrc", "mrc_oblivious", "roce", "roce_pfc"};
+
+TextStatus read_transport(TableReader& r, TransportConfig& t, std::vector<std::string>& kinds) {
+  if (const toml::node* n = r.node("kinds")) {
+    std::string list;
+    for (const char* c : kKinds)
+      list += std::string(list.empty() ? "" : ", ") + "\"" + c + "\"";
+    const std::string what = "a non-empty array of transport kinds (" + list + ")";
+    if (!n->is_array() || n->as_array()->empty()) return r.expected("kinds", n, what);
+    kinds.clear();
+    for (const toml::node& e : *n->as_array()) {
+      if (!e.is_string())
+        return r.err("kinds", n, "expected " + what + ", got an element " + describe(e));
+      const std::string& s = e.as_string()->get();
+      if (std::find_if(kKinds.begin(), kKinds.end(), [&](const char* c) { return s == c; }) ==
+          kKinds.end())
+        return r.err("kinds", n, "unknown transport kind \"" + s + "\" (expected " + list + ")");
+      if (std::find(kinds.begin(), kinds.end(), s) != kinds.end())
+        return r.err("kinds", n, "transport kind \"" + s + "\" listed twice");
+      kinds.push_back(s);
+    }
+  }
+  size_t pm = t.path_mode == PathMode::kSrv6 ? 0 : 1;
+  TRY(r.choice("path_mode", {"srv6", "ecmp"}, pm));
+  t.path_mode = pm == 0 ? PathMode::kSrv6 : PathMode::kEcmp;
+  TRY(r.uint("mtu", t.mtu, 256, 9000));
+  TRY(r.uint("evs_per_plane", t.evs_per_plane));
+  size_t cc = 0;
+  TRY(r.choice("cc", {"default", "nscc", "dcqcn", "fixed_window", "none"}, cc));
+  static constexpr CcAlgorithm kCc[] = {CcAlgorithm::kNscc, CcAlgorithm::kNscc, CcAlgorithm::kDcqcn,
+                                        CcAlgorithm::kFixedWindow, CcAlgorithm::kNone};
+  t.cc = kCc[cc];
+  TRY(r.uint("mpr", t.mpr));
+  TRY(r.uint("timeout", t.timeout, 0, 24));
+  TRY(r.uint("ack_every", t.ack_every, 1, 8));
+  TRY(r.duration("probe_interval", t.probe_interval));
+  TRY(r.duration("ecn_cooldown", t.ecn_cooldown));
+  TRY(r.duration("routing_convergence", t.routing_convergence, true));
+  return r.finish();
+}
+
+constexpr std::initializer_list<const char*> kWorkloadKinds = {
+    "permutation", "uniform", "incast", "all_to_all", "allreduce", "training", "htsim"};
+
+TextStatus read_workload(TableReader& r, WorkloadConfig& w, const std::string& base_dir) {
+  if (!r.has("kind")) {
+    r.allow("kind");
+    std::string list;
+    for (const char* c : kWorkloadKinds)
+      list += std::string(list.empty() ? "" : ", ") + c;
+    return r.missing("kind", "one of " + list);
+  }
+  size_t k = 0;
+  TRY(r.choice("kind", kWorkloadKinds, k));
+  w.kind = static_cast<WorkloadConfig::Kind>(k);
+  const std::string kind = workload_kind_name(w.kind);
+  // Which keys apply to which kind.
+  auto only = [&](std::string_view key,
+                  std::initializer_list<WorkloadConfig::Kind> ks) -> TextStatus {
+    if (!r.has(key)) return {};
+    for (auto x : ks)
+      if (x == w.kind) return {};
+    std::string list;
+    for (auto x : ks)
+      list += std::string(list.empty() ? "" : ", ") + workload_kind_name(x);
+    r.allow(key);
+    return r.err(key, r.node(key),
+                 "does not apply to workload kind '" + kind + "' (it is for: " + list + ")");
+  };
+  using K = WorkloadConfig;
+  TRY(only("size",
+           {K::kPermutation, K::kUniform, K::kIncast, K::kAllToAll, K::kAllReduce, K::kTraining}));
+  TRY(only("start",
+           {K::kPermutation, K::kUniform, K::kIncast, K::kAllToAll, K::kAllReduce, K::kTraining}));
+  TRY(only("flows", {K::kUniform}));
+  TRY(only("spread", {K::kUniform}));
+  TRY(only("senders", {K::kIncast}));
+  TRY(only("dst", {K::kIncast}));
+  TRY(only("ranks", {K::kAllToAll, K::kAllReduce, K::kTraining}));
+  TRY(only("group", {K::kAllToAll, K::kAllReduce, K::kTraining}));
+  TRY(only("iterations", {K::kTraining}));
+  TRY(only("compute", {K::kTraining}));
+  TRY(only("file", {K::kHtsim}));
+
+  TRY(r.size("size", w.size));
+  if (r.has("size") && w.size == 0) return r.err("size", r.node("size"), "size must be > 0");
+  TRY(r.duration("start", w.start));
+  TRY(r.uint("flows", w.flows));
+  TRY(r.duration("spread", w.spread));
+  TRY(r.uint("senders", w.senders));
+  TRY(r.uint("dst", w.dst));
+  TRY(r.uint("ranks", w.ranks));
+  if (const toml::node* n = r.node("group")) {
+    if (!n->is_array()) return r.expected("group", n, "an array of host numbers");
+    w.group.clear();
+    for (const toml::node& e : *n->as_array()) {
+      if (!e.is_integer() || e.as_integer()->get() < 0 || e.as_integer()->get() > UINT32_MAX)
+        return r.err("group", n,
+                     "expected an array of host numbers, got an element " + describe(e));
+      w.group.push_back(static_cast<HostId>(e.as_integer()->get()));
+    }
+  }
+  TRY(r.uint("iterations", w.iterations, 1));
+  TRY(r.duration("compute", w.compute));
+  TRY(r.string("file", w.file));
+  if (w.kind == K::kHtsim) {
+    if (w.file.empty()) return r.missing("file", "the htsim connection matrix (.cm) to run");
+    if (!base_dir.empty() && std::filesystem::path(w.file).is_relative())
+      w.file = (std::filesystem::path(base_dir) / w.file).lexically_normal().string();
+  }
+  return r.finish();
+}
+
+constexpr std::initializer_list<const char*> kFaultKinds = {
+    "link_down",        "link_up",   "switch_reboot", "blackhole",
+    "blackhole_switch", "gray_loss", "degrade",       "flap"};
+
+TextStatus read_fault(TableReader& r, FaultConfig& f) {
+  if (!r.has("kind")) {
+    r.allow("kind");
+    std::string list;
+    for (const char* c : kFaultKinds)
+      list += std::string(list.empty() ? "" : ", ") + c;
+    return r.missing("kind", "one of " + list);
+  }
+  size_t k = 0;
+  TRY(r.choice("kind", kFaultKinds, k));
+  f.kind = static_cast<FaultConfig::Kind>(k);
+  using F = FaultConfig;
+  const bool on_switch = f.kind == F::kSwitchReboot || f.kind == F::kBlackholeSwitch;
+  const char* target = on_switch ? "switch" : "link";
+  r.allow(on_switch ? "link" : "switch");
+  if (r.has(on_switch ? "link" : "switch"))
+    return r.err(on_switch ? "link" : "switch", r.node(on_switch ? "link" : "switch"),
+                 std::string("a ") + fault_kind_name(f.kind) + " fault names a " + target +
+                     ", not a " + (on_switch ? "link" : "switch"));
+  if (!r.has(target)) {
+    r.allow(target);
+    return r.missing(target, on_switch ? kSwitchForms : kLinkForms);
+  }
+  TRY(r.string(target, f.target));
+  if (on_switch) {
+    auto s = parse_switch_name(f.target);
+    if (!s) return r.err(target, r.node(target), s.error());
+    f.sw = *s;
+  } else {
+    auto l = parse_link_name(f.target);
+    if (!l) return r.err(target, r.node(target), l.error());
+    f.link = *l;
+  }
+  if (!r.has("at")) {
+    r.allow("at");
+    return r.missing("at", "when the fault happens, a duration like \"50us\"");
+  }
+  TRY(r.duration("at", f.at));
+  auto need = [&](std::string_view key, bool needed, const std::string& what) -> TextStatus {
+    r.allow(key);
+    if (needed && !r.has(key)) return r.missing(key, what);
+    if (!needed && r.has(key))
+      return r.err(key, r.node(key),
+                   std::string("does not apply to a ") + fault_kind_name(f.kind) + " fault");
+    return {};
+  };
+  const bool windowed = f.kind == F::kBlackhole || f.kind == F::kBlackholeSwitch ||
+                        f.kind == F::kGrayLoss || f.kind == F::kDegrade;
+  if (!windowed) TRY(need("until", false, ""));
+  TRY(need("duration", f.kind == F::kSwitchReboot, "how long the switch is down, like \"1ms\""));
+  TRY(need("period", f.kind == F::kFlap, "the flap period, like \"100us\""));
+  TRY(need("count", f.kind == F::kFlap, "the number of down/up cycles"));
+  TRY(need("probability", f.kind == F::kGrayLoss, "the loss probability, 0..1"));
+  TRY(need("rate", f.kind == F::kDegrade, "the degraded link rate, like \"25Gbps\""));
+  TRY(r.duration("until", f.until, true));
+  TRY(r.duration("duration", f.duration));
+  TRY(r.duration("period", f.period));
+  TRY(r.uint("count", f.count, 1));
+  TRY(r.real("probability", f.probability, 0, 1));
+  TRY(r.rate("rate", f.rate_bps));
+  if (windowed && f.until != kNever && f.until <= f.at)
+    return r.err("until", r.node("until"),
+                 "must be later than 'at' (" + format_duration(f.at) + ")");
+  if (f.kind == F::kFlap && f.period == 0) return r.err("period", r.node("period"), "must be > 0");
+  return r.finish();
+}
+
+// ---- overrides -----------------------------------------------------------------------------
+
+// Parses the value of a --set: a TOML value, else [a, b] of bare words, else a bare string.
+toml::table parse_override_value(std::string_view value) {
+  toml::table out;
+  try {
+    toml::table t = toml::parse("v = " + std::string(value));
+    if (t.size() == 1 && t.contains("v")) {
+      out.insert_or_assign("v", *t.get("v"));
+      return out;
+    }
+  } catch (const toml::parse_error&) {
+  }
+  std::string_view v = trim(value);
+  if (v.size() >= 2 && v.front() == '[' && v.back() == ']') {
+    toml::array arr;
+    std::string_view inner = v.substr(1, v.size() - 2);
+    while (!trim(inner).empty()) {
+      const size_t comma = inner.find(',');
+      std::string_view item = trim(inner.substr(0, comma));
+      if (item.size() >= 2 && (item.front() == '"' || item.front() == '\''))
+        item = item.substr(1, item.size() - 2);
+      arr.push_back(std::string(item));
+      if (comma == std::string_view::npos) break;
+      inner = inner.substr(comma + 1);
+    }
+    out.insert_or_assign("v", std::move(arr));
+    return out;
+  }
+  out.insert_or_assign("v", std::string(v));
+  return out;
+}
+
+TextStatus apply_override(toml::table& root, const std::string& arg, Origin& origin) {
+  const size_t eq = arg.find('=');
+  if (eq == std::string::npos || eq == 0)
+    return text_error("--set " + arg + ": expected key=value (e.g. topo.hosts=256)");
+  const std::string key(trim(std::string_view(arg).substr(0, eq)));
+  const std::string_view value = std::string_view(arg).substr(eq + 1);
+  std::vector<std::string> segs;
+  for (size_t p = 0;;) {
+    const size_t d = key.find('.', p);
+    segs.push_back(key.substr(p, d == std::string::npos ? std::string::npos : d - p));
+    if (segs.back().empty())
+      return text_error("--set " + arg + ": empty component in key '" + key + "'");
+    if (d == std::string::npos) break;
+    p = d + 1;
+  }
+  toml::node* cur = &root;
+  std::string display;
+  for (size_t i = 0; i + 1 < segs.size(); ++i) {
+    const std::string& s = segs[i];
+    if (cur->is_table()) {
+      toml::table& t = *cur->as_table();
+      if (!t.contains(s)) t.insert_or_assign(s, toml::table{});
+      cur = t.get(s);
+      display += (display.empty() ? "" : ".") + s;
+    } else if (cur->is_array()) {
+      auto idx = parse_u32(s);
+      toml::array& a = *cur->as_array();
+      if (!idx || *idx >= a.size())
+        return text_error("--set " + arg + ": '" + display + "' is an array of " +
+                          std::to_string(a.size()) + "; expected an index 0.." +
+                          std::to_string(a.size() == 0 ? 0 : a.size() - 1) + ", got '" + s + "'");
+      cur = a.get(*idx);
+      display += "[" + s + "]";
+    } else {
+      return text_error("--set " + arg + ": '" + display + "' is " + describe(*cur) +
+                        ", not a table");
+    }
+  }
+  if (!cur->is_table())
+    return text_error("--set " + arg + ": '" + display + "' is " + describe(*cur) +
+                      ", not a table");
+  toml::table v = parse_override_value(value);
+  cur->as_table()->insert_or_assign(segs.back(), *v.get("v"));
+  display += (display.empty() ? "" : ".") + segs.back();
+  origin.overrides[display] = arg;
+  return {};
+}
+
+}  // namespace
+
+TextResult<Scenario> parse_scenario(std::string_view text, std::string_view filename,
+                                    const std::vector<std::string>& overrides) {
+  Origin origin;
+  origin.file = std::string(filename);
+  toml::table root;
+  try {
+    root = toml::parse(text, filename);
+  } catch (const toml::parse_error& e) {
+    return text_error(origin.file + ":" + std::to_string(e.source().begin.line) + ":" +
+                      std::to_string(e.source().begin.column) +
+                      ": TOML syntax error: " + std::string(e.description()));
+  }
+  for (const std::string& o : overrides)
+    TRY(apply_override(root, o, origin));
+
+  Scenario sc;
+  sc.source = origin.file;
+  sc.overrides = overrides;
+  std::string base_dir;
+  if (filename != "<default>" && filename.find('<') == std::string_view::npos) {
+    base_dir = std::filesystem::path(filename).parent_path().string();
+    sc.name = std::filesystem::path(filename).stem().string();
+  }
+  TableReader top(&root, "", origin);
+  TRY(top.string("name", sc.name));
+  if (sc.name.empty()) sc.name = "scenario";
+  for (char c : sc.name)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'))
+      return top.err("name", top.node("name"),
+                     "expected a name of letters, digits, '-', '_' and '.' (it names the output "
+                     "directory), got \"" +
+                         sc.name + "\"");
+  TRY(top.string("description", sc.description));
+  TRY(top.u64("seed", sc.seed));
+
+  SimConfig& b = sc.base;
+  auto topo = subtable(top, "topo");
+  if (!topo) return std::unexpected(topo.error());
+  TableReader tr(*topo, "topo", origin);
+  TRY(read_topo(tr, b.topo));
+
+  auto sw = subtable(top, "switch");
+  if (!sw) return std::unexpected(sw.error());
+  TableReader sr(*sw, "switch", origin);
+  TRY(read_switch(sr, b.sw));
+
+  auto tp = subtable(top, "transport");
+  if (!tp) return std::unexpected(tp.error());
+  TableReader pr(*tp, "transport", origin);
+  sc.kinds = {"mrc", "roce"};
+  TRY(read_transport(pr, b.transport, sc.kinds));
+
+  auto wl = subtable(top, "workload");
+  if (!wl) return std::unexpected(wl.error());
+  if (!*wl) {
+    top.allow("workload");
+    return top.missing("workload", "a [workload] table with at least 'kind'");
+  }
+  TableReader wr(*wl, "workload", origin);
+  TRY(read_workload(wr, sc.workload, base_dir));
+
+  if (const toml::node* n = top.node("fault")) {
+    if (!n->is_array_of_tables())
+      return top.expected("fault", n, "an array of tables ([[fault]] sections)");
+    uint32_t i = 0;
+    for (const toml::node& e : *n->as_array()) {
+      FaultConfig f;
+      f.line = e.source().begin.line;
+      TableReader fr(e.as_table(), "fault[" + std::to_string(i) + "]", origin);
+      TRY(read_fault(fr, f));
+      sc.faults.push_back(f);
+      ++i;
+    }
+  }
+
+  auto run = subtable(top, "run");
+  if (!run) return std::unexpected(run.error());
+  TableReader rr(*run, "run", origin);
+  sc.until = kPicosPerSecond;
+  TRY(rr.duration("until", sc.until, true));
+  TRY(rr.duration("sample_interval", b.sample_interval));
+  TRY(rr.finish());
+  TRY(top.finish());
+
+  b.seed = sc.seed;
+  for (const std::string& k : sc.kinds) {
+    TransportRun run_cfg{k, b};
+    TransportConfig& t = run_cfg.config.transport;
+    if (k == "mrc") {
+      t.kind = TransportKind::kMrc;
+    } else if (k == "mrc_oblivious") {
+      t.kind = TransportKind::kMrcOblivious;
+    } else {
+      // RoCEv2: one ECMP path per QP; NICs cannot act on trimmed packets, so the fabric
+      // drops (roce) or pauses (roce_pfc) instead of trimming.
+      t.kind = TransportKind::kRoce;
+      t.path_mode = PathMode::kEcmp;
+      run_cfg.config.sw.trimming = false;
+      if (k == "roce_pfc") run_cfg.config.sw.pfc = true;
+    }
+    sc.runs.push_back(std::move(run_cfg));
+  }
+  return sc;
+}
+
+TextResult<Scenario> load_scenario(const std::string& path,
+                                   const std::vector<std::string>& overrides) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return text_error(path + ": cannot open scenario file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return parse_scenario(ss.str(), path, overrides);
+}
+
+TextResult<Scenario> default_scenario(const std::vector<std::string>& overrides) {
+  auto sc = parse_scenario(kDefaultScenario, "<default>", overrides);
+  if (sc) sc->source = "<default>";
+  return sc;
+}
+
+}  // namespace mrc::sim

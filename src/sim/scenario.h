@@ -1,0 +1,119 @@
+// Scenario files (TOML) for mrc-sim: topology + switches + the transports to compare +
+// workload + faults + seed + run limits, with `--set key=value` overrides. The format, every
+// key, its unit and its default are documented in docs/simulator.md.
+//
+// Units: durations, rates and sizes are written with their unit, as strings ("1us", "2.5ms",
+// "400Gbps", "16MiB"); sizes may also be a plain integer count of bytes, and a duration of 0
+// may be written as 0. Counts (hosts, planes, ...) are plain integers.
+//
+// Errors are values carrying a message for a person: "<file>:<line>: key 'topo.hosts':
+// expected a positive integer, got string \"many\"". Unknown keys are errors.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/simulation.h"
+#include "sim/workloads.h"
+
+namespace mrc::sim {
+
+struct WorkloadConfig {
+  enum Kind : uint8_t {
+    kPermutation,
+    kUniform,
+    kIncast,
+    kAllToAll,
+    kAllReduce,
+    kTraining,
+    kHtsim,
+  } kind = kPermutation;
+  uint64_t size = 1 << 20;  // bytes per flow (permutation/uniform/incast) or per rank
+  Time start = 0;
+  uint32_t flows = 0;         // uniform: number of flows (0 = one per host)
+  Time spread = 0;            // uniform: start times spread over [start, start + spread)
+  uint32_t senders = 0;       // incast (0 = every other host)
+  HostId dst = 0;             // incast
+  uint32_t ranks = 0;         // collectives: the first `ranks` hosts (0 = all hosts)
+  std::vector<HostId> group;  // collectives: explicit ranks (overrides `ranks`)
+  uint32_t iterations = 1;    // training
+  Time compute = 0;           // training: compute time per iteration
+  std::string file;           // htsim: .cm path (relative paths: to the scenario file)
+};
+const char* workload_kind_name(WorkloadConfig::Kind k);
+
+struct FaultConfig {
+  enum Kind : uint8_t {
+    kLinkDown,
+    kLinkUp,
+    kSwitchReboot,
+    kBlackhole,
+    kBlackholeSwitch,
+    kGrayLoss,
+    kDegrade,
+    kFlap,
+  } kind = kLinkDown;
+  LinkRef link;
+  SwitchRef sw;
+  Time at = 0;
+  Time until = kNever;     // blackhole, blackhole_switch, gray_loss, degrade
+  Time duration = 0;       // switch_reboot
+  Time period = 0;         // flap
+  uint32_t count = 0;      // flap
+  double probability = 0;  // gray_loss
+  uint64_t rate_bps = 0;   // degrade
+  std::string target;      // the link or switch as written ("p0/leaf1-spine2")
+  uint32_t line = 0;
+};
+const char* fault_kind_name(FaultConfig::Kind k);
+
+// One run of the comparison: a transport kind and the complete configuration it runs with.
+struct TransportRun {
+  std::string name;  // "mrc", "mrc_oblivious", "roce", "roce_pfc"
+  SimConfig config;
+};
+
+struct Scenario {
+  std::string name;
+  std::string description;
+  std::string source;  // file path, or "<default>"
+  uint64_t seed = 1;
+  SimConfig base;  // topo, switch, transport settings shared by every run
+  std::vector<std::string> kinds;
+  std::vector<TransportRun> runs;  // one per kind, in order
+  WorkloadConfig workload;
+  std::vector<FaultConfig> faults;
+  Time until = kNever;                 // run limit in simulated time per transport
+  std::vector<std::string> overrides;  // the --set arguments applied, in order
+};
+
+// Parses a scenario; `overrides` are "dotted.key=value" strings applied on top of the file
+// (value: a TOML value; a bare word is a string; [a, b] of bare words is an array of strings).
+TextResult<Scenario> parse_scenario(std::string_view toml_text, std::string_view filename,
+                                    const std::vector<std::string>& overrides = {});
+TextResult<Scenario> load_scenario(const std::string& path,
+                                   const std::vector<std::string>& overrides = {});
+
+// The embedded default scenario (a small multi-plane fabric, a permutation, MRC against
+// RoCEv2/ECMP and MRC oblivious, a leaf-spine link failure mid-run).
+std::string_view default_scenario_toml();
+TextResult<Scenario> default_scenario(const std::vector<std::string>& overrides = {});
+
+// Names: "p0/leaf3-spine7" (also "p0/leaf3->spine7"), "p1/host5" (host-leaf link),
+// "p0/spine2", "p0/leaf1".
+TextResult<LinkRef> parse_link_name(std::string_view s);
+TextResult<SwitchRef> parse_switch_name(std::string_view s);
+std::string link_name(const LinkRef& l);
+std::string switch_name(const SwitchRef& s);
+
+// Units ("1.5us" -> ps, "400Gbps" -> bit/s, "4KiB" -> bytes). Errors say what was expected.
+TextResult<Time> parse_duration(std::string_view s);
+TextResult<uint64_t> parse_rate(std::string_view s);
+TextResult<uint64_t> parse_size(std::string_view s);
+std::string format_duration(Time t);  // "1.5us", "never"
+std::string format_rate(uint64_t bps);
+std::string format_size(uint64_t bytes);
+
+}  // namespace mrc::sim
