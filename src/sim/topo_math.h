@@ -103,10 +103,12 @@ struct Assumptions {
   uint32_t lane_gbps = 100;   // SerDes/optical lane (100G PAM4: 51.2T = 512 lanes)
   uint32_t module_lanes = 8;  // lanes per module (OSFP 800G: 8 x 100G)
 
-  // Power. A 51.2T switch (64 x 800G or 512 x 100G: same ASIC, same 512 SerDes) without
-  // optics: the ASIC alone is ~0.5-0.9 kW; 2RU 51.2T systems (e.g. NVIDIA SN5600, Arista
-  // 7060X6, Cisco 8111/N9364E class) list ~1.2-2.2 kW maximum without optics (fans, CPU,
-  // retimers, PSU losses). Same figure for both designs.
+  // Power. A 51.2T switch (64 x 800G or 512 x 100G: same ASIC, same 512 x 100G SerDes)
+  // without optics. Public figures: ~0.7-0.9 kW for the ASIC class (optical power estimators
+  // quoting Tomahawk 5); 913 W typical without transceivers for a 2RU 64-port 51.2T system
+  // (UfiSpace S9321-64E datasheet summary); maximum/provisioned power is higher (fans at
+  // speed, PSU losses: 2 x 3 kW supplies are common). 1.5 kW sits in the ~1.2-2 kW
+  // provisioning class. Same figure for both designs; docs/topology.md shows 0.9 kW too.
   double switch_w = 1500.0;
   // Pluggable transceiver power by module speed (typical/maximum in public datasheets):
   // QSFP28 100G SR4/DR ~2.5-3.5 W (e.g. ProLabs: 3.0 W max short reach); QSFP56 200G FR4
