@@ -53,7 +53,8 @@ FlowSummary summarize_flows(const std::vector<FlowResult>& flows);
 struct TransportResult {
   std::string name;
   SimConfig config;
-  Time sim_time = 0;       // Simulation::run()'s return
+  Time sim_time = 0;       // where the simulation stopped (the workload done, or run.until)
+  Time makespan = 0;       // completion of the last flow
   bool hit_limit = false;  // stopped by run.until with flows still running
   SimStats stats;
   FlowSummary summary;

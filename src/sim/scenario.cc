@@ -880,6 +880,33 @@ TextResult<Scenario> parse_scenario(std::string_view text, std::string_view file
   if (!topo) return std::unexpected(topo.error());
   TableReader tr(*topo, "topo", origin);
   TRY(read_topo(tr, b.topo));
+  {
+    // The same rules as Simulation::create, with a message that says what to change.
+    const TopologyConfig& t = b.topo;
+    const std::string where = origin.file + ": [topo]: ";
+    const uint32_t h = t.hosts_per_leaf ? t.hosts_per_leaf : t.radix / 2;
+    if (h == 0 || h >= t.radix)
+      return text_error(where + "hosts_per_leaf (" + std::to_string(h) +
+                        ") must be in 1..radix-1 (radix " + std::to_string(t.radix) + ")");
+    const uint32_t up = t.radix - h;
+    const uint32_t spines = t.spines ? t.spines : up;
+    if (spines == 0 || up % spines != 0)
+      return text_error(where + "spines (" + std::to_string(spines) +
+                        ") must divide the uplinks per leaf (radix - hosts_per_leaf = " +
+                        std::to_string(up) + ")");
+    const uint64_t leaves = (t.hosts + h - 1) / h;
+    if (leaves * (up / spines) > t.radix) {
+      uint32_t r = 4;
+      while (static_cast<uint64_t>(r) * r / 2 < t.hosts)
+        r += 2;
+      return text_error(where + std::to_string(t.hosts) + " hosts need " + std::to_string(leaves) +
+                        " leaves of " + std::to_string(h) + " hosts, more than a spine's " +
+                        std::to_string(t.radix) +
+                        " ports: raise radix (a non-blocking two-tier fabric of " +
+                        std::to_string(t.hosts) + " hosts needs radix >= " + std::to_string(r) +
+                        ") or lower hosts");
+    }
+  }
 
   auto sw = subtable(top, "switch");
   if (!sw) return std::unexpected(sw.error());

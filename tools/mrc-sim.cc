@@ -1,0 +1,553 @@
+// mrc-sim: runs a scenario (TOML) on the packet-level fabric simulator once per transport
+// (MRC, MRC oblivious, RoCEv2/ECMP, ...) with the same seed, workload and faults, prints a
+// comparison table and writes a run directory. docs/simulator.md is the user guide.
+//
+//   mrc-sim                                  the embedded default scenario
+//   mrc-sim scenarios/x.toml --set topo.hosts=256 --set transport.kinds=[mrc,roce]
+//   mrc-sim --htsim matrix.cm                an htsim connection matrix
+//   mrc-sim --print-default > my.toml        start a scenario from the default
+//
+// Output directory (default out/<scenario name>): summary.json, flows.csv, links.csv,
+// ev_events.jsonl, optional <transport>.pcap. Exit status: 0 when every transport ran, 1 when
+// a run failed (bad fault, workload error), 2 on bad arguments or scenario errors.
+#include <fmt/core.h>
+#include <fmt/os.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "sim/runner.h"
+#include "sim/scenario.h"
+
+#ifndef MRC_GIT_DESCRIBE
+#define MRC_GIT_DESCRIBE "unknown"
+#endif
+#ifndef MRC_VERSION
+#define MRC_VERSION "0.0.0"
+#endif
+
+namespace {
+
+using namespace mrc;
+using namespace mrc::sim;
+using json = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+double to_us(Time t) {
+  return static_cast<double>(t) / kPicosPerMicro;
+}
+double to_ns(Time t) {
+  return static_cast<double>(t) / kPicosPerNano;
+}
+
+uint64_t peak_rss_bytes() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<uint64_t>(ru.ru_maxrss) * 1024;
+}
+
+std::string version() {
+  return std::string("mrc-sim ") + MRC_VERSION + " (" + MRC_GIT_DESCRIBE + ")";
+}
+
+// ---- scenario echo ---------------------------------------------------------------------------
+
+json echo_config(const Scenario& sc) {
+  const SimConfig& b = sc.base;
+  json j;
+  j["topo"] = {{"hosts", b.topo.hosts},
+               {"planes", b.topo.planes},
+               {"radix", b.topo.radix},
+               {"hosts_per_leaf", b.topo.hosts_per_leaf},
+               {"spines", b.topo.spines},
+               {"link_rate", format_rate(b.topo.link_bps)},
+               {"link_delay", format_duration(b.topo.link_delay)},
+               {"switch_latency", format_duration(b.topo.switch_latency)}};
+  j["switch"] = {{"queue", b.sw.queue_bytes},
+                 {"ecn_kmin", b.sw.ecn_kmin_bytes},
+                 {"ecn_kmax", b.sw.ecn_kmax_bytes},
+                 {"ecn_pmax", b.sw.ecn_pmax},
+                 {"trimming", b.sw.trimming},
+                 {"trim_threshold", b.sw.trim_threshold_bytes},
+                 {"pfc", b.sw.pfc},
+                 {"pfc_xoff", b.sw.pfc_xoff_bytes},
+                 {"pfc_xon", b.sw.pfc_xon_bytes}};
+  const TransportConfig& t = b.transport;
+  const char* cc = t.cc == CcAlgorithm::kNscc    ? "nscc"
+                   : t.cc == CcAlgorithm::kDcqcn ? "dcqcn"
+                   : t.cc == CcAlgorithm::kNone  ? "none"
+                                                 : "fixed_window";
+  j["transport"] = {{"kinds", sc.kinds},
+                    {"path_mode", t.path_mode == PathMode::kSrv6 ? "srv6" : "ecmp"},
+                    {"mtu", t.mtu},
+                    {"evs_per_plane", t.evs_per_plane},
+                    {"cc", cc},
+                    {"mpr", t.mpr},
+                    {"timeout", t.timeout},
+                    {"ack_every", t.ack_every},
+                    {"probe_interval", format_duration(t.probe_interval)},
+                    {"ecn_cooldown", format_duration(t.ecn_cooldown)},
+                    {"routing_convergence", format_duration(t.routing_convergence)}};
+  const WorkloadConfig& w = sc.workload;
+  json wj = {{"kind", workload_kind_name(w.kind)}};
+  using K = WorkloadConfig;
+  if (w.kind != K::kHtsim) {
+    wj["size"] = w.size;
+    wj["start"] = format_duration(w.start);
+  }
+  if (w.kind == K::kUniform) {
+    wj["flows"] = w.flows;
+    wj["spread"] = format_duration(w.spread);
+  }
+  if (w.kind == K::kIncast) {
+    wj["senders"] = w.senders;
+    wj["dst"] = w.dst;
+  }
+  if (w.kind == K::kAllToAll || w.kind == K::kAllReduce || w.kind == K::kTraining) {
+    wj["ranks"] = w.ranks;
+    if (!w.group.empty()) wj["group"] = w.group;
+  }
+  if (w.kind == K::kTraining) {
+    wj["iterations"] = w.iterations;
+    wj["compute"] = format_duration(w.compute);
+  }
+  if (w.kind == K::kHtsim) wj["file"] = std::filesystem::path(w.file).filename().string();
+  j["workload"] = wj;
+  json faults = json::array();
+  for (const FaultConfig& f : sc.faults) {
+    json fj = {
+        {"kind", fault_kind_name(f.kind)}, {"target", f.target}, {"at", format_duration(f.at)}};
+    if (f.until != kNever) fj["until"] = format_duration(f.until);
+    if (f.kind == FaultConfig::kSwitchReboot) fj["duration"] = format_duration(f.duration);
+    if (f.kind == FaultConfig::kFlap) {
+      fj["period"] = format_duration(f.period);
+      fj["count"] = f.count;
+    }
+    if (f.kind == FaultConfig::kGrayLoss) fj["probability"] = f.probability;
+    if (f.kind == FaultConfig::kDegrade) fj["rate"] = format_rate(f.rate_bps);
+    faults.push_back(fj);
+  }
+  j["faults"] = faults;
+  j["run"] = {{"until", format_duration(sc.until)},
+              {"sample_interval", format_duration(b.sample_interval)}};
+  return j;
+}
+
+// ---- per-transport results -------------------------------------------------------------------
+
+struct Ran {
+  TransportResult r;
+  uint32_t leaves = 0, spines = 0;
+  double wall_seconds = 0;
+};
+
+json transport_json(const Ran& ran) {
+  const TransportResult& r = ran.r;
+  const FlowSummary& s = r.summary;
+  json j;
+  j["name"] = r.name;
+  j["sim_time_ps"] = r.sim_time;
+  j["makespan_ps"] = r.makespan;
+  j["events"] = r.stats.events;
+  j["hit_run_limit"] = r.hit_limit;
+  j["flows"] = {{"count", s.count},
+                {"completed", s.completed},
+                {"failed", s.failed},
+                {"unfinished", s.unfinished},
+                {"bytes_delivered", s.bytes}};
+  j["fct_us"] = {{"p50", s.fct_p50_us},
+                 {"p99", s.fct_p99_us},
+                 {"max", s.fct_max_us},
+                 {"ideal_max", s.ideal_max_us}};
+  j["slowdown"] = {{"p50", s.slowdown_p50}, {"p99", s.slowdown_p99}, {"max", s.slowdown_max}};
+  j["goodput_gbps"] = {{"mean", s.goodput_mean_gbps}, {"min", s.goodput_min_gbps}};
+  const SimStats& st = r.stats;
+  j["counters"] = {{"data_packets", st.data_packets},
+                   {"retransmits", st.retransmits},
+                   {"drops", st.drops},
+                   {"fault_drops", st.fault_drops},
+                   {"trims", st.trims},
+                   {"ecn_marks", st.ecn_marks},
+                   {"pfc_pauses", st.pfc_pauses},
+                   {"qp_errors", st.qp_errors},
+                   {"ev_state_changes", st.ev_state_changes},
+                   {"timeouts", st.timeouts}};
+  json coll = json::array();
+  for (const CollectiveResult& c : r.collectives)
+    coll.push_back({{"kind", collective_name(c.kind)},
+                    {"iteration", c.iteration},
+                    {"ranks", c.ranks},
+                    {"bytes", c.bytes},
+                    {"flows", c.flows},
+                    {"start_us", to_us(c.start)},
+                    {"time_us", to_us(c.time())},
+                    {"algbw_GBps", c.algbw_GBps()},
+                    {"busbw_GBps", c.busbw_GBps()},
+                    {"ok", c.ok}});
+  j["collectives"] = coll;
+  json its = json::array();
+  for (const IterationResult& it : r.iterations)
+    its.push_back({{"index", it.index},
+                   {"start_us", to_us(it.start)},
+                   {"compute_us", to_us(it.comm_start - it.start)},
+                   {"comm_us", to_us(it.end - it.comm_start)},
+                   {"time_us", to_us(it.time())},
+                   {"ok", it.ok}});
+  j["iterations"] = its;
+  if (!r.iterations.empty()) j["job_aborted"] = r.job_aborted;
+  j["fabric"] = {{"leaves_per_plane", ran.leaves}, {"spines_per_plane", ran.spines}};
+  if (!r.workload_error.empty()) j["workload_error"] = r.workload_error;
+  return j;
+}
+
+// ---- files -------------------------------------------------------------------------------------
+
+void write_flows(const std::string& path, const std::vector<Ran>& runs) {
+  auto f = fmt::output_file(path);
+  f.print(
+      "flow_id,transport,src,dst,size_bytes,start_ns,end_ns,fct_ns,ideal_fct_ns,slowdown,"
+      "retx_pkts,paths_used,ok,tag\n");
+  for (const Ran& ran : runs)
+    for (const FlowResult& fl : ran.r.flows) {
+      const bool done = fl.end != kNever;
+      f.print("{},{},{},{},{},{:.3f},", fl.id, ran.r.name, fl.spec.src, fl.spec.dst, fl.spec.bytes,
+              to_ns(fl.spec.start));
+      if (done)
+        f.print("{:.3f},{:.3f},", to_ns(fl.end), to_ns(fl.fct));
+      else
+        f.print(",,");
+      f.print("{:.3f},", to_ns(fl.ideal_fct));
+      if (done && fl.ideal_fct > 0)
+        f.print("{:.4f}", static_cast<double>(fl.fct) / static_cast<double>(fl.ideal_fct));
+      f.print(",{},{},{},{}\n", fl.retransmits, fl.paths_used, fl.ok ? 1 : 0, fl.spec.tag);
+    }
+}
+
+void write_links(const std::string& path, const std::vector<Ran>& runs) {
+  auto f = fmt::output_file(path);
+  f.print("transport,time_ns,link,utilization,queue_bytes\n");
+  for (const Ran& ran : runs)
+    for (const LinkSample& s : ran.r.link_samples) {
+      if (s.utilization == 0 && s.queue_bytes == 0) continue;  // idle: absent row
+      const std::string& name =
+          s.link < ran.r.link_names.size() ? ran.r.link_names[s.link] : std::to_string(s.link);
+      f.print("{},{:.3f},{},{:.4f},{}\n", ran.r.name, to_ns(s.time), name, s.utilization,
+              s.queue_bytes);
+    }
+}
+
+void write_ev_events(const std::string& path, const std::vector<Ran>& runs) {
+  auto f = fmt::output_file(path);
+  for (const Ran& ran : runs)
+    for (const EvEvent& e : ran.r.ev_events)
+      f.print(
+          "{{\"transport\":\"{}\",\"time_ns\":{:.3f},\"host\":{},\"qpn\":{},\"ev\":{},"
+          "\"plane\":{},\"from\":\"{}\",\"to\":\"{}\"}}\n",
+          ran.r.name, to_ns(e.time), e.host, e.qpn, e.ev_index, e.plane, ev::ev_state_name(e.from),
+          ev::ev_state_name(e.to));
+}
+
+// ---- the table -------------------------------------------------------------------------------
+
+std::string num(double v, int prec = 1) {
+  if (v == 0) return "0";
+  return fmt::format("{:.{}f}", v, prec);
+}
+
+void print_table(const Scenario& sc, const std::vector<Ran>& runs) {
+  const SimConfig& b = sc.base;
+  fmt::print("\nmrc-sim: {}{}{} (seed {})\n", sc.name, sc.description.empty() ? "" : " - ",
+             sc.description, sc.seed);
+  if (!runs.empty())
+    fmt::print("fabric:   {} hosts, {} plane{} x ({} leaves + {} spines), {} links, {} per link\n",
+               b.topo.hosts, b.topo.planes, b.topo.planes == 1 ? "" : "s", runs[0].leaves,
+               runs[0].spines, format_rate(b.topo.link_bps), format_duration(b.topo.link_delay));
+  fmt::print("workload: {}", workload_kind_name(sc.workload.kind));
+  if (sc.workload.kind == WorkloadConfig::kHtsim)
+    fmt::print(" {}", sc.workload.file);
+  else
+    fmt::print(", {}", format_size(sc.workload.size));
+  if (!runs.empty()) fmt::print(", {} flows", runs[0].r.summary.count);
+  fmt::print("\n");
+  for (const FaultConfig& f : sc.faults)
+    fmt::print("fault:    {} {} at {}\n", fault_kind_name(f.kind), f.target, format_duration(f.at));
+  fmt::print("\n");
+
+  const char* hdr =
+      "{:<14} {:>6} {:>6} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>6} {:>7} "
+      "{:>10}\n";
+  fmt::print(fmt::runtime(hdr), "transport", "flows", "done", "FCT p50", "FCT p99", "FCT max",
+             "max/ideal", "gput avg", "gput min", "drops", "trims", "retx", "qp_err", "ev_chg",
+             "last done");
+  fmt::print(fmt::runtime(hdr), "", "", "", "us", "us", "us", "", "Gb/s", "Gb/s", "", "", "", "",
+             "", "us");
+  for (const Ran& ran : runs) {
+    const TransportResult& r = ran.r;
+    const FlowSummary& s = r.summary;
+    fmt::print(fmt::runtime(hdr), r.name, s.count, s.completed, num(s.fct_p50_us),
+               num(s.fct_p99_us), num(s.fct_max_us), num(s.slowdown_max, 2),
+               num(s.goodput_mean_gbps), num(s.goodput_min_gbps), r.stats.drops, r.stats.trims,
+               r.stats.retransmits, r.stats.qp_errors, r.stats.ev_state_changes,
+               num(to_us(r.makespan)));
+  }
+  bool any_coll = false;
+  for (const Ran& ran : runs)
+    any_coll = any_coll || !ran.r.collectives.empty();
+  if (any_coll) {
+    fmt::print("\n{:<14} {:>6} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "collectives", "count",
+               "time p50 us", "time max us", "algbw GB/s", "busbw GB/s", "iter p50 us");
+    for (const Ran& ran : runs) {
+      const TransportResult& r = ran.r;
+      std::vector<double> t, alg, bus, it;
+      for (const auto& c : r.collectives) {
+        t.push_back(to_us(c.time()));
+        alg.push_back(c.algbw_GBps());
+        bus.push_back(c.busbw_GBps());
+      }
+      for (const auto& i : r.iterations)
+        if (i.end > i.start) it.push_back(to_us(i.time()));
+      fmt::print("{:<14} {:>6} {:>12} {:>12} {:>12} {:>12} {:>12}{}\n", r.name,
+                 r.collectives.size(), num(percentile(t, 50)), num(percentile(t, 100)),
+                 num(percentile(alg, 50), 2), num(percentile(bus, 50), 2),
+                 it.empty() ? "-" : num(percentile(it, 50)),
+                 r.job_aborted ? "  JOB ABORTED (AllReduce failed)" : "");
+    }
+  }
+  for (const Ran& ran : runs) {
+    const FlowSummary& s = ran.r.summary;
+    if (s.unfinished > 0)
+      fmt::print("note: {}: {} flow(s) unfinished at the run limit ({})\n", ran.r.name,
+                 s.unfinished, format_duration(sc.until));
+    if (s.failed > 0) fmt::print("note: {}: {} flow(s) failed (QP errors)\n", ran.r.name, s.failed);
+    if (!ran.r.workload_error.empty())
+      fmt::print("note: {}: workload error: {}\n", ran.r.name, ran.r.workload_error);
+  }
+}
+
+// ---- htsim ---------------------------------------------------------------------------------
+
+std::string htsim_base_toml(const std::string& file, uint32_t nodes) {
+  uint32_t radix = 4;
+  while (static_cast<uint64_t>(radix) * radix / 2 < nodes)
+    radix += 2;
+  std::string stem = std::filesystem::path(file).stem().string();
+  for (char& c : stem)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) c = '_';
+  return fmt::format(R"(name = "{}"
+description = "htsim connection matrix {}"
+[topo]
+hosts = {}
+planes = 1
+radix = {}
+link_rate = "100Gbps"
+link_delay = "500ns"
+[transport]
+kinds = ["mrc", "mrc_oblivious", "roce"]
+[workload]
+kind = "htsim"
+file = "{}"
+)",
+                     stem.empty() ? "htsim" : stem, std::filesystem::path(file).filename().string(),
+                     nodes, radix, file);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "mrc-sim: MRC against RoCEv2/ECMP on a multi-plane fabric, packet by packet.\n"
+      "Without a scenario it runs the embedded default (see --print-default)."};
+  std::string scenario_path, out_dir, htsim_path, pcap_hosts_arg;
+  std::vector<std::string> sets;
+  uint64_t seed = 0;
+  bool quiet = false, print_default = false;
+  app.add_option("scenario", scenario_path, "Scenario file (TOML); default: the embedded one")
+      ->check(CLI::ExistingFile);
+  app.add_option("--set", sets, "Override a key by dotted path: --set topo.hosts=256 (repeatable)")
+      ->take_all();
+  auto* seed_opt = app.add_option("--seed", seed, "Random seed (overrides the scenario's)");
+  app.add_option("--out", out_dir, "Output directory (default out/<scenario name>)");
+  app.add_option("--htsim", htsim_path, "Run an htsim connection matrix (.cm)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--pcap-hosts", pcap_hosts_arg,
+                 "Comma-separated hosts whose packets go to <out>/<transport>.pcap");
+  app.add_flag("--quiet,-q", quiet, "No progress and no table (files only)");
+  app.add_flag("--print-default", print_default, "Print the embedded default scenario and exit");
+  CLI11_PARSE(app, argc, argv);
+
+  if (print_default) {
+    fmt::print("{}", default_scenario_toml());
+    return 0;
+  }
+  if (seed_opt->count() > 0) sets.push_back("seed=" + std::to_string(seed));
+
+  TextResult<Scenario> parsed = text_error("");
+  if (!htsim_path.empty()) {
+    auto m = load_htsim_cm(htsim_path);
+    if (!m) {
+      fmt::print(stderr, "mrc-sim: {}\n", m.error());
+      return 2;
+    }
+    const std::string abs = std::filesystem::absolute(htsim_path).string();
+    if (scenario_path.empty()) {
+      parsed = parse_scenario(htsim_base_toml(abs, m->nodes), "<htsim>", sets);
+    } else {
+      // The scenario's fabric and transports, the matrix as the workload.
+      parsed = load_scenario(scenario_path, sets);
+      if (parsed) {
+        parsed->workload = WorkloadConfig{};
+        parsed->workload.kind = WorkloadConfig::kHtsim;
+        parsed->workload.file = abs;
+        if (parsed->base.topo.hosts < m->nodes) {
+          fmt::print(stderr, "mrc-sim: {} has Nodes {} but the scenario's fabric has {} hosts\n",
+                     htsim_path, m->nodes, parsed->base.topo.hosts);
+          return 2;
+        }
+      }
+    }
+  } else if (scenario_path.empty()) {
+    parsed = default_scenario(sets);
+  } else {
+    parsed = load_scenario(scenario_path, sets);
+  }
+  if (!parsed) {
+    fmt::print(stderr, "mrc-sim: {}\n", parsed.error());
+    return 2;
+  }
+  Scenario& sc = *parsed;
+
+  std::vector<HostId> pcap_hosts;
+  if (!pcap_hosts_arg.empty()) {
+    std::string_view s = pcap_hosts_arg;
+    while (!s.empty()) {
+      const size_t c = s.find(',');
+      const std::string item(s.substr(0, c));
+      try {
+        size_t used = 0;
+        const unsigned long v = std::stoul(item, &used);
+        if (used != item.size() || v >= sc.base.topo.hosts) throw std::out_of_range(item);
+        pcap_hosts.push_back(static_cast<HostId>(v));
+      } catch (const std::exception&) {
+        fmt::print(stderr,
+                   "mrc-sim: --pcap-hosts: expected host numbers 0..{} separated by "
+                   "commas, got '{}'\n",
+                   sc.base.topo.hosts - 1, item);
+        return 2;
+      }
+      if (c == std::string_view::npos) break;
+      s.remove_prefix(c + 1);
+    }
+  }
+
+  if (out_dir.empty()) out_dir = "out/" + sc.name;
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) {
+    fmt::print(stderr, "mrc-sim: cannot create {}: {}\n", out_dir, ec.message());
+    return 2;
+  }
+
+  const bool tty = isatty(STDERR_FILENO);
+  const auto t0 = Clock::now();
+  std::vector<Ran> runs;
+  int status = 0;
+  for (const TransportRun& tr : sc.runs) {
+    const auto start = Clock::now();
+    auto last = start;
+    RunHooks hooks;
+    if (!quiet)
+      hooks.progress = [&](const std::string& name, Time now, uint64_t events, uint64_t done,
+                           uint64_t added) {
+        const auto wall = Clock::now();
+        if (!tty && wall - last < std::chrono::seconds(2)) return;
+        last = wall;
+        const double secs = std::chrono::duration<double>(wall - start).count();
+        double frac = added ? static_cast<double>(done) / static_cast<double>(added) : 0;
+        if (sc.until != kNever)
+          frac = std::max(frac, static_cast<double>(now) / static_cast<double>(sc.until));
+        const std::string eta =
+            frac > 0.01 ? fmt::format("{:.0f}s", secs * (1 - frac) / frac) : std::string("?");
+        fmt::print(stderr,
+                   "{}[{}] sim {:.3f} ms | {:.1f} M events | {:.2f} M ev/s | flows {}/{} | "
+                   "ETA {}   {}",
+                   tty ? "\r" : "", name, static_cast<double>(now) / kPicosPerMilli, events / 1e6,
+                   secs > 0 ? events / secs / 1e6 : 0.0, done, added, eta, tty ? "" : "\n");
+      };
+    if (!pcap_hosts.empty())
+      hooks.pcap_path = (std::filesystem::path(out_dir) / (tr.name + ".pcap")).string();
+    auto r = run_transport(sc, tr, hooks);
+    if (!quiet && tty) fmt::print(stderr, "\r{:<100}\r", "");
+    if (!r) {
+      fmt::print(stderr, "mrc-sim: {}\n", r.error());
+      return 1;
+    }
+    Ran ran;
+    ran.r = std::move(*r);
+    ran.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    // The fabric's shape, as the simulator built it.
+    if (auto s = Simulation::create(tr.config)) {
+      ran.leaves = (*s)->num_leaves();
+      ran.spines = (*s)->num_spines();
+    }
+    if (!ran.r.workload_error.empty()) status = 1;
+    if (!quiet)
+      fmt::print(stderr, "[{}] done: {:.3f} ms simulated, {:.1f} M events in {:.2f} s\n", tr.name,
+                 static_cast<double>(ran.r.sim_time) / kPicosPerMilli, ran.r.stats.events / 1e6,
+                 ran.wall_seconds);
+    runs.push_back(std::move(ran));
+  }
+  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+
+  json j;
+  j["schema"] = 1;
+  j["version"] = version();
+  j["scenario"] = {{"name", sc.name},
+                   {"description", sc.description},
+                   {"source", sc.source},
+                   {"overrides", sc.overrides}};
+  j["seed"] = sc.seed;
+  j["config"] = echo_config(sc);
+  Time sim_time = 0;
+  uint64_t events = 0;
+  for (const Ran& r : runs) {
+    sim_time = std::max(sim_time, r.r.sim_time);
+    events += r.r.stats.events;
+  }
+  j["sim_time_ps"] = sim_time;
+  j["events"] = events;
+  json tj = json::array();
+  for (const Ran& r : runs)
+    tj.push_back(transport_json(r));
+  j["transports"] = tj;
+  json per = json::object();
+  for (const Ran& r : runs)
+    per[r.r.name] = r.wall_seconds;
+  j["run"] = {{"wall_seconds", wall},
+              {"events_per_second", wall > 0 ? static_cast<double>(events) / wall : 0.0},
+              {"peak_rss_bytes", peak_rss_bytes()},
+              {"wall_seconds_per_transport", per}};
+
+  const std::filesystem::path dir(out_dir);
+  {
+    auto f = fmt::output_file((dir / "summary.json").string());
+    f.print("{}\n", j.dump(2));
+  }
+  write_flows((dir / "flows.csv").string(), runs);
+  write_links((dir / "links.csv").string(), runs);
+  write_ev_events((dir / "ev_events.jsonl").string(), runs);
+
+  if (!quiet) {
+    print_table(sc, runs);
+    fmt::print("\n{:.1f} s wall, {:.1f} M events ({:.2f} M/s), peak RSS {} MB -> {}/\n", wall,
+               events / 1e6, wall > 0 ? events / wall / 1e6 : 0.0, peak_rss_bytes() >> 20, out_dir);
+  }
+  return status;
+}
