@@ -18,65 +18,81 @@ EventQueue::EventQueue(Time bucket_ps, uint32_t buckets)
       horizon_(width_ * std::bit_ceil(buckets)),
       buckets_(std::bit_ceil(buckets)) {}
 
-void EventQueue::heap_push(std::vector<SimEvent>& h, const SimEvent& e) {
-  h.push_back(e);
-  std::push_heap(h.begin(), h.end(), Later{});
-}
-
-SimEvent EventQueue::heap_pop(std::vector<SimEvent>& h) {
-  std::pop_heap(h.begin(), h.end(), Later{});
-  SimEvent e = h.back();
-  h.pop_back();
-  return e;
+void EventQueue::place(const SimEvent& e) {
+  // An event in the cursor bucket's past (same-time work) belongs to the cursor bucket.
+  const Time t = e.time < base_ ? base_ : e.time;
+  const uint32_t idx = static_cast<uint32_t>((t >> shift_) & mask_);
+  if (idx == cursor_ && t < base_ + width_ && (!open_.empty() || !side_.empty())) {
+    side_.push_back(e);
+    std::push_heap(side_.begin(), side_.end(), Later{});
+  } else {
+    buckets_[idx].push_back(e);
+  }
+  ++near_size_;
 }
 
 void EventQueue::push(const SimEvent& e) {
   ++size_;
-  // An event in the past of the cursor (allowed: same-time events) goes to the cursor bucket.
-  const Time t = e.time < base_ ? base_ : e.time;
-  if (!in_horizon(t)) {
-    heap_push(far_, e);
+  if (!in_horizon(e.time < base_ ? base_ : e.time)) {
+    far_.push_back(e);
+    std::push_heap(far_.begin(), far_.end(), Later{});
     return;
   }
-  const uint32_t idx = static_cast<uint32_t>((t >> shift_) & mask_);
-  heap_push(buckets_[idx], e);
-  ++near_size_;
+  place(e);
 }
 
 void EventQueue::advance() {
-  // Find the next non-empty bucket; when the near ring is empty, jump to the far heap.
+  if (!open_.empty() || !side_.empty()) return;
   while (true) {
-    if (!buckets_[cursor_].empty()) return;
+    std::vector<SimEvent>& b = buckets_[cursor_];
+    if (!b.empty()) {
+      // Open it: sort latest-first so the earliest is at the back.
+      open_.swap(b);
+      std::sort(open_.begin(), open_.end(), [](const SimEvent& x, const SimEvent& y) { return y.before(x); });
+      return;
+    }
     if (near_size_ == 0) {
       if (far_.empty()) return;
-      // Jump the cursor to the bucket of the earliest far event.
       base_ = (far_.front().time >> shift_) << shift_;
       cursor_ = static_cast<uint32_t>((base_ >> shift_) & mask_);
     } else {
       cursor_ = (cursor_ + 1) & mask_;
       base_ += width_;
     }
-    // Pull far events that now fall inside the horizon into their buckets.
     while (!far_.empty() && in_horizon(far_.front().time)) {
-      const SimEvent e = heap_pop(far_);
-      const Time t = e.time < base_ ? base_ : e.time;
-      heap_push(buckets_[static_cast<uint32_t>((t >> shift_) & mask_)], e);
-      ++near_size_;
+      std::pop_heap(far_.begin(), far_.end(), Later{});
+      const SimEvent e = far_.back();
+      far_.pop_back();
+      place(e);
     }
   }
+}
+
+const SimEvent& EventQueue::front() const {
+  if (side_.empty()) return open_.back();
+  if (open_.empty()) return side_.front();
+  return side_.front().before(open_.back()) ? side_.front() : open_.back();
 }
 
 Time EventQueue::peek_time() {
   if (size_ == 0) return kNever;
   advance();
-  return buckets_[cursor_].front().time;
+  return front().time;
 }
 
 SimEvent EventQueue::pop() {
   advance();
   --size_;
   --near_size_;
-  return heap_pop(buckets_[cursor_]);
+  if (!side_.empty() && (open_.empty() || side_.front().before(open_.back()))) {
+    std::pop_heap(side_.begin(), side_.end(), Later{});
+    const SimEvent e = side_.back();
+    side_.pop_back();
+    return e;
+  }
+  const SimEvent e = open_.back();
+  open_.pop_back();
+  return e;
 }
 
 }  // namespace mrc::sim

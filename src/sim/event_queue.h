@@ -1,7 +1,9 @@
-// A calendar queue of simulation events: a ring of time buckets (each a small binary heap)
-// over a horizon, plus a heap for events beyond it. Almost every event of a packet
-// simulation lands within a few microseconds of `now`, so push and pop are O(1) with a
-// small constant; the far-future heap (timeouts) is touched rarely.
+// A calendar queue of simulation events: a ring of time buckets over a horizon, plus a heap
+// for events beyond it. A bucket is an unsorted vector until the cursor reaches it; then it
+// is sorted once and consumed from the end (events that arrive for the open bucket meanwhile
+// go to a small side heap). Almost every event of a packet simulation lands within a few
+// microseconds of `now`, so a push is an append and a pop is amortized O(log b) for b
+// events per bucket, with contiguous memory; the far-future heap (timeouts) is rarely used.
 //
 // Events are ordered by (time, key). The key is (origin partition << 48 | origin sequence):
 // an order that does not depend on which partition inserted first, so a partitioned
@@ -28,8 +30,9 @@ struct SimEvent {
 
 class EventQueue {
  public:
-  // `bucket_ps`: width of one bucket (power of two); `buckets`: ring size (power of two).
-  explicit EventQueue(Time bucket_ps = 1 << 13, uint32_t buckets = 1 << 14);
+  // `bucket_ps`: width of one bucket (rounded up to a power of two); `buckets`: ring size
+  // (rounded up to a power of two).
+  explicit EventQueue(Time bucket_ps = 1 << 12, uint32_t buckets = 1 << 15);
 
   void push(const SimEvent& e);
   bool empty() const { return size_ == 0; }
@@ -41,20 +44,22 @@ class EventQueue {
 
  private:
   bool in_horizon(Time t) const { return t < base_ + horizon_; }
-  void advance();  // moves the cursor to the next non-empty bucket (pulling far events in)
-  static void heap_push(std::vector<SimEvent>& h, const SimEvent& e);
-  static SimEvent heap_pop(std::vector<SimEvent>& h);
+  void place(const SimEvent& e);  // into its bucket (or the side heap of the open bucket)
+  void advance();                 // opens the next non-empty bucket (pulling far events in)
+  const SimEvent& front() const;
 
   Time width_;
   uint32_t shift_;
   uint32_t mask_;
   Time horizon_;
-  Time base_ = 0;         // start time of the cursor bucket
-  uint32_t cursor_ = 0;   // bucket index holding [base_, base_ + width_)
+  Time base_ = 0;          // start time of the cursor bucket
+  uint32_t cursor_ = 0;    // bucket index holding [base_, base_ + width_)
   std::vector<std::vector<SimEvent>> buckets_;
-  std::vector<SimEvent> far_;  // heap of events at or beyond base_ + horizon_
+  std::vector<SimEvent> open_;  // the cursor bucket, sorted latest-first (pop from the back)
+  std::vector<SimEvent> side_;  // heap: events pushed into the cursor bucket after it opened
+  std::vector<SimEvent> far_;   // heap of events at or beyond base_ + horizon_
   size_t size_ = 0;
-  size_t near_size_ = 0;
+  size_t near_size_ = 0;        // events in buckets_, open_ and side_
 };
 
 }  // namespace mrc::sim

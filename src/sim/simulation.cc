@@ -458,8 +458,8 @@ Result<QpPair> Simulation::Impl::qp_for(HostId src, HostId dst, uint32_t plane) 
   Engine& es = *hosts[src].engine;
   Engine& ed = *hosts[dst].engine;
   QpCreateAttr ca;
-  ca.sq_depth = 256;
-  ca.rq_depth = 256;
+  ca.sq_depth = 64;   // flows beyond this queue in the engine's post_write error path
+  ca.rq_depth = 64;
   auto qs = es.create_qp(ca);
   auto qd = ed.create_qp(ca);
   if (!qs || !qd) return fail(Error::kNoResources);
@@ -495,8 +495,9 @@ Result<QpPair> Simulation::Impl::qp_for(HostId src, HostId dst, uint32_t plane) 
     a.path_mtu = tc.mtu;
     uint32_t mpr = tc.mpr;
     if (mpr == 0) {
-      // Room for 4 BDPs of PSNs: the window plus reordering and retransmissions.
-      const uint64_t psns = 4 * bdp / tc.mtu + 128;
+      // Room for 2 BDPs of PSNs (NSCC's window is at most 1.5 BDP) plus one MPR unit of
+      // slack for reordering and retransmissions.
+      const uint64_t psns = 2 * bdp / tc.mtu + 128;
       mpr = static_cast<uint32_t>(std::clamp<uint64_t>((psns + 127) / 128, 1, 255));
     }
     a.mpr = a.mpr_dest = static_cast<uint8_t>(mpr);

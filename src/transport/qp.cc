@@ -44,7 +44,6 @@ constexpr uint32_t kProbeReplyQueue = 32;
 
 Qp::Qp(Engine& engine, uint32_t qpn, const QpCreateAttr& attr, uint64_t seed)
     : engine_(engine), qpn_(qpn), create_(attr), seed_(seed) {
-  sq_.resize(attr.sq_depth);
   rq_.resize(attr.rq_depth);
   nacks_.resize(kTrimNackQueue);
   probe_replies_.resize(kProbeReplyQueue);
@@ -128,9 +127,7 @@ Status Qp::to_rtr(const QpAttr& a) {
   max_wimm_dest_ = a.max_wimm_dest;
   mpr_dest_psns_ = 128u * a.mpr_dest;
   const uint32_t bits = pow2_at_least(std::max<uint32_t>(mpr_dest_psns_, 128));
-  rcv_bits_.assign(bits / 64, 0);
   rcv_mask_ = bits - 1;
-  rx_msgs_.assign(bits, RxMessage{});
   msg_mask_ = bits - 1;
   rcv_base_ = a.rq_psn;
   msg_base_ = 0;
@@ -150,12 +147,9 @@ Status Qp::to_rts(Time now, const QpAttr& a) {
   retry_exp_ = a.retry_exp;
   reorder_window_attr_ = a.reorder_window;
   const uint32_t n = pow2_at_least(mpr_psns_);
-  pkts_.assign(n, TxPkt{});
   pkt_mask_ = n - 1;
-  recs_.assign(2 * n, TxRecord{});
   rec_mask_ = 2 * n - 1;
   rec_head_ = rec_tail_ = 0;
-  retx_.assign(n, 0);
   retx_head_ = retx_size_ = 0;
   snd_una_ = next_psn_ = gbn_next_ = a.sq_psn;
   switch (cc_spec_.algorithm) {
@@ -221,6 +215,23 @@ void Qp::to_err(Time now, WcStatus first_status) {
 // ---------------------------------------------------------------------------------------
 // Posting work.
 
+// A QP's rings are allocated when its role first needs them: many QPs of a large
+// simulation only ever send or only ever receive, and each ring is sized by the MPR.
+void Qp::ensure_requester_rings() {
+  if (!pkts_.empty()) return;
+  const uint32_t n = pkt_mask_ + 1;
+  sq_.resize(create_.sq_depth);
+  pkts_.assign(n, TxPkt{});
+  recs_.assign(2 * n, TxRecord{});
+  retx_.assign(n, 0);
+}
+
+void Qp::ensure_responder_rings() {
+  if (!rcv_bits_.empty()) return;
+  rcv_bits_.assign((rcv_mask_ + 1) / 64, 0);
+  rx_msgs_.assign(msg_mask_ + 1, RxMessage{});
+}
+
 Status Qp::post_write(Time now, const WriteWr& wr) {
   if (state_ != QpState::kRts) return fail(Error::kBadQpState);
   if (wr.opcode != WrOpcode::kWrite && wr.opcode != WrOpcode::kWriteImm) {
@@ -228,13 +239,14 @@ Status Qp::post_write(Time now, const WriteWr& wr) {
   }
   if (wr.length > (1ull << 31)) return fail(Error::kInvalidArgument);  // IBTA max message
   if (wr.remote_addr + wr.length < wr.remote_addr) return fail(Error::kInvalidArgument);
-  if (sq_tail_ - sq_head_ >= sq_.size()) return fail(Error::kQueueFull);
+  if (sq_tail_ - sq_head_ >= create_.sq_depth) return fail(Error::kQueueFull);
   const uint8_t* local = nullptr;
   if (wr.length > 0) {
     auto region = engine_.memory().check_local(wr.lkey, wr.local_addr, wr.length);
     if (!region) return fail(region.error());
     if ((*region)->base) local = (*region)->base + (wr.local_addr - (*region)->iova);
   }
+  ensure_requester_rings();
   SendWr& w = wr_at(sq_tail_);
   w = SendWr{};
   w.wr_id = wr.wr_id;
@@ -910,6 +922,7 @@ Status Qp::accept_data(Time now, const RxPacket& rx) {
 }
 
 Status Qp::on_data(Time now, const RxPacket& rx) {
+  ensure_responder_rings();
   const uint32_t psn = rx.pkt.bth.psn;
   const int32_t d = psn_diff(psn, rcv_base_);
   if (d < 0 || (d < static_cast<int32_t>(mpr_dest_psns_) && rcv_bit(psn))) {
@@ -929,6 +942,7 @@ Status Qp::on_data(Time now, const RxPacket& rx) {
 }
 
 Status Qp::on_roce_data(Time now, const RxPacket& rx) {
+  ensure_responder_rings();
   const uint32_t psn = rx.pkt.bth.psn;
   const int32_t d = psn_diff(psn, rcv_base_);
   if (d < 0) {
@@ -965,6 +979,7 @@ Status Qp::on_roce_data(Time now, const RxPacket& rx) {
 }
 
 void Qp::complete_recv_messages(Time now) {
+  if (rx_msgs_.empty()) return;
   while (true) {
     RxMessage& m = rx_msgs_[msg_base_ & msg_mask_];
     if (!m.seen || m.msg_num != msg_base_ || !psn_lt(m.last_psn, rcv_base_)) break;
@@ -1136,6 +1151,7 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
 }
 
 void Qp::fill_ack(Time now, TxPacket& out) {
+  ensure_responder_rings();
   wire::TransportPacket& t = out.pkt;
   t.bth.opcode = wire::Opcode::kAck;
   t.bth.psn = psn_add(rcv_base_, -1);

@@ -131,6 +131,8 @@ class Qp {
 
   // ---- requester ------------------------------------------------------------------------
   bool is_mrc() const { return transport_ == TransportMode::kMrc; }
+  void ensure_requester_rings();
+  void ensure_responder_rings();
   TxPkt& pkt(uint32_t psn) { return pkts_[psn & pkt_mask_]; }
   SendWr& wr_at(uint64_t seq) { return sq_[seq % sq_.size()]; }
   uint32_t outstanding_psns() const;
