@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <deque>
 #include <unordered_map>
 
 #include "sim/event_queue.h"
@@ -171,6 +172,7 @@ struct Host {
   Time timer_at = kNever;
   MemoryKeys keys;
   std::unordered_map<uint64_t, QpPair> qps;  // (peer << 8 | plane) -> QP pair
+  std::unordered_map<uint32_t, std::deque<WriteWr>> backlog;  // qpn -> WRs waiting for room
 };
 
 struct FlowState {
@@ -793,7 +795,12 @@ void Simulation::Impl::flow_start(FlowId f) {
     w.length = bytes;
     w.rkey = hosts[s.dst].keys.rkey;
     w.imm = f;
-    if (!hosts[s.src].engine->post_write(now, qp->local_qpn, w)) {
+    Host& src = hosts[s.src];
+    auto posted = src.engine->post_write(now, qp->local_qpn, w);
+    if (!posted && posted.error() == Error::kQueueFull) {
+      // The send queue is full: the WR waits in the host's backlog for a completion.
+      src.backlog[qp->local_qpn].push_back(w);
+    } else if (!posted) {
       flow_state[f].failed = true;
       --flow_state[f].parts_left;
     }
@@ -810,7 +817,14 @@ void Simulation::Impl::flow_start(FlowId f) {
 
 void Simulation::Impl::on_completion(HostId h, const Completion& c) {
   if (c.opcode == WcOpcode::kRecvImm) return;
-  (void)h;
+  Host& host = hosts[h];
+  if (!host.backlog.empty()) {
+    auto it = host.backlog.find(c.qpn);
+    if (it != host.backlog.end() && !it->second.empty()) {
+      if (host.engine->post_write(now, c.qpn, it->second.front())) it->second.pop_front();
+      if (it->second.empty()) host.backlog.erase(it);
+    }
+  }
   const FlowId f = static_cast<FlowId>(c.wr_id >> 8);
   if (f >= flows.size()) return;
   FlowState& st = flow_state[f];
