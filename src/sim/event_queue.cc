@@ -48,7 +48,12 @@ void EventQueue::advance() {
     if (!b.empty()) {
       // Open it: sort latest-first so the earliest is at the back.
       open_.swap(b);
-      std::sort(open_.begin(), open_.end(), [](const SimEvent& x, const SimEvent& y) { return y.before(x); });
+      // `b` now holds the previous open bucket's (empty) buffer. Buckets would otherwise
+      // keep the high-water capacity of a burst forever: thousands of buckets times a burst
+      // is gigabytes. Keep small buffers, give big ones back.
+      if (b.capacity() > 256) std::vector<SimEvent>().swap(b);
+      std::sort(open_.begin(), open_.end(),
+                [](const SimEvent& x, const SimEvent& y) { return y.before(x); });
       return;
     }
     if (near_size_ == 0) {

@@ -32,7 +32,7 @@ class EventQueue {
  public:
   // `bucket_ps`: width of one bucket (rounded up to a power of two); `buckets`: ring size
   // (rounded up to a power of two).
-  explicit EventQueue(Time bucket_ps = 1 << 12, uint32_t buckets = 1 << 15);
+  explicit EventQueue(Time bucket_ps = 1 << 12, uint32_t buckets = 1 << 13);
 
   void push(const SimEvent& e);
   bool empty() const { return size_ == 0; }
