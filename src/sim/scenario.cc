@@ -391,8 +391,8 @@ class TableReader {
     const toml::node* n = node(key);
     if (!n) return {};
     auto what = [&] {
-      return "an integer in " + std::to_string(min) + ".." +
-             (max == UINT64_MAX ? std::string("") : std::to_string(max));
+      if (max >= (uint64_t{1} << 32) - 1) return "an integer >= " + std::to_string(min);
+      return "an integer in " + std::to_string(min) + ".." + std::to_string(max);
     };
     if (!n->is_integer()) return expected(key, n, what());
     const int64_t v = n->as_integer()->get();

@@ -1,0 +1,483 @@
+// Workload generators and dependent workloads (src/sim/workloads.h): pure logic against a
+// fake flow sink with a simple completion model, then small real simulations.
+#include "sim/workloads.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <queue>
+#include <set>
+
+#include "sim/runner.h"
+#include "sim/simulation.h"
+
+namespace mrc::sim {
+namespace {
+
+// A flow completes at start + bytes at 100 Gb/s + 1 us; flows listed in `fail` complete with
+// an error.
+class FakeNet final : public FlowSink {
+ public:
+  Result<FlowId> add_flow(const FlowSpec& s) override {
+    if (s.src == s.dst || s.bytes == 0) return fail(Error::kInvalidArgument);
+    FlowResult r;
+    r.id = static_cast<FlowId>(flows.size());
+    r.spec = s;
+    r.end = s.start + s.bytes * 8 * kPicosPerSecond / 100'000'000'000ull + us(1);
+    r.fct = r.end - s.start;
+    r.ok = !fail_ids.count(r.id);
+    flows.push_back(r);
+    pending.push({r.end, r.id});
+    return r.id;
+  }
+  // Delivers completions in time order until none is left.
+  void run(WorkloadDriver& d) {
+    while (!pending.empty()) {
+      auto [t, id] = pending.top();
+      pending.pop();
+      d.on_flow_complete(flows[id]);
+    }
+  }
+  std::vector<FlowResult> flows;
+  std::set<FlowId> fail_ids;
+  std::priority_queue<std::pair<Time, FlowId>, std::vector<std::pair<Time, FlowId>>, std::greater<>>
+      pending;
+};
+
+// ---- static generators -----------------------------------------------------------------------
+
+TEST(Workloads, derangement__is_a_permutation_without_fixed_points_and_deterministic) {
+  for (uint32_t n : {2u, 3u, 5u, 16u, 64u, 1000u}) {
+    for (uint64_t seed : {1ull, 2ull, 99ull}) {
+      auto p = random_derangement(n, seed);
+      ASSERT_TRUE(p) << p.error();
+      std::vector<uint32_t> sorted = *p;
+      std::sort(sorted.begin(), sorted.end());
+      for (uint32_t i = 0; i < n; ++i) {
+        EXPECT_EQ(sorted[i], i);
+        EXPECT_NE((*p)[i], i) << "fixed point at " << i;
+      }
+      EXPECT_EQ(*p, *random_derangement(n, seed)) << "same seed, same permutation";
+    }
+  }
+  EXPECT_NE(*random_derangement(64, 1), *random_derangement(64, 2));
+  EXPECT_FALSE(random_derangement(1, 1));
+  EXPECT_FALSE(random_derangement(0, 1));
+}
+
+TEST(Workloads, permutation__every_host_sends_once_and_receives_once) {
+  auto f = permutation_flows(all_hosts(32), 1000, us(5), 7);
+  ASSERT_TRUE(f);
+  ASSERT_EQ(f->size(), 32u);
+  std::set<HostId> src, dst;
+  for (const FlowSpec& s : *f) {
+    EXPECT_NE(s.src, s.dst);
+    EXPECT_EQ(s.bytes, 1000u);
+    EXPECT_EQ(s.start, us(5));
+    src.insert(s.src);
+    dst.insert(s.dst);
+  }
+  EXPECT_EQ(src.size(), 32u);
+  EXPECT_EQ(dst.size(), 32u);
+  EXPECT_FALSE(permutation_flows(all_hosts(8), 0, 0, 1));
+}
+
+TEST(Workloads, uniform__count_distinct_endpoints_start_window_deterministic) {
+  auto f = uniform_random_flows(all_hosts(10), 500, 64, us(10), us(100), 3);
+  ASSERT_TRUE(f);
+  ASSERT_EQ(f->size(), 500u);
+  std::set<HostId> seen;
+  for (const FlowSpec& s : *f) {
+    EXPECT_NE(s.src, s.dst);
+    EXPECT_LT(s.src, 10u);
+    EXPECT_LT(s.dst, 10u);
+    EXPECT_GE(s.start, us(10));
+    EXPECT_LT(s.start, us(110));
+    seen.insert(s.src);
+  }
+  EXPECT_EQ(seen.size(), 10u);
+  auto g = uniform_random_flows(all_hosts(10), 500, 64, us(10), us(100), 3);
+  for (size_t i = 0; i < f->size(); ++i) {
+    EXPECT_EQ((*f)[i].src, (*g)[i].src);
+    EXPECT_EQ((*f)[i].dst, (*g)[i].dst);
+    EXPECT_EQ((*f)[i].start, (*g)[i].start);
+  }
+  EXPECT_FALSE(uniform_random_flows(all_hosts(1), 5, 64, 0, 0, 1));
+}
+
+TEST(Workloads, incast__n_distinct_senders_to_one_destination) {
+  auto f = incast_flows(all_hosts(16), 14, 5, 4096, 0);
+  ASSERT_TRUE(f);
+  ASSERT_EQ(f->size(), 5u);
+  std::vector<HostId> senders;
+  for (const FlowSpec& s : *f) {
+    EXPECT_EQ(s.dst, 14u);
+    senders.push_back(s.src);
+  }
+  EXPECT_EQ(senders, (std::vector<HostId>{15, 0, 1, 2, 3})) << "the hosts after dst, wrapping";
+  EXPECT_FALSE(incast_flows(all_hosts(16), 3, 16, 1, 0)) << "more senders than other hosts";
+  EXPECT_FALSE(incast_flows(all_hosts(16), 3, 0, 1, 0));
+  EXPECT_FALSE(incast_flows(all_hosts(16), 99, 2, 1, 0)) << "dst not in the group";
+}
+
+TEST(Workloads, all_to_all__every_ordered_pair_once_with_s_over_n) {
+  const std::vector<HostId> g = {3, 5, 8, 13};
+  auto f = all_to_all_flows(g, 4000, us(1));
+  ASSERT_TRUE(f);
+  ASSERT_EQ(f->size(), 12u);
+  std::set<std::pair<HostId, HostId>> pairs;
+  for (const FlowSpec& s : *f) {
+    EXPECT_EQ(s.bytes, 1000u);
+    EXPECT_NE(s.src, s.dst);
+    pairs.insert({s.src, s.dst});
+  }
+  EXPECT_EQ(pairs.size(), 12u);
+  EXPECT_FALSE(all_to_all_flows(g, 3, 0)) << "fewer bytes than ranks";
+}
+
+// ---- bus bandwidth -------------------------------------------------------------------------
+
+TEST(Workloads, busbw__nccl_tests_factors_and_units) {
+  EXPECT_DOUBLE_EQ(busbw_factor(CollectiveKind::kAllReduce, 8), 2.0 * 7 / 8);
+  EXPECT_DOUBLE_EQ(busbw_factor(CollectiveKind::kAllToAll, 8), 7.0 / 8);
+  EXPECT_DOUBLE_EQ(busbw_factor(CollectiveKind::kAllReduce, 2), 1.0);
+  CollectiveResult c;
+  c.kind = CollectiveKind::kAllReduce;
+  c.ranks = 8;
+  c.bytes = 1'000'000'000;  // 1 GB in 1 s: algbw 1 GB/s (1e9 bytes per second)
+  c.start = ms(1);
+  c.end = ms(1) + kPicosPerSecond;
+  EXPECT_DOUBLE_EQ(c.algbw_GBps(), 1.0);
+  EXPECT_DOUBLE_EQ(c.busbw_GBps(), 1.75);
+  c.end = c.start;
+  EXPECT_EQ(c.algbw_GBps(), 0.0);
+}
+
+// ---- ring AllReduce ------------------------------------------------------------------------
+
+TEST(Workloads, ring_allreduce__2n_minus_2_steps_of_s_over_n_chained_on_receives) {
+  const uint32_t n = 5;
+  const uint64_t S = 5 * 4096 + 3;  // the first 3 chunks one byte larger
+  const std::vector<HostId> group = {10, 11, 12, 13, 14};
+  FakeNet net;
+  WorkloadDriver d(net);
+  auto& ar = static_cast<RingAllReduce&>(d.add(std::make_unique<RingAllReduce>(group, S, us(7))));
+  ASSERT_TRUE(d.start());
+  EXPECT_EQ(net.flows.size(), n) << "step 0 of every rank starts at once";
+  net.run(d);
+  ASSERT_FALSE(d.error()) << *d.error();
+  ASSERT_TRUE(d.done());
+  EXPECT_EQ(ar.steps(), 2 * (n - 1));
+  ASSERT_EQ(net.flows.size(), n * 2 * (n - 1));
+
+  uint64_t total = 0;
+  for (uint32_t c = 0; c < n; ++c)
+    total += ar.chunk_bytes(c);
+  EXPECT_EQ(total, S);
+
+  // (rank, step) -> flow.
+  std::map<std::pair<uint32_t, uint32_t>, const FlowResult*> by;
+  for (const FlowResult& f : net.flows) {
+    const uint32_t rank = f.spec.src - 10;
+    EXPECT_EQ(f.spec.dst, group[(rank + 1) % n]) << "a rank sends to its ring successor";
+    const uint32_t step = f.spec.tag & 0xffff;
+    EXPECT_EQ(f.spec.tag >> 16, 0u);
+    EXPECT_EQ(f.spec.bytes, ar.chunk_bytes(ar.chunk_of(rank, step)));
+    by[{rank, step}] = &f;
+  }
+  ASSERT_EQ(by.size(), n * 2 * (n - 1));
+  auto at = [&](uint32_t rank, uint32_t step) { return by[std::make_pair(rank, step)]; };
+  for (uint32_t r = 0; r < n; ++r) {
+    EXPECT_EQ(at(r, 0)->spec.start, us(7));
+    for (uint32_t k = 0; k + 1 < ar.steps(); ++k) {
+      // Step k+1 of rank r starts when its step-k receive (rank r-1, step k) completes.
+      EXPECT_EQ(at(r, k + 1)->spec.start, at((r + n - 1) % n, k)->end)
+          << "rank " << r << " step " << k + 1;
+    }
+    // Reduce-scatter sends every chunk but one; the rank then owns chunk r+1, which the
+    // all-gather forwards first.
+    std::set<uint32_t> rs;
+    for (uint32_t k = 0; k + 1 < n; ++k)
+      rs.insert(ar.chunk_of(r, k));
+    EXPECT_EQ(rs.size(), n - 1);
+    EXPECT_EQ(ar.chunk_of(r, n - 1), (r + 1) % n);
+    // A rank receives in step k what it forwards in step k+1 (same chunk).
+    for (uint32_t k = 0; k + 1 < ar.steps(); ++k)
+      EXPECT_EQ(ar.chunk_of((r + n - 1) % n, k), ar.chunk_of(r, k + 1));
+  }
+  ASSERT_EQ(ar.collectives().size(), 1u);
+  const CollectiveResult& c = ar.collectives()[0];
+  Time last = 0;
+  for (const FlowResult& f : net.flows)
+    last = std::max(last, f.end);
+  EXPECT_EQ(c.start, us(7));
+  EXPECT_EQ(c.end, last);
+  EXPECT_EQ(c.ranks, n);
+  EXPECT_EQ(c.bytes, S);
+  EXPECT_TRUE(c.ok);
+  EXPECT_DOUBLE_EQ(c.busbw_GBps(), c.algbw_GBps() * 2.0 * (n - 1) / n);
+}
+
+TEST(Workloads, ring_allreduce__rejects_tiny_groups_and_sizes) {
+  FakeNet net;
+  RingAllReduce one({1}, 1000, 0);
+  EXPECT_FALSE(one.start(net));
+  RingAllReduce tiny({1, 2, 3}, 2, 0);
+  auto st = tiny.start(net);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().find("at least the number of ranks"), std::string::npos) << st.error();
+}
+
+// ---- training loop ---------------------------------------------------------------------------
+
+TEST(Workloads, training__iterations_chain_compute_then_allreduce) {
+  FakeNet net;
+  WorkloadDriver d(net);
+  auto& tl = static_cast<TrainingLoop&>(
+      d.add(std::make_unique<TrainingLoop>(all_hosts(4), 8192, us(50), 3, us(2))));
+  ASSERT_TRUE(d.start());
+  net.run(d);
+  ASSERT_FALSE(d.error());
+  ASSERT_TRUE(d.done());
+  EXPECT_FALSE(tl.aborted());
+  ASSERT_EQ(tl.iterations().size(), 3u);
+  ASSERT_EQ(tl.collectives().size(), 3u);
+  EXPECT_EQ(net.flows.size(), 3u * 4 * 6);
+  for (uint32_t i = 0; i < 3; ++i) {
+    const IterationResult& it = tl.iterations()[i];
+    EXPECT_EQ(it.index, i);
+    EXPECT_EQ(it.comm_start, it.start + us(50));
+    EXPECT_EQ(it.end, tl.collectives()[i].end);
+    EXPECT_EQ(tl.collectives()[i].start, it.comm_start);
+    EXPECT_EQ(tl.collectives()[i].iteration, i);
+    if (i > 0) {
+      EXPECT_EQ(it.start, tl.iterations()[i - 1].end) << "back to back";
+    }
+    // No traffic during compute: the iteration's first flows start when compute ends.
+    Time first = kNever;
+    for (const FlowResult& f : net.flows)
+      if ((f.spec.tag >> 16) == i) first = std::min(first, f.spec.start);
+    EXPECT_EQ(first, it.comm_start);
+  }
+  EXPECT_EQ(tl.iterations()[0].start, us(2));
+}
+
+TEST(Workloads, training__a_failed_allreduce_aborts_the_job) {
+  FakeNet net;
+  net.fail_ids = {30};  // a flow of the second iteration (24 flows per iteration)
+  WorkloadDriver d(net);
+  auto& tl = static_cast<TrainingLoop&>(
+      d.add(std::make_unique<TrainingLoop>(all_hosts(4), 8192, us(10), 5, 0)));
+  ASSERT_TRUE(d.start());
+  net.run(d);
+  EXPECT_TRUE(d.done());
+  EXPECT_TRUE(tl.aborted());
+  ASSERT_EQ(tl.iterations().size(), 2u);
+  EXPECT_TRUE(tl.iterations()[0].ok);
+  EXPECT_FALSE(tl.iterations()[1].ok);
+  EXPECT_EQ(net.flows.size(), 48u) << "no third iteration";
+}
+
+TEST(Workloads, all_to_all_collective__reports_time_and_busbw) {
+  FakeNet net;
+  WorkloadDriver d(net);
+  auto& a2a = d.add(std::make_unique<AllToAll>(all_hosts(4), 4000, us(3)));
+  ASSERT_TRUE(d.start());
+  net.run(d);
+  ASSERT_TRUE(d.done());
+  ASSERT_EQ(a2a.collectives().size(), 1u);
+  const CollectiveResult& c = a2a.collectives()[0];
+  EXPECT_EQ(c.kind, CollectiveKind::kAllToAll);
+  EXPECT_EQ(c.flows, 12u);
+  EXPECT_EQ(c.start, us(3));
+  EXPECT_EQ(c.end, net.flows[0].end);
+  EXPECT_DOUBLE_EQ(c.busbw_GBps(), c.algbw_GBps() * 3.0 / 4);
+}
+
+// ---- htsim triggers --------------------------------------------------------------------------
+
+TEST(Workloads, htsim__triggers_chain_flows) {
+  const char* cm = R"(Nodes 8
+Connections 7
+Triggers 3
+0->1 id 1 start 0 size 1000 send_done_trigger 1
+2->3 id 2 start 1.5 size 1000 send_done_trigger 2
+1->2 id 3 trigger 1 size 1000
+4->5 id 4 trigger 2 size 1000 recv_done_trigger 3
+5->6 id 5 trigger 2 size 1000 send_done_trigger 3
+6->7 id 6 trigger 3 size 1000
+7->0 id 7 trigger 3 size 1000
+trigger id 1 oneshot
+trigger id 2 multishot
+trigger id 3 barrier count 2
+)";
+  auto m = parse_htsim_cm(cm, "t.cm");
+  ASSERT_TRUE(m) << m.error();
+  FakeNet net;
+  WorkloadDriver d(net);
+  auto& w = static_cast<HtsimWorkload&>(d.add(std::make_unique<HtsimWorkload>(*m)));
+  ASSERT_TRUE(d.start());
+  EXPECT_EQ(net.flows.size(), 2u);
+  EXPECT_EQ(net.flows[1].spec.start, ns(1500)) << "start is in microseconds";
+  net.run(d);
+  ASSERT_FALSE(d.error());
+  EXPECT_TRUE(d.done());
+  // Flow 2's completion fires multishot 2 once: only its first target (id 4) starts; one
+  // activation of barrier 3 (needs 2) is not enough, so 6 and 7 never start.
+  std::set<uint32_t> started;
+  for (const FlowResult& f : net.flows)
+    started.insert(f.spec.tag);
+  EXPECT_EQ(started, (std::set<uint32_t>{1, 2, 3, 4}));
+  EXPECT_EQ(w.started(), 4u);
+  const FlowResult* f1 = nullptr;
+  const FlowResult* f3 = nullptr;
+  for (const FlowResult& f : net.flows) {
+    if (f.spec.tag == 1) f1 = &f;
+    if (f.spec.tag == 3) f3 = &f;
+  }
+  ASSERT_TRUE(f1 && f3);
+  EXPECT_EQ(f3->spec.start, f1->end) << "oneshot fires at the completion time";
+}
+
+TEST(Workloads, htsim__barrier_fires_after_count_activations) {
+  const char* cm = R"(Nodes 4
+Connections 3
+Triggers 1
+0->1 start 0 size 1000 send_done_trigger 9
+2->3 start 0 size 3000 send_done_trigger 9
+3->0 id 5 trigger 9 size 10
+trigger id 9 barrier count 2
+)";
+  auto m = parse_htsim_cm(cm, "b.cm");
+  ASSERT_TRUE(m) << m.error();
+  FakeNet net;
+  WorkloadDriver d(net);
+  d.add(std::make_unique<HtsimWorkload>(*m));
+  ASSERT_TRUE(d.start());
+  net.run(d);
+  ASSERT_EQ(net.flows.size(), 3u);
+  EXPECT_EQ(net.flows[2].spec.start, std::max(net.flows[0].end, net.flows[1].end));
+}
+
+TEST(Workloads, htsim__failures_map_to_links_and_switches) {
+  HtsimFailure f;
+  f.switch_type = HtsimFailure::kTor;
+  f.switch_id = 3;
+  f.link_id = 2;
+  auto a = htsim_fault(f, 8, 4, 2, "x.cm");
+  ASSERT_TRUE(a) << a.error();
+  EXPECT_FALSE(a->whole_switch);
+  EXPECT_EQ(a->link.kind, LinkRef::kLeafSpine);
+  EXPECT_EQ(a->link.a, 3u);
+  EXPECT_EQ(a->link.b, 2u);
+  f.switch_type = HtsimFailure::kCore;
+  f.switch_id = 1;
+  f.link_id = 6;
+  a = htsim_fault(f, 8, 4, 2, "x.cm");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->link.a, 6u) << "a spine's link_id is the leaf";
+  EXPECT_EQ(a->link.b, 1u);
+  f.link_id.reset();
+  a = htsim_fault(f, 8, 4, 2, "x.cm");
+  ASSERT_TRUE(a);
+  EXPECT_TRUE(a->whole_switch);
+  EXPECT_EQ(a->sw.kind, SwitchRef::kSpine);
+  f.switch_id = 4;
+  f.line = 12;
+  auto bad = htsim_fault(f, 8, 4, 2, "x.cm");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().find("x.cm:12: switch_id 4 out of range"), std::string::npos)
+      << bad.error();
+  f.switch_id = 0;
+  f.plane = 2;
+  EXPECT_FALSE(htsim_fault(f, 8, 4, 2, "x.cm"));
+}
+
+// ---- small real simulations ------------------------------------------------------------------
+
+SimConfig small(TransportKind k) {
+  SimConfig c;
+  c.topo.hosts = 16;
+  c.topo.planes = 2;
+  c.topo.radix = 8;
+  c.transport.kind = k;
+  c.sample_interval = 0;
+  c.seed = 5;
+  return c;
+}
+
+TEST(WorkloadsSim, ring_allreduce_and_training_complete_on_the_fabric) {
+  for (TransportKind k : {TransportKind::kMrc, TransportKind::kRoce}) {
+    auto sim = Simulation::create(small(k));
+    ASSERT_TRUE(sim);
+    SimulationSink sink(**sim);
+    WorkloadDriver d(sink);
+    auto& tl = static_cast<TrainingLoop&>(
+        d.add(std::make_unique<TrainingLoop>(all_hosts(8), 256 * 1024, us(20), 2, 0)));
+    (*sim)->on_flow_complete([&](const FlowResult& r) { d.on_flow_complete(r); });
+    ASSERT_TRUE(d.start());
+    (*sim)->run(ms(20));
+    ASSERT_FALSE(d.error()) << *d.error();
+    EXPECT_TRUE(d.done()) << transport_name(k);
+    ASSERT_EQ(tl.iterations().size(), 2u);
+    for (const CollectiveResult& c : tl.collectives()) {
+      EXPECT_TRUE(c.ok);
+      // 8 ranks over 2 x 100G planes: the bus bandwidth cannot exceed the NIC's 25 GB/s.
+      EXPECT_GT(c.busbw_GBps(), 0.5) << transport_name(k);
+      EXPECT_LT(c.busbw_GBps(), 25.0) << transport_name(k);
+    }
+    EXPECT_EQ(tl.iterations()[1].start, tl.iterations()[0].end);
+    EXPECT_EQ((*sim)->flows().size(), 2u * 8 * 14);
+  }
+}
+
+TEST(WorkloadsSim, permutation_through_the_runner_on_a_scenario) {
+  auto sc = parse_scenario(R"(
+name = "tiny"
+[topo]
+hosts = 16
+radix = 8
+[transport]
+kinds = ["mrc", "roce"]
+[workload]
+kind = "permutation"
+size = "256KiB"
+[[fault]]
+kind = "link_down"
+link = "p1/leaf0-spine1"
+at = "5us"
+[run]
+until = "20ms"
+sample_interval = 0
+)",
+                           "tiny.toml");
+  ASSERT_TRUE(sc) << sc.error();
+  for (const TransportRun& run : sc->runs) {
+    auto r = run_transport(*sc, run);
+    ASSERT_TRUE(r) << r.error();
+    EXPECT_EQ(r->summary.count, 16u);
+    if (run.name == "mrc") {
+      EXPECT_EQ(r->summary.completed, 16u);
+      EXPECT_EQ(r->stats.qp_errors, 0u);
+      EXPECT_LT(r->sim_time, sc->until) << "stops when the workload is done";
+      EXPECT_LE(r->sim_time, r->makespan + us(10));
+    }
+    EXPECT_GT(r->summary.fct_p50_us, 0);
+    EXPECT_LE(r->summary.fct_p50_us, r->summary.fct_max_us);
+  }
+}
+
+TEST(Workloads, percentile__nearest_rank) {
+  EXPECT_EQ(percentile({}, 50), 0);
+  EXPECT_EQ(percentile({3, 1, 2}, 50), 2);
+  EXPECT_EQ(percentile({3, 1, 2}, 100), 3);
+  EXPECT_EQ(percentile({3, 1, 2}, 0), 1);
+  std::vector<double> v;
+  for (int i = 1; i <= 100; ++i)
+    v.push_back(i);
+  EXPECT_EQ(percentile(v, 99), 99);
+}
+
+}  // namespace
+}  // namespace mrc::sim
