@@ -386,9 +386,10 @@ Status Simulation::Impl::build() {
     EngineConfig ec;
     ec.num_ports = static_cast<uint8_t>(P);
     ec.seed = cfg.seed * 1000003 + h;
-    ec.max_qps = 1024;
-    ec.completion_capacity = 256;
-    ec.event_capacity = 256;
+    ec.max_qps = 1u << 20;
+    // Drained after every engine call: small buffers suffice (131,072 engines at scale).
+    ec.completion_capacity = 64;
+    ec.event_capacity = 64;
     ec.ack_every = cfg.transport.ack_every;
     host.engine = std::make_unique<Engine>(ec);
     // One phantom region covers all of this GPU's memory: placement is counted, not copied.

@@ -70,8 +70,10 @@ Engine::Engine(const EngineConfig& config)
       rng_(config.seed) {
   config_.num_ports = std::clamp<uint8_t>(config_.num_ports, 1, 32);
   config_.ack_every = std::clamp<uint32_t>(config_.ack_every, 1, wire::kMaxAckEchoes);
-  ready_ring_.resize(config_.max_qps);
-  control_ring_.resize(config_.max_qps);
+  // The scheduling rings hold each QP at most once; they start small and grow with the
+  // number of QPs (a simulated host with two QPs should not pay for max_qps).
+  ready_ring_.resize(std::min<uint32_t>(config_.max_qps, 8));
+  control_ring_.resize(std::min<uint32_t>(config_.max_qps, 8));
   completions_.resize(std::max<uint32_t>(config_.completion_capacity, 1));
   events_.resize(std::max<uint32_t>(config_.event_capacity, 1));
 }
@@ -319,8 +321,17 @@ bool Engine::poll_event(Event& out) {
   return true;
 }
 
+// Doubles a FIFO ring, keeping its order. Happens only when the QP count grows.
+static void grow_ring(std::vector<uint32_t>& ring, size_t& head, size_t size) {
+  std::vector<uint32_t> bigger(ring.size() * 2);
+  for (size_t i = 0; i < size; ++i) bigger[i] = ring[(head + i) % ring.size()];
+  ring.swap(bigger);
+  head = 0;
+}
+
 void Engine::mark_ready(Qp* qp) {
   if (qp->in_ready) return;
+  if (ready_size_ == ready_ring_.size()) grow_ring(ready_ring_, ready_head_, ready_size_);
   qp->in_ready = true;
   ready_ring_[(ready_head_ + ready_size_) % ready_ring_.size()] = qp->qpn();
   ++ready_size_;
@@ -328,6 +339,9 @@ void Engine::mark_ready(Qp* qp) {
 
 void Engine::mark_control(Qp* qp) {
   if (qp->in_control) return;
+  if (control_size_ == control_ring_.size()) {
+    grow_ring(control_ring_, control_head_, control_size_);
+  }
   qp->in_control = true;
   control_ring_[(control_head_ + control_size_) % control_ring_.size()] = qp->qpn();
   ++control_size_;
