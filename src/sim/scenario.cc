@@ -143,6 +143,9 @@ TextResult<uint64_t> parse_with_units(std::string_view s, std::initializer_list<
                                       const char* what, const char* example,
                                       bool case_insensitive) {
   auto [num, unit] = split_unit(s);
+  if (num.empty())
+    return text_error("expected " + std::string(what) + " (a number and a unit) like " + example +
+                      ", got \"" + std::string(s) + "\"");
   const std::string u = case_insensitive ? lower(unit) : std::string(unit);
   for (const Unit& k : units) {
     const std::string name = case_insensitive ? lower(k.name) : std::string(k.name);
@@ -167,6 +170,7 @@ TextResult<uint64_t> parse_with_units(std::string_view s, std::initializer_list<
 }  // namespace
 
 TextResult<Time> parse_duration(std::string_view s) {
+  if (trim(s) == "0") return 0;  // zero needs no unit
   return parse_with_units(s,
                           {{"ps", 1},
                            {"ns", kPicosPerNano},
@@ -896,15 +900,22 @@ TextResult<Scenario> parse_scenario(std::string_view text, std::string_view file
                         std::to_string(up) + ")");
     const uint64_t leaves = (t.hosts + h - 1) / h;
     if (leaves * (up / spines) > t.radix) {
-      uint32_t r = 4;
-      while (static_cast<uint64_t>(r) * r / 2 < t.hosts)
-        r += 2;
-      return text_error(where + std::to_string(t.hosts) + " hosts need " + std::to_string(leaves) +
-                        " leaves of " + std::to_string(h) + " hosts, more than a spine's " +
-                        std::to_string(t.radix) +
-                        " ports: raise radix (a non-blocking two-tier fabric of " +
-                        std::to_string(t.hosts) + " hosts needs radix >= " + std::to_string(r) +
-                        ") or lower hosts");
+      std::string msg = where + std::to_string(t.hosts) + " hosts need " + std::to_string(leaves) +
+                        " leaves of " + std::to_string(h) + " hosts";
+      if (up / spines > 1)
+        msg += ", and each spine then needs " + std::to_string(leaves) + " x " +
+               std::to_string(up / spines) + " ports (parallel links per leaf)";
+      msg += ", more than a spine's " + std::to_string(t.radix) + " ports: raise radix";
+      if (t.hosts_per_leaf == 0 && t.spines == 0) {
+        uint32_t r = 4;
+        while (static_cast<uint64_t>(r) * r / 2 < t.hosts)
+          r += 2;
+        msg += " (a non-blocking two-tier fabric of " + std::to_string(t.hosts) +
+               " hosts needs radix >= " + std::to_string(r) + ")";
+      } else {
+        msg += ", raise hosts_per_leaf or spines";
+      }
+      return text_error(msg + ", or lower hosts");
     }
   }
 

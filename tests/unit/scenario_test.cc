@@ -1,0 +1,543 @@
+// Scenario files (src/sim/scenario.h): parsing, units, --set overrides, every error path with
+// its message; htsim .cm parsing and its errors; and the mrc-sim command line end to end
+// (same seed twice -> identical summary.json apart from the "run" object).
+#include "sim/scenario.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "sim/workloads.h"
+
+namespace mrc::sim {
+namespace {
+
+// Expects `r` to fail with a message containing every one of `parts`.
+template <typename T>
+void expect_error(const TextResult<T>& r, std::initializer_list<std::string_view> parts) {
+  ASSERT_FALSE(r) << "expected an error containing '" << *parts.begin() << "'";
+  for (std::string_view p : parts)
+    EXPECT_NE(r.error().find(p), std::string::npos)
+        << "message: " << r.error() << "\nmissing: " << p;
+}
+
+constexpr const char* kMinimal = R"(name = "m"
+[topo]
+hosts = 16
+radix = 8
+[workload]
+kind = "permutation"
+)";
+
+// ---- units ---------------------------------------------------------------------------------
+
+TEST(Scenario, units__durations_rates_sizes) {
+  EXPECT_EQ(*parse_duration("1.5us"), ns(1500));
+  EXPECT_EQ(*parse_duration("250ns"), ns(250));
+  EXPECT_EQ(*parse_duration("2 ms"), ms(2));
+  EXPECT_EQ(*parse_duration("1s"), kPicosPerSecond);
+  EXPECT_EQ(*parse_duration("7ps"), 7u);
+  EXPECT_EQ(*parse_duration(".5us"), ns(500));
+  EXPECT_EQ(*parse_rate("400Gbps"), 400'000'000'000ull);
+  EXPECT_EQ(*parse_rate("12.5gbps"), 12'500'000'000ull);
+  EXPECT_EQ(*parse_rate("1Tbps"), 1'000'000'000'000ull);
+  EXPECT_EQ(*parse_size("4MiB"), 4u << 20);
+  EXPECT_EQ(*parse_size("4MB"), 4'000'000u);
+  EXPECT_EQ(*parse_size("64KiB"), 64u << 10);
+  EXPECT_EQ(*parse_size("100B"), 100u);
+  expect_error(parse_duration("10"), {"with a unit", "ps, ns, us, ms, s", "\"10\""});
+  expect_error(parse_duration("10 parsecs"), {"unknown unit \"parsecs\""});
+  expect_error(parse_duration("1.2.3us"), {"expected a duration"});
+  expect_error(parse_rate("fast"), {"expected a rate (a number and a unit)", "\"fast\""});
+  expect_error(parse_size("-3MiB"), {"expected a size"});
+  EXPECT_EQ(format_duration(ns(1500)), "1.5us");
+  EXPECT_EQ(format_duration(kNever), "never");
+  EXPECT_EQ(format_rate(400'000'000'000ull), "400Gbps");
+  EXPECT_EQ(format_size(4u << 20), "4MiB");
+}
+
+TEST(Scenario, names__links_and_switches) {
+  auto l = parse_link_name("p2/leaf3-spine7");
+  ASSERT_TRUE(l);
+  EXPECT_EQ(l->kind, LinkRef::kLeafSpine);
+  EXPECT_EQ(l->plane, 2u);
+  EXPECT_EQ(l->a, 3u);
+  EXPECT_EQ(l->b, 7u);
+  EXPECT_TRUE(parse_link_name("p0/leaf3->spine7")) << "the simulator's link_names() form";
+  auto h = parse_link_name("p1/host5");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->kind, LinkRef::kHostLeaf);
+  EXPECT_EQ(h->a, 5u);
+  EXPECT_EQ(link_name(*l), "p2/leaf3-spine7");
+  expect_error(parse_link_name("leaf3-spine7"), {"p0/leaf3-spine7"});
+  expect_error(parse_link_name("p0/spine3-leaf7"), {"expected a link"});
+  auto s = parse_switch_name("p1/spine4");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->kind, SwitchRef::kSpine);
+  EXPECT_EQ(switch_name(*s), "p1/spine4");
+  expect_error(parse_switch_name("p1/router4"), {"expected a switch"});
+}
+
+// ---- parsing -------------------------------------------------------------------------------
+
+TEST(Scenario, default__parses_and_compares_three_transports) {
+  auto sc = default_scenario();
+  ASSERT_TRUE(sc) << sc.error();
+  EXPECT_EQ(sc->name, "default");
+  EXPECT_EQ(sc->source, "<default>");
+  EXPECT_GE(sc->base.topo.hosts, 64u);
+  EXPECT_GE(sc->base.topo.planes, 2u);
+  ASSERT_EQ(sc->runs.size(), 3u);
+  EXPECT_EQ(sc->runs[0].config.transport.kind, TransportKind::kMrc);
+  EXPECT_EQ(sc->runs[1].config.transport.kind, TransportKind::kMrcOblivious);
+  EXPECT_EQ(sc->runs[2].config.transport.kind, TransportKind::kRoce);
+  EXPECT_FALSE(sc->runs[2].config.sw.trimming) << "RoCE fabrics drop, they do not trim";
+  EXPECT_EQ(sc->runs[2].config.transport.path_mode, PathMode::kEcmp);
+  EXPECT_TRUE(sc->runs[0].config.sw.trimming);
+  ASSERT_EQ(sc->faults.size(), 1u);
+  EXPECT_EQ(sc->faults[0].kind, FaultConfig::kLinkDown);
+  EXPECT_EQ(sc->faults[0].link.kind, LinkRef::kLeafSpine);
+  EXPECT_EQ(sc->workload.kind, WorkloadConfig::kPermutation);
+  for (const TransportRun& r : sc->runs)
+    EXPECT_EQ(r.config.seed, sc->seed);
+}
+
+TEST(Scenario, full__every_section) {
+  auto sc = parse_scenario(R"(
+name = "full"
+description = "everything"
+seed = 42
+[topo]
+hosts = 24
+planes = 3
+radix = 8
+hosts_per_leaf = 4
+spines = 4
+link_rate = "400Gbps"
+link_delay = "1us"
+switch_latency = "300ns"
+[switch]
+queue = "256KiB"
+ecn_kmin = 20000
+ecn_kmax = "100KB"
+ecn_pmax = 0.5
+trimming = false
+trim_threshold = "200KiB"
+pfc = true
+pfc_xoff = "128KiB"
+pfc_xon = "64KiB"
+[transport]
+kinds = ["roce_pfc", "mrc"]
+path_mode = "ecmp"
+mtu = 2048
+evs_per_plane = 4
+cc = "dcqcn"
+mpr = 16
+timeout = 10
+ack_every = 2
+probe_interval = "50us"
+ecn_cooldown = "8us"
+routing_convergence = "2ms"
+[workload]
+kind = "training"
+size = "8MiB"
+iterations = 4
+compute = "1.5ms"
+group = [0, 2, 4, 6]
+[[fault]]
+kind = "switch_reboot"
+switch = "p1/spine0"
+at = "100us"
+duration = "1ms"
+[[fault]]
+kind = "gray_loss"
+link = "p0/host3"
+at = "0"
+until = "2ms"
+probability = 0.01
+[[fault]]
+kind = "flap"
+link = "p2/leaf1-spine1"
+at = "10us"
+period = "100us"
+count = 3
+[[fault]]
+kind = "degrade"
+link = "p0/leaf0-spine1"
+at = "1us"
+rate = "25Gbps"
+[run]
+until = "50ms"
+sample_interval = "20us"
+)",
+                           "full.toml");
+  ASSERT_TRUE(sc) << sc.error();
+  const SimConfig& b = sc->base;
+  EXPECT_EQ(sc->seed, 42u);
+  EXPECT_EQ(b.topo.hosts, 24u);
+  EXPECT_EQ(b.topo.planes, 3u);
+  EXPECT_EQ(b.topo.hosts_per_leaf, 4u);
+  EXPECT_EQ(b.topo.spines, 4u);
+  EXPECT_EQ(b.topo.link_bps, 400'000'000'000ull);
+  EXPECT_EQ(b.topo.link_delay, us(1));
+  EXPECT_EQ(b.topo.switch_latency, ns(300));
+  EXPECT_EQ(b.sw.queue_bytes, 256u << 10);
+  EXPECT_EQ(b.sw.ecn_kmin_bytes, 20000u);
+  EXPECT_EQ(b.sw.ecn_kmax_bytes, 100000u);
+  EXPECT_DOUBLE_EQ(b.sw.ecn_pmax, 0.5);
+  EXPECT_FALSE(b.sw.trimming);
+  EXPECT_TRUE(b.sw.pfc);
+  EXPECT_EQ(b.sw.pfc_xon_bytes, 64u << 10);
+  EXPECT_EQ(b.transport.path_mode, PathMode::kEcmp);
+  EXPECT_EQ(b.transport.mtu, 2048u);
+  EXPECT_EQ(b.transport.cc, CcAlgorithm::kDcqcn);
+  EXPECT_EQ(b.transport.mpr, 16u);
+  EXPECT_EQ(b.transport.timeout, 10u);
+  EXPECT_EQ(b.transport.routing_convergence, ms(2));
+  EXPECT_EQ(b.sample_interval, us(20));
+  EXPECT_EQ(sc->until, ms(50));
+  ASSERT_EQ(sc->runs.size(), 2u);
+  EXPECT_EQ(sc->runs[0].name, "roce_pfc");
+  EXPECT_TRUE(sc->runs[0].config.sw.pfc);
+  EXPECT_EQ(sc->workload.kind, WorkloadConfig::kTraining);
+  EXPECT_EQ(sc->workload.iterations, 4u);
+  EXPECT_EQ(sc->workload.compute, ns(1500'000));
+  EXPECT_EQ(sc->workload.group, (std::vector<HostId>{0, 2, 4, 6}));
+  ASSERT_EQ(sc->faults.size(), 4u);
+  EXPECT_EQ(sc->faults[0].kind, FaultConfig::kSwitchReboot);
+  EXPECT_EQ(sc->faults[0].duration, ms(1));
+  EXPECT_EQ(sc->faults[1].link.kind, LinkRef::kHostLeaf);
+  EXPECT_DOUBLE_EQ(sc->faults[1].probability, 0.01);
+  EXPECT_EQ(sc->faults[2].count, 3u);
+  EXPECT_EQ(sc->faults[3].rate_bps, 25'000'000'000ull);
+  EXPECT_EQ(sc->faults[3].until, kNever);
+}
+
+TEST(Scenario, name__defaults_to_the_file_stem) {
+  auto sc = parse_scenario("[workload]\nkind = \"permutation\"\n", "dir/my-run.toml");
+  ASSERT_TRUE(sc) << sc.error();
+  EXPECT_EQ(sc->name, "my-run");
+}
+
+// ---- overrides -----------------------------------------------------------------------------
+
+TEST(Scenario, overrides__any_key_by_dotted_path) {
+  auto sc = default_scenario({"topo.hosts=256", "topo.radix=32", "transport.kinds=[\"mrc\"]",
+                              "seed=9", "workload.size=1MiB", "fault.0.at=30us",
+                              "switch.trimming=false", "run.until=never"});
+  ASSERT_TRUE(sc) << sc.error();
+  EXPECT_EQ(sc->base.topo.hosts, 256u);
+  EXPECT_EQ(sc->base.topo.radix, 32u);
+  ASSERT_EQ(sc->runs.size(), 1u);
+  EXPECT_EQ(sc->runs[0].name, "mrc");
+  EXPECT_EQ(sc->seed, 9u);
+  EXPECT_EQ(sc->runs[0].config.seed, 9u);
+  EXPECT_EQ(sc->workload.size, 1u << 20);
+  EXPECT_EQ(sc->faults[0].at, us(30));
+  EXPECT_FALSE(sc->base.sw.trimming);
+  EXPECT_EQ(sc->until, kNever);
+  // Bare words in a list are strings; new tables are created on the way.
+  auto sc2 =
+      parse_scenario(kMinimal, "m.toml", {"transport.kinds=[mrc, roce_pfc]", "switch.pfc=true"});
+  ASSERT_TRUE(sc2) << sc2.error();
+  ASSERT_EQ(sc2->runs.size(), 2u);
+  EXPECT_EQ(sc2->runs[1].name, "roce_pfc");
+  EXPECT_TRUE(sc2->base.sw.pfc);
+}
+
+TEST(Scenario, overrides__errors_name_the_argument) {
+  expect_error(default_scenario({"topo.hosts"}), {"--set topo.hosts", "expected key=value"});
+  expect_error(default_scenario({"topo..hosts=3"}), {"empty component"});
+  expect_error(
+      default_scenario({"topo.hosts=abc"}),
+      {"--set topo.hosts=abc", "key 'topo.hosts'", "expected an integer >= 2", "string \"abc\""});
+  expect_error(default_scenario({"topo.hostz=3"}),
+               {"--set topo.hostz=3", "unknown key 'topo.hostz'", "valid keys in [topo]", "hosts"});
+  expect_error(default_scenario({"fault.5.at=1us"}), {"array of 1", "index 0..0", "'5'"});
+  expect_error(default_scenario({"seed.x=1"}), {"'seed' is integer", "not a table"});
+  expect_error(default_scenario({"transport.kinds=[mrc,foo]"}),
+               {"unknown transport kind \"foo\"", "roce_pfc"});
+}
+
+// ---- errors --------------------------------------------------------------------------------
+
+TEST(Scenario, errors__syntax_with_line_and_column) {
+  expect_error(parse_scenario("name = \"x\"\n[topo\nhosts = 3\n", "bad.toml"),
+               {"bad.toml:2:", "TOML syntax error"});
+}
+
+TEST(Scenario, errors__bad_type_with_file_line_and_key) {
+  expect_error(
+      parse_scenario(std::string(kMinimal) + "[run]\nuntil = 5\n", "s.toml"),
+      {"s.toml:8:", "key 'run.until'", "expected a duration with a unit", "got integer 5"});
+  expect_error(
+      parse_scenario("[topo]\nhosts = \"many\"\n[workload]\nkind = \"permutation\"\n", "s.toml"),
+      {"s.toml:2:", "key 'topo.hosts'", "expected an integer", "string \"many\""});
+  expect_error(parse_scenario(std::string(kMinimal) + "[switch]\ntrimming = \"yes\"\n", "s.toml"),
+               {"s.toml:8:", "switch.trimming", "true or false"});
+  expect_error(parse_scenario(std::string(kMinimal) + "[switch]\necn_pmax = 2\n", "s.toml"),
+               {"switch.ecn_pmax", "a number in [0, 1]"});
+  expect_error(parse_scenario(std::string(kMinimal) + "[transport]\ncc = \"bbr\"\n", "s.toml"),
+               {"transport.cc", "one of \"default\", \"nscc\", \"dcqcn\""});
+  expect_error(parse_scenario(std::string(kMinimal) + "[transport]\nkinds = []\n", "s.toml"),
+               {"transport.kinds", "non-empty array"});
+  expect_error(parse_scenario(std::string(kMinimal) + "[topo2]\nx = 1\n", "s.toml"),
+               {"s.toml:7:", "unknown key 'topo2'", "valid keys: ", "workload"});
+  expect_error(parse_scenario("topo = 3\n[workload]\nkind = \"permutation\"\n", "s.toml"),
+               {"s.toml:1:", "key 'topo'", "expected a table"});
+  expect_error(parse_scenario(std::string(kMinimal) + "[topo.extra]\n", "s.toml"),
+               {"unknown key 'topo.extra'"});
+  expect_error(parse_scenario("[topo]\nhosts = 3\nhosts = 4\n", "s.toml"),
+               {"s.toml:3:", "TOML syntax error"});  // duplicate key
+  expect_error(parse_scenario("name = \"a b\"\n[workload]\nkind = \"permutation\"\n", "s.toml"),
+               {"key 'name'", "letters, digits"});
+  expect_error(parse_scenario(std::string(kMinimal) + "[run]\nuntil = \"1 fortnight\"\n", "s.toml"),
+               {"s.toml:8:", "unknown unit \"fortnight\""});
+}
+
+TEST(Scenario, errors__missing_keys) {
+  expect_error(parse_scenario("[topo]\nhosts = 16\n", "s.toml"),
+               {"s.toml", "missing required key 'workload'"});
+  expect_error(parse_scenario("[workload]\nsize = \"1MiB\"\n", "s.toml"),
+               {"s.toml:1:", "[workload] is missing required key 'kind'", "permutation"});
+  expect_error(
+      parse_scenario(std::string(kMinimal) + "[[fault]]\nkind = \"link_down\"\nat = 0\n", "s.toml"),
+      {"s.toml:7:", "[fault[0]] is missing required key 'link'", "p0/leaf3-spine7"});
+  expect_error(parse_scenario(
+                   std::string(kMinimal) + "[[fault]]\nkind = \"link_down\"\nlink = \"p0/host1\"\n",
+                   "s.toml"),
+               {"missing required key 'at'"});
+  expect_error(parse_scenario(std::string(kMinimal) +
+                                  "[[fault]]\nkind = \"switch_reboot\"\nswitch = \"p0/spine1\"\n"
+                                  "at = \"1us\"\n",
+                              "s.toml"),
+               {"missing required key 'duration'"});
+  expect_error(parse_scenario("[workload]\nkind = \"htsim\"\n", "s.toml"),
+               {"missing required key 'file'"});
+}
+
+TEST(Scenario, errors__values_that_do_not_fit) {
+  expect_error(parse_scenario(std::string(kMinimal) +
+                                  "[[fault]]\nkind = \"link_down\"\nswitch = \"p0/spine1\"\n"
+                                  "at = 0\n",
+                              "s.toml"),
+               {"key 'fault[0].switch'", "names a link, not a switch"});
+  expect_error(parse_scenario(std::string(kMinimal) +
+                                  "[[fault]]\nkind = \"link_down\"\nlink = \"spine1\"\nat = 0\n",
+                              "s.toml"),
+               {"s.toml:9:", "key 'fault[0].link'", "p0/leaf3-spine7"});
+  expect_error(parse_scenario(std::string(kMinimal) +
+                                  "[[fault]]\nkind = \"blackhole\"\nlink = \"p0/host1\"\n"
+                                  "at = \"5us\"\nuntil = \"2us\"\n",
+                              "s.toml"),
+               {"fault[0].until", "later than 'at'"});
+  expect_error(parse_scenario(std::string(kMinimal) +
+                                  "[[fault]]\nkind = \"link_down\"\nlink = \"p0/host1\"\n"
+                                  "at = 0\nuntil = \"2us\"\n",
+                              "s.toml"),
+               {"fault[0].until", "does not apply to a link_down fault"});
+  expect_error(parse_scenario(std::string(kMinimal) + "[[fault]]\nkind = \"melt\"\n", "s.toml"),
+               {"fault[0].kind", "link_down"});
+  expect_error(
+      parse_scenario("[workload]\nkind = \"permutation\"\nsenders = 3\n", "s.toml"),
+      {"s.toml:3:", "workload.senders", "does not apply to workload kind 'permutation'", "incast"});
+  expect_error(parse_scenario("[workload]\nkind = \"allreduce\"\ngroup = [1, \"x\"]\n", "s.toml"),
+               {"workload.group", "host numbers"});
+  expect_error(parse_scenario("[topo]\nhosts = 1000\nradix = 16\n[workload]\nkind = "
+                              "\"permutation\"\n",
+                              "s.toml"),
+               {"1000 hosts need 125 leaves", "radix >= 46"});
+  expect_error(parse_scenario("[topo]\nradix = 8\nspines = 3\n[workload]\nkind = "
+                              "\"permutation\"\n",
+                              "s.toml"),
+               {"spines (3) must divide"});
+  expect_error(parse_scenario("[topo]\nhosts = 24\nradix = 8\nhosts_per_leaf = 4\nspines = 2\n"
+                              "[workload]\nkind = \"permutation\"\n",
+                              "s.toml"),
+               {"6 leaves of 4 hosts", "6 x 2 ports", "raise hosts_per_leaf or spines"});
+  expect_error(load_scenario("/nonexistent/x.toml"), {"cannot open"});
+}
+
+TEST(Scenario, htsim_file__is_resolved_relative_to_the_scenario) {
+  auto sc = parse_scenario("[workload]\nkind = \"htsim\"\nfile = \"m.cm\"\n", "/a/b/s.toml");
+  ASSERT_TRUE(sc) << sc.error();
+  EXPECT_EQ(sc->workload.file, "/a/b/m.cm");
+}
+
+// ---- htsim .cm -----------------------------------------------------------------------------
+
+TEST(HtsimCm, parses_flows_triggers_failures) {
+  auto m = parse_htsim_cm(R"(# a comment
+Nodes 16
+Connections 3
+Triggers 1
+Failures 2
+
+0->5 start 0 size 4096 id 1 send_done_trigger 1
+5->9 id 2 trigger 1 size 1024 prio 3 addon
+9->0 start 12.25 size 100
+trigger id 1 oneshot
+failure switch_type TOR switch_id 1 link_id 2
+failure switch_type CORE switch_id 3 plane 1 at 50
+)",
+                          "m.cm");
+  ASSERT_TRUE(m) << m.error();
+  EXPECT_EQ(m->nodes, 16u);
+  ASSERT_EQ(m->connections.size(), 3u);
+  EXPECT_EQ(m->connections[0].dst, 5u);
+  EXPECT_EQ(m->connections[0].bytes, 4096u);
+  EXPECT_EQ(*m->connections[0].start, 0u);
+  EXPECT_EQ(m->connections[0].send_done_trigger, 1u);
+  EXPECT_FALSE(m->connections[1].start);
+  EXPECT_EQ(m->connections[1].trigger, 1u);
+  EXPECT_EQ(*m->connections[2].start, ns(12250));
+  EXPECT_EQ(m->connections[2].line, 9u);
+  ASSERT_EQ(m->triggers.size(), 1u);
+  EXPECT_EQ(m->triggers[0].type, HtsimTrigger::kOneshot);
+  ASSERT_EQ(m->failures.size(), 2u);
+  EXPECT_EQ(*m->failures[0].link_id, 2u);
+  EXPECT_FALSE(m->failures[1].link_id);
+  EXPECT_EQ(m->failures[1].plane, 1u);
+  EXPECT_EQ(m->failures[1].at, us(50));
+}
+
+TEST(HtsimCm, errors_name_the_line_and_what_was_expected) {
+  auto err = [](const std::string& body, std::initializer_list<std::string_view> parts) {
+    expect_error(parse_htsim_cm(body, "e.cm"), parts);
+  };
+  err("Connections 1\n0->1 start 0 size 10\n", {"e.cm:2:", "before the 'Nodes N' header"});
+  err("Nodes 4\n0->1 start 0 size 10\n", {"missing 'Connections C' header"});
+  err("Nodes 4\nConnections 2\n0->1 start 0 size 10\n",
+      {"'Connections 2'", "has 1 connection lines"});
+  err("Nodes 4\nConnections 1\n0->9 start 0 size 10\n", {"e.cm:3:", "node out of range", "0..3"});
+  err("Nodes 4\nConnections 1\n2->2 start 0 size 10\n", {"e.cm:3:", "the same node 2"});
+  err("Nodes 4\nConnections 1\n0->x start 0 size 10\n", {"e.cm:3:", "'<src>-><dst>'"});
+  err("Nodes 4\nConnections 1\n0->1 start 0\n", {"e.cm:3:", "without 'size <bytes>'"});
+  err("Nodes 4\nConnections 1\n0->1 size 10\n", {"neither 'start <us>' nor 'trigger <id>'"});
+  err("Nodes 4\nConnections 1\n0->1 start abc size 10\n",
+      {"e.cm:3:", "start time in microseconds", "'abc'"});
+  err("Nodes 4\nConnections 1\n0->1 start 0 size\n", {"e.cm:3:", "expected a value after 'size'"});
+  err("Nodes 4\nConnections 1\n0->1 start 0 size -5\n", {"a size in bytes", "'-5'"});
+  err("Nodes 4\nConnections 1\n0->1 start 0 size 10 colour blue\n",
+      {"e.cm:3:", "unknown connection field 'colour'"});
+  err("Nodes 4\nConnections 1\nTriggers 1\n0->1 start 0 size 10 trigger 1\ntrigger id 1 oneshot\n",
+      {"both 'start' and 'trigger'"});
+  err("Nodes 4\nConnections 2\n0->1 id 3 start 0 size 10\n1->2 id 3 start 0 size 10\n",
+      {"e.cm:4:", "duplicate flow id 3", "line 3"});
+  err("Nodes 4\nConnections 1\n0->1 start 0 size 10 send_done_trigger 7\n",
+      {"e.cm:3:", "trigger 7 is referenced but never defined"});
+  err("Nodes 4\nConnections 0\nTriggers 1\ntrigger id 2\n", {"e.cm:4:", "has no type"});
+  err("Nodes 4\nConnections 0\nTriggers 1\ntrigger oneshot\n", {"without 'id <n>'"});
+  err("Nodes 4\nConnections 0\nTriggers 1\ntrigger id 2 barrier\n", {"needs 'count <n>'"});
+  err("Nodes 4\nConnections 0\nTriggers 2\ntrigger id 2 oneshot\ntrigger id 2 multishot\n",
+      {"e.cm:5:", "defined twice", "line 4"});
+  err("Nodes 4\nConnections 0\ntrigger id 2 oneshot\n", {"'Triggers 0' (header absent)"});
+  err("Nodes 4\nConnections 0\nFailures 1\nfailure switch_type SPINE switch_id 1\n",
+      {"e.cm:4:", "unknown switch_type 'SPINE'", "TOR, AGG or CORE"});
+  err("Nodes 4\nConnections 0\nFailures 1\nfailure switch_type TOR\n", {"without 'switch_id <n>'"});
+  err("Nodes 4\nConnections 0\nFailures 1\nfailure switch_id 1\n", {"without 'switch_type"});
+  err("Nodes 4\nConnections 0\nbogus 3\n", {"e.cm:3:", "got 'bogus'"});
+  err("Nodes 4 5\nConnections 0\n", {"e.cm:1:", "one integer"});
+  err("Nodes 4\nNodes 5\n", {"e.cm:2:", "duplicate 'Nodes'"});
+  err("Nodes 4\nConnections 1\n0->1 start 0 size 10\nTriggers 0\n",
+      {"e.cm:4:", "after the first connection"});
+  expect_error(load_htsim_cm("/nonexistent.cm"), {"/nonexistent.cm", "cannot open"});
+}
+
+// ---- the command line ------------------------------------------------------------------------
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(MrcSimCli, same_seed_twice__identical_summary_and_all_files) {
+  const std::filesystem::path bin = std::filesystem::path(MRC_BINARY_DIR) / "bin" / "mrc-sim";
+  if (!std::filesystem::exists(bin)) GTEST_SKIP() << "build mrc-sim first: " << bin;
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("mrc_sim_cli_test_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream f(dir / "tiny.toml");
+    f << R"(name = "tiny"
+[topo]
+hosts = 16
+radix = 8
+[transport]
+kinds = ["mrc", "roce"]
+routing_convergence = "200us"
+[workload]
+kind = "permutation"
+size = "256KiB"
+[[fault]]
+kind = "link_down"
+link = "p0/leaf0-spine1"
+at = "5us"
+[run]
+until = "50ms"
+)";
+  }
+  const std::filesystem::path cm = dir / "chain.cm";
+  {
+    std::ofstream f(cm);
+    f << "Nodes 8\nConnections 2\nTriggers 1\n0->7 id 1 start 0 size 100000 send_done_trigger 1\n"
+         "7->3 id 2 trigger 1 size 100000\ntrigger id 1 oneshot\n";
+  }
+  auto run = [&](const std::string& out, const std::string& extra) {
+    const std::string cmd = bin.string() + " " + extra + " --quiet --seed 3 --out " +
+                            (dir / out).string() + " > " + (dir / (out + ".log")).string() +
+                            " 2>&1";
+    return std::system(cmd.c_str());
+  };
+  ASSERT_EQ(run("a", (dir / "tiny.toml").string()), 0) << slurp(dir / "a.log");
+  ASSERT_EQ(run("b", (dir / "tiny.toml").string()), 0) << slurp(dir / "b.log");
+  for (const char* f : {"summary.json", "flows.csv", "links.csv", "ev_events.jsonl"}) {
+    EXPECT_TRUE(std::filesystem::exists(dir / "a" / f)) << f;
+  }
+  auto a = nlohmann::json::parse(slurp(dir / "a" / "summary.json"));
+  auto b = nlohmann::json::parse(slurp(dir / "b" / "summary.json"));
+  ASSERT_TRUE(a.contains("run"));
+  EXPECT_TRUE(a["run"].contains("wall_seconds"));
+  EXPECT_TRUE(a["run"].contains("peak_rss_bytes"));
+  a.erase("run");
+  b.erase("run");
+  EXPECT_EQ(a, b) << "same scenario and seed, same summary";
+  EXPECT_EQ(slurp(dir / "a" / "flows.csv"), slurp(dir / "b" / "flows.csv"));
+  EXPECT_EQ(a["seed"], 3);
+  EXPECT_EQ(a["scenario"]["name"], "tiny");
+  ASSERT_EQ(a["transports"].size(), 2u);
+  EXPECT_EQ(a["transports"][0]["name"], "mrc");
+  EXPECT_EQ(a["transports"][0]["flows"]["count"], 16);
+  EXPECT_TRUE(a["transports"][0]["fct_us"].contains("p99"));
+  EXPECT_TRUE(a["transports"][0]["counters"].contains("qp_errors"));
+  // flows.csv: a header and one row per flow per transport.
+  std::istringstream rows(slurp(dir / "a" / "flows.csv"));
+  std::string line;
+  std::getline(rows, line);
+  EXPECT_EQ(line.rfind("flow_id,transport,src,dst,size_bytes,start_ns,end_ns,fct_ns,"
+                       "ideal_fct_ns,slowdown,retx_pkts,paths_used",
+                       0),
+            0u);
+  int n = 0;
+  while (std::getline(rows, line))
+    ++n;
+  EXPECT_EQ(n, 32);
+
+  // An htsim matrix, and a bad scenario (exit 2, message on stderr).
+  ASSERT_EQ(run("h", "--htsim " + cm.string()), 0) << slurp(dir / "h.log");
+  auto h = nlohmann::json::parse(slurp(dir / "h" / "summary.json"));
+  EXPECT_EQ(h["transports"][0]["flows"]["completed"], 2);
+  EXPECT_EQ(run("bad", "--set topo.hostz=3"), 2 << 8);
+  EXPECT_NE(slurp(dir / "bad.log").find("unknown key 'topo.hostz'"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace mrc::sim
