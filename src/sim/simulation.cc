@@ -999,7 +999,9 @@ Time Simulation::Impl::run(Time until) {
     for (uint32_t pi = 0; pi < num_partitions; ++pi) {
       EventQueue& q = queues[pi];
       cur_partition = pi;
-      while (!q.empty() && q.peek_time() < end && q.peek_time() <= until) {
+      while (true) {
+        const Time next = q.peek_time();  // kNever when empty
+        if (next >= end || next > until) break;
         const SimEvent e = q.pop();
         now = e.time;
         ++events;
