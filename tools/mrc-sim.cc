@@ -81,15 +81,12 @@ json echo_config(const Scenario& sc) {
                  {"pfc_xoff", b.sw.pfc_xoff_bytes},
                  {"pfc_xon", b.sw.pfc_xon_bytes}};
   const TransportConfig& t = b.transport;
-  const char* cc = t.cc == CcAlgorithm::kNscc    ? "nscc"
-                   : t.cc == CcAlgorithm::kDcqcn ? "dcqcn"
-                   : t.cc == CcAlgorithm::kNone  ? "none"
-                                                 : "fixed_window";
+
   j["transport"] = {{"kinds", sc.kinds},
                     {"path_mode", t.path_mode == PathMode::kSrv6 ? "srv6" : "ecmp"},
                     {"mtu", t.mtu},
                     {"evs_per_plane", t.evs_per_plane},
-                    {"cc", cc},
+                    {"cc", sc.cc},
                     {"mpr", t.mpr},
                     {"timeout", t.timeout},
                     {"ack_every", t.ack_every},
@@ -154,6 +151,19 @@ json transport_json(const Ran& ran) {
   const FlowSummary& s = r.summary;
   json j;
   j["name"] = r.name;
+  const CcAlgorithm cc =
+      r.config.transport.kind == TransportKind::kRoce && r.config.transport.cc == CcAlgorithm::kNscc
+          ? CcAlgorithm::kDcqcn
+          : r.config.transport.cc;
+  j["cc"] = cc == CcAlgorithm::kNscc    ? "nscc"
+            : cc == CcAlgorithm::kDcqcn ? "dcqcn"
+            : cc == CcAlgorithm::kNone  ? "none"
+                                        : "fixed_window";
+  j["path_mode"] = r.config.transport.kind == TransportKind::kRoce ||
+                           r.config.transport.path_mode == PathMode::kEcmp
+                       ? "ecmp"
+                       : "srv6";
+  j["switch"] = {{"trimming", r.config.sw.trimming}, {"pfc", r.config.sw.pfc}};
   j["sim_time_ps"] = r.sim_time;
   j["makespan_ps"] = r.makespan;
   j["events"] = r.stats.events;

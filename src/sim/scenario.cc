@@ -204,6 +204,7 @@ TextResult<uint64_t> parse_size(std::string_view s) {
 
 std::string format_duration(Time t) {
   if (t == kNever) return "never";
+  if (t == 0) return "0";
   struct U {
     const char* n;
     Time s;
@@ -579,7 +580,8 @@ TextStatus read_switch(TableReader& r, SwitchConfig& s) {
 
 constexpr std::initializer_list<const char*> kKinds = {"mrc", "mrc_oblivious", "roce", "roce_pfc"};
 
-TextStatus read_transport(TableReader& r, TransportConfig& t, std::vector<std::string>& kinds) {
+TextStatus read_transport(TableReader& r, TransportConfig& t, std::vector<std::string>& kinds,
+                          std::string& cc_name) {
   if (const toml::node* n = r.node("kinds")) {
     std::string list;
     for (const char* c : kKinds)
@@ -609,6 +611,8 @@ TextStatus read_transport(TableReader& r, TransportConfig& t, std::vector<std::s
   static constexpr CcAlgorithm kCc[] = {CcAlgorithm::kNscc, CcAlgorithm::kNscc, CcAlgorithm::kDcqcn,
                                         CcAlgorithm::kFixedWindow, CcAlgorithm::kNone};
   t.cc = kCc[cc];
+  static constexpr const char* kCcNames[] = {"default", "nscc", "dcqcn", "fixed_window", "none"};
+  cc_name = kCcNames[cc];
   TRY(r.uint("mpr", t.mpr));
   TRY(r.uint("timeout", t.timeout, 0, 24));
   TRY(r.uint("ack_every", t.ack_every, 1, 8));
@@ -928,7 +932,7 @@ TextResult<Scenario> parse_scenario(std::string_view text, std::string_view file
   if (!tp) return std::unexpected(tp.error());
   TableReader pr(*tp, "transport", origin);
   sc.kinds = {"mrc", "roce"};
-  TRY(read_transport(pr, b.transport, sc.kinds));
+  TRY(read_transport(pr, b.transport, sc.kinds, sc.cc));
 
   auto wl = subtable(top, "workload");
   if (!wl) return std::unexpected(wl.error());

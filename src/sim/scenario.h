@@ -82,6 +82,7 @@ struct Scenario {
   uint64_t seed = 1;
   SimConfig base;  // topo, switch, transport settings shared by every run
   std::vector<std::string> kinds;
+  std::string cc = "default";      // as written: "default" = NSCC for MRC, DCQCN for RoCE
   std::vector<TransportRun> runs;  // one per kind, in order
   WorkloadConfig workload;
   std::vector<FaultConfig> faults;
