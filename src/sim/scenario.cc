@@ -944,7 +944,8 @@ TextResult<Scenario> parse_scenario(std::string_view text, std::string_view file
   TRY(read_workload(wr, sc.workload, base_dir));
 
   if (const toml::node* n = top.node("fault")) {
-    if (!n->is_array_of_tables())
+    const bool none = n->is_array() && n->as_array()->empty();  // --set fault=[]
+    if (!none && !n->is_array_of_tables())
       return top.expected("fault", n, "an array of tables ([[fault]] sections)");
     uint32_t i = 0;
     for (const toml::node& e : *n->as_array()) {

@@ -240,6 +240,9 @@ TEST(Scenario, overrides__any_key_by_dotted_path) {
   EXPECT_EQ(sc->faults[0].at, us(30));
   EXPECT_FALSE(sc->base.sw.trimming);
   EXPECT_EQ(sc->until, kNever);
+  auto nofault = default_scenario({"fault=[]"});
+  ASSERT_TRUE(nofault) << nofault.error();
+  EXPECT_TRUE(nofault->faults.empty()) << "fault=[] removes the default's failure";
   // Bare words in a list are strings; new tables are created on the way.
   auto sc2 =
       parse_scenario(kMinimal, "m.toml", {"transport.kinds=[mrc, roce_pfc]", "switch.pfc=true"});
