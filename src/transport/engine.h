@@ -202,6 +202,7 @@ struct EngineCounters {
   uint64_t ecn_received = 0;
   uint64_t bytes_placed = 0;
   uint64_t losses_detected = 0;  // RACK / per-path order / PTO
+  uint64_t spurious_losses = 0;  // declared lost, then the original arrived after all
   uint64_t timeouts = 0;         // ACK timeout (RTO) expirations
   uint64_t trim_nacks_received = 0;
   uint64_t ev_state_changes = 0;

@@ -111,6 +111,17 @@ PathStateChange PathSet::on_probe_reply(int i, uint64_t probe_id) {
   return {true, ev::EvState::kAssumedBad, ev::EvState::kGood};
 }
 
+PathStateChange PathSet::on_delivered(int i) {
+  if (i < 0 || static_cast<size_t>(i) >= paths_.size()) return {};
+  Path& p = paths_[static_cast<size_t>(i)];
+  if (p.state != ev::EvState::kAssumedBad) return {};
+  p.state = ev::EvState::kGood;
+  p.probe_id = 0;
+  std::erase(assumed_bad_, static_cast<uint16_t>(i));
+  recount();
+  return {true, ev::EvState::kAssumedBad, ev::EvState::kGood};
+}
+
 PathStateChange PathSet::set_denied(int i, bool denied) {
   Path& p = paths_[static_cast<size_t>(i)];
   const ev::EvState from = p.state;

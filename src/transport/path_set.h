@@ -74,6 +74,9 @@ class PathSet {
   // A probe reply for path `i` with `probe_id` arrived: ASSUMED_BAD -> GOOD if it answers
   // the outstanding probe. Returns the state change, if any.
   PathStateChange on_probe_reply(int i, uint64_t probe_id);
+  // A packet sent on path `i` was delivered after all (a loss detection was spurious):
+  // ASSUMED_BAD -> GOOD. Returns the state change, if any.
+  PathStateChange on_delivered(int i);
   // Controller: deny (never use) or allow path `i`. Returns the state change.
   PathStateChange set_denied(int i, bool denied);
   void set_port_up(uint8_t port, bool up);

@@ -535,6 +535,9 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
       rtt = raw > service ? raw - service : raw;
       if (!(e.flags & wire::AckEcho::kDuplicate)) rtt_sample(rtt);
       detect_losses_on_path(now, e.ev_index, p.rec);
+    } else if (p.transmissions > 1 && p.state != PktState::kFree &&
+               !(e.flags & wire::AckEcho::kDuplicate)) {
+      on_spurious_loss(now, e.ev_index);
     }
     const uint32_t bytes = p.bytes;
     progress |= ack_psn(e.psn);
@@ -587,6 +590,15 @@ void Qp::on_roce_ack(Time now, const RxPacket& rx) {
   advance_una();
   complete_send_wrs(now);
   engine_.mark_ready(this);
+}
+
+// An earlier transmission of a packet we resent has arrived: the loss was reordering, not
+// loss. Widen the reordering window (RFC 8985 section 6.2 grows it the same way on DSACK),
+// and give the path back its GOOD state: it has just delivered a packet.
+void Qp::on_spurious_loss(Time now, uint16_t ev) {
+  ++engine_.counters_.spurious_losses;
+  reorder_multiplier_ = std::min<uint32_t>(reorder_multiplier_ + 1, kMaxReorderMultiplier);
+  report_path_change(now, ev, paths_.on_delivered(ev));
 }
 
 void Qp::detect_losses_on_path(Time now, uint16_t ev, uint32_t upto) {
@@ -696,7 +708,8 @@ Time Qp::reorder_window() const {
   if (reorder_window_attr_) return reorder_window_attr_;
   // Paths of one fabric differ mostly by queueing; one minimum RTT of slack keeps
   // spraying's reordering from looking like loss while still failing over in a few RTTs.
-  return std::max<Time>(min_rtt_ == kNever ? us(10) : min_rtt_, us(1));
+  const Time base = std::max<Time>(min_rtt_ == kNever ? us(10) : min_rtt_, us(1));
+  return base + base * reorder_multiplier_ / 2;
 }
 
 Time Qp::pto() const {

@@ -154,6 +154,7 @@ class Qp {
   // Marks `psn` acknowledged (first time only). Returns true if newly acknowledged.
   bool ack_psn(uint32_t psn);
   void declare_lost(Time now, uint32_t psn, bool mark_path);
+  void on_spurious_loss(Time now, uint16_t ev);
   void detect_losses_on_path(Time now, uint16_t ev, uint32_t upto_rec);
   void detect_losses_rack(Time now, bool check_pto);
   void compact_retx();
@@ -225,6 +226,8 @@ class Qp {
   uint32_t gbn_next_ = 0;  // RoCE: next PSN to (re)send in go-back-N
   Time rack_time_ = 0;     // latest send time of a transmission known delivered
   Time srtt_ = 0, rttvar_ = 0, min_rtt_ = kNever;
+  static constexpr uint32_t kMaxReorderMultiplier = 6;  // window up to 4 min RTTs
+  uint32_t reorder_multiplier_ = 0;  // grows with each spurious loss detection
   Time last_progress_ = 0;
   uint32_t rto_count_ = 0;  // consecutive ACK timeouts without progress
 
