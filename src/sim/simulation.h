@@ -76,7 +76,7 @@ struct TransportConfig {
   uint8_t timeout = 12;                   // ACK timeout exponent (4.2 ms)
   uint32_t ack_every = 4;
   Time probe_interval = us(20);
-  Time ecn_cooldown = 0;                  // 0 = one base RTT
+  Time ecn_cooldown = 0;                  // 0 = base RTT / 16 (a few round-robin visits)
   // ECMP mode: after a link dies, switches remove it from their ECMP groups after this
   // delay (models BGP convergence). kNever = never.
   Time routing_convergence = kNever;
@@ -190,7 +190,8 @@ class Simulation {
   void flap(LinkRef l, Time start, Time period, uint32_t count);  // down/up every period
 
   // ---- running ----
-  // Runs until every flow is done and nothing is scheduled, or `until`. Returns now().
+  // Runs until every flow added so far is done (flows added by on_flow_complete callbacks
+  // count), nothing is scheduled, or `until`. Returns now().
   Time run(Time until = kNever);
   Time now() const;
   // Optional progress report every `every` of wall time (the callback gets now() and events).
