@@ -204,13 +204,16 @@ json transport_json(const Ran& ran) {
                     {"ok", c.ok}});
   j["collectives"] = coll;
   json its = json::array();
-  for (const IterationResult& it : r.iterations)
-    its.push_back({{"index", it.index},
-                   {"start_us", to_us(it.start)},
-                   {"compute_us", to_us(it.comm_start - it.start)},
-                   {"comm_us", to_us(it.end - it.comm_start)},
-                   {"time_us", to_us(it.time())},
-                   {"ok", it.ok}});
+  for (const IterationResult& it : r.iterations) {
+    json ij = {{"index", it.index},
+               {"start_us", to_us(it.start)},
+               {"compute_us", to_us(it.comm_start - it.start)},
+               {"finished", it.finished()},
+               {"ok", it.ok}};
+    ij["comm_us"] = it.finished() ? json(to_us(it.end - it.comm_start)) : json(nullptr);
+    ij["time_us"] = it.finished() ? json(to_us(it.time())) : json(nullptr);
+    its.push_back(ij);
+  }
   j["iterations"] = its;
   if (!r.iterations.empty()) j["job_aborted"] = r.job_aborted;
   j["fabric"] = {{"leaves_per_plane", ran.leaves}, {"spines_per_plane", ran.spines}};
@@ -310,10 +313,11 @@ void print_table(const Scenario& sc, const std::vector<Ran>& runs) {
   }
   bool any_coll = false;
   for (const Ran& ran : runs)
-    any_coll = any_coll || !ran.r.collectives.empty();
+    any_coll = any_coll || !ran.r.collectives.empty() || !ran.r.iterations.empty();
   if (any_coll) {
-    fmt::print("\n{:<14} {:>6} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "collectives", "count",
-               "time p50 us", "time max us", "algbw GB/s", "busbw GB/s", "iter p50 us");
+    fmt::print("\n{:<14} {:>9} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "collectives", "done",
+               "time p50 us", "time max us", "algbw GB/s", "busbw GB/s", "iterations",
+               "iter p50 us");
     for (const Ran& ran : runs) {
       const TransportResult& r = ran.r;
       std::vector<double> t, alg, bus, it;
@@ -322,12 +326,23 @@ void print_table(const Scenario& sc, const std::vector<Ran>& runs) {
         alg.push_back(c.algbw_GBps());
         bus.push_back(c.busbw_GBps());
       }
+      uint32_t finished = 0;
       for (const auto& i : r.iterations)
-        if (i.end > i.start) it.push_back(to_us(i.time()));
-      fmt::print("{:<14} {:>6} {:>12} {:>12} {:>12} {:>12} {:>12}{}\n", r.name,
-                 r.collectives.size(), num(percentile(t, 50)), num(percentile(t, 100)),
-                 num(percentile(alg, 50), 2), num(percentile(bus, 50), 2),
-                 it.empty() ? "-" : num(percentile(it, 50)),
+        if (i.finished()) {
+          ++finished;
+          it.push_back(to_us(i.time()));
+        }
+      const uint32_t planned =
+          sc.workload.kind == WorkloadConfig::kTraining ? sc.workload.iterations : 0;
+      auto or_dash = [](const std::vector<double>& v, double x, int prec) {
+        return v.empty() ? std::string("-") : num(x, prec);
+      };
+      fmt::print("{:<14} {:>9} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}{}\n", r.name,
+                 r.collectives.size(), or_dash(t, percentile(t, 50), 1),
+                 or_dash(t, percentile(t, 100), 1), or_dash(alg, percentile(alg, 50), 2),
+                 or_dash(bus, percentile(bus, 50), 2),
+                 planned ? fmt::format("{}/{}", finished, planned) : std::string("-"),
+                 or_dash(it, percentile(it, 50), 1),
                  r.job_aborted ? "  JOB ABORTED (AllReduce failed)" : "");
     }
   }

@@ -296,7 +296,7 @@ TextStatus TrainingLoop::start(FlowSink& sink) {
 }
 
 TextStatus TrainingLoop::begin_iteration(uint32_t index, Time at, FlowSink& sink) {
-  iterations_.push_back(IterationResult{index, at, at + compute_, at + compute_, true});
+  iterations_.push_back(IterationResult{index, at, at + compute_, kNever, true});
   if (current_) retired_.push_back(std::move(current_));
   current_ =
       std::make_unique<RingAllReduce>(group_, bytes_, at + compute_, index,

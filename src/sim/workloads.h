@@ -105,8 +105,9 @@ struct IterationResult {
   uint32_t index = 0;
   Time start = 0;       // iteration start (compute begins)
   Time comm_start = 0;  // compute done, AllReduce starts
-  Time end = 0;         // AllReduce done
+  Time end = kNever;    // AllReduce done (kNever: not finished when the run stopped)
   bool ok = true;
+  bool finished() const { return end != kNever; }
   Time time() const { return end - start; }
 };
 
