@@ -414,7 +414,10 @@ Status Simulation::Impl::build() {
 // (MRC: plane = UINT32_MAX).
 void Simulation::Impl::build_paths(HostId src, HostId dst, uint32_t plane, QpAttr& a) {
   const TransportConfig& tc = cfg.transport;
-  Rng rng(cfg.seed ^ (static_cast<uint64_t>(src) << 32 | dst) ^ 0xA5A5A5A5ull);
+  // Seeded by the unordered pair: both ends of a QP pair draw the same choices, so path i
+  // names the same plane and spine in both directions (control packets rely on that).
+  const uint64_t lo = std::min(src, dst), hi = std::max(src, dst);
+  Rng rng(cfg.seed ^ (lo << 32 | hi) ^ 0xA5A5A5A5ull);
   auto entropy_ev = [&](uint32_t v) {
     ev::ExpandedEv e{};
     e[0] = static_cast<uint8_t>(v >> 24);
@@ -433,14 +436,19 @@ void Simulation::Impl::build_paths(HostId src, HostId dst, uint32_t plane, QpAtt
   }
   const uint32_t per_plane = tc.evs_per_plane ? std::min(tc.evs_per_plane, S) : std::min(S, 64u);
   const bool same_leaf = leaf_of(src) == leaf_of(dst);
+  // With fewer EVs than spines, each QP gets its own evenly spaced subset (rotated by a
+  // per-pair offset), so that together the QPs of a fabric use every spine.
+  std::vector<uint32_t> offset(P);
+  for (uint32_t p = 0; p < P; ++p) offset[p] = static_cast<uint32_t>(rng.below(S));
   for (uint32_t e = 0; e < per_plane; ++e) {
     for (uint32_t p = 0; p < P; ++p) {
       PathDesc d;
       d.port = static_cast<uint8_t>(p);
       if (tc.path_mode == PathMode::kSrv6) {
-        // EV e names spine e*S/per_plane (spread evenly); the destination's leaf and host
-        // uSIDs follow. Same-leaf destinations need no spine.
-        const uint16_t spine = static_cast<uint16_t>(kSpineUsidBase + e * S / per_plane);
+        // EV e names a spine (the destination's leaf and host uSIDs follow). Same-leaf
+        // destinations need no spine.
+        const uint32_t spine_index = (e * S / per_plane + offset[p]) % S;
+        const uint16_t spine = static_cast<uint16_t>(kSpineUsidBase + spine_index);
         const uint16_t leaf = static_cast<uint16_t>(kLeafUsidBase + leaf_of(dst));
         const uint16_t host = static_cast<uint16_t>(kHostUsidBase + dst % H);
         std::vector<uint16_t> usids;
