@@ -56,8 +56,22 @@ enum PacketFlags : uint8_t {
   kEct = 1 << 3,      // ECN-capable (data)
 };
 
+// What a data packet carries above UDP (no payload bytes: memory is phantom). Control
+// packets (ACKs with their SACK, NACKs, probes, CNPs) are rarer and bigger; they keep a whole
+// TransportPacket in a side pool. At 131,072 GPUs with a message in flight each, packet size
+// is what decides whether the run fits in memory.
+struct DataBody {
+  wire::Bth bth;
+  wire::Reth reth;
+  uint32_t imm = 0;
+  uint32_t payload_len = 0;
+  wire::DataExt data;
+};
+
 struct SimPacket {
-  wire::TransportPacket tp;  // payload pointer unused (phantom memory)
+  DataBody body;             // data packets
+  uint32_t control = 0;      // control packets: index into the control pool
+  bool is_data = false;
   uint32_t wire_bytes = 0;
   uint32_t src = 0, dst = 0;
   uint32_t entropy = 0;      // ECMP hash input (the EV's bits)
@@ -251,6 +265,30 @@ struct Simulation::Impl {
     queues[partition].push(e);
   }
 
+  std::vector<wire::TransportPacket> controls;
+  std::vector<uint32_t> free_controls;
+  uint32_t alloc_control() {
+    if (!free_controls.empty()) {
+      const uint32_t i = free_controls.back();
+      free_controls.pop_back();
+      return i;
+    }
+    controls.emplace_back();
+    return static_cast<uint32_t>(controls.size() - 1);
+  }
+  void to_transport(const SimPacket& p, wire::TransportPacket& t) const {
+    if (!p.is_data) {
+      t = controls[p.control];
+      return;
+    }
+    t.bth = p.body.bth;
+    t.reth = p.body.reth;
+    t.imm = p.body.imm;
+    t.data = p.body.data;
+    t.payload = nullptr;
+    t.payload_len = p.body.payload_len;
+  }
+
   uint32_t alloc_packet() {
     if (!free_packets.empty()) {
       const uint32_t i = free_packets.back();
@@ -260,7 +298,10 @@ struct Simulation::Impl {
     packets.emplace_back();
     return static_cast<uint32_t>(packets.size() - 1);
   }
-  void free_packet(uint32_t i) { free_packets.push_back(i); }
+  void free_packet(uint32_t i) {
+    if (!packets[i].is_data) free_controls.push_back(packets[i].control);
+    free_packets.push_back(i);
+  }
 
   Status build();
   void build_paths(HostId src, HostId dst, uint32_t plane, QpAttr& a);
@@ -607,15 +648,21 @@ void Simulation::Impl::send_from_host(HostId h, const TxPacket& tx) {
   HostPort& hp = host.ports[tx.port];
   const uint32_t idx = alloc_packet();
   SimPacket& p = packets[idx];
-  p.tp = tx.pkt;
-  p.tp.payload = nullptr;
+  const bool data = tx.pkt.bth.opcode == wire::Opcode::kWriteOnly ||
+                    tx.pkt.bth.opcode == wire::Opcode::kWriteOnlyImm;
+  p.is_data = data;
+  if (data) {
+    p.body = DataBody{tx.pkt.bth, tx.pkt.reth, tx.pkt.imm, tx.pkt.payload_len, tx.pkt.data};
+  } else {
+    p.control = alloc_control();
+    controls[p.control] = tx.pkt;
+    controls[p.control].payload = nullptr;
+  }
   p.wire_bytes = tx.transport_bytes + kIpUdpBytes + kEthernetOverhead;
   p.src = h;
   p.dst = tx.peer;
   p.plane = tx.port;
   p.ingress = 0;
-  const bool data = tx.pkt.bth.opcode == wire::Opcode::kWriteOnly ||
-                    tx.pkt.bth.opcode == wire::Opcode::kWriteOnlyImm;
   p.flags = data ? kEct : kHigh;
   p.entropy = (static_cast<uint32_t>((*tx.ev)[0]) << 24) | ((*tx.ev)[1] << 16) |
               ((*tx.ev)[2] << 8) | (*tx.ev)[3];
@@ -647,7 +694,7 @@ void Simulation::Impl::host_arrive(HostId h, uint32_t idx) {
   rx.port = p.plane;
   rx.ecn_ce = p.flags & kCe;
   rx.trimmed = p.flags & kTrimmed;
-  rx.pkt = p.tp;
+  to_transport(p, rx.pkt);
   free_packet(idx);
   (void)hosts[h].engine->on_packet(now, rx);
   service_host(h);
@@ -664,9 +711,9 @@ void Simulation::Impl::switch_arrive(uint32_t swi, uint32_t ingress, uint32_t id
   if (!high) {
     if (sc.trimming && out.queue_bytes + p.wire_bytes > trim_threshold) {
       // Trim: forward the headers at high priority; the receiver NACKs, the sender resends.
-      const uint32_t header = p.wire_bytes - p.tp.payload_len;
+      const uint32_t header = p.wire_bytes - p.body.payload_len;
       p.wire_bytes = header;
-      p.tp.payload_len = 0;
+      p.body.payload_len = 0;
       p.flags = static_cast<uint8_t>((p.flags | kTrimmed | kHigh) & ~kCe);
       high = true;
       ++counters.trims;
@@ -965,7 +1012,7 @@ void Simulation::Impl::tap(HostId h, const SimPacket& p) {
                                                    static_cast<uint16_t>(kLeafUsidBase + leaf_of(p.dst)),
                                                    static_cast<uint16_t>(kHostUsidBase + p.dst % H)});
   d.udp.src_port = static_cast<uint16_t>(0xC000 | (p.entropy & 0xFFF));
-  d.pkt = p.tp;
+  to_transport(p, d.pkt);
   static thread_local std::vector<uint8_t> zeros;
   if (zeros.size() < d.pkt.payload_len) zeros.assign(d.pkt.payload_len, 0);
   d.pkt.payload = d.pkt.payload_len ? zeros.data() : nullptr;
