@@ -517,11 +517,8 @@ int main(int argc, char** argv) {
     Ran ran;
     ran.r = std::move(*r);
     ran.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    // The fabric's shape, as the simulator built it.
-    if (auto s = Simulation::create(tr.config)) {
-      ran.leaves = (*s)->num_leaves();
-      ran.spines = (*s)->num_spines();
-    }
+    ran.leaves = ran.r.leaves;
+    ran.spines = ran.r.spines;
     if (!ran.r.workload_error.empty()) status = 1;
     if (!quiet)
       fmt::print(stderr, "[{}] done: {:.3f} ms simulated, {:.1f} M events in {:.2f} s\n", tr.name,
@@ -561,13 +558,17 @@ int main(int argc, char** argv) {
               {"wall_seconds_per_transport", per}};
 
   const std::filesystem::path dir(out_dir);
-  {
+  try {
     auto f = fmt::output_file((dir / "summary.json").string());
     f.print("{}\n", j.dump(2));
+    f.close();
+    write_flows((dir / "flows.csv").string(), runs);
+    write_links((dir / "links.csv").string(), runs);
+    write_ev_events((dir / "ev_events.jsonl").string(), runs);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "mrc-sim: cannot write the results to {}: {}\n", out_dir, e.what());
+    return 1;
   }
-  write_flows((dir / "flows.csv").string(), runs);
-  write_links((dir / "links.csv").string(), runs);
-  write_ev_events((dir / "ev_events.jsonl").string(), runs);
 
   if (!quiet) {
     print_table(sc, runs);

@@ -236,6 +236,8 @@ TextResult<TransportResult> run_transport(const Scenario& sc, const TransportRun
   TransportResult r;
   r.name = run.name;
   r.config = run.config;
+  r.leaves = sim.num_leaves();
+  r.spines = sim.num_spines();
   // Run in slices and stop once the workload is done: probes of dead paths and other timers
   // keep a simulation busy forever, and the samples after the last flow only show idle links.
   // (An idle stretch - compute phases, a stalled flow - doubles the slice, so a run with

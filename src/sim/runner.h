@@ -64,8 +64,9 @@ struct TransportResult {
   std::vector<EvEvent> ev_events;
   std::vector<CollectiveResult> collectives;
   std::vector<IterationResult> iterations;
-  bool job_aborted = false;    // training loop stopped by a failed AllReduce
-  std::string workload_error;  // an error raised while the simulation ran (empty = none)
+  bool job_aborted = false;         // training loop stopped by a failed AllReduce
+  std::string workload_error;       // an error raised while the simulation ran (empty = none)
+  uint32_t leaves = 0, spines = 0;  // per plane, as the simulator built the fabric
 };
 
 struct RunHooks {
