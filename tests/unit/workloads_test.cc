@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <queue>
 #include <set>
@@ -466,6 +467,79 @@ sample_interval = 0
     EXPECT_GT(r->summary.fct_p50_us, 0);
     EXPECT_LE(r->summary.fct_p50_us, r->summary.fct_max_us);
   }
+}
+
+// Fidelity (issue 3, section 7) through the workload and scenario paths a user takes.
+
+TEST(WorkloadsSim, ring_allreduce__busbw_near_the_nic_rate_for_large_messages) {
+  auto sim = Simulation::create(small(TransportKind::kMrc));
+  ASSERT_TRUE(sim);
+  SimulationSink sink(**sim);
+  WorkloadDriver d(sink);
+  auto& ar = d.add(std::make_unique<RingAllReduce>(all_hosts(8), 16u << 20, 0));
+  (*sim)->on_flow_complete([&](const FlowResult& r) { d.on_flow_complete(r); });
+  ASSERT_TRUE(d.start());
+  (*sim)->run(ms(50));
+  ASSERT_EQ(ar.collectives().size(), 1u);
+  const CollectiveResult& c = ar.collectives()[0];
+  ASSERT_TRUE(c.ok);
+  // busbw compares with the NIC's rate: 2 planes x 100 Gb/s = 25 GB/s, of which the payload
+  // share of a 4 KiB packet (~95%) is goodput. 2(n-1) = 14 steps of 2 MiB each pay a little
+  // latency; expect at least 80% of the payload rate.
+  const double nic_GBps = 2 * 100e9 / 8 / 1e9 * 4096.0 / (4096 + 142);
+  EXPECT_GE(c.busbw_GBps(), 0.8 * nic_GBps) << "busbw " << c.busbw_GBps() << " GB/s";
+  std::printf("ring allreduce 8 x 16 MiB: busbw %.2f GB/s (payload line rate %.2f)\n",
+              c.busbw_GBps(), nic_GBps);
+  EXPECT_LE(c.busbw_GBps(), nic_GBps * 1.01);
+}
+
+TEST(WorkloadsSim, incast_workload_with_trimming__completes_without_timeouts) {
+  auto sc = parse_scenario(R"(
+[topo]
+hosts = 16
+radix = 8
+[transport]
+kinds = ["mrc"]
+[workload]
+kind = "incast"
+senders = 15
+dst = 3
+size = "512KiB"
+[run]
+sample_interval = 0
+)",
+                           "incast.toml");
+  ASSERT_TRUE(sc) << sc.error();
+  auto r = run_transport(*sc, sc->runs[0]);
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_EQ(r->summary.completed, 15u);
+  EXPECT_EQ(r->stats.timeouts, 0u);
+  EXPECT_EQ(r->stats.qp_errors, 0u);
+  EXPECT_GT(r->stats.trims, 0u) << "15:1 overload trims at the destination's leaf";
+}
+
+TEST(WorkloadsSim, permutation_workload__mrc_near_ideal_roce_collides) {
+  auto sc = parse_scenario(R"(
+[topo]
+hosts = 32
+planes = 2
+radix = 8
+[transport]
+kinds = ["mrc", "roce"]
+[workload]
+kind = "permutation"
+size = "2MiB"
+[run]
+sample_interval = 0
+)",
+                           "perm.toml", {"seed=3"});
+  ASSERT_TRUE(sc) << sc.error();
+  auto mrc = run_transport(*sc, sc->runs[0]);
+  auto roce = run_transport(*sc, sc->runs[1]);
+  ASSERT_TRUE(mrc && roce);
+  EXPECT_EQ(mrc->summary.completed, 32u);
+  EXPECT_LE(mrc->summary.slowdown_max, 1.3);
+  EXPECT_GT(roce->summary.slowdown_max, 1.5) << "ECMP hash collisions";
 }
 
 TEST(Workloads, percentile__nearest_rank) {
