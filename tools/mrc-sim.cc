@@ -357,6 +357,38 @@ void print_table(const Scenario& sc, const std::vector<Ran>& runs) {
   }
 }
 
+// ---- progress --------------------------------------------------------------------------------
+
+// A rough lower bound on when the workload ends (line rate of all planes, no congestion), for
+// the ETA of long runs; 0 when unknown (htsim).
+Time estimated_end(const Scenario& sc) {
+  const WorkloadConfig& w = sc.workload;
+  const double bps = static_cast<double>(sc.base.topo.link_bps) * sc.base.topo.planes;
+  auto xfer = [&](double bytes) { return static_cast<Time>(bytes * 8 / bps * kPicosPerSecond); };
+  const double hosts = sc.base.topo.hosts;
+  const double n = !w.group.empty() ? static_cast<double>(w.group.size())
+                   : w.ranks        ? static_cast<double>(w.ranks)
+                                    : hosts;
+  const double size = static_cast<double>(w.size);
+  switch (w.kind) {
+    case WorkloadConfig::kPermutation:
+      return w.start + xfer(size);
+    case WorkloadConfig::kUniform:
+      return w.start + w.spread + xfer(size * (w.flows ? w.flows : hosts) / hosts);
+    case WorkloadConfig::kIncast:
+      return w.start + xfer(size * (w.senders ? w.senders : hosts - 1));
+    case WorkloadConfig::kAllToAll:
+      return w.start + xfer(size * (n - 1) / n);
+    case WorkloadConfig::kAllReduce:
+      return w.start + xfer(2 * size * (n - 1) / n);
+    case WorkloadConfig::kTraining:
+      return w.start + w.iterations * (w.compute + xfer(2 * size * (n - 1) / n));
+    case WorkloadConfig::kHtsim:
+      return 0;
+  }
+  return 0;
+}
+
 // ---- htsim ---------------------------------------------------------------------------------
 
 std::string htsim_base_toml(const std::string& file, uint32_t nodes) {
@@ -481,6 +513,7 @@ int main(int argc, char** argv) {
   }
 
   const bool tty = isatty(STDERR_FILENO);
+  const Time est_end = estimated_end(sc);
   const auto t0 = Clock::now();
   std::vector<Ran> runs;
   int status = 0;
@@ -495,11 +528,15 @@ int main(int argc, char** argv) {
         if (!tty && wall - last < std::chrono::seconds(2)) return;
         last = wall;
         const double secs = std::chrono::duration<double>(wall - start).count();
+        // Progress: the larger of the flows done and the simulated time against a rough
+        // (optimistic) estimate of the end; capped, as the estimate ignores congestion.
         double frac = added ? static_cast<double>(done) / static_cast<double>(added) : 0;
-        if (sc.until != kNever)
-          frac = std::max(frac, static_cast<double>(now) / static_cast<double>(sc.until));
-        const std::string eta =
-            frac > 0.01 ? fmt::format("{:.0f}s", secs * (1 - frac) / frac) : std::string("?");
+        if (est_end > 0)
+          frac = std::max(frac,
+                          std::min(0.95, static_cast<double>(now) / static_cast<double>(est_end)));
+        const std::string eta = frac > 0.01 && frac < 0.95
+                                    ? fmt::format("{:.0f}s", secs * (1 - frac) / frac)
+                                    : std::string("?");
         fmt::print(stderr,
                    "{}[{}] sim {:.3f} ms | {:.1f} M events | {:.2f} M ev/s | flows {}/{} | "
                    "ETA {}   {}",

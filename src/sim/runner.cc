@@ -238,19 +238,9 @@ TextResult<TransportResult> run_transport(const Scenario& sc, const TransportRun
   r.config = run.config;
   r.leaves = sim.num_leaves();
   r.spines = sim.num_spines();
-  // Run in slices and stop once the workload is done: probes of dead paths and other timers
-  // keep a simulation busy forever, and the samples after the last flow only show idle links.
-  // (An idle stretch - compute phases, a stalled flow - doubles the slice, so a run with
-  // run.until = "never" ends even when nothing is scheduled any more.)
-  Time slice = us(10);
-  Time last_now = sim.now();
-  for (Time target = 0;;) {
-    target = sc.until - target <= slice ? sc.until : target + slice;
-    const Time now = sim.run(target);
-    if (driver.done() || driver.error() || target == sc.until) break;
-    slice = now == last_now ? std::min<Time>(2 * slice, kNever / 4) : us(10);
-    last_now = now;
-  }
+  // Simulation::run() returns once every flow has finished (dependent workloads add theirs
+  // from the completion callbacks before that check), or at run.until.
+  sim.run(sc.until);
   r.sim_time = sim.now();
   r.stats = sim.stats();
   r.flows = sim.flows();
