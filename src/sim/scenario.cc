@@ -31,10 +31,11 @@ link_rate = "100Gbps"     # every link (one plane port = one link)
 link_delay = "500ns"
 
 [switch]
-trimming = true           # MRC runs; RoCE runs never trim
+trimming = true           # MRC runs; RoCE runs never trim (they drop, or pause with PFC)
 
 [transport]
-kinds = ["mrc", "mrc_oblivious", "roce"]
+# RoCEv2 as deployed (lossless, PFC) and without PFC (lossy, go-back-N on every drop).
+kinds = ["mrc", "mrc_oblivious", "roce_pfc", "roce"]
 routing_convergence = "1ms"   # ECMP only: dead next hops leave the groups after this delay
 
 [workload]
