@@ -429,6 +429,7 @@ int main(int argc, char** argv) {
   app.add_option("scenario", scenario_path, "Scenario file (TOML); default: the embedded one")
       ->check(CLI::ExistingFile);
   app.add_option("--set", sets, "Override a key by dotted path: --set topo.hosts=256 (repeatable)")
+      ->allow_extra_args(false)  // one value per --set: a scenario file may follow
       ->take_all();
   auto* seed_opt = app.add_option("--seed", seed, "Random seed (overrides the scenario's)");
   app.add_option("--out", out_dir, "Output directory (default out/<scenario name>)");
