@@ -407,7 +407,8 @@ radix = {}
 link_rate = "100Gbps"
 link_delay = "500ns"
 [transport]
-kinds = ["mrc", "mrc_oblivious", "roce"]
+kinds = ["mrc", "mrc_oblivious", "roce_pfc", "roce"]
+routing_convergence = "1ms"
 [workload]
 kind = "htsim"
 file = "{}"
