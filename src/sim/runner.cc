@@ -248,7 +248,8 @@ TextResult<TransportResult> run_transport(const Scenario& sc, const TransportRun
   r.hit_limit = r.summary.unfinished > 0;
   for (const FlowResult& f : r.flows)
     if (f.end != kNever) r.makespan = std::max(r.makespan, f.end);
-  r.link_names = sim.link_names();
+  // Names only when there are samples: a 131k-GPU fabric has millions of ports.
+  if (!sim.link_samples().empty()) r.link_names = sim.link_names();
   r.link_samples = sim.link_samples();
   r.ev_events = sim.ev_events();
   for (const auto& w : driver.workloads()) {
