@@ -636,10 +636,12 @@ void Simulation::Impl::service_host(HostId h) {
       ev_events.push_back(EvEvent{now, h, ev.qpn, ev.ev_index, ev.port, ev.from, ev.to});
     }
   }
-  const Time d = e.next_deadline();
+  // A deadline already in the past fires now; timer_at must hold the event's own time, or
+  // the event would look stale when it runs and the host would never be woken again.
+  const Time d = std::max(e.next_deadline(), now);
   if (d < host.timer_at) {
     host.timer_at = d;
-    schedule(0, std::max(d, now), kHostTimer, h);
+    schedule(0, d, kHostTimer, h);
   }
 }
 
