@@ -545,8 +545,10 @@ int main(int argc, char** argv) {
                    tty ? "\r" : "", name, static_cast<double>(now) / kPicosPerMilli, events / 1e6,
                    secs > 0 ? events / secs / 1e6 : 0.0, done, added, eta, tty ? "" : "\n");
       };
-    if (!pcap_hosts.empty())
+    if (!pcap_hosts.empty()) {
       hooks.pcap_path = (std::filesystem::path(out_dir) / (tr.name + ".pcap")).string();
+      hooks.pcap_hosts = pcap_hosts;
+    }
     auto r = run_transport(sc, tr, hooks);
     if (!quiet && tty) fmt::print(stderr, "\r{:<100}\r", "");
     if (!r) {
