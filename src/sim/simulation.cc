@@ -1255,6 +1255,69 @@ std::vector<std::string> Simulation::link_names() const {
 
 const std::vector<EvEvent>& Simulation::ev_events() const { return impl_->ev_events; }
 
+Result<uint64_t> Simulation::check_usid_forwarding() const {
+  const Impl& m = *impl_;
+  if (m.cfg.transport.path_mode != PathMode::kSrv6) return fail(Error::kInvalidArgument);
+  uint64_t checked = 0;
+  for (uint32_t plane = 0; plane < m.P; ++plane) {
+    for (HostId src = 0; src < m.hosts.size(); ++src) {
+      for (HostId dst = 0; dst < m.hosts.size(); ++dst) {
+        if (src == dst) continue;
+        const bool same_leaf = m.leaf_of(src) == m.leaf_of(dst);
+        for (uint32_t spine = 0; spine < (same_leaf ? 1 : m.S); ++spine) {
+          // The carrier a QP's path would hold (as build_paths writes it).
+          std::vector<uint16_t> usids;
+          if (!same_leaf) usids.push_back(static_cast<uint16_t>(kSpineUsidBase + spine));
+          usids.push_back(static_cast<uint16_t>(kLeafUsidBase + m.leaf_of(dst)));
+          usids.push_back(static_cast<uint16_t>(kHostUsidBase + dst % m.H));
+          wire::Ipv6Addr da = wire::usid_carrier(kLocatorBlock, usids);
+          SimPacket p;
+          p.src = src;
+          p.dst = dst;
+          p.plane = static_cast<uint8_t>(plane);
+          p.spine = same_leaf ? kNoSpine : static_cast<uint16_t>(spine);
+          p.entropy = mix32(src * 31 + dst);
+          // Walk both from the source's leaf until a host port is reached.
+          uint32_t sw = m.leaf_index(plane, m.leaf_of(src));
+          for (int hop = 0; hop < 4; ++hop) {
+            const Switch& x = m.switches[sw];
+            const uint16_t mine = static_cast<uint16_t>(
+                x.kind == Switch::kLeaf ? kLeafUsidBase + x.index : kSpineUsidBase + x.index);
+            if (wire::usid_active(da) == mine) da = wire::usid_shift(da);  // End (next-csid)
+            const uint16_t active = wire::usid_active(da);
+            uint32_t usid_port;
+            if (x.kind == Switch::kLeaf && active >= kHostUsidBase && active < kSpineUsidBase) {
+              usid_port = active - kHostUsidBase;                          // to the host
+            } else if (x.kind == Switch::kLeaf && active >= kSpineUsidBase) {
+              usid_port = m.H + (active - kSpineUsidBase);                 // up to the spine
+            } else if (x.kind == Switch::kSpine && active >= kLeafUsidBase &&
+                       active < kHostUsidBase) {
+              usid_port = (active - kLeafUsidBase) * m.k_parallel;         // down to the leaf
+            } else {
+              return fail(Error::kBadExtension);  // no static route for this uSID
+            }
+            uint32_t fwd_port = const_cast<Impl&>(m).forward(x, p);
+            if (m.k_parallel > 1) {
+              // Parallel links are an ECMP choice among equal uSID routes: compare the group.
+              if (x.kind == Switch::kSpine) fwd_port -= fwd_port % m.k_parallel;
+              if (x.kind == Switch::kLeaf && fwd_port >= m.H) fwd_port = m.H + (fwd_port - m.H) % m.S;
+            }
+            if (usid_port != fwd_port) return fail(Error::kBadExtension);
+            const Port& out = x.ports[fwd_port];
+            if (out.peer_is_host) {
+              if (out.peer != dst) return fail(Error::kBadExtension);
+              break;
+            }
+            sw = out.peer;
+          }
+          ++checked;
+        }
+      }
+    }
+  }
+  return checked;
+}
+
 Status Simulation::enable_pcap(const std::string& path, std::vector<HostId> which) {
   auto w = wire::PcapWriter::open(path);
   if (!w) return fail(w.error());

@@ -203,6 +203,12 @@ class Simulation {
   const std::vector<LinkSample>& link_samples() const;
   std::vector<std::string> link_names() const;   // "p0/leaf3->spine7", "p1/host5->leaf0", ...
   const std::vector<EvEvent>& ev_events() const;
+  // Checks that the precomputed SRv6 forwarding the fabric uses equals hop-by-hop uSID
+  // processing (each switch: if the active uSID is its own, shift; then route on the active
+  // uSID) for every source host, destination host and spine of every plane, by walking both.
+  // Returns the number of routes checked. Errors: kInvalidArgument (not an SRv6 fabric),
+  // kBadExtension (a route differs: a bug).
+  Result<uint64_t> check_usid_forwarding() const;
   // Writes packets sent or received by `hosts` to a pcap (decodable with our dissector).
   Status enable_pcap(const std::string& path, std::vector<HostId> hosts);
 

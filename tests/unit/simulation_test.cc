@@ -141,6 +141,22 @@ TEST(Simulation, determinism__same_seed_same_results) {
   EXPECT_EQ(run(), run());
 }
 
+TEST(Simulation, check_usid_forwarding__precomputed_routes_equal_usid_processing) {
+  auto sim = make(small_fabric(TransportKind::kMrc, 32, 2, 8));
+  auto n = sim->check_usid_forwarding();
+  ASSERT_TRUE(n) << error_name(n.error());
+  // 32 hosts, 2 planes: same-leaf pairs have one route, others one per spine (4).
+  EXPECT_EQ(*n, 2u * (32 * 3 + 32 * 28 * 4));
+  // Parallel leaf-spine links (8 uplinks onto 4 spines) too.
+  SimConfig c = small_fabric(TransportKind::kMrc, 16, 1, 16);
+  c.topo.spines = 4;
+  auto par = make(c);
+  EXPECT_TRUE(par->check_usid_forwarding());
+  // ECMP fabrics have no uSID routes to compare.
+  auto roce = make(small_fabric(TransportKind::kRoce));
+  EXPECT_EQ(roce->check_usid_forwarding().error(), Error::kInvalidArgument);
+}
+
 TEST(Simulation, enable_pcap__writes_the_chosen_hosts_packets) {
   auto sim = make(small_fabric(TransportKind::kMrc, 16, 2, 8));
   const std::string path = ::testing::TempDir() + "/sim_pcap_test.pcap";
