@@ -52,14 +52,14 @@ class EventQueue {
   uint32_t shift_;
   uint32_t mask_;
   Time horizon_;
-  Time base_ = 0;          // start time of the cursor bucket
-  uint32_t cursor_ = 0;    // bucket index holding [base_, base_ + width_)
+  Time base_ = 0;        // start time of the cursor bucket
+  uint32_t cursor_ = 0;  // bucket index holding [base_, base_ + width_)
   std::vector<std::vector<SimEvent>> buckets_;
   std::vector<SimEvent> open_;  // the cursor bucket, sorted latest-first (pop from the back)
   std::vector<SimEvent> side_;  // heap: events pushed into the cursor bucket after it opened
   std::vector<SimEvent> far_;   // heap of events at or beyond base_ + horizon_
   size_t size_ = 0;
-  size_t near_size_ = 0;        // events in buckets_, open_ and side_
+  size_t near_size_ = 0;  // events in buckets_, open_ and side_
 };
 
 }  // namespace mrc::sim

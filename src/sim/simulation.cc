@@ -15,8 +15,8 @@
 #include "sim/event_queue.h"
 #include "transport/ev_profile.h"
 #include "transport/rng.h"
-#include "wire/pcap.h"
 #include "wire/codec.h"
+#include "wire/pcap.h"
 
 namespace mrc::sim {
 
@@ -69,14 +69,14 @@ struct DataBody {
 };
 
 struct SimPacket {
-  DataBody body;             // data packets
-  uint32_t control = 0;      // control packets: index into the control pool
+  DataBody body;         // data packets
+  uint32_t control = 0;  // control packets: index into the control pool
   bool is_data = false;
   uint32_t wire_bytes = 0;
   uint32_t src = 0, dst = 0;
-  uint32_t entropy = 0;      // ECMP hash input (the EV's bits)
-  uint32_t ingress = 0;      // ingress port at the current switch (PFC accounting)
-  uint16_t spine = kNoSpine; // SRv6: the spine the EV names
+  uint32_t entropy = 0;       // ECMP hash input (the EV's bits)
+  uint32_t ingress = 0;       // ingress port at the current switch (PFC accounting)
+  uint16_t spine = kNoSpine;  // SRv6: the spine the EV names
   uint8_t plane = 0;
   uint8_t flags = 0;
 };
@@ -101,7 +101,8 @@ class PacketFifo {
  private:
   void grow() {
     std::vector<uint32_t> n(std::max<size_t>(8, buf_.size() * 2));
-    for (size_t i = 0; i < size_; ++i) n[i] = buf_[(head_ + i) & (buf_.size() - 1)];
+    for (size_t i = 0; i < size_; ++i)
+      n[i] = buf_[(head_ + i) & (buf_.size() - 1)];
     buf_ = std::move(n);
     head_ = 0;
   }
@@ -130,25 +131,28 @@ uint32_t mix32(uint64_t x) {
 
 const char* transport_name(TransportKind k) {
   switch (k) {
-    case TransportKind::kMrc: return "mrc";
-    case TransportKind::kMrcOblivious: return "mrc_oblivious";
-    case TransportKind::kRoce: return "roce";
+    case TransportKind::kMrc:
+      return "mrc";
+    case TransportKind::kMrcOblivious:
+      return "mrc_oblivious";
+    case TransportKind::kRoce:
+      return "roce";
   }
   return "?";
 }
 
 // An egress port and the directed link behind it.
 struct Port {
-  uint32_t peer = 0;         // switch index, or host id when peer_is_host
-  uint32_t peer_port = 0;    // ingress port number at the peer
+  uint32_t peer = 0;       // switch index, or host id when peer_is_host
+  uint32_t peer_port = 0;  // ingress port number at the peer
   bool peer_is_host = false;
   uint64_t bps = 0;
   Time delay = 0;
   Time busy_until = 0;
-  bool free_pending = false; // a kPortFree event is scheduled
+  bool free_pending = false;  // a kPortFree event is scheduled
   bool up = true;
   bool blackhole = false;
-  bool paused = false;       // PFC: the peer paused our low-priority queue
+  bool paused = false;  // PFC: the peer paused our low-priority queue
   double loss = 0;
   uint32_t link_id = UINT32_MAX;  // sampled links only
   PacketFifo low, high;
@@ -167,7 +171,7 @@ struct Switch {
 };
 
 struct HostPort {
-  uint32_t leaf = 0;         // switch index
+  uint32_t leaf = 0;  // switch index
   uint32_t leaf_port = 0;
   uint64_t bps = 0;
   Time delay = 0;
@@ -188,7 +192,7 @@ struct Host {
   std::vector<HostPort> ports;
   Time timer_at = kNever;
   MemoryKeys keys;
-  std::unordered_map<uint64_t, QpPair> qps;  // (peer << 8 | plane) -> QP pair
+  std::unordered_map<uint64_t, QpPair> qps;                   // (peer << 8 | plane) -> QP pair
   std::unordered_map<uint32_t, std::deque<WriteWr>> backlog;  // qpn -> WRs waiting for room
 };
 
@@ -200,9 +204,9 @@ struct FlowState {
 struct FaultAction {
   enum Kind : uint8_t { kLinkState, kBlackhole, kLoss, kRate } kind = kLinkState;
   LinkRef link;
-  bool host_side = false;    // acts on the host end of a host link (partition 0)
-  bool flag = false;         // up / blackhole on
-  double value = 0;          // loss probability
+  bool host_side = false;  // acts on the host end of a host link (partition 0)
+  bool flag = false;       // up / blackhole on
+  double value = 0;        // loss probability
   uint64_t bps = 0;
 };
 
@@ -215,14 +219,14 @@ struct Simulation::Impl {
   Time lookahead = 0;
   uint32_t num_partitions = 1;
 
-  std::vector<Switch> switches;   // plane-major: leaves then spines
+  std::vector<Switch> switches;  // plane-major: leaves then spines
   std::vector<Host> hosts;
   std::vector<SimPacket> packets;
   std::vector<uint32_t> free_packets;
 
-  std::vector<EventQueue> queues;            // one per partition
-  std::vector<uint64_t> seq;                 // per partition
-  std::vector<Rng> rngs;                     // per partition
+  std::vector<EventQueue> queues;  // one per partition
+  std::vector<uint64_t> seq;       // per partition
+  std::vector<Rng> rngs;           // per partition
   uint32_t cur_partition = 0;
   Time now = 0;
   uint64_t events = 0;
@@ -235,7 +239,7 @@ struct Simulation::Impl {
 
   std::vector<FaultAction> faults;
   // ECMP routing view: links (plane, leaf, uplink) that routing has withdrawn.
-  std::vector<uint8_t> route_down;  // index (plane * L + leaf) * U + uplink
+  std::vector<uint8_t> route_down;         // index (plane * L + leaf) * U + uplink
   std::vector<uint32_t> route_down_count;  // per plane
 
   std::vector<LinkSample> samples;
@@ -247,9 +251,7 @@ struct Simulation::Impl {
 
   // ---- helpers ----
   uint32_t leaf_index(uint32_t plane, uint32_t leaf) const { return plane * (L + S) + leaf; }
-  uint32_t spine_index(uint32_t plane, uint32_t spine) const {
-    return plane * (L + S) + L + spine;
-  }
+  uint32_t spine_index(uint32_t plane, uint32_t spine) const { return plane * (L + S) + L + spine; }
   uint32_t leaf_of(HostId h) const { return h / H; }
   uint32_t plane_partition(uint32_t plane) const { return num_partitions == 1 ? 0 : 1 + plane; }
 
@@ -347,8 +349,8 @@ Status Simulation::Impl::build() {
   const uint32_t mtu_wire = cfg.transport.mtu + 120 + kIpUdpBytes + kEthernetOverhead;
   const Time hop = t.link_delay + serialization(mtu_wire, t.link_bps);
   base_rtt = 2 * (4 * hop + 3 * t.switch_latency);
-  const uint64_t bdp = static_cast<uint64_t>(
-      static_cast<__uint128_t>(t.link_bps) * base_rtt / (8 * kPicosPerSecond));
+  const uint64_t bdp = static_cast<uint64_t>(static_cast<__uint128_t>(t.link_bps) * base_rtt /
+                                             (8 * kPicosPerSecond));
   const SwitchConfig& sw = cfg.sw;
   queue_bytes = sw.queue_bytes ? sw.queue_bytes : std::max<uint64_t>(bdp, 4 * mtu_wire);
   ecn_kmin = sw.ecn_kmin_bytes ? sw.ecn_kmin_bytes : queue_bytes / 5;
@@ -370,8 +372,8 @@ Status Simulation::Impl::build() {
 
   switches.resize(static_cast<size_t>(P) * (L + S));
   uint32_t link_id = 0;
-  const bool sample_links = cfg.sample_interval > 0 &&
-                            static_cast<uint64_t>(P) * L * U * 2 <= 65536;
+  const bool sample_links =
+      cfg.sample_interval > 0 && static_cast<uint64_t>(P) * L * U * 2 <= 65536;
   for (uint32_t p = 0; p < P; ++p) {
     for (uint32_t l = 0; l < L; ++l) {
       Switch& s = switches[leaf_index(p, l)];
@@ -446,7 +448,8 @@ Status Simulation::Impl::build() {
     }
   }
   if (cfg.sample_interval > 0 && sample_links) {
-    for (uint32_t p = 0; p < P; ++p) schedule(plane_partition(p), cfg.sample_interval, kSample, p);
+    for (uint32_t p = 0; p < P; ++p)
+      schedule(plane_partition(p), cfg.sample_interval, kSample, p);
   }
   return {};
 }
@@ -480,7 +483,8 @@ void Simulation::Impl::build_paths(HostId src, HostId dst, uint32_t plane, QpAtt
   // With fewer EVs than spines, each QP gets its own evenly spaced subset (rotated by a
   // per-pair offset), so that together the QPs of a fabric use every spine.
   std::vector<uint32_t> offset(P);
-  for (uint32_t p = 0; p < P; ++p) offset[p] = static_cast<uint32_t>(rng.below(S));
+  for (uint32_t p = 0; p < P; ++p)
+    offset[p] = static_cast<uint32_t>(rng.below(S));
   for (uint32_t e = 0; e < per_plane; ++e) {
     for (uint32_t p = 0; p < P; ++p) {
       PathDesc d;
@@ -514,15 +518,15 @@ Result<QpPair> Simulation::Impl::qp_for(HostId src, HostId dst, uint32_t plane) 
   Engine& es = *hosts[src].engine;
   Engine& ed = *hosts[dst].engine;
   QpCreateAttr ca;
-  ca.sq_depth = 64;   // flows beyond this queue in the engine's post_write error path
+  ca.sq_depth = 64;  // flows beyond this queue in the engine's post_write error path
   ca.rq_depth = 64;
   auto qs = es.create_qp(ca);
   auto qd = ed.create_qp(ca);
   if (!qs || !qd) return fail(Error::kNoResources);
-  const uint64_t link = static_cast<uint64_t>(tc.kind == TransportKind::kRoce ? 1 : P) *
-                        cfg.topo.link_bps;
-  const uint64_t bdp = static_cast<uint64_t>(
-      static_cast<__uint128_t>(link) * base_rtt / (8 * kPicosPerSecond));
+  const uint64_t link =
+      static_cast<uint64_t>(tc.kind == TransportKind::kRoce ? 1 : P) * cfg.topo.link_bps;
+  const uint64_t bdp =
+      static_cast<uint64_t>(static_cast<__uint128_t>(link) * base_rtt / (8 * kPicosPerSecond));
   for (int side = 0; side < 2; ++side) {
     Engine& e = side == 0 ? es : ed;
     const HostId me = side == 0 ? src : dst, peer = side == 0 ? dst : src;
@@ -564,9 +568,12 @@ Result<QpPair> Simulation::Impl::qp_for(HostId src, HostId dst, uint32_t plane) 
     a.timeout = tc.timeout;
     a.retry_linear = 7;
     a.retry_exp = 7;
-    if (auto s = e.modify_qp(now, side == 0 ? *qs : *qd, QpState::kInit, a); !s) return fail(s.error());
-    if (auto s = e.modify_qp(now, side == 0 ? *qs : *qd, QpState::kRtr, a); !s) return fail(s.error());
-    if (auto s = e.modify_qp(now, side == 0 ? *qs : *qd, QpState::kRts, a); !s) return fail(s.error());
+    if (auto s = e.modify_qp(now, side == 0 ? *qs : *qd, QpState::kInit, a); !s)
+      return fail(s.error());
+    if (auto s = e.modify_qp(now, side == 0 ? *qs : *qd, QpState::kRtr, a); !s)
+      return fail(s.error());
+    if (auto s = e.modify_qp(now, side == 0 ? *qs : *qd, QpState::kRts, a); !s)
+      return fail(s.error());
   }
   const QpPair fwd{*qs, *qd};
   hosts[src].qps[key] = fwd;
@@ -593,9 +600,9 @@ uint32_t Simulation::Impl::forward(const Switch& sw, const SimPacket& p) {
     return H + lane_pick * S + spine;
   }
   // ECMP over the uplinks the routing view still lists.
-  const uint32_t h = mix32((static_cast<uint64_t>(p.entropy) << 32) ^
-                           (static_cast<uint64_t>(p.src) << 20) ^ p.dst ^
-                           (static_cast<uint64_t>(sw.index + 1) << 52));
+  const uint32_t h =
+      mix32((static_cast<uint64_t>(p.entropy) << 32) ^ (static_cast<uint64_t>(p.src) << 20) ^
+            p.dst ^ (static_cast<uint64_t>(sw.index + 1) << 52));
   if (route_down_count[sw.plane] == 0) return H + h % U;
   uint32_t alive[1024];
   uint32_t n = 0;
@@ -629,7 +636,8 @@ void Simulation::Impl::service_host(HostId h) {
     mask &= ~(1u << tx.port);
   }
   Completion c;
-  while (e.poll_completion(c)) on_completion(h, c);
+  while (e.poll_completion(c))
+    on_completion(h, c);
   Event ev;
   while (e.poll_event(ev)) {
     if (ev.type == mrc::EventType::kEvStateChange) {
@@ -684,8 +692,8 @@ void Simulation::Impl::send_from_host(HostId h, const TxPacket& tx) {
     return;
   }
   const Switch& leaf = switches[hp.leaf];
-  schedule(leaf.partition, now + ser + hp.delay + cfg.topo.switch_latency, kSwitchArrive,
-           hp.leaf, hp.leaf_port, idx);
+  schedule(leaf.partition, now + ser + hp.delay + cfg.topo.switch_latency, kSwitchArrive, hp.leaf,
+           hp.leaf_port, idx);
 }
 
 void Simulation::Impl::host_arrive(HostId h, uint32_t idx) {
@@ -815,7 +823,8 @@ void Simulation::Impl::send_pause(uint32_t swi, uint32_t ingress, bool pause) {
   if (pause) ++counters.pfc_pauses;
   if (sw.kind == Switch::kLeaf && ingress < H) {
     const HostId h = sw.index * H + ingress;
-    if (h < hosts.size()) schedule(0, now + cfg.topo.link_delay, kPause, h | kHostBit, sw.plane, pause);
+    if (h < hosts.size())
+      schedule(0, now + cfg.topo.link_delay, kPause, h | kHostBit, sw.plane, pause);
     return;
   }
   const Port& back = sw.ports[ingress];
@@ -876,7 +885,8 @@ void Simulation::Impl::flow_start(FlowId f) {
     r.end = now;
     r.fct = now - s.start;
     r.ok = false;
-    for (auto& cb : flow_cbs) cb(r);
+    for (auto& cb : flow_cbs)
+      cb(r);
   }
   service_host(s.src);
 }
@@ -901,7 +911,8 @@ void Simulation::Impl::on_completion(HostId h, const Completion& c) {
   r.end = now;
   r.fct = now - r.spec.start;
   r.ok = !st.failed;
-  for (auto& cb : flow_cbs) cb(r);
+  for (auto& cb : flow_cbs)
+    cb(r);
 }
 
 void Simulation::Impl::add_fault(FaultAction a, Time at) {
@@ -926,10 +937,18 @@ void Simulation::Impl::apply_fault(uint32_t idx) {
   const LinkRef& l = a.link;
   auto apply = [&](auto& port) {
     switch (a.kind) {
-      case FaultAction::kLinkState: port.up = a.flag; break;
-      case FaultAction::kBlackhole: port.blackhole = a.flag; break;
-      case FaultAction::kLoss: port.loss = a.value; break;
-      case FaultAction::kRate: port.bps = a.bps; break;
+      case FaultAction::kLinkState:
+        port.up = a.flag;
+        break;
+      case FaultAction::kBlackhole:
+        port.blackhole = a.flag;
+        break;
+      case FaultAction::kLoss:
+        port.loss = a.value;
+        break;
+      case FaultAction::kRate:
+        port.bps = a.bps;
+        break;
     }
   };
   if (l.kind == LinkRef::kHostLeaf) {
@@ -943,7 +962,8 @@ void Simulation::Impl::apply_fault(uint32_t idx) {
     } else {
       Switch& leaf = switches[leaf_index(l.plane, leaf_of(l.a))];
       apply(leaf.ports[l.a % H]);
-      if (a.kind == FaultAction::kLinkState && a.flag) start_tx(leaf_index(l.plane, leaf_of(l.a)), l.a % H);
+      if (a.kind == FaultAction::kLinkState && a.flag)
+        start_tx(leaf_index(l.plane, leaf_of(l.a)), l.a % H);
     }
     return;
   }
@@ -997,22 +1017,24 @@ void Simulation::Impl::sample(uint32_t plane) {
   }
   // Keep sampling while anything is still going on.
   bool busy = false;
-  for (const FlowResult& f : flows) busy |= f.end == kNever;
+  for (const FlowResult& f : flows)
+    busy |= f.end == kNever;
   if (busy) schedule(plane_partition(plane), now + interval, kSample, plane);
 }
 
 void Simulation::Impl::tap(HostId h, const SimPacket& p) {
   (void)h;
   wire::Datagram d;
-  d.ip.traffic_class = static_cast<uint8_t>(((p.flags & kTrimmed) ? wire::kDscpTrimmed << 2 : wire::kDscpData << 2) |
-                                            ((p.flags & kCe) ? wire::kEcnCe : wire::kEcnEct0));
+  d.ip.traffic_class =
+      static_cast<uint8_t>(((p.flags & kTrimmed) ? wire::kDscpTrimmed << 2 : wire::kDscpData << 2) |
+                           ((p.flags & kCe) ? wire::kEcnCe : wire::kEcnEct0));
   d.ip.flow_label = p.entropy >> 12;
-  d.ip.src = wire::usid_carrier(kLocatorBlock, std::array<uint16_t, 2>{
-                                                   static_cast<uint16_t>(kLeafUsidBase + leaf_of(p.src)),
-                                                   static_cast<uint16_t>(kHostUsidBase + p.src % H)});
-  d.ip.dst = wire::usid_carrier(kLocatorBlock, std::array<uint16_t, 2>{
-                                                   static_cast<uint16_t>(kLeafUsidBase + leaf_of(p.dst)),
-                                                   static_cast<uint16_t>(kHostUsidBase + p.dst % H)});
+  d.ip.src = wire::usid_carrier(
+      kLocatorBlock, std::array<uint16_t, 2>{static_cast<uint16_t>(kLeafUsidBase + leaf_of(p.src)),
+                                             static_cast<uint16_t>(kHostUsidBase + p.src % H)});
+  d.ip.dst = wire::usid_carrier(
+      kLocatorBlock, std::array<uint16_t, 2>{static_cast<uint16_t>(kLeafUsidBase + leaf_of(p.dst)),
+                                             static_cast<uint16_t>(kHostUsidBase + p.dst % H)});
   d.udp.src_port = static_cast<uint16_t>(0xC000 | (p.entropy & 0xFFF));
   to_transport(p, d.pkt);
   static thread_local std::vector<uint8_t> zeros;
@@ -1024,9 +1046,15 @@ void Simulation::Impl::tap(HostId h, const SimPacket& p) {
 
 void Simulation::Impl::dispatch(const SimEvent& e) {
   switch (e.type) {
-    case kFlowStart: flow_start(e.a); break;
-    case kHostArrive: host_arrive(e.a, e.c); break;
-    case kHostPortFree: service_host(e.a); break;
+    case kFlowStart:
+      flow_start(e.a);
+      break;
+    case kHostArrive:
+      host_arrive(e.a, e.c);
+      break;
+    case kHostPortFree:
+      service_host(e.a);
+      break;
     case kHostTimer:
       if (hosts[e.a].timer_at == e.time) {
         hosts[e.a].timer_at = kNever;
@@ -1034,7 +1062,9 @@ void Simulation::Impl::dispatch(const SimEvent& e) {
         service_host(e.a);
       }
       break;
-    case kSwitchArrive: switch_arrive(e.a, e.b, e.c); break;
+    case kSwitchArrive:
+      switch_arrive(e.a, e.b, e.c);
+      break;
     case kPortFree: {
       // A transmission may have started at this very time before this event ran (a packet
       // arriving at an idle port); then a newer kPortFree is pending and this one is stale.
@@ -1044,10 +1074,18 @@ void Simulation::Impl::dispatch(const SimEvent& e) {
       start_tx(e.a, e.b);
       break;
     }
-    case kPause: handle_pause(e.a, e.b, e.c != 0); break;
-    case kFault: apply_fault(e.a); break;
-    case kSample: sample(e.a); break;
-    case kRouteUpdate: route_update(e.a); break;
+    case kPause:
+      handle_pause(e.a, e.b, e.c != 0);
+      break;
+    case kFault:
+      apply_fault(e.a);
+      break;
+    case kSample:
+      sample(e.a);
+      break;
+    case kRouteUpdate:
+      route_update(e.a);
+      break;
   }
 }
 
@@ -1058,7 +1096,8 @@ Time Simulation::Impl::run(Time until) {
     // the event queues busy for ever.
     if (!flows.empty() && flows_done == flows.size()) break;
     Time t = kNever;
-    for (auto& q : queues) t = std::min(t, q.peek_time());
+    for (auto& q : queues)
+      t = std::min(t, q.peek_time());
     if (t == kNever || t > until) break;
     // Conservative window: nothing sent across partitions arrives sooner than the lookahead.
     const Time end = num_partitions > 1 ? t + lookahead : t + 1;
@@ -1107,11 +1146,21 @@ Result<std::unique_ptr<Simulation>> Simulation::create(const SimConfig& cfg) {
   return std::unique_ptr<Simulation>(new Simulation(std::move(impl)));
 }
 
-const SimConfig& Simulation::config() const { return impl_->cfg; }
-uint32_t Simulation::num_hosts() const { return static_cast<uint32_t>(impl_->hosts.size()); }
-uint32_t Simulation::num_leaves() const { return impl_->L; }
-uint32_t Simulation::num_spines() const { return impl_->S; }
-uint32_t Simulation::leaf_of(HostId h) const { return impl_->leaf_of(h); }
+const SimConfig& Simulation::config() const {
+  return impl_->cfg;
+}
+uint32_t Simulation::num_hosts() const {
+  return static_cast<uint32_t>(impl_->hosts.size());
+}
+uint32_t Simulation::num_leaves() const {
+  return impl_->L;
+}
+uint32_t Simulation::num_spines() const {
+  return impl_->S;
+}
+uint32_t Simulation::leaf_of(HostId h) const {
+  return impl_->leaf_of(h);
+}
 
 Result<FlowId> Simulation::add_flow(const FlowSpec& spec) {
   Impl& m = *impl_;
@@ -1125,7 +1174,8 @@ Result<FlowId> Simulation::add_flow(const FlowSpec& spec) {
   r.spec.start = std::max(spec.start, m.now);
   r.end = kNever;
   // Ideal: the wire bytes at the NIC's full rate (every plane) plus one base RTT.
-  const uint64_t pkts = std::max<uint64_t>(1, (spec.bytes + m.cfg.transport.mtu - 1) / m.cfg.transport.mtu);
+  const uint64_t pkts =
+      std::max<uint64_t>(1, (spec.bytes + m.cfg.transport.mtu - 1) / m.cfg.transport.mtu);
   const uint64_t wire = spec.bytes + pkts * (52 + 4 + kIpUdpBytes + kEthernetOverhead);
   r.ideal_fct = serialization(wire, m.cfg.topo.link_bps * m.P) + m.base_rtt;
   m.flows.push_back(r);
@@ -1172,11 +1222,13 @@ static std::vector<LinkRef> switch_links(const Simulation& sim, SwitchRef s) {
       const uint32_t h = s.index * H + i;
       if (h < sim.num_hosts()) v.push_back(LinkRef{LinkRef::kHostLeaf, s.plane, h, 0});
     }
-    for (uint32_t u = 0; u < U; ++u) v.push_back(LinkRef{LinkRef::kLeafSpine, s.plane, s.index, u});
+    for (uint32_t u = 0; u < U; ++u)
+      v.push_back(LinkRef{LinkRef::kLeafSpine, s.plane, s.index, u});
   } else {
     const uint32_t S = sim.num_spines();
     for (uint32_t l = 0; l < sim.num_leaves(); ++l) {
-      for (uint32_t u = s.index; u < U; u += S) v.push_back(LinkRef{LinkRef::kLeafSpine, s.plane, l, u});
+      for (uint32_t u = s.index; u < U; u += S)
+        v.push_back(LinkRef{LinkRef::kLeafSpine, s.plane, l, u});
     }
   }
   return v;
@@ -1193,7 +1245,8 @@ void Simulation::blackhole(LinkRef l, Time from, Time until) {
   if (until != kNever) impl_->add_fault(link_action(FaultAction::kBlackhole, l, false), until);
 }
 void Simulation::blackhole_switch(SwitchRef s, Time from, Time until) {
-  for (const LinkRef& l : switch_links(*this, s)) blackhole(l, from, until);
+  for (const LinkRef& l : switch_links(*this, s))
+    blackhole(l, from, until);
 }
 void Simulation::gray_loss(LinkRef l, double p, Time from, Time until) {
   impl_->add_fault(link_action(FaultAction::kLoss, l, true, p), from);
@@ -1212,10 +1265,18 @@ void Simulation::flap(LinkRef l, Time start, Time period, uint32_t count) {
   }
 }
 
-Time Simulation::run(Time until) { return impl_->run(until); }
-Time Simulation::now() const { return impl_->now; }
-void Simulation::on_progress(std::function<void(Time, uint64_t)> cb) { impl_->progress_cb = std::move(cb); }
-const std::vector<FlowResult>& Simulation::flows() const { return impl_->flows; }
+Time Simulation::run(Time until) {
+  return impl_->run(until);
+}
+Time Simulation::now() const {
+  return impl_->now;
+}
+void Simulation::on_progress(std::function<void(Time, uint64_t)> cb) {
+  impl_->progress_cb = std::move(cb);
+}
+const std::vector<FlowResult>& Simulation::flows() const {
+  return impl_->flows;
+}
 
 SimStats Simulation::stats() const {
   SimStats s = impl_->counters;
@@ -1227,11 +1288,14 @@ SimStats Simulation::stats() const {
     s.ev_state_changes += c.ev_state_changes;
     s.timeouts += c.timeouts;
   }
-  for (const FlowResult& f : impl_->flows) s.qp_errors += (f.end != kNever && !f.ok) ? 1 : 0;
+  for (const FlowResult& f : impl_->flows)
+    s.qp_errors += (f.end != kNever && !f.ok) ? 1 : 0;
   return s;
 }
 
-const std::vector<LinkSample>& Simulation::link_samples() const { return impl_->samples; }
+const std::vector<LinkSample>& Simulation::link_samples() const {
+  return impl_->samples;
+}
 
 std::vector<std::string> Simulation::link_names() const {
   const Impl& m = *impl_;
@@ -1253,7 +1317,9 @@ std::vector<std::string> Simulation::link_names() const {
   return names;
 }
 
-const std::vector<EvEvent>& Simulation::ev_events() const { return impl_->ev_events; }
+const std::vector<EvEvent>& Simulation::ev_events() const {
+  return impl_->ev_events;
+}
 
 Result<uint64_t> Simulation::check_usid_forwarding() const {
   const Impl& m = *impl_;
@@ -1287,12 +1353,12 @@ Result<uint64_t> Simulation::check_usid_forwarding() const {
             const uint16_t active = wire::usid_active(da);
             uint32_t usid_port;
             if (x.kind == Switch::kLeaf && active >= kHostUsidBase && active < kSpineUsidBase) {
-              usid_port = active - kHostUsidBase;                          // to the host
+              usid_port = active - kHostUsidBase;  // to the host
             } else if (x.kind == Switch::kLeaf && active >= kSpineUsidBase) {
-              usid_port = m.H + (active - kSpineUsidBase);                 // up to the spine
+              usid_port = m.H + (active - kSpineUsidBase);  // up to the spine
             } else if (x.kind == Switch::kSpine && active >= kLeafUsidBase &&
                        active < kHostUsidBase) {
-              usid_port = (active - kLeafUsidBase) * m.k_parallel;         // down to the leaf
+              usid_port = (active - kLeafUsidBase) * m.k_parallel;  // down to the leaf
             } else {
               return fail(Error::kBadExtension);  // no static route for this uSID
             }
@@ -1300,7 +1366,8 @@ Result<uint64_t> Simulation::check_usid_forwarding() const {
             if (m.k_parallel > 1) {
               // Parallel links are an ECMP choice among equal uSID routes: compare the group.
               if (x.kind == Switch::kSpine) fwd_port -= fwd_port % m.k_parallel;
-              if (x.kind == Switch::kLeaf && fwd_port >= m.H) fwd_port = m.H + (fwd_port - m.H) % m.S;
+              if (x.kind == Switch::kLeaf && fwd_port >= m.H)
+                fwd_port = m.H + (fwd_port - m.H) % m.S;
             }
             if (usid_port != fwd_port) return fail(Error::kBadExtension);
             const Port& out = x.ports[fwd_port];

@@ -28,29 +28,29 @@ using FlowId = uint32_t;
 // ---- configuration ---------------------------------------------------------------------
 
 struct TopologyConfig {
-  uint32_t hosts = 64;            // GPUs (one NIC each)
-  uint32_t planes = 2;            // NIC ports = independent planes
-  uint32_t radix = 16;            // switch ports (leaf and spine)
+  uint32_t hosts = 64;  // GPUs (one NIC each)
+  uint32_t planes = 2;  // NIC ports = independent planes
+  uint32_t radix = 16;  // switch ports (leaf and spine)
   // Leaf ports facing hosts; the rest face spines. 0 = radix / 2 (non-blocking). With
   // oversubscription o: hosts_per_leaf = radix * o / (o + 1).
   uint32_t hosts_per_leaf = 0;
-  uint32_t spines = 0;            // spines per plane; 0 = uplinks per leaf (full mesh)
+  uint32_t spines = 0;                     // spines per plane; 0 = uplinks per leaf (full mesh)
   uint64_t link_bps = 100'000'000'000ull;  // every link (one plane port = one link)
-  Time link_delay = ns(500);      // propagation per link
-  Time switch_latency = 0;        // per switch traversal
+  Time link_delay = ns(500);               // propagation per link
+  Time switch_latency = 0;                 // per switch traversal
 };
 
 struct SwitchConfig {
-  uint64_t queue_bytes = 0;       // per egress port; 0 = 1 BDP of the fabric
+  uint64_t queue_bytes = 0;  // per egress port; 0 = 1 BDP of the fabric
   // ECN marking on enqueue: probability 0 below kmin, rising linearly to pmax at kmax,
   // 1 above (RED-style, as in DCQCN deployments). 0 = derived from the queue.
   uint64_t ecn_kmin_bytes = 0;
   uint64_t ecn_kmax_bytes = 0;
   double ecn_pmax = 1.0;
-  bool trimming = true;           // trim instead of drop above trim_threshold
+  bool trimming = true;               // trim instead of drop above trim_threshold
   uint64_t trim_threshold_bytes = 0;  // 0 = queue_bytes
-  bool pfc = false;               // lossless (RoCE baseline): pause upstream above xoff
-  uint64_t pfc_xoff_bytes = 0;    // 0 = derived
+  bool pfc = false;                   // lossless (RoCE baseline): pause upstream above xoff
+  uint64_t pfc_xoff_bytes = 0;        // 0 = derived
   uint64_t pfc_xon_bytes = 0;
 };
 
@@ -62,21 +62,21 @@ enum class TransportKind : uint8_t {
 const char* transport_name(TransportKind k);
 
 enum class PathMode : uint8_t {
-  kSrv6,          // EVs expand to uSID carriers; switches shift-and-forward, never reroute
-  kEcmp,          // EVs are flow-label/UDP-port entropy; switches hash (STEV/UDP modes, RoCE)
+  kSrv6,  // EVs expand to uSID carriers; switches shift-and-forward, never reroute
+  kEcmp,  // EVs are flow-label/UDP-port entropy; switches hash (STEV/UDP modes, RoCE)
 };
 
 struct TransportConfig {
   TransportKind kind = TransportKind::kMrc;
-  PathMode path_mode = PathMode::kSrv6;   // forced to kEcmp for kRoce
-  uint32_t mtu = 4096;                    // payload bytes per packet
-  uint32_t evs_per_plane = 0;             // 0 = one per spine (every path of the plane)
-  CcAlgorithm cc = CcAlgorithm::kNscc;    // kRoce uses kDcqcn unless set otherwise
-  uint8_t mpr = 0;                        // 0 = derived from the BDP
-  uint8_t timeout = 12;                   // ACK timeout exponent (4.2 ms)
+  PathMode path_mode = PathMode::kSrv6;  // forced to kEcmp for kRoce
+  uint32_t mtu = 4096;                   // payload bytes per packet
+  uint32_t evs_per_plane = 0;            // 0 = one per spine (every path of the plane)
+  CcAlgorithm cc = CcAlgorithm::kNscc;   // kRoce uses kDcqcn unless set otherwise
+  uint8_t mpr = 0;                       // 0 = derived from the BDP
+  uint8_t timeout = 12;                  // ACK timeout exponent (4.2 ms)
   uint32_t ack_every = 4;
   Time probe_interval = us(20);
-  Time ecn_cooldown = 0;                  // 0 = base RTT / 16 (a few round-robin visits)
+  Time ecn_cooldown = 0;  // 0 = base RTT / 16 (a few round-robin visits)
   // ECMP mode: after a link dies, switches remove it from their ECMP groups after this
   // delay (models BGP convergence). kNever = never.
   Time routing_convergence = kNever;
@@ -87,7 +87,7 @@ struct SimConfig {
   SwitchConfig sw;
   TransportConfig transport;
   uint64_t seed = 1;
-  Time sample_interval = us(10);          // link utilisation / queue time series; 0 = off
+  Time sample_interval = us(10);  // link utilisation / queue time series; 0 = off
 };
 
 // ---- naming elements -------------------------------------------------------------------
@@ -97,8 +97,8 @@ struct SimConfig {
 struct LinkRef {
   enum Kind : uint8_t { kHostLeaf, kLeafSpine } kind = kLeafSpine;
   uint32_t plane = 0;
-  uint32_t a = 0;   // host (kHostLeaf) or leaf (kLeafSpine)
-  uint32_t b = 0;   // unused (kHostLeaf) or spine (kLeafSpine)
+  uint32_t a = 0;  // host (kHostLeaf) or leaf (kLeafSpine)
+  uint32_t b = 0;  // unused (kHostLeaf) or spine (kLeafSpine)
 };
 struct SwitchRef {
   enum Kind : uint8_t { kLeaf, kSpine } kind = kSpine;
@@ -114,26 +114,26 @@ struct FlowSpec {
   uint64_t bytes = 0;
   Time start = 0;
   bool with_imm = false;
-  uint32_t tag = 0;               // workload's own label (collective step, iteration, ...)
+  uint32_t tag = 0;  // workload's own label (collective step, iteration, ...)
 };
 
 struct FlowResult {
   FlowId id = 0;
   FlowSpec spec;
-  Time end = 0;                   // requester completion time (kNever if unfinished)
-  Time fct = 0;                   // end - start
-  Time ideal_fct = 0;             // size / line rate of all planes + base RTT
-  bool ok = false;                // completed successfully
+  Time end = 0;        // requester completion time (kNever if unfinished)
+  Time fct = 0;        // end - start
+  Time ideal_fct = 0;  // size / line rate of all planes + base RTT
+  bool ok = false;     // completed successfully
   uint64_t retransmits = 0;
   uint32_t paths_used = 0;
 };
 
 struct SimStats {
   uint64_t events = 0;
-  uint64_t data_packets = 0;      // first transmissions
+  uint64_t data_packets = 0;  // first transmissions
   uint64_t retransmits = 0;
-  uint64_t drops = 0;             // tail drops + fault drops
-  uint64_t fault_drops = 0;       // link down, blackhole, gray loss
+  uint64_t drops = 0;        // tail drops + fault drops
+  uint64_t fault_drops = 0;  // link down, blackhole, gray loss
   uint64_t trims = 0;
   uint64_t ecn_marks = 0;
   uint64_t pfc_pauses = 0;
@@ -145,9 +145,9 @@ struct SimStats {
 // One sample of a link direction's state (time series, every sample_interval).
 struct LinkSample {
   Time time = 0;
-  uint32_t link = 0;              // index into link_names()
-  float utilization = 0;          // fraction of capacity used since the previous sample
-  uint32_t queue_bytes = 0;       // egress queue at the sample time
+  uint32_t link = 0;         // index into link_names()
+  float utilization = 0;     // fraction of capacity used since the previous sample
+  uint32_t queue_bytes = 0;  // egress queue at the sample time
 };
 
 struct EvEvent {
@@ -168,8 +168,8 @@ class Simulation {
 
   const SimConfig& config() const;
   uint32_t num_hosts() const;
-  uint32_t num_leaves() const;    // per plane
-  uint32_t num_spines() const;    // per plane
+  uint32_t num_leaves() const;  // per plane
+  uint32_t num_spines() const;  // per plane
   uint32_t leaf_of(HostId h) const;
 
   // A WRITE of spec.bytes from src to dst at spec.start (one QP per ordered host pair per
@@ -182,8 +182,8 @@ class Simulation {
   // ---- faults (times are absolute) ----
   void link_down(LinkRef l, Time at);
   void link_up(LinkRef l, Time at);
-  void switch_reboot(SwitchRef s, Time at, Time duration);   // all its links down, then up
-  void blackhole(LinkRef l, Time from, Time until);          // silent drops, link stays up
+  void switch_reboot(SwitchRef s, Time at, Time duration);  // all its links down, then up
+  void blackhole(LinkRef l, Time from, Time until);         // silent drops, link stays up
   void blackhole_switch(SwitchRef s, Time from, Time until);
   void gray_loss(LinkRef l, double probability, Time from, Time until);
   void degrade(LinkRef l, uint64_t bps, Time from, Time until);
@@ -201,7 +201,7 @@ class Simulation {
   const std::vector<FlowResult>& flows() const;
   SimStats stats() const;
   const std::vector<LinkSample>& link_samples() const;
-  std::vector<std::string> link_names() const;   // "p0/leaf3->spine7", "p1/host5->leaf0", ...
+  std::vector<std::string> link_names() const;  // "p0/leaf3->spine7", "p1/host5->leaf0", ...
   const std::vector<EvEvent>& ev_events() const;
   // Checks that the precomputed SRv6 forwarding the fabric uses equals hop-by-hop uSID
   // processing (each switch: if the active uSID is its own, shift; then route on the active

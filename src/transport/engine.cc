@@ -324,7 +324,8 @@ bool Engine::poll_event(Event& out) {
 // Doubles a FIFO ring, keeping its order. Happens only when the QP count grows.
 static void grow_ring(std::vector<uint32_t>& ring, size_t& head, size_t size) {
   std::vector<uint32_t> bigger(ring.size() * 2);
-  for (size_t i = 0; i < size; ++i) bigger[i] = ring[(head + i) % ring.size()];
+  for (size_t i = 0; i < size; ++i)
+    bigger[i] = ring[(head + i) % ring.size()];
   ring.swap(bigger);
   head = 0;
 }

@@ -227,7 +227,7 @@ class Qp {
   Time rack_time_ = 0;     // latest send time of a transmission known delivered
   Time srtt_ = 0, rttvar_ = 0, min_rtt_ = kNever;
   static constexpr uint32_t kMaxReorderMultiplier = 6;  // window up to 4 min RTTs
-  uint32_t reorder_multiplier_ = 0;  // grows with each spurious loss detection
+  uint32_t reorder_multiplier_ = 0;                     // grows with each spurious loss detection
   Time last_progress_ = 0;
   uint32_t rto_count_ = 0;  // consecutive ACK timeouts without progress
 

@@ -37,7 +37,8 @@ std::vector<uint32_t> derangement(uint32_t n, uint64_t seed) {
   std::iota(p.begin(), p.end(), 0);
   Rng rng(seed);
   do {
-    for (uint32_t i = n - 1; i > 0; --i) std::swap(p[i], p[rng.below(i + 1)]);
+    for (uint32_t i = n - 1; i > 0; --i)
+      std::swap(p[i], p[rng.below(i + 1)]);
   } while ([&] {
     for (uint32_t i = 0; i < n; ++i)
       if (p[i] == i) return true;
@@ -69,9 +70,11 @@ TEST(Simulation, single_flow__reaches_97_percent_of_line_rate) {
 TEST(Simulation, permutation__mrc_every_flow_within_1_3x_ideal) {
   auto sim = make(small_fabric(TransportKind::kMrc));
   const auto perm = derangement(32, 3);
-  for (uint32_t i = 0; i < 32; ++i) ASSERT_TRUE(sim->add_flow(FlowSpec{i, perm[i], 2u << 20, 0, false, 0}));
+  for (uint32_t i = 0; i < 32; ++i)
+    ASSERT_TRUE(sim->add_flow(FlowSpec{i, perm[i], 2u << 20, 0, false, 0}));
   sim->run(ms(100));
-  for (const FlowResult& f : sim->flows()) ASSERT_TRUE(f.ok) << "flow " << f.id;
+  for (const FlowResult& f : sim->flows())
+    ASSERT_TRUE(f.ok) << "flow " << f.id;
   EXPECT_LE(max_slowdown(*sim), 1.3);
   EXPECT_EQ(sim->stats().qp_errors, 0u);
   std::printf("mrc permutation: max slowdown %.2f, events %llu, retx %llu, trims %llu, ecn %llu\n",
@@ -86,9 +89,11 @@ TEST(Simulation, permutation__roce_ecmp_shows_hash_collisions) {
   c.sw.pfc = true;
   auto sim = make(c);
   const auto perm = derangement(32, 3);
-  for (uint32_t i = 0; i < 32; ++i) ASSERT_TRUE(sim->add_flow(FlowSpec{i, perm[i], 2u << 20, 0, false, 0}));
+  for (uint32_t i = 0; i < 32; ++i)
+    ASSERT_TRUE(sim->add_flow(FlowSpec{i, perm[i], 2u << 20, 0, false, 0}));
   sim->run(ms(200));
-  for (const FlowResult& f : sim->flows()) ASSERT_TRUE(f.ok) << "flow " << f.id;
+  for (const FlowResult& f : sim->flows())
+    ASSERT_TRUE(f.ok) << "flow " << f.id;
   // Several flows share an uplink: the worst flow takes a multiple of its ideal time.
   EXPECT_GE(max_slowdown(*sim), 2.0);
   EXPECT_EQ(sim->stats().drops, 0u);
@@ -99,11 +104,13 @@ TEST(Simulation, permutation__roce_ecmp_shows_hash_collisions) {
 TEST(Simulation, link_failure_and_spine_reboot__mrc_finishes_without_qp_errors) {
   auto sim = make(small_fabric(TransportKind::kMrc));
   const auto perm = derangement(32, 5);
-  for (uint32_t i = 0; i < 32; ++i) ASSERT_TRUE(sim->add_flow(FlowSpec{i, perm[i], 4u << 20, 0, false, 0}));
+  for (uint32_t i = 0; i < 32; ++i)
+    ASSERT_TRUE(sim->add_flow(FlowSpec{i, perm[i], 4u << 20, 0, false, 0}));
   sim->link_down(LinkRef{LinkRef::kLeafSpine, 0, 1, 2}, us(30));
   sim->switch_reboot(SwitchRef{SwitchRef::kSpine, 1, 3}, us(60), us(200));
   sim->run(ms(200));
-  for (const FlowResult& f : sim->flows()) EXPECT_TRUE(f.ok) << "flow " << f.id;
+  for (const FlowResult& f : sim->flows())
+    EXPECT_TRUE(f.ok) << "flow " << f.id;
   EXPECT_EQ(sim->stats().qp_errors, 0u);
   EXPECT_GT(sim->stats().fault_drops, 0u);
   std::printf("failures: max slowdown %.2f, fault drops %llu, ev changes %llu, retx %llu\n",
@@ -114,9 +121,11 @@ TEST(Simulation, link_failure_and_spine_reboot__mrc_finishes_without_qp_errors) 
 
 TEST(Simulation, incast_with_trimming__no_timeouts) {
   auto sim = make(small_fabric(TransportKind::kMrc));
-  for (uint32_t i = 1; i < 17; ++i) ASSERT_TRUE(sim->add_flow(FlowSpec{i, 0, 512u << 10, 0, false, 0}));
+  for (uint32_t i = 1; i < 17; ++i)
+    ASSERT_TRUE(sim->add_flow(FlowSpec{i, 0, 512u << 10, 0, false, 0}));
   sim->run(ms(100));
-  for (const FlowResult& f : sim->flows()) ASSERT_TRUE(f.ok);
+  for (const FlowResult& f : sim->flows())
+    ASSERT_TRUE(f.ok);
   EXPECT_GT(sim->stats().trims, 0u);
   EXPECT_EQ(sim->stats().timeouts, 0u);
   std::printf("incast 16->1: max slowdown %.2f, trims %llu, retx %llu\n", max_slowdown(*sim),
@@ -127,11 +136,13 @@ TEST(Simulation, determinism__same_seed_same_results) {
   auto run = [] {
     auto sim = make(small_fabric(TransportKind::kMrc));
     const auto perm = derangement(32, 9);
-    for (uint32_t i = 0; i < 32; ++i) (void)sim->add_flow(FlowSpec{i, perm[i], 1u << 20, 0, false, 0});
+    for (uint32_t i = 0; i < 32; ++i)
+      (void)sim->add_flow(FlowSpec{i, perm[i], 1u << 20, 0, false, 0});
     sim->link_down(LinkRef{LinkRef::kLeafSpine, 1, 0, 1}, us(20));
     sim->run(ms(100));
     std::vector<Time> ends;
-    for (const FlowResult& f : sim->flows()) ends.push_back(f.end);
+    for (const FlowResult& f : sim->flows())
+      ends.push_back(f.end);
     const SimStats st = sim->stats();
     ends.push_back(st.events);
     ends.push_back(st.retransmits);
