@@ -213,7 +213,8 @@ struct FaultAction {
 struct Simulation::Impl {
   SimConfig cfg;
   uint32_t H = 0, U = 0, S = 0, L = 0, P = 0, k_parallel = 1;
-  Time base_rtt = 0;
+  Time base_rtt = 0;       // longest path (leaf-spine-leaf), both ways
+  Time same_leaf_rtt = 0;  // host-leaf-host, both ways
   uint64_t queue_bytes = 0, ecn_kmin = 0, ecn_kmax = 0, trim_threshold = 0;
   uint64_t pfc_xoff = 0, pfc_xon = 0;
   Time lookahead = 0;
@@ -349,6 +350,7 @@ Status Simulation::Impl::build() {
   const uint32_t mtu_wire = cfg.transport.mtu + 120 + kIpUdpBytes + kEthernetOverhead;
   const Time hop = t.link_delay + serialization(mtu_wire, t.link_bps);
   base_rtt = 2 * (4 * hop + 3 * t.switch_latency);
+  same_leaf_rtt = 2 * (2 * hop + t.switch_latency);
   const uint64_t bdp = static_cast<uint64_t>(static_cast<__uint128_t>(t.link_bps) * base_rtt /
                                              (8 * kPicosPerSecond));
   const SwitchConfig& sw = cfg.sw;
@@ -1173,11 +1175,13 @@ Result<FlowId> Simulation::add_flow(const FlowSpec& spec) {
   r.spec = spec;
   r.spec.start = std::max(spec.start, m.now);
   r.end = kNever;
-  // Ideal: the wire bytes at the NIC's full rate (every plane) plus one base RTT.
+  // Ideal: the wire bytes at the NIC's full rate (every plane) plus the RTT of the pair's
+  // shortest path (through a spine, or within the leaf).
   const uint64_t pkts =
       std::max<uint64_t>(1, (spec.bytes + m.cfg.transport.mtu - 1) / m.cfg.transport.mtu);
   const uint64_t wire = spec.bytes + pkts * (52 + 4 + kIpUdpBytes + kEthernetOverhead);
-  r.ideal_fct = serialization(wire, m.cfg.topo.link_bps * m.P) + m.base_rtt;
+  r.ideal_fct = serialization(wire, m.cfg.topo.link_bps * m.P) +
+                (m.leaf_of(spec.src) == m.leaf_of(spec.dst) ? m.same_leaf_rtt : m.base_rtt);
   m.flows.push_back(r);
   m.flow_state.emplace_back();
   const uint32_t saved = m.cur_partition;
