@@ -25,7 +25,7 @@ namespace {
 // Bytes on the wire around the transport bytes: IPv6 (40) + UDP (8), and Ethernet framing
 // (preamble 8 + header 14 + FCS 4 + inter-frame gap 12 = 38), so a link's capacity is the
 // real one.
-constexpr uint32_t kIpUdpBytes = 48;
+constexpr uint32_t kIpUdpBytes = wire::kIpv6HeaderBytes + wire::kUdpHeaderBytes;
 constexpr uint32_t kEthernetOverhead = 38;
 // The uSID locator block of the fabric (fcbb:bb00::/32, as in the SRv6 uSID examples) and
 // disjoint uSID ranges, so a switch never mistakes another tier's uSID for its own.
