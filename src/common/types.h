@@ -1,6 +1,7 @@
 // Basic vocabulary shared by every layer: time, errors, results.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <expected>
 #include <string_view>
@@ -64,6 +65,12 @@ std::string_view error_name(Error e);
 template <typename T>
 using Result = std::expected<T, Error>;
 using Status = std::expected<void, Error>;
+
+// Index `i` wrapped into a ring of `n` slots, for i < 2n (head + count, head + 1): a compare
+// instead of a 64-bit division, which rings on the per-packet path would otherwise pay.
+inline constexpr size_t ring_wrap(size_t i, size_t n) {
+  return i >= n ? i - n : i;
+}
 
 inline std::unexpected<Error> fail(Error e) {
   return std::unexpected<Error>(e);

@@ -32,13 +32,19 @@ class EventQueue {
  public:
   // `bucket_ps`: width of one bucket (rounded up to a power of two); `buckets`: ring size
   // (rounded up to a power of two).
-  explicit EventQueue(Time bucket_ps = 1 << 12, uint32_t buckets = 1 << 13);
+  explicit EventQueue(Time bucket_ps = 1 << 13, uint32_t buckets = 1 << 12);
 
   void push(const SimEvent& e);
   bool empty() const { return size_ == 0; }
   size_t size() const { return size_; }
   // Time of the earliest event (kNever when empty). Not const: may advance the cursor.
   Time peek_time();
+  // The earliest event when it is known without opening a bucket (else nullptr): for
+  // prefetching what the next event will touch.
+  const SimEvent* peek_ready() const {
+    if (open_.empty() && side_.empty()) return nullptr;
+    return &front();
+  }
   // Removes and returns the earliest event. Precondition: !empty().
   SimEvent pop();
 

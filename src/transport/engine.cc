@@ -165,6 +165,12 @@ const PathSet* Engine::qp_paths(uint32_t qpn) const {
   return qp ? &qp->paths() : nullptr;
 }
 
+Result<QpStats> Engine::qp_stats(uint32_t qpn) const {
+  const Qp* qp = find_qp(qpn);
+  if (!qp) return fail(Error::kUnknownQp);
+  return qp->stats();
+}
+
 Status Engine::set_path_denied(Time now, uint32_t qpn, int ev_index, bool denied) {
   Qp* qp = find_qp(qpn);
   if (!qp) return fail(Error::kUnknownQp);
@@ -228,7 +234,7 @@ bool Engine::poll_transmit(Time now, uint32_t port_mask, TxPacket& out) {
   // Control packets first: they are small and unblock the peer.
   for (size_t n = control_size_; n > 0; --n) {
     const uint32_t qpn = control_ring_[control_head_];
-    control_head_ = (control_head_ + 1) % control_ring_.size();
+    control_head_ = ring_wrap(control_head_ + 1, control_ring_.size());
     --control_size_;
     Qp* qp = find_qp(qpn);
     if (!qp || !qp->in_control) continue;
@@ -243,7 +249,7 @@ bool Engine::poll_transmit(Time now, uint32_t port_mask, TxPacket& out) {
   // Then data, one packet per QP in turn.
   for (size_t n = ready_size_; n > 0; --n) {
     const uint32_t qpn = ready_ring_[ready_head_];
-    ready_head_ = (ready_head_ + 1) % ready_ring_.size();
+    ready_head_ = ring_wrap(ready_head_ + 1, ready_ring_.size());
     --ready_size_;
     Qp* qp = find_qp(qpn);
     if (!qp || !qp->in_ready) continue;
@@ -292,14 +298,14 @@ void Engine::emit_completion(const Completion& c) {
     ++counters_.completions_dropped;
     return;
   }
-  completions_[(completion_head_ + completion_size_) % completions_.size()] = c;
+  completions_[ring_wrap(completion_head_ + completion_size_, completions_.size())] = c;
   ++completion_size_;
 }
 
 bool Engine::poll_completion(Completion& out) {
   if (completion_size_ == 0) return false;
   out = completions_[completion_head_];
-  completion_head_ = (completion_head_ + 1) % completions_.size();
+  completion_head_ = ring_wrap(completion_head_ + 1, completions_.size());
   --completion_size_;
   return true;
 }
@@ -309,14 +315,14 @@ void Engine::emit_event(const Event& e) {
     ++counters_.events_dropped;  // the OCP EV event queue reports drops the same way
     return;
   }
-  events_[(event_head_ + event_size_) % events_.size()] = e;
+  events_[ring_wrap(event_head_ + event_size_, events_.size())] = e;
   ++event_size_;
 }
 
 bool Engine::poll_event(Event& out) {
   if (event_size_ == 0) return false;
   out = events_[event_head_];
-  event_head_ = (event_head_ + 1) % events_.size();
+  event_head_ = ring_wrap(event_head_ + 1, events_.size());
   --event_size_;
   return true;
 }
@@ -325,7 +331,7 @@ bool Engine::poll_event(Event& out) {
 static void grow_ring(std::vector<uint32_t>& ring, size_t& head, size_t size) {
   std::vector<uint32_t> bigger(ring.size() * 2);
   for (size_t i = 0; i < size; ++i)
-    bigger[i] = ring[(head + i) % ring.size()];
+    bigger[i] = ring[ring_wrap(head + i, ring.size())];
   ring.swap(bigger);
   head = 0;
 }
@@ -334,7 +340,7 @@ void Engine::mark_ready(Qp* qp) {
   if (qp->in_ready) return;
   if (ready_size_ == ready_ring_.size()) grow_ring(ready_ring_, ready_head_, ready_size_);
   qp->in_ready = true;
-  ready_ring_[(ready_head_ + ready_size_) % ready_ring_.size()] = qp->qpn();
+  ready_ring_[ring_wrap(ready_head_ + ready_size_, ready_ring_.size())] = qp->qpn();
   ++ready_size_;
 }
 
@@ -344,7 +350,7 @@ void Engine::mark_control(Qp* qp) {
     grow_ring(control_ring_, control_head_, control_size_);
   }
   qp->in_control = true;
-  control_ring_[(control_head_ + control_size_) % control_ring_.size()] = qp->qpn();
+  control_ring_[ring_wrap(control_head_ + control_size_, control_ring_.size())] = qp->qpn();
   ++control_size_;
 }
 

@@ -171,6 +171,12 @@ struct RxPacket {
   wire::TransportPacket pkt;
 };
 
+// Per-QP counters (requester side).
+struct QpStats {
+  uint64_t data_sent = 0;    // first transmissions of data packets
+  uint64_t retransmits = 0;  // data packets sent again
+};
+
 // Why received packets were dropped. Every drop is counted; none changes QP state.
 enum class DropReason : uint8_t {
   kDecode,  // malformed bytes (on_datagram)
@@ -241,6 +247,8 @@ class Engine {
   Result<QpState> qp_state(uint32_t qpn) const;
   // The path set of a QP (for tools and the controller). nullptr if no such QP.
   const PathSet* qp_paths(uint32_t qpn) const;
+  // A QP's own packet counters (the engine-wide ones are in counters()). kUnknownQp.
+  Result<QpStats> qp_stats(uint32_t qpn) const;
   // Controller: deny or allow a path of a QP (OCP MODIFY_EV_STATE).
   Status set_path_denied(Time now, uint32_t qpn, int ev_index, bool denied);
 

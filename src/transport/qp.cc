@@ -194,7 +194,7 @@ void Qp::to_err(Time now, WcStatus first_status) {
   while (rq_size_ > 0) {
     engine_.emit_completion(
         Completion{rq_[rq_head_], qpn_, WcStatus::kFlushed, WcOpcode::kRecvImm, 0, 0, now});
-    rq_head_ = (rq_head_ + 1) % rq_.size();
+    rq_head_ = ring_wrap(rq_head_ + 1, rq_.size());
     --rq_size_;
   }
   retx_size_ = 0;
@@ -268,7 +268,7 @@ Status Qp::post_write(Time now, const WriteWr& wr) {
 Status Qp::post_recv(uint64_t wr_id) {
   if (state_ != QpState::kRtr && state_ != QpState::kRts) return fail(Error::kBadQpState);
   if (rq_size_ >= rq_.size()) return fail(Error::kQueueFull);
-  rq_[(rq_head_ + rq_size_) % rq_.size()] = wr_id;
+  rq_[ring_wrap(rq_head_ + rq_size_, rq_.size())] = wr_id;
   ++rq_size_;
   // A message may be placed and waiting for this receive (MRC has no RNR).
   complete_recv_messages(newest_arrival_);
@@ -433,8 +433,10 @@ void Qp::fill_data(Time now, uint32_t psn, int path, bool retransmit, TxPacket& 
   if (cc_) cc_->on_send(now, p.bytes, inflight_bytes_);
   if (retransmit) {
     ++engine_.counters_.retransmits;
+    ++stats_.retransmits;
   } else {
     ++engine_.counters_.data_sent;
+    ++stats_.data_sent;
   }
 }
 
@@ -894,7 +896,7 @@ Status Qp::accept_data(Time now, const RxPacket& rx) {
     // The header survived, the payload did not: ask for exactly this packet again.
     ++engine_.counters_.trimmed_received;
     if (nack_size_ < nacks_.size()) {
-      nacks_[(nack_head_ + nack_size_) % nacks_.size()] =
+      nacks_[ring_wrap(nack_head_ + nack_size_, nacks_.size())] =
           TrimNack{t.bth.psn, t.data.ev_index, rx.port};
       ++nack_size_;
       engine_.mark_control(this);
@@ -999,7 +1001,7 @@ void Qp::complete_recv_messages(Time now) {
     if (m.with_imm) {
       if (rq_size_ == 0) break;  // no RNR in MRC: wait for the application's receive
       const uint64_t wr_id = rq_[rq_head_];
-      rq_head_ = (rq_head_ + 1) % rq_.size();
+      rq_head_ = ring_wrap(rq_head_ + 1, rq_.size());
       --rq_size_;
       engine_.emit_completion(
           Completion{wr_id, qpn_, WcStatus::kSuccess, WcOpcode::kRecvImm, m.imm, m.bytes, now});
@@ -1034,7 +1036,7 @@ void Qp::queue_echo(Time now, const RxPacket& rx, uint8_t flags) {
 
 void Qp::on_probe(Time now, const RxPacket& rx) {
   if (probe_reply_size_ >= probe_replies_.size()) return;  // overloaded: the prober retries
-  probe_replies_[(probe_reply_head_ + probe_reply_size_) % probe_replies_.size()] =
+  probe_replies_[ring_wrap(probe_reply_head_ + probe_reply_size_, probe_replies_.size())] =
       ProbeReply{rx.pkt.probe, rx.port, now};
   ++probe_reply_size_;
   engine_.mark_control(this);
@@ -1090,7 +1092,7 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
     const TrimNack n = nacks_[nack_head_];
     const int path = control_path(now, n.port, n.ev, mask, false);
     if (path != PathSet::kNone) {
-      nack_head_ = (nack_head_ + 1) % nacks_.size();
+      nack_head_ = ring_wrap(nack_head_ + 1, nacks_.size());
       --nack_size_;
       fill_common(out, paths_.path(path).desc.port, path);
       t.bth.opcode = wire::Opcode::kTrimNack;
@@ -1134,7 +1136,7 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
     // Reply on the port the probe came in on, so the probe measures that plane.
     const int path = control_path(now, r.port, r.probe.ev_index, mask, true);
     if (path != PathSet::kNone) {
-      probe_reply_head_ = (probe_reply_head_ + 1) % probe_replies_.size();
+      probe_reply_head_ = ring_wrap(probe_reply_head_ + 1, probe_replies_.size());
       --probe_reply_size_;
       fill_common(out, paths_.path(path).desc.port, path);
       t.bth.opcode = wire::Opcode::kProbeReply;

@@ -36,6 +36,7 @@ class Qp {
   uint32_t qpn() const { return qpn_; }
   QpState state() const { return state_; }
   const PathSet& paths() const { return paths_; }
+  const QpStats& stats() const { return stats_; }
   const QpCreateAttr& create_attr() const { return create_; }
 
   Status modify(Time now, QpState target, const QpAttr& attr);
@@ -201,6 +202,7 @@ class Qp {
   Time reorder_window_attr_ = 0;
 
   PathSet paths_;
+  QpStats stats_;
   CcSpec cc_spec_;
   std::unique_ptr<cc::CongestionControl> cc_;
   Time pacing_wait_until_ = kNever;  // blocked by pacing until then

@@ -77,6 +77,9 @@ TEST(Simulation, permutation__mrc_every_flow_within_1_3x_ideal) {
     ASSERT_TRUE(f.ok) << "flow " << f.id;
   EXPECT_LE(max_slowdown(*sim), 1.3);
   EXPECT_EQ(sim->stats().qp_errors, 0u);
+  // Spraying: every flow used many paths, on both planes.
+  for (const FlowResult& f : sim->flows())
+    EXPECT_GE(f.paths_used, 8u) << "flow " << f.id;
   std::printf("mrc permutation: max slowdown %.2f, events %llu, retx %llu, trims %llu, ecn %llu\n",
               max_slowdown(*sim), (unsigned long long)sim->stats().events,
               (unsigned long long)sim->stats().retransmits, (unsigned long long)sim->stats().trims,
@@ -97,6 +100,11 @@ TEST(Simulation, permutation__roce_ecmp_shows_hash_collisions) {
   // Several flows share an uplink: the worst flow takes a multiple of its ideal time.
   EXPECT_GE(max_slowdown(*sim), 2.0);
   EXPECT_EQ(sim->stats().drops, 0u);
+  // RoCE: one path per plane (one QP per plane, each on one ECMP hash), nothing resent.
+  for (const FlowResult& f : sim->flows()) {
+    EXPECT_EQ(f.paths_used, 2u) << "flow " << f.id;
+    EXPECT_EQ(f.retransmits, 0u) << "flow " << f.id;
+  }
   std::printf("roce permutation: max slowdown %.2f, drops %llu, ecn %llu\n", max_slowdown(*sim),
               (unsigned long long)sim->stats().drops, (unsigned long long)sim->stats().ecn_marks);
 }

@@ -1,0 +1,100 @@
+// The calendar queue must pop events in exactly (time, key) order, whatever mix of
+// same-time work, near events, pushes into the open bucket and far-future timers it sees.
+#include "sim/event_queue.h"
+
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace mrc::sim {
+namespace {
+
+TEST(EventQueue, EmptyQueuePeeksNever) {
+  EventQueue q;
+  EXPECT_TRUE(q.empty());
+  EXPECT_EQ(q.peek_time(), kNever);
+  EXPECT_EQ(q.peek_ready(), nullptr);
+}
+
+TEST(EventQueue, TiesBreakOnKey) {
+  EventQueue q(1024, 16);
+  q.push(SimEvent{.time = 5000, .key = 3});
+  q.push(SimEvent{.time = 5000, .key = 1});
+  q.push(SimEvent{.time = 5000, .key = 2});
+  EXPECT_EQ(q.pop().key, 1u);
+  EXPECT_EQ(q.pop().key, 2u);
+  EXPECT_EQ(q.pop().key, 3u);
+  EXPECT_TRUE(q.empty());
+}
+
+TEST(EventQueue, FarEventsComeBackInOrder) {
+  // Horizon = 1024 ps x 16 buckets: these are all beyond it at first.
+  EventQueue q(1024, 16);
+  for (Time t : {Time{1'000'000}, Time{50'000}, Time{20'000'000}, Time{50'001}})
+    q.push(SimEvent{.time = t, .key = t});
+  EXPECT_EQ(q.pop().time, 50'000u);
+  EXPECT_EQ(q.pop().time, 50'001u);
+  EXPECT_EQ(q.pop().time, 1'000'000u);
+  EXPECT_EQ(q.pop().time, 20'000'000u);
+}
+
+TEST(EventQueue, PeekReadyIsTheNextPop) {
+  EventQueue q(1024, 16);
+  q.push(SimEvent{.time = 10, .key = 1});
+  q.push(SimEvent{.time = 20, .key = 2});
+  ASSERT_EQ(q.peek_time(), 10u);  // opens the bucket
+  const SimEvent* next = q.peek_ready();
+  ASSERT_NE(next, nullptr);
+  EXPECT_EQ(next->key, 1u);
+  q.pop();
+  ASSERT_NE(q.peek_ready(), nullptr);
+  EXPECT_EQ(q.peek_ready()->key, 2u);
+}
+
+// Simulation-like use: pop one event, push a few at or after its time (never before: the
+// simulator only schedules into the future), compare with a sorted reference.
+RC_GTEST_PROP(EventQueue, PopsInTimeKeyOrder, ()) {
+  const Time width = Time{1} << *rc::gen::inRange(0, 14);
+  const uint32_t buckets = 1u << *rc::gen::inRange(1, 10);
+  EventQueue q(width, buckets);
+  std::vector<SimEvent> ref;
+  uint64_t seq = 0;
+  auto push = [&](Time t) {
+    SimEvent e{.time = t, .key = seq++ ^ 0x5555};  // keys not in push order
+    q.push(e);
+    ref.push_back(e);
+  };
+  const int initial = *rc::gen::inRange(1, 50);
+  for (int i = 0; i < initial; ++i)
+    push(*rc::gen::inRange<Time>(0, 100'000));
+  Time now = 0;
+  int steps = 0;
+  while (!ref.empty() && steps++ < 2000) {
+    auto it = std::min_element(ref.begin(), ref.end(),
+                               [](const SimEvent& a, const SimEvent& b) { return a.before(b); });
+    RC_ASSERT(q.peek_time() == it->time);
+    const SimEvent got = q.pop();
+    RC_ASSERT(got.time == it->time);
+    RC_ASSERT(got.key == it->key);
+    ref.erase(it);
+    RC_ASSERT(got.time >= now);
+    now = got.time;
+    const int children = *rc::gen::inRange(0, 3);
+    for (int c = 0; c < children; ++c) {
+      // Mostly near (same time, same bucket, a few buckets on), sometimes far beyond.
+      const Time delta = *rc::gen::weightedOneOf<Time>(
+          {{3, rc::gen::just<Time>(0)},
+           {6, rc::gen::inRange<Time>(0, 4 * width)},
+           {2, rc::gen::inRange<Time>(0, 100'000)},
+           {1, rc::gen::inRange<Time>(0, 100'000'000)}});
+      push(now + delta);
+    }
+    RC_ASSERT(q.size() == ref.size());
+  }
+}
+
+}  // namespace
+}  // namespace mrc::sim
