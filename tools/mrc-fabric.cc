@@ -1,0 +1,272 @@
+// mrc-fabric: multi-plane two-tier Clos fabrics of network namespaces where the kernel's SRv6
+// data plane (seg6local End, NEXT-C-SID) forwards. Root only. Address plan, fabric.json
+// schema and pitfalls: docs/fabric.md.
+//
+//   mrc-fabric up --hosts 4 --planes 2 --leaves 2 --spines 2 [--mtu 9000] [--rate 10gbit]
+//   mrc-fabric down                      removes everything of the fabric (also after a crash)
+//   mrc-fabric show | status [--json]    fabric.json | per-link counters and faults
+//   mrc-fabric exec h0 ping -6 fcbb:bb00:4001::
+//   mrc-fabric link down p0-l0-s1 | link up p0-l0-s1
+//   mrc-fabric blackhole p0-s1 [--off] | loss p0-l0-s0 5 | rate h0-p1 1gbit
+//   mrc-fabric flap p0-l0-s1 --period 100ms [--count N | --duration 5s] [--background]
+//   mrc-fabric check                     UDP probes over every path; exit 1 if any is lost
+//
+// Every command takes --name (default "mrc"). Exit status: 0 ok, 1 failure, 2 bad arguments.
+#include <fmt/core.h>
+#include <unistd.h>
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "net/fabric.h"
+
+namespace {
+
+using namespace mrc::net;
+
+int report(const FabricStatus& s) {
+  if (s) return 0;
+  fmt::print(stderr, "mrc-fabric: {}\n", s.error());
+  return 1;
+}
+
+// HOST as "h3" or "3".
+std::optional<int> parse_host(const FabricPlan& plan, std::string text) {
+  if (text.starts_with("h")) text.erase(0, 1);
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  const int h = std::stoi(text);
+  if (h >= plan.spec.hosts) return std::nullopt;
+  return h;
+}
+
+void print_status(const nlohmann::ordered_json& st) {
+  fmt::print("{:<12} {:<9} {:>9} {:>5} {:>9} | {:<6} {:>10} {:>12} {:>10} {:>12} {:>7} {:>8}\n",
+             "link", "state", "blackhole", "loss", "rate", "end", "tx_pkts", "tx_bytes", "rx_pkts",
+             "rx_bytes", "drops", "fault_dr");
+  for (const auto& l : st["links"]) {
+    const uint64_t rate = l["rate_bps"];
+    bool first = true;
+    for (const char* side : {"upper", "lower"}) {
+      const auto& e = l[side];
+      const uint64_t drops =
+          e.value("tx_dropped", uint64_t(0)) + e.value("rx_dropped", uint64_t(0));
+      if (first)
+        fmt::print("{:<12} {:<9} {:>9} {:>4}% {:>9} | ", l["name"].get<std::string>(),
+                   l["state"].get<std::string>(), l["blackhole"].get<bool>() ? "yes" : "-",
+                   l["loss_percent"].get<int>(), rate ? format_rate(rate) : "-");
+      else
+        fmt::print("{:<12} {:<9} {:>9} {:>5} {:>9} | ", "", "", "", "", "");
+      fmt::print("{:<6} {:>10} {:>12} {:>10} {:>12} {:>7} {:>8}\n", e["node"].get<std::string>(),
+                 e.value("tx_packets", uint64_t(0)), e.value("tx_bytes", uint64_t(0)),
+                 e.value("rx_packets", uint64_t(0)), e.value("rx_bytes", uint64_t(0)), drops,
+                 e.value("fault_dropped", uint64_t(0)));
+      first = false;
+    }
+  }
+  if (!st["blackholed_switches"].empty())
+    fmt::print("blackholed switches: {}\n", st["blackholed_switches"].dump());
+}
+
+// Detaches a child that flaps the link; its pid goes to the state directory so that `down`
+// can stop it.
+int flap_in_background(const FabricPlan& plan, const std::string& link, uint64_t period_us,
+                       int count, uint64_t duration_us) {
+  const std::string pidfile = state_dir(plan.spec.name) + "/flap-" + link + ".pid";
+  const pid_t pid = fork();
+  if (pid < 0) {
+    std::perror("fork");
+    return 1;
+  }
+  if (pid > 0) {
+    fmt::print("flapping {} in the background (pid {}); stop with: kill {}\n", link, pid, pid);
+    return 0;
+  }
+  setsid();
+  {
+    std::ofstream f(pidfile);
+    f << getpid() << "\n";
+  }
+  if (FILE* devnull = std::fopen("/dev/null", "r+")) {
+    dup2(fileno(devnull), 0);
+    dup2(fileno(devnull), 1);
+    std::fclose(devnull);
+  }
+  const auto s = flap_link(plan, link, period_us, count, duration_us);
+  std::error_code ec;
+  std::filesystem::remove(pidfile, ec);
+  _exit(s ? 0 : 1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"mrc-fabric: multi-plane two-tier SRv6 fabrics of network namespaces (root)"};
+  app.require_subcommand(1);
+  app.fallthrough();  // --name may follow the subcommand
+  std::string name = "mrc";
+  app.add_option("--name", name, "fabric name: namespace prefix and state directory")
+      ->capture_default_str();
+
+  FabricSpec spec;
+  std::string rate_text;
+  bool replace = false;
+  auto* up = app.add_subcommand("up", "build the fabric");
+  up->add_option("--hosts", spec.hosts, "hosts")->capture_default_str();
+  up->add_option("--planes", spec.planes, "planes (NIC ports per host)")->capture_default_str();
+  up->add_option("--leaves", spec.leaves, "leaves per plane")->capture_default_str();
+  up->add_option("--spines", spec.spines, "spines per plane")->capture_default_str();
+  up->add_option("--mtu", spec.mtu, "MTU of every link")->capture_default_str();
+  up->add_option("--rate", rate_text, "per-link rate limit (tbf), e.g. 10gbit");
+  up->add_flag("--replace", replace, "tear down an existing fabric of that name first");
+
+  auto* down = app.add_subcommand("down", "remove the fabric (idempotent, also after a crash)");
+  auto* show = app.add_subcommand("show", "print fabric.json");
+  bool json_out = false;
+  auto* status = app.add_subcommand("status", "per-link counters and fault state");
+  status->add_flag("--json", json_out, "one JSON object");
+
+  std::string host;
+  std::vector<std::string> command;
+  auto* exec = app.add_subcommand("exec", "run a command in a host namespace");
+  exec->add_option("host", host, "h0 or 0")->required();
+  exec->add_option("command", command, "command and arguments")->required();
+  exec->prefix_command();
+
+  std::string action, target;
+  bool off = false;
+  auto* link = app.add_subcommand("link", "admin down/up of a link (both ends)");
+  link->add_option("action", action, "down | up")->required()->check(CLI::IsMember({"down", "up"}));
+  link->add_option("link", target, "link name, e.g. p0-l0-s1 or h2-p1")->required();
+
+  auto* blackhole = app.add_subcommand("blackhole", "silently drop on a link or a whole switch");
+  blackhole->add_option("target", target, "link (p0-l0-s1, h2-p1) or switch (p0-s1, p0-l0)")
+      ->required();
+  blackhole->add_flag("--off", off, "remove the blackhole");
+
+  int percent = 0;
+  auto* loss = app.add_subcommand("loss", "random loss on a link, each direction (0 removes)");
+  loss->add_option("link", target, "link name")->required();
+  loss->add_option("percent", percent, "0..100")->required()->check(CLI::Range(0, 100));
+
+  auto* rate = app.add_subcommand("rate", "rate limit a link, each direction (0 = fabric rate)");
+  rate->add_option("link", target, "link name")->required();
+  rate->add_option("rate", rate_text, "e.g. 1gbit, 100mbit, 0")->required();
+
+  std::string period_text = "100ms", duration_text;
+  int count = 0;
+  bool background = false;
+  auto* flap = app.add_subcommand(
+      "flap", "toggle a link: down for half the period, up for the other half; ends up");
+  flap->add_option("link", target, "link name")->required();
+  flap->add_option("--period", period_text, "one down+up cycle")->capture_default_str();
+  flap->add_option("--count", count, "cycles (0 = until --duration, or until interrupted)");
+  flap->add_option("--duration", duration_text, "stop after this long, e.g. 5s");
+  flap->add_flag("--background", background, "detach; `down` or kill PID stops it");
+
+  int probes_per_path = 3;
+  auto* check = app.add_subcommand("check", "UDP probes over every path (SRv6 and plain)");
+  check->add_option("--count", probes_per_path, "datagrams per path")->capture_default_str();
+
+  CLI11_PARSE(app, argc, argv);
+  spec.name = name;
+
+  if (*up) {
+    if (!rate_text.empty()) {
+      auto r = parse_rate(rate_text);
+      if (!r) return report(std::unexpected(r.error()));
+      spec.rate_bps = *r;
+    }
+    auto plan = fabric_up(spec, {.replace = replace});
+    if (!plan) return report(std::unexpected(plan.error()));
+    fmt::print(
+        "fabric '{}' up: {} hosts, {} planes x ({} leaves + {} spines), {} links, mtu {}{}\n", name,
+        spec.hosts, spec.planes, spec.leaves, spec.spines, plan->links.size(), spec.mtu,
+        spec.rate_bps ? ", rate " + format_rate(spec.rate_bps) : "");
+    fmt::print("description: {}/fabric.json\n", state_dir(name));
+    return 0;
+  }
+  if (*down) {
+    auto n = fabric_down(name);
+    if (!n) return report(std::unexpected(n.error()));
+    fmt::print("fabric '{}' down: {} namespaces removed\n", name, *n);
+    return 0;
+  }
+  if (*show) {
+    std::ifstream f(state_dir(name) + "/fabric.json");
+    if (!f) return report(mrc::net::fabric_error("no fabric '" + name + "' (run up first)"));
+    std::cout << f.rdbuf();
+    return 0;
+  }
+
+  auto plan = load_fabric(name);
+  if (!plan) return report(std::unexpected(plan.error()));
+
+  if (*status) {
+    auto st = fabric_status(*plan);
+    if (!st) return report(std::unexpected(st.error()));
+    if (json_out)
+      fmt::print("{}\n", st->dump(2));
+    else
+      print_status(*st);
+    return 0;
+  }
+  if (*exec) {
+    const auto h = parse_host(*plan, host);
+    if (!h) {
+      fmt::print(stderr, "mrc-fabric: unknown host '{}' (h0..h{})\n", host, plan->spec.hosts - 1);
+      return 2;
+    }
+    // `ip netns exec` also gives the command the namespace's /sys view.
+    std::vector<std::string> args{"ip", "netns", "exec", plan->nodes[size_t(*h)].ns};
+    args.insert(args.end(), command.begin(), command.end());
+    std::vector<char*> cargs;
+    for (auto& a : args)
+      cargs.push_back(a.data());
+    cargs.push_back(nullptr);
+    execvp("ip", cargs.data());
+    execv("/usr/sbin/ip", cargs.data());
+    std::perror("exec ip");
+    return 1;
+  }
+  if (*link) return report(set_link_admin(*plan, target, action == "up"));
+  if (*blackhole) return report(set_blackhole(*plan, target, !off));
+  if (*loss) return report(set_loss(*plan, target, percent));
+  if (*rate) {
+    auto r = parse_rate(rate_text);
+    if (!r) return report(std::unexpected(r.error()));
+    return report(set_rate(*plan, target, *r));
+  }
+  if (*flap) {
+    auto period = parse_duration_us(period_text);
+    if (!period) return report(std::unexpected(period.error()));
+    uint64_t duration = 0;
+    if (!duration_text.empty()) {
+      auto d = parse_duration_us(duration_text);
+      if (!d) return report(std::unexpected(d.error()));
+      duration = *d;
+    }
+    if (!plan->link(target)) return report(set_link_admin(*plan, target, true));
+    if (background) return flap_in_background(*plan, target, *period, count, duration);
+    return report(flap_link(*plan, target, *period, count, duration));
+  }
+  if (*check) {
+    auto probes = all_probes(plan->spec);
+    if (auto ok = run_probes(*plan, probes, probes_per_path, 300); !ok) return report(ok);
+    int lost_paths = 0;
+    for (const auto& p : probes) {
+      if (p.received < p.sent) {
+        ++lost_paths;
+        fmt::print("LOST {:<24} {:<32} {}/{}\n", p.label(), p.destination, p.received, p.sent);
+      }
+    }
+    fmt::print("{} paths, {} with losses\n", probes.size(), lost_paths);
+    return lost_paths ? 1 : 0;
+  }
+  return 2;
+}
