@@ -1,0 +1,186 @@
+#include "net/hello.h"
+
+#include <algorithm>
+#include <string>
+
+#include "wire/crc32.h"
+
+namespace mrc::net {
+namespace {
+
+constexpr size_t kPrefixBytes = 4 + 2 + 4;
+constexpr size_t kFixedBodyBytes = 1 + 1 + 1 + 2 + 1 + 4 + 1 + 2 + 1 + 4 + 8 * 5 + 2 + 2;
+constexpr size_t kPlaneBytes = 16 + 2 + 2;
+constexpr size_t kQpBytes = 8;
+
+class Writer {
+ public:
+  explicit Writer(std::vector<uint8_t>& out) : out_(out) {}
+  void u8(uint8_t v) { out_.push_back(v); }
+  void u16(uint16_t v) {
+    u8(static_cast<uint8_t>(v >> 8));
+    u8(static_cast<uint8_t>(v));
+  }
+  void u32(uint32_t v) {
+    u16(static_cast<uint16_t>(v >> 16));
+    u16(static_cast<uint16_t>(v));
+  }
+  void u64(uint64_t v) {
+    u32(static_cast<uint32_t>(v >> 32));
+    u32(static_cast<uint32_t>(v));
+  }
+  void bytes(std::span<const uint8_t> b) { out_.insert(out_.end(), b.begin(), b.end()); }
+
+ private:
+  std::vector<uint8_t>& out_;
+};
+
+// Bounds-checked reader: every read past the end sets `ok = false` and returns 0.
+class Reader {
+ public:
+  explicit Reader(std::span<const uint8_t> in) : in_(in) {}
+  bool ok() const { return ok_; }
+  size_t left() const { return in_.size() - pos_; }
+  uint8_t u8() {
+    if (pos_ + 1 > in_.size()) return bad();
+    return in_[pos_++];
+  }
+  uint16_t u16() { return static_cast<uint16_t>(u8() << 8 | u8()); }
+  uint32_t u32() {
+    const uint32_t hi = u16();
+    return hi << 16 | u16();
+  }
+  uint64_t u64() {
+    const uint64_t hi = u32();
+    return hi << 32 | u32();
+  }
+  void bytes(std::span<uint8_t> out) {
+    if (pos_ + out.size() > in_.size()) {
+      bad();
+      return;
+    }
+    std::copy_n(in_.begin() + static_cast<ptrdiff_t>(pos_), out.size(), out.begin());
+    pos_ += out.size();
+  }
+
+ private:
+  uint8_t bad() {
+    ok_ = false;
+    pos_ = in_.size();
+    return 0;
+  }
+  std::span<const uint8_t> in_;
+  size_t pos_ = 0;
+  bool ok_ = true;
+};
+
+}  // namespace
+
+std::vector<uint8_t> encode_hello(const Hello& h) {
+  std::vector<uint8_t> out;
+  out.reserve(kPrefixBytes + kFixedBodyBytes + h.planes.size() * kPlaneBytes +
+              h.qps.size() * kQpBytes + 4);
+  Writer w(out);
+  const size_t body = kFixedBodyBytes + h.planes.size() * kPlaneBytes + h.qps.size() * kQpBytes;
+  w.u32(kHelloMagic);
+  w.u16(h.version);
+  w.u32(static_cast<uint32_t>(body));
+  w.u8(static_cast<uint8_t>(h.role));
+  w.u8(h.transport);
+  w.u8(h.ev_mode);
+  w.u16(h.evs_per_plane);
+  w.u8(h.cc);
+  w.u32(h.mtu);
+  w.u8(h.mpr_dest);
+  w.u16(h.max_wimm_dest);
+  w.u8(h.flags);
+  w.u32(h.rkey);
+  w.u64(h.remote_addr);
+  w.u64(h.remote_len);
+  w.u64(h.msg_size);
+  w.u64(h.slots);
+  w.u64(h.seed);
+  w.u16(static_cast<uint16_t>(h.planes.size()));
+  w.u16(static_cast<uint16_t>(h.qps.size()));
+  for (const HelloPlane& p : h.planes) {
+    w.bytes(p.addr);
+    w.u16(p.udp_port);
+    w.u16(p.leaf_usid);
+  }
+  for (const HelloQp& q : h.qps) {
+    w.u32(q.qpn);
+    w.u32(q.first_psn);
+  }
+  w.u32(wire::crc32(out));
+  return out;
+}
+
+NetResult<Hello> decode_hello(std::span<const uint8_t> bytes) {
+  if (bytes.size() < kPrefixBytes + 4)
+    return net_fail(NetErrc::kBadHello,
+                    "hello truncated (" + std::to_string(bytes.size()) + " bytes)");
+  Reader prefix(bytes);
+  if (prefix.u32() != kHelloMagic)
+    return net_fail(NetErrc::kBadHello, "not an MRC hello (bad magic): is the peer mrc-perf?");
+  Hello h;
+  h.version = prefix.u16();
+  if (h.version != kHelloVersion)
+    return net_fail(NetErrc::kVersionMismatch,
+                    "peer speaks hello version " + std::to_string(h.version) + ", we speak " +
+                        std::to_string(kHelloVersion) + ": run the same mrc-perf on both ends");
+  const uint32_t body = prefix.u32();
+  if (body > kHelloMaxBytes || kPrefixBytes + body + 4 != bytes.size())
+    return net_fail(NetErrc::kBadHello, "hello length " + std::to_string(body) +
+                                            " does not match the frame (" +
+                                            std::to_string(bytes.size()) + " bytes)");
+  const uint32_t crc = static_cast<uint32_t>(bytes[bytes.size() - 4]) << 24 |
+                       static_cast<uint32_t>(bytes[bytes.size() - 3]) << 16 |
+                       static_cast<uint32_t>(bytes[bytes.size() - 2]) << 8 |
+                       bytes[bytes.size() - 1];
+  if (wire::crc32(bytes.first(bytes.size() - 4)) != crc)
+    return net_fail(NetErrc::kBadHello, "hello CRC mismatch (corrupted side channel?)");
+  Reader r(bytes.subspan(kPrefixBytes, body));
+  const uint8_t role = r.u8();
+  if (role != static_cast<uint8_t>(HelloRole::kClient) &&
+      role != static_cast<uint8_t>(HelloRole::kServer))
+    return net_fail(NetErrc::kBadHello, "hello role " + std::to_string(role) + " unknown");
+  h.role = static_cast<HelloRole>(role);
+  h.transport = r.u8();
+  h.ev_mode = r.u8();
+  h.evs_per_plane = r.u16();
+  h.cc = r.u8();
+  h.mtu = r.u32();
+  h.mpr_dest = r.u8();
+  h.max_wimm_dest = r.u16();
+  h.flags = r.u8();
+  h.rkey = r.u32();
+  h.remote_addr = r.u64();
+  h.remote_len = r.u64();
+  h.msg_size = r.u64();
+  h.slots = r.u64();
+  h.seed = r.u64();
+  const uint16_t planes = r.u16();
+  const uint16_t qps = r.u16();
+  if (!r.ok()) return net_fail(NetErrc::kBadHello, "hello body truncated");
+  if (planes == 0 || planes > kHelloMaxPlanes || qps > kHelloMaxQps)
+    return net_fail(NetErrc::kBadHello, "hello counts out of range (planes " +
+                                            std::to_string(planes) + ", QPs " +
+                                            std::to_string(qps) + ")");
+  if (r.left() != planes * kPlaneBytes + qps * kQpBytes)
+    return net_fail(NetErrc::kBadHello, "hello arrays do not match their counts");
+  h.planes.resize(planes);
+  for (HelloPlane& p : h.planes) {
+    r.bytes(p.addr);
+    p.udp_port = r.u16();
+    p.leaf_usid = r.u16();
+  }
+  h.qps.resize(qps);
+  for (HelloQp& q : h.qps) {
+    q.qpn = r.u32();
+    q.first_psn = r.u32();
+  }
+  if (!r.ok()) return net_fail(NetErrc::kBadHello, "hello arrays truncated");
+  return h;
+}
+
+}  // namespace mrc::net

@@ -1,0 +1,179 @@
+#include "net/session.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace mrc::net {
+
+NetResult<std::unique_ptr<Session>> Session::create(const SessionConfig& config) {
+  auto s = std::unique_ptr<Session>(new Session());
+  s->config_ = config;
+  const size_t P = config.driver.ports.size();
+  if (P == 0 || P > kHelloMaxPlanes)
+    return net_fail(NetErrc::kInvalidArgument, "1 to 32 planes required");
+  if (config.qps == 0 || config.qps > kHelloMaxQps)
+    return net_fail(NetErrc::kInvalidArgument, "QP count out of range");
+  if (config.mtu < 256 || config.mtu > 9000)
+    return net_fail(NetErrc::kInvalidArgument, "MTU must be 256..9000");
+  EngineConfig ec;
+  ec.num_ports = static_cast<uint8_t>(P);
+  ec.seed = config.seed;
+  s->engine_ = std::make_unique<Engine>(ec);
+  auto d = UdpDriver::open(*s->engine_, config.driver);
+  if (!d) return std::unexpected(d.error());
+  s->driver_ = std::move(*d);
+  s->buffer_ = std::make_unique_for_overwrite<uint8_t[]>(config.buffer_bytes);
+  std::memset(s->buffer_.get(), 0, config.buffer_bytes);
+  auto keys = s->engine_->register_memory(s->buffer_.get(), config.buffer_bytes,
+                                          reinterpret_cast<uint64_t>(s->buffer_.get()),
+                                          kLocalWrite | kRemoteWrite);
+  if (!keys) return engine_fail("register_memory", keys.error());
+  s->keys_ = *keys;
+  QpCreateAttr ca;
+  ca.sq_depth = config.sq_depth;
+  ca.rq_depth = config.rq_depth;
+  for (uint32_t i = 0; i < config.qps; ++i) {
+    auto q = s->engine_->create_qp(ca);
+    if (!q) return engine_fail("create_qp", q.error());
+    s->qpns_.push_back(*q);
+    // A PSN start that differs per QP and run (like perftest's lrand48() & 0xffffff).
+    s->first_psn_.push_back(
+        static_cast<uint32_t>((config.seed * 0x9E3779B97F4A7C15ull + i * 0xBF58476D1CE4E5B9ull) >>
+                              40) &
+        0xFFFFFF);
+  }
+  return s;
+}
+
+Hello Session::hello(HelloRole role) const {
+  Hello h;
+  h.role = role;
+  h.transport = static_cast<uint8_t>(TransportMode::kMrc);
+  h.ev_mode = static_cast<uint8_t>(config_.driver.ev_mode);
+  h.evs_per_plane = static_cast<uint16_t>(config_.evs_per_plane);
+  h.cc = static_cast<uint8_t>(config_.cc);
+  h.mtu = config_.mtu;
+  h.mpr_dest = config_.mpr;
+  h.max_wimm_dest = config_.max_wimm;
+  h.rkey = keys_.rkey;
+  h.remote_addr = reinterpret_cast<uint64_t>(buffer_.get());
+  h.remote_len = config_.buffer_bytes;
+  for (size_t p = 0; p < config_.driver.ports.size(); ++p) {
+    HelloPlane hp;
+    const Endpoint& e = driver_->local(static_cast<uint8_t>(p));
+    std::memcpy(hp.addr.data(), &e.addr, 16);
+    hp.udp_port = e.port;
+    hp.leaf_usid = p < config_.leaf_usids.size() ? config_.leaf_usids[p] : 0;
+    h.planes.push_back(hp);
+  }
+  for (size_t i = 0; i < qpns_.size(); ++i)
+    h.qps.push_back(HelloQp{qpns_[i], first_psn_[i]});
+  return h;
+}
+
+NetStatus Session::connect(const Hello& peer) {
+  const size_t P = config_.driver.ports.size();
+  if (peer.planes.size() != P)
+    return net_fail(NetErrc::kIncompatible, "peer has " + std::to_string(peer.planes.size()) +
+                                                " planes, we have " + std::to_string(P));
+  if (peer.qps.size() != qpns_.size())
+    return net_fail(NetErrc::kIncompatible, "peer has " + std::to_string(peer.qps.size()) +
+                                                " QPs, we have " + std::to_string(qpns_.size()) +
+                                                " (use the same -q on both ends)");
+  if (peer.ev_mode != static_cast<uint8_t>(config_.driver.ev_mode))
+    return net_fail(NetErrc::kIncompatible,
+                    std::string("EV modes differ: peer ") +
+                        ev::format_mode_name(static_cast<ev::FormatMode>(peer.ev_mode)) + ", we " +
+                        ev::format_mode_name(config_.driver.ev_mode));
+  if (peer.mtu != config_.mtu)
+    return net_fail(NetErrc::kIncompatible, "MTUs differ: peer " + std::to_string(peer.mtu) +
+                                                ", we " + std::to_string(config_.mtu));
+  if (peer.mpr_dest == 0)
+    return net_fail(NetErrc::kIncompatible, "peer accepts no outstanding PSNs (MPR 0)");
+  peer_ = peer;
+  std::vector<Endpoint> eps(P);
+  std::vector<PlanePaths> planes(P);
+  for (size_t p = 0; p < P; ++p) {
+    std::memcpy(&eps[p].addr, peer.planes[p].addr.data(), 16);
+    eps[p].port = peer.planes[p].udp_port;
+    planes[p].peer_addr = eps[p].addr;
+    planes[p].peer_leaf_usid = peer.planes[p].leaf_usid;
+    planes[p].local_leaf_usid = p < config_.leaf_usids.size() ? config_.leaf_usids[p] : 0;
+    if (p < config_.spine_usids.size()) planes[p].spine_usids = config_.spine_usids[p];
+  }
+  if (auto st = driver_->set_peer(kPeerId, eps); !st) return st;
+  const Time now = driver_->now();
+  for (size_t i = 0; i < qpns_.size(); ++i) {
+    auto paths =
+        plan_paths(config_.driver.ev_mode, config_.evs_per_plane, planes, static_cast<uint32_t>(i));
+    if (!paths) return engine_fail("EV list", paths.error());
+    QpAttr a;
+    a.transport = TransportMode::kMrc;
+    a.paths = std::move(*paths);
+    a.ev_min_active = std::max<uint32_t>(1, static_cast<uint32_t>(a.paths.size()) / 8);
+    const uint64_t link = config_.link_bps * P;
+    a.cc.algorithm = config_.cc;
+    a.cc.nscc.base_rtt = config_.base_rtt;
+    a.cc.nscc.link_bps = link;
+    a.cc.nscc.mtu = config_.mtu;
+    a.cc.dcqcn.line_rate_bps = link;
+    a.cc.dcqcn.mtu = config_.mtu;
+    const uint64_t bdp = static_cast<uint64_t>(static_cast<__uint128_t>(link) * config_.base_rtt /
+                                               (8 * kPicosPerSecond));
+    a.cc.fixed_window = std::max<uint64_t>(2 * bdp, 16ull * config_.mtu);
+    a.dest_qpn = peer.qps[i].qpn;
+    a.peer = kPeerId;
+    a.rq_psn = peer.qps[i].first_psn;
+    a.sq_psn = first_psn_[i];
+    a.path_mtu = config_.mtu;
+    a.mpr_dest = config_.mpr;
+    a.max_wimm_dest = config_.max_wimm;
+    // As with RDMA's rd_atomic pair: never more than the peer's responder accepts.
+    a.mpr = std::min(config_.mpr, peer.mpr_dest);
+    a.max_wimm = std::min(config_.max_wimm, peer.max_wimm_dest);
+    a.timeout = config_.timeout;
+    a.reorder_window = config_.reorder_window;
+    for (QpState target : {QpState::kInit, QpState::kRtr, QpState::kRts})
+      if (auto st = engine_->modify_qp(now, qpns_[i], target, a); !st)
+        return engine_fail(std::string("modify_qp to ") + qp_state_name(target), st.error());
+  }
+  return {};
+}
+
+std::vector<std::pair<std::string, uint64_t>> Session::counters() const {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  const DriverStats& ds = driver_->stats();
+  for (size_t p = 0; p < ds.ports.size(); ++p) {
+    const PortStats& ps = ds.ports[p];
+    const std::string pre = "plane" + std::to_string(p) + "_";
+    out.emplace_back(pre + "tx_packets", ps.tx_packets);
+    out.emplace_back(pre + "tx_bytes", ps.tx_bytes);
+    out.emplace_back(pre + "rx_packets", ps.rx_packets);
+    out.emplace_back(pre + "rx_bytes", ps.rx_bytes);
+    out.emplace_back(pre + "rx_ce", ps.rx_ce);
+    out.emplace_back(pre + "tx_blocked", ps.tx_blocked);
+    out.emplace_back(pre + "tx_errors", ps.tx_errors);
+  }
+  const EngineCounters& c = engine_->counters();
+  out.emplace_back("data_sent", c.data_sent);
+  out.emplace_back("retransmits", c.retransmits);
+  out.emplace_back("acks_sent", c.acks_sent);
+  out.emplace_back("data_received", c.data_received);
+  out.emplace_back("duplicates", c.duplicates);
+  out.emplace_back("trimmed_received", c.trimmed_received);
+  out.emplace_back("trim_nacks_received", c.trim_nacks_received);
+  out.emplace_back("ecn_received", c.ecn_received);
+  out.emplace_back("bytes_placed", c.bytes_placed);
+  out.emplace_back("losses_detected", c.losses_detected);
+  out.emplace_back("spurious_losses", c.spurious_losses);
+  out.emplace_back("timeouts", c.timeouts);
+  out.emplace_back("probes_sent", c.probes_sent);
+  out.emplace_back("ev_state_changes", c.ev_state_changes);
+  out.emplace_back("completion_errors", c.completion_errors);
+  for (int r = 0; r < static_cast<int>(DropReason::kCount); ++r)
+    out.emplace_back(std::string("drop_") + drop_reason_name(static_cast<DropReason>(r)),
+                     c.drops[r]);
+  return out;
+}
+
+}  // namespace mrc::net

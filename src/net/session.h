@@ -1,0 +1,79 @@
+// One end of an MRC connection over the Linux driver: an engine, its UdpDriver, a registered
+// buffer and N QPs, set up from the two hellos exchanged over the side channel. mrc-perf and
+// the tests share it; the side channel itself (who sends first, test rounds) is the caller's.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "net/hello.h"
+#include "net/path_plan.h"
+#include "net/udp_driver.h"
+
+namespace mrc::net {
+
+struct SessionConfig {
+  DriverConfig driver;                             // ports, EV mode, ICRC, busy poll
+  std::vector<uint16_t> leaf_usids;                // per plane (empty / 0: unknown)
+  std::vector<std::vector<uint16_t>> spine_usids;  // per plane (empty: none known)
+  uint32_t evs_per_plane = 8;
+  uint32_t qps = 1;
+  uint32_t mtu = 4096;
+  uint8_t mpr = 8;         // our requester window and what we accept as responder
+  uint16_t max_wimm = 64;  // likewise for WRITE_IMM
+  CcAlgorithm cc = CcAlgorithm::kNscc;
+  uint64_t link_bps = 10'000'000'000ull;  // per plane, for the CC's BDP
+  Time base_rtt = us(50);                 // unloaded RTT, for NSCC
+  uint64_t buffer_bytes = 1 << 20;        // registered buffer (both directions)
+  uint32_t sq_depth = 256;
+  uint32_t rq_depth = 1024;
+  // RACK reordering window. A software path reorders far more than a NIC: packets of one
+  // plane leave and arrive in batches of up to DriverConfig::batch, so a packet of plane 1
+  // sent before a batch of plane 0 may be read after it. One min RTT (the engine's default,
+  // 0) would call that loss.
+  Time reorder_window = ms(2);
+  uint8_t timeout = 14;  // ACK timeout exponent (QpAttr::timeout)
+  uint64_t seed = 1;
+};
+
+class Session {
+ public:
+  // Engine, driver (sockets bound), buffer registered, QPs created (RESET).
+  static NetResult<std::unique_ptr<Session>> create(const SessionConfig& config);
+
+  // This end's hello (planes with their bound ports, QPNs, buffer, limits).
+  Hello hello(HelloRole role) const;
+  // Checks the peer's hello against ours (planes, QPs, EV mode, MTU) and moves every QP to
+  // RTS with paths towards the peer. kIncompatible with what differs.
+  NetStatus connect(const Hello& peer);
+
+  Engine& engine() { return *engine_; }
+  UdpDriver& driver() { return *driver_; }
+  const SessionConfig& config() const { return config_; }
+  uint8_t* buffer() { return buffer_.get(); }
+  uint64_t buffer_bytes() const { return config_.buffer_bytes; }
+  const MemoryKeys& keys() const { return keys_; }
+  const std::vector<uint32_t>& qpns() const { return qpns_; }
+  const Hello& peer() const { return peer_; }
+  static constexpr uint32_t kPeerId = 1;
+
+  // Engine and driver counters as (name, value) pairs, names stable for scripts:
+  // plane<p>_tx_bytes, plane<p>_rx_bytes, retransmits, drop_<reason>, ...
+  std::vector<std::pair<std::string, uint64_t>> counters()
+      const;  // QpAttr::peer of every QP (one peer per session)
+
+ private:
+  SessionConfig config_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<UdpDriver> driver_;
+  std::unique_ptr<uint8_t[]> buffer_;
+  MemoryKeys keys_;
+  std::vector<uint32_t> qpns_;
+  std::vector<uint32_t> first_psn_;
+  Hello peer_;
+};
+
+}  // namespace mrc::net

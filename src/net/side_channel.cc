@@ -1,0 +1,214 @@
+#include "net/side_channel.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace mrc::net {
+namespace {
+
+int remaining_ms(uint64_t deadline_ns) {
+  const uint64_t now = monotonic_ns();
+  if (now >= deadline_ns) return 0;
+  return static_cast<int>((deadline_ns - now + 999'999) / 1'000'000);
+}
+
+std::string host_port(const std::string& host, uint16_t port) {
+  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+         std::to_string(port);
+}
+
+// One non-blocking connect attempt to `ai`, waiting at most `wait_ms`. Returns the errno of
+// the failure (0 = connected).
+int try_connect(const addrinfo* ai, int wait_ms, UniqueFd& out) {
+  UniqueFd fd(
+      ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
+  if (!fd) return errno;
+  if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
+    if (errno != EINPROGRESS) return errno;
+    pollfd p{fd.get(), POLLOUT, 0};
+    const int n = ::poll(&p, 1, wait_ms);
+    if (n == 0) return ETIMEDOUT;
+    if (n < 0) return errno;
+    int err = 0;
+    socklen_t len = sizeof err;
+    ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) return err;
+  }
+  const int one = 1;
+  ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  out = std::move(fd);
+  return 0;
+}
+
+}  // namespace
+
+NetResult<SideChannel> SideChannel::connect(const std::string& host, uint16_t port,
+                                            int timeout_ms) {
+  const std::string name = host_port(host, port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const std::string service = std::to_string(port);
+  if (const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &res); rc != 0)
+    return net_fail(NetErrc::kInvalidArgument,
+                    "cannot resolve '" + host + "': " + ::gai_strerror(rc));
+  const uint64_t deadline = monotonic_ns() + static_cast<uint64_t>(timeout_ms) * 1'000'000;
+  int last_err = ETIMEDOUT;
+  UniqueFd fd;
+  // Refused: the server may not be listening yet; retry every 50 ms until the deadline.
+  while (true) {
+    for (const addrinfo* ai = res; ai; ai = ai->ai_next) {
+      last_err = try_connect(ai, std::max(1, remaining_ms(deadline)), fd);
+      if (last_err == 0) break;
+    }
+    if (last_err == 0 || remaining_ms(deadline) == 0) break;
+    if (last_err != ECONNREFUSED && last_err != ETIMEDOUT) break;
+    ::usleep(50'000);
+  }
+  ::freeaddrinfo(res);
+  if (last_err != 0) {
+    auto e = errno_fail("side channel to " + name, last_err);
+    if (last_err == ECONNREFUSED)
+      e.error().message += " (is the server running? start it first with the same -p)";
+    return e;
+  }
+  return SideChannel(std::move(fd), name);
+}
+
+NetStatus SideChannel::send_frame(std::span<const uint8_t> payload, int timeout_ms) {
+  if (payload.size() > kMaxFrameBytes)
+    return net_fail(NetErrc::kInvalidArgument, "side-channel frame too large");
+  std::vector<uint8_t> buf(4 + payload.size());
+  const uint32_t n = static_cast<uint32_t>(payload.size());
+  buf[0] = static_cast<uint8_t>(n >> 24);
+  buf[1] = static_cast<uint8_t>(n >> 16);
+  buf[2] = static_cast<uint8_t>(n >> 8);
+  buf[3] = static_cast<uint8_t>(n);
+  std::memcpy(buf.data() + 4, payload.data(), payload.size());
+  const uint64_t deadline = monotonic_ns() + static_cast<uint64_t>(timeout_ms) * 1'000'000;
+  size_t sent = 0;
+  while (sent < buf.size()) {
+    const ssize_t w = ::send(fd_.get(), buf.data() + sent, buf.size() - sent, MSG_NOSIGNAL);
+    if (w > 0) {
+      sent += static_cast<size_t>(w);
+      continue;
+    }
+    if (w < 0 && errno != EAGAIN && errno != EINTR)
+      return errno_fail("side channel send to " + peer_, errno);
+    pollfd p{fd_.get(), POLLOUT, 0};
+    if (::poll(&p, 1, remaining_ms(deadline)) == 0)
+      return net_fail(NetErrc::kTimeout, "side channel send to " + peer_ + " timed out");
+  }
+  return {};
+}
+
+NetResult<bool> SideChannel::read_available() {
+  uint8_t tmp[16384];
+  bool any = false;
+  while (true) {
+    const ssize_t r = ::recv(fd_.get(), tmp, sizeof tmp, MSG_DONTWAIT);
+    if (r > 0) {
+      rx_.insert(rx_.end(), tmp, tmp + r);
+      any = true;
+      continue;
+    }
+    if (r == 0) {
+      // Keep what arrived with the FIN: the peer's last frame is often its report.
+      closed_ = true;
+      if (any) return true;
+      return net_fail(NetErrc::kPeerClosed, "side channel closed by " + peer_);
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return any;
+    if (errno == EINTR) continue;
+    return errno_fail("side channel receive from " + peer_, errno);
+  }
+}
+
+std::optional<std::vector<uint8_t>> SideChannel::take_frame() {
+  if (rx_.size() < 4) return std::nullopt;
+  const uint32_t n = static_cast<uint32_t>(rx_[0]) << 24 | static_cast<uint32_t>(rx_[1]) << 16 |
+                     static_cast<uint32_t>(rx_[2]) << 8 | rx_[3];
+  if (rx_.size() < 4 + static_cast<size_t>(n)) return std::nullopt;
+  std::vector<uint8_t> frame(rx_.begin() + 4, rx_.begin() + 4 + n);
+  rx_.erase(rx_.begin(), rx_.begin() + 4 + n);
+  return frame;
+}
+
+NetResult<std::optional<std::vector<uint8_t>>> SideChannel::try_recv_frame() {
+  if (auto f = take_frame()) return f;
+  if (closed_) return net_fail(NetErrc::kPeerClosed, "side channel closed by " + peer_);
+  auto r = read_available();
+  if (!r) return std::unexpected(r.error());
+  if (rx_.size() >= 4) {
+    const uint32_t n = static_cast<uint32_t>(rx_[0]) << 24 | static_cast<uint32_t>(rx_[1]) << 16 |
+                       static_cast<uint32_t>(rx_[2]) << 8 | rx_[3];
+    if (n > kMaxFrameBytes)
+      return net_fail(NetErrc::kBadHello, "side-channel frame of " + std::to_string(n) +
+                                              " bytes from " + peer_ + ": not an MRC peer?");
+  }
+  return take_frame();
+}
+
+NetResult<std::vector<uint8_t>> SideChannel::recv_frame(int timeout_ms) {
+  const uint64_t deadline = monotonic_ns() + static_cast<uint64_t>(timeout_ms) * 1'000'000;
+  while (true) {
+    auto f = try_recv_frame();
+    if (!f) return std::unexpected(f.error());
+    if (*f) return std::move(**f);
+    const int wait = remaining_ms(deadline);
+    if (wait == 0)
+      return net_fail(NetErrc::kTimeout,
+                      "no answer from " + peer_ + " within " + std::to_string(timeout_ms) + " ms");
+    pollfd p{fd_.get(), POLLIN, 0};
+    ::poll(&p, 1, wait);
+  }
+}
+
+NetResult<SideListener> SideListener::listen(uint16_t port) {
+  SideListener l;
+  l.fd_ = UniqueFd(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!l.fd_) return errno_fail("socket", errno);
+  const int one = 1, zero = 0;
+  ::setsockopt(l.fd_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  ::setsockopt(l.fd_.get(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_any;
+  a.sin6_port = htons(port);
+  if (::bind(l.fd_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+    return errno_fail("bind side channel port " + std::to_string(port), errno);
+  if (::listen(l.fd_.get(), 4) != 0) return errno_fail("listen", errno);
+  socklen_t len = sizeof a;
+  ::getsockname(l.fd_.get(), reinterpret_cast<sockaddr*>(&a), &len);
+  l.port_ = ntohs(a.sin6_port);
+  return l;
+}
+
+NetResult<SideChannel> SideListener::accept(int timeout_ms) {
+  pollfd p{fd_.get(), POLLIN, 0};
+  const int n = ::poll(&p, 1, timeout_ms);
+  if (n == 0)
+    return net_fail(NetErrc::kTimeout, "no client connected to side-channel port " +
+                                           std::to_string(port_) + " within " +
+                                           std::to_string(timeout_ms) + " ms");
+  if (n < 0) return errno_fail("poll", errno);
+  sockaddr_in6 peer{};
+  socklen_t len = sizeof peer;
+  UniqueFd fd(::accept4(fd_.get(), reinterpret_cast<sockaddr*>(&peer), &len, SOCK_CLOEXEC));
+  if (!fd) return errno_fail("accept", errno);
+  const int one = 1;
+  ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return SideChannel(std::move(fd),
+                     format_endpoint(Endpoint{peer.sin6_addr, ntohs(peer.sin6_port)}));
+}
+
+}  // namespace mrc::net

@@ -1,0 +1,110 @@
+// Socket vocabulary of the Linux driver: errors with messages, owned file descriptors, IPv6
+// endpoints, and the clock that turns CLOCK_MONOTONIC into engine time.
+//
+// The core reports errors as bare `mrc::Error` codes; network setup needs to say *what* went
+// wrong ("connection refused by [::1]:18515", "peer speaks hello version 2, we speak 1"), so
+// src/net returns NetError, a code plus a message. Nothing here throws.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <cstdint>
+#include <expected>
+#include <string>
+#include <string_view>
+
+#include "common/types.h"
+
+namespace mrc::net {
+
+enum class NetErrc : uint8_t {
+  kSystem,           // a system call failed (message names it and errno)
+  kRefused,          // the peer is absent: connection refused
+  kTimeout,          // the peer did not answer in time
+  kVersionMismatch,  // hello versions differ
+  kBadHello,         // malformed hello / side-channel frame
+  kIncompatible,     // the peers' settings cannot work together
+  kNoRoute,          // the data path does not reach the peer on some plane
+  kPeerClosed,       // the side channel closed early
+  kInvalidArgument,  // bad option or address
+  kEngine,           // the engine rejected a call
+  kVerifyFailed,     // payload verification found mismatches
+};
+const char* net_errc_name(NetErrc c);
+
+struct NetError {
+  NetErrc code = NetErrc::kSystem;
+  std::string message;
+};
+
+template <typename T>
+using NetResult = std::expected<T, NetError>;
+using NetStatus = std::expected<void, NetError>;
+
+inline std::unexpected<NetError> net_fail(NetErrc code, std::string message) {
+  return std::unexpected<NetError>(NetError{code, std::move(message)});
+}
+// "<what>: <strerror>" with ECONNREFUSED -> kRefused, ETIMEDOUT -> kTimeout, else kSystem.
+std::unexpected<NetError> errno_fail(std::string_view what, int err);
+// An engine error as a NetError ("<what>: bad rkey").
+std::unexpected<NetError> engine_fail(std::string_view what, Error e);
+
+// An owned file descriptor (closed on destruction).
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  ~UniqueFd() { reset(); }
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = o.release();
+    }
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  int get() const { return fd_; }
+  explicit operator bool() const { return fd_ >= 0; }
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+// An IPv6 address and UDP/TCP port.
+struct Endpoint {
+  in6_addr addr{};
+  uint16_t port = 0;
+};
+
+// "fcbb:bb00:4000::" -> address. kInvalidArgument with the text in the message.
+NetResult<in6_addr> parse_ipv6(std::string_view text);
+// "ADDR" (port = default_port) or "[ADDR]:PORT".
+NetResult<Endpoint> parse_endpoint(std::string_view text, uint16_t default_port);
+std::string format_ipv6(const in6_addr& a);
+std::string format_endpoint(const Endpoint& e);  // "[addr]:port"
+sockaddr_in6 to_sockaddr(const Endpoint& e);
+
+// Engine time from CLOCK_MONOTONIC, counted from the clock's creation (so 2^64 ps, 213 days,
+// is measured from process start rather than from boot).
+class MonotonicClock {
+ public:
+  MonotonicClock();
+  Time now() const;
+  // Engine time `t` as an absolute CLOCK_MONOTONIC nanosecond count.
+  uint64_t to_monotonic_ns(Time t) const { return epoch_ns_ + t / kPicosPerNano; }
+
+ private:
+  uint64_t epoch_ns_;
+};
+
+uint64_t monotonic_ns();
+
+}  // namespace mrc::net

@@ -1,0 +1,517 @@
+#include "net/udp_driver.h"
+
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <unordered_map>
+
+#include "wire/codec.h"
+
+namespace mrc::net {
+namespace {
+
+constexpr size_t kHeaderRoom = wire::kIpv6HeaderBytes + wire::kUdpHeaderBytes;  // 48
+// Largest transport packet: path MTU 9000 (QpAttr limit) + transport headers + pad + ICRC.
+constexpr size_t kMaxTransportBytes = 9000 + 256;
+constexpr size_t kSlotBytes = kHeaderRoom + kMaxTransportBytes;
+
+// Driver-level reachability ping: magic, plane, nonce. 'M' (0x4D) is no MRC opcode, so a
+// ping can never be mistaken for a transport packet.
+constexpr char kPingMagic[8] = {'M', 'R', 'C', 'P', 'I', 'N', 'G', '1'};
+constexpr char kPongMagic[8] = {'M', 'R', 'C', 'P', 'O', 'N', 'G', '1'};
+constexpr size_t kPingBytes = 8 + 1 + 8;
+
+// linux/in6.h (not in glibc's <netinet/in.h>, and the two headers do not mix).
+constexpr int kIpv6FlowinfoSend = 33;
+
+void put16(uint8_t* p, uint16_t v) {
+  p[0] = static_cast<uint8_t>(v >> 8);
+  p[1] = static_cast<uint8_t>(v);
+}
+
+// The IPv6 + UDP headers the kernel puts in front of a transport packet of `transport_bytes`
+// (as far as the ICRC covers them; the masked fields are written as the wire would carry).
+void write_headers(uint8_t* h, const in6_addr& src, const in6_addr& dst, uint16_t src_port,
+                   uint8_t traffic_class, uint32_t flow_label, size_t transport_bytes) {
+  const uint16_t udp_len = static_cast<uint16_t>(wire::kUdpHeaderBytes + transport_bytes);
+  h[0] = static_cast<uint8_t>(0x60 | traffic_class >> 4);
+  h[1] = static_cast<uint8_t>((traffic_class & 0x0F) << 4 | ((flow_label >> 16) & 0x0F));
+  h[2] = static_cast<uint8_t>(flow_label >> 8);
+  h[3] = static_cast<uint8_t>(flow_label);
+  put16(h + 4, udp_len);
+  h[6] = wire::kIpProtoUdp;
+  h[7] = 64;
+  std::memcpy(h + 8, &src, 16);
+  std::memcpy(h + 24, &dst, 16);
+  uint8_t* u = h + wire::kIpv6HeaderBytes;
+  put16(u, src_port);
+  put16(u + 2, kIcrcUdpPort);
+  put16(u + 4, udp_len);
+  put16(u + 6, 0);
+}
+
+void set_buffer(int fd, int force_opt, int opt, int bytes) {
+  // The FORCE variants ignore net.core.{r,w}mem_max but need CAP_NET_ADMIN (socket(7)).
+  if (::setsockopt(fd, SOL_SOCKET, force_opt, &bytes, sizeof bytes) != 0)
+    ::setsockopt(fd, SOL_SOCKET, opt, &bytes, sizeof bytes);
+}
+
+}  // namespace
+
+struct UdpDriver::Impl {
+  struct Socket {
+    UniqueFd fd;
+    uint8_t port = 0;
+    uint16_t src_port = 0;
+    std::vector<uint32_t> backlog;  // slots waiting for this socket (EAGAIN)
+    std::vector<uint32_t> batch;    // slots of the current round
+  };
+  struct Slot {
+    sockaddr_in6 dst{};
+    uint32_t bytes = 0;  // transport bytes at data + kHeaderRoom
+    uint32_t socket = 0;
+  };
+
+  UniqueFd epoll;
+  std::vector<Socket> sockets;  // [0, ports) = data sockets
+  std::vector<Endpoint> local;
+  std::vector<std::unordered_map<uint16_t, uint32_t>> src_sockets;  // per port
+  std::unordered_map<uint32_t, std::vector<Endpoint>> peers;
+
+  // Transmit slots.
+  std::vector<uint8_t> tx_mem;
+  std::vector<Slot> tx_slots;
+  std::vector<uint32_t> tx_free;
+  uint32_t blocked_ports = 0;  // bit p: some socket of port p has a backlog
+
+  // Receive slots.
+  std::vector<uint8_t> rx_mem;
+  std::vector<mmsghdr> rx_msgs;
+  std::vector<iovec> rx_iov;
+  std::vector<sockaddr_in6> rx_from;
+  std::vector<std::array<uint8_t, 64>> rx_control;
+
+  std::vector<mmsghdr> tx_msgs;
+  std::vector<iovec> tx_iov;
+
+  uint32_t pong_mask = 0;
+  uint64_t ping_nonce = 0;
+  bool sticky_error = false;
+  NetError error;
+
+  uint8_t* tx_data(uint32_t slot) { return tx_mem.data() + size_t{slot} * kSlotBytes; }
+  uint8_t* rx_data(uint32_t slot) { return rx_mem.data() + size_t{slot} * kSlotBytes; }
+};
+
+UdpDriver::UdpDriver(Engine& engine, const DriverConfig& config)
+    : engine_(engine), config_(config), impl_(std::make_unique<Impl>()) {}
+
+UdpDriver::~UdpDriver() = default;
+
+namespace {
+
+NetResult<UniqueFd> open_socket(const PortConfig& pc, const DriverConfig& cfg, uint16_t port,
+                                bool data_socket) {
+  UniqueFd fd(::socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd) return errno_fail("socket(AF_INET6, SOCK_DGRAM)", errno);
+  const int one = 1;
+  ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+  if (!data_socket) ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (!pc.ifname.empty() && ::setsockopt(fd.get(), SOL_SOCKET, SO_BINDTODEVICE, pc.ifname.c_str(),
+                                         static_cast<socklen_t>(pc.ifname.size())) != 0)
+    return errno_fail("SO_BINDTODEVICE " + pc.ifname, errno);
+  const int tclass = cfg.traffic_class;
+  ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_TCLASS, &tclass, sizeof tclass);
+  // ipv6(7): with IPV6_FLOWINFO_SEND the flow label comes from sin6_flowinfo. The kernel
+  // accepts any label without a flow-label lease (IPV6_FLOWLABEL_MGR) as long as no socket
+  // of the network namespace holds an exclusive lease (fl6_sock_lookup, net/ipv6/ip6_flowlabel.c).
+  ::setsockopt(fd.get(), IPPROTO_IPV6, kIpv6FlowinfoSend, &one, sizeof one);
+  // Never fragment: a datagram above the path MTU fails with EMSGSIZE (reported) instead of
+  // crossing the fabric as fragments that sprayed paths would reorder.
+  ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_DONTFRAG, &one, sizeof one);
+  set_buffer(fd.get(), SO_SNDBUFFORCE, SO_SNDBUF, cfg.socket_buffer);
+  if (data_socket) {
+    ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof one);
+    set_buffer(fd.get(), SO_RCVBUFFORCE, SO_RCVBUF, cfg.socket_buffer);
+  }
+  sockaddr_in6 a = to_sockaddr(Endpoint{pc.local.addr, port});
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+    return errno_fail("bind " + format_endpoint(Endpoint{pc.local.addr, port}), errno);
+  return fd;
+}
+
+}  // namespace
+
+NetResult<std::unique_ptr<UdpDriver>> UdpDriver::open(Engine& engine, const DriverConfig& cfg) {
+  if (cfg.ports.empty() || cfg.ports.size() > 32)
+    return net_fail(NetErrc::kInvalidArgument, "1 to 32 ports required");
+  if (engine.config().num_ports != cfg.ports.size())
+    return net_fail(NetErrc::kInvalidArgument, "engine port count differs from driver ports");
+  if (cfg.batch == 0 || cfg.batch > 1024)
+    return net_fail(NetErrc::kInvalidArgument, "batch must be 1..1024");
+  std::unique_ptr<UdpDriver> d(new UdpDriver(engine, cfg));
+  Impl& m = *d->impl_;
+  m.epoll = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
+  if (!m.epoll) return errno_fail("epoll_create1", errno);
+  d->stats_.ports.resize(cfg.ports.size());
+  m.src_sockets.resize(cfg.ports.size());
+  for (size_t p = 0; p < cfg.ports.size(); ++p) {
+    auto fd = open_socket(cfg.ports[p], cfg, cfg.ports[p].local.port, true);
+    if (!fd) return std::unexpected(fd.error());
+    sockaddr_in6 a{};
+    socklen_t len = sizeof a;
+    ::getsockname(fd->get(), reinterpret_cast<sockaddr*>(&a), &len);
+    m.local.push_back(Endpoint{a.sin6_addr, ntohs(a.sin6_port)});
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u32 = static_cast<uint32_t>(p);
+    if (::epoll_ctl(m.epoll.get(), EPOLL_CTL_ADD, fd->get(), &ev) != 0)
+      return errno_fail("epoll_ctl", errno);
+    Impl::Socket s;
+    s.fd = std::move(*fd);
+    s.port = static_cast<uint8_t>(p);
+    s.src_port = m.local.back().port;
+    m.sockets.push_back(std::move(s));
+  }
+  // Two batches of transmit slots: one being filled while the other waits in backlogs.
+  const uint32_t tx_count = 2 * cfg.batch;
+  m.tx_mem.resize(size_t{tx_count} * kSlotBytes);
+  m.tx_slots.resize(tx_count);
+  for (uint32_t i = tx_count; i-- > 0;)
+    m.tx_free.push_back(i);
+  m.tx_msgs.resize(cfg.batch);
+  m.tx_iov.resize(cfg.batch);
+  m.rx_mem.resize(size_t{cfg.batch} * kSlotBytes);
+  m.rx_msgs.resize(cfg.batch);
+  m.rx_iov.resize(cfg.batch);
+  m.rx_from.resize(cfg.batch);
+  m.rx_control.resize(cfg.batch);
+  return d;
+}
+
+const Endpoint& UdpDriver::local(uint8_t port) const {
+  return impl_->local.at(port);
+}
+
+NetStatus UdpDriver::set_peer(uint32_t peer, std::span<const Endpoint> ports) {
+  if (ports.size() != config_.ports.size())
+    return net_fail(NetErrc::kIncompatible, "peer has " + std::to_string(ports.size()) +
+                                                " planes, we have " +
+                                                std::to_string(config_.ports.size()));
+  impl_->peers[peer] = std::vector<Endpoint>(ports.begin(), ports.end());
+  return {};
+}
+
+namespace {
+
+// Receives every datagram waiting on one data socket (at most a few batches per call so a
+// flood on one port cannot starve transmission), hands MRC packets to the engine.
+void receive_port(UdpDriver& d, UdpDriver::Impl& m, DriverStats& stats, Engine& engine,
+                  const DriverConfig& cfg, uint8_t port) {
+  const int fd = m.sockets[port].fd.get();
+  const Endpoint& self = m.local[port];
+  for (int round = 0; round < 4; ++round) {
+    for (uint32_t i = 0; i < cfg.batch; ++i) {
+      m.rx_iov[i] = iovec{m.rx_data(i) + kHeaderRoom, kMaxTransportBytes};
+      msghdr& h = m.rx_msgs[i].msg_hdr;
+      h = msghdr{};
+      h.msg_name = &m.rx_from[i];
+      h.msg_namelen = sizeof(sockaddr_in6);
+      h.msg_iov = &m.rx_iov[i];
+      h.msg_iovlen = 1;
+      h.msg_control = m.rx_control[i].data();
+      h.msg_controllen = m.rx_control[i].size();
+    }
+    const int n = ::recvmmsg(fd, m.rx_msgs.data(), cfg.batch, MSG_DONTWAIT, nullptr);
+    if (n <= 0) return;
+    const Time now = d.now();
+    PortStats& ps = stats.ports[port];
+    for (int i = 0; i < n; ++i) {
+      const msghdr& h = m.rx_msgs[i].msg_hdr;
+      const size_t len = m.rx_msgs[i].msg_len;
+      uint8_t* buf = m.rx_data(static_cast<uint32_t>(i));
+      uint8_t* payload = buf + kHeaderRoom;
+      const sockaddr_in6& from = m.rx_from[i];
+      ++ps.rx_packets;
+      ps.rx_bytes += len;
+      if (len == kPingBytes && std::memcmp(payload, kPingMagic, 8) == 0) {
+        std::memcpy(payload, kPongMagic, 8);
+        ::sendto(fd, payload, len, 0, reinterpret_cast<const sockaddr*>(&from), sizeof from);
+        ++stats.pings_answered;
+        continue;
+      }
+      if (len == kPingBytes && std::memcmp(payload, kPongMagic, 8) == 0) {
+        if (payload[8] < 32) m.pong_mask |= 1u << payload[8];
+        ++stats.pongs_received;
+        continue;
+      }
+      uint8_t tclass = 0;
+      for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(const_cast<msghdr*>(&h), c)) {
+        if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
+          int v = 0;
+          std::memcpy(&v, CMSG_DATA(c), sizeof v);
+          tclass = static_cast<uint8_t>(v);
+        }
+      }
+      write_headers(buf, from.sin6_addr, self.addr, ntohs(from.sin6_port), tclass, 0, len);
+      wire::DecodeOptions opt;
+      opt.verify_icrc = cfg.verify_icrc;
+      auto dg = wire::decode(std::span<const uint8_t>(buf, kHeaderRoom + len), opt);
+      if (!dg) {
+        ++engine.mutable_counters().drops[static_cast<int>(DropReason::kDecode)];
+        ++stats.decode_errors[static_cast<size_t>(dg.error()) % stats.decode_errors.size()];
+        ++stats.decode_drops;
+        continue;
+      }
+      RxPacket rx;
+      rx.port = port;
+      rx.ecn_ce = (tclass & 0x3) == wire::kEcnCe;
+      rx.trimmed = (tclass >> 2) == wire::kDscpTrimmed;
+      ps.rx_ce += rx.ecn_ce;
+      ps.rx_trimmed += rx.trimmed;
+      rx.pkt = dg->pkt;
+      (void)engine.on_packet(now, rx);  // drops are counted by the engine
+    }
+    if (static_cast<uint32_t>(n) < cfg.batch) return;
+  }
+}
+
+}  // namespace
+
+// Sends the slots queued on socket `s` with sendmmsg. Returns false on a hard error.
+static bool send_queued(UdpDriver::Impl& m, DriverStats& stats, std::vector<uint32_t>& queue,
+                        UdpDriver::Impl::Socket& s, NetError& err) {
+  size_t done = 0;
+  while (done < queue.size()) {
+    const size_t n = std::min(queue.size() - done, m.tx_msgs.size());
+    for (size_t i = 0; i < n; ++i) {
+      UdpDriver::Impl::Slot& slot = m.tx_slots[queue[done + i]];
+      m.tx_iov[i] = iovec{m.tx_data(queue[done + i]) + kHeaderRoom, slot.bytes};
+      msghdr& h = m.tx_msgs[i].msg_hdr;
+      h = msghdr{};
+      h.msg_name = &slot.dst;
+      h.msg_namelen = sizeof slot.dst;
+      h.msg_iov = &m.tx_iov[i];
+      h.msg_iovlen = 1;
+    }
+    const int sent = ::sendmmsg(s.fd.get(), m.tx_msgs.data(), static_cast<unsigned>(n), 0);
+    PortStats& ps = stats.ports[s.port];
+    if (sent < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
+        ++ps.tx_blocked;
+        break;
+      }
+      if (errno == EMSGSIZE) {
+        err = NetError{NetErrc::kInvalidArgument,
+                       "datagram of " + std::to_string(m.tx_slots[queue[done]].bytes) +
+                           " bytes exceeds the MTU of port " + std::to_string(s.port) +
+                           ": lower the path MTU (-m)"};
+        return false;
+      }
+      // Unreachable destination and the like: the packet is lost, as on a wire; the engine
+      // detects it. Skip it so the rest of the batch goes out.
+      ++ps.tx_errors;
+      m.tx_free.push_back(queue[done]);
+      ++done;
+      continue;
+    }
+    for (int i = 0; i < sent; ++i) {
+      ++ps.tx_packets;
+      ps.tx_bytes += m.tx_slots[queue[done + static_cast<size_t>(i)]].bytes;
+      m.tx_free.push_back(queue[done + static_cast<size_t>(i)]);
+    }
+    done += static_cast<size_t>(sent);
+  }
+  queue.erase(queue.begin(), queue.begin() + static_cast<ptrdiff_t>(done));
+  return true;
+}
+
+namespace {
+
+// The socket of `port` that sends from `src_port` (created on first use).
+uint32_t socket_for(UdpDriver::Impl& m, const DriverConfig& cfg, DriverStats& stats, uint8_t port,
+                    uint16_t src_port) {
+  auto& map = m.src_sockets[port];
+  if (auto it = map.find(src_port); it != map.end()) return it->second;
+  uint32_t index = port;  // fallback: the data socket
+  auto fd = open_socket(cfg.ports[port], cfg, src_port, false);
+  if (fd) {
+    UdpDriver::Impl::Socket s;
+    s.fd = std::move(*fd);
+    s.port = port;
+    s.src_port = src_port;
+    index = static_cast<uint32_t>(m.sockets.size());
+    m.sockets.push_back(std::move(s));
+  } else {
+    ++stats.ports[port].src_port_fallbacks;
+  }
+  map.emplace(src_port, index);
+  return index;
+}
+
+}  // namespace
+
+NetStatus UdpDriver::poll(Time max_wait) {
+  Impl& m = *impl_;
+  thread_local bool slack_set = false;
+  if (!slack_set) {
+    // Timer slack defaults to 50 us (prctl(2)); the engine's ACK delay is 2 us.
+    ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    slack_set = true;
+  }
+  auto service = [&]() -> NetStatus {
+    Time now = clock_.now();
+    if (engine_.next_deadline() <= now) engine_.on_timer(now);
+    // Transmit rounds: backlogs first, then fresh packets for ports that are not blocked.
+    for (int round = 0; round < 64; ++round) {
+      m.blocked_ports = 0;
+      for (Impl::Socket& s : m.sockets) {
+        if (s.backlog.empty()) continue;
+        if (!send_queued(m, stats_, s.backlog, s, m.error)) return std::unexpected(m.error);
+        if (!s.backlog.empty()) m.blocked_ports |= 1u << s.port;
+      }
+      const uint32_t all = (config_.ports.size() >= 32) ? ~0u : ((1u << config_.ports.size()) - 1);
+      const uint32_t mask = all & ~m.blocked_ports;
+      if (!mask) break;
+      uint32_t produced = 0;
+      TxPacket tx;
+      std::vector<uint32_t> touched;
+      now = clock_.now();
+      while (produced < config_.batch && !m.tx_free.empty() &&
+             engine_.poll_transmit(now, mask, tx)) {
+        const uint32_t slot = m.tx_free.back();
+        m.tx_free.pop_back();
+        uint8_t* buf = m.tx_data(slot);
+        auto n = wire::encode_transport(
+            tx.pkt, std::span<uint8_t>(buf + kHeaderRoom, kMaxTransportBytes - 4));
+        auto pit = m.peers.find(tx.peer);
+        if (!n || pit == m.peers.end() || tx.port >= pit->second.size()) {
+          m.tx_free.push_back(slot);
+          ++stats_.ports[tx.port].tx_errors;
+          continue;
+        }
+        const Endpoint& peer = pit->second[tx.port];
+        in6_addr dst = peer.addr;
+        uint32_t flow_label = 0;
+        uint16_t src_port = m.local[tx.port].port;
+        uint32_t sock = tx.port;
+        if (config_.ev_mode == ev::FormatMode::kSrv6) {
+          // The EV's uSID carrier is the destination; an all-zero EV (tests) keeps the
+          // peer's address.
+          bool zero = true;
+          for (int i = 0; i < 16; ++i)
+            zero = zero && (*tx.ev)[static_cast<size_t>(i)] == 0;
+          if (!zero) std::memcpy(&dst, tx.ev->data(), 16);
+        } else {
+          wire::Ipv6Header ip;
+          wire::UdpHeader udp;
+          wire::SrhHeader srh;
+          bool has_srh = false;
+          udp.src_port = src_port;
+          ev::apply_to_envelope(config_.ev_mode, *tx.ev, ip, udp, srh, has_srh);
+          flow_label = ip.flow_label;
+          if (udp.src_port != src_port) {
+            sock = socket_for(m, config_, stats_, tx.port, udp.src_port);
+            src_port = m.sockets[sock].src_port;
+          }
+        }
+        write_headers(buf, m.local[tx.port].addr, dst, src_port, config_.traffic_class, flow_label,
+                      *n + 4);
+        const uint32_t crc = wire::icrc(std::span<const uint8_t>(buf, kHeaderRoom + *n));
+        uint8_t* trailer = buf + kHeaderRoom + *n;
+        trailer[0] = static_cast<uint8_t>(crc);
+        trailer[1] = static_cast<uint8_t>(crc >> 8);
+        trailer[2] = static_cast<uint8_t>(crc >> 16);
+        trailer[3] = static_cast<uint8_t>(crc >> 24);
+        Impl::Slot& s = m.tx_slots[slot];
+        s.bytes = static_cast<uint32_t>(*n + 4);
+        s.socket = sock;
+        s.dst = to_sockaddr(Endpoint{dst, peer.port});
+        s.dst.sin6_flowinfo = htonl(flow_label & 0xFFFFF);
+        if (m.sockets[sock].batch.empty()) touched.push_back(sock);
+        m.sockets[sock].batch.push_back(slot);
+        ++produced;
+      }
+      for (uint32_t si : touched) {
+        Impl::Socket& s = m.sockets[si];
+        if (!send_queued(m, stats_, s.batch, s, m.error)) return std::unexpected(m.error);
+        // What did not fit stays queued, in order, ahead of anything newer.
+        s.backlog.insert(s.backlog.end(), s.batch.begin(), s.batch.end());
+        s.batch.clear();
+      }
+      if (produced < config_.batch) break;
+    }
+    return {};
+  };
+
+  if (auto s = service(); !s) return s;
+  ++stats_.wakeups;
+  // Wait for input or the next deadline.
+  const Time now = clock_.now();
+  Time wait = max_wait;
+  const Time deadline = engine_.next_deadline();
+  if (deadline <= now)
+    wait = 0;
+  else if (deadline - now < wait)
+    wait = deadline - now;
+  bool backlog = false;
+  for (const Impl::Socket& s : m.sockets)
+    backlog = backlog || !s.backlog.empty();
+  if (backlog) wait = std::min<Time>(wait, us(20));
+  if (config_.busy_poll) wait = 0;
+  epoll_event events[32];
+  timespec ts{static_cast<time_t>(wait / kPicosPerSecond),
+              static_cast<long>((wait % kPicosPerSecond) / kPicosPerNano)};
+  const int n = ::epoll_pwait2(m.epoll.get(), events, 32, &ts, nullptr);
+  if (n < 0 && errno != EINTR) return errno_fail("epoll_pwait2", errno);
+  for (int i = 0; i < n; ++i)
+    receive_port(*this, m, stats_, engine_, config_, static_cast<uint8_t>(events[i].data.u32));
+  if (n > 0) return service();
+  return {};
+}
+
+NetStatus UdpDriver::probe_planes(uint32_t peer, Time timeout) {
+  Impl& m = *impl_;
+  auto pit = m.peers.find(peer);
+  if (pit == m.peers.end()) return net_fail(NetErrc::kInvalidArgument, "unknown peer");
+  const uint32_t want = config_.ports.size() >= 32 ? ~0u : (1u << config_.ports.size()) - 1;
+  m.pong_mask = 0;
+  const Time start = now();
+  Time next_ping = start;
+  while ((m.pong_mask & want) != want) {
+    const Time t = now();
+    if (t - start >= timeout) break;
+    if (t >= next_ping) {
+      for (size_t p = 0; p < config_.ports.size(); ++p) {
+        if (m.pong_mask & (1u << p)) continue;
+        uint8_t ping[kPingBytes];
+        std::memcpy(ping, kPingMagic, 8);
+        ping[8] = static_cast<uint8_t>(p);
+        const uint64_t nonce = ++m.ping_nonce;
+        std::memcpy(ping + 9, &nonce, 8);
+        sockaddr_in6 dst = to_sockaddr(pit->second[p]);
+        ::sendto(m.sockets[p].fd.get(), ping, sizeof ping, 0,
+                 reinterpret_cast<const sockaddr*>(&dst), sizeof dst);
+      }
+      next_ping = t + ms(20);
+    }
+    if (auto s = poll(ms(5)); !s) return s;
+  }
+  if ((m.pong_mask & want) == want) return {};
+  std::string msg =
+      "no reply over the data path within " + std::to_string(timeout / kPicosPerMilli) + " ms from";
+  for (size_t p = 0; p < config_.ports.size(); ++p)
+    if (!(m.pong_mask & (1u << p)))
+      msg += " plane " + std::to_string(p) + " (" + format_endpoint(pit->second[p]) + ")";
+  msg += ": the fabric has no route to the peer there (or a firewall drops UDP)";
+  return net_fail(NetErrc::kNoRoute, std::move(msg));
+}
+
+}  // namespace mrc::net

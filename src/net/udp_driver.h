@@ -1,0 +1,125 @@
+// The Linux driver: runs one mrc::Engine over UDP/IPv6 sockets, one NIC port (plane) per
+// local address. All I/O of the Linux world lives here; the engine stays sans-IO.
+//
+// Sockets. Each port has a data socket bound to its address (and interface, SO_BINDTODEVICE,
+// when named) on its UDP port: it receives everything for the port and sends SRV6-mode
+// packets and everything whose path needs no particular source port. The EV chooses the path:
+//   SRV6  the destination address is the EV's uSID carrier (bytes 0-15); the kernel's
+//         seg6local "End flavors next-csid" forwards on it, so no SRH is needed and every
+//         packet of a sendmmsg batch may take another path;
+//   STEV  flow label (sin6_flowinfo + IPV6_FLOWINFO_SEND) and UDP source port;
+//   UDP   UDP source port.
+// A UDP socket sends from the port it is bound to, so for STEV/UDP each distinct EV source
+// port gets its own send-only socket on the port's address (created on first use, bound with
+// SO_REUSEADDR so two engines on one address may share them). If that bind fails the packet
+// leaves from the data socket (counted as src_port_fallbacks).
+//
+// Wire. A UDP socket carries the transport packet (BTH .. payload, pad, ICRC); the kernel
+// builds IPv6 and UDP. The ICRC (wire/codec.h) still covers the invariant IPv6/UDP fields:
+// the sender computes it over the headers it knows the kernel will build (its source address
+// and port, lengths; destination port written as 4791 whatever the configured port, so a
+// test port does not change the CRC), and the receiver rebuilds those headers in front of the
+// payload from recvmsg (source address and port, traffic class from IPV6_RECVTCLASS), then
+// decodes the whole datagram with wire::decode. ECN CE and the DSCP trimmed mark reach the
+// engine that way. Packets leave with ECT(0) (IPV6_TCLASS) so switches mark instead of drop.
+//
+// Loop. poll() is one turn of the engine's calling sequence: wait (epoll_pwait2, nanosecond
+// timeout) for a readable port or the engine's next deadline, receive in batches
+// (recvmmsg), run timers, drain poll_transmit into batches per socket (sendmmsg). A full
+// socket buffer (EAGAIN) keeps the packets queued in the driver and masks that port out of
+// poll_transmit until they leave; nothing the engine handed over is dropped locally.
+// No busy-wait unless DriverConfig::busy_poll.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "net/sockets.h"
+#include "transport/engine.h"
+
+namespace mrc::net {
+
+// The UDP port the ICRC's pseudo-header always names (RoCEv2's port; wire::kRoceUdpPort).
+inline constexpr uint16_t kIcrcUdpPort = 4791;
+
+struct PortConfig {
+  Endpoint local;      // address and UDP port (0: any free port)
+  std::string ifname;  // SO_BINDTODEVICE when not empty
+};
+
+struct DriverConfig {
+  std::vector<PortConfig> ports;  // index = engine port (plane)
+  ev::FormatMode ev_mode = ev::FormatMode::kSrv6;
+  // wire::decode checks the ICRC of every datagram. Off: only the UDP checksum (computed
+  // and checked by the kernel over the same bytes) protects the payload.
+  bool verify_icrc = true;
+  bool busy_poll = false;        // never sleep (one core spins)
+  uint32_t batch = 64;           // packets per sendmmsg/recvmmsg
+  int socket_buffer = 8 << 20;   // SO_SNDBUF/SO_RCVBUF (FORCE variants when permitted)
+  uint8_t traffic_class = 0x02;  // ECT(0), RFC 3168
+};
+
+struct PortStats {
+  uint64_t tx_packets = 0, tx_bytes = 0;  // bytes = UDP payload
+  uint64_t rx_packets = 0, rx_bytes = 0;
+  uint64_t rx_ce = 0;       // arrived with ECN CE
+  uint64_t rx_trimmed = 0;  // arrived with the trimmed DSCP
+  uint64_t tx_blocked = 0;  // sendmmsg returned EAGAIN (queued, resent later)
+  uint64_t tx_errors = 0;   // other send errors (packet lost; the engine recovers)
+  uint64_t src_port_fallbacks = 0;
+};
+
+struct DriverStats {
+  std::vector<PortStats> ports;
+  // Datagrams the driver could not decode, by wire error (index = mrc::Error value). Each is
+  // also counted in the engine's drops[kDecode].
+  std::array<uint64_t, 64> decode_errors{};
+  uint64_t decode_drops = 0;
+  uint64_t pings_answered = 0, pongs_received = 0;
+  uint64_t wakeups = 0;
+};
+
+class UdpDriver {
+ public:
+  // Opens the sockets of every port. `engine.config().num_ports` must equal the port count.
+  static NetResult<std::unique_ptr<UdpDriver>> open(Engine& engine, const DriverConfig& config);
+  ~UdpDriver();
+  UdpDriver(const UdpDriver&) = delete;
+  UdpDriver& operator=(const UdpDriver&) = delete;
+
+  // Where QpAttr::peer `peer` listens on each port (index = port).
+  NetStatus set_peer(uint32_t peer, std::span<const Endpoint> ports);
+
+  Time now() const { return clock_.now(); }
+  Engine& engine() { return engine_; }
+  // The bound endpoint of port p (the real UDP port when configured as 0).
+  const Endpoint& local(uint8_t port) const;
+  const DriverConfig& config() const { return config_; }
+
+  // One turn of the loop; waits at most `max_wait` (0: do not block). Errors: a socket
+  // failure that will not go away (e.g. EMSGSIZE: the MTU is too large for the interface).
+  NetStatus poll(Time max_wait);
+
+  // Reachability check over the data path: sends a driver-level ping (never seen by the
+  // engine) from every port to the peer's address on that port until each is answered.
+  // kNoRoute naming the silent planes after `timeout`.
+  NetStatus probe_planes(uint32_t peer, Time timeout);
+
+  const DriverStats& stats() const { return stats_; }
+
+  struct Impl;
+
+ private:
+  UdpDriver(Engine& engine, const DriverConfig& config);
+  Engine& engine_;
+  DriverConfig config_;
+  MonotonicClock clock_;
+  DriverStats stats_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mrc::net
