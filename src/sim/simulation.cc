@@ -74,6 +74,7 @@ struct SimPacket {
   bool is_data = false;
   uint32_t wire_bytes = 0;
   uint32_t src = 0, dst = 0;
+  uint32_t dst_leaf = 0;      // leaf_of(dst), computed once per packet (not per hop)
   uint32_t entropy = 0;       // ECMP hash input (the EV's bits)
   uint16_t spine = kNoSpine;  // SRv6: the spine the EV names
   uint8_t plane = 0;
@@ -126,6 +127,25 @@ Time serialization(uint64_t bytes, uint64_t bps) {
   return static_cast<Time>((static_cast<__uint128_t>(bytes) * 8 * kPicosPerSecond) / bps);
 }
 
+// A link's rate with its per-byte time precomputed: serialization runs once per packet per
+// hop, and a division there is a measurable share of the simulator's time.
+class LinkRate {
+ public:
+  void set(uint64_t bps) {
+    bps_ = bps;
+    const uint64_t per_byte = 8 * kPicosPerSecond / bps;
+    exact_ps_per_byte_ = per_byte * bps == 8 * kPicosPerSecond ? per_byte : 0;
+  }
+  uint64_t bps() const { return bps_; }
+  Time serialize(uint64_t bytes) const {
+    return exact_ps_per_byte_ ? bytes * exact_ps_per_byte_ : serialization(bytes, bps_);
+  }
+
+ private:
+  uint64_t bps_ = 0;
+  Time exact_ps_per_byte_ = 0;  // 0: the rate does not divide 8e12 exactly
+};
+
 uint32_t mix32(uint64_t x) {
   x ^= x >> 33;
   x *= 0xff51afd7ed558ccdull;
@@ -154,7 +174,7 @@ struct Port {
   uint32_t peer = 0;       // switch index, or host id when peer_is_host
   uint32_t peer_port = 0;  // ingress port number at the peer
   bool peer_is_host = false;
-  uint64_t bps = 0;
+  LinkRate rate;
   Time delay = 0;
   Time busy_until = 0;
   bool free_pending = false;  // a kPortFree event is scheduled
@@ -181,7 +201,7 @@ struct Switch {
 struct HostPort {
   uint32_t leaf = 0;  // switch index
   uint32_t leaf_port = 0;
-  uint64_t bps = 0;
+  LinkRate rate;
   Time delay = 0;
   Time busy_until = 0;
   bool up = true;
@@ -432,7 +452,7 @@ Status Simulation::Impl::build() {
   }
   for (Switch& s : switches) {
     for (Port& port : s.ports) {
-      port.bps = t.link_bps;
+      port.rate.set(t.link_bps);
       port.delay = t.link_delay;
     }
     s.ingress_bytes.assign(s.ports.size(), 0);
@@ -460,7 +480,7 @@ Status Simulation::Impl::build() {
       HostPort& hp = host.ports[p];
       hp.leaf = leaf_index(p, leaf_of(h));
       hp.leaf_port = h % H;
-      hp.bps = t.link_bps;
+      hp.rate.set(t.link_bps);
       hp.delay = t.link_delay;
     }
   }
@@ -602,18 +622,18 @@ Result<QpPair> Simulation::Impl::qp_for(HostId src, HostId dst, uint32_t plane) 
 // 3. Forwarding.
 
 uint32_t Simulation::Impl::forward(const Switch& sw, const SimPacket& p) {
-  const uint32_t dst_leaf = leaf_of(p.dst);
+  const uint32_t dst_leaf = p.dst_leaf;
   if (sw.kind == Switch::kSpine) {
     // Spine: the active uSID after its own End is the destination leaf; ECMP spines have one
     // route per leaf too. Parallel links are chosen by the packet's entropy.
     const uint32_t lane = k_parallel > 1 ? mix32(p.entropy ^ sw.index) % k_parallel : 0;
     return dst_leaf * k_parallel + lane;
   }
-  if (sw.index == dst_leaf) return p.dst % H;  // host-facing port
+  if (sw.index == dst_leaf) return p.dst - dst_leaf * H;  // host-facing port
   const uint32_t lane_pick = k_parallel > 1 ? mix32(p.entropy + 7) % k_parallel : 0;
   if (cfg.transport.path_mode == PathMode::kSrv6 && cfg.transport.kind != TransportKind::kRoce) {
     // Static uSID route: the spine the sender chose. Never rerouted.
-    const uint32_t spine = p.spine == kNoSpine ? 0 : p.spine % S;
+    const uint32_t spine = p.spine == kNoSpine ? 0 : p.spine;  // < S (send_from_host)
     return H + lane_pick * S + spine;
   }
   // ECMP over the uplinks the routing view still lists.
@@ -695,10 +715,11 @@ void Simulation::Impl::send_from_host(HostId h, const TxPacket& tx) {
   p.spine = kNoSpine;
   if (cfg.transport.path_mode == PathMode::kSrv6 && cfg.transport.kind != TransportKind::kRoce) {
     const uint16_t first = ev::usid_at(*tx.ev, 0);
-    if (first >= kSpineUsidBase) p.spine = static_cast<uint16_t>(first - kSpineUsidBase);
+    if (first >= kSpineUsidBase) p.spine = static_cast<uint16_t>((first - kSpineUsidBase) % S);
   }
+  p.dst_leaf = leaf_of(p.dst);
   if (pcap && pcap_hosts[h]) tap(h, p);
-  const Time ser = serialization(p.wire_bytes, hp.bps);
+  const Time ser = hp.rate.serialize(p.wire_bytes);
   hp.busy_until = now + ser;
   schedule(0, hp.busy_until, kHostPortFree, h, tx.port);
   if (!hp.up || hp.blackhole || (hp.loss > 0 && rngs[cur_partition].chance(hp.loss))) {
@@ -812,7 +833,7 @@ void Simulation::Impl::start_tx(uint32_t swi, uint32_t port_index) {
       send_pause(swi, q.ingress, false);
     }
   }
-  const Time ser = serialization(q.wire_bytes, out.bps);
+  const Time ser = out.rate.serialize(q.wire_bytes);
   out.busy_until = now + ser;
   out.tx_bytes += q.wire_bytes;
   if (!out.high.empty() || (!out.low.empty() && !out.paused)) {
@@ -1000,7 +1021,7 @@ void Simulation::Impl::apply_fault(uint32_t idx) {
         port.loss = a.value;
         break;
       case FaultAction::kRate:
-        port.bps = a.bps;
+        port.rate.set(a.bps);
         break;
     }
   };
@@ -1062,7 +1083,7 @@ void Simulation::Impl::sample(uint32_t plane) {
       if (port.link_id == UINT32_MAX) continue;
       const uint64_t bytes = port.tx_bytes - port.sampled_tx_bytes;
       port.sampled_tx_bytes = port.tx_bytes;
-      const double cap = static_cast<double>(port.bps) * static_cast<double>(interval) /
+      const double cap = static_cast<double>(port.rate.bps()) * static_cast<double>(interval) /
                          (8.0 * static_cast<double>(kPicosPerSecond));
       samples.push_back(LinkSample{now, port.link_id, static_cast<float>(bytes / cap),
                                    static_cast<uint32_t>(port.queue_bytes)});
@@ -1400,6 +1421,7 @@ Result<uint64_t> Simulation::check_usid_forwarding() const {
           SimPacket p;
           p.src = src;
           p.dst = dst;
+          p.dst_leaf = m.leaf_of(dst);
           p.plane = static_cast<uint8_t>(plane);
           p.spine = same_leaf ? kNoSpine : static_cast<uint16_t>(spine);
           p.entropy = mix32(src * 31 + dst);
