@@ -68,10 +68,9 @@ struct DataBody {
   wire::DataExt data;
 };
 
-struct SimPacket {
-  DataBody body;         // data packets
-  uint32_t control = 0;  // control packets: index into the control pool
-  bool is_data = false;
+// The fields switches read come first: a switch touches only the first cache line (the run
+// loop prefetches it one event ahead); the transport body is read at the destination host.
+struct alignas(64) SimPacket {
   uint32_t wire_bytes = 0;
   uint32_t src = 0, dst = 0;
   uint32_t dst_leaf = 0;      // leaf_of(dst), computed once per packet (not per hop)
@@ -79,6 +78,9 @@ struct SimPacket {
   uint16_t spine = kNoSpine;  // SRv6: the spine the EV names
   uint8_t plane = 0;
   uint8_t flags = 0;
+  uint32_t control = 0;  // control packets: index into the control pool
+  bool is_data = false;
+  DataBody body;  // data packets
 };
 
 // A queued packet: its handle plus what dequeueing needs, so that a port can start the next
