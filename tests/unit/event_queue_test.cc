@@ -85,11 +85,11 @@ RC_GTEST_PROP(EventQueue, PopsInTimeKeyOrder, ()) {
     const int children = *rc::gen::inRange(0, 3);
     for (int c = 0; c < children; ++c) {
       // Mostly near (same time, same bucket, a few buckets on), sometimes far beyond.
-      const Time delta = *rc::gen::weightedOneOf<Time>(
-          {{3, rc::gen::just<Time>(0)},
-           {6, rc::gen::inRange<Time>(0, 4 * width)},
-           {2, rc::gen::inRange<Time>(0, 100'000)},
-           {1, rc::gen::inRange<Time>(0, 100'000'000)}});
+      const Time delta =
+          *rc::gen::weightedOneOf<Time>({{3, rc::gen::just<Time>(0)},
+                                         {6, rc::gen::inRange<Time>(0, 4 * width)},
+                                         {2, rc::gen::inRange<Time>(0, 100'000)},
+                                         {1, rc::gen::inRange<Time>(0, 100'000'000)}});
       push(now + delta);
     }
     RC_ASSERT(q.size() == ref.size());
