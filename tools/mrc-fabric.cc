@@ -103,9 +103,66 @@ int flap_in_background(const FabricPlan& plan, const std::string& link, uint64_t
   _exit(s ? 0 : 1);
 }
 
+// `exec HOST command...`: everything after HOST belongs to the command (CLI11 would take its
+// options for ours), so this one is parsed by hand. Returns only on failure.
+int run_exec(std::string name, std::vector<std::string> args) {
+  size_t i = 0;
+  while (i < args.size() && args[i].starts_with("--name")) {
+    if (args[i] == "--name" && i + 1 < args.size()) {
+      name = args[i + 1];
+      i += 2;
+    } else {
+      name = args[i].substr(7);
+      i += 1;
+    }
+  }
+  if (i >= args.size()) {
+    fmt::print(stderr, "usage: mrc-fabric exec [--name NAME] HOST command [args...]\n");
+    return 2;
+  }
+  const std::string host = args[i++];
+  if (i < args.size() && args[i] == "--") ++i;
+  if (i >= args.size()) {
+    fmt::print(stderr, "mrc-fabric exec: no command given\n");
+    return 2;
+  }
+  auto plan = load_fabric(name);
+  if (!plan) return report(std::unexpected(plan.error()));
+  const auto h = parse_host(*plan, host);
+  if (!h) {
+    fmt::print(stderr, "mrc-fabric: unknown host '{}' (h0..h{})\n", host, plan->spec.hosts - 1);
+    return 2;
+  }
+  // `ip netns exec` also gives the command the namespace's /sys view.
+  std::vector<std::string> full{"ip", "netns", "exec", plan->nodes[size_t(*h)].ns};
+  full.insert(full.end(), args.begin() + long(i), args.end());
+  std::vector<char*> cargs;
+  for (auto& a : full)
+    cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  execvp("ip", cargs.data());
+  execv("/usr/sbin/ip", cargs.data());
+  std::perror("exec ip");
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  {
+    std::string name = "mrc";
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--name" && i + 1 < argc) {
+        name = argv[++i];
+      } else if (a.starts_with("--name=")) {
+        name = a.substr(7);
+      } else {
+        if (a == "exec") return run_exec(name, std::vector<std::string>(argv + i + 1, argv + argc));
+        break;
+      }
+    }
+  }
   CLI::App app{"mrc-fabric: multi-plane two-tier SRv6 fabrics of network namespaces (root)"};
   app.require_subcommand(1);
   app.fallthrough();  // --name may follow the subcommand
@@ -131,12 +188,12 @@ int main(int argc, char** argv) {
   auto* status = app.add_subcommand("status", "per-link counters and fault state");
   status->add_flag("--json", json_out, "one JSON object");
 
+  // Listed for --help; run_exec handles it before CLI11 sees the command's own options.
   std::string host;
   std::vector<std::string> command;
-  auto* exec = app.add_subcommand("exec", "run a command in a host namespace");
+  auto* exec = app.add_subcommand("exec", "run a command in a host namespace: exec HOST cmd...");
   exec->add_option("host", host, "h0 or 0")->required();
   exec->add_option("command", command, "command and arguments")->required();
-  exec->prefix_command();
 
   std::string action, target;
   bool off = false;
@@ -215,24 +272,6 @@ int main(int argc, char** argv) {
     else
       print_status(*st);
     return 0;
-  }
-  if (*exec) {
-    const auto h = parse_host(*plan, host);
-    if (!h) {
-      fmt::print(stderr, "mrc-fabric: unknown host '{}' (h0..h{})\n", host, plan->spec.hosts - 1);
-      return 2;
-    }
-    // `ip netns exec` also gives the command the namespace's /sys view.
-    std::vector<std::string> args{"ip", "netns", "exec", plan->nodes[size_t(*h)].ns};
-    args.insert(args.end(), command.begin(), command.end());
-    std::vector<char*> cargs;
-    for (auto& a : args)
-      cargs.push_back(a.data());
-    cargs.push_back(nullptr);
-    execvp("ip", cargs.data());
-    execv("/usr/sbin/ip", cargs.data());
-    std::perror("exec ip");
-    return 1;
   }
   if (*link) return report(set_link_admin(*plan, target, action == "up"));
   if (*blackhole) return report(set_blackhole(*plan, target, !off));

@@ -406,8 +406,7 @@ std::vector<std::string> path_links(const FabricSpec& spec, int plane, int src_h
   std::vector<std::string> out{host_link_name(src_host, plane)};
   if (spine) {
     out.push_back(fabric_link_name(plane, leaf_of_host(spec, src_host), *spine));
-    const std::string down = fabric_link_name(plane, leaf_of_host(spec, dst_host), *spine);
-    if (down != out.back()) out.push_back(down);
+    out.push_back(fabric_link_name(plane, leaf_of_host(spec, dst_host), *spine));
   }
   out.push_back(host_link_name(dst_host, plane));
   return out;

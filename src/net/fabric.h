@@ -201,7 +201,8 @@ FabricResult<FabricPlan> plan_fabric(const FabricSpec& spec);
 
 std::vector<Sysctl> sysctls_for(const Node& node);
 
-// The links a packet from `src_host` to `dst_host` on `plane` crosses: through `spine`, or on
+// The links a packet from `src_host` to `dst_host` on `plane` crosses, in order: through
+// `spine` (two hosts on one leaf cross their leaf-spine link twice, up and back down), or on
 // the leaf when `spine` is nullopt.
 std::vector<std::string> path_links(const FabricSpec& spec, int plane, int src_host, int dst_host,
                                     std::optional<int> spine);
