@@ -233,7 +233,7 @@ void print_header(const Options& o, Session& s) {
     for (const HelloPlane& p : mine.planes) {
       in6_addr a;
       std::memcpy(&a, p.addr.data(), 16);
-      std::printf(" GID: %s port %u\n", format_ipv6(a).c_str(), p.udp_port);
+      std::printf(" GID: %s port %u\n", format_in6(a).c_str(), p.udp_port);
     }
     std::printf(" remote address: LID 0000 QPN %#06x PSN %#08x RKey %#08x VAddr %#016llx\n",
                 peer.qps[i].qpn, peer.qps[i].first_psn, peer.rkey,
@@ -241,7 +241,7 @@ void print_header(const Options& o, Session& s) {
     for (const HelloPlane& p : peer.planes) {
       in6_addr a;
       std::memcpy(&a, p.addr.data(), 16);
-      std::printf(" GID: %s port %u\n", format_ipv6(a).c_str(), p.udp_port);
+      std::printf(" GID: %s port %u\n", format_in6(a).c_str(), p.udp_port);
     }
   }
   std::fputs(kLine, stdout);

@@ -61,7 +61,7 @@ void UniqueFd::reset(int fd) {
   fd_ = fd;
 }
 
-NetResult<in6_addr> parse_ipv6(std::string_view text) {
+NetResult<in6_addr> parse_in6(std::string_view text) {
   std::string s(text);
   in6_addr a{};
   if (::inet_pton(AF_INET6, s.c_str(), &a) != 1)
@@ -77,7 +77,7 @@ NetResult<Endpoint> parse_endpoint(std::string_view text, uint16_t default_port)
     if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':')
       return net_fail(NetErrc::kInvalidArgument,
                       "endpoint must be ADDR or [ADDR]:PORT: '" + std::string(text) + "'");
-    auto a = parse_ipv6(text.substr(1, close - 1));
+    auto a = parse_in6(text.substr(1, close - 1));
     if (!a) return std::unexpected(a.error());
     e.addr = *a;
     const std::string_view port = text.substr(close + 2);
@@ -88,13 +88,13 @@ NetResult<Endpoint> parse_endpoint(std::string_view text, uint16_t default_port)
     e.port = static_cast<uint16_t>(v);
     return e;
   }
-  auto a = parse_ipv6(text);
+  auto a = parse_in6(text);
   if (!a) return std::unexpected(a.error());
   e.addr = *a;
   return e;
 }
 
-std::string format_ipv6(const in6_addr& a) {
+std::string format_in6(const in6_addr& a) {
   char buf[INET6_ADDRSTRLEN] = {};
   ::inet_ntop(AF_INET6, &a, buf, sizeof buf);
   return buf;
@@ -102,7 +102,7 @@ std::string format_ipv6(const in6_addr& a) {
 
 std::string format_endpoint(const Endpoint& e) {
   std::string s = "[";
-  s += format_ipv6(e.addr);
+  s += format_in6(e.addr);
   s += "]:";
   s += std::to_string(e.port);
   return s;

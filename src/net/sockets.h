@@ -85,10 +85,10 @@ struct Endpoint {
 };
 
 // "fcbb:bb00:4000::" -> address. kInvalidArgument with the text in the message.
-NetResult<in6_addr> parse_ipv6(std::string_view text);
+NetResult<in6_addr> parse_in6(std::string_view text);
 // "ADDR" (port = default_port) or "[ADDR]:PORT".
 NetResult<Endpoint> parse_endpoint(std::string_view text, uint16_t default_port);
-std::string format_ipv6(const in6_addr& a);
+std::string format_in6(const in6_addr& a);
 std::string format_endpoint(const Endpoint& e);  // "[addr]:port"
 sockaddr_in6 to_sockaddr(const Endpoint& e);
 
