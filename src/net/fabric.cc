@@ -1098,9 +1098,16 @@ FabricResult<FabricPlan> fabric_up(const FabricSpec& spec, const UpOptions& opti
   for (const auto& n : plan->nodes)
     if (auto ok = write_sysctls(n.ns, sysctls_for(n)); !ok) return fail_and_clean(ok.error());
   if (auto ok = ip_batch({}, veth_lines(*plan)); !ok) return fail_and_clean(ok.error());
-  for (const auto& n : plan->nodes)
-    if (auto ok = ip_batch(n.ns, node_setup_lines(*plan, n)); !ok)
-      return fail_and_clean(ok.error());
+  for (const auto& n : plan->nodes) {
+    if (auto ok = ip_batch(n.ns, node_setup_lines(*plan, n)); !ok) {
+      std::string msg = ok.error();
+      if (msg.find("seg6local") != std::string::npos)
+        msg +=
+            " (the kernel needs SRv6 seg6local End with the NEXT-C-SID flavour: Linux >= 6.1"
+            " with CONFIG_IPV6_SEG6_LWTUNNEL, and iproute2 >= 6.1)";
+      return fail_and_clean(msg);
+    }
+  }
   if (spec.rate_bps > 0) {
     for (const auto& n : plan->nodes) {
       std::vector<std::string> lines;

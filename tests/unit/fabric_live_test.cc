@@ -1,0 +1,261 @@
+// Tests for net/fabric.h, the APPLY half, on a real namespace fabric (root): 4 hosts, 2 planes,
+// 2 leaves and 2 spines per plane under a unique name. UDP probes (zero checksum, see
+// run_probes) check every SRv6 path and every plain ECMP address, then each fault: admin-down
+// breaks exactly the paths through the link and `up` restores the deleted routes, a blackhole
+// drops silently with the link up and its routes in place, `loss 50` loses about half, and
+// `down` leaves no namespace behind. Skips (with the reason) when not root or without
+// `ip netns`.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "net/fabric.h"
+
+namespace mrc::net {
+namespace {
+
+class FabricLive : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (auto ok = check_privileges(); !ok) {
+      skip_reason_ = ok.error();
+      return;
+    }
+    spec_.name = "ftest" + std::to_string(getpid());
+    spec_.hosts = 4;
+    spec_.planes = 2;
+    spec_.leaves = 2;
+    spec_.spines = 2;
+    spec_.mtu = 9000;
+    auto plan = fabric_up(spec_);
+    if (!plan) {
+      up_error_ = plan.error();
+      return;
+    }
+    plan_ = new FabricPlan(std::move(*plan));
+  }
+  static void TearDownTestSuite() {
+    if (plan_) (void)fabric_down(spec_.name);
+    delete plan_;
+    plan_ = nullptr;
+  }
+  void SetUp() override {
+    if (!skip_reason_.empty()) GTEST_SKIP() << "needs root and `ip netns`: " << skip_reason_;
+    ASSERT_TRUE(up_error_.empty()) << "fabric up failed: " << up_error_;
+    ASSERT_NE(plan_, nullptr);
+  }
+
+  // The SRv6 probes (through each spine, and the same-leaf route): their path is exact.
+  static std::vector<Probe> srv6_probes() {
+    auto probes = all_probes(spec_);
+    std::erase_if(probes, [](const Probe& p) { return p.via == Probe::Via::kPlain; });
+    return probes;
+  }
+  static std::vector<std::string> links_of(const Probe& p) {
+    return path_links(spec_, p.plane, p.src_host, p.dst_host,
+                      p.via == Probe::Via::kSpine ? std::optional<int>(p.spine) : std::nullopt);
+  }
+  static bool crosses(const Probe& p, const std::string& link) {
+    const auto links = links_of(p);
+    return std::find(links.begin(), links.end(), link) != links.end();
+  }
+  static bool crosses_switch(const Probe& p, const std::string& switch_id) {
+    for (const auto& l : links_of(p)) {
+      const Link* link = plan_->link(l);
+      if (link->upper.node == switch_id || link->lower.node == switch_id) return true;
+    }
+    return false;
+  }
+  // Every probe delivered everything.
+  static void expect_all_reach(std::vector<Probe> probes, const std::string& when) {
+    ASSERT_TRUE(run_probes(*plan_, probes, 2, 300));
+    for (const auto& p : probes)
+      EXPECT_EQ(p.received, p.sent) << when << ": " << p.label() << " " << p.destination;
+  }
+  // Probes whose path crosses `broken(p)` lose everything, the others nothing.
+  template <typename Broken>
+  static void expect_exactly_broken(const std::string& when, Broken broken) {
+    auto probes = srv6_probes();
+    ASSERT_TRUE(run_probes(*plan_, probes, 2, 300));
+    int broken_count = 0;
+    for (const auto& p : probes) {
+      if (broken(p)) {
+        ++broken_count;
+        EXPECT_EQ(p.received, 0) << when << ": " << p.label() << " should be cut";
+      } else {
+        EXPECT_EQ(p.received, p.sent) << when << ": " << p.label() << " should work";
+      }
+    }
+    EXPECT_GT(broken_count, 0) << when;
+  }
+
+  static std::string routes(const std::string& ns) {
+    auto r = run_command({"ip", "-6", "route", "show"}, {}, ns);
+    return r ? r->out : "";
+  }
+  static std::string operstate(const std::string& ns, const std::string& ifname) {
+    auto r = run_command({"ip", "-j", "link", "show", "dev", ifname}, {}, ns);
+    if (!r || r->exit_code != 0) return "?";
+    return nlohmann::json::parse(r->out).at(0).value("operstate", "?");
+  }
+
+  static inline FabricSpec spec_;
+  static inline FabricPlan* plan_ = nullptr;
+  static inline std::string skip_reason_;
+  static inline std::string up_error_;
+};
+
+TEST_F(FabricLive, every_host_reaches_every_host_on_every_plane_and_path) {
+  expect_all_reach(all_probes(spec_), "fresh fabric");
+  // The description is where the driver reads it.
+  const std::string file = state_dir(spec_.name) + "/fabric.json";
+  ASSERT_TRUE(std::filesystem::exists(file));
+  auto loaded = load_fabric(spec_.name);
+  ASSERT_TRUE(loaded) << loaded.error();
+  EXPECT_EQ(loaded->spec, spec_);
+}
+
+TEST_F(FabricLive, ping_over_the_plain_address) {
+  // ICMP through an SRv6 DA fails by design (the echo checksum covers the first DA); plain
+  // addresses answer.
+  auto r = run_command({"ping", "-6", "-c", "1", "-W", "2", format_ipv6(host_address(1, 3))}, {},
+                       plan_->nodes[0].ns);
+  ASSERT_TRUE(r) << r.error();
+  if (r->exit_code == 127) GTEST_SKIP() << "ping is not installed (iputils-ping)";
+  EXPECT_EQ(r->exit_code, 0) << r->out << r->err;
+}
+
+TEST_F(FabricLive, link_down_cuts_exactly_its_paths_and_up_restores_the_routes) {
+  const std::string link = "p0-l0-s1";
+  ASSERT_NE(routes(spec_.name + "-p0-l0").find("fcbb:bb00:8001::/48"), std::string::npos);
+  ASSERT_TRUE(set_link_admin(*plan_, link, false));
+  // The kernel deleted the static route to spine 1 with the interface.
+  EXPECT_EQ(routes(spec_.name + "-p0-l0").find("fcbb:bb00:8001::/48"), std::string::npos);
+  expect_exactly_broken("p0-l0-s1 down", [&](const Probe& p) { return crosses(p, link); });
+  ASSERT_TRUE(set_link_admin(*plan_, link, true));
+  EXPECT_NE(routes(spec_.name + "-p0-l0").find("fcbb:bb00:8001::/48"), std::string::npos);
+  EXPECT_NE(routes(spec_.name + "-p0-s1").find("fcbb:bb00:1::/48"), std::string::npos);
+  expect_all_reach(all_probes(spec_), "after p0-l0-s1 up");
+}
+
+TEST_F(FabricLive, host_port_down_cuts_that_plane_of_the_host) {
+  const std::string link = "h2-p1";
+  ASSERT_TRUE(set_link_admin(*plan_, link, false));
+  expect_exactly_broken("h2-p1 down", [&](const Probe& p) { return crosses(p, link); });
+  ASSERT_TRUE(set_link_admin(*plan_, link, true));
+  expect_all_reach(all_probes(spec_), "after h2-p1 up");
+}
+
+TEST_F(FabricLive, blackhole_drops_silently_with_the_link_up) {
+  const std::string link = "p1-l1-s0";
+  ASSERT_TRUE(set_blackhole(*plan_, link, true));
+  expect_exactly_broken("p1-l1-s0 blackholed", [&](const Probe& p) { return crosses(p, link); });
+  EXPECT_EQ(operstate(spec_.name + "-p1-l1", "s0"), "UP");
+  EXPECT_EQ(operstate(spec_.name + "-p1-s0", "l1"), "UP");
+  EXPECT_NE(routes(spec_.name + "-p1-l1").find("fcbb:bb01:8000::/48"), std::string::npos);
+  auto st = fabric_status(*plan_);
+  ASSERT_TRUE(st) << st.error();
+  bool seen = false;
+  for (const auto& l : (*st)["links"]) {
+    if (l["name"] != link) continue;
+    seen = true;
+    EXPECT_EQ(l["state"], "up");
+    EXPECT_EQ(l["blackhole"], true);
+    EXPECT_GT(
+        l["upper"]["fault_dropped"].get<uint64_t>() + l["lower"]["fault_dropped"].get<uint64_t>(),
+        0u);
+  }
+  EXPECT_TRUE(seen);
+  ASSERT_TRUE(set_blackhole(*plan_, link, false));
+  expect_all_reach(srv6_probes(), "after the blackhole is lifted");
+}
+
+TEST_F(FabricLive, blackholed_switch_cuts_every_path_through_it) {
+  ASSERT_TRUE(set_blackhole(*plan_, "p0-s1", true));
+  expect_exactly_broken("p0-s1 blackholed",
+                        [&](const Probe& p) { return crosses_switch(p, "p0-s1"); });
+  ASSERT_TRUE(set_blackhole(*plan_, "p0-s1", false));
+  expect_all_reach(srv6_probes(), "after the switch blackhole is lifted");
+  EXPECT_FALSE(set_blackhole(*plan_, "p0-s9", true));
+  EXPECT_FALSE(set_blackhole(*plan_, "h0", true));
+}
+
+TEST_F(FabricLive, loss_50_loses_about_half) {
+  ASSERT_TRUE(set_loss(*plan_, "p0-l0-s0", 50));
+  // h0 (leaf 0) -> h2 (leaf 1) through spine 0 crosses p0-l0-s0 once.
+  std::vector<Probe> probes(1);
+  probes[0].src_host = 0;
+  probes[0].dst_host = 2;
+  probes[0].plane = 0;
+  probes[0].via = Probe::Via::kSpine;
+  probes[0].spine = 0;
+  ASSERT_TRUE(run_probes(*plan_, probes, 400, 300));
+  // Binomial(400, 0.5): sd 10; 140..260 is 6 sd.
+  EXPECT_GT(probes[0].received, 140);
+  EXPECT_LT(probes[0].received, 260);
+  ASSERT_TRUE(set_loss(*plan_, "p0-l0-s0", 0));
+  ASSERT_TRUE(run_probes(*plan_, probes, 100, 300));
+  EXPECT_EQ(probes[0].received, 100);
+  EXPECT_FALSE(set_loss(*plan_, "p0-l0-s0", 101));
+}
+
+TEST_F(FabricLive, rate_limit_installs_and_removes_tbf) {
+  ASSERT_TRUE(set_rate(*plan_, "h1-p0", 100'000'000));
+  auto r = run_command({"tc", "qdisc", "show", "dev", "p0"}, {}, spec_.name + "-h1");
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->out.find("tbf"), std::string::npos) << r->out;
+  EXPECT_NE(r->out.find("100Mbit"), std::string::npos) << r->out;
+  ASSERT_TRUE(set_rate(*plan_, "h1-p0", 0));
+  r = run_command({"tc", "qdisc", "show", "dev", "p0"}, {}, spec_.name + "-h1");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->out.find("tbf"), std::string::npos) << r->out;
+}
+
+TEST_F(FabricLive, flap_ends_with_the_link_up_and_routes_back) {
+  ASSERT_TRUE(flap_link(*plan_, "p1-l0-s1", 20'000, 3, 0));
+  EXPECT_NE(routes(spec_.name + "-p1-l0").find("fcbb:bb01:8001::/48"), std::string::npos);
+  expect_all_reach(all_probes(spec_), "after flapping");
+}
+
+TEST_F(FabricLive, cli_status_and_exec) {
+  const std::string tool = std::string(MRC_BINARY_DIR) + "/bin/mrc-fabric";
+  if (access(tool.c_str(), X_OK) != 0) GTEST_SKIP() << tool << " not built";
+  auto st = run_command({tool, "status", "--json", "--name", spec_.name});
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->exit_code, 0) << st->err;
+  const auto j = nlohmann::json::parse(st->out);
+  EXPECT_EQ(j["links"].size(), plan_->links.size());
+  auto ex = run_command({tool, "exec", "--name", spec_.name, "h3", "ip", "-6", "addr", "show"});
+  ASSERT_TRUE(ex);
+  EXPECT_EQ(ex->exit_code, 0) << ex->err;
+  EXPECT_NE(ex->out.find("fcbb:bb01:4003::"), std::string::npos) << ex->out;
+  auto check = run_command({tool, "check", "--name", spec_.name});
+  ASSERT_TRUE(check);
+  EXPECT_EQ(check->exit_code, 0) << check->out;
+}
+
+// Runs last (gtest keeps declaration order): down, also after a "crash" that left a stray
+// namespace and no state file.
+TEST_F(FabricLive, zz_down_removes_everything_even_after_a_crash) {
+  ASSERT_TRUE(run_checked({"ip", "netns", "add", spec_.name + "-p0-s9"}));
+  std::filesystem::remove_all(state_dir(spec_.name));
+  auto n = fabric_down(spec_.name);
+  ASSERT_TRUE(n) << n.error();
+  EXPECT_EQ(*n, int(plan_->nodes.size()) + 1);
+  for (const auto& e : std::filesystem::directory_iterator("/run/netns"))
+    EXPECT_FALSE(is_fabric_namespace(spec_.name, e.path().filename().string())) << e.path();
+  EXPECT_FALSE(std::filesystem::exists(state_dir(spec_.name)));
+  auto again = fabric_down(spec_.name);
+  ASSERT_TRUE(again) << again.error();
+  EXPECT_EQ(*again, 0);
+}
+
+}  // namespace
+}  // namespace mrc::net
