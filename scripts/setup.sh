@@ -11,6 +11,7 @@ PACKAGES=(
   libfmt-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
   tshark python3-matplotlib
+  iproute2 nftables iputils-ping
 )
 
 missing=()
