@@ -9,6 +9,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -761,92 +762,90 @@ int enter_netns(const std::string& netns) {
   return rc;
 }
 
-void ignore_sigpipe_once() {
-  // A child that exits before reading all of its stdin must not kill us with SIGPIPE.
-  static const bool done = [] {
-    signal(SIGPIPE, SIG_IGN);
-    return true;
-  }();
-  (void)done;
+// A child's stdin, stdout and stderr are anonymous memory files, not pipes: the parent writes
+// the whole input before the fork and reads the output after the exit, so children can run
+// side by side without a poll loop and none can block on a full pipe.
+int memfd_with(std::string_view data) {
+  const int fd = memfd_create("mrc-fabric", MFD_CLOEXEC);
+  if (fd < 0) return -1;
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t w = write(fd, data.data() + done, data.size() - done);
+    if (w <= 0) {
+      close(fd);
+      return -1;
+    }
+    done += size_t(w);
+  }
+  lseek(fd, 0, SEEK_SET);
+  return fd;
 }
 
-// fork, run `child` (which returns an exit code or execs), capture stdout/stderr, feed stdin.
-template <typename ChildFn>
-FabricResult<CommandOutput> run_child(ChildFn child, std::string_view input,
-                                      const std::string& what) {
-  ignore_sigpipe_once();
-  int in[2], out[2], err[2];
-  if (pipe2(in, O_CLOEXEC) != 0) return fabric_error(what + ": pipe: " + strerror(errno));
-  if (pipe2(out, O_CLOEXEC) != 0) {
-    close(in[0]), close(in[1]);
-    return fabric_error(what + ": pipe: " + strerror(errno));
+std::string read_memfd(int fd) {
+  std::string out;
+  char buf[8192];
+  off_t off = 0;
+  while (true) {
+    const ssize_t r = pread(fd, buf, sizeof buf, off);
+    if (r <= 0) break;
+    out.append(buf, size_t(r));
+    off += r;
   }
-  if (pipe2(err, O_CLOEXEC) != 0) {
-    close(in[0]), close(in[1]), close(out[0]), close(out[1]);
-    return fabric_error(what + ": pipe: " + strerror(errno));
+  return out;
+}
+
+struct Spawned {
+  pid_t pid = -1;
+  int out_fd = -1;
+  int err_fd = -1;
+};
+
+// fork and run `child` (which returns an exit code or execs) with `input` on its stdin.
+template <typename ChildFn>
+FabricResult<Spawned> spawn_child(ChildFn child, std::string_view input, const std::string& what) {
+  const int in = memfd_with(input);
+  const int out = memfd_with({});
+  const int err = memfd_with({});
+  if (in < 0 || out < 0 || err < 0) {
+    for (int fd : {in, out, err})
+      if (fd >= 0) close(fd);
+    return fabric_error(what + ": memfd: " + strerror(errno));
   }
   const pid_t pid = fork();
   if (pid < 0) {
-    for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]})
+    for (int fd : {in, out, err})
       close(fd);
     return fabric_error(what + ": fork: " + strerror(errno));
   }
   if (pid == 0) {
-    dup2(in[0], 0);
-    dup2(out[1], 1);
-    dup2(err[1], 2);
+    dup2(in, 0);
+    dup2(out, 1);
+    dup2(err, 2);
     _exit(child());
   }
-  close(in[0]);
-  close(out[1]);
-  close(err[1]);
-  fcntl(in[1], F_SETFL, O_NONBLOCK);
-  CommandOutput result;
-  size_t written = 0;
-  int in_fd = in[1];
-  if (input.empty()) {
-    close(in_fd);
-    in_fd = -1;
-  }
-  int out_fd = out[0], err_fd = err[0];
-  while (out_fd >= 0 || err_fd >= 0) {
-    pollfd fds[3];
-    int n = 0;
-    if (in_fd >= 0) fds[n++] = {in_fd, POLLOUT, 0};
-    if (out_fd >= 0) fds[n++] = {out_fd, POLLIN, 0};
-    if (err_fd >= 0) fds[n++] = {err_fd, POLLIN, 0};
-    if (poll(fds, nfds_t(n), -1) < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    for (int i = 0; i < n; ++i) {
-      if (!fds[i].revents) continue;
-      if (fds[i].fd == in_fd) {
-        const ssize_t w = write(in_fd, input.data() + written, input.size() - written);
-        if (w > 0) written += size_t(w);
-        if (w < 0 && errno != EAGAIN && errno != EINTR) written = input.size();
-        if (written == input.size()) {
-          close(in_fd);
-          in_fd = -1;
-        }
-        continue;
-      }
-      char buf[8192];
-      const ssize_t r = read(fds[i].fd, buf, sizeof buf);
-      if (r > 0) {
-        (fds[i].fd == out_fd ? result.out : result.err).append(buf, size_t(r));
-      } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
-        close(fds[i].fd);
-        (fds[i].fd == out_fd ? out_fd : err_fd) = -1;
-      }
-    }
-  }
-  if (in_fd >= 0) close(in_fd);
+  close(in);
+  return Spawned{pid, out, err};
+}
+
+CommandOutput wait_child(const Spawned& s) {
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  while (waitpid(s.pid, &status, 0) < 0 && errno == EINTR) {
   }
+  CommandOutput result;
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  result.out = read_memfd(s.out_fd);
+  result.err = read_memfd(s.err_fd);
+  close(s.out_fd);
+  close(s.err_fd);
   return result;
+}
+
+template <typename ChildFn>
+FabricResult<CommandOutput> run_child(ChildFn child, std::string_view input,
+                                      const std::string& what) {
+  auto s = spawn_child(child, input, what);
+  if (!s) return std::unexpected(s.error());
+  return wait_child(*s);
 }
 
 std::string trimmed(std::string s) {
@@ -855,41 +854,105 @@ std::string trimmed(std::string s) {
   return s;
 }
 
-FabricStatus write_sysctls(const std::string& ns, const std::vector<Sysctl>& sysctls) {
-  // /proc/sys/net shows the network namespace of the task that opens it: write from a child
-  // that has entered `ns`.
-  std::vector<std::pair<std::string, const Sysctl*>> paths;
-  for (const auto& s : sysctls) {
-    std::string p = "/proc/sys/" + s.key;
-    std::replace(p.begin() + 10, p.end(), '.', '/');
-    paths.emplace_back(std::move(p), &s);
+// One unit of apply work, run in a child process: a command (argv), or when argv is empty,
+// sysctl writes. Both inside `netns` when it is set.
+struct Job {
+  std::string netns;
+  std::vector<std::string> argv;
+  std::string input;
+  std::vector<Sysctl> sysctls;
+
+  std::string what() const {
+    std::string w = argv.empty() ? "sysctl" : join(argv);
+    if (!netns.empty()) w += " (in " + netns + ")";
+    return w;
   }
-  auto child = [&]() -> int {
-    if (enter_netns(ns) != 0) {
-      child_complain("setns", ns.c_str());
+};
+
+// Everything a job's child needs, allocated before the fork.
+struct PreparedJob {
+  const Job* job = nullptr;
+  std::string tool;
+  std::vector<char*> cargv;
+  std::vector<std::string> paths;  // /proc/sys/... for each sysctl
+
+  explicit PreparedJob(const Job& j) : job(&j) {
+    if (!j.argv.empty()) {
+      tool = resolve_tool(j.argv[0]);
+      for (const auto& a : j.argv)
+        cargv.push_back(const_cast<char*>(a.c_str()));
+      cargv.push_back(nullptr);
+    }
+    for (const auto& s : j.sysctls) {
+      // /proc/sys/net shows the network namespace of the task that opens it: the child
+      // writes after entering `netns`.
+      std::string path = "/proc/sys/" + s.key;
+      std::replace(path.begin() + 10, path.end(), '.', '/');
+      paths.push_back(std::move(path));
+    }
+  }
+
+  int run_in_child() {
+    if (!job->netns.empty() && enter_netns(job->netns) != 0) {
+      child_complain("setns", job->netns.c_str());
       return 126;
     }
-    for (const auto& [path, s] : paths) {
-      const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (!cargv.empty()) {
+      execv(tool.c_str(), cargv.data());
+      child_complain("exec", tool.c_str());
+      return 127;
+    }
+    for (size_t i = 0; i < paths.size(); ++i) {
+      const Sysctl& s = job->sysctls[i];
+      const int fd = open(paths[i].c_str(), O_WRONLY | O_CLOEXEC);
       if (fd < 0) {
-        if (s->optional && errno == ENOENT) continue;
-        child_complain("open", path.c_str());
+        if (s.optional && errno == ENOENT) continue;
+        child_complain("open", paths[i].c_str());
         return 1;
       }
-      if (write(fd, s->value.data(), s->value.size()) != ssize_t(s->value.size())) {
-        if (!s->optional) {
-          child_complain("write", path.c_str());
-          close(fd);
-          return 1;
-        }
-      }
+      const bool ok = write(fd, s.value.data(), s.value.size()) == ssize_t(s.value.size());
       close(fd);
+      if (!ok && !s.optional) {
+        child_complain("write", paths[i].c_str());
+        return 1;
+      }
     }
     return 0;
+  }
+};
+
+std::string trimmed(std::string s);
+
+// Runs jobs side by side, at most `parallel` at a time (namespaces are independent; on a
+// loaded machine a process start costs 10-30 ms, so a serial `up` would take seconds).
+// Returns the first failure, after every started job has finished.
+FabricStatus run_jobs(const std::vector<Job>& jobs, size_t parallel = 8) {
+  std::vector<PreparedJob> prepared;
+  prepared.reserve(jobs.size());
+  for (const auto& j : jobs)
+    prepared.emplace_back(j);
+  std::vector<std::pair<size_t, Spawned>> running;
+  std::string first_error;
+  const auto reap_one = [&] {
+    const auto [index, spawned] = running.front();
+    running.erase(running.begin());
+    const CommandOutput r = wait_child(spawned);
+    if (r.exit_code != 0 && first_error.empty())
+      first_error = jobs[index].what() + " exited with " + std::to_string(r.exit_code) + ": " +
+                    trimmed(r.err + r.out);
   };
-  auto r = run_child(child, {}, "sysctl in " + ns);
-  if (!r) return std::unexpected(r.error());
-  if (r->exit_code != 0) return fabric_error("sysctl in " + ns + ": " + trimmed(r->err));
+  for (size_t i = 0; i < prepared.size() && first_error.empty(); ++i) {
+    if (running.size() >= parallel) reap_one();
+    auto s = spawn_child([&] { return prepared[i].run_in_child(); }, jobs[i].input, jobs[i].what());
+    if (!s) {
+      first_error = s.error();
+      break;
+    }
+    running.emplace_back(i, *s);
+  }
+  while (!running.empty())
+    reap_one();
+  if (!first_error.empty()) return fabric_error(first_error);
   return {};
 }
 
@@ -1030,22 +1093,9 @@ FabricStatus set_interface_up(int sock, const std::string& ifname, bool up) {
 FabricResult<CommandOutput> run_command(const std::vector<std::string>& argv,
                                         std::string_view input, std::string_view netns) {
   if (argv.empty()) return fabric_error("run_command: empty argv");
-  const std::string tool = resolve_tool(argv[0]);
-  std::vector<char*> cargv;
-  for (const auto& a : argv)
-    cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  const std::string ns(netns);
-  auto child = [&]() -> int {
-    if (!ns.empty() && enter_netns(ns) != 0) {
-      child_complain("setns", ns.c_str());
-      return 126;
-    }
-    execv(tool.c_str(), cargv.data());
-    child_complain("exec", tool.c_str());
-    return 127;
-  };
-  return run_child(child, input, join(argv));
+  const Job job{std::string(netns), argv, {}, {}};
+  PreparedJob prepared(job);
+  return run_child([&] { return prepared.run_in_child(); }, input, job.what());
 }
 
 FabricStatus run_checked(const std::vector<std::string>& argv, std::string_view input,
@@ -1095,29 +1145,34 @@ FabricResult<FabricPlan> fabric_up(const FabricSpec& spec, const UpOptions& opti
 
   if (auto ok = ip_batch({}, netns_add_lines(*plan)); !ok) return fail_and_clean(ok.error());
   // Sysctls before the veths exist: conf/default/* applies to interfaces created later.
+  std::vector<Job> sysctl_jobs;
   for (const auto& n : plan->nodes)
-    if (auto ok = write_sysctls(n.ns, sysctls_for(n)); !ok) return fail_and_clean(ok.error());
+    sysctl_jobs.push_back({n.ns, {}, {}, sysctls_for(n)});
+  if (auto ok = run_jobs(sysctl_jobs); !ok) return fail_and_clean(ok.error());
   if (auto ok = ip_batch({}, veth_lines(*plan)); !ok) return fail_and_clean(ok.error());
-  for (const auto& n : plan->nodes) {
-    if (auto ok = ip_batch(n.ns, node_setup_lines(*plan, n)); !ok) {
-      std::string msg = ok.error();
-      if (msg.find("seg6local") != std::string::npos)
-        msg +=
-            " (the kernel needs SRv6 seg6local End with the NEXT-C-SID flavour: Linux >= 6.1"
-            " with CONFIG_IPV6_SEG6_LWTUNNEL, and iproute2 >= 6.1)";
-      return fail_and_clean(msg);
-    }
+  std::vector<Job> setup_jobs;
+  for (const auto& n : plan->nodes)
+    setup_jobs.push_back(
+        {n.ns, {"ip", "-batch", "-"}, joined_lines(node_setup_lines(*plan, n)), {}});
+  if (auto ok = run_jobs(setup_jobs); !ok) {
+    std::string msg = ok.error();
+    if (msg.find("seg6local") != std::string::npos)
+      msg +=
+          " (the kernel needs SRv6 seg6local End with the NEXT-C-SID flavour: Linux >= 6.1"
+          " with CONFIG_IPV6_SEG6_LWTUNNEL, and iproute2 >= 6.1)";
+    return fail_and_clean(msg);
   }
   if (spec.rate_bps > 0) {
+    std::vector<Job> tc_jobs;
     for (const auto& n : plan->nodes) {
       std::vector<std::string> lines;
       for (const Link* l : plan->links_in(n.ns)) {
         const LinkEnd& e = l->upper.ns == n.ns ? l->upper : l->lower;
         lines.push_back(join(tbf_args(e.ifname, spec.rate_bps, spec.mtu)));
       }
-      if (auto ok = run_checked({"tc", "-batch", "-"}, joined_lines(lines), n.ns); !ok)
-        return fail_and_clean(ok.error());
+      tc_jobs.push_back({n.ns, {"tc", "-batch", "-"}, joined_lines(lines), {}});
     }
+    if (auto ok = run_jobs(tc_jobs); !ok) return fail_and_clean(ok.error());
   }
   const fs::path dir = state_dir(spec.name);
   if (auto ok = write_file_atomically(dir / "fabric.json", describe(*plan).dump(2) + "\n"); !ok)
@@ -1220,12 +1275,14 @@ FabricStatus set_link_admin(const FabricPlan& plan, std::string_view name, bool 
   // The kernel deleted every static route through the interface when it went down, and
   // does not bring them back: restore the planned routes of both ends (route replace is
   // idempotent), leaving out nexthops through interfaces that are still down.
+  std::vector<Job> jobs;
   for (const LinkEnd* e : {&link->upper, &link->lower}) {
     auto down = down_interfaces(plan, e->ns);
     if (!down) return std::unexpected(down.error());
-    if (auto ok = ip_batch(e->ns, route_lines(plan, e->ns, *down)); !ok) return ok;
+    jobs.push_back(
+        {e->ns, {"ip", "-batch", "-"}, joined_lines(route_lines(plan, e->ns, *down)), {}});
   }
-  return {};
+  return run_jobs(jobs);
 }
 
 FabricStatus set_blackhole(const FabricPlan& plan, std::string_view target, bool on) {
