@@ -3,6 +3,10 @@
 #include <bit>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace mrc::wire {
 namespace {
 
@@ -15,7 +19,7 @@ inline uint32_t load_le32(const uint8_t* p) {
 
 }  // namespace
 
-uint32_t crc32_update(uint32_t state, std::span<const uint8_t> data) {
+uint32_t crc32_update_tables(uint32_t state, std::span<const uint8_t> data) {
   const auto& t = crc32_detail::kTables;
   const uint8_t* p = data.data();
   size_t n = data.size();
@@ -32,6 +36,107 @@ uint32_t crc32_update(uint32_t state, std::span<const uint8_t> data) {
   while (n-- > 0)
     state = t[0][(state ^ *p++) & 0xFF] ^ (state >> 8);
   return state;
+}
+
+#if defined(__x86_64__)
+namespace {
+
+// ---- Carry-less multiplication folding (x86-64 PCLMULQDQ) --------------------------------
+// After Gopal et al., "Fast CRC Computation for Generic Polynomials Using PCLMULQDQ
+// Instruction" (Intel, 2009), in the reflected (LSB-first) domain. The constants are derived
+// here, not copied: see fold_constant().
+//
+// Invariant: a 128-bit register R stands for 16 message bytes whose CRC contribution equals
+// that of everything folded so far. R's low qword holds the first 8 bytes, the higher-degree
+// half H; the high qword the lower-degree half L (reflected: bit i of a qword is the
+// coefficient of x^(63-i)). Appending 16 bytes D gives R*x^128 + D = H*x^192 + L*x^128 + D,
+// and modulo P that is H*(x^192 mod P) + L*(x^128 mod P) + D: two carry-less multiplies
+// of 64 x 32 bits, no reduction needed (the products have degree < 96). Folding across k
+// blocks uses x^(128k + 64) and x^(128k) instead. At the end, the 16 bytes of R go through
+// the table CRC from state 0, which reduces them.
+
+// x^e mod P for the CRC-32 polynomial P = x^32 + 0x04C11DB7 (normal bit order, bit k is x^k).
+constexpr uint64_t x_pow_mod_p(int e) {
+  uint64_t r = 1;  // x^0
+  for (int i = 0; i < e; ++i) {
+    r <<= 1;
+    if (r & (1ull << 32)) r ^= 0x104C11DB7ull;
+  }
+  return r;
+}
+
+// The 64-bit reflected operand for "multiply by x^e mod P". A carry-less product of two
+// reflected 64-bit operands, read as a reflected 128-bit value, is the polynomial product
+// times x (bit k of the product is the coefficient of x^(126-k), the 128-bit reading says
+// x^(127-k)); asking for x^(e-1) cancels that.
+constexpr uint64_t fold_constant(int e) {
+  const uint64_t c = x_pow_mod_p(e - 1);
+  uint64_t w = 0;
+  for (int k = 0; k < 32; ++k)
+    if (c & (1ull << k)) w |= 1ull << (63 - k);
+  return w;
+}
+
+// Low qword multiplies H (the register's low qword), high qword multiplies L.
+constexpr uint64_t kFold1H = fold_constant(128 + 64), kFold1L = fold_constant(128);
+constexpr uint64_t kFold4H = fold_constant(512 + 64), kFold4L = fold_constant(512);
+
+__attribute__((target("pclmul,sse4.1"))) inline __m128i fold(__m128i r, __m128i k, __m128i d) {
+  return _mm_xor_si128(
+      _mm_xor_si128(_mm_clmulepi64_si128(r, k, 0x00), _mm_clmulepi64_si128(r, k, 0x11)), d);
+}
+
+__attribute__((target("pclmul,sse4.1"))) uint32_t crc32_update_clmul(uint32_t state,
+                                                                     const uint8_t* p, size_t n) {
+  // Precondition: n >= 64. The state enters as an XOR into the first four bytes (a CRC
+  // register is a pending XOR on the message that follows).
+  auto load = [](const uint8_t* q) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(q)); };
+  __m128i r0 = _mm_xor_si128(load(p), _mm_cvtsi32_si128(static_cast<int>(state)));
+  __m128i r1 = load(p + 16), r2 = load(p + 32), r3 = load(p + 48);
+  p += 64;
+  n -= 64;
+  const __m128i k4 =
+      _mm_set_epi64x(static_cast<long long>(kFold4L), static_cast<long long>(kFold4H));
+  while (n >= 64) {
+    r0 = fold(r0, k4, load(p));
+    r1 = fold(r1, k4, load(p + 16));
+    r2 = fold(r2, k4, load(p + 32));
+    r3 = fold(r3, k4, load(p + 48));
+    p += 64;
+    n -= 64;
+  }
+  const __m128i k1 =
+      _mm_set_epi64x(static_cast<long long>(kFold1L), static_cast<long long>(kFold1H));
+  __m128i r = fold(fold(fold(r0, k1, r1), k1, r2), k1, r3);
+  while (n >= 16) {
+    r = fold(r, k1, load(p));
+    p += 16;
+    n -= 16;
+  }
+  alignas(16) uint8_t bytes[16];
+  _mm_store_si128(reinterpret_cast<__m128i*>(bytes), r);
+  const uint32_t s = crc32_update_tables(0, std::span<const uint8_t>(bytes, 16));
+  return crc32_update_tables(s, std::span<const uint8_t>(p, n));
+}
+
+bool have_clmul() {
+  // __builtin_cpu_init first: this may run before libgcc's own constructor has filled in the
+  // CPU model (a static initializer of another translation unit calling the CRC).
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+  }();
+  return yes;
+}
+
+}  // namespace
+#endif
+
+uint32_t crc32_update(uint32_t state, std::span<const uint8_t> data) {
+#if defined(__x86_64__)
+  if (data.size() >= 64 && have_clmul()) return crc32_update_clmul(state, data.data(), data.size());
+#endif
+  return crc32_update_tables(state, data);
 }
 
 }  // namespace mrc::wire

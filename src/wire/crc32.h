@@ -1,10 +1,10 @@
 // CRC-32 as used by Ethernet, zlib and the InfiniBand/RoCEv2 ICRC (IEEE 802.3 polynomial
 // 0x04C11DB7, processed LSB first, i.e. the reflected polynomial 0xEDB88320).
 //
-// Slice-by-8 (Kounavis and Berry, "Novel Table Lookup-Based Algorithms for High-Performance
-// CRC Generation", 2008): eight 256-entry tables, generated at compile time, consume 8 bytes
-// per step. The tables are constant data, so there is no initialisation order to care about
-// and nothing mutable to share between threads.
+// Portable path: slice-by-8 (Kounavis and Berry, "Novel Table Lookup-Based Algorithms for
+// High-Performance CRC Generation", 2008): eight 256-entry tables, generated at compile time,
+// consume 8 bytes per step. The tables are constant data, so there is no initialisation order to
+// care about and nothing mutable to share between threads.
 #pragma once
 
 #include <array>
@@ -39,8 +39,13 @@ inline constexpr auto kTables = make_tables();
 }  // namespace crc32_detail
 
 // Advances the CRC register `state` over `data`. No final inversion: chain calls, then take
-// ~state (or use crc32()). crc32_update(kCrc32Preset, x) == ~crc32(x).
+// ~state (or use crc32()). crc32_update(kCrc32Preset, x) == ~crc32(x). On x86-64 CPUs with
+// PCLMULQDQ, inputs of 64 bytes or more fold 64 bytes per step with carry-less multiplies
+// (about ten times the table method's speed; the ICRC of every packet goes through here).
 uint32_t crc32_update(uint32_t state, std::span<const uint8_t> data);
+
+// The slice-by-8 table method alone (the portable path, and the reference in tests).
+uint32_t crc32_update_tables(uint32_t state, std::span<const uint8_t> data);
 
 // The standard CRC-32 of `data` (zlib's crc32(0, data, n)); crc32("123456789") == 0xCBF43926.
 inline uint32_t crc32(std::span<const uint8_t> data) {
