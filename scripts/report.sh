@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The claims study (issue 5): regenerate docs/results.md and docs/results/*.png from the
+# scenarios in scenarios/claims/.
+#
+#   scripts/report.sh           full mode (issue scales, <= 2 h, includes 131,072 GPUs)
+#   scripts/report.sh --quick   small scales, <= 10 min on the 2-core development machine
+#   scripts/report.sh --smoke   two tiny runs through the whole pipeline into a scratch
+#                               directory (CI: ctest report_smoke); docs/ is not touched
+#   extra arguments go to scripts/report.py (e.g. --reuse: re-render without re-simulating)
+#
+# MRC_BIN_DIR selects the binaries (default build/bin): MRC_BIN_DIR=build-claims/bin.
+# Simulations run one at a time under nice -n 10; run directories go to out/claims/<mode>/.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bin="${MRC_BIN_DIR:-$root/build/bin}"
+case "$bin" in /*) ;; *) bin="$root/$bin" ;; esac
+mode=full
+args=()
+for a in "$@"; do
+  case "$a" in
+    --quick) mode=quick ;;
+    --smoke) mode=smoke ;;
+    --full) mode=full ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) args+=("$a") ;;
+  esac
+done
+for t in mrc-sim mrc-topo mrc-plot; do
+  [[ -x "$bin/$t" ]] || { echo "report.sh: $bin/$t not found (build it, or set MRC_BIN_DIR)" >&2; exit 2; }
+done
+/usr/bin/python3 -c 'import matplotlib' 2>/dev/null ||
+  { echo "report.sh: /usr/bin/python3 needs python3-matplotlib (scripts/setup.sh)" >&2; exit 2; }
+if [[ $mode == smoke ]]; then
+  scratch="${MRC_SMOKE_DIR:-$(mktemp -d /tmp/mrc-report-smoke.XXXXXX)}"
+  /usr/bin/python3 "$root/scripts/report.py" --mode smoke --bin "$bin" --runs "$scratch/runs" \
+    --docs "$scratch/docs" "${args[@]}"
+  test -s "$scratch/docs/results.md"
+  ls "$scratch"/docs/results/*.png >/dev/null
+  grep -q '^| run | scenario' "$scratch/docs/results.md"
+  echo "report.sh --smoke: ok ($scratch/docs/results.md)"
+  [[ -n "${MRC_SMOKE_DIR:-}" ]] || rm -rf "$scratch"
+  exit 0
+fi
+exec /usr/bin/python3 "$root/scripts/report.py" --mode "$mode" --bin "$bin" "${args[@]}"
