@@ -183,6 +183,9 @@ int main(int argc, char** argv) {
   up->add_flag("--replace", replace, "tear down an existing fabric of that name first");
 
   auto* down = app.add_subcommand("down", "remove the fabric (idempotent, also after a crash)");
+  bool kill_processes = false;
+  down->add_flag("--kill", kill_processes,
+                 "also stop processes running in the fabric (SIGTERM, then SIGKILL)");
   auto* show = app.add_subcommand("show", "print fabric.json");
   bool json_out = false;
   auto* status = app.add_subcommand("status", "per-link counters and fault state");
@@ -249,7 +252,16 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (*down) {
-    auto n = fabric_down(name);
+    if (const auto pids = fabric_processes(name); !pids.empty() && !kill_processes) {
+      std::string list;
+      for (int pid : pids)
+        list += " " + std::to_string(pid);
+      fmt::print(stderr,
+                 "mrc-fabric: warning: processes still run in the fabric (pids{}); their "
+                 "namespaces and links live on until they exit (use down --kill)\n",
+                 list);
+    }
+    auto n = fabric_down(name, kill_processes);
     if (!n) return report(std::unexpected(n.error()));
     fmt::print("fabric '{}' down: {} namespaces removed\n", name, *n);
     return 0;

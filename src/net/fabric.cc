@@ -925,34 +925,53 @@ std::string trimmed(std::string s);
 
 // Runs jobs side by side, at most `parallel` at a time (namespaces are independent; on a
 // loaded machine a process start costs 10-30 ms, so a serial `up` would take seconds).
-// Returns the first failure, after every started job has finished.
-FabricStatus run_jobs(const std::vector<Job>& jobs, size_t parallel = 8) {
+// Every job's output, in job order; a job that could not be started has an error. With
+// `stop_on_failure`, no job is started after one has failed (those say "not run").
+std::vector<FabricResult<CommandOutput>> run_jobs_collect(const std::vector<Job>& jobs,
+                                                          bool stop_on_failure,
+                                                          size_t parallel = 8) {
   std::vector<PreparedJob> prepared;
   prepared.reserve(jobs.size());
   for (const auto& j : jobs)
     prepared.emplace_back(j);
+  std::vector<FabricResult<CommandOutput>> results(jobs.size(),
+                                                   fabric_error("not run (an earlier job failed)"));
   std::vector<std::pair<size_t, Spawned>> running;
-  std::string first_error;
+  bool failed = false;
   const auto reap_one = [&] {
     const auto [index, spawned] = running.front();
     running.erase(running.begin());
-    const CommandOutput r = wait_child(spawned);
-    if (r.exit_code != 0 && first_error.empty())
-      first_error = jobs[index].what() + " exited with " + std::to_string(r.exit_code) + ": " +
-                    trimmed(r.err + r.out);
+    results[index] = wait_child(spawned);
+    failed = failed || results[index]->exit_code != 0;
   };
-  for (size_t i = 0; i < prepared.size() && first_error.empty(); ++i) {
+  for (size_t i = 0; i < prepared.size(); ++i) {
     if (running.size() >= parallel) reap_one();
+    if (stop_on_failure && failed) break;
     auto s = spawn_child([&] { return prepared[i].run_in_child(); }, jobs[i].input, jobs[i].what());
     if (!s) {
-      first_error = s.error();
-      break;
+      results[i] = std::unexpected(s.error());
+      failed = true;
+      continue;
     }
     running.emplace_back(i, *s);
   }
   while (!running.empty())
     reap_one();
-  if (!first_error.empty()) return fabric_error(first_error);
+  return results;
+}
+
+// The same, stopping at the first failure, which it returns.
+FabricStatus run_jobs(const std::vector<Job>& jobs) {
+  const auto results = run_jobs_collect(jobs, /*stop_on_failure=*/true);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (!results[i]) {
+      if (results[i].error().starts_with("not run")) continue;
+      return std::unexpected(results[i].error());
+    }
+    if (results[i]->exit_code != 0)
+      return fabric_error(jobs[i].what() + " exited with " + std::to_string(results[i]->exit_code) +
+                          ": " + trimmed(results[i]->err + results[i]->out));
+  }
   return {};
 }
 
@@ -1181,7 +1200,29 @@ FabricResult<FabricPlan> fabric_up(const FabricSpec& spec, const UpOptions& opti
   return plan;
 }
 
-FabricResult<int> fabric_down(std::string_view name) {
+std::vector<int> fabric_processes(std::string_view name) {
+  // Like `ip netns pids`: a process is in a namespace when its /proc/PID/ns/net is the same
+  // nsfs inode as the namespace's bind mount under /run/netns.
+  std::set<std::pair<dev_t, ino_t>> inodes;
+  for (const auto& ns : fabric_namespaces(name)) {
+    struct stat st {};
+    if (stat(("/run/netns/" + ns).c_str(), &st) == 0) inodes.insert({st.st_dev, st.st_ino});
+  }
+  std::vector<int> pids;
+  if (inodes.empty()) return pids;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    const std::string pid = e.path().filename();
+    if (!all_digits(pid)) continue;
+    struct stat st {};
+    if (stat(("/proc/" + pid + "/ns/net").c_str(), &st) == 0 &&
+        inodes.contains({st.st_dev, st.st_ino}))
+      pids.push_back(std::stoi(pid));
+  }
+  return pids;
+}
+
+FabricResult<int> fabric_down(std::string_view name, bool kill_processes) {
   const std::string fabric(name);
   FabricSpec probe;
   probe.name = fabric;
@@ -1204,6 +1245,18 @@ FabricResult<int> fabric_down(std::string_view name) {
       std::string cmdline((std::istreambuf_iterator<char>(cmd)), {});
       if (cmdline.find("flap") != std::string::npos) kill(pid, SIGTERM);
     }
+  }
+  if (kill_processes) {
+    // Processes inside keep a deleted namespace (and its veths) alive until they exit.
+    auto pids = fabric_processes(fabric);
+    for (int pid : pids)
+      kill(pid, SIGTERM);
+    for (int wait_ms = 0; !pids.empty() && wait_ms < 1000; wait_ms += 20) {
+      usleep(20'000);
+      pids = fabric_processes(fabric);
+    }
+    for (int pid : pids)
+      kill(pid, SIGKILL);
   }
   const auto namespaces = fabric_namespaces(fabric);
   if (!namespaces.empty()) {
@@ -1405,8 +1458,16 @@ FabricResult<ordered_json> fabric_status(const FabricPlan& plan) {
   // Per namespace: interface flags and counters, and the nft drop counters per chain.
   std::map<std::string, std::map<std::string, json>> devs;       // ns -> ifname -> ip -j
   std::map<std::string, std::map<std::string, uint64_t>> drops;  // ns -> ifname -> packets
+  std::vector<Job> jobs;
   for (const auto& n : plan.nodes) {
-    auto r = run_command({"ip", "-s", "-j", "link", "show"}, {}, n.ns);
+    jobs.push_back({n.ns, {"ip", "-s", "-j", "link", "show"}, {}, {}});
+    jobs.push_back(
+        {n.ns, {"nft", "-j", "list", "table", "netdev", std::string(kNftTable)}, {}, {}});
+  }
+  const auto outputs = run_jobs_collect(jobs, /*stop_on_failure=*/false);
+  for (size_t ni = 0; ni < plan.nodes.size(); ++ni) {
+    const Node& n = plan.nodes[ni];
+    const auto& r = outputs[2 * ni];
     if (!r) return std::unexpected(r.error());
     if (r->exit_code != 0)
       return fabric_error("namespace " + n.ns + " is missing or broken: " + trimmed(r->err));
@@ -1417,8 +1478,7 @@ FabricResult<ordered_json> fabric_status(const FabricPlan& plan) {
     } catch (const json::exception& e) {
       return fabric_error("ip -j in " + n.ns + ": " + e.what());
     }
-    auto nft =
-        run_command({"nft", "-j", "list", "table", "netdev", std::string(kNftTable)}, {}, n.ns);
+    const auto& nft = outputs[2 * ni + 1];
     if (!nft || nft->exit_code != 0) continue;  // no table: no faults there
     try {
       const json listing = json::parse(nft->out);

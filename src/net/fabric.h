@@ -282,9 +282,13 @@ struct UpOptions {
 };
 
 FabricResult<FabricPlan> fabric_up(const FabricSpec& spec, const UpOptions& options = {});
-// Removes every namespace of the fabric (found by prefix), background flappers, and the state
-// directory. Idempotent. Returns the number of namespaces removed.
-FabricResult<int> fabric_down(std::string_view name);
+// Removes every namespace of the fabric (found by name pattern), background flappers, and the
+// state directory. Idempotent. Returns the number of namespaces removed. Processes still
+// running inside keep their namespace alive after its name is gone: with `kill_processes`
+// they get SIGTERM, and SIGKILL after a second.
+FabricResult<int> fabric_down(std::string_view name, bool kill_processes = false);
+// The pids of processes running in any namespace of the fabric.
+std::vector<int> fabric_processes(std::string_view name);
 // The plan of a running fabric, from its fabric.json.
 FabricResult<FabricPlan> load_fabric(std::string_view name);
 FabricResult<FaultState> load_faults(std::string_view name);
