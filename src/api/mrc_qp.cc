@@ -1,0 +1,519 @@
+// mrc.h QPs (ocp-mrc-api.md 3.7, state machine 3.8) and work requests.
+#include <arpa/inet.h>
+#include <mrc.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "api/soft_device.h"
+
+using namespace mrc;
+using namespace mrc::api;
+
+#define MRC_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+constexpr uint16_t kMaxWimm = 1024;
+constexpr uint8_t kMaxMpr = 64;
+constexpr uint32_t kMaxQueueDepth = 65536;
+
+int fail_b(int e) {
+  errno = e;
+  return e;
+}
+template <typename T>
+T* fail_null(int e) {
+  errno = e;
+  return nullptr;
+}
+
+// libibverbs attributes MRC does not support (3.7 mrc_modify_qp).
+constexpr int kUnsupportedVerbsMask = IBV_QP_PORT | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                      IBV_QP_RNR_RETRY | IBV_QP_MIN_RNR_TIMER |
+                                      IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC |
+                                      IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE;
+constexpr int kSupportedVerbsMask = IBV_QP_STATE | IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS |
+                                    IBV_QP_PKEY_INDEX | IBV_QP_AV | IBV_QP_PATH_MTU |
+                                    IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_SQ_PSN;
+constexpr int kMrcMaskAll = MRC_QP_MAX_WIMM | MRC_QP_MAX_WIMM_DEST | MRC_QP_MPR |
+                            MRC_QP_MPR_DEST | MRC_QP_TIMEOUT | MRC_QP_EV_PROFILE_ID |
+                            MRC_QP_CC_PROFILE_ID | MRC_QP_HINT | MRC_QP_RETRY_CNT | MRC_QP_CAP |
+                            MRC_QP_VENDOR_CFG;
+
+bool legal_transition(ibv_qp_state from, ibv_qp_state to) {
+  if (to == IBV_QPS_RESET || to == IBV_QPS_ERR) return true;
+  switch (from) {
+    case IBV_QPS_RESET: return to == IBV_QPS_INIT;
+    case IBV_QPS_INIT: return to == IBV_QPS_INIT || to == IBV_QPS_RTR;
+    case IBV_QPS_RTR: return to == IBV_QPS_RTS;
+    case IBV_QPS_RTS: return to == IBV_QPS_RTS;
+    default: return false;
+  }
+}
+
+QpState engine_state(ibv_qp_state s) {
+  switch (s) {
+    case IBV_QPS_INIT: return QpState::kInit;
+    case IBV_QPS_RTR: return QpState::kRtr;
+    case IBV_QPS_RTS: return QpState::kRts;
+    case IBV_QPS_ERR: return QpState::kErr;
+    default: return QpState::kReset;
+  }
+}
+
+uint32_t mtu_bytes(int m) {
+  return m >= IBV_MTU_256 && m <= IBV_MTU_4096 ? 128u << m : 0;
+}
+
+// Paths of an ONLINE EV profile (index-aligned with its entries), or of the device's own AUTO
+// list. EINVAL if the profile cannot be expanded onto this device's wire format.
+int build_paths(SoftDevice& dev, const ShmEvProfile& prof, NodeStateLayout& s, QpAttr& out,
+                bool& auto_paths) {
+  const uint8_t ports = static_cast<uint8_t>(dev.config.ports.size());
+  ev::EvProfile p;
+  auto_paths = prof.mode == MRC_CTL_EV_MODE_AUTO;
+  if (auto_paths) {
+    // AUTO (5.7): the device chooses the paths: its wire mode's generated list.
+    const uint32_t n = dev.config.auto_evs_per_plane * ports;
+    auto made = dev.config.ev_mode == ev::FormatMode::kStev ? ev::make_stev_profile(n, ports, 1)
+                                                            : ev::make_udp_profile(n, ports, 1);
+    if (!made || dev.config.ev_mode == ev::FormatMode::kSrv6) return EINVAL;
+    p = std::move(*made);
+  } else {
+    const ShmFmtProfile* fmt = nullptr;
+    for (auto& f : s.fmt)
+      if (f.in_use && f.id == prof.fmt_id) fmt = &f;
+    if (!fmt || fmt->mode != static_cast<uint8_t>(dev.config.ev_mode)) return EINVAL;
+    p.mode = static_cast<ev::EvMode>(prof.mode);
+    p.format.mode = static_cast<ev::FormatMode>(fmt->mode);
+    for (uint32_t i = 0; i < fmt->field_count; ++i) p.format.fields.push_back({fmt->widths[i]});
+    p.fields.assign(prof.fields, prof.fields + prof.field_count);
+    for (uint32_t i = 0; i < prof.ev_count; ++i) {
+      const ShmEvEntry& e = prof.entries[i];
+      if (e.port < 1 || e.port > ports) return EINVAL;
+      ev::EvEntry entry;
+      std::memcpy(entry.value.data(), e.val, ev::kEvBytes);
+      entry.port = static_cast<uint8_t>(e.port - 1);
+      entry.state = e.state == static_cast<uint8_t>(ev::EvState::kDenied) ? ev::EvState::kDenied
+                                                                          : ev::EvState::kGood;
+      p.entries.push_back(entry);
+    }
+    p.ev_min_active = std::min<uint32_t>(prof.ev_min_active, prof.ev_count);
+  }
+  auto expanded = ev::expand_all(p);
+  if (!expanded) return EINVAL;
+  out.paths.clear();
+  for (size_t i = 0; i < p.entries.size(); ++i)
+    out.paths.push_back(PathDesc{(*expanded)[i], p.entries[i].port, p.entries[i].state});
+  out.ev_min_active = std::max<uint32_t>(1, auto_paths ? 1 : prof.ev_min_active);
+  return 0;
+}
+
+void apply_cc(const ShmCcProfile& prof, size_t ports, QpAttr& out) {
+  out.cc = CcSpec{};
+  const uint64_t link_bps = 10'000'000'000ull * ports;
+  if (prof.algorithm < 0) {
+    out.cc.algorithm = CcAlgorithm::kNone;
+    return;
+  }
+  out.cc.algorithm = CcAlgorithm::kNscc;
+  mrc_ctl_cc_nscc_cfg c{};
+  std::memcpy(&c, prof.config, sizeof c);
+  cc::NsccConfig& n = out.cc.nscc;
+  n.disable_qa = c.disable_qa != 0;
+  n.adjust_bytes_threshold = c.adjust_bytes_threshold;
+  n.adjust_period_threshold = ns(c.adjust_period_threshold);
+  n.base_rtt = c.base_rtt ? ns(c.base_rtt) : us(50);
+  n.eta = c.eta;
+  n.fi = c.fi;
+  n.fi_scale = c.fi_scale;
+  if (c.gamma > 0) n.gamma = c.gamma;
+  if (c.max_md_jump > 0) n.max_md_jump = c.max_md_jump;
+  n.max_cwnd = c.max_cwnd;
+  if (c.qa_gate) n.qa_gate = c.qa_gate;
+  n.qa_threshold = ns(c.qa_threshold);
+  n.target_delay = ns(c.target_delay);
+  n.link_bps = link_bps;
+}
+
+void release_profiles(SoftDevice& dev, mrc_qp* qp) {
+  if (qp->ev_profile < 0 && qp->cc_profile < 0) return;
+  NodeLock guard(*dev.node);
+  NodeStateLayout& s = dev.node->get();
+  if (qp->ev_profile >= 0 && s.ev[qp->ev_profile].active_qps > 0) --s.ev[qp->ev_profile].active_qps;
+  if (qp->cc_profile >= 0 && s.cc[qp->cc_profile].active_qps > 0) --s.cc[qp->cc_profile].active_qps;
+  qp->ev_profile = qp->cc_profile = -1;
+}
+
+}  // namespace
+
+MRC_EXPORT mrc_qp* mrc_create_qp(mrc_context* ctx, mrc_qp_init_attr* a) {
+  if (!ctx || !a || !a->pd || device_of(a->pd->context) != ctx->dev)
+    return fail_null<mrc_qp>(EINVAL);
+  for (mrc_cq* cq : {a->send_cq, a->recv_cq})
+    if (!cq || cq->ctx != ctx || cq->is_ev_cq) return fail_null<mrc_qp>(EINVAL);
+  const uint64_t allowed = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
+  if (a->send_ops_flags & ~allowed) return fail_null<mrc_qp>(EINVAL);
+  const uint32_t pv = static_cast<uint32_t>(a->protocol_version);
+  if (pv != 0 && pv != MRC_PROTOCOL_VERSION_1) return fail_null<mrc_qp>(EINVAL);
+  if (a->cap.max_send_wr > kMaxQueueDepth || a->cap.max_recv_wr > kMaxQueueDepth ||
+      a->cap.max_send_sge > 1 || a->cap.max_recv_sge > 1 || a->cap.max_inline_data > 0)
+    return fail_null<mrc_qp>(EINVAL);
+  SoftDevice& dev = *ctx->dev;
+  DeviceLock dlk(dev);
+  QpCreateAttr ca;
+  ca.sq_depth = std::max<uint32_t>(1, a->cap.max_send_wr);
+  ca.rq_depth = std::max<uint32_t>(1, a->cap.max_recv_wr);
+  ca.sq_sig_all = a->sq_sig_all != 0;
+  auto qpn = dev.engine->create_qp(ca);
+  if (!qpn) return fail_null<mrc_qp>(qpn.error() == Error::kNoResources ? ENOMEM : EINVAL);
+  auto* qp = new mrc_qp();
+  qp->ctx = ctx;
+  qp->engine_qpn = *qpn;
+  qp->qpn = (static_cast<uint32_t>(dev.slot) << 16) | *qpn;  // docs/c-api.md "QP numbers"
+  a->cap.max_send_wr = ca.sq_depth;  // actual capacities, as ibv_create_qp
+  a->cap.max_recv_wr = ca.rq_depth;
+  qp->init = *a;
+  qp->engine_attr.reorder_window = ms(2);  // software path: batches reorder (net/session.h)
+  dev.qps[*qpn] = qp;
+  for (mrc_cq* cq : {a->send_cq, a->recv_cq}) {
+    std::lock_guard lk(cq->mu);
+    ++cq->qp_refs;
+  }
+  std::lock_guard lk(ctx->mu);
+  ++ctx->children;
+  return qp;
+}
+
+MRC_EXPORT int mrc_destroy_qp(mrc_qp* qp) {
+  if (!qp) return fail_b(EINVAL);
+  mrc_context* ctx = qp->ctx;
+  SoftDevice& dev = *ctx->dev;
+  DeviceLock dlk(dev);
+  if (!dev.engine->destroy_qp(qp->engine_qpn)) return fail_b(EINVAL);
+  dev.qps.erase(qp->engine_qpn);
+  release_profiles(dev, qp);
+  if (qp->hint) --qp->hint->qp_refs;
+  for (mrc_cq* cq : {qp->init.send_cq, qp->init.recv_cq}) {
+    std::lock_guard lk(cq->mu);
+    --cq->qp_refs;
+  }
+  delete qp;
+  std::lock_guard lk(ctx->mu);
+  --ctx->children;
+  return 0;
+}
+
+MRC_EXPORT int mrc_get_qpn(mrc_qp* qp, uint32_t* qpn) {
+  if (!qp || !qpn) {
+    errno = EINVAL;
+    return -1;
+  }
+  *qpn = qp->qpn;
+  return 0;
+}
+
+MRC_EXPORT int mrc_query_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc_qp_attr* mattr,
+                            int mrc_attr_mask, mrc_qp_init_attr* init_attr) {
+  if (!qp || (vattr_mask && !vattr) || (mrc_attr_mask && !mattr) ||
+      (mrc_attr_mask & ~kMrcMaskAll))
+    return fail_b(EINVAL);
+  DeviceLock dlk(*qp->ctx->dev);
+  if (vattr) {  // like ibv_query_qp: every field, whatever the mask
+    *vattr = qp->vattr;
+    vattr->qp_state = qp->state;
+    vattr->cur_qp_state = qp->state;
+    vattr->cap = qp->init.cap;
+  }
+  if (mattr) {
+    const mrc_qp_attr& c = qp->mrc_attr;
+    if (mrc_attr_mask & MRC_QP_MAX_WIMM) mattr->wimm.max_wimm = c.wimm.max_wimm;
+    if (mrc_attr_mask & MRC_QP_MAX_WIMM_DEST) mattr->wimm.max_wimm_dest = c.wimm.max_wimm_dest;
+    if (mrc_attr_mask & MRC_QP_MPR) mattr->mpr.mpr = c.mpr.mpr;
+    if (mrc_attr_mask & MRC_QP_MPR_DEST) mattr->mpr.mpr_dest = c.mpr.mpr_dest;
+    if (mrc_attr_mask & MRC_QP_TIMEOUT) mattr->timeout = c.timeout;
+    if (mrc_attr_mask & MRC_QP_EV_PROFILE_ID) mattr->profile.ev_profile_id = c.profile.ev_profile_id;
+    if (mrc_attr_mask & MRC_QP_CC_PROFILE_ID) mattr->profile.cc_profile_id = c.profile.cc_profile_id;
+    if (mrc_attr_mask & MRC_QP_HINT) mattr->qp_hint = qp->hint;
+    if (mrc_attr_mask & MRC_QP_RETRY_CNT) mattr->retry = c.retry;
+    if (mrc_attr_mask & MRC_QP_CAP) mattr->cap = c.cap;
+    if (mrc_attr_mask & MRC_QP_VENDOR_CFG)
+      std::memcpy(mattr->vendor_cfg, c.vendor_cfg, sizeof c.vendor_cfg);
+  }
+  if (init_attr) *init_attr = qp->init;
+  return 0;
+}
+
+MRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc_qp_attr* mattr,
+                             int mrc_attr_mask) {
+  if (!qp || (vattr_mask && !vattr) || (mrc_attr_mask && !mattr)) return fail_b(EINVAL);
+  SoftDevice& dev = *qp->ctx->dev;
+  const bool lenient = dev.config.lenient;
+  if (vattr_mask & ~(kSupportedVerbsMask | kUnsupportedVerbsMask)) return fail_b(EINVAL);
+  if (vattr_mask & kUnsupportedVerbsMask) {
+    if (!lenient) return fail_b(EINVAL);  // strict mode (3.7); lenient ignores them (8)
+    vattr_mask &= ~kUnsupportedVerbsMask;
+  }
+  if (mrc_attr_mask & ~kMrcMaskAll) return fail_b(EINVAL);
+  // Value ranges (3.7).
+  if (mrc_attr_mask & MRC_QP_TIMEOUT && mattr->timeout > 24) return fail_b(EINVAL);
+  if (mrc_attr_mask & MRC_QP_RETRY_CNT &&
+      (mattr->retry.linear_cnt > 7 || mattr->retry.exp_cnt > 25))
+    return fail_b(EINVAL);
+  if (mrc_attr_mask & MRC_QP_MPR && (mattr->mpr.mpr == 0 || mattr->mpr.mpr > kMaxMpr))
+    return fail_b(EINVAL);
+  if (mrc_attr_mask & MRC_QP_MPR_DEST &&
+      (mattr->mpr.mpr_dest == 0 || mattr->mpr.mpr_dest > kMaxMpr))
+    return fail_b(EINVAL);
+  if (mrc_attr_mask & MRC_QP_MAX_WIMM && mattr->wimm.max_wimm > kMaxWimm) return fail_b(EINVAL);
+  if (mrc_attr_mask & MRC_QP_MAX_WIMM_DEST && mattr->wimm.max_wimm_dest > kMaxWimm)
+    return fail_b(EINVAL);
+  if (mrc_attr_mask & MRC_QP_CAP) {
+    const uint32_t known = MRC_QP_CAP_TRIM_NACK_DEST_UNSUPPORTED | MRC_QP_CAP_DYNAMIC_MPR |
+                           MRC_QP_CAP_SVC_TIME_DEST_UNSUPPORTED;
+    // No MRC_DEVICE_CAP_DYNAMIC_MPR on this device: asking for it is EINVAL (3.7).
+    if ((mattr->cap & ~known) || (mattr->cap & MRC_QP_CAP_DYNAMIC_MPR)) return fail_b(EINVAL);
+  }
+  if (mrc_attr_mask & MRC_QP_HINT && mattr->qp_hint && mattr->qp_hint->ctx != qp->ctx)
+    return fail_b(EINVAL);
+  if (vattr_mask & IBV_QP_PATH_MTU && !mtu_bytes(vattr->path_mtu)) return fail_b(EINVAL);
+
+  DeviceLock dlk(dev);
+  const ibv_qp_state cur = qp->state;
+  if (vattr_mask & IBV_QP_CUR_STATE && vattr->cur_qp_state != cur) return fail_b(EINVAL);
+  const ibv_qp_state target = vattr_mask & IBV_QP_STATE ? vattr->qp_state : cur;
+  if (!legal_transition(cur, target) && target != cur) return fail_b(EINVAL);
+  if (vattr_mask & IBV_QP_STATE && !legal_transition(cur, target)) return fail_b(EINVAL);
+
+  // Required attributes per target (3.8): supplied now or in an earlier call.
+  const int have_mrc = qp->mrc_attr_set | mrc_attr_mask;
+  const int have_verbs = vattr_mask;
+  auto missing = [&](int need_mrc, int need_verbs) {
+    return (have_mrc & need_mrc) != need_mrc || (have_verbs & need_verbs) != need_verbs;
+  };
+  const bool moving = target != cur;
+  if (moving && target == IBV_QPS_INIT && !lenient &&
+      missing(MRC_QP_HINT | MRC_QP_EV_PROFILE_ID | MRC_QP_CC_PROFILE_ID, 0))
+    return fail_b(EINVAL);
+  if (moving && target == IBV_QPS_RTR &&
+      missing(lenient ? 0 : MRC_QP_MAX_WIMM_DEST | MRC_QP_MPR_DEST,
+              IBV_QP_AV | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_PATH_MTU))
+    return fail_b(EINVAL);
+  if (moving && target == IBV_QPS_RTS &&
+      missing(lenient ? 0 : MRC_QP_MAX_WIMM | MRC_QP_MPR | MRC_QP_RETRY_CNT | MRC_QP_TIMEOUT,
+              IBV_QP_SQ_PSN))
+    return fail_b(EINVAL);
+  // Profiles and hint change only while RESET -> INIT (EBUSY rules of 5.5 rely on it).
+  if ((mrc_attr_mask & (MRC_QP_EV_PROFILE_ID | MRC_QP_CC_PROFILE_ID)) &&
+      !(cur == IBV_QPS_RESET && target == IBV_QPS_INIT))
+    return fail_b(EINVAL);
+
+  QpAttr next = qp->engine_attr;
+  int ev_index = -1, cc_index = -1;
+  bool auto_paths = false;
+  if (moving && target == IBV_QPS_INIT) {
+    NodeLock guard(*dev.node);
+    NodeStateLayout& s = dev.node->get();
+    const bool have_ev = have_mrc & MRC_QP_EV_PROFILE_ID, have_cc = have_mrc & MRC_QP_CC_PROFILE_ID;
+    const uint64_t ev_id = mrc_attr_mask & MRC_QP_EV_PROFILE_ID ? mattr->profile.ev_profile_id
+                                                                : qp->mrc_attr.profile.ev_profile_id;
+    const uint64_t cc_id = mrc_attr_mask & MRC_QP_CC_PROFILE_ID ? mattr->profile.cc_profile_id
+                                                                : qp->mrc_attr.profile.cc_profile_id;
+    if (have_ev) {
+      ShmEvProfile* p = dev.node->find_ev(ev_id);
+      if (!p || p->state != static_cast<uint8_t>(ProfileState::kOnline)) return fail_b(EINVAL);
+      if (int e = build_paths(dev, *p, s, next, auto_paths)) return fail_b(e);
+      ev_index = static_cast<int>(p - s.ev);
+      qp->ev_generation = p->generation;
+    } else {  // lenient default: the device's own AUTO paths
+      ShmEvProfile autop{};
+      autop.mode = MRC_CTL_EV_MODE_AUTO;
+      if (int e = build_paths(dev, autop, s, next, auto_paths)) return fail_b(e);
+    }
+    if (have_cc) {
+      ShmCcProfile* p = dev.node->find_cc(cc_id);
+      if (!p || p->state != static_cast<uint8_t>(ProfileState::kOnline)) return fail_b(EINVAL);
+      apply_cc(*p, dev.config.ports.size(), next);
+      cc_index = static_cast<int>(p - s.cc);
+    } else {
+      ShmCcProfile def{};
+      def.algorithm = 0;
+      apply_cc(def, dev.config.ports.size(), next);
+    }
+  }
+  if (mrc_attr_mask & MRC_QP_MAX_WIMM) next.max_wimm = std::max<uint16_t>(1, mattr->wimm.max_wimm);
+  if (mrc_attr_mask & MRC_QP_MAX_WIMM_DEST)
+    next.max_wimm_dest = std::max<uint16_t>(1, mattr->wimm.max_wimm_dest);
+  if (mrc_attr_mask & MRC_QP_MPR) next.mpr = mattr->mpr.mpr;
+  if (mrc_attr_mask & MRC_QP_MPR_DEST) next.mpr_dest = mattr->mpr.mpr_dest;
+  if (mrc_attr_mask & MRC_QP_TIMEOUT) next.timeout = mattr->timeout;
+  if (mrc_attr_mask & MRC_QP_RETRY_CNT) {
+    next.retry_linear = mattr->retry.linear_cnt;
+    next.retry_exp = mattr->retry.exp_cnt;
+  }
+  if (vattr_mask & IBV_QP_PATH_MTU) next.path_mtu = mtu_bytes(vattr->path_mtu);
+  if (vattr_mask & IBV_QP_RQ_PSN) next.rq_psn = vattr->rq_psn & 0xFFFFFF;
+  if (vattr_mask & IBV_QP_SQ_PSN) next.sq_psn = vattr->sq_psn & 0xFFFFFF;
+  if (vattr_mask & IBV_QP_DEST_QPN) next.dest_qpn = vattr->dest_qp_num & 0xFFFF;
+  if (vattr_mask & IBV_QP_AV) {
+    // IBV_QP_AV (3.7): the peer is the GID's host; its UDP port comes from the slot in the
+    // destination QPN (docs/c-api.md "QP numbers"); its address on every plane from the
+    // prefix rule.
+    if (!vattr->ah_attr.is_global) return fail_b(EINVAL);
+    if (!(vattr_mask & IBV_QP_DEST_QPN)) return fail_b(EINVAL);
+    in6_addr gid;
+    std::memcpy(gid.s6_addr, vattr->ah_attr.grh.dgid.raw, 16);
+    const uint32_t peer_slot = (vattr->dest_qp_num >> 16) & 0xFF;
+    char key[64];
+    std::snprintf(key, sizeof key, "%016llx%016llx/%u",
+                  static_cast<unsigned long long>(be64toh(vattr->ah_attr.grh.dgid.global.subnet_prefix)),
+                  static_cast<unsigned long long>(be64toh(vattr->ah_attr.grh.dgid.global.interface_id)),
+                  peer_slot);
+    auto [it, fresh] = dev.peers.try_emplace(key, dev.next_peer);
+    if (fresh) {
+      ++dev.next_peer;
+      std::vector<in6_addr> addrs;
+      for (size_t p = 0; p < dev.config.ports.size(); ++p)
+        addrs.push_back(peer_address(dev.config, gid, p));
+      if (!dev.path->set_peer(it->second, addrs,
+                              static_cast<uint16_t>(dev.config.udp_base_port + peer_slot))) {
+        dev.peers.erase(it);
+        return fail_b(EINVAL);
+      }
+    }
+    next.peer = it->second;
+  }
+
+  if (moving) {
+    if (auto st = dev.engine->modify_qp(dev.path->now(), qp->engine_qpn, engine_state(target), next);
+        !st)
+      return fail_b(EINVAL);
+  }
+  // Committed.
+  if (moving && target == IBV_QPS_INIT) {
+    NodeLock guard(*dev.node);
+    NodeStateLayout& s = dev.node->get();
+    qp->ev_profile = ev_index;
+    qp->cc_profile = cc_index;
+    qp->auto_paths = auto_paths;
+    if (ev_index >= 0) ++s.ev[ev_index].active_qps;
+    if (cc_index >= 0) ++s.cc[cc_index].active_qps;
+  }
+  if (moving && target == IBV_QPS_RESET) {
+    release_profiles(dev, qp);
+    qp->mrc_attr_set = 0;
+  }
+  qp->engine_attr = next;
+  if (mrc_attr_mask & MRC_QP_HINT) {
+    if (qp->hint) --qp->hint->qp_refs;
+    qp->hint = mattr->qp_hint;
+    if (qp->hint) ++qp->hint->qp_refs;
+  }
+  if (mattr) {
+    mrc_qp_attr& c = qp->mrc_attr;
+    if (mrc_attr_mask & MRC_QP_MAX_WIMM) c.wimm.max_wimm = mattr->wimm.max_wimm;
+    if (mrc_attr_mask & MRC_QP_MAX_WIMM_DEST) c.wimm.max_wimm_dest = mattr->wimm.max_wimm_dest;
+    if (mrc_attr_mask & MRC_QP_MPR) c.mpr.mpr = mattr->mpr.mpr;
+    if (mrc_attr_mask & MRC_QP_MPR_DEST) c.mpr.mpr_dest = mattr->mpr.mpr_dest;
+    if (mrc_attr_mask & MRC_QP_TIMEOUT) c.timeout = mattr->timeout;
+    if (mrc_attr_mask & MRC_QP_EV_PROFILE_ID) c.profile.ev_profile_id = mattr->profile.ev_profile_id;
+    if (mrc_attr_mask & MRC_QP_CC_PROFILE_ID) c.profile.cc_profile_id = mattr->profile.cc_profile_id;
+    if (mrc_attr_mask & MRC_QP_RETRY_CNT) c.retry = mattr->retry;
+    if (mrc_attr_mask & MRC_QP_CAP) c.cap = mattr->cap;
+    if (mrc_attr_mask & MRC_QP_VENDOR_CFG)
+      std::memcpy(c.vendor_cfg, mattr->vendor_cfg, sizeof c.vendor_cfg);
+    c.qp_hint = qp->hint;
+  }
+  if (!(moving && target == IBV_QPS_RESET)) qp->mrc_attr_set |= mrc_attr_mask;
+  ibv_qp_attr& v = qp->vattr;
+  if (vattr_mask & IBV_QP_ACCESS_FLAGS) v.qp_access_flags = vattr->qp_access_flags;
+  if (vattr_mask & IBV_QP_PKEY_INDEX) v.pkey_index = vattr->pkey_index;
+  if (vattr_mask & IBV_QP_AV) v.ah_attr = vattr->ah_attr;
+  if (vattr_mask & IBV_QP_PATH_MTU) v.path_mtu = vattr->path_mtu;
+  if (vattr_mask & IBV_QP_DEST_QPN) v.dest_qp_num = vattr->dest_qp_num;
+  if (vattr_mask & IBV_QP_RQ_PSN) v.rq_psn = vattr->rq_psn;
+  if (vattr_mask & IBV_QP_SQ_PSN) v.sq_psn = vattr->sq_psn;
+  qp->state = target;
+  return 0;
+}
+
+MRC_EXPORT int mrc_post_recv(mrc_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  if (!qp || !wr || !bad_wr) {
+    errno = EINVAL;
+    return -1;
+  }
+  DeviceLock dlk(*qp->ctx->dev);
+  for (ibv_recv_wr* w = wr; w; w = w->next) {
+    int err = 0;
+    if (qp->state != IBV_QPS_RTR && qp->state != IBV_QPS_RTS) err = EINVAL;
+    else if (w->num_sge < 0 || w->num_sge > 1) err = EINVAL;
+    else if (auto st = qp->ctx->dev->engine->post_recv(qp->engine_qpn, w->wr_id); !st)
+      err = st.error() == Error::kQueueFull ? ENOMEM : EINVAL;
+    if (err) {
+      *bad_wr = w;
+      errno = err;
+      return -1;  // 3.7 / section 8 item 7: -1 with errno
+    }
+  }
+  return 0;
+}
+
+MRC_EXPORT int mrc_post_send(mrc_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+  if (!qp || !wr || !bad_wr) return fail_b(EINVAL);
+  SoftDevice& dev = *qp->ctx->dev;
+  DeviceLock dlk(dev);
+  const Time now = dev.path->now();
+  for (ibv_send_wr* w = wr; w; w = w->next) {
+    int err = 0;
+    WriteWr ew;
+    ew.wr_id = w->wr_id;
+    if (qp->state != IBV_QPS_RTS) err = EINVAL;
+    else if (w->opcode != IBV_WR_RDMA_WRITE && w->opcode != IBV_WR_RDMA_WRITE_WITH_IMM)
+      err = EINVAL;  // WRITE / WRITE_IMM only (3.7)
+    else if (w->num_sge < 0 || w->num_sge > 1 || (w->num_sge == 1 && !w->sg_list))
+      err = EINVAL;
+    else if (w->send_flags & IBV_SEND_INLINE)
+      err = EINVAL;  // max_inline_data is 0
+    if (!err) {
+      ew.opcode = w->opcode == IBV_WR_RDMA_WRITE ? WrOpcode::kWrite : WrOpcode::kWriteImm;
+      if (w->num_sge == 1) {
+        ew.lkey = w->sg_list[0].lkey;
+        ew.local_addr = w->sg_list[0].addr;
+        ew.length = w->sg_list[0].length;
+      }
+      ew.remote_addr = w->wr.rdma.remote_addr;
+      ew.rkey = w->wr.rdma.rkey;
+      ew.imm = ntohl(w->imm_data);
+      ew.signaled = qp->init.sq_sig_all || (w->send_flags & IBV_SEND_SIGNALED);
+      if (auto st = dev.engine->post_write(now, qp->engine_qpn, ew); !st)
+        err = st.error() == Error::kQueueFull ? ENOMEM : EINVAL;
+    }
+    if (err) {
+      *bad_wr = w;
+      return fail_b(err);
+    }
+  }
+  return 0;
+}
+
+// ---- Async events -----------------------------------------------------------------------------
+
+MRC_EXPORT int mrc_get_async_event(mrc_context* ctx, mrc_async_event* event) {
+  if (!ctx || !event) {
+    errno = EINVAL;
+    return -1;
+  }
+  std::unique_lock lk(ctx->mu);
+  ctx->async_cv.wait(lk, [ctx] { return !ctx->async_events.empty(); });
+  *event = ctx->async_events.front();
+  ctx->async_events.pop_front();
+  ++ctx->async_unacked;
+  return 0;
+}
+
+MRC_EXPORT void mrc_ack_async_event(mrc_async_event* event) {
+  (void)event;  // Objects do not wait for async acknowledgements (docs/c-api.md).
+}

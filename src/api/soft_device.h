@@ -1,0 +1,185 @@
+// The MRC software device: the objects behind mrc.h / mrc_ctl.h and the libibverbs calls MRC
+// applications make (ocp-mrc-api.md section 7.2), for the device "mrc_soft0" whose ports are
+// host interfaces (docs/c-api.md, "Configuration").
+//
+// One SoftDevice per ibv_open_device(): an engine, its data path (the Linux UDP driver) and a
+// progress thread that turns the engine's calling sequence (engine.h) under `mu`. API calls
+// take `mu` too; the progress thread releases it between turns and lets waiting callers in.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <mrc_ctl.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "api/data_path.h"
+#include "api/node_state.h"
+#include "transport/engine.h"
+
+namespace mrc::api {
+
+inline constexpr const char* kDeviceName = "mrc_soft0";
+inline constexpr uint16_t kDefaultUdpBasePort = 4791;
+
+struct DeviceConfig {
+  std::vector<SoftPortConfig> ports;  // index = 0-based port (plane)
+  uint16_t udp_base_port = kDefaultUdpBasePort;
+  ev::FormatMode ev_mode = ev::FormatMode::kUdp;
+  bool lenient = false;  // accept the published benchmark (ocp-mrc-api.md section 8)
+  uint32_t auto_evs_per_plane = 8;
+};
+
+// $MRC_SOFT_PORTS / $MRC_SOFT_CONFIG / /etc/mrc/mrc_soft.conf (docs/c-api.md). false with a
+// message if none names a port or an entry is malformed.
+bool load_device_config(DeviceConfig& out, std::string& error);
+
+struct SoftDevice;
+
+// struct ibv_context must be the first member: the ibv_context* handed out is this object.
+struct SoftContext {
+  ibv_context ibv;
+  SoftDevice* dev;
+};
+
+struct SoftMr {
+  ibv_mr ibv;
+};
+
+}  // namespace mrc::api
+
+// The opaque types of mrc.h (section 3.3).
+struct mrc_comp_channel {
+  mrc_context* ctx = nullptr;
+  int fd = -1;  // eventfd (semaphore): one count per pending CQ event
+  std::mutex mu;
+  std::deque<mrc_cq*> pending;
+  int cq_refs = 0;
+};
+
+struct EvEventRecord {
+  uint64_t profile_id;
+  mrc_ctl_ev ev;
+  uint32_t drop_count;
+  mrc_ctl_ev_state state;
+};
+
+struct mrc_cq {
+  mrc_context* ctx = nullptr;
+  int capacity = 0;
+  bool is_ev_cq = false;
+  void* cq_context = nullptr;
+  mrc_comp_channel* channel = nullptr;
+  std::mutex mu;
+  std::condition_variable acked_cv;
+  std::deque<ibv_wc> wcs;
+  std::deque<EvEventRecord> ev_events;
+  uint64_t ev_next_seq = 0;    // next node event sequence number to read
+  uint32_t ev_pending_drops = 0;
+  bool armed = false;
+  bool solicited_only = false;
+  uint64_t events_delivered = 0, events_acked = 0;
+  int qp_refs = 0;
+  bool overrun = false;
+};
+
+struct mrc_qp_hint {
+  mrc_context* ctx = nullptr;
+  mrc_qp_hint_attr attr{};
+  int qp_refs = 0;
+};
+
+struct mrc_qp {
+  mrc_context* ctx = nullptr;
+  uint32_t engine_qpn = 0;
+  uint32_t qpn = 0;  // API QPN: slot << 16 | engine QPN (docs/c-api.md, "QP numbers")
+  mrc_qp_init_attr init{};
+  ibv_qp_state state = IBV_QPS_RESET;
+  mrc::QpAttr engine_attr;
+  mrc_qp_attr mrc_attr{};
+  int mrc_attr_set = 0;  // mask bits ever supplied
+  ibv_qp_attr vattr{};
+  mrc_qp_hint* hint = nullptr;
+  int ev_profile = -1;  // index into NodeStateLayout::ev, while past RESET
+  int cc_profile = -1;
+  uint32_t ev_generation = 0;
+  bool auto_paths = false;
+};
+
+struct AsyncEventRecord {
+  mrc_async_event event;
+};
+
+struct mrc_context {
+  mrc::api::SoftDevice* dev = nullptr;
+  ibv_context* vctx = nullptr;
+  uint32_t api_version = 0;  // as declared; 0 = latest
+  std::mutex mu;             // guards the lists and the async queue
+  std::condition_variable async_cv;
+  std::deque<mrc_async_event> async_events;
+  int async_unacked = 0;
+  int children = 0;  // CQs, channels, hints, QPs
+  std::vector<mrc_cq*> ev_cqs;
+};
+
+namespace mrc::api {
+
+struct SoftDevice {
+  DeviceConfig config;
+  NodeState* node = nullptr;
+  int slot = -1;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<DataPath> path;
+  std::mutex mu;  // engine, QP map, peers, contexts
+  std::atomic<int> waiters{0};
+  std::atomic<bool> stop{false};
+  std::thread progress;
+  std::unordered_map<uint32_t, mrc_qp*> qps;  // engine QPN -> QP
+  std::vector<mrc_context*> contexts;
+  std::unordered_map<std::string, uint32_t> peers;  // peer key -> data-path peer id
+  uint32_t next_peer = 1;
+  uint32_t port_generation = ~0u;
+  std::vector<bool> port_up;  // as last told to the engine
+  int pd_count = 0, mr_count = 0;
+  std::string error;
+
+  // Runs on the progress thread.
+  void run();
+  void turn();
+  void sync_node_state();
+  void dispatch_completion(const Completion& c);
+  void dispatch_event(const Event& e);
+  void deliver_ev_events();
+};
+
+// Takes the device lock with priority over the progress thread.
+class DeviceLock {
+ public:
+  explicit DeviceLock(SoftDevice& d) : d_(d) {
+    d_.waiters.fetch_add(1);
+    d_.mu.lock();
+    d_.waiters.fetch_sub(1);
+  }
+  ~DeviceLock() { d_.mu.unlock(); }
+  DeviceLock(const DeviceLock&) = delete;
+  DeviceLock& operator=(const DeviceLock&) = delete;
+
+ private:
+  SoftDevice& d_;
+};
+
+SoftDevice* device_of(ibv_context* ctx);  // nullptr if not one of ours
+void post_async_event(mrc_context* ctx, const mrc_async_event& e);
+void notify_cq(mrc_cq* cq);  // CQ has a new entry: raise the channel event if armed
+bool has_cap_net_admin();
+// Address of `gid`'s host on 0-based port p, by the prefix rule (docs/c-api.md).
+in6_addr peer_address(const DeviceConfig& cfg, const in6_addr& gid, size_t p);
+
+}  // namespace mrc::api
