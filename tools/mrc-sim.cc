@@ -63,7 +63,9 @@ std::string version() {
 json echo_config(const Scenario& sc) {
   const SimConfig& b = sc.base;
   json j;
-  j["topo"] = {{"hosts", b.topo.hosts},
+  const bool fat_tree = b.topo.kind == TopologyKind::kFatTree;
+  j["topo"] = {{"kind", fat_tree ? "fat_tree" : "clos2"},
+               {"hosts", b.topo.hosts},
                {"planes", b.topo.planes},
                {"radix", b.topo.radix},
                {"hosts_per_leaf", b.topo.hosts_per_leaf},
@@ -71,6 +73,7 @@ json echo_config(const Scenario& sc) {
                {"link_rate", format_rate(b.topo.link_bps)},
                {"link_delay", format_duration(b.topo.link_delay)},
                {"switch_latency", format_duration(b.topo.switch_latency)}};
+  if (fat_tree) j["topo"]["tiers"] = b.topo.tiers;
   j["switch"] = {{"queue", b.sw.queue_bytes},
                  {"ecn_kmin", b.sw.ecn_kmin_bytes},
                  {"ecn_kmax", b.sw.ecn_kmax_bytes},
@@ -217,6 +220,10 @@ json transport_json(const Ran& ran) {
   j["iterations"] = its;
   if (!r.iterations.empty()) j["job_aborted"] = r.job_aborted;
   j["fabric"] = {{"leaves_per_plane", ran.leaves}, {"spines_per_plane", ran.spines}};
+  if (r.pods > 0) {
+    j["fabric"] = {{"kind", "fat_tree"}, {"pods", r.pods},   {"leaves", ran.leaves},
+                   {"aggs", ran.leaves}, {"cores", r.cores}, {"description", r.fabric}};
+  }
   if (!r.workload_error.empty()) j["workload_error"] = r.workload_error;
   return j;
 }
@@ -279,7 +286,10 @@ void print_table(const Scenario& sc, const std::vector<Ran>& runs) {
   const SimConfig& b = sc.base;
   fmt::print("\nmrc-sim: {}{}{} (seed {})\n", sc.name, sc.description.empty() ? "" : " - ",
              sc.description, sc.seed);
-  if (!runs.empty())
+  if (!runs.empty() && runs[0].r.pods > 0)
+    fmt::print("fabric:   {} hosts, {}, {} links, {} per link\n", b.topo.hosts, runs[0].r.fabric,
+               format_rate(b.topo.link_bps), format_duration(b.topo.link_delay));
+  else if (!runs.empty())
     fmt::print("fabric:   {} hosts, {} plane{} x ({} leaves + {} spines), {} links, {} per link\n",
                b.topo.hosts, b.topo.planes, b.topo.planes == 1 ? "" : "s", runs[0].leaves,
                runs[0].spines, format_rate(b.topo.link_bps), format_duration(b.topo.link_delay));

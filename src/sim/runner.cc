@@ -74,33 +74,13 @@ TextResult<std::unique_ptr<Workload>> make_workload(const WorkloadConfig& w, uin
 }
 
 TextStatus apply_faults(Simulation& sim, const Scenario& sc) {
-  const uint32_t planes = sim.config().topo.planes;
-  const uint32_t leaves = sim.num_leaves(), spines = sim.num_spines(), hosts = sim.num_hosts();
   for (const FaultConfig& f : sc.faults) {
     const std::string where = sc.source + ":" + std::to_string(f.line) + ": fault '" +
                               fault_kind_name(f.kind) + "' on " + f.target + ": ";
     const bool on_switch =
         f.kind == FaultConfig::kSwitchReboot || f.kind == FaultConfig::kBlackholeSwitch;
-    const uint32_t plane = on_switch ? f.sw.plane : f.link.plane;
-    if (plane >= planes)
-      return text_error(where + "plane " + std::to_string(plane) +
-                        " does not exist (the fabric has " + std::to_string(planes) +
-                        " planes: p0..p" + std::to_string(planes - 1) + ")");
-    if (on_switch) {
-      const uint32_t n = f.sw.kind == SwitchRef::kLeaf ? leaves : spines;
-      if (f.sw.index >= n)
-        return text_error(where + (f.sw.kind == SwitchRef::kLeaf ? "leaf " : "spine ") +
-                          std::to_string(f.sw.index) + " does not exist (" + std::to_string(n) +
-                          " per plane)");
-    } else if (f.link.kind == LinkRef::kHostLeaf) {
-      if (f.link.a >= hosts)
-        return text_error(where + "host " + std::to_string(f.link.a) + " does not exist (" +
-                          std::to_string(hosts) + " hosts)");
-    } else if (f.link.a >= leaves || f.link.b >= spines) {
-      return text_error(where + "no such link: the fabric has leaves 0.." +
-                        std::to_string(leaves - 1) + " and spines 0.." +
-                        std::to_string(spines - 1) + " per plane");
-    }
+    const std::string missing = on_switch ? sim.check_switch(f.sw) : sim.check_link(f.link);
+    if (!missing.empty()) return text_error(where + missing);
     switch (f.kind) {
       case FaultConfig::kLinkDown:
         sim.link_down(f.link, f.at);
@@ -132,6 +112,10 @@ TextStatus apply_faults(Simulation& sim, const Scenario& sc) {
 }
 
 TextStatus apply_htsim_failures(Simulation& sim, const HtsimMatrix& m, const std::string& file) {
+  if (!m.failures.empty() && sim.num_pods() > 0)
+    return text_error(file +
+                      ": failure lines are mapped onto two-tier fabrics only; on a fat "
+                      "tree use [[fault]] tables (pod1/leaf0-agg2, pod1/agg2-core9, core9)");
   for (const HtsimFailure& f : m.failures) {
     auto fault = htsim_fault(f, sim.num_leaves(), sim.num_spines(), sim.config().topo.planes, file);
     if (!fault) return std::unexpected(fault.error());
@@ -200,7 +184,8 @@ TextResult<TransportResult> run_transport(const Scenario& sc, const TransportRun
     return text_error(sc.source + ": transport " + run.name +
                       ": the simulator rejected the configuration (" +
                       std::string(error_name(created.error())) +
-                      "): check topo.hosts, topo.radix, topo.hosts_per_leaf and topo.spines");
+                      "): check topo.kind, topo.hosts, topo.radix, topo.hosts_per_leaf and "
+                      "topo.spines");
   Simulation& sim = **created;
 
   auto wl = make_workload(sc.workload, sim.num_hosts(), sc.seed);
@@ -238,6 +223,9 @@ TextResult<TransportResult> run_transport(const Scenario& sc, const TransportRun
   r.config = run.config;
   r.leaves = sim.num_leaves();
   r.spines = sim.num_spines();
+  r.fabric = sim.fabric_description();
+  r.pods = sim.num_pods();
+  r.cores = sim.num_cores();
   // Simulation::run() returns once every flow has finished (dependent workloads add theirs
   // from the completion callbacks before that check), or at run.until.
   sim.run(sc.until);

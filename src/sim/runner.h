@@ -66,7 +66,10 @@ struct TransportResult {
   std::vector<IterationResult> iterations;
   bool job_aborted = false;         // training loop stopped by a failed AllReduce
   std::string workload_error;       // an error raised while the simulation ran (empty = none)
-  uint32_t leaves = 0, spines = 0;  // per plane, as the simulator built the fabric
+  uint32_t leaves = 0, spines = 0;  // per plane, as the simulator built the fabric (fat tree:
+                                    // all leaves; spines = cores)
+  uint32_t pods = 0, cores = 0;     // fat tree only
+  std::string fabric;               // Simulation::fabric_description()
 };
 
 struct RunHooks {

@@ -247,6 +247,12 @@ std::string format_size(uint64_t b) {
 }
 
 std::string link_name(const LinkRef& l) {
+  if (l.kind == LinkRef::kLeafAgg)
+    return "pod" + std::to_string(l.pod) + "/leaf" + std::to_string(l.a) + "-agg" +
+           std::to_string(l.b);
+  if (l.kind == LinkRef::kAggCore)
+    return "pod" + std::to_string(l.pod) + "/agg" + std::to_string(l.a) + "-core" +
+           std::to_string(l.b);
   if (l.kind == LinkRef::kHostLeaf)
     return "p" + std::to_string(l.plane) + "/host" + std::to_string(l.a);
   return "p" + std::to_string(l.plane) + "/leaf" + std::to_string(l.a) + "-spine" +
@@ -254,6 +260,10 @@ std::string link_name(const LinkRef& l) {
 }
 
 std::string switch_name(const SwitchRef& s) {
+  if (s.kind == SwitchRef::kCore) return "core" + std::to_string(s.index);
+  if (s.kind == SwitchRef::kPodLeaf || s.kind == SwitchRef::kAgg)
+    return "pod" + std::to_string(s.pod) + (s.kind == SwitchRef::kAgg ? "/agg" : "/leaf") +
+           std::to_string(s.index);
   std::string out = "p";
   out += std::to_string(s.plane);
   out += s.kind == SwitchRef::kLeaf ? "/leaf" : "/spine";
@@ -270,8 +280,23 @@ std::optional<uint32_t> numbered(std::string_view s, std::string_view prefix) {
 }
 
 constexpr const char* kLinkForms =
-    "a link like \"p0/leaf3-spine7\" (leaf-spine) or \"p1/host5\" (host-leaf)";
-constexpr const char* kSwitchForms = "a switch like \"p0/spine2\" or \"p1/leaf5\"";
+    "a link like \"p0/leaf3-spine7\" (leaf-spine) or \"p1/host5\" (host-leaf); in a fat tree "
+    "\"pod1/leaf0-agg2\", \"pod1/agg2-core9\" or \"host5\"";
+constexpr const char* kSwitchForms =
+    "a switch like \"p0/spine2\" or \"p1/leaf5\"; in a fat tree \"pod1/leaf0\", \"pod1/agg2\" "
+    "or \"core9\"";
+
+// "<a>-<b>" or "<a>-><b>" -> (a, b).
+std::optional<std::pair<std::string_view, std::string_view>> link_ends(std::string_view s) {
+  size_t dash = s.find("->");
+  size_t skip = 2;
+  if (dash == std::string_view::npos) {
+    dash = s.find('-');
+    skip = 1;
+  }
+  if (dash == std::string_view::npos) return std::nullopt;
+  return std::pair{s.substr(0, dash), s.substr(dash + skip)};
+}
 
 }  // namespace
 
@@ -280,20 +305,29 @@ TextResult<LinkRef> parse_link_name(std::string_view s) {
   auto bad = [&] {
     return text_error("expected " + std::string(kLinkForms) + ", got \"" + std::string(s) + "\"");
   };
+  if (auto h = numbered(s, "host")) return LinkRef{LinkRef::kHostLeaf, 0, *h, 0, 0};  // fat tree
   if (slash == std::string_view::npos) return bad();
+  std::string_view rest = s.substr(slash + 1);
+  if (auto pod = numbered(s.substr(0, slash), "pod")) {
+    auto ends = link_ends(rest);
+    if (!ends) return bad();
+    if (auto leaf = numbered(ends->first, "leaf")) {
+      auto agg = numbered(ends->second, "agg");
+      if (!agg) return bad();
+      return LinkRef{LinkRef::kLeafAgg, 0, *leaf, *agg, *pod};
+    }
+    auto agg = numbered(ends->first, "agg");
+    auto core = numbered(ends->second, "core");
+    if (!agg || !core) return bad();
+    return LinkRef{LinkRef::kAggCore, 0, *agg, *core, *pod};
+  }
   auto plane = numbered(s.substr(0, slash), "p");
   if (!plane) return bad();
-  std::string_view rest = s.substr(slash + 1);
   if (auto h = numbered(rest, "host")) return LinkRef{LinkRef::kHostLeaf, *plane, *h, 0};
-  size_t dash = rest.find("->");
-  size_t skip = 2;
-  if (dash == std::string_view::npos) {
-    dash = rest.find('-');
-    skip = 1;
-  }
-  if (dash == std::string_view::npos) return bad();
-  auto leaf = numbered(rest.substr(0, dash), "leaf");
-  auto spine = numbered(rest.substr(dash + skip), "spine");
+  auto ends = link_ends(rest);
+  if (!ends) return bad();
+  auto leaf = numbered(ends->first, "leaf");
+  auto spine = numbered(ends->second, "spine");
   if (!leaf || !spine) return bad();
   return LinkRef{LinkRef::kLeafSpine, *plane, *leaf, *spine};
 }
@@ -303,10 +337,16 @@ TextResult<SwitchRef> parse_switch_name(std::string_view s) {
   auto bad = [&] {
     return text_error("expected " + std::string(kSwitchForms) + ", got \"" + std::string(s) + "\"");
   };
+  if (auto c = numbered(s, "core")) return SwitchRef{SwitchRef::kCore, 0, *c, 0};
   if (slash == std::string_view::npos) return bad();
+  std::string_view rest = s.substr(slash + 1);
+  if (auto pod = numbered(s.substr(0, slash), "pod")) {
+    if (auto l = numbered(rest, "leaf")) return SwitchRef{SwitchRef::kPodLeaf, 0, *l, *pod};
+    if (auto a = numbered(rest, "agg")) return SwitchRef{SwitchRef::kAgg, 0, *a, *pod};
+    return bad();
+  }
   auto plane = numbered(s.substr(0, slash), "p");
   if (!plane) return bad();
-  std::string_view rest = s.substr(slash + 1);
   if (auto l = numbered(rest, "leaf")) return SwitchRef{SwitchRef::kLeaf, *plane, *l};
   if (auto sp = numbered(rest, "spine")) return SwitchRef{SwitchRef::kSpine, *plane, *sp};
   return bad();
@@ -555,9 +595,33 @@ TextResult<const toml::table*> subtable(TableReader& r, std::string_view key) {
 }
 
 TextStatus read_topo(TableReader& r, TopologyConfig& t) {
+  size_t kind = t.kind == TopologyKind::kFatTree ? 1 : 0;
+  TRY(r.choice("kind", {"clos2", "fat_tree"}, kind));
+  t.kind = kind == 1 ? TopologyKind::kFatTree : TopologyKind::kClos2;
   TRY(r.uint("hosts", t.hosts, 2));
-  TRY(r.uint("planes", t.planes, 1, 32));
-  TRY(r.uint("radix", t.radix, 2));
+  if (t.kind == TopologyKind::kFatTree) {
+    // The conventional baseline: one plane, k/2 hosts per leaf, the rest follows from k.
+    for (const char* key : {"hosts_per_leaf", "spines"})
+      if (r.has(key))
+        return r.err(key, r.node(key),
+                     "does not apply to a fat tree (radix k gives k/2 hosts per leaf, k/2 leaves "
+                     "and k/2 aggs per pod, and (k/2)^2 cores)");
+    t.planes = 1;
+    if (const toml::node* n = r.node("planes"); n && !(n->is_integer() && n->value<int64_t>() == 1))
+      return r.err("planes", n, "a fat tree is the single-plane baseline: planes must be 1");
+    TRY(r.uint("tiers", t.tiers, 3, 4));
+    if (t.tiers == 4)
+      return r.err("tiers", r.node("tiers"),
+                   "four-tier fat trees are not simulated yet (their source route needs 7 uSIDs, "
+                   "more than one uSID carrier holds; docs/topology.md): use tiers = 3");
+    TRY(r.uint("radix", t.radix, 4));
+  } else {
+    r.allow("tiers");
+    if (r.has("tiers"))
+      return r.err("tiers", r.node("tiers"), "applies only to kind = \"fat_tree\"");
+    TRY(r.uint("planes", t.planes, 1, 32));
+    TRY(r.uint("radix", t.radix, 2));
+  }
   TRY(r.uint("hosts_per_leaf", t.hosts_per_leaf));
   TRY(r.uint("spines", t.spines));
   TRY(r.rate("link_rate", t.link_bps));
@@ -766,6 +830,31 @@ TextStatus read_fault(TableReader& r, FaultConfig& f) {
   return r.finish();
 }
 
+// A three-tier fat tree of radix k: even k, at most k pods of (k/2)^2 hosts, and switch counts
+// that fit the uSID ranges (16383 per tier).
+TextStatus check_fat_tree(const TopologyConfig& t, const std::string& where) {
+  if (t.radix % 2 != 0)
+    return text_error(where + "a fat tree needs an even radix (k/2 ports down, k/2 up), got " +
+                      std::to_string(t.radix));
+  const uint64_t half = t.radix / 2;
+  const uint64_t capacity = 2 * half * half * half;  // k^3/4
+  if (t.hosts > capacity) {
+    uint32_t k = 4;
+    while (static_cast<uint64_t>(k) * k * k / 4 < t.hosts)
+      k += 2;
+    return text_error(
+        where + std::to_string(t.hosts) + " hosts do not fit a three-tier fat tree of radix " +
+        std::to_string(t.radix) + " (at most k^3/4 = " + std::to_string(capacity) +
+        ": k pods of (k/2)^2 hosts): raise radix to >= " + std::to_string(k) + ", or lower hosts");
+  }
+  const uint64_t pods = (t.hosts + half * half - 1) / (half * half);
+  if (pods * half > 0x3FFF || half * half > 0x3FFF)
+    return text_error(where + "radix " + std::to_string(t.radix) +
+                      " is too large for the simulator's uSID plan (at most 16383 leaves, aggs "
+                      "and cores each): use radix <= 180");
+  return {};
+}
+
 // ---- overrides -----------------------------------------------------------------------------
 
 // Parses the value of a --set: a TOML value, else [a, b] of bare words, else a bare string.
@@ -891,6 +980,11 @@ TextResult<Scenario> parse_scenario(std::string_view text, std::string_view file
   TRY(read_topo(tr, b.topo));
   {
     // The same rules as Simulation::create, with a message that says what to change.
+    const TopologyConfig& t = b.topo;
+    const std::string where = origin.file + ": [topo]: ";
+    if (t.kind == TopologyKind::kFatTree) TRY(check_fat_tree(t, where));
+  }
+  if (b.topo.kind == TopologyKind::kClos2) {
     const TopologyConfig& t = b.topo;
     const std::string where = origin.file + ": [topo]: ";
     const uint32_t h = t.hosts_per_leaf ? t.hosts_per_leaf : t.radix / 2;

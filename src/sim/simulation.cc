@@ -34,6 +34,10 @@ constexpr uint16_t kLeafUsidBase = 0x0001;
 constexpr uint16_t kHostUsidBase = 0x4000;
 constexpr uint16_t kSpineUsidBase = 0x8000;
 constexpr uint16_t kNoSpine = 0xFFFF;
+// Fat trees: leaves and hosts as above, aggregation switches and cores in the upper half.
+constexpr uint16_t kAggUsidBase = 0x8000;
+constexpr uint16_t kCoreUsidBase = 0xC000;
+constexpr uint32_t kMaxFatTreeSwitchesPerTier = 0x3FFF;  // each tier's uSID range
 
 enum SimEventType : uint32_t {
   kFlowStart,     // a = flow
@@ -75,7 +79,7 @@ struct alignas(64) SimPacket {
   uint32_t src = 0, dst = 0;
   uint32_t dst_leaf = 0;      // leaf_of(dst), computed once per packet (not per hop)
   uint32_t entropy = 0;       // ECMP hash input (the EV's bits)
-  uint16_t spine = kNoSpine;  // SRv6: the spine the EV names
+  uint16_t spine = kNoSpine;  // SRv6: the spine the EV names (fat tree: the path, see ft_path)
   uint8_t plane = 0;
   uint8_t flags = 0;
   uint32_t control = 0;  // control packets: index into the control pool
@@ -192,7 +196,7 @@ struct Port {
 };
 
 struct Switch {
-  enum Kind : uint8_t { kLeaf, kSpine } kind = kLeaf;
+  enum Kind : uint8_t { kLeaf, kSpine, kAgg, kCore } kind = kLeaf;  // kAgg, kCore: fat tree
   uint32_t plane = 0, index = 0;
   uint32_t partition = 0;
   std::vector<Port> ports;
@@ -247,9 +251,15 @@ struct FaultAction {
 
 struct Simulation::Impl {
   SimConfig cfg;
+  // Two-tier: H hosts and U uplinks per leaf, S spines and L leaves per plane. A fat tree is
+  // one plane of L leaves (switches 0..L-1), then `aggs` aggregation switches, then `cores`
+  // cores (S = aggs + cores, so a plane still spans L + S switches); H = U = half = k/2.
   uint32_t H = 0, U = 0, S = 0, L = 0, P = 0, k_parallel = 1;
-  Time base_rtt = 0;       // longest path (leaf-spine-leaf), both ways
+  bool fat_tree = false;
+  uint32_t half = 0, pods = 0, aggs = 0, cores = 0;
+  Time base_rtt = 0;       // longest path (leaf-spine-leaf; fat tree: via a core), both ways
   Time same_leaf_rtt = 0;  // host-leaf-host, both ways
+  Time same_pod_rtt = 0;   // fat tree: host-leaf-agg-leaf-host, both ways
   uint64_t queue_bytes = 0, ecn_kmin = 0, ecn_kmax = 0, trim_threshold = 0;
   uint64_t pfc_xoff = 0, pfc_xon = 0;
   Time lookahead = 0;
@@ -289,6 +299,36 @@ struct Simulation::Impl {
   uint32_t leaf_index(uint32_t plane, uint32_t leaf) const { return plane * (L + S) + leaf; }
   uint32_t spine_index(uint32_t plane, uint32_t spine) const { return plane * (L + S) + L + spine; }
   uint32_t leaf_of(HostId h) const { return h / H; }
+  uint32_t agg_switch(uint32_t pod, uint32_t a) const { return L + pod * half + a; }
+  uint32_t core_switch(uint32_t c) const { return L + aggs + c; }
+  Time pair_rtt(HostId a, HostId b) const {
+    const uint32_t la = leaf_of(a), lb = leaf_of(b);
+    if (la == lb) return same_leaf_rtt;
+    if (fat_tree && la / half == lb / half) return same_pod_rtt;
+    return base_rtt;
+  }
+  // Fat tree SRv6 paths. A path is a number in [0, half^2): core `path` for pods apart (agg
+  // path / half on both sides: core c is wired to agg c / half of every pod), agg path / half
+  // within a pod; kNoSpine within a leaf. The carrier is agg, core, agg, leaf, host (5 uSIDs;
+  // fewer for nearer pairs): the source leaf routes on the agg uSID.
+  std::vector<uint16_t> ft_usids(HostId src, HostId dst, uint32_t path) const;
+  uint16_t ft_path(const ev::ExpandedEv& carrier) const;  // what the switches act on
+  uint32_t forward_fat_tree(const Switch& sw, const SimPacket& p);
+  Result<uint64_t> check_fat_tree_usid() const;
+  // Fat tree ECMP routing view: index of a leaf-agg or agg-core link in route_down.
+  size_t ft_route_leaf_agg(uint32_t leaf, uint32_t a) const {
+    return static_cast<size_t>(leaf) * half + a;
+  }
+  size_t ft_route_agg_core(uint32_t pod, uint32_t a, uint32_t j) const {
+    return static_cast<size_t>(L) * half + (static_cast<size_t>(pod) * half + a) * half + j;
+  }
+  bool ft_agg_reaches(uint32_t pod, uint32_t a, uint32_t dst_leaf) const;
+  // The two directed ports of a switch-switch link: (switch, port) of each end.
+  struct LinkEnds {
+    uint32_t sw_a, port_a, sw_b, port_b;
+  };
+  LinkEnds link_ends(const LinkRef& l) const;
+  size_t route_index(const LinkRef& l) const;
   uint32_t plane_partition(uint32_t plane) const { return num_partitions == 1 ? 0 : 1 + plane; }
 
   void schedule(uint32_t partition, Time t, uint32_t type, uint32_t a = 0, uint32_t b = 0,
@@ -342,6 +382,7 @@ struct Simulation::Impl {
   }
 
   Status build();
+  void build_fat_tree_switches(bool sample_links);
   void build_paths(HostId src, HostId dst, uint32_t plane, QpAttr& a);
   Result<QpPair> qp_for(HostId src, HostId dst, uint32_t plane);
 
@@ -375,18 +416,40 @@ struct Simulation::Impl {
 Status Simulation::Impl::build() {
   const TopologyConfig& t = cfg.topo;
   P = t.planes;
-  H = t.hosts_per_leaf ? t.hosts_per_leaf : t.radix / 2;
-  if (H == 0 || H >= t.radix) return fail(Error::kInvalidArgument);
-  U = t.radix - H;
-  L = (t.hosts + H - 1) / H;
-  S = t.spines ? t.spines : U;
-  if (S == 0 || U % S != 0) return fail(Error::kInvalidArgument);
-  k_parallel = U / S;
-  if (L * k_parallel > t.radix) return fail(Error::kInvalidArgument);  // spine ports
-  // Base RTT of the longest path: 4 links each way, a full MTU serialized per hop.
   const uint32_t mtu_wire = cfg.transport.mtu + 120 + kIpUdpBytes + kEthernetOverhead;
   const Time hop = t.link_delay + serialization(mtu_wire, t.link_bps);
-  base_rtt = 2 * (4 * hop + 3 * t.switch_latency);
+  if (t.kind == TopologyKind::kFatTree) {
+    // One plane; k/2 hosts and k/2 uplinks per leaf; pods as many as the hosts need (a core
+    // has one port per pod, so at most k pods).
+    fat_tree = true;
+    if (P != 1 || t.tiers != 3 || t.radix < 4 || t.radix % 2 != 0 || t.hosts_per_leaf != 0 ||
+        t.spines != 0)
+      return fail(Error::kInvalidArgument);
+    half = t.radix / 2;
+    H = U = half;
+    pods = (t.hosts + half * half - 1) / (half * half);
+    if (pods > t.radix) return fail(Error::kInvalidArgument);
+    L = pods * half;
+    aggs = pods * half;
+    cores = half * half;
+    if (L > kMaxFatTreeSwitchesPerTier || cores > kMaxFatTreeSwitchesPerTier || half >= 0x4000)
+      return fail(Error::kInvalidArgument);
+    S = aggs + cores;
+    // Longest path: 6 links and 5 switches each way; within a pod 4 and 3.
+    base_rtt = 2 * (6 * hop + 5 * t.switch_latency);
+    same_pod_rtt = 2 * (4 * hop + 3 * t.switch_latency);
+  } else {
+    H = t.hosts_per_leaf ? t.hosts_per_leaf : t.radix / 2;
+    if (H == 0 || H >= t.radix) return fail(Error::kInvalidArgument);
+    U = t.radix - H;
+    L = (t.hosts + H - 1) / H;
+    S = t.spines ? t.spines : U;
+    if (S == 0 || U % S != 0) return fail(Error::kInvalidArgument);
+    k_parallel = U / S;
+    if (L * k_parallel > t.radix) return fail(Error::kInvalidArgument);  // spine ports
+    // Base RTT of the longest path: 4 links each way, a full MTU serialized per hop.
+    base_rtt = 2 * (4 * hop + 3 * t.switch_latency);
+  }
   same_leaf_rtt = 2 * (2 * hop + t.switch_latency);
   const uint64_t bdp = static_cast<uint64_t>(static_cast<__uint128_t>(t.link_bps) * base_rtt /
                                              (8 * kPicosPerSecond));
@@ -411,9 +474,11 @@ Status Simulation::Impl::build() {
 
   switches.resize(static_cast<size_t>(P) * (L + S));
   uint32_t link_id = 0;
-  const bool sample_links =
-      cfg.sample_interval > 0 && static_cast<uint64_t>(P) * L * U * 2 <= 65536;
-  for (uint32_t p = 0; p < P; ++p) {
+  // Sampled: every switch-switch link direction, when there are not too many.
+  const uint64_t sampled_links = fat_tree ? 2ull * (L + aggs) * half : 2ull * P * L * U;
+  const bool sample_links = cfg.sample_interval > 0 && sampled_links <= 65536;
+  if (fat_tree) build_fat_tree_switches(sample_links);
+  for (uint32_t p = 0; p < (fat_tree ? 0 : P); ++p) {
     for (uint32_t l = 0; l < L; ++l) {
       Switch& s = switches[leaf_index(p, l)];
       s.kind = Switch::kLeaf;
@@ -460,7 +525,8 @@ Status Simulation::Impl::build() {
     s.ingress_bytes.assign(s.ports.size(), 0);
     s.pause_sent.assign(s.ports.size(), 0);
   }
-  route_down.assign(static_cast<size_t>(P) * L * U, 0);
+  route_down.assign(
+      fat_tree ? static_cast<size_t>(L + aggs) * half : static_cast<size_t>(P) * L * U, 0);
   route_down_count.assign(P, 0);
 
   hosts.resize(t.hosts);
@@ -493,6 +559,88 @@ Status Simulation::Impl::build() {
   return {};
 }
 
+// A fat tree's switches: leaves (host ports, then one uplink per agg of the pod), aggs (one
+// down port per leaf of the pod, then one up port per core of its group), cores (one port per
+// pod, to the agg of its group).
+void Simulation::Impl::build_fat_tree_switches(bool sample_links) {
+  uint32_t link_id = 0;
+  for (uint32_t e = 0; e < L; ++e) {
+    const uint32_t pod = e / half;
+    Switch& s = switches[e];
+    s.kind = Switch::kLeaf;
+    s.index = e;
+    s.partition = plane_partition(0);
+    s.ports.resize(2 * half);
+    for (uint32_t i = 0; i < half; ++i) {
+      Port& port = s.ports[i];
+      port.peer = e * H + i;
+      port.peer_port = 0;
+      port.peer_is_host = true;
+    }
+    for (uint32_t a = 0; a < half; ++a) {
+      Port& port = s.ports[half + a];
+      port.peer = agg_switch(pod, a);
+      port.peer_port = e % half;
+      if (sample_links) port.link_id = link_id++;
+    }
+  }
+  for (uint32_t g = 0; g < aggs; ++g) {
+    const uint32_t pod = g / half, a = g % half;
+    Switch& s = switches[agg_switch(pod, a)];
+    s.kind = Switch::kAgg;
+    s.index = g;
+    s.partition = plane_partition(0);
+    s.ports.resize(2 * half);
+    for (uint32_t i = 0; i < half; ++i) {
+      Port& down = s.ports[i];
+      down.peer = pod * half + i;
+      down.peer_port = half + a;
+      if (sample_links) down.link_id = link_id++;
+      Port& up = s.ports[half + i];
+      up.peer = core_switch(a * half + i);
+      up.peer_port = pod;
+      if (sample_links) up.link_id = link_id++;
+    }
+  }
+  for (uint32_t c = 0; c < cores; ++c) {
+    Switch& s = switches[core_switch(c)];
+    s.kind = Switch::kCore;
+    s.index = c;
+    s.partition = plane_partition(0);
+    s.ports.resize(pods);
+    for (uint32_t q = 0; q < pods; ++q) {
+      Port& port = s.ports[q];
+      port.peer = agg_switch(q, c / half);
+      port.peer_port = half + c % half;
+      if (sample_links) port.link_id = link_id++;
+    }
+  }
+}
+
+std::vector<uint16_t> Simulation::Impl::ft_usids(HostId src, HostId dst, uint32_t path) const {
+  const uint32_t src_leaf = leaf_of(src), dst_leaf = leaf_of(dst);
+  const uint32_t src_pod = src_leaf / half, dst_pod = dst_leaf / half, a = path / half;
+  std::vector<uint16_t> usids;
+  if (src_leaf != dst_leaf) {
+    usids.push_back(static_cast<uint16_t>(kAggUsidBase + src_pod * half + a));
+    if (src_pod != dst_pod) {
+      usids.push_back(static_cast<uint16_t>(kCoreUsidBase + path));
+      usids.push_back(static_cast<uint16_t>(kAggUsidBase + dst_pod * half + a));
+    }
+  }
+  usids.push_back(static_cast<uint16_t>(kLeafUsidBase + dst_leaf));
+  usids.push_back(static_cast<uint16_t>(kHostUsidBase + dst % H));
+  return usids;
+}
+
+uint16_t Simulation::Impl::ft_path(const ev::ExpandedEv& carrier) const {
+  const uint16_t first = ev::usid_at(carrier, 0);
+  if (first < kAggUsidBase || first >= kCoreUsidBase) return kNoSpine;  // within the leaf
+  const uint16_t second = ev::usid_at(carrier, 1);
+  if (second >= kCoreUsidBase) return static_cast<uint16_t>(second - kCoreUsidBase);
+  return static_cast<uint16_t>(((first - kAggUsidBase) % half) * half);
+}
+
 // The paths of a QP from src to dst on `plane` (RoCE: one QP per plane) or on every plane
 // (MRC: plane = UINT32_MAX).
 void Simulation::Impl::build_paths(HostId src, HostId dst, uint32_t plane, QpAttr& a) {
@@ -515,6 +663,29 @@ void Simulation::Impl::build_paths(HostId src, HostId dst, uint32_t plane, QpAtt
     d.ev = entropy_ev(static_cast<uint32_t>(rng.next()));
     a.paths.push_back(d);
     a.ev_min_active = 1;
+    return;
+  }
+  if (fat_tree) {
+    // Every QP gets the same number of EVs, evenly spaced over the half^2 paths between pods
+    // (rotated per pair). Nearer pairs have fewer distinct paths: half within a pod (the path
+    // names an agg), one within a leaf; their EVs repeat those paths.
+    const uint32_t n_paths = half * half;
+    const uint32_t per =
+        tc.evs_per_plane ? std::min(tc.evs_per_plane, n_paths) : std::min(n_paths, 64u);
+    const uint32_t offset = static_cast<uint32_t>(rng.below(n_paths));
+    for (uint32_t e = 0; e < per; ++e) {
+      PathDesc d;
+      d.port = 0;
+      if (tc.path_mode == PathMode::kSrv6) {
+        const uint32_t path =
+            static_cast<uint32_t>((static_cast<uint64_t>(e) * n_paths / per + offset) % n_paths);
+        d.ev = *ev::srv6_carrier(kLocatorBlock, ft_usids(src, dst, path));
+      } else {
+        d.ev = entropy_ev(static_cast<uint32_t>(rng.next()));
+      }
+      a.paths.push_back(d);
+    }
+    a.ev_min_active = std::max<uint32_t>(1, per / 8);
     return;
   }
   const uint32_t per_plane = tc.evs_per_plane ? std::min(tc.evs_per_plane, S) : std::min(S, 64u);
@@ -624,6 +795,8 @@ Result<QpPair> Simulation::Impl::qp_for(HostId src, HostId dst, uint32_t plane) 
 // 3. Forwarding.
 
 uint32_t Simulation::Impl::forward(const Switch& sw, const SimPacket& p) {
+  if (fat_tree) [[unlikely]]
+    return forward_fat_tree(sw, p);
   const uint32_t dst_leaf = p.dst_leaf;
   if (sw.kind == Switch::kSpine) {
     // Spine: the active uSID after its own End is the destination leaf; ECMP spines have one
@@ -656,6 +829,54 @@ uint32_t Simulation::Impl::forward(const Switch& sw, const SimPacket& p) {
   }
   if (n == 0) return H + h % U;  // no route: the packet dies on a dead link
   return H + alive[h % n];
+}
+
+// Whether agg `a` of `pod` still reaches `dst_leaf` as routing sees it: down to it within the
+// pod, else through one of its cores whose link to agg `a` of the destination pod is up.
+bool Simulation::Impl::ft_agg_reaches(uint32_t pod, uint32_t a, uint32_t dst_leaf) const {
+  const uint32_t dst_pod = dst_leaf / half;
+  if (route_down[ft_route_leaf_agg(dst_leaf, a)]) return false;
+  if (pod == dst_pod) return true;
+  for (uint32_t j = 0; j < half; ++j)
+    if (!route_down[ft_route_agg_core(pod, a, j)] && !route_down[ft_route_agg_core(dst_pod, a, j)])
+      return true;
+  return false;
+}
+
+// Fat tree: down is unique (core -> the destination pod's agg of its group -> leaf -> host);
+// up, SRv6 follows the path the sender chose (leaf: its agg, agg: its core), ECMP hashes per
+// switch over the up ports that routing still lists.
+uint32_t Simulation::Impl::forward_fat_tree(const Switch& sw, const SimPacket& p) {
+  const uint32_t dst_leaf = p.dst_leaf, dst_pod = dst_leaf / half;
+  if (sw.kind == Switch::kCore) return dst_pod;
+  const uint32_t pod = sw.index / half;
+  if (sw.kind == Switch::kLeaf && sw.index == dst_leaf) return p.dst - dst_leaf * H;
+  if (sw.kind == Switch::kAgg && pod == dst_pod) return dst_leaf % half;
+  const bool leaf = sw.kind == Switch::kLeaf;
+  if (cfg.transport.path_mode == PathMode::kSrv6 && cfg.transport.kind != TransportKind::kRoce) {
+    const uint32_t path = p.spine == kNoSpine ? 0 : p.spine;  // < half^2 (ft_path)
+    return half + (leaf ? path / half : path % half);
+  }
+  const uint32_t h = mix32(
+      (static_cast<uint64_t>(p.entropy) << 32) ^ (static_cast<uint64_t>(p.src) << 20) ^ p.dst ^
+      (static_cast<uint64_t>(sw.index + 1) << 44) ^ (static_cast<uint64_t>(sw.kind) << 60));
+  if (route_down_count[0] == 0) return half + h % half;
+  uint32_t alive[1024];
+  uint32_t n = 0;
+  for (uint32_t u = 0; u < half && n < 1024; ++u) {
+    if (leaf) {
+      if (route_down[ft_route_leaf_agg(sw.index, u)] || !ft_agg_reaches(pod, u, dst_leaf)) continue;
+    } else {
+      const uint32_t a = sw.index % half;
+      if (route_down[ft_route_agg_core(pod, a, u)] ||
+          route_down[ft_route_agg_core(dst_pod, a, u)] ||
+          route_down[ft_route_leaf_agg(dst_leaf, a)])
+        continue;
+    }
+    alive[n++] = u;
+  }
+  if (n == 0) return half + h % half;  // no route: the packet dies on a dead link
+  return half + alive[h % n];
 }
 
 // ---------------------------------------------------------------------------------------
@@ -716,8 +937,12 @@ void Simulation::Impl::send_from_host(HostId h, const TxPacket& tx) {
               ((*tx.ev)[2] << 8) | (*tx.ev)[3];
   p.spine = kNoSpine;
   if (cfg.transport.path_mode == PathMode::kSrv6 && cfg.transport.kind != TransportKind::kRoce) {
-    const uint16_t first = ev::usid_at(*tx.ev, 0);
-    if (first >= kSpineUsidBase) p.spine = static_cast<uint16_t>((first - kSpineUsidBase) % S);
+    if (fat_tree) [[unlikely]] {
+      p.spine = ft_path(*tx.ev);
+    } else {
+      const uint16_t first = ev::usid_at(*tx.ev, 0);
+      if (first >= kSpineUsidBase) p.spine = static_cast<uint16_t>((first - kSpineUsidBase) % S);
+    }
   }
   p.dst_leaf = leaf_of(p.dst);
   if (pcap && pcap_hosts[h]) tap(h, p);
@@ -1043,19 +1268,15 @@ void Simulation::Impl::apply_fault(uint32_t idx) {
     }
     return;
   }
-  // Leaf-spine link: both directions. Switches never reroute in SRv6 mode; in ECMP mode the
-  // routing view follows after the convergence delay.
-  const uint32_t leaf_sw = leaf_index(l.plane, l.a);
-  const uint32_t spine = l.b % S, lane = l.b / S;
-  Port& up_port = switches[leaf_sw].ports[H + lane * S + spine];
-  const uint32_t spine_sw = spine_index(l.plane, spine);
-  Port& down_port = switches[spine_sw].ports[l.a * k_parallel + lane];
-  apply(up_port);
-  apply(down_port);
+  // Switch-switch link: both directions. Switches never reroute in SRv6 mode; in ECMP mode
+  // the routing view follows after the convergence delay.
+  const LinkEnds ends = link_ends(l);
+  apply(switches[ends.sw_a].ports[ends.port_a]);
+  apply(switches[ends.sw_b].ports[ends.port_b]);
   if (a.kind == FaultAction::kLinkState) {
     if (a.flag) {
-      start_tx(leaf_sw, H + lane * S + spine);
-      start_tx(spine_sw, l.a * k_parallel + lane);
+      start_tx(ends.sw_a, ends.port_a);
+      start_tx(ends.sw_b, ends.port_b);
     }
     if (cfg.transport.path_mode == PathMode::kEcmp || cfg.transport.kind == TransportKind::kRoce) {
       if (cfg.transport.routing_convergence != kNever) {
@@ -1065,9 +1286,34 @@ void Simulation::Impl::apply_fault(uint32_t idx) {
   }
 }
 
+Simulation::Impl::LinkEnds Simulation::Impl::link_ends(const LinkRef& l) const {
+  switch (l.kind) {
+    case LinkRef::kLeafAgg:
+      return {l.pod * half + l.a, half + l.b, agg_switch(l.pod, l.b), l.a};
+    case LinkRef::kAggCore:
+      return {agg_switch(l.pod, l.a), half + l.b % half, core_switch(l.b), l.pod};
+    default: {
+      const uint32_t spine = l.b % S, lane = l.b / S;
+      return {leaf_index(l.plane, l.a), H + lane * S + spine, spine_index(l.plane, spine),
+              l.a * k_parallel + lane};
+    }
+  }
+}
+
+size_t Simulation::Impl::route_index(const LinkRef& l) const {
+  switch (l.kind) {
+    case LinkRef::kLeafAgg:
+      return ft_route_leaf_agg(l.pod * half + l.a, l.b);
+    case LinkRef::kAggCore:
+      return ft_route_agg_core(l.pod, l.a, l.b % half);
+    default:
+      return (static_cast<size_t>(l.plane) * L + l.a) * U + l.b;
+  }
+}
+
 void Simulation::Impl::route_update(uint32_t idx) {
   const FaultAction& a = faults[idx];
-  const size_t i = (static_cast<size_t>(a.link.plane) * L + a.link.a) * U + a.link.b;
+  const size_t i = route_index(a.link);
   const uint8_t down = a.flag ? 0 : 1;
   if (route_down[i] == down) return;
   route_down[i] = down;
@@ -1237,10 +1483,124 @@ uint32_t Simulation::num_leaves() const {
   return impl_->L;
 }
 uint32_t Simulation::num_spines() const {
-  return impl_->S;
+  return impl_->fat_tree ? impl_->cores : impl_->S;
 }
 uint32_t Simulation::leaf_of(HostId h) const {
   return impl_->leaf_of(h);
+}
+uint32_t Simulation::num_pods() const {
+  return impl_->pods;
+}
+uint32_t Simulation::pod_width() const {
+  return impl_->half;
+}
+uint32_t Simulation::num_cores() const {
+  return impl_->cores;
+}
+uint32_t Simulation::switch_hops(HostId a, HostId b) const {
+  const Impl& m = *impl_;
+  const uint32_t la = m.leaf_of(a), lb = m.leaf_of(b);
+  if (la == lb) return 1;
+  if (!m.fat_tree) return 3;
+  return la / m.half == lb / m.half ? 3 : 5;
+}
+
+std::string Simulation::fabric_description() const {
+  const Impl& m = *impl_;
+  auto plural = [](uint32_t n, const char* word) {
+    return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+  };
+  if (m.fat_tree)
+    return "3-tier fat tree k=" + std::to_string(m.cfg.topo.radix) + ": " + plural(m.pods, "pod") +
+           " x (" + std::to_string(m.half) + " leaves + " + std::to_string(m.half) + " aggs) + " +
+           std::to_string(m.cores) + " cores";
+  return plural(m.P, "plane") + " x (" + std::to_string(m.L) + " leaves + " + std::to_string(m.S) +
+         " spines)";
+}
+
+std::string Simulation::check_link(const LinkRef& l) const {
+  const Impl& m = *impl_;
+  const std::string hosts = std::to_string(m.hosts.size());
+  if (m.fat_tree) {
+    const std::string pods = std::to_string(m.pods), half = std::to_string(m.half);
+    switch (l.kind) {
+      case LinkRef::kHostLeaf:
+        if (l.plane != 0) return "a fat tree has one plane: name host links \"host5\"";
+        if (l.a >= m.hosts.size())
+          return "host " + std::to_string(l.a) + " does not exist (" + hosts + " hosts)";
+        return {};
+      case LinkRef::kLeafSpine:
+        return "the fabric is a fat tree: name links like \"pod1/leaf0-agg2\", "
+               "\"pod1/agg2-core9\" or \"host5\"";
+      case LinkRef::kLeafAgg:
+      case LinkRef::kAggCore:
+        if (l.pod >= m.pods)
+          return "pod " + std::to_string(l.pod) + " does not exist (the fabric has " + pods +
+                 " pods: pod0..pod" + std::to_string(m.pods - 1) + ")";
+        if (l.a >= m.half || (l.kind == LinkRef::kLeafAgg && l.b >= m.half))
+          return std::string(l.kind == LinkRef::kLeafAgg ? "leaf and agg" : "agg") +
+                 " indices within a pod are 0.." + std::to_string(m.half - 1);
+        if (l.kind == LinkRef::kAggCore && (l.b >= m.cores || l.b / m.half != l.a))
+          return "agg " + std::to_string(l.a) + " of a pod is wired to cores " +
+                 std::to_string(l.a * m.half) + ".." + std::to_string((l.a + 1) * m.half - 1) +
+                 " (core c to agg c / " + half + " of every pod)";
+        return {};
+    }
+    return "unknown link";
+  }
+  if (l.plane >= m.P)
+    return "plane " + std::to_string(l.plane) + " does not exist (the fabric has " +
+           std::to_string(m.P) + " planes: p0..p" + std::to_string(m.P - 1) + ")";
+  switch (l.kind) {
+    case LinkRef::kHostLeaf:
+      if (l.a >= m.hosts.size())
+        return "host " + std::to_string(l.a) + " does not exist (" + hosts + " hosts)";
+      return {};
+    case LinkRef::kLeafSpine:
+      if (l.a >= m.L || l.b >= m.S)
+        return "no such link: the fabric has leaves 0.." + std::to_string(m.L - 1) +
+               " and spines 0.." + std::to_string(m.S - 1) + " per plane";
+      return {};
+    default:
+      return "the fabric is a two-tier Clos: name links like \"p0/leaf3-spine7\" or "
+             "\"p1/host5\"";
+  }
+}
+
+std::string Simulation::check_switch(const SwitchRef& s) const {
+  const Impl& m = *impl_;
+  if (m.fat_tree) {
+    switch (s.kind) {
+      case SwitchRef::kPodLeaf:
+      case SwitchRef::kAgg:
+        if (s.pod >= m.pods)
+          return "pod " + std::to_string(s.pod) + " does not exist (the fabric has " +
+                 std::to_string(m.pods) + " pods: pod0..pod" + std::to_string(m.pods - 1) + ")";
+        if (s.index >= m.half)
+          return std::string(s.kind == SwitchRef::kAgg ? "agg " : "leaf ") +
+                 std::to_string(s.index) + " does not exist (" + std::to_string(m.half) +
+                 " per pod)";
+        return {};
+      case SwitchRef::kCore:
+        if (s.index >= m.cores)
+          return "core " + std::to_string(s.index) + " does not exist (" + std::to_string(m.cores) +
+                 " cores)";
+        return {};
+      default:
+        return "the fabric is a fat tree: name switches like \"pod1/leaf0\", \"pod1/agg2\" or "
+               "\"core9\"";
+    }
+  }
+  if (s.kind != SwitchRef::kLeaf && s.kind != SwitchRef::kSpine)
+    return "the fabric is a two-tier Clos: name switches like \"p0/spine2\" or \"p1/leaf5\"";
+  if (s.plane >= m.P)
+    return "plane " + std::to_string(s.plane) + " does not exist (the fabric has " +
+           std::to_string(m.P) + " planes: p0..p" + std::to_string(m.P - 1) + ")";
+  const uint32_t n = s.kind == SwitchRef::kLeaf ? m.L : m.S;
+  if (s.index >= n)
+    return (s.kind == SwitchRef::kLeaf ? "leaf " : "spine ") + std::to_string(s.index) +
+           " does not exist (" + std::to_string(n) + " per plane)";
+  return {};
 }
 
 Result<FlowId> Simulation::add_flow(const FlowSpec& spec) {
@@ -1255,12 +1615,11 @@ Result<FlowId> Simulation::add_flow(const FlowSpec& spec) {
   r.spec.start = std::max(spec.start, m.now);
   r.end = kNever;
   // Ideal: the wire bytes at the NIC's full rate (every plane) plus the RTT of the pair's
-  // shortest path (through a spine, or within the leaf).
+  // shortest path (through a spine, or within the leaf; fat trees: a core, an agg, the leaf).
   const uint64_t pkts =
       std::max<uint64_t>(1, (spec.bytes + m.cfg.transport.mtu - 1) / m.cfg.transport.mtu);
   const uint64_t wire = spec.bytes + pkts * (52 + 4 + kIpUdpBytes + kEthernetOverhead);
-  r.ideal_fct = serialization(wire, m.cfg.topo.link_bps * m.P) +
-                (m.leaf_of(spec.src) == m.leaf_of(spec.dst) ? m.same_leaf_rtt : m.base_rtt);
+  r.ideal_fct = serialization(wire, m.cfg.topo.link_bps * m.P) + m.pair_rtt(spec.src, spec.dst);
   m.flows.push_back(r);
   m.flow_state.emplace_back();
   const uint32_t saved = m.cur_partition;
@@ -1297,6 +1656,31 @@ void Simulation::link_up(LinkRef l, Time at) {
 // Every link of a switch, as LinkRefs.
 static std::vector<LinkRef> switch_links(const Simulation& sim, SwitchRef s) {
   std::vector<LinkRef> v;
+  if (const uint32_t half = sim.pod_width(); half > 0) {
+    switch (s.kind) {
+      case SwitchRef::kPodLeaf:
+        for (uint32_t i = 0; i < half; ++i) {
+          const uint32_t h = (s.pod * half + s.index) * half + i;
+          if (h < sim.num_hosts()) v.push_back(LinkRef{LinkRef::kHostLeaf, 0, h, 0, 0});
+        }
+        for (uint32_t a = 0; a < half; ++a)
+          v.push_back(LinkRef{LinkRef::kLeafAgg, 0, s.index, a, s.pod});
+        break;
+      case SwitchRef::kAgg:
+        for (uint32_t i = 0; i < half; ++i) {
+          v.push_back(LinkRef{LinkRef::kLeafAgg, 0, i, s.index, s.pod});
+          v.push_back(LinkRef{LinkRef::kAggCore, 0, s.index, s.index * half + i, s.pod});
+        }
+        break;
+      case SwitchRef::kCore:
+        for (uint32_t q = 0; q < sim.num_pods(); ++q)
+          v.push_back(LinkRef{LinkRef::kAggCore, 0, s.index / half, s.index, q});
+        break;
+      default:
+        break;  // not a fat-tree switch (check_switch says so)
+    }
+    return v;
+  }
   const uint32_t H = sim.config().topo.hosts_per_leaf ? sim.config().topo.hosts_per_leaf
                                                       : sim.config().topo.radix / 2;
   const uint32_t U = sim.config().topo.radix - H;
@@ -1388,6 +1772,21 @@ std::vector<std::string> Simulation::link_names() const {
       if (port.link_id == UINT32_MAX) continue;
       if (names.size() <= port.link_id) names.resize(port.link_id + 1);
       const Switch& peer = m.switches[port.peer];
+      if (m.fat_tree) {
+        // Leaves and aggs by pod and index within it, cores by number.
+        auto name = [&](const Switch& x) {
+          if (x.kind == Switch::kCore) return "core" + std::to_string(x.index);
+          return "pod" + std::to_string(x.index / m.half) +
+                 (x.kind == Switch::kLeaf ? "/leaf" : "/agg") + std::to_string(x.index % m.half);
+        };
+        std::string n = name(s) + "->";
+        const std::string p = name(peer);
+        // Within a pod the peer's pod is implied: "pod1/leaf0->agg2".
+        n +=
+            (s.kind != Switch::kCore && peer.kind != Switch::kCore) ? p.substr(p.find('/') + 1) : p;
+        names[port.link_id] = std::move(n);
+        continue;
+      }
       std::string n = "p";
       n += std::to_string(s.plane);
       n += s.kind == Switch::kLeaf ? "/leaf" : "/spine";
@@ -1407,6 +1806,7 @@ const std::vector<EvEvent>& Simulation::ev_events() const {
 Result<uint64_t> Simulation::check_usid_forwarding() const {
   const Impl& m = *impl_;
   if (m.cfg.transport.path_mode != PathMode::kSrv6) return fail(Error::kInvalidArgument);
+  if (m.fat_tree) return m.check_fat_tree_usid();
   uint64_t checked = 0;
   for (uint32_t plane = 0; plane < m.P; ++plane) {
     for (HostId src = 0; src < m.hosts.size(); ++src) {
@@ -1463,6 +1863,79 @@ Result<uint64_t> Simulation::check_usid_forwarding() const {
           }
           ++checked;
         }
+      }
+    }
+  }
+  return checked;
+}
+
+// Every distinct path of every ordered pair of a fat tree, walked with hop-by-hop uSID
+// processing (End: shift when the active uSID is the switch's own; then a static route for
+// the active uSID) and with the precomputed forwarding the simulator uses.
+Result<uint64_t> Simulation::Impl::check_fat_tree_usid() const {
+  uint64_t checked = 0;
+  const uint32_t n_paths = half * half;
+  for (HostId src = 0; src < hosts.size(); ++src) {
+    for (HostId dst = 0; dst < hosts.size(); ++dst) {
+      if (src == dst) continue;
+      const uint32_t sl = leaf_of(src), dl = leaf_of(dst);
+      // Distinct paths: one per core between pods, one per agg within a pod, one in a leaf.
+      const uint32_t n = sl == dl ? 1 : sl / half == dl / half ? half : n_paths;
+      const uint32_t step = n_paths / n;
+      for (uint32_t i = 0; i < n; ++i) {
+        const uint32_t path = i * step;
+        const auto carrier = ev::srv6_carrier(kLocatorBlock, ft_usids(src, dst, path));
+        if (!carrier) return fail(Error::kBadExtension);  // more uSIDs than a carrier holds
+        wire::Ipv6Addr da = wire::usid_carrier(kLocatorBlock, ft_usids(src, dst, path));
+        SimPacket p;
+        p.src = src;
+        p.dst = dst;
+        p.dst_leaf = dl;
+        p.spine = ft_path(*carrier);
+        p.entropy = mix32(src * 31 + dst);
+        uint32_t sw = sl;
+        bool arrived = false;
+        for (int hop = 0; hop < 5 && !arrived; ++hop) {
+          const Switch& x = switches[sw];
+          const uint16_t mine =
+              static_cast<uint16_t>(x.kind == Switch::kLeaf  ? kLeafUsidBase + x.index
+                                    : x.kind == Switch::kAgg ? kAggUsidBase + x.index
+                                                             : kCoreUsidBase + x.index);
+          if (wire::usid_active(da) == mine) da = wire::usid_shift(da);  // End (next-csid)
+          const uint16_t active = wire::usid_active(da);
+          const uint32_t pod = x.index / half;
+          uint32_t usid_port = UINT32_MAX;  // no static route for this uSID
+          if (x.kind == Switch::kLeaf) {
+            if (active >= kHostUsidBase && active < kAggUsidBase) {
+              usid_port = active - kHostUsidBase;
+            } else if (active >= kAggUsidBase && active < kCoreUsidBase &&
+                       (active - kAggUsidBase) / half == pod) {
+              usid_port = half + (active - kAggUsidBase) % half;  // up to an agg of the pod
+            }
+          } else if (x.kind == Switch::kAgg) {
+            if (active >= kCoreUsidBase && (active - kCoreUsidBase) / half == x.index % half &&
+                static_cast<uint32_t>(active - kCoreUsidBase) < cores) {
+              usid_port = half + (active - kCoreUsidBase) % half;  // up to a core of the group
+            } else if (active >= kLeafUsidBase && active < kHostUsidBase &&
+                       (active - kLeafUsidBase) / half == pod) {
+              usid_port = (active - kLeafUsidBase) % half;  // down to a leaf of the pod
+            }
+          } else if (active >= kAggUsidBase && active < kCoreUsidBase &&
+                     (active - kAggUsidBase) % half == x.index / half) {
+            usid_port = (active - kAggUsidBase) / half;  // core: down to that agg's pod
+          }
+          if (usid_port == UINT32_MAX) return fail(Error::kBadExtension);
+          const uint32_t fwd_port = const_cast<Impl&>(*this).forward(x, p);
+          if (usid_port != fwd_port) return fail(Error::kBadExtension);
+          const Port& out = x.ports[fwd_port];
+          if (out.peer_is_host) {
+            if (out.peer != dst) return fail(Error::kBadExtension);
+            arrived = true;
+          }
+          sw = out.peer;
+        }
+        if (!arrived) return fail(Error::kBadExtension);
+        ++checked;
       }
     }
   }

@@ -1,5 +1,6 @@
-// The packet-level fabric simulator: multi-plane two-tier Clos fabrics of output-queued
-// switches, NICs with one port per plane, and one MRC engine (src/transport) per host.
+// The packet-level fabric simulator: multi-plane two-tier Clos fabrics, or a single-plane
+// three-tier fat tree (the conventional baseline), of output-queued switches, NICs with one
+// port per plane, and one MRC engine (src/transport) per host.
 //
 // A Simulation is an ordinary object (no global state: two can run in one process). Time is
 // integer picoseconds. Same configuration + seed -> identical results.
@@ -27,14 +28,23 @@ using FlowId = uint32_t;
 
 // ---- configuration ---------------------------------------------------------------------
 
+enum class TopologyKind : uint8_t {
+  kClos2,    // multi-plane two-tier Clos: per plane, leaves and spines
+  kFatTree,  // single-plane k-ary fat tree: pods of k/2 leaves + k/2 aggs, (k/2)^2 cores
+};
+
 struct TopologyConfig {
+  TopologyKind kind = TopologyKind::kClos2;
+  // kFatTree: switch tiers. 3 is supported; 4 is refused (docs/topology.md: its uSID path
+  // needs 7 uSIDs, more than the 6 one carrier holds).
+  uint32_t tiers = 3;
   uint32_t hosts = 64;  // GPUs (one NIC each)
   uint32_t planes = 2;  // NIC ports = independent planes
-  uint32_t radix = 16;  // switch ports (leaf and spine)
-  // Leaf ports facing hosts; the rest face spines. 0 = radix / 2 (non-blocking). With
-  // oversubscription o: hosts_per_leaf = radix * o / (o + 1).
+  uint32_t radix = 16;  // switch ports (every switch); kFatTree: k, even
+  // kClos2: leaf ports facing hosts; the rest face spines. 0 = radix / 2 (non-blocking).
+  // With oversubscription o: hosts_per_leaf = radix * o / (o + 1). kFatTree: must be 0 (k/2).
   uint32_t hosts_per_leaf = 0;
-  uint32_t spines = 0;                     // spines per plane; 0 = uplinks per leaf (full mesh)
+  uint32_t spines = 0;  // kClos2: spines per plane; 0 = uplinks per leaf. kFatTree: must be 0
   uint64_t link_bps = 100'000'000'000ull;  // every link (one plane port = one link)
   Time link_delay = ns(500);               // propagation per link
   Time switch_latency = 0;                 // per switch traversal
@@ -93,17 +103,23 @@ struct SimConfig {
 // ---- naming elements -------------------------------------------------------------------
 
 // A link is named by its upper end: host h's port to its leaf in plane p, or leaf l's uplink
-// to spine s in plane p. Both directions of a link fail together.
+// to spine s in plane p. Both directions of a link fail together. Fat trees (one plane):
+// kHostLeaf as above (plane 0), kLeafAgg (pod, local leaf a, local agg b) and kAggCore
+// (pod, local agg a, core b; core b is wired to agg b / (k/2) of every pod).
 struct LinkRef {
-  enum Kind : uint8_t { kHostLeaf, kLeafSpine } kind = kLeafSpine;
+  enum Kind : uint8_t { kHostLeaf, kLeafSpine, kLeafAgg, kAggCore } kind = kLeafSpine;
   uint32_t plane = 0;
-  uint32_t a = 0;  // host (kHostLeaf) or leaf (kLeafSpine)
-  uint32_t b = 0;  // unused (kHostLeaf) or spine (kLeafSpine)
+  uint32_t a = 0;    // host (kHostLeaf), leaf (kLeafSpine, kLeafAgg) or agg (kAggCore)
+  uint32_t b = 0;    // unused (kHostLeaf), spine, agg (kLeafAgg) or core (kAggCore)
+  uint32_t pod = 0;  // kLeafAgg, kAggCore
 };
+// Switches: kLeaf/kSpine of a two-tier plane; kPodLeaf/kAgg (pod, local index) and kCore
+// (index) of a fat tree.
 struct SwitchRef {
-  enum Kind : uint8_t { kLeaf, kSpine } kind = kSpine;
+  enum Kind : uint8_t { kLeaf, kSpine, kPodLeaf, kAgg, kCore } kind = kSpine;
   uint32_t plane = 0;
   uint32_t index = 0;
+  uint32_t pod = 0;  // kPodLeaf, kAgg
 };
 
 // ---- flows and results -----------------------------------------------------------------
@@ -168,9 +184,22 @@ class Simulation {
 
   const SimConfig& config() const;
   uint32_t num_hosts() const;
-  uint32_t num_leaves() const;  // per plane
-  uint32_t num_spines() const;  // per plane
+  uint32_t num_leaves() const;  // per plane (fat tree: all leaves)
+  uint32_t num_spines() const;  // per plane (fat tree: the cores)
   uint32_t leaf_of(HostId h) const;
+  // Fat trees: pods, aggregation switches per pod (= leaves per pod = k/2), cores. Two-tier
+  // fabrics: 0.
+  uint32_t num_pods() const;
+  uint32_t pod_width() const;
+  uint32_t num_cores() const;
+  // Switch hops of the shortest path between two hosts (1, 3, or 5 in a three-tier fat tree).
+  uint32_t switch_hops(HostId a, HostId b) const;
+  // One line for people: "1 plane x (16 leaves + 8 spines)" or "3-tier fat tree k=8: 8 pods x
+  // (4 leaves + 4 aggs) + 16 cores".
+  std::string fabric_description() const;
+  // Empty when the link or switch exists in this fabric; else why not (what does exist).
+  std::string check_link(const LinkRef& l) const;
+  std::string check_switch(const SwitchRef& s) const;
 
   // A WRITE of spec.bytes from src to dst at spec.start (one QP per ordered host pair per
   // transport, created on first use). Errors: kInvalidArgument (bad host, src == dst).
@@ -201,11 +230,14 @@ class Simulation {
   const std::vector<FlowResult>& flows() const;
   SimStats stats() const;
   const std::vector<LinkSample>& link_samples() const;
-  std::vector<std::string> link_names() const;  // "p0/leaf3->spine7", "p1/host5->leaf0", ...
+  // "p0/leaf3->spine7", "p0/spine7->leaf3"; fat trees "pod1/leaf0->agg2", "pod1/agg2->leaf0",
+  // "pod1/agg2->core9", "core9->pod1/agg2".
+  std::vector<std::string> link_names() const;
   const std::vector<EvEvent>& ev_events() const;
   // Checks that the precomputed SRv6 forwarding the fabric uses equals hop-by-hop uSID
   // processing (each switch: if the active uSID is its own, shift; then route on the active
-  // uSID) for every source host, destination host and spine of every plane, by walking both.
+  // uSID) for every source host, destination host and spine of every plane (fat trees: every
+  // distinct path of every pair: its agg and core), by walking both.
   // Returns the number of routes checked. Errors: kInvalidArgument (not an SRv6 fabric),
   // kBadExtension (a route differs: a bug).
   Result<uint64_t> check_usid_forwarding() const;

@@ -192,5 +192,173 @@ TEST(Simulation, enable_pcap__writes_the_chosen_hosts_packets) {
   EXPECT_GT(size, 24 + 16 * 4096);
 }
 
+// ---- the conventional baseline: a single-plane three-tier fat tree ---------------------------
+
+SimConfig fat_tree(TransportKind kind, uint32_t hosts = 128, uint32_t radix = 8) {
+  SimConfig c = small_fabric(kind, hosts, 1, radix);
+  c.topo.kind = TopologyKind::kFatTree;
+  c.topo.tiers = 3;
+  return c;
+}
+
+void add_permutation(Simulation& sim, uint32_t hosts, uint64_t bytes, uint64_t seed) {
+  const auto perm = derangement(hosts, seed);
+  for (uint32_t i = 0; i < hosts; ++i)
+    ASSERT_TRUE(sim.add_flow(FlowSpec{i, perm[i], bytes, 0, false, 0}));
+}
+
+TEST(FatTree, shape__pods_hops_and_refused_configurations) {
+  auto sim = make(fat_tree(TransportKind::kMrc, 96));  // 6 of 8 pods
+  EXPECT_EQ(sim->num_pods(), 6u);
+  EXPECT_EQ(sim->pod_width(), 4u);
+  EXPECT_EQ(sim->num_leaves(), 24u);
+  EXPECT_EQ(sim->num_cores(), 16u);
+  EXPECT_EQ(sim->fabric_description(),
+            "3-tier fat tree k=8: 6 pods x (4 leaves + 4 aggs) + 16 cores");
+  EXPECT_EQ(sim->switch_hops(0, 3), 1u);   // same leaf
+  EXPECT_EQ(sim->switch_hops(0, 4), 3u);   // same pod
+  EXPECT_EQ(sim->switch_hops(0, 16), 5u);  // another pod
+  EXPECT_EQ(sim->check_link(LinkRef{LinkRef::kAggCore, 0, 1, 5, 2}), "");
+  EXPECT_NE(sim->check_link(LinkRef{LinkRef::kAggCore, 0, 1, 9, 2}), "");  // core 9: agg 2
+  EXPECT_NE(sim->check_link(LinkRef{LinkRef::kLeafAgg, 0, 0, 0, 6}), "");  // pod 6
+  EXPECT_NE(sim->check_link(LinkRef{LinkRef::kLeafSpine, 0, 0, 0}), "");
+  EXPECT_EQ(sim->check_switch(SwitchRef{SwitchRef::kCore, 0, 15, 0}), "");
+  EXPECT_NE(sim->check_switch(SwitchRef{SwitchRef::kSpine, 0, 0, 0}), "");
+  SimConfig too_many = fat_tree(TransportKind::kMrc, 129);
+  EXPECT_FALSE(Simulation::create(too_many));
+  SimConfig four = fat_tree(TransportKind::kMrc);
+  four.topo.tiers = 4;
+  EXPECT_FALSE(Simulation::create(four));
+  SimConfig planes = fat_tree(TransportKind::kMrc);
+  planes.topo.planes = 2;
+  EXPECT_FALSE(Simulation::create(planes));
+}
+
+TEST(FatTree, check_usid_forwarding__every_path_of_every_pair) {
+  // k = 4, 16 hosts: per source 1 same-leaf route, 2 hosts x 2 aggs in the pod, 12 hosts x 4
+  // cores in other pods.
+  auto k4 = make(fat_tree(TransportKind::kMrc, 16, 4));
+  auto n = k4->check_usid_forwarding();
+  ASSERT_TRUE(n) << error_name(n.error());
+  EXPECT_EQ(*n, 16u * (1 + 2 * 2 + 12 * 4));
+  // k = 8 with 6 of 8 pods: 4 - 1 same leaf, 12 x 4 in the pod, 80 x 16 between pods.
+  auto k8 = make(fat_tree(TransportKind::kMrc, 96));
+  n = k8->check_usid_forwarding();
+  ASSERT_TRUE(n) << error_name(n.error());
+  EXPECT_EQ(*n, 96u * (3 + 12 * 4 + 80 * 16));
+  auto roce = make(fat_tree(TransportKind::kRoce));
+  EXPECT_EQ(roce->check_usid_forwarding().error(), Error::kInvalidArgument);
+}
+
+TEST(FatTree, ideal_fct__uses_the_pairs_own_path) {
+  auto sim = make(fat_tree(TransportKind::kMrc));
+  ASSERT_TRUE(sim->add_flow(FlowSpec{0, 1, 4096, 0, false, 0}));   // same leaf
+  ASSERT_TRUE(sim->add_flow(FlowSpec{0, 4, 4096, 0, false, 0}));   // same pod
+  ASSERT_TRUE(sim->add_flow(FlowSpec{0, 16, 4096, 0, false, 0}));  // another pod
+  const auto& f = sim->flows();
+  EXPECT_LT(f[0].ideal_fct, f[1].ideal_fct);
+  EXPECT_LT(f[1].ideal_fct, f[2].ideal_fct);
+  // One more pair of links and switches each way per tier: 2 x 2 x (500 ns + an MTU at 100G).
+  EXPECT_EQ(f[2].ideal_fct - f[1].ideal_fct, f[1].ideal_fct - f[0].ideal_fct);
+  sim->run(ms(10));
+  for (const FlowResult& r : sim->flows()) {
+    ASSERT_TRUE(r.ok);
+    EXPECT_LE(r.fct, r.ideal_fct + ns(200)) << "flow " << r.id;
+  }
+}
+
+TEST(FatTree, single_flow__reaches_97_percent_of_line_rate) {
+  auto sim = make(fat_tree(TransportKind::kMrc));
+  ASSERT_TRUE(sim->add_flow(FlowSpec{0, 127, 8u << 20, 0, false, 0}));  // pod 0 to pod 7
+  sim->run(ms(50));
+  const FlowResult& f = sim->flows()[0];
+  ASSERT_TRUE(f.ok);
+  const double goodput = 8.0 * f.spec.bytes / (static_cast<double>(f.fct) / kPicosPerSecond);
+  const double payload_share = 4096.0 / (4096 + 52 + 4 + 48 + 38);
+  EXPECT_GE(goodput, 0.97 * 100e9 * payload_share) << "goodput " << goodput / 1e9 << " Gb/s";
+  EXPECT_GE(f.paths_used, 16u);  // every core
+}
+
+TEST(FatTree, permutation__mrc_within_ceiling_of_ideal) {
+  auto sim = make(fat_tree(TransportKind::kMrc));
+  add_permutation(*sim, 128, 2u << 20, 3);
+  sim->run(ms(100));
+  for (const FlowResult& f : sim->flows())
+    ASSERT_TRUE(f.ok) << "flow " << f.id;
+  // Non-blocking fat tree, 16 paths between pods: spraying keeps every flow near its ideal.
+  EXPECT_LE(max_slowdown(*sim), 1.15);
+  EXPECT_EQ(sim->stats().qp_errors, 0u);
+  std::printf("fat tree mrc permutation: max slowdown %.3f, retx %llu, trims %llu, ecn %llu\n",
+              max_slowdown(*sim), (unsigned long long)sim->stats().retransmits,
+              (unsigned long long)sim->stats().trims, (unsigned long long)sim->stats().ecn_marks);
+}
+
+TEST(FatTree, permutation__roce_ecmp_shows_hash_collisions) {
+  SimConfig c = fat_tree(TransportKind::kRoce);
+  c.sw.pfc = true;
+  auto sim = make(c);
+  add_permutation(*sim, 128, 2u << 20, 3);
+  sim->run(ms(200));
+  for (const FlowResult& f : sim->flows())
+    ASSERT_TRUE(f.ok) << "flow " << f.id;
+  // Two hash levels (leaf -> agg, agg -> core): collisions on either slow the flows.
+  EXPECT_GE(max_slowdown(*sim), 2.0);
+  EXPECT_EQ(sim->stats().drops, 0u);
+  for (const FlowResult& f : sim->flows())
+    EXPECT_EQ(f.paths_used, 1u) << "flow " << f.id;
+  std::printf("fat tree roce permutation: max slowdown %.2f, pauses %llu\n", max_slowdown(*sim),
+              (unsigned long long)sim->stats().pfc_pauses);
+}
+
+TEST(FatTree, core_link_failure_and_core_reboot__mrc_finishes_without_qp_errors) {
+  auto sim = make(fat_tree(TransportKind::kMrc));
+  add_permutation(*sim, 128, 2u << 20, 5);
+  sim->link_down(LinkRef{LinkRef::kAggCore, 0, 1, 5, 2}, us(10));  // pod2/agg1-core5
+  sim->link_down(LinkRef{LinkRef::kLeafAgg, 0, 3, 0, 4}, us(15));  // pod4/leaf3-agg0
+  sim->switch_reboot(SwitchRef{SwitchRef::kCore, 0, 12, 0}, us(20), us(100));
+  sim->run(ms(200));
+  for (const FlowResult& f : sim->flows())
+    EXPECT_TRUE(f.ok) << "flow " << f.id;
+  EXPECT_EQ(sim->stats().qp_errors, 0u);
+  EXPECT_GT(sim->stats().fault_drops, 0u);
+  EXPECT_GT(sim->stats().ev_state_changes, 0u);
+  std::printf("fat tree failures: max slowdown %.2f, fault drops %llu, ev changes %llu\n",
+              max_slowdown(*sim), (unsigned long long)sim->stats().fault_drops,
+              (unsigned long long)sim->stats().ev_state_changes);
+}
+
+TEST(FatTree, core_link_failure__roce_recovers_after_routing_convergence) {
+  SimConfig c = fat_tree(TransportKind::kRoce);
+  c.transport.routing_convergence = us(200);
+  c.transport.timeout = 8;  // 262 us: retries after the routes moved
+  auto sim = make(c);
+  add_permutation(*sim, 128, 1u << 20, 5);
+  sim->link_down(LinkRef{LinkRef::kAggCore, 0, 0, 1, 0}, us(5));
+  sim->link_down(LinkRef{LinkRef::kLeafAgg, 0, 0, 2, 1}, us(5));
+  sim->run(ms(200));
+  for (const FlowResult& f : sim->flows())
+    EXPECT_TRUE(f.ok) << "flow " << f.id;
+  EXPECT_GT(sim->stats().fault_drops, 0u);
+}
+
+TEST(FatTree, determinism__same_seed_same_results) {
+  auto run = [](TransportKind kind) {
+    auto sim = make(fat_tree(kind));
+    add_permutation(*sim, 128, 512u << 10, 9);
+    sim->link_down(LinkRef{LinkRef::kAggCore, 0, 3, 13, 1}, us(5));
+    sim->run(ms(100));
+    std::vector<Time> ends;
+    for (const FlowResult& f : sim->flows())
+      ends.push_back(f.end);
+    const SimStats st = sim->stats();
+    ends.push_back(st.events);
+    ends.push_back(st.retransmits);
+    ends.push_back(st.drops);
+    return ends;
+  };
+  EXPECT_EQ(run(TransportKind::kMrc), run(TransportKind::kMrc));
+  EXPECT_EQ(run(TransportKind::kRoce), run(TransportKind::kRoce));
+}
+
 }  // namespace
 }  // namespace mrc::sim
