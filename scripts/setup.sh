@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(
   cmake ninja-build g++ clang libclang-rt-14-dev
-  libfmt-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
+  libfmt-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libibverbs-dev
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
   tshark python3-matplotlib
   iproute2 nftables iputils-ping

@@ -1,0 +1,620 @@
+// The software device behind mrc.h / mrc_ctl.h (src/api): ibverbs calls, objects and their
+// error paths, profile state machines (ocp-mrc-api.md 5.5) and the data path: two devices in
+// one process (two UDP port slots) exchange WRITE_IMM over 2 planes on the Linux UDP driver,
+// with plane 2 disabled mid-run. Needs root (a private network namespace with fd00:1::1 and
+// fd00:2::1 on lo); skipped with a message otherwise.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <mrc_ctl.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+bool g_ready = false;
+std::string g_skip_reason;
+
+class NetnsEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    if (::geteuid() != 0) {
+      g_skip_reason = "needs root for a private network namespace";
+      return;
+    }
+    if (::unshare(CLONE_NEWNET) != 0) {
+      g_skip_reason = std::string("unshare(CLONE_NEWNET): ") + std::strerror(errno);
+      return;
+    }
+    if (std::system("ip link set lo up && ip -6 addr add fd00:1::1/64 dev lo nodad && "
+                    "ip -6 addr add fd00:2::1/64 dev lo nodad") != 0) {
+      g_skip_reason = "cannot configure addresses with ip(8)";
+      return;
+    }
+    shm_ = "/mrc_soft_test_" + std::to_string(::getpid());
+    ::setenv("MRC_SOFT_SHM", shm_.c_str(), 1);
+    ::setenv("MRC_SOFT_PORTS", "fd00:1::1/64,fd00:2::1/64", 1);
+    ::setenv("MRC_SOFT_EV_MODE", "udp", 1);
+    ::setenv("MRC_SOFT_UDP_PORT", "24791", 1);
+    ::unsetenv("MRC_SOFT_CONFIG");
+    g_ready = true;
+  }
+  void TearDown() override {
+    if (!shm_.empty()) ::shm_unlink(shm_.c_str());
+  }
+
+ private:
+  std::string shm_;
+};
+
+const auto* const g_env = ::testing::AddGlobalTestEnvironment(new NetnsEnvironment);
+
+#define REQUIRE_NETNS() \
+  if (!g_ready) GTEST_SKIP() << g_skip_reason
+
+struct Device {
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  mrc_context* mctx = nullptr;
+  Device() {
+    int n = 0;
+    ibv_device** list = ibv_get_device_list(&n);
+    if (n >= 1) ctx = ibv_open_device(list[0]);
+    ibv_free_device_list(list);
+    if (!ctx) return;
+    pd = ibv_alloc_pd(ctx);
+    mrc_context_attr a{MRC_API_CURRENT_VERSION, MRC_VENDOR_API_CURRENT_VERSION};
+    mctx = mrc_create_context(ctx, &a);
+  }
+  ~Device() {
+    if (mctx) {
+      EXPECT_EQ(mrc_destroy_context(mctx), 0);
+    }
+    if (pd) {
+      EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+    }
+    if (ctx) {
+      EXPECT_EQ(ibv_close_device(ctx), 0);
+    }
+  }
+};
+
+// Format 1 (UDP, one 16-bit slot); EV profile `ev_id` GEN over it (source ports 0xC000 + v,
+// 8 per plane); CC profile `cc_id` NSCC. All ONLINE.
+void configure_profiles(mrc_context* c, uint64_t fmt_id, uint64_t ev_id, uint64_t cc_id) {
+  mrc_ctl_ev_fmt_field slot{16};
+  mrc_ctl_ev_fmt_profile_attr f{};
+  f.profile_state = MRC_CTL_PROFILE_OFFLINE;
+  f.ev_fmt_mode = MRC_CTL_EV_FMT_MODE_UDP;
+  f.ev_fmt_op = {MRC_CTL_EV_FMT_OP_MODIFY_FIELDS, &slot, 1};
+  ASSERT_EQ(mrc_ctl_modify_ev_fmt_profile(c, fmt_id, &f,
+                                          MRC_CTL_EV_FMT_PROFILE_STATE | MRC_CTL_EV_FMT_PROFILE_MODE |
+                                              MRC_CTL_EV_FMT_PROFILE_OP),
+            0)
+      << std::strerror(errno);
+  f.profile_state = MRC_CTL_PROFILE_ONLINE;
+  ASSERT_EQ(mrc_ctl_modify_ev_fmt_profile(c, fmt_id, &f, MRC_CTL_EV_FMT_PROFILE_STATE), 0);
+  mrc_ctl_ev_field field{16, 0xC000, 0, 7, 0x3FFF};
+  mrc_ctl_ev_profile_attr e{};
+  e.profile_state = MRC_CTL_PROFILE_OFFLINE;
+  e.ev_mode = MRC_CTL_EV_MODE_GEN;
+  e.ev_fmt_profile_id = fmt_id;
+  e.ev_count = 16;
+  e.ev_min_active = 2;
+  e.ev_event_mask = MRC_CTL_EV_GOOD | MRC_CTL_EV_ASSUMED_BAD;
+  e.ev_fields_op = {MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS, &field, 1};
+  ASSERT_EQ(mrc_ctl_modify_ev_profile(
+                c, ev_id, &e,
+                MRC_CTL_EV_PROFILE_STATE | MRC_CTL_EV_PROFILE_MODE | MRC_CTL_EV_PROFILE_FMT_ID |
+                    MRC_CTL_EV_PROFILE_COUNT | MRC_CTL_EV_PROFILE_MIN_ACTIVE |
+                    MRC_CTL_EV_PROFILE_EVENT_MASK | MRC_CTL_EV_PROFILE_EV_FIELDS_OP),
+            0)
+      << std::strerror(errno);
+  e.profile_state = MRC_CTL_PROFILE_ONLINE;
+  ASSERT_EQ(mrc_ctl_modify_ev_profile(c, ev_id, &e, MRC_CTL_EV_PROFILE_STATE), 0)
+      << std::strerror(errno);
+  mrc_ctl_cc_nscc_cfg cfg{};
+  cfg.base_rtt = 50'000;
+  mrc_ctl_cc_profile_attr cc{};
+  cc.profile_state = MRC_CTL_PROFILE_OFFLINE;
+  cc.algorithm = "uet-1.0-nscc";
+  cc.cc_config = &cfg;
+  ASSERT_EQ(mrc_ctl_modify_cc_profile(
+                c, cc_id, &cc,
+                MRC_CTL_CC_PROFILE_STATE | MRC_CTL_CC_PROFILE_ALGORITHM | MRC_CTL_CC_PROFILE_CONFIG),
+            0);
+  cc.profile_state = MRC_CTL_PROFILE_ONLINE;
+  ASSERT_EQ(mrc_ctl_modify_cc_profile(c, cc_id, &cc, MRC_CTL_CC_PROFILE_STATE), 0);
+}
+
+void teardown_profiles(mrc_context* c, uint64_t fmt_id, uint64_t ev_id, uint64_t cc_id) {
+  mrc_ctl_ev_profile_attr e{};
+  for (auto st : {MRC_CTL_PROFILE_OFFLINE, MRC_CTL_PROFILE_INIT}) {
+    e.profile_state = st;
+    EXPECT_EQ(mrc_ctl_modify_ev_profile(c, ev_id, &e, MRC_CTL_EV_PROFILE_STATE), 0);
+  }
+  mrc_ctl_ev_fmt_profile_attr f{};
+  for (auto st : {MRC_CTL_PROFILE_OFFLINE, MRC_CTL_PROFILE_INIT}) {
+    f.profile_state = st;
+    EXPECT_EQ(mrc_ctl_modify_ev_fmt_profile(c, fmt_id, &f, MRC_CTL_EV_FMT_PROFILE_STATE), 0);
+  }
+  mrc_ctl_cc_profile_attr cc{};
+  for (auto st : {MRC_CTL_PROFILE_OFFLINE, MRC_CTL_PROFILE_INIT}) {
+    cc.profile_state = st;
+    EXPECT_EQ(mrc_ctl_modify_cc_profile(c, cc_id, &cc, MRC_CTL_CC_PROFILE_STATE), 0);
+  }
+}
+
+}  // namespace
+
+TEST(SoftDevice, VerbsCalls) {
+  REQUIRE_NETNS();
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  ASSERT_EQ(n, 1);
+  EXPECT_STREQ(ibv_get_device_name(list[0]), "mrc_soft0");
+  ibv_context* ctx = ibv_open_device(list[0]);
+  ibv_free_device_list(list);
+  ASSERT_NE(ctx, nullptr);
+  ibv_device_attr da{};
+  ASSERT_EQ(ibv_query_device(ctx, &da), 0);
+  EXPECT_EQ(da.phys_port_cnt, 2);
+  ibv_port_attr pa{};
+  ASSERT_EQ(ibv_query_port(ctx, 1, &pa), 0);
+  EXPECT_EQ(pa.state, IBV_PORT_ACTIVE);
+  EXPECT_NE(ibv_query_port(ctx, 3, &pa), 0);
+  ibv_gid gid{};
+  ASSERT_EQ(ibv_query_gid(ctx, 2, 0, &gid), 0);
+  char text[64];
+  inet_ntop(AF_INET6, gid.raw, text, sizeof text);
+  EXPECT_STREQ(text, "fd00:2::1");
+  EXPECT_EQ(ibv_query_gid(ctx, 1, 1, &gid), -1);
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  ASSERT_NE(pd, nullptr);
+  std::vector<uint8_t> buf(4096);
+  ibv_mr* mr = ibv_reg_mr(pd, buf.data(), buf.size(),
+                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                              IBV_ACCESS_RELAXED_ORDERING);
+  ASSERT_NE(mr, nullptr);
+  EXPECT_EQ(ibv_reg_mr(pd, buf.data(), 0, IBV_ACCESS_LOCAL_WRITE), nullptr);
+  EXPECT_EQ(ibv_reg_mr(pd, buf.data(), 64, IBV_ACCESS_REMOTE_WRITE), nullptr);  // needs local
+  EXPECT_EQ(ibv_dealloc_pd(pd), EBUSY);
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+  EXPECT_STREQ(ibv_wc_status_str(IBV_WC_SUCCESS), "success");
+  EXPECT_EQ(ibv_close_device(ctx), 0);
+}
+
+TEST(SoftDevice, ContextCqChannelHintErrors) {
+  REQUIRE_NETNS();
+  Device d;
+  ASSERT_NE(d.mctx, nullptr);
+  mrc_device_attr attr{};
+  int supported = 0;
+  ASSERT_EQ(mrc_query_device(d.ctx, &attr, &supported), 0);
+  EXPECT_EQ(supported, 1);
+  EXPECT_EQ(attr.mrc_protocol_version, static_cast<uint32_t>(MRC_PROTOCOL_VERSION_1));
+  EXPECT_EQ(mrc_query_device_ex(d.ctx, d.mctx, &attr, &supported), 0);
+  EXPECT_EQ(mrc_query_device(d.ctx, nullptr, &supported), -1);
+  EXPECT_EQ(errno, EINVAL);
+  mrc_context_attr too_new{MRC_API_VER(2, 0, 0), 0};
+  EXPECT_EQ(mrc_create_context(d.ctx, &too_new), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  mrc_context* defaults = mrc_create_context(d.ctx, nullptr);
+  ASSERT_NE(defaults, nullptr);
+  EXPECT_EQ(mrc_destroy_context(defaults), 0);
+
+  EXPECT_EQ(mrc_create_cq(d.mctx, 0, nullptr, nullptr, 0), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  mrc_comp_channel* ch = nullptr;
+  ASSERT_EQ(mrc_create_comp_channel(d.mctx, &ch), 0);
+  int fd = -1;
+  ASSERT_EQ(mrc_get_comp_channel_fd(ch, &fd), 0);
+  EXPECT_GE(fd, 0);
+  mrc_cq* cq = mrc_create_cq(d.mctx, 16, this, ch, 0);
+  ASSERT_NE(cq, nullptr);
+  EXPECT_EQ(mrc_destroy_comp_channel(ch), EBUSY);
+  EXPECT_EQ(mrc_destroy_context(d.mctx), -1);
+  EXPECT_EQ(errno, EBUSY);
+  ibv_wc wc[4];
+  EXPECT_EQ(mrc_poll_cq(cq, 4, wc), 0);
+  EXPECT_EQ(mrc_poll_cq(cq, -1, wc), -1);
+  EXPECT_EQ(mrc_req_notify_cq(cq, 0), 0);
+  EXPECT_EQ(mrc_destroy_cq(cq), 0);
+  EXPECT_EQ(mrc_destroy_comp_channel(ch), 0);
+
+  mrc_qp_hint_init_attr hi{};
+  hi.attr.num_qps_per_peer = -1;
+  EXPECT_EQ(mrc_create_qp_hint(d.mctx, &hi), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  hi.attr = {2, 4, 8, {}};
+  mrc_qp_hint* h = mrc_create_qp_hint(d.mctx, &hi);
+  ASSERT_NE(h, nullptr);
+  mrc_qp_hint_attr q{};
+  ASSERT_EQ(mrc_query_qp_hint(h, &q, MRC_QP_HINT_NUM_SEND_PEERS), 0);
+  EXPECT_EQ(q.num_send_peers, 4);
+  EXPECT_EQ(q.num_qps_per_peer, 0);  // not selected
+  q.num_send_peers = -3;
+  EXPECT_EQ(mrc_modify_qp_hint(h, &q, MRC_QP_HINT_NUM_SEND_PEERS), -1);
+  EXPECT_EQ(errno, EINVAL);
+  q.num_send_peers = 9;
+  EXPECT_EQ(mrc_modify_qp_hint(h, &q, MRC_QP_HINT_NUM_SEND_PEERS), 0);
+  EXPECT_EQ(mrc_destroy_qp_hint(h), 0);
+}
+
+TEST(SoftDevice, ProfileStateMachinesAndErrors) {
+  REQUIRE_NETNS();
+  Device d;
+  ASSERT_NE(d.mctx, nullptr);
+  mrc_ctl_device_attr ca{};
+  ASSERT_EQ(mrc_ctl_query_device(d.ctx, &ca), 0);
+  EXPECT_EQ(ca.phy_port_mask, 0x6u);
+  EXPECT_STREQ(ca.cc.algorithms[0], "uet-1.0-nscc");
+  EXPECT_EQ(ca.cc.algorithms[1], nullptr);
+  const uint32_t free_before = ca.ev.ev_free_count;
+
+  // Format profile: INIT -> ONLINE is illegal; OFFLINE needs MODE; too wide is E2BIG.
+  mrc_ctl_ev_fmt_field wide[2] = {{32}, {16}};
+  mrc_ctl_ev_fmt_profile_attr f{};
+  f.profile_state = MRC_CTL_PROFILE_ONLINE;
+  EXPECT_EQ(mrc_ctl_modify_ev_fmt_profile(d.mctx, 100, &f, MRC_CTL_EV_FMT_PROFILE_STATE), -1);
+  EXPECT_EQ(errno, EINVAL);
+  f.profile_state = MRC_CTL_PROFILE_OFFLINE;
+  EXPECT_EQ(mrc_ctl_modify_ev_fmt_profile(d.mctx, 100, &f, MRC_CTL_EV_FMT_PROFILE_STATE), -1);
+  EXPECT_EQ(errno, EINVAL);
+  f.ev_fmt_mode = MRC_CTL_EV_FMT_MODE_STEV;
+  f.ev_fmt_op = {MRC_CTL_EV_FMT_OP_MODIFY_FIELDS, wide, 2};
+  const int fmask =
+      MRC_CTL_EV_FMT_PROFILE_STATE | MRC_CTL_EV_FMT_PROFILE_MODE | MRC_CTL_EV_FMT_PROFILE_OP;
+  EXPECT_EQ(mrc_ctl_modify_ev_fmt_profile(d.mctx, 100, &f, fmask), -1);
+  EXPECT_EQ(errno, E2BIG);  // 48 bits > STEV's 32
+  // Worked example 1's format: two 16-bit STEV fields.
+  mrc_ctl_ev_fmt_field two16[2] = {{16}, {16}};
+  f.ev_fmt_op = {MRC_CTL_EV_FMT_OP_MODIFY_FIELDS, two16, 2};
+  ASSERT_EQ(mrc_ctl_modify_ev_fmt_profile(d.mctx, 100, &f, fmask), 0);
+  mrc_ctl_ev_fmt_field out[1];
+  mrc_ctl_ev_fmt_profile_attr qf{};
+  qf.ev_fmt_op = {MRC_CTL_EV_FMT_OP_QUERY_FIELDS, out, 1};
+  EXPECT_EQ(mrc_ctl_query_ev_fmt_profile(d.mctx, 100, &qf, MRC_CTL_EV_FMT_PROFILE_OP), -1);
+  EXPECT_EQ(errno, E2BIG);
+  EXPECT_EQ(qf.ev_fmt_op.fmt_field_count, 2);  // the needed size is returned
+  f.profile_state = MRC_CTL_PROFILE_ONLINE;
+  ASSERT_EQ(mrc_ctl_modify_ev_fmt_profile(d.mctx, 100, &f, MRC_CTL_EV_FMT_PROFILE_STATE), 0);
+
+  // EV profile, explicit, on worked example 1's fields.
+  mrc_ctl_ev_field fields[2] = {{16, 0x1000, 0, 255, 0x0F0F}, {16, 0x2000, 0, 255, 0x0F0F}};
+  mrc_ctl_ev_profile_attr e{};
+  e.profile_state = MRC_CTL_PROFILE_OFFLINE;
+  e.ev_mode = MRC_CTL_EV_MODE_EXP;
+  e.ev_fmt_profile_id = 100;
+  e.ev_count = 2;
+  e.ev_fields_op = {MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS, fields, 2};
+  const int off_mask = MRC_CTL_EV_PROFILE_STATE | MRC_CTL_EV_PROFILE_MODE |
+                       MRC_CTL_EV_PROFILE_FMT_ID | MRC_CTL_EV_PROFILE_COUNT |
+                       MRC_CTL_EV_PROFILE_EV_FIELDS_OP;
+  EXPECT_EQ(mrc_ctl_modify_ev_profile(d.mctx, 200, &e, off_mask | MRC_CTL_EV_PROFILE_EV_OP), -1);
+  EXPECT_EQ(errno, EINVAL);  // both operation bits
+  ASSERT_EQ(mrc_ctl_modify_ev_profile(d.mctx, 200, &e, off_mask), 0) << std::strerror(errno);
+  ASSERT_EQ(mrc_ctl_query_device(d.ctx, &ca), 0);
+  EXPECT_EQ(ca.ev.ev_free_count, free_before - 2);
+  // Not populated yet: ONLINE refused.
+  e.profile_state = MRC_CTL_PROFILE_ONLINE;
+  e.ev_min_active = 1;
+  e.ev_event_mask = MRC_CTL_EV_GOOD;
+  const int on_mask =
+      MRC_CTL_EV_PROFILE_STATE | MRC_CTL_EV_PROFILE_MIN_ACTIVE | MRC_CTL_EV_PROFILE_EVENT_MASK;
+  EXPECT_EQ(mrc_ctl_modify_ev_profile(d.mctx, 200, &e, on_mask), -1);
+  EXPECT_EQ(errno, EINVAL);
+  // REPLACE_EV populates UNPOPULATED entries; a missing EV is ENOENT.
+  mrc_ctl_ev_op_entry ops[2]{};
+  for (int i = 0; i < 2; ++i) {
+    ops[i].ev = MRC_CTL_EV_UNPOPULATED;
+    ops[i].ev_new.val[0] = 0x33;
+    ops[i].ev_new.val[1] = static_cast<uint8_t>(0x12 + i);
+    ops[i].ev_new.port = static_cast<uint8_t>(1 + i);
+    ops[i].state = MRC_CTL_EV_GOOD;
+  }
+  e.ev_op = {MRC_CTL_EV_OP_REPLACE_EV, ops, 2};
+  ASSERT_EQ(mrc_ctl_modify_ev_profile(d.mctx, 200, &e, MRC_CTL_EV_PROFILE_EV_OP), 0);
+  EXPECT_EQ(mrc_ctl_modify_ev_profile(d.mctx, 200, &e, MRC_CTL_EV_PROFILE_EV_OP), -1);
+  EXPECT_EQ(errno, ENOENT);  // no UNPOPULATED entry left
+  e.ev_event_mask = MRC_CTL_EV_DENIED;
+  EXPECT_EQ(mrc_ctl_modify_ev_profile(d.mctx, 200, &e, on_mask), -1);
+  EXPECT_EQ(errno, EINVAL);  // only GOOD / ASSUMED_BAD may be reported
+  e.ev_event_mask = MRC_CTL_EV_GOOD;
+  ASSERT_EQ(mrc_ctl_modify_ev_profile(d.mctx, 200, &e, on_mask), 0) << std::strerror(errno);
+  // The format cannot go OFFLINE under an ONLINE EV profile.
+  f.profile_state = MRC_CTL_PROFILE_OFFLINE;
+  EXPECT_EQ(mrc_ctl_modify_ev_fmt_profile(d.mctx, 100, &f, MRC_CTL_EV_FMT_PROFILE_STATE), -1);
+  EXPECT_EQ(errno, EBUSY);
+  // QUERY_EV_ARRAY with a short buffer: E2BIG and the needed count.
+  mrc_ctl_ev_op_entry arr[2]{};
+  mrc_ctl_ev_profile_attr q{};
+  q.ev_op = {MRC_CTL_EV_OP_QUERY_EV_ARRAY, arr, 1};
+  EXPECT_EQ(mrc_ctl_query_ev_profile(d.mctx, 200, &q, MRC_CTL_EV_PROFILE_EV_OP), -1);
+  EXPECT_EQ(errno, E2BIG);
+  EXPECT_EQ(q.ev_op.entry_count, 2);
+  ASSERT_EQ(mrc_ctl_query_ev_profile(d.mctx, 200, &q, MRC_CTL_EV_PROFILE_EV_OP), 0);
+  EXPECT_EQ(arr[1].ev.val[1], 0x13);
+  EXPECT_EQ(arr[1].ev.port, 2);
+  EXPECT_EQ(arr[1].state, MRC_CTL_EV_GOOD);
+  // Deny one EV, read its state back.
+  mrc_ctl_ev_op_entry deny{};
+  deny.ev = arr[0].ev;
+  deny.state = MRC_CTL_EV_DENIED;
+  e.ev_op = {MRC_CTL_EV_OP_MODIFY_EV_STATE, &deny, 1};
+  ASSERT_EQ(mrc_ctl_modify_ev_profile(d.mctx, 200, &e, MRC_CTL_EV_PROFILE_EV_OP), 0);
+  deny.state = MRC_CTL_EV_ASSUMED_BAD;
+  EXPECT_EQ(mrc_ctl_modify_ev_profile(d.mctx, 200, &e, MRC_CTL_EV_PROFILE_EV_OP), -1);
+  EXPECT_EQ(errno, EINVAL);
+  q.ev_op = {MRC_CTL_EV_OP_QUERY_EV_STATE, &deny, 1};
+  ASSERT_EQ(mrc_ctl_query_ev_profile(d.mctx, 200, &q, MRC_CTL_EV_PROFILE_EV_OP), 0);
+  EXPECT_EQ(deny.state, MRC_CTL_EV_DENIED);
+  // Query fields: E2BIG with the needed count, then the fields.
+  mrc_ctl_ev_field got[2]{};
+  q.ev_fields_op = {MRC_CTL_EV_FIELDS_OP_QUERY_FIELDS, got, 0};
+  EXPECT_EQ(mrc_ctl_query_ev_profile(d.mctx, 200, &q, MRC_CTL_EV_PROFILE_EV_FIELDS_OP), -1);
+  EXPECT_EQ(errno, E2BIG);
+  EXPECT_EQ(q.ev_fields_op.field_count, 2);
+  ASSERT_EQ(mrc_ctl_query_ev_profile(d.mctx, 200, &q, MRC_CTL_EV_PROFILE_EV_FIELDS_OP), 0);
+  EXPECT_EQ(got[1].init_val, 0x2000u);
+  // ONLINE -> INIT is illegal; ONLINE -> OFFLINE -> INIT frees the entries.
+  e.profile_state = MRC_CTL_PROFILE_INIT;
+  EXPECT_EQ(mrc_ctl_modify_ev_profile(d.mctx, 200, &e, MRC_CTL_EV_PROFILE_STATE), -1);
+  EXPECT_EQ(errno, EINVAL);
+  for (auto st : {MRC_CTL_PROFILE_OFFLINE, MRC_CTL_PROFILE_INIT}) {
+    e.profile_state = st;
+    ASSERT_EQ(mrc_ctl_modify_ev_profile(d.mctx, 200, &e, MRC_CTL_EV_PROFILE_STATE), 0);
+  }
+  ASSERT_EQ(mrc_ctl_query_device(d.ctx, &ca), 0);
+  EXPECT_EQ(ca.ev.ev_free_count, free_before);
+  for (auto st : {MRC_CTL_PROFILE_OFFLINE, MRC_CTL_PROFILE_INIT}) {
+    f.profile_state = st;
+    ASSERT_EQ(mrc_ctl_modify_ev_fmt_profile(d.mctx, 100, &f, MRC_CTL_EV_FMT_PROFILE_STATE), 0);
+  }
+
+  // CC: unknown algorithm EINVAL; NULL disables CC; query returns library-owned storage.
+  mrc_ctl_cc_profile_attr cc{};
+  cc.profile_state = MRC_CTL_PROFILE_OFFLINE;
+  cc.algorithm = "cubic";
+  EXPECT_EQ(mrc_ctl_modify_cc_profile(d.mctx, 300, &cc,
+                                      MRC_CTL_CC_PROFILE_STATE | MRC_CTL_CC_PROFILE_ALGORITHM),
+            -1);
+  EXPECT_EQ(errno, EINVAL);
+  mrc_ctl_cc_nscc_cfg cfg{};
+  cfg.base_rtt = 12345;
+  cc.algorithm = "uet-1.0-nscc";
+  cc.cc_config = &cfg;
+  ASSERT_EQ(mrc_ctl_modify_cc_profile(d.mctx, 300, &cc,
+                                      MRC_CTL_CC_PROFILE_STATE | MRC_CTL_CC_PROFILE_ALGORITHM |
+                                          MRC_CTL_CC_PROFILE_CONFIG),
+            0);
+  cfg.base_rtt = 1;  // copied: the profile keeps 12345
+  mrc_ctl_cc_profile_attr qc{};
+  ASSERT_EQ(mrc_ctl_query_cc_profile(d.mctx, 300, &qc,
+                                     MRC_CTL_CC_PROFILE_STATE | MRC_CTL_CC_PROFILE_ALGORITHM |
+                                         MRC_CTL_CC_PROFILE_CONFIG),
+            0);
+  EXPECT_EQ(qc.profile_state, MRC_CTL_PROFILE_OFFLINE);
+  EXPECT_STREQ(qc.algorithm, "uet-1.0-nscc");
+  EXPECT_EQ(static_cast<const mrc_ctl_cc_nscc_cfg*>(qc.cc_config)->base_rtt, 12345u);
+  cc.profile_state = MRC_CTL_PROFILE_INIT;
+  ASSERT_EQ(mrc_ctl_modify_cc_profile(d.mctx, 300, &cc, MRC_CTL_CC_PROFILE_STATE), 0);
+
+  // Ports.
+  mrc_ctl_port_attr pa{};
+  EXPECT_EQ(mrc_ctl_query_port(d.mctx, 3, &pa, MRC_CTL_PORT_ADMIN_STATE), -1);
+  EXPECT_EQ(errno, EINVAL);
+  ASSERT_EQ(mrc_ctl_query_port(d.mctx, 1, &pa, MRC_CTL_PORT_ADMIN_STATE), 0);
+  EXPECT_EQ(pa.port_admin_state, MRC_CTL_PORT_ADMIN_ENABLED);
+}
+
+TEST(SoftDevice, WriteImmOverTwoPlanesWithAPlaneDisabledMidRun) {
+  REQUIRE_NETNS();
+  Device a, b;
+  ASSERT_NE(a.mctx, nullptr);
+  ASSERT_NE(b.mctx, nullptr);
+  configure_profiles(a.mctx, 11, 12, 13);
+
+  constexpr size_t kMsg = 64 * 1024;
+  constexpr int kMessages = 200;
+  std::vector<uint8_t> src(kMsg), dst(kMsg * kMessages, 0);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + 1);
+  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  ibv_mr* smr = ibv_reg_mr(a.pd, src.data(), src.size(), access);
+  ibv_mr* dmr = ibv_reg_mr(b.pd, dst.data(), dst.size(), access);
+  ASSERT_TRUE(smr && dmr);
+
+  struct End {
+    mrc_cq* cq;
+    mrc_qp* qp;
+    uint32_t qpn;
+  } ends[2];
+  Device* devs[2] = {&a, &b};
+  for (int i = 0; i < 2; ++i) {
+    ends[i].cq = mrc_create_cq(devs[i]->mctx, 4096, nullptr, nullptr, 0);
+    ASSERT_NE(ends[i].cq, nullptr);
+    mrc_qp_init_attr ia{};
+    ia.send_cq = ia.recv_cq = ends[i].cq;
+    ia.cap = {256, 1024, 1, 1, 0};
+    ia.pd = devs[i]->pd;
+    ia.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
+    ends[i].qp = mrc_create_qp(devs[i]->mctx, &ia);
+    ASSERT_NE(ends[i].qp, nullptr) << std::strerror(errno);
+    ASSERT_EQ(mrc_get_qpn(ends[i].qp, &ends[i].qpn), 0);
+  }
+  // Send before RTS is rejected; an unknown opcode is rejected.
+  ibv_sge sge{reinterpret_cast<uintptr_t>(src.data()), static_cast<uint32_t>(kMsg), smr->lkey};
+  ibv_send_wr wr{};
+  ibv_send_wr* bad = nullptr;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  EXPECT_EQ(mrc_post_send(ends[0].qp, &wr, &bad), EINVAL);
+
+  for (int i = 0; i < 2; ++i) {
+    mrc_qp* qp = ends[i].qp;
+    const End& peer = ends[1 - i];
+    mrc_qp_attr m{};
+    ibv_qp_attr v{};
+    v.qp_state = IBV_QPS_INIT;
+    // Missing profile ids: EINVAL (strict).
+    EXPECT_EQ(mrc_modify_qp(qp, &v, IBV_QP_STATE, &m, MRC_QP_HINT), EINVAL);
+    m.profile.ev_profile_id = 12;
+    m.profile.cc_profile_id = 13;
+    m.qp_hint = nullptr;
+    v.qp_access_flags = access;
+    ASSERT_EQ(mrc_modify_qp(qp, &v, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX, &m,
+                            MRC_QP_HINT | MRC_QP_EV_PROFILE_ID | MRC_QP_CC_PROFILE_ID),
+              0)
+        << std::strerror(errno);
+    v = {};
+    v.qp_state = IBV_QPS_RTR;
+    v.path_mtu = IBV_MTU_4096;
+    v.dest_qp_num = peer.qpn;
+    v.rq_psn = 0;
+    v.ah_attr.is_global = 1;
+    ASSERT_EQ(ibv_query_gid(devs[1 - i]->ctx, 1, 0, &v.ah_attr.grh.dgid), 0);
+    v.ah_attr.port_num = 1;
+    m.wimm.max_wimm_dest = 256;
+    m.mpr.mpr_dest = 16;
+    const int rtr = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+    EXPECT_EQ(mrc_modify_qp(qp, &v, rtr | IBV_QP_PORT, &m, MRC_QP_MAX_WIMM_DEST | MRC_QP_MPR_DEST),
+              EINVAL);  // IBV_QP_PORT is not supported
+    ASSERT_EQ(mrc_modify_qp(qp, &v, rtr, &m, MRC_QP_MAX_WIMM_DEST | MRC_QP_MPR_DEST), 0);
+    v = {};
+    v.qp_state = IBV_QPS_RTS;
+    v.sq_psn = 0;
+    m.wimm.max_wimm = 256;
+    m.mpr.mpr = 16;
+    m.timeout = 25;
+    m.retry = {7, 25};
+    const int rts_mrc = MRC_QP_MAX_WIMM | MRC_QP_MPR | MRC_QP_TIMEOUT | MRC_QP_RETRY_CNT;
+    EXPECT_EQ(mrc_modify_qp(qp, &v, IBV_QP_STATE | IBV_QP_SQ_PSN, &m, rts_mrc), EINVAL);
+    m.timeout = 14;
+    ASSERT_EQ(mrc_modify_qp(qp, &v, IBV_QP_STATE | IBV_QP_SQ_PSN, &m, rts_mrc), 0);
+    ibv_qp_attr qv{};
+    mrc_qp_attr qm{};
+    ASSERT_EQ(mrc_query_qp(qp, &qv, IBV_QP_STATE, &qm, MRC_QP_EV_PROFILE_ID, nullptr), 0);
+    EXPECT_EQ(qv.qp_state, IBV_QPS_RTS);
+    EXPECT_EQ(qm.profile.ev_profile_id, 12u);
+  }
+  // The EV profile is in use: it cannot go OFFLINE.
+  mrc_ctl_ev_profile_attr e{};
+  e.profile_state = MRC_CTL_PROFILE_OFFLINE;
+  EXPECT_EQ(mrc_ctl_modify_ev_profile(a.mctx, 12, &e, MRC_CTL_EV_PROFILE_STATE), -1);
+  EXPECT_EQ(errno, EBUSY);
+
+  // Receives for every immediate, then the writes.
+  for (int i = 0; i < kMessages; ++i) {
+    ibv_recv_wr rwr{};
+    ibv_recv_wr* rbad = nullptr;
+    rwr.wr_id = static_cast<uint64_t>(i);
+    ASSERT_EQ(mrc_post_recv(ends[1].qp, &rwr, &rbad), 0);
+  }
+  wr.opcode = IBV_WR_SEND;
+  EXPECT_EQ(mrc_post_send(ends[0].qp, &wr, &bad), EINVAL);
+  EXPECT_EQ(bad, &wr);
+  int sent = 0, send_done = 0, recv_done = 0;
+  const auto start = std::chrono::steady_clock::now();
+  bool disabled = false;
+  ibv_port_attr pattr{};
+  while (recv_done < kMessages || send_done < kMessages) {
+    ASSERT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+    while (sent < kMessages && sent - send_done < 64) {
+      wr = {};
+      wr.wr_id = static_cast<uint64_t>(sent);
+      wr.sg_list = &sge;
+      wr.num_sge = 1;
+      wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+      wr.send_flags = IBV_SEND_SIGNALED;
+      wr.imm_data = htonl(static_cast<uint32_t>(sent));
+      wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(dst.data()) + sent * kMsg;
+      wr.wr.rdma.rkey = dmr->rkey;
+      const int rc = mrc_post_send(ends[0].qp, &wr, &bad);
+      if (rc == ENOMEM) break;
+      ASSERT_EQ(rc, 0);
+      ++sent;
+    }
+    if (!disabled && recv_done >= kMessages / 3) {  // plane 2 out of service mid-run
+      mrc_ctl_port_attr pa{MRC_CTL_PORT_ADMIN_DISABLED};
+      ASSERT_EQ(mrc_ctl_modify_port(a.mctx, 2, &pa, MRC_CTL_PORT_ADMIN_STATE), 0);
+      disabled = true;
+      ASSERT_EQ(ibv_query_port(b.ctx, 2, &pattr), 0);
+      EXPECT_EQ(pattr.state, IBV_PORT_DOWN);
+    }
+    ibv_wc wc[32];
+    for (int i = 0; i < 2; ++i) {
+      const int n = mrc_poll_cq(ends[i].cq, 32, wc);
+      ASSERT_GE(n, 0);
+      for (int k = 0; k < n; ++k) {
+        ASSERT_EQ(wc[k].status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc[k].status);
+        if (wc[k].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+          EXPECT_EQ(ntohl(wc[k].imm_data), static_cast<uint32_t>(recv_done));
+          EXPECT_EQ(wc[k].qp_num, ends[1].qpn);
+          ++recv_done;
+        } else {
+          EXPECT_EQ(wc[k].opcode, IBV_WC_RDMA_WRITE);
+          ++send_done;
+        }
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  for (int m = 0; m < kMessages; ++m)
+    ASSERT_EQ(std::memcmp(dst.data() + m * kMsg, src.data(), kMsg), 0) << "message " << m;
+
+  // EV probe over the wire: slot 0's data socket answers (this process holds it).
+  mrc_ctl_ep_req req{};
+  req.req_id = 7;
+  ASSERT_EQ(ibv_query_gid(a.ctx, 1, 0, &req.sgid), 0);
+  req.dgid = req.sgid;
+  req.ev_fmt_mode = MRC_CTL_EV_FMT_MODE_STEV;
+  req.req_ev.port = 1;
+  mrc_ctl_ep_rsp rsp{};
+  int nrsp = 0;
+  ASSERT_EQ(mrc_ctl_ep_batch_send_wait(a.mctx, 0, MRC_CTL_EP_OP_EV_PROBE, &req, 1, 1'000'000'000,
+                                       &rsp, &nrsp),
+            0)
+      << std::strerror(errno);
+  EXPECT_EQ(nrsp, 1);
+  EXPECT_EQ(rsp.req_id, 7);
+  EXPECT_GT(rsp.rtt, 0u);
+  EXPECT_EQ(mrc_ctl_ep_batch_send_wait(a.mctx, 0, MRC_CTL_EP_OP_PORT_STATUS_UPDATE, &req, 1, 1000,
+                                       &rsp, &nrsp),
+            -1);
+  EXPECT_EQ(errno, ENOTSUP);
+
+  mrc_ctl_port_attr up{MRC_CTL_PORT_ADMIN_ENABLED};
+  ASSERT_EQ(mrc_ctl_modify_port(a.mctx, 2, &up, MRC_CTL_PORT_ADMIN_STATE), 0);
+  for (auto& end : ends) {
+    EXPECT_EQ(mrc_destroy_cq(end.cq), EBUSY);
+    EXPECT_EQ(mrc_destroy_qp(end.qp), 0);
+    EXPECT_EQ(mrc_destroy_cq(end.cq), 0);
+  }
+  EXPECT_EQ(ibv_dereg_mr(smr), 0);
+  EXPECT_EQ(ibv_dereg_mr(dmr), 0);
+  teardown_profiles(a.mctx, 11, 12, 13);
+}
+
+TEST(SoftDevice, EvEventCqStrideFollowsTheDeclaredVersion) {
+  REQUIRE_NETNS();
+  Device d;
+  ASSERT_NE(d.mctx, nullptr);
+  mrc_cq* ecq = mrc_ctl_create_ev_event_cq(d.mctx, 4, nullptr, nullptr, 0);
+  ASSERT_NE(ecq, nullptr);
+  mrc_ctl_ev_event ev[2];
+  EXPECT_EQ(mrc_ctl_poll_ev_event(ecq, 2, ev), 0);
+  EXPECT_EQ(mrc_ctl_poll_ev_event(ecq, -1, ev), -EINVAL);
+  ibv_wc wc;
+  EXPECT_EQ(mrc_poll_cq(ecq, 1, &wc), -1);  // not a completion CQ
+  EXPECT_EQ(mrc_destroy_cq(ecq), 0);
+}
