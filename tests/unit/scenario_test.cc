@@ -547,5 +547,139 @@ until = "50ms"
   std::filesystem::remove_all(dir);
 }
 
+// ---- fat trees -------------------------------------------------------------------------------
+
+TEST(Scenario, names__fat_tree_links_and_switches) {
+  auto la = parse_link_name("pod1/leaf0-agg2");
+  ASSERT_TRUE(la);
+  EXPECT_EQ(la->kind, LinkRef::kLeafAgg);
+  EXPECT_EQ(la->pod, 1u);
+  EXPECT_EQ(la->a, 0u);
+  EXPECT_EQ(la->b, 2u);
+  EXPECT_EQ(link_name(*la), "pod1/leaf0-agg2");
+  auto ac = parse_link_name("pod3/agg1->core5");
+  ASSERT_TRUE(ac);
+  EXPECT_EQ(ac->kind, LinkRef::kAggCore);
+  EXPECT_EQ(link_name(*ac), "pod3/agg1-core5");
+  auto h = parse_link_name("host7");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->kind, LinkRef::kHostLeaf);
+  EXPECT_EQ(h->a, 7u);
+  expect_error(parse_link_name("pod1/agg2-leaf0"), {"pod1/leaf0-agg2"});
+  expect_error(parse_link_name("pod1/leaf0-core2"), {"expected a link"});
+  auto core = parse_switch_name("core9");
+  ASSERT_TRUE(core);
+  EXPECT_EQ(core->kind, SwitchRef::kCore);
+  EXPECT_EQ(switch_name(*core), "core9");
+  auto agg = parse_switch_name("pod2/agg3");
+  ASSERT_TRUE(agg);
+  EXPECT_EQ(agg->kind, SwitchRef::kAgg);
+  EXPECT_EQ(switch_name(*agg), "pod2/agg3");
+  EXPECT_EQ(switch_name(*parse_switch_name("pod2/leaf1")), "pod2/leaf1");
+  expect_error(parse_switch_name("pod2/spine1"), {"core9"});
+}
+
+TEST(Scenario, fat_tree__parses_and_checks_the_shape) {
+  auto sc = parse_scenario(
+      "[topo]\nkind = \"fat_tree\"\nhosts = 96\nradix = 8\n"
+      "[workload]\nkind = \"permutation\"\n"
+      "[[fault]]\nkind = \"switch_reboot\"\nswitch = \"core3\"\n"
+      "at = \"1us\"\nduration = \"5us\"\n",
+      "f.toml");
+  ASSERT_TRUE(sc) << sc.error();
+  EXPECT_EQ(sc->base.topo.kind, TopologyKind::kFatTree);
+  EXPECT_EQ(sc->base.topo.tiers, 3u);
+  EXPECT_EQ(sc->base.topo.planes, 1u) << "a fat tree is single-plane by default";
+  EXPECT_EQ(sc->faults[0].sw.kind, SwitchRef::kCore);
+  const std::string ft = "[topo]\nkind = \"fat_tree\"\n";
+  const std::string wl = "[workload]\nkind = \"permutation\"\n";
+  expect_error(parse_scenario(ft + "hosts = 200\nradix = 8\n" + wl, "f.toml"),
+               {"200 hosts do not fit", "k^3/4 = 128", "raise radix to >= 10"});
+  expect_error(parse_scenario(ft + "radix = 7\n" + wl, "f.toml"), {"even radix"});
+  expect_error(parse_scenario(ft + "tiers = 4\n" + wl, "f.toml"),
+               {"f.toml:3:", "topo.tiers", "not simulated yet", "7 uSIDs"});
+  expect_error(parse_scenario(ft + "planes = 2\n" + wl, "f.toml"),
+               {"topo.planes", "planes must be 1"});
+  expect_error(parse_scenario(ft + "spines = 4\n" + wl, "f.toml"),
+               {"topo.spines", "does not apply to a fat tree"});
+  expect_error(parse_scenario("[topo]\ntiers = 3\n" + wl, "f.toml"),
+               {"topo.tiers", "only to kind = \"fat_tree\""});
+  expect_error(parse_scenario("[topo]\nkind = \"torus\"\n" + wl, "f.toml"),
+               {"topo.kind", "\"clos2\", \"fat_tree\""});
+}
+
+TEST(Scenario, fat_tree__committed_scenario_parses) {
+  auto sc = load_scenario(std::string(MRC_SOURCE_DIR) + "/scenarios/fat_tree_800g.toml");
+  ASSERT_TRUE(sc) << sc.error();
+  EXPECT_EQ(sc->base.topo.kind, TopologyKind::kFatTree);
+  EXPECT_EQ(sc->base.topo.link_bps, 800'000'000'000ull);
+  EXPECT_EQ(sc->faults[0].link.kind, LinkRef::kAggCore);
+}
+
+TEST(MrcSimCli, fat_tree__runs_twice_identically_and_names_its_links) {
+  const std::filesystem::path bin = std::filesystem::path(MRC_BINARY_DIR) / "bin" / "mrc-sim";
+  if (!std::filesystem::exists(bin)) FAIL() << "build mrc-sim first: " << bin;
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("mrc_sim_ft_test_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream f(dir / "ft.toml");
+    f << R"(name = "ft"
+[topo]
+kind = "fat_tree"
+hosts = 16
+radix = 4
+[transport]
+kinds = ["mrc", "roce"]
+routing_convergence = "100us"
+[workload]
+kind = "permutation"
+size = "256KiB"
+[[fault]]
+kind = "link_down"
+link = "pod0/agg1-core2"
+at = "3us"
+[run]
+until = "50ms"
+sample_interval = "2us"
+)";
+    std::ofstream g(dir / "bad.toml");
+    g << "[topo]\nkind = \"fat_tree\"\nhosts = 16\nradix = 4\n[workload]\nkind = \"permutation\"\n"
+         "[[fault]]\nkind = \"link_down\"\nlink = \"pod0/agg1-core0\"\nat = 0\n";
+  }
+  auto run = [&](const std::string& out, const std::string& toml) {
+    const std::string cmd = bin.string() + " " + (dir / toml).string() + " --quiet --out " +
+                            (dir / out).string() + " > " + (dir / (out + ".log")).string() +
+                            " 2>&1";
+    return std::system(cmd.c_str());
+  };
+  ASSERT_EQ(run("a", "ft.toml"), 0) << slurp(dir / "a.log");
+  ASSERT_EQ(run("b", "ft.toml"), 0) << slurp(dir / "b.log");
+  auto a = nlohmann::json::parse(slurp(dir / "a" / "summary.json"));
+  auto b = nlohmann::json::parse(slurp(dir / "b" / "summary.json"));
+  a.erase("run");
+  b.erase("run");
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(slurp(dir / "a" / "links.csv"), slurp(dir / "b" / "links.csv"));
+  EXPECT_EQ(a["config"]["topo"]["kind"], "fat_tree");
+  EXPECT_EQ(a["transports"][0]["fabric"]["pods"], 4);
+  EXPECT_EQ(a["transports"][0]["fabric"]["cores"], 4);
+  EXPECT_EQ(a["transports"][0]["flows"]["completed"], 16);
+  EXPECT_EQ(a["transports"][0]["counters"]["qp_errors"], 0);
+  const std::string links = slurp(dir / "a" / "links.csv");
+  for (const char* name :
+       {"pod0/leaf0->agg1", "pod0/agg1->leaf0", "pod0/agg1->core2", "core2->pod0/agg1"})
+    EXPECT_NE(links.find(name), std::string::npos) << name;
+  // A link the fabric does not have: exit 1, the message names the line and what exists.
+  EXPECT_EQ(run("bad", "bad.toml"), 1 << 8);
+  EXPECT_NE(slurp(dir / "bad.log")
+                .find("bad.toml:7: fault 'link_down' on pod0/agg1-core0: agg 1 "
+                      "of a pod is wired to cores 2..3"),
+            std::string::npos)
+      << slurp(dir / "bad.log");
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace mrc::sim
