@@ -4,9 +4,12 @@
 #ifndef _MRC_API_H_
 #define _MRC_API_H_
 
+/* The reference's include order (ocp-mrc-api.md section 1). */
+/* clang-format off */
 #include <stdint.h>
 #include <infiniband/verbs.h>
 #include <mrc_api_ver.h>
+/* clang-format on */
 
 #ifdef __cplusplus
 extern "C" {
@@ -54,32 +57,32 @@ struct mrc_device_attr {
 
 #if MRC_API_VER_USED >= MRC_API_VER(1, 0, 1)
 /* Section 3.7: 0 / -1 + errno; *supported = 0 is not an error. */
-int mrc_query_device_ex(struct ibv_context *context, struct mrc_context *mcontext,
-                        struct mrc_device_attr *attr, int *supported);
+int mrc_query_device_ex(struct ibv_context* context, struct mrc_context* mcontext,
+                        struct mrc_device_attr* attr, int* supported);
 #endif
 
-int mrc_query_device(struct ibv_context *context, struct mrc_device_attr *attr, int *supported);
+int mrc_query_device(struct ibv_context* context, struct mrc_device_attr* attr, int* supported);
 
-void mrc_query_version(uint32_t *current_version, uint32_t *last_supported_version,
-                       uint32_t *vendor_version, uint32_t *last_supported_vendor_version);
+void mrc_query_version(uint32_t* current_version, uint32_t* last_supported_version,
+                       uint32_t* vendor_version, uint32_t* last_supported_vendor_version);
 
 struct mrc_context_attr {
   uint32_t mrc_api_version_used;        /* MRC_API_VER value; 0 = not stated */
   uint32_t mrc_vendor_api_version_used; /* 0 = not stated */
 };
 
-struct mrc_context *mrc_create_context(struct ibv_context *vcontext,
-                                       struct mrc_context_attr *context_attr);
-int mrc_destroy_context(struct mrc_context *mrc_ctx);
+struct mrc_context* mrc_create_context(struct ibv_context* vcontext,
+                                       struct mrc_context_attr* context_attr);
+int mrc_destroy_context(struct mrc_context* mrc_ctx);
 
-int mrc_create_comp_channel(struct mrc_context *mrc_ctx, struct mrc_comp_channel **channel);
-int mrc_get_comp_channel_fd(struct mrc_comp_channel *channel, int *fd);
-int mrc_destroy_comp_channel(struct mrc_comp_channel *channel);
+int mrc_create_comp_channel(struct mrc_context* mrc_ctx, struct mrc_comp_channel** channel);
+int mrc_get_comp_channel_fd(struct mrc_comp_channel* channel, int* fd);
+int mrc_destroy_comp_channel(struct mrc_comp_channel* channel);
 
-struct mrc_cq *mrc_create_cq(struct mrc_context *mrc_ctx, int cqe, void *cq_context,
-                             struct mrc_comp_channel *channel, int comp_vector);
-int mrc_poll_cq(struct mrc_cq *cq, int num_entries, struct ibv_wc *wc);
-int mrc_destroy_cq(struct mrc_cq *cq);
+struct mrc_cq* mrc_create_cq(struct mrc_context* mrc_ctx, int cqe, void* cq_context,
+                             struct mrc_comp_channel* channel, int comp_vector);
+int mrc_poll_cq(struct mrc_cq* cq, int num_entries, struct ibv_wc* wc);
+int mrc_destroy_cq(struct mrc_cq* cq);
 
 struct mrc_qp_hint_attr {
   int num_qps_per_peer;
@@ -100,27 +103,27 @@ struct mrc_qp_hint_init_attr {
   struct mrc_qp_hint_attr attr;
 };
 
-struct mrc_qp_hint *mrc_create_qp_hint(struct mrc_context *mrc_ctx,
-                                       struct mrc_qp_hint_init_attr *init_attr);
-int mrc_destroy_qp_hint(struct mrc_qp_hint *qp_hint);
-int mrc_query_qp_hint(struct mrc_qp_hint *qp_hint, struct mrc_qp_hint_attr *qp_hint_attr,
+struct mrc_qp_hint* mrc_create_qp_hint(struct mrc_context* mrc_ctx,
+                                       struct mrc_qp_hint_init_attr* init_attr);
+int mrc_destroy_qp_hint(struct mrc_qp_hint* qp_hint);
+int mrc_query_qp_hint(struct mrc_qp_hint* qp_hint, struct mrc_qp_hint_attr* qp_hint_attr,
                       int qp_hint_attr_mask);
-int mrc_modify_qp_hint(struct mrc_qp_hint *qp_hint, struct mrc_qp_hint_attr *qp_hint_attr,
+int mrc_modify_qp_hint(struct mrc_qp_hint* qp_hint, struct mrc_qp_hint_attr* qp_hint_attr,
                        int qp_hint_attr_mask);
 
 struct mrc_qp_init_attr {
-  void *qp_context;
-  struct mrc_cq *send_cq;
-  struct mrc_cq *recv_cq;
+  void* qp_context;
+  struct mrc_cq* send_cq;
+  struct mrc_cq* recv_cq;
   struct ibv_qp_cap cap;
   int sq_sig_all;
-  struct ibv_pd *pd;
+  struct ibv_pd* pd;
   uint64_t send_ops_flags; /* IBV_QP_EX_WITH_RDMA_WRITE[_WITH_IMM]; 0 = both */
   enum mrc_protocol_version protocol_version;
 };
 
-struct mrc_qp *mrc_create_qp(struct mrc_context *mrc_ctx, struct mrc_qp_init_attr *mrc_qp_attr);
-int mrc_destroy_qp(struct mrc_qp *qp);
+struct mrc_qp* mrc_create_qp(struct mrc_context* mrc_ctx, struct mrc_qp_init_attr* mrc_qp_attr);
+int mrc_destroy_qp(struct mrc_qp* qp);
 
 enum mrc_qp_attr_mask {
   MRC_QP_MAX_WIMM = 1 << 0,
@@ -160,36 +163,36 @@ struct mrc_qp_attr {
     uint8_t linear_cnt; /* <= 7 */
     uint8_t exp_cnt;    /* <= 25; 25 = infinite */
   } retry;
-  struct mrc_qp_hint *qp_hint;
+  struct mrc_qp_hint* qp_hint;
   uint32_t cap; /* bitmap of enum mrc_qp_cap */
   uint8_t vendor_cfg[MRC_MAX_VENDOR_CFG_SIZE];
 };
 
-int mrc_query_qp(struct mrc_qp *qp, struct ibv_qp_attr *vattr, int vattr_mask,
-                 struct mrc_qp_attr *mrc_attr, int mrc_attr_mask,
-                 struct mrc_qp_init_attr *init_attr);
-int mrc_modify_qp(struct mrc_qp *qp, struct ibv_qp_attr *vattr, int vattr_mask,
-                  struct mrc_qp_attr *mrc_attr, int mrc_attr_mask);
-int mrc_get_qpn(struct mrc_qp *qp, uint32_t *qpn);
+int mrc_query_qp(struct mrc_qp* qp, struct ibv_qp_attr* vattr, int vattr_mask,
+                 struct mrc_qp_attr* mrc_attr, int mrc_attr_mask,
+                 struct mrc_qp_init_attr* init_attr);
+int mrc_modify_qp(struct mrc_qp* qp, struct ibv_qp_attr* vattr, int vattr_mask,
+                  struct mrc_qp_attr* mrc_attr, int mrc_attr_mask);
+int mrc_get_qpn(struct mrc_qp* qp, uint32_t* qpn);
 
-int mrc_post_recv(struct mrc_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
-int mrc_post_send(struct mrc_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);
+int mrc_post_recv(struct mrc_qp* qp, struct ibv_recv_wr* wr, struct ibv_recv_wr** bad_wr);
+int mrc_post_send(struct mrc_qp* qp, struct ibv_send_wr* wr, struct ibv_send_wr** bad_wr);
 
 struct mrc_async_event {
   union {
-    struct mrc_cq *cq;
-    struct mrc_qp *qp;
+    struct mrc_cq* cq;
+    struct mrc_qp* qp;
     int port_num;
   } element;
   enum ibv_event_type event_type;
 };
 
-int mrc_get_async_event(struct mrc_context *mrc_ctx, struct mrc_async_event *event);
-void mrc_ack_async_event(struct mrc_async_event *event);
+int mrc_get_async_event(struct mrc_context* mrc_ctx, struct mrc_async_event* event);
+void mrc_ack_async_event(struct mrc_async_event* event);
 
-int mrc_req_notify_cq(struct mrc_cq *cq, int solicited_only);
-int mrc_get_cq_event(struct mrc_comp_channel *channel, struct mrc_cq **cq, void **cq_context);
-void mrc_ack_cq_events(struct mrc_cq *cq, unsigned int nevents);
+int mrc_req_notify_cq(struct mrc_cq* cq, int solicited_only);
+int mrc_get_cq_event(struct mrc_comp_channel* channel, struct mrc_cq** cq, void** cq_context);
+void mrc_ack_cq_events(struct mrc_cq* cq, unsigned int nevents);
 
 #ifdef __cplusplus
 }

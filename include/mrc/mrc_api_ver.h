@@ -9,7 +9,7 @@
 #define MRC_API_VER_SUBMINOR_OFFSET 0
 
 /* Parts are not masked: major bits 31..24, minor 23..16, sub-minor 15..0. */
-#define MRC_API_VER(_major, _minor, _sub_minor)                                         \
+#define MRC_API_VER(_major, _minor, _sub_minor)                                      \
   (((_major) << MRC_API_VER_MAJOR_OFFSET) | ((_minor) << MRC_API_VER_MINOR_OFFSET) | \
    ((_sub_minor) << MRC_API_VER_SUBMINOR_OFFSET))
 

@@ -4,10 +4,13 @@
 #ifndef _MRC_CTL_API_H_
 #define _MRC_CTL_API_H_
 
+/* The reference's include order (ocp-mrc-api.md section 1). */
+/* clang-format off */
 #include <stdint.h>
 #include <infiniband/verbs.h>
 #include <mrc.h>
 #include <mrc_ctl_api_ver.h>
+/* clang-format on */
 
 #ifdef __cplusplus
 extern "C" {
@@ -51,27 +54,27 @@ struct mrc_ctl_device_attr {
     uint32_t ev_max_count_profile;
     uint32_t ev_count_align;
     uint32_t ev_max_width;
-    uint32_t ev_fmt_mode_mask; /* enum mrc_ctl_ev_fmt_mode bits */
-    uint32_t ev_mode_mask;     /* enum mrc_ctl_ev_mode bits */
+    uint32_t ev_fmt_mode_mask;  /* enum mrc_ctl_ev_fmt_mode bits */
+    uint32_t ev_mode_mask;      /* enum mrc_ctl_ev_mode bits */
     uint32_t ev_op_max_entries; /* 0 = no limit */
   } ev;
   struct {
     uint32_t cc_max_profiles;
-    const char **algorithms; /* NULL-terminated, library-owned */
+    const char** algorithms; /* NULL-terminated, library-owned */
   } cc;
   uint32_t phy_port_mask; /* bit N = port N (1-based) */
   uint32_t opt_attr;      /* enum mrc_ctl_attr_opt bits */
 };
 
 #if MRC_CTL_API_VER_USED >= MRC_CTL_API_VER(1, 0, 1)
-int mrc_ctl_query_device_ex(struct ibv_context *context, struct mrc_context *mcontext,
-                            struct mrc_ctl_device_attr *ctl_attr, int *supported);
+int mrc_ctl_query_device_ex(struct ibv_context* context, struct mrc_context* mcontext,
+                            struct mrc_ctl_device_attr* ctl_attr, int* supported);
 #endif
 
-int mrc_ctl_query_device(struct ibv_context *context, struct mrc_ctl_device_attr *ctl_attr);
+int mrc_ctl_query_device(struct ibv_context* context, struct mrc_ctl_device_attr* ctl_attr);
 
-void mrc_ctl_query_version(uint32_t *current_version, uint32_t *last_supported_version,
-                           uint32_t *vendor_version, uint32_t *last_supported_vendor_version);
+void mrc_ctl_query_version(uint32_t* current_version, uint32_t* last_supported_version,
+                           uint32_t* vendor_version, uint32_t* last_supported_vendor_version);
 
 enum mrc_ctl_port_admin_state {
   MRC_CTL_PORT_ADMIN_DISABLED = 0,
@@ -86,10 +89,10 @@ struct mrc_ctl_port_attr {
   enum mrc_ctl_port_admin_state port_admin_state;
 };
 
-int mrc_ctl_query_port(struct mrc_context *context, uint8_t port_num,
-                       struct mrc_ctl_port_attr *attr, int attr_mask);
-int mrc_ctl_modify_port(struct mrc_context *context, uint8_t port_num,
-                        struct mrc_ctl_port_attr *attr, int attr_mask);
+int mrc_ctl_query_port(struct mrc_context* context, uint8_t port_num,
+                       struct mrc_ctl_port_attr* attr, int attr_mask);
+int mrc_ctl_modify_port(struct mrc_context* context, uint8_t port_num,
+                        struct mrc_ctl_port_attr* attr, int attr_mask);
 
 enum mrc_ctl_ev_fmt_mode {
   MRC_CTL_EV_FMT_MODE_STEV = 1 << 0,
@@ -120,16 +123,16 @@ struct mrc_ctl_ev_fmt_profile_attr {
   enum mrc_ctl_ev_fmt_mode ev_fmt_mode;
   struct {
     enum mrc_ctl_ev_fmt_op op;
-    struct mrc_ctl_ev_fmt_field *fmt_fields;
+    struct mrc_ctl_ev_fmt_field* fmt_fields;
     int fmt_field_count; /* in/out: required length on E2BIG */
   } ev_fmt_op;
   uint8_t vendor_cfg[MRC_CTL_MAX_VENDOR_CFG_SIZE];
 };
 
-int mrc_ctl_modify_ev_fmt_profile(struct mrc_context *mrc_ctx, uint64_t ev_fmt_profile_id,
-                                  struct mrc_ctl_ev_fmt_profile_attr *attr, int attr_mask);
-int mrc_ctl_query_ev_fmt_profile(struct mrc_context *mrc_ctx, uint64_t ev_fmt_profile_id,
-                                 struct mrc_ctl_ev_fmt_profile_attr *attr, int attr_mask);
+int mrc_ctl_modify_ev_fmt_profile(struct mrc_context* mrc_ctx, uint64_t ev_fmt_profile_id,
+                                  struct mrc_ctl_ev_fmt_profile_attr* attr, int attr_mask);
+int mrc_ctl_query_ev_fmt_profile(struct mrc_context* mrc_ctx, uint64_t ev_fmt_profile_id,
+                                 struct mrc_ctl_ev_fmt_profile_attr* attr, int attr_mask);
 
 typedef uint8_t mrc_ctl_ev_t[MRC_CTL_EV_MAX_BYTES];
 
@@ -206,21 +209,21 @@ struct mrc_ctl_ev_profile_attr {
   int ev_event_mask; /* MRC_CTL_EV_GOOD | MRC_CTL_EV_ASSUMED_BAD only */
   struct {
     enum mrc_ctl_ev_op op;
-    struct mrc_ctl_ev_op_entry *entries;
+    struct mrc_ctl_ev_op_entry* entries;
     int entry_count; /* in/out: required length on E2BIG */
   } ev_op;
   struct {
     enum mrc_ctl_ev_fields_op op;
-    struct mrc_ctl_ev_field *fields;
+    struct mrc_ctl_ev_field* fields;
     int field_count; /* in/out: required length on E2BIG */
   } ev_fields_op;
   uint8_t vendor_cfg[MRC_CTL_MAX_VENDOR_CFG_SIZE];
 };
 
-int mrc_ctl_modify_ev_profile(struct mrc_context *mrc_ctx, uint64_t ev_profile_id,
-                              struct mrc_ctl_ev_profile_attr *attr, int attr_mask);
-int mrc_ctl_query_ev_profile(struct mrc_context *mrc_ctx, uint64_t ev_profile_id,
-                             struct mrc_ctl_ev_profile_attr *attr, int attr_mask);
+int mrc_ctl_modify_ev_profile(struct mrc_context* mrc_ctx, uint64_t ev_profile_id,
+                              struct mrc_ctl_ev_profile_attr* attr, int attr_mask);
+int mrc_ctl_query_ev_profile(struct mrc_context* mrc_ctx, uint64_t ev_profile_id,
+                             struct mrc_ctl_ev_profile_attr* attr, int attr_mask);
 
 enum mrc_ctl_cc_profile_attr_mask {
   MRC_CTL_CC_PROFILE_STATE = 1 << 0,
@@ -233,8 +236,8 @@ enum mrc_ctl_cc_profile_attr_mask {
 struct mrc_ctl_cc_profile_attr {
   enum mrc_ctl_profile_state profile_state;
   enum mrc_ctl_profile_state cur_profile_state;
-  const char *algorithm; /* one of cc.algorithms; NULL disables CC */
-  const void *cc_config; /* struct mrc_ctl_cc_nscc_cfg for "uet-1.0-nscc" */
+  const char* algorithm; /* one of cc.algorithms; NULL disables CC */
+  const void* cc_config; /* struct mrc_ctl_cc_nscc_cfg for "uet-1.0-nscc" */
   uint8_t vendor_cfg[MRC_CTL_MAX_VENDOR_CFG_SIZE];
 };
 
@@ -249,16 +252,16 @@ struct mrc_ctl_cc_nscc_cfg {
   float fi_scale;
   float gamma;
   float max_md_jump;
-  uint32_t max_cwnd; /* bytes */
-  uint8_t qa_gate;   /* shift */
+  uint32_t max_cwnd;     /* bytes */
+  uint8_t qa_gate;       /* shift */
   uint32_t qa_threshold; /* ns */
   uint32_t target_delay; /* ns */
 };
 
-int mrc_ctl_modify_cc_profile(struct mrc_context *mrc_ctx, uint64_t cc_profile_id,
-                              struct mrc_ctl_cc_profile_attr *attr, int attr_mask);
-int mrc_ctl_query_cc_profile(struct mrc_context *mrc_ctx, uint64_t cc_profile_id,
-                             struct mrc_ctl_cc_profile_attr *attr, int attr_mask);
+int mrc_ctl_modify_cc_profile(struct mrc_context* mrc_ctx, uint64_t cc_profile_id,
+                              struct mrc_ctl_cc_profile_attr* attr, int attr_mask);
+int mrc_ctl_query_cc_profile(struct mrc_context* mrc_ctx, uint64_t cc_profile_id,
+                             struct mrc_ctl_cc_profile_attr* attr, int attr_mask);
 
 /* 56 bytes with the 1.0.1 `state` member, 48 without (section 5.6: stride hazard). */
 struct mrc_ctl_ev_event {
@@ -270,12 +273,10 @@ struct mrc_ctl_ev_event {
 #endif
 };
 
-struct mrc_cq *mrc_ctl_create_ev_event_cq(struct mrc_context *mrc_ctx, int cqe,
-                                          void *cq_context, struct mrc_comp_channel *channel,
-                                          int comp_vector);
+struct mrc_cq* mrc_ctl_create_ev_event_cq(struct mrc_context* mrc_ctx, int cqe, void* cq_context,
+                                          struct mrc_comp_channel* channel, int comp_vector);
 /* Returns the count, or a negative errno value. */
-int mrc_ctl_poll_ev_event(struct mrc_cq *ev_cq, int num_entries,
-                          struct mrc_ctl_ev_event *ev_event);
+int mrc_ctl_poll_ev_event(struct mrc_cq* ev_cq, int num_entries, struct mrc_ctl_ev_event* ev_event);
 
 enum mrc_ctl_ep_op_type {
   MRC_CTL_EP_OP_EV_PROBE = 0,
@@ -297,16 +298,16 @@ struct mrc_ctl_ep_req {
 
 struct mrc_ctl_ep_rsp {
   uint16_t req_id;
-  uint8_t port;      /* 1-based arrival port */
-  unsigned int rtt;  /* ns */
+  uint8_t port;     /* 1-based arrival port */
+  unsigned int rtt; /* ns */
   uint8_t adj_svc_time;
 };
 
 /* rsp_timeout in ns. ETIMEDOUT still fills rsp / *num_rsp with what arrived. */
-int mrc_ctl_ep_batch_send_wait(struct mrc_context *mrc_ctx, uint8_t req_tc,
-                               enum mrc_ctl_ep_op_type op_type, struct mrc_ctl_ep_req *req,
-                               int num_req, uint32_t rsp_timeout, struct mrc_ctl_ep_rsp *rsp,
-                               int *num_rsp);
+int mrc_ctl_ep_batch_send_wait(struct mrc_context* mrc_ctx, uint8_t req_tc,
+                               enum mrc_ctl_ep_op_type op_type, struct mrc_ctl_ep_req* req,
+                               int num_req, uint32_t rsp_timeout, struct mrc_ctl_ep_rsp* rsp,
+                               int* num_rsp);
 
 #ifdef __cplusplus
 }

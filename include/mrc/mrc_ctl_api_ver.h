@@ -9,7 +9,7 @@
 #define MRC_CTL_API_VER_SUBMINOR_OFFSET 0
 
 /* Parts are not masked: major bits 31..24, minor 23..16, sub-minor 15..0. */
-#define MRC_CTL_API_VER(_major, _minor, _sub_minor)                                         \
+#define MRC_CTL_API_VER(_major, _minor, _sub_minor)                                          \
   (((_major) << MRC_CTL_API_VER_MAJOR_OFFSET) | ((_minor) << MRC_CTL_API_VER_MINOR_OFFSET) | \
    ((_sub_minor) << MRC_CTL_API_VER_SUBMINOR_OFFSET))
 
@@ -35,7 +35,8 @@
 #error "MRC_CTL_API_VER_USED is newer than this mrc_ctl_api_ver.h (MRC_CTL_API_CURRENT_VERSION)"
 #elif MRC_CTL_API_VER_USED < MRC_CTL_API_LAST_SUPPORTED_VERSION
 #error "MRC_CTL_API_VER_USED is older than MRC_CTL_API_LAST_SUPPORTED_VERSION"
-#elif MRC_CTL_API_VER_USED == MRC_CTL_API_LAST_SUPPORTED_VERSION && !defined(_MRC_CTL_API_VER_USED_WARNED_)
+#elif MRC_CTL_API_VER_USED == MRC_CTL_API_LAST_SUPPORTED_VERSION && \
+    !defined(_MRC_CTL_API_VER_USED_WARNED_)
 #define _MRC_CTL_API_VER_USED_WARNED_
 #warning "MRC_CTL_API_VER_USED is the last supported version and may become obsolete"
 #endif

@@ -16,9 +16,9 @@
 namespace mrc::api {
 
 struct SoftPortConfig {
-  in6_addr addr{};         // the port's (plane's) address; also its GID
-  uint8_t prefix_len = 64; // host bits beyond it are the same on every plane (peer lookup)
-  std::string ifname;      // SO_BINDTODEVICE when not empty
+  in6_addr addr{};          // the port's (plane's) address; also its GID
+  uint8_t prefix_len = 64;  // host bits beyond it are the same on every plane (peer lookup)
+  std::string ifname;       // SO_BINDTODEVICE when not empty
 };
 
 class DataPath {

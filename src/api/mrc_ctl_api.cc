@@ -68,15 +68,19 @@ void fill_ctl_attr(SoftDevice* dev, mrc_ctl_device_attr* a) {
   a->ev.ev_op_max_entries = kEvOpMaxEntries;
   a->cc.cc_max_profiles = kMaxCcProfiles;
   a->cc.algorithms = g_algorithms;
-  for (size_t p = 1; p <= dev->config.ports.size(); ++p) a->phy_port_mask |= 1u << p;
+  for (size_t p = 1; p <= dev->config.ports.size(); ++p)
+    a->phy_port_mask |= 1u << p;
   a->opt_attr = kOptAttr;
 }
 
 uint32_t to_ocp_state(uint8_t s) {
   switch (static_cast<ev::EvState>(s)) {
-    case ev::EvState::kGood: return MRC_CTL_EV_GOOD;
-    case ev::EvState::kAssumedBad: return MRC_CTL_EV_ASSUMED_BAD;
-    case ev::EvState::kDenied: return MRC_CTL_EV_DENIED;
+    case ev::EvState::kGood:
+      return MRC_CTL_EV_GOOD;
+    case ev::EvState::kAssumedBad:
+      return MRC_CTL_EV_ASSUMED_BAD;
+    case ev::EvState::kDenied:
+      return MRC_CTL_EV_DENIED;
   }
   return static_cast<uint32_t>(MRC_CTL_EV_UNKNOWN);
 }
@@ -174,14 +178,16 @@ int query_fmt_fields(const ShmFmtProfile* p, mrc_ctl_ev_fmt_profile_attr* attr) 
     attr->ev_fmt_op.fmt_field_count = need;
     return E2BIG;
   }
-  for (int i = 0; i < need; ++i) attr->ev_fmt_op.fmt_fields[i].width = p->widths[i];
+  for (int i = 0; i < need; ++i)
+    attr->ev_fmt_op.fmt_fields[i].width = p->widths[i];
   attr->ev_fmt_op.fmt_field_count = need;
   return 0;
 }
 
 ev::FormatProfile to_format(const ShmFmtProfile& f) {
   ev::FormatProfile out{static_cast<ev::FormatMode>(f.mode), {}};
-  for (uint32_t i = 0; i < f.field_count; ++i) out.fields.push_back({f.widths[i]});
+  for (uint32_t i = 0; i < f.field_count; ++i)
+    out.fields.push_back({f.widths[i]});
   return out;
 }
 
@@ -202,9 +208,8 @@ MRC_EXPORT int mrc_ctl_modify_ev_fmt_profile(mrc_context* ctx, uint64_t id,
   if ((mask & MRC_CTL_EV_FMT_PROFILE_CUR_STATE) &&
       attr->cur_profile_state != static_cast<mrc_ctl_profile_state>(cur))
     return fail(EINVAL);
-  const auto target = (mask & MRC_CTL_EV_FMT_PROFILE_STATE)
-                          ? static_cast<ProfileState>(attr->profile_state)
-                          : cur;
+  const auto target =
+      (mask & MRC_CTL_EV_FMT_PROFILE_STATE) ? static_cast<ProfileState>(attr->profile_state) : cur;
   if (target > ProfileState::kOnline) return fail(EINVAL);
   const bool op = mask & MRC_CTL_EV_FMT_PROFILE_OP;
   const bool modify_fields = op && attr->ev_fmt_op.op == MRC_CTL_EV_FMT_OP_MODIFY_FIELDS;
@@ -227,8 +232,8 @@ MRC_EXPORT int mrc_ctl_modify_ev_fmt_profile(mrc_context* ctx, uint64_t id,
   ShmFmtProfile w = p ? *p : ShmFmtProfile{};
   w.id = id;
   if (mask & MRC_CTL_EV_FMT_PROFILE_MODE) {
-    if (!one_of(attr->ev_fmt_mode, MRC_CTL_EV_FMT_MODE_STEV | MRC_CTL_EV_FMT_MODE_SRV6 |
-                                       MRC_CTL_EV_FMT_MODE_UDP))
+    if (!one_of(attr->ev_fmt_mode,
+                MRC_CTL_EV_FMT_MODE_STEV | MRC_CTL_EV_FMT_MODE_SRV6 | MRC_CTL_EV_FMT_MODE_UDP))
       return fail(EINVAL);
     w.mode = static_cast<uint8_t>(attr->ev_fmt_mode);
   }
@@ -237,7 +242,8 @@ MRC_EXPORT int mrc_ctl_modify_ev_fmt_profile(mrc_context* ctx, uint64_t id,
     if (n < 0 || (n > 0 && !attr->ev_fmt_op.fmt_fields)) return fail(EINVAL);
     if (n > static_cast<int>(kMaxProfileFields)) return fail(E2BIG);
     w.field_count = static_cast<uint32_t>(n);
-    for (int i = 0; i < n; ++i) w.widths[i] = attr->ev_fmt_op.fmt_fields[i].width;
+    for (int i = 0; i < n; ++i)
+      w.widths[i] = attr->ev_fmt_op.fmt_fields[i].width;
     w.fields_set = 1;
   }
   if (w.fields_set && w.mode) {
@@ -253,7 +259,7 @@ MRC_EXPORT int mrc_ctl_modify_ev_fmt_profile(mrc_context* ctx, uint64_t id,
     if (!p) return fail(E2BIG);
   }
   if (target == ProfileState::kOnline && !w.fields_set) return fail(EINVAL);  // "to ONLINE"
-  if (!p) return 0;  // INIT, nothing asked
+  if (!p) return 0;                                                           // INIT, nothing asked
   if (target == ProfileState::kInit) {
     *p = ShmFmtProfile{};
     return 0;
@@ -272,8 +278,7 @@ MRC_EXPORT int mrc_ctl_query_ev_fmt_profile(mrc_context* ctx, uint64_t id,
                          MRC_CTL_EV_FMT_PROFILE_MODE | MRC_CTL_EV_FMT_PROFILE_OP |
                          MRC_CTL_EV_FMT_VENDOR_CFG;
   if (!ctx || !attr || (mask & ~kKnown)) return fail(EINVAL);
-  if ((mask & MRC_CTL_EV_FMT_PROFILE_OP) &&
-      attr->ev_fmt_op.op != MRC_CTL_EV_FMT_OP_QUERY_FIELDS)
+  if ((mask & MRC_CTL_EV_FMT_PROFILE_OP) && attr->ev_fmt_op.op != MRC_CTL_EV_FMT_OP_QUERY_FIELDS)
     return fail(EINVAL);
   NodeLock guard(*ctx->dev->node);
   const ShmFmtProfile* p = ctx->dev->node->find_fmt(id);
@@ -516,7 +521,8 @@ MRC_EXPORT int mrc_ctl_modify_ev_profile(mrc_context* ctx, uint64_t id,
     if (w->mode == MRC_CTL_EV_MODE_GEN && w->fields_set) {
       if (int e = generate_entries(*w, ports)) return fail(e);
     } else if (w->mode == MRC_CTL_EV_MODE_EXP) {
-      for (uint32_t i = 0; i < w->ev_count; ++i) w->entries[i] = ShmEvEntry{};  // UNPOPULATED
+      for (uint32_t i = 0; i < w->ev_count; ++i)
+        w->entries[i] = ShmEvEntry{};  // UNPOPULATED
     }
     ++w->generation;
   }
@@ -586,7 +592,8 @@ MRC_EXPORT int mrc_ctl_query_ev_profile(mrc_context* ctx, uint64_t id,
   NodeLock guard(node);
   const ShmEvProfile* p = node.find_ev(id);
   fill_ev_query(p, attr, mask);
-  if (mask & MRC_CTL_EV_PROFILE_VENDOR_CFG) std::memset(attr->vendor_cfg, 0, sizeof attr->vendor_cfg);
+  if (mask & MRC_CTL_EV_PROFILE_VENDOR_CFG)
+    std::memset(attr->vendor_cfg, 0, sizeof attr->vendor_cfg);
   if (ev_op || fields_op) {
     if (!p) return fail(ev_op && attr->ev_op.op == MRC_CTL_EV_OP_QUERY_EV_STATE ? ENOENT : EINVAL);
     auto w = std::make_unique<ShmEvProfile>(*p);
@@ -636,9 +643,12 @@ MRC_EXPORT int mrc_ctl_modify_cc_profile(mrc_context* ctx, uint64_t id,
   ShmCcProfile w = p ? *p : ShmCcProfile{};
   w.id = id;
   if (mask & MRC_CTL_CC_PROFILE_ALGORITHM) {
-    if (!attr->algorithm) w.algorithm = -1;  // NULL disables CC
-    else if (std::strcmp(attr->algorithm, kNsccName) == 0) w.algorithm = 0;
-    else return fail(EINVAL);
+    if (!attr->algorithm)
+      w.algorithm = -1;  // NULL disables CC
+    else if (std::strcmp(attr->algorithm, kNsccName) == 0)
+      w.algorithm = 0;
+    else
+      return fail(EINVAL);
     w.algorithm_set = 1;
   }
   if (mask & MRC_CTL_CC_PROFILE_CONFIG) {
@@ -688,7 +698,8 @@ MRC_EXPORT int mrc_ctl_query_cc_profile(mrc_context* ctx, uint64_t id,
       attr->cc_config = slot.get();
     }
   }
-  if (mask & MRC_CTL_CC_PROFILE_VENDOR_CFG) std::memset(attr->vendor_cfg, 0, sizeof attr->vendor_cfg);
+  if (mask & MRC_CTL_CC_PROFILE_VENDOR_CFG)
+    std::memset(attr->vendor_cfg, 0, sizeof attr->vendor_cfg);
   return 0;
 }
 
@@ -803,8 +814,8 @@ MRC_EXPORT int mrc_ctl_ep_batch_send_wait(mrc_context* ctx, uint8_t req_tc,
     dst.sin6_family = AF_INET6;
     dst.sin6_port = htons(dev.config.udp_base_port);
     // SRV6: the expanded EV's first 16 bytes are the destination (5.7); otherwise the dgid.
-    std::memcpy(&dst.sin6_addr, r.ev_fmt_mode == MRC_CTL_EV_FMT_MODE_SRV6 ? r.req_ev.val : r.dgid.raw,
-                16);
+    std::memcpy(&dst.sin6_addr,
+                r.ev_fmt_mode == MRC_CTL_EV_FMT_MODE_SRV6 ? r.req_ev.val : r.dgid.raw, 16);
     uint8_t ping[kPingBytes];
     std::memcpy(ping, kPingMagic, 8);
     ping[8] = static_cast<uint8_t>(r.req_ev.port - 1);
@@ -822,7 +833,8 @@ MRC_EXPORT int mrc_ctl_ep_batch_send_wait(mrc_context* ctx, uint8_t req_tc,
     const uint64_t t = now_ns();
     if (t >= deadline) break;
     std::vector<pollfd> fds;
-    for (auto& p : probes) fds.push_back(pollfd{p.fd, POLLIN, 0});
+    for (auto& p : probes)
+      fds.push_back(pollfd{p.fd, POLLIN, 0});
     const int wait_ms = static_cast<int>((deadline - t + 999'999) / 1'000'000);
     if (::poll(fds.data(), fds.size(), wait_ms) <= 0) continue;
     for (int i = 0; i < num_req; ++i) {

@@ -31,36 +31,44 @@ T* fail_null(int e) {
 }
 
 // libibverbs attributes MRC does not support (3.7 mrc_modify_qp).
-constexpr int kUnsupportedVerbsMask = IBV_QP_PORT | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                      IBV_QP_RNR_RETRY | IBV_QP_MIN_RNR_TIMER |
-                                      IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC |
-                                      IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE;
+constexpr int kUnsupportedVerbsMask =
+    IBV_QP_PORT | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MIN_RNR_TIMER |
+    IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE;
 constexpr int kSupportedVerbsMask = IBV_QP_STATE | IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS |
                                     IBV_QP_PKEY_INDEX | IBV_QP_AV | IBV_QP_PATH_MTU |
                                     IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_SQ_PSN;
-constexpr int kMrcMaskAll = MRC_QP_MAX_WIMM | MRC_QP_MAX_WIMM_DEST | MRC_QP_MPR |
-                            MRC_QP_MPR_DEST | MRC_QP_TIMEOUT | MRC_QP_EV_PROFILE_ID |
-                            MRC_QP_CC_PROFILE_ID | MRC_QP_HINT | MRC_QP_RETRY_CNT | MRC_QP_CAP |
-                            MRC_QP_VENDOR_CFG;
+constexpr int kMrcMaskAll = MRC_QP_MAX_WIMM | MRC_QP_MAX_WIMM_DEST | MRC_QP_MPR | MRC_QP_MPR_DEST |
+                            MRC_QP_TIMEOUT | MRC_QP_EV_PROFILE_ID | MRC_QP_CC_PROFILE_ID |
+                            MRC_QP_HINT | MRC_QP_RETRY_CNT | MRC_QP_CAP | MRC_QP_VENDOR_CFG;
 
 bool legal_transition(ibv_qp_state from, ibv_qp_state to) {
   if (to == IBV_QPS_RESET || to == IBV_QPS_ERR) return true;
   switch (from) {
-    case IBV_QPS_RESET: return to == IBV_QPS_INIT;
-    case IBV_QPS_INIT: return to == IBV_QPS_INIT || to == IBV_QPS_RTR;
-    case IBV_QPS_RTR: return to == IBV_QPS_RTS;
-    case IBV_QPS_RTS: return to == IBV_QPS_RTS;
-    default: return false;
+    case IBV_QPS_RESET:
+      return to == IBV_QPS_INIT;
+    case IBV_QPS_INIT:
+      return to == IBV_QPS_INIT || to == IBV_QPS_RTR;
+    case IBV_QPS_RTR:
+      return to == IBV_QPS_RTS;
+    case IBV_QPS_RTS:
+      return to == IBV_QPS_RTS;
+    default:
+      return false;
   }
 }
 
 QpState engine_state(ibv_qp_state s) {
   switch (s) {
-    case IBV_QPS_INIT: return QpState::kInit;
-    case IBV_QPS_RTR: return QpState::kRtr;
-    case IBV_QPS_RTS: return QpState::kRts;
-    case IBV_QPS_ERR: return QpState::kErr;
-    default: return QpState::kReset;
+    case IBV_QPS_INIT:
+      return QpState::kInit;
+    case IBV_QPS_RTR:
+      return QpState::kRtr;
+    case IBV_QPS_RTS:
+      return QpState::kRts;
+    case IBV_QPS_ERR:
+      return QpState::kErr;
+    default:
+      return QpState::kReset;
   }
 }
 
@@ -89,7 +97,8 @@ int build_paths(SoftDevice& dev, const ShmEvProfile& prof, NodeStateLayout& s, Q
     if (!fmt || fmt->mode != static_cast<uint8_t>(dev.config.ev_mode)) return EINVAL;
     p.mode = static_cast<ev::EvMode>(prof.mode);
     p.format.mode = static_cast<ev::FormatMode>(fmt->mode);
-    for (uint32_t i = 0; i < fmt->field_count; ++i) p.format.fields.push_back({fmt->widths[i]});
+    for (uint32_t i = 0; i < fmt->field_count; ++i)
+      p.format.fields.push_back({fmt->widths[i]});
     p.fields.assign(prof.fields, prof.fields + prof.field_count);
     for (uint32_t i = 0; i < prof.ev_count; ++i) {
       const ShmEvEntry& e = prof.entries[i];
@@ -174,7 +183,7 @@ MRC_EXPORT mrc_qp* mrc_create_qp(mrc_context* ctx, mrc_qp_init_attr* a) {
   qp->ctx = ctx;
   qp->engine_qpn = *qpn;
   qp->qpn = (static_cast<uint32_t>(dev.slot) << 16) | *qpn;  // docs/c-api.md "QP numbers"
-  a->cap.max_send_wr = ca.sq_depth;  // actual capacities, as ibv_create_qp
+  a->cap.max_send_wr = ca.sq_depth;                          // actual capacities, as ibv_create_qp
   a->cap.max_recv_wr = ca.rq_depth;
   qp->init = *a;
   qp->engine_attr.reorder_window = ms(2);  // software path: batches reorder (net/session.h)
@@ -218,8 +227,7 @@ MRC_EXPORT int mrc_get_qpn(mrc_qp* qp, uint32_t* qpn) {
 
 MRC_EXPORT int mrc_query_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc_qp_attr* mattr,
                             int mrc_attr_mask, mrc_qp_init_attr* init_attr) {
-  if (!qp || (vattr_mask && !vattr) || (mrc_attr_mask && !mattr) ||
-      (mrc_attr_mask & ~kMrcMaskAll))
+  if (!qp || (vattr_mask && !vattr) || (mrc_attr_mask && !mattr) || (mrc_attr_mask & ~kMrcMaskAll))
     return fail_b(EINVAL);
   DeviceLock dlk(*qp->ctx->dev);
   if (vattr) {  // like ibv_query_qp: every field, whatever the mask
@@ -235,8 +243,10 @@ MRC_EXPORT int mrc_query_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc_
     if (mrc_attr_mask & MRC_QP_MPR) mattr->mpr.mpr = c.mpr.mpr;
     if (mrc_attr_mask & MRC_QP_MPR_DEST) mattr->mpr.mpr_dest = c.mpr.mpr_dest;
     if (mrc_attr_mask & MRC_QP_TIMEOUT) mattr->timeout = c.timeout;
-    if (mrc_attr_mask & MRC_QP_EV_PROFILE_ID) mattr->profile.ev_profile_id = c.profile.ev_profile_id;
-    if (mrc_attr_mask & MRC_QP_CC_PROFILE_ID) mattr->profile.cc_profile_id = c.profile.cc_profile_id;
+    if (mrc_attr_mask & MRC_QP_EV_PROFILE_ID)
+      mattr->profile.ev_profile_id = c.profile.ev_profile_id;
+    if (mrc_attr_mask & MRC_QP_CC_PROFILE_ID)
+      mattr->profile.cc_profile_id = c.profile.cc_profile_id;
     if (mrc_attr_mask & MRC_QP_HINT) mattr->qp_hint = qp->hint;
     if (mrc_attr_mask & MRC_QP_RETRY_CNT) mattr->retry = c.retry;
     if (mrc_attr_mask & MRC_QP_CAP) mattr->cap = c.cap;
@@ -318,10 +328,12 @@ MRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc
     NodeLock guard(*dev.node);
     NodeStateLayout& s = dev.node->get();
     const bool have_ev = have_mrc & MRC_QP_EV_PROFILE_ID, have_cc = have_mrc & MRC_QP_CC_PROFILE_ID;
-    const uint64_t ev_id = mrc_attr_mask & MRC_QP_EV_PROFILE_ID ? mattr->profile.ev_profile_id
-                                                                : qp->mrc_attr.profile.ev_profile_id;
-    const uint64_t cc_id = mrc_attr_mask & MRC_QP_CC_PROFILE_ID ? mattr->profile.cc_profile_id
-                                                                : qp->mrc_attr.profile.cc_profile_id;
+    const uint64_t ev_id = mrc_attr_mask & MRC_QP_EV_PROFILE_ID
+                               ? mattr->profile.ev_profile_id
+                               : qp->mrc_attr.profile.ev_profile_id;
+    const uint64_t cc_id = mrc_attr_mask & MRC_QP_CC_PROFILE_ID
+                               ? mattr->profile.cc_profile_id
+                               : qp->mrc_attr.profile.cc_profile_id;
     if (have_ev) {
       ShmEvProfile* p = dev.node->find_ev(ev_id);
       if (!p || p->state != static_cast<uint8_t>(ProfileState::kOnline)) return fail_b(EINVAL);
@@ -368,10 +380,11 @@ MRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc
     std::memcpy(gid.s6_addr, vattr->ah_attr.grh.dgid.raw, 16);
     const uint32_t peer_slot = (vattr->dest_qp_num >> 16) & 0xFF;
     char key[64];
-    std::snprintf(key, sizeof key, "%016llx%016llx/%u",
-                  static_cast<unsigned long long>(be64toh(vattr->ah_attr.grh.dgid.global.subnet_prefix)),
-                  static_cast<unsigned long long>(be64toh(vattr->ah_attr.grh.dgid.global.interface_id)),
-                  peer_slot);
+    std::snprintf(
+        key, sizeof key, "%016llx%016llx/%u",
+        static_cast<unsigned long long>(be64toh(vattr->ah_attr.grh.dgid.global.subnet_prefix)),
+        static_cast<unsigned long long>(be64toh(vattr->ah_attr.grh.dgid.global.interface_id)),
+        peer_slot);
     auto [it, fresh] = dev.peers.try_emplace(key, dev.next_peer);
     if (fresh) {
       ++dev.next_peer;
@@ -388,7 +401,8 @@ MRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc
   }
 
   if (moving) {
-    if (auto st = dev.engine->modify_qp(dev.path->now(), qp->engine_qpn, engine_state(target), next);
+    if (auto st =
+            dev.engine->modify_qp(dev.path->now(), qp->engine_qpn, engine_state(target), next);
         !st)
       return fail_b(EINVAL);
   }
@@ -419,8 +433,10 @@ MRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc
     if (mrc_attr_mask & MRC_QP_MPR) c.mpr.mpr = mattr->mpr.mpr;
     if (mrc_attr_mask & MRC_QP_MPR_DEST) c.mpr.mpr_dest = mattr->mpr.mpr_dest;
     if (mrc_attr_mask & MRC_QP_TIMEOUT) c.timeout = mattr->timeout;
-    if (mrc_attr_mask & MRC_QP_EV_PROFILE_ID) c.profile.ev_profile_id = mattr->profile.ev_profile_id;
-    if (mrc_attr_mask & MRC_QP_CC_PROFILE_ID) c.profile.cc_profile_id = mattr->profile.cc_profile_id;
+    if (mrc_attr_mask & MRC_QP_EV_PROFILE_ID)
+      c.profile.ev_profile_id = mattr->profile.ev_profile_id;
+    if (mrc_attr_mask & MRC_QP_CC_PROFILE_ID)
+      c.profile.cc_profile_id = mattr->profile.cc_profile_id;
     if (mrc_attr_mask & MRC_QP_RETRY_CNT) c.retry = mattr->retry;
     if (mrc_attr_mask & MRC_QP_CAP) c.cap = mattr->cap;
     if (mrc_attr_mask & MRC_QP_VENDOR_CFG)
@@ -448,8 +464,10 @@ MRC_EXPORT int mrc_post_recv(mrc_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) 
   DeviceLock dlk(*qp->ctx->dev);
   for (ibv_recv_wr* w = wr; w; w = w->next) {
     int err = 0;
-    if (qp->state != IBV_QPS_RTR && qp->state != IBV_QPS_RTS) err = EINVAL;
-    else if (w->num_sge < 0 || w->num_sge > 1) err = EINVAL;
+    if (qp->state != IBV_QPS_RTR && qp->state != IBV_QPS_RTS)
+      err = EINVAL;
+    else if (w->num_sge < 0 || w->num_sge > 1)
+      err = EINVAL;
     else if (auto st = qp->ctx->dev->engine->post_recv(qp->engine_qpn, w->wr_id); !st)
       err = st.error() == Error::kQueueFull ? ENOMEM : EINVAL;
     if (err) {
@@ -470,7 +488,8 @@ MRC_EXPORT int mrc_post_send(mrc_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) 
     int err = 0;
     WriteWr ew;
     ew.wr_id = w->wr_id;
-    if (qp->state != IBV_QPS_RTS) err = EINVAL;
+    if (qp->state != IBV_QPS_RTS)
+      err = EINVAL;
     else if (w->opcode != IBV_WR_RDMA_WRITE && w->opcode != IBV_WR_RDMA_WRITE_WITH_IMM)
       err = EINVAL;  // WRITE / WRITE_IMM only (3.7)
     else if (w->num_sge < 0 || w->num_sge > 1 || (w->num_sge == 1 && !w->sg_list))

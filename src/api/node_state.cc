@@ -35,7 +35,7 @@ NodeState* NodeState::open_shared() {
   // Initialisation is serialised by flock on the segment's descriptor, so two processes
   // opening a fresh segment at once do not both initialise it.
   ::flock(fd, LOCK_EX);
-  struct stat st{};
+  struct stat st {};
   ::fstat(fd, &st);
   const bool fresh = static_cast<size_t>(st.st_size) < sizeof(NodeStateLayout);
   if (fresh && ::ftruncate(fd, sizeof(NodeStateLayout)) != 0) {

@@ -65,9 +65,9 @@ struct ShmEvProfile {
   int32_t ev_event_mask;
   uint32_t field_count;
   ev::Field fields[kMaxProfileFields];
-  uint32_t active_qps;   // QPs past RESET that use it (EBUSY)
-  uint32_t generation;   // bumped on every entry/state change (applications re-sync)
-  pid_t owner_pid;       // the controller process that configured it (EV events go there)
+  uint32_t active_qps;  // QPs past RESET that use it (EBUSY)
+  uint32_t generation;  // bumped on every entry/state change (applications re-sync)
+  pid_t owner_pid;      // the controller process that configured it (EV events go there)
   ShmEvEntry entries[kMaxEvsPerProfile];
 };
 
@@ -77,8 +77,8 @@ struct ShmCcProfile {
   uint8_t state;
   uint8_t algorithm_set;
   uint8_t config_set;
-  int32_t algorithm;  // index into the device's algorithm list; -1 = NULL (CC disabled)
-  uint8_t config[64]; // struct mrc_ctl_cc_nscc_cfg (52 bytes), copied
+  int32_t algorithm;   // index into the device's algorithm list; -1 = NULL (CC disabled)
+  uint8_t config[64];  // struct mrc_ctl_cc_nscc_cfg (52 bytes), copied
   uint32_t active_qps;
 };
 
@@ -97,7 +97,7 @@ struct NodeStateLayout {
   pthread_mutex_t lock;
   uint32_t port_admin_generation;
   uint8_t port_disabled[kMaxPorts + 1];  // index = 1-based port
-  pid_t slot_pid[kMaxSlots];              // 0 = free
+  pid_t slot_pid[kMaxSlots];             // 0 = free
   ShmFmtProfile fmt[kMaxFmtProfiles];
   ShmEvProfile ev[kMaxEvProfiles];
   ShmCcProfile cc[kMaxCcProfiles];

@@ -79,9 +79,12 @@ bool apply_setting(DeviceConfig& cfg, const std::string& key, const std::string&
     }
     cfg.udp_base_port = static_cast<uint16_t>(v);
   } else if (key == "ev_mode") {
-    if (value == "udp") cfg.ev_mode = ev::FormatMode::kUdp;
-    else if (value == "stev") cfg.ev_mode = ev::FormatMode::kStev;
-    else if (value == "srv6") cfg.ev_mode = ev::FormatMode::kSrv6;
+    if (value == "udp")
+      cfg.ev_mode = ev::FormatMode::kUdp;
+    else if (value == "stev")
+      cfg.ev_mode = ev::FormatMode::kStev;
+    else if (value == "srv6")
+      cfg.ev_mode = ev::FormatMode::kSrv6;
     else {
       error = "bad ev_mode '" + value + "' (udp, stev, srv6)";
       return false;
@@ -202,7 +205,8 @@ void notify_cq(mrc_cq* cq) {
 void SoftDevice::run() {
   while (!stop.load(std::memory_order_relaxed)) {
     // API callers waiting for the lock go first (DeviceLock).
-    while (waiters.load(std::memory_order_relaxed) > 0) std::this_thread::yield();
+    while (waiters.load(std::memory_order_relaxed) > 0)
+      std::this_thread::yield();
     std::lock_guard lk(mu);
     turn();
   }
@@ -217,9 +221,11 @@ void SoftDevice::turn() {
   if (waiters.load(std::memory_order_relaxed) > 0) wait = 0;
   if (!path->poll(wait)) error = path->last_error();
   Completion c;
-  while (engine->poll_completion(c)) dispatch_completion(c);
+  while (engine->poll_completion(c))
+    dispatch_completion(c);
   Event e;
-  while (engine->poll_event(e)) dispatch_event(e);
+  while (engine->poll_event(e))
+    dispatch_event(e);
   deliver_ev_events();
 }
 
@@ -246,9 +252,9 @@ void SoftDevice::sync_node_state() {
     qp->ev_generation = prof.generation;
     const size_t n = std::min<size_t>(prof.ev_count, qp->engine_attr.paths.size());
     for (size_t i = 0; i < n; ++i)
-      (void)engine->set_path_denied(now, engine_qpn, static_cast<int>(i),
-                                    prof.entries[i].state ==
-                                        static_cast<uint8_t>(ev::EvState::kDenied));
+      (void)engine->set_path_denied(
+          now, engine_qpn, static_cast<int>(i),
+          prof.entries[i].state == static_cast<uint8_t>(ev::EvState::kDenied));
   }
 }
 
@@ -261,14 +267,24 @@ void SoftDevice::dispatch_completion(const Completion& c) {
   wc.qp_num = qp->qpn;
   wc.byte_len = static_cast<uint32_t>(c.byte_len);
   switch (c.status) {
-    case WcStatus::kSuccess: wc.status = IBV_WC_SUCCESS; break;
-    case WcStatus::kRetryExceeded: wc.status = IBV_WC_RETRY_EXC_ERR; break;
-    case WcStatus::kFlushed: wc.status = IBV_WC_WR_FLUSH_ERR; break;
+    case WcStatus::kSuccess:
+      wc.status = IBV_WC_SUCCESS;
+      break;
+    case WcStatus::kRetryExceeded:
+      wc.status = IBV_WC_RETRY_EXC_ERR;
+      break;
+    case WcStatus::kFlushed:
+      wc.status = IBV_WC_WR_FLUSH_ERR;
+      break;
   }
   mrc_cq* cq = qp->init.send_cq;
   switch (c.opcode) {
-    case WcOpcode::kWrite: wc.opcode = IBV_WC_RDMA_WRITE; break;
-    case WcOpcode::kWriteImm: wc.opcode = IBV_WC_RDMA_WRITE; break;
+    case WcOpcode::kWrite:
+      wc.opcode = IBV_WC_RDMA_WRITE;
+      break;
+    case WcOpcode::kWriteImm:
+      wc.opcode = IBV_WC_RDMA_WRITE;
+      break;
     case WcOpcode::kRecvImm:
       wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
       wc.wc_flags = IBV_WC_WITH_IMM;
@@ -343,7 +359,8 @@ void SoftDevice::dispatch_event(const Event& e) {
 
 void SoftDevice::deliver_ev_events() {
   bool any = false;
-  for (mrc_context* ctx : contexts) any |= !ctx->ev_cqs.empty();
+  for (mrc_context* ctx : contexts)
+    any |= !ctx->ev_cqs.empty();
   if (!any) return;
   NodeLock guard(*node);
   NodeStateLayout& s = node->get();
@@ -361,7 +378,8 @@ void SoftDevice::deliver_ev_events() {
         const ShmEvEvent& ne = s.events[cq->ev_next_seq % kEventRing];
         // Events go to the controller that configured the profile, or to any controller once
         // that process is gone (docs/c-api.md).
-        const bool owner_alive = ne.owner_pid > 0 && (::kill(ne.owner_pid, 0) == 0 || errno == EPERM);
+        const bool owner_alive =
+            ne.owner_pid > 0 && (::kill(ne.owner_pid, 0) == 0 || errno == EPERM);
         if (ne.owner_pid != self && owner_alive) continue;
         if (static_cast<int>(cq->ev_events.size()) >= cq->capacity) {
           ++cq->ev_pending_drops;  // OCP 5.6: a full EV-event CQ drops and counts
@@ -642,26 +660,42 @@ MRC_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
 
 MRC_EXPORT const char* ibv_wc_status_str(ibv_wc_status status) {
   switch (status) {
-    case IBV_WC_SUCCESS: return "success";
-    case IBV_WC_LOC_LEN_ERR: return "local length error";
-    case IBV_WC_LOC_QP_OP_ERR: return "local QP operation error";
-    case IBV_WC_LOC_PROT_ERR: return "local protection error";
-    case IBV_WC_WR_FLUSH_ERR: return "Work Request Flushed Error";
-    case IBV_WC_REM_ACCESS_ERR: return "remote access error";
-    case IBV_WC_RETRY_EXC_ERR: return "transport retry counter exceeded";
-    case IBV_WC_FATAL_ERR: return "fatal error";
-    default: return "unknown";
+    case IBV_WC_SUCCESS:
+      return "success";
+    case IBV_WC_LOC_LEN_ERR:
+      return "local length error";
+    case IBV_WC_LOC_QP_OP_ERR:
+      return "local QP operation error";
+    case IBV_WC_LOC_PROT_ERR:
+      return "local protection error";
+    case IBV_WC_WR_FLUSH_ERR:
+      return "Work Request Flushed Error";
+    case IBV_WC_REM_ACCESS_ERR:
+      return "remote access error";
+    case IBV_WC_RETRY_EXC_ERR:
+      return "transport retry counter exceeded";
+    case IBV_WC_FATAL_ERR:
+      return "fatal error";
+    default:
+      return "unknown";
   }
 }
 
 MRC_EXPORT const char* ibv_port_state_str(ibv_port_state state) {
   switch (state) {
-    case IBV_PORT_NOP: return "PORT_NOP";
-    case IBV_PORT_DOWN: return "PORT_DOWN";
-    case IBV_PORT_INIT: return "PORT_INIT";
-    case IBV_PORT_ARMED: return "PORT_ARMED";
-    case IBV_PORT_ACTIVE: return "PORT_ACTIVE";
-    case IBV_PORT_ACTIVE_DEFER: return "PORT_ACTIVE_DEFER";
-    default: return "invalid state";
+    case IBV_PORT_NOP:
+      return "PORT_NOP";
+    case IBV_PORT_DOWN:
+      return "PORT_DOWN";
+    case IBV_PORT_INIT:
+      return "PORT_INIT";
+    case IBV_PORT_ARMED:
+      return "PORT_ARMED";
+    case IBV_PORT_ACTIVE:
+      return "PORT_ACTIVE";
+    case IBV_PORT_ACTIVE_DEFER:
+      return "PORT_ACTIVE_DEFER";
+    default:
+      return "invalid state";
   }
 }

@@ -81,7 +81,7 @@ struct mrc_cq {
   std::condition_variable acked_cv;
   std::deque<ibv_wc> wcs;
   std::deque<EvEventRecord> ev_events;
-  uint64_t ev_next_seq = 0;    // next node event sequence number to read
+  uint64_t ev_next_seq = 0;  // next node event sequence number to read
   uint32_t ev_pending_drops = 0;
   bool armed = false;
   bool solicited_only = false;

@@ -19,7 +19,8 @@ class UdpDataPath final : public DataPath {
   }
   bool set_peer(uint32_t peer, std::span<const in6_addr> addrs, uint16_t udp_port) override {
     std::vector<net::Endpoint> eps(addrs.size());
-    for (size_t i = 0; i < addrs.size(); ++i) eps[i] = net::Endpoint{addrs[i], udp_port};
+    for (size_t i = 0; i < addrs.size(); ++i)
+      eps[i] = net::Endpoint{addrs[i], udp_port};
     auto st = driver_->set_peer(peer, eps);
     if (!st) error_ = st.error().message;
     return static_cast<bool>(st);
@@ -38,7 +39,8 @@ std::unique_ptr<DataPath> open_udp_data_path(Engine& engine, std::span<const Sof
                                              uint16_t udp_port, ev::FormatMode mode,
                                              std::string* error) {
   net::DriverConfig cfg;
-  for (const auto& p : ports) cfg.ports.push_back(net::PortConfig{{p.addr, udp_port}, p.ifname});
+  for (const auto& p : ports)
+    cfg.ports.push_back(net::PortConfig{{p.addr, udp_port}, p.ifname});
   cfg.ev_mode = mode;
   cfg.socket_buffer = 4 << 20;
   auto driver = net::UdpDriver::open(engine, cfg);

@@ -95,10 +95,11 @@ void configure_profiles(mrc_context* c, uint64_t fmt_id, uint64_t ev_id, uint64_
   f.profile_state = MRC_CTL_PROFILE_OFFLINE;
   f.ev_fmt_mode = MRC_CTL_EV_FMT_MODE_UDP;
   f.ev_fmt_op = {MRC_CTL_EV_FMT_OP_MODIFY_FIELDS, &slot, 1};
-  ASSERT_EQ(mrc_ctl_modify_ev_fmt_profile(c, fmt_id, &f,
-                                          MRC_CTL_EV_FMT_PROFILE_STATE | MRC_CTL_EV_FMT_PROFILE_MODE |
-                                              MRC_CTL_EV_FMT_PROFILE_OP),
-            0)
+  ASSERT_EQ(
+      mrc_ctl_modify_ev_fmt_profile(
+          c, fmt_id, &f,
+          MRC_CTL_EV_FMT_PROFILE_STATE | MRC_CTL_EV_FMT_PROFILE_MODE | MRC_CTL_EV_FMT_PROFILE_OP),
+      0)
       << std::strerror(errno);
   f.profile_state = MRC_CTL_PROFILE_ONLINE;
   ASSERT_EQ(mrc_ctl_modify_ev_fmt_profile(c, fmt_id, &f, MRC_CTL_EV_FMT_PROFILE_STATE), 0);
@@ -127,9 +128,9 @@ void configure_profiles(mrc_context* c, uint64_t fmt_id, uint64_t ev_id, uint64_
   cc.profile_state = MRC_CTL_PROFILE_OFFLINE;
   cc.algorithm = "uet-1.0-nscc";
   cc.cc_config = &cfg;
-  ASSERT_EQ(mrc_ctl_modify_cc_profile(
-                c, cc_id, &cc,
-                MRC_CTL_CC_PROFILE_STATE | MRC_CTL_CC_PROFILE_ALGORITHM | MRC_CTL_CC_PROFILE_CONFIG),
+  ASSERT_EQ(mrc_ctl_modify_cc_profile(c, cc_id, &cc,
+                                      MRC_CTL_CC_PROFILE_STATE | MRC_CTL_CC_PROFILE_ALGORITHM |
+                                          MRC_CTL_CC_PROFILE_CONFIG),
             0);
   cc.profile_state = MRC_CTL_PROFILE_ONLINE;
   ASSERT_EQ(mrc_ctl_modify_cc_profile(c, cc_id, &cc, MRC_CTL_CC_PROFILE_STATE), 0);
@@ -180,9 +181,9 @@ TEST(SoftDevice, VerbsCalls) {
   ibv_pd* pd = ibv_alloc_pd(ctx);
   ASSERT_NE(pd, nullptr);
   std::vector<uint8_t> buf(4096);
-  ibv_mr* mr = ibv_reg_mr(pd, buf.data(), buf.size(),
-                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                              IBV_ACCESS_RELAXED_ORDERING);
+  ibv_mr* mr =
+      ibv_reg_mr(pd, buf.data(), buf.size(),
+                 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_RELAXED_ORDERING);
   ASSERT_NE(mr, nullptr);
   EXPECT_EQ(ibv_reg_mr(pd, buf.data(), 0, IBV_ACCESS_LOCAL_WRITE), nullptr);
   EXPECT_EQ(ibv_reg_mr(pd, buf.data(), 64, IBV_ACCESS_REMOTE_WRITE), nullptr);  // needs local
@@ -427,7 +428,8 @@ TEST(SoftDevice, WriteImmOverTwoPlanesWithAPlaneDisabledMidRun) {
   constexpr size_t kMsg = 64 * 1024;
   constexpr int kMessages = 200;
   std::vector<uint8_t> src(kMsg), dst(kMsg * kMessages, 0);
-  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + 1);
+  for (size_t i = 0; i < src.size(); ++i)
+    src[i] = static_cast<uint8_t>(i * 7 + 1);
   const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
   ibv_mr* smr = ibv_reg_mr(a.pd, src.data(), src.size(), access);
   ibv_mr* dmr = ibv_reg_mr(b.pd, dst.data(), dst.size(), access);
