@@ -8,12 +8,12 @@
 #include <fmt/core.h>
 #include <mrc_ctl.h>
 
+#include <toml++/toml.h>
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <thread>
-#include <toml++/toml.h>
 #include <vector>
 
 namespace {
@@ -43,9 +43,13 @@ struct Session {
 };
 
 uint32_t mode_bits(const std::string& s, bool fmt) {
-  if (fmt) return s == "stev" ? MRC_CTL_EV_FMT_MODE_STEV : s == "srv6" ? MRC_CTL_EV_FMT_MODE_SRV6
-                                                                         : MRC_CTL_EV_FMT_MODE_UDP;
-  return s == "auto" ? MRC_CTL_EV_MODE_AUTO : s == "exp" ? MRC_CTL_EV_MODE_EXP : MRC_CTL_EV_MODE_GEN;
+  if (fmt)
+    return s == "stev"   ? MRC_CTL_EV_FMT_MODE_STEV
+           : s == "srv6" ? MRC_CTL_EV_FMT_MODE_SRV6
+                         : MRC_CTL_EV_FMT_MODE_UDP;
+  return s == "auto"  ? MRC_CTL_EV_MODE_AUTO
+         : s == "exp" ? MRC_CTL_EV_MODE_EXP
+                      : MRC_CTL_EV_MODE_GEN;
 }
 
 int apply_file(Session& s, const std::string& path) {
@@ -62,12 +66,14 @@ int apply_file(Session& s, const std::string& path) {
       const uint64_t id = p["id"].value_or<int64_t>(0);
       std::vector<mrc_ctl_ev_fmt_field> fields;
       if (auto* w = p["widths"].as_array())
-        for (auto& x : *w) fields.push_back({static_cast<uint8_t>(x.value_or<int64_t>(0))});
+        for (auto& x : *w)
+          fields.push_back({static_cast<uint8_t>(x.value_or<int64_t>(0))});
       mrc_ctl_ev_fmt_profile_attr a{};
       a.profile_state = MRC_CTL_PROFILE_OFFLINE;
       a.ev_fmt_mode =
           static_cast<mrc_ctl_ev_fmt_mode>(mode_bits(p["mode"].value_or<std::string>("udp"), true));
-      a.ev_fmt_op = {MRC_CTL_EV_FMT_OP_MODIFY_FIELDS, fields.data(), static_cast<int>(fields.size())};
+      a.ev_fmt_op = {MRC_CTL_EV_FMT_OP_MODIFY_FIELDS, fields.data(),
+                     static_cast<int>(fields.size())};
       if (mrc_ctl_modify_ev_fmt_profile(s.mctx, id, &a,
                                         MRC_CTL_EV_FMT_PROFILE_STATE | MRC_CTL_EV_FMT_PROFILE_MODE |
                                             MRC_CTL_EV_FMT_PROFILE_OP) != 0)
@@ -93,18 +99,19 @@ int apply_file(Session& s, const std::string& path) {
         }
       mrc_ctl_ev_profile_attr a{};
       a.profile_state = MRC_CTL_PROFILE_OFFLINE;
-      a.ev_mode = static_cast<mrc_ctl_ev_mode>(mode_bits(p["mode"].value_or<std::string>("gen"), false));
+      a.ev_mode =
+          static_cast<mrc_ctl_ev_mode>(mode_bits(p["mode"].value_or<std::string>("gen"), false));
       a.ev_fmt_profile_id = p["format"].value_or<int64_t>(0);
       a.ev_count = static_cast<uint32_t>(p["count"].value_or<int64_t>(0));
       a.ev_min_active = static_cast<uint32_t>(p["min_active"].value_or<int64_t>(1));
       a.ev_event_mask = MRC_CTL_EV_GOOD | MRC_CTL_EV_ASSUMED_BAD;
       a.ev_fields_op = {MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS, fields.data(),
                         static_cast<int>(fields.size())};
-      int mask = MRC_CTL_EV_PROFILE_STATE | MRC_CTL_EV_PROFILE_MODE | MRC_CTL_EV_PROFILE_MIN_ACTIVE |
-                 MRC_CTL_EV_PROFILE_EVENT_MASK;
+      int mask = MRC_CTL_EV_PROFILE_STATE | MRC_CTL_EV_PROFILE_MODE |
+                 MRC_CTL_EV_PROFILE_MIN_ACTIVE | MRC_CTL_EV_PROFILE_EVENT_MASK;
       if (a.ev_mode != MRC_CTL_EV_MODE_AUTO)
-        mask |= MRC_CTL_EV_PROFILE_FMT_ID | MRC_CTL_EV_PROFILE_COUNT |
-                MRC_CTL_EV_PROFILE_EV_FIELDS_OP;
+        mask |=
+            MRC_CTL_EV_PROFILE_FMT_ID | MRC_CTL_EV_PROFILE_COUNT | MRC_CTL_EV_PROFILE_EV_FIELDS_OP;
       if (mrc_ctl_modify_ev_profile(s.mctx, id, &a, mask) != 0)
         return die(fmt::format("ev_profile {} to OFFLINE", id));
       a.profile_state = MRC_CTL_PROFILE_ONLINE;
@@ -138,9 +145,10 @@ int apply_file(Session& s, const std::string& path) {
 }
 
 const char* state_name(int s) {
-  return s == MRC_CTL_EV_GOOD ? "good" : s == MRC_CTL_EV_ASSUMED_BAD ? "assumed_bad"
-                                     : s == MRC_CTL_EV_DENIED      ? "denied"
-                                                                   : "unknown";
+  return s == MRC_CTL_EV_GOOD          ? "good"
+         : s == MRC_CTL_EV_ASSUMED_BAD ? "assumed_bad"
+         : s == MRC_CTL_EV_DENIED      ? "denied"
+                                       : "unknown";
 }
 
 std::string ev_hex(const mrc_ctl_ev& ev) {
@@ -148,7 +156,8 @@ std::string ev_hex(const mrc_ctl_ev& ev) {
   for (int i = 0; i < MRC_CTL_EV_MAX_BYTES; ++i)
     if (ev.val[i]) last = i;
   std::string s;
-  for (int i = 0; i <= std::max(last, 3); ++i) s += fmt::format("{:02x}", ev.val[i]);
+  for (int i = 0; i <= std::max(last, 3); ++i)
+    s += fmt::format("{:02x}", ev.val[i]);
   return s;
 }
 
@@ -176,7 +185,9 @@ int main(int argc, char** argv) {
   std::string port_action;
   auto* port_cmd = app.add_subcommand("port", "enable or disable a port (plane)");
   port_cmd->add_option("port", port_num)->required();
-  port_cmd->add_option("action", port_action)->required()->check(CLI::IsMember({"enable", "disable"}));
+  port_cmd->add_option("action", port_action)
+      ->required()
+      ->check(CLI::IsMember({"enable", "disable"}));
   CLI11_PARSE(app, argc, argv);
 
   Session s;
@@ -239,8 +250,8 @@ int main(int argc, char** argv) {
   if (*port_cmd) {
     mrc_ctl_port_attr a{port_action == "enable" ? MRC_CTL_PORT_ADMIN_ENABLED
                                                 : MRC_CTL_PORT_ADMIN_DISABLED};
-    if (mrc_ctl_modify_port(s.mctx, static_cast<uint8_t>(port_num), &a,
-                            MRC_CTL_PORT_ADMIN_STATE) != 0)
+    if (mrc_ctl_modify_port(s.mctx, static_cast<uint8_t>(port_num), &a, MRC_CTL_PORT_ADMIN_STATE) !=
+        0)
       return die("modify port");
     fmt::print("port {} {}d\n", port_num, port_action);
     return 0;
