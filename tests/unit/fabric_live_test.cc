@@ -5,7 +5,11 @@
 // drops silently with the link up and its routes in place, `loss 50` loses about half, and
 // `down` leaves no namespace behind. Skips (with the reason) when not root or without
 // `ip netns`.
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -246,7 +250,23 @@ TEST_F(FabricLive, cli_status_and_exec) {
 TEST_F(FabricLive, zz_down_removes_everything_even_after_a_crash) {
   ASSERT_TRUE(run_checked({"ip", "netns", "add", spec_.name + "-p0-s9"}));
   std::filesystem::remove_all(state_dir(spec_.name));
-  auto n = fabric_down(spec_.name);
+  // A process left inside a host: found, and stopped by down(kill_processes).
+  const std::string host_ns = "/run/netns/" + spec_.name + "-h1";
+  const pid_t sleeper = fork();
+  ASSERT_GE(sleeper, 0);
+  if (sleeper == 0) {
+    const int fd = open(host_ns.c_str(), O_RDONLY);
+    if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) _exit(126);
+    execlp("sleep", "sleep", "30", nullptr);
+    _exit(127);
+  }
+  for (int i = 0; i < 200 && fabric_processes(spec_.name).empty(); ++i)
+    usleep(10'000);
+  EXPECT_EQ(fabric_processes(spec_.name), std::vector<int>{sleeper});
+  auto n = fabric_down(spec_.name, /*kill_processes=*/true);
+  int status = 0;
+  EXPECT_EQ(waitpid(sleeper, &status, 0), sleeper);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
   ASSERT_TRUE(n) << n.error();
   EXPECT_EQ(*n, int(plan_->nodes.size()) + 1);
   for (const auto& e : std::filesystem::directory_iterator("/run/netns"))
