@@ -80,7 +80,7 @@ struct TransportConfig {
   TransportKind kind = TransportKind::kMrc;
   PathMode path_mode = PathMode::kSrv6;  // forced to kEcmp for kRoce
   uint32_t mtu = 4096;                   // payload bytes per packet
-  uint32_t evs_per_plane = 0;            // 0 = one per spine (every path of the plane)
+  uint32_t evs_per_plane = 0;            // 0 = one per spine, at most 64 (fat tree: per core)
   CcAlgorithm cc = CcAlgorithm::kNscc;   // kRoce uses kDcqcn unless set otherwise
   uint8_t mpr = 0;                       // 0 = derived from the BDP
   uint8_t timeout = 12;                  // ACK timeout exponent (4.2 ms)
