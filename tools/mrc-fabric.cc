@@ -10,6 +10,7 @@
 //   mrc-fabric blackhole p0-s1 [--off] | loss p0-l0-s0 5 | rate h0-p1 1gbit
 //   mrc-fabric flap p0-l0-s1 --period 100ms [--count N | --duration 5s] [--background]
 //   mrc-fabric check                     UDP probes over every path; exit 1 if any is lost
+//   mrc-fabric paths h0 h3               the SRv6 and plain destinations and their links
 //
 // Every command takes --name (default "mrc"). Exit status: 0 ok, 1 failure, 2 bad arguments.
 #include <fmt/core.h>
@@ -229,6 +230,12 @@ int main(int argc, char** argv) {
   flap->add_option("--duration", duration_text, "stop after this long, e.g. 5s");
   flap->add_flag("--background", background, "detach; `down` or kill PID stops it");
 
+  std::string from_host, to_host;
+  auto* paths =
+      app.add_subcommand("paths", "destination addresses and links from one host to another");
+  paths->add_option("from", from_host, "h0 or 0")->required();
+  paths->add_option("to", to_host, "h3 or 3")->required();
+
   int probes_per_path = 3;
   auto* check = app.add_subcommand("check", "UDP probes over every path (SRv6 and plain)");
   check->add_option("--count", probes_per_path, "datagrams per path")->capture_default_str();
@@ -305,6 +312,30 @@ int main(int argc, char** argv) {
     if (!plan->link(target)) return report(set_link_admin(*plan, target, true));
     if (background) return flap_in_background(*plan, target, *period, count, duration);
     return report(flap_link(*plan, target, *period, count, duration));
+  }
+  if (*paths) {
+    const auto a = parse_host(*plan, from_host), b = parse_host(*plan, to_host);
+    if (!a || !b || *a == *b) {
+      fmt::print(stderr, "mrc-fabric: need two different hosts in h0..h{}\n", plan->spec.hosts - 1);
+      return 2;
+    }
+    const FabricSpec& sp = plan->spec;
+    const auto print = [&](int p, const std::string& kind, const mrc::wire::Ipv6Addr& da,
+                           std::optional<int> spine) {
+      std::string links;
+      for (const auto& l : path_links(sp, p, *a, *b, spine))
+        links += " " + l;
+      fmt::print("p{} {:<10} {:<28} {}\n", p, kind, format_ipv6(da),
+                 spine || kind != "plain" ? links.substr(1) : "(ECMP)");
+    };
+    for (int p = 0; p < sp.planes; ++p) {
+      for (int s = 0; s < sp.spines; ++s)
+        print(p, "via s" + std::to_string(s), srv6_address(sp, p, s, *b), s);
+      if (leaf_of_host(sp, *a) == leaf_of_host(sp, *b))
+        print(p, "same-leaf", srv6_address(sp, p, std::nullopt, *b), std::nullopt);
+      print(p, "plain", host_address(p, *b), std::nullopt);
+    }
+    return 0;
   }
   if (*check) {
     auto probes = all_probes(plan->spec);
