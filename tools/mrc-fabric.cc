@@ -309,7 +309,11 @@ int main(int argc, char** argv) {
       if (!d) return report(std::unexpected(d.error()));
       duration = *d;
     }
-    if (!plan->link(target)) return report(set_link_admin(*plan, target, true));
+    // Checked here too: a background flapper could only fail silently.
+    if (!plan->link(target)) {
+      fmt::print(stderr, "mrc-fabric: unknown link '{}'\n", target);
+      return 1;
+    }
     if (background) return flap_in_background(*plan, target, *period, count, duration);
     return report(flap_link(*plan, target, *period, count, duration));
   }
