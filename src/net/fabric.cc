@@ -467,13 +467,14 @@ std::vector<std::string> node_setup_lines(const FabricPlan& plan, const Node& no
   if (node.kind != NodeKind::kHost) {
     out.push_back("link add " + std::string(kSidDevice) + " type veth peer name " +
                   std::string(kSidPeerDevice));
-    out.push_back("link set " + std::string(kSidDevice) + " up");
-    out.push_back("link set " + std::string(kSidPeerDevice) + " up");
+    out.push_back("link set dev " + std::string(kSidDevice) + " up");
+    out.push_back("link set dev " + std::string(kSidPeerDevice) + " up");
   }
   const std::string mtu = std::to_string(plan.spec.mtu);
   for (const Link* l : plan.links_in(node.ns)) {
     const LinkEnd& e = l->upper.ns == node.ns ? l->upper : l->lower;
-    out.push_back("link set " + e.ifname + " mtu " + mtu + " up");
+    // Always "dev NAME": ip reads a bare name that abbreviates a keyword ("a") as the keyword.
+    out.push_back("link set dev " + e.ifname + " mtu " + mtu + " up");
   }
   for (const auto& a : plan.addresses)
     if (a.ns == node.ns) out.push_back("addr add " + a.cidr + " dev " + a.ifname + " nodad");

@@ -371,7 +371,7 @@ TEST(FabricPlan, setup_lines_bring_up_interfaces_then_address_then_route) {
     return std::find(lines.begin(), lines.end(), l) - lines.begin();
   };
   const auto sid = at("link add sid0 type veth peer name sid1");
-  const auto up = at("link set s1 mtu 9000 up");
+  const auto up = at("link set dev s1 mtu 9000 up");
   const auto addr = at("addr add fd00:0:8001:1::2/64 dev s1 nodad");
   const auto route = at("route replace fcbb:bb00:8001::/48 via fd00:0:8001:1::1 dev s1");
   EXPECT_LT(sid, up);
