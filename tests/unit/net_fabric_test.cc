@@ -1,0 +1,672 @@
+// MRC over a live namespace fabric (root): `mrc-fabric up` builds 4 hosts on 2 planes, 2 leaves
+// and 2 spines per plane under a unique name; `mrc-perf` servers run in h2 (leaf 1) and
+// clients in h0 (leaf 0), SRv6 mode over both planes, every payload byte checked at the server
+// (--verify), results read from --json.
+//   - 256 MiB of WRITE and of WRITE-with-IMM.
+//   - Faults injected during a transfer: a spine link admin-down, a whole spine silently
+//     blackholed, 5% loss on a leaf-spine link, one host port (plane) down, a link flapping
+//     every 100 ms. The transfer completes with 0 errors, the data verifies, and the stall (the
+//     longest gap between completions) is printed and bounded (see kStallBoundMs).
+//   - Bad input from another host (h3) at a running mrc-perf server: random garbage, truncated
+//     packets, wrong QPN, rkey, address and PSN. Dropped, counted by reason in the server's
+//     --json counters, the transfer unaffected, no crash. The client of that test runs in this
+//     process (net::Session in h0's namespace) so that it knows exactly when its first data
+//     packet leaves: forged packets with a bad rkey or address are only checked as such at a
+//     PSN inside the responder's window that has not arrived yet.
+// Skips (with the reason) when not root, without `ip netns`, or when the tools are not built.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <future>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "net/fabric.h"
+#include "net/pattern.h"
+#include "net/session.h"
+#include "net/side_channel.h"
+#include "wire/codec.h"
+
+namespace mrc::net {
+namespace {
+
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// The target is 5 ms. On the shared 2-core CI machine (load ~5, several test programs
+// side by side, ASan) the scheduler alone makes gaps of tens of ms even without a fault (see
+// docs/performance.md, "Linux driver"), so the test asserts what separates MRC from a
+// transport that waits for a retransmission timeout: every stall well below MPTCP's ~1 s and
+// below one second of RTO backoff. MRC_NET_STALL_MS overrides it (e.g. 5 on an idle machine).
+double stall_bound_ms() {
+  if (const char* env = std::getenv("MRC_NET_STALL_MS")) return std::atof(env);
+  return 400;
+}
+
+std::string tool(const std::string& name) {
+  return std::string(MRC_BINARY_DIR) + "/bin/" + name;
+}
+
+// A child process inside a fabric namespace with its output in a file.
+struct Child {
+  pid_t pid = -1;
+  std::string out_path;
+  std::optional<int> exit_code;  // set once reaped (128 + signal when killed)
+
+  bool running() {
+    if (exit_code) return false;
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) != pid) return true;
+    exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return false;
+  }
+  // Waits up to `timeout`; then kills it. Returns the exit code.
+  int wait(Clock::duration timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (running() && Clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (running()) {
+      kill(pid, SIGKILL);
+      int status = 0;
+      waitpid(pid, &status, 0);
+      exit_code = 128 + SIGKILL;
+    }
+    return *exit_code;
+  }
+  std::string output() const {
+    std::ifstream in(out_path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  // Waits until the output contains `text`; false if the process ended or time ran out.
+  bool wait_for_output(const std::string& text, Clock::duration timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+      if (output().find(text) != std::string::npos) return true;
+      if (!running()) return output().find(text) != std::string::npos;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+  }
+};
+
+Child spawn_in(const std::string& ns, const std::vector<std::string>& argv,
+               const std::string& out_path) {
+  Child c;
+  c.out_path = out_path;
+  c.pid = fork();
+  if (c.pid == 0) {
+    const int nsfd = open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
+    if (nsfd < 0 || setns(nsfd, CLONE_NEWNET) != 0) _exit(126);
+    const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (out < 0) _exit(126);
+    dup2(out, 1);
+    dup2(out, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv)
+      args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  return c;
+}
+
+// setns(CLONE_NEWNET) moves only the calling thread: sockets it creates afterwards live in
+// that namespace (and stay there whichever thread uses them).
+bool enter_namespace(const std::string& ns) {
+  const int fd = open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = setns(fd, CLONE_NEWNET) == 0;
+  close(fd);
+  return ok;
+}
+
+std::string plane_address(int plane, int host) {
+  char s[64];
+  std::snprintf(s, sizeof s, "fcbb:bb%02x:%x::", plane, 0x4000 + host);
+  return s;
+}
+
+struct PerfRun {
+  int client_rc = -1, server_rc = -1;
+  Json client, server;
+  std::string client_out, server_out;
+  std::string describe() const {
+    return "client exit " + std::to_string(client_rc) + ":\n" + client_out + "\nserver exit " +
+           std::to_string(server_rc) + ":\n" + server_out;
+  }
+};
+
+class NetFabric : public ::testing::Test {
+ protected:
+  static constexpr int kClientHost = 0;  // leaf 0
+  static constexpr int kServerHost = 2;  // leaf 1
+  static constexpr int kAttackerHost = 3;
+
+  static void SetUpTestSuite() {
+    if (auto ok = check_privileges(); !ok) {
+      skip_reason_ = "needs root and `ip netns`: " + ok.error();
+      return;
+    }
+    for (const char* t : {"mrc-fabric", "mrc-perf"})
+      if (access(tool(t).c_str(), X_OK) != 0) {
+        skip_reason_ = tool(t) + " is not built";
+        return;
+      }
+    name_ = "nf" + std::to_string(getpid());
+    dir_ = (std::filesystem::temp_directory_path() / ("mrc-net-fabric-" + name_)).string();
+    std::filesystem::create_directories(dir_);
+    auto up = run_command({tool("mrc-fabric"), "up", "--name", name_, "--hosts", "4", "--planes",
+                           "2", "--leaves", "2", "--spines", "2"});
+    if (!up || up->exit_code != 0) {
+      up_error_ = up ? up->out + up->err : up.error();
+      return;
+    }
+    fabric_up_ = true;
+  }
+  static void TearDownTestSuite() {
+    if (fabric_up_) (void)run_command({tool("mrc-fabric"), "down", "--kill", "--name", name_});
+    fabric_up_ = false;
+    if (!dir_.empty() && ::testing::UnitTest::GetInstance()->failed_test_count() == 0)
+      std::filesystem::remove_all(dir_);
+  }
+  void SetUp() override {
+    if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
+    ASSERT_TRUE(fabric_up_) << "mrc-fabric up failed: " << up_error_;
+  }
+
+  static std::string ns(int host) { return name_ + "-h" + std::to_string(host); }
+  static void fabric(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {tool("mrc-fabric")};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.insert(argv.end(), {"--name", name_});
+    auto r = run_command(argv);
+    ASSERT_TRUE(r) << r.error();
+    ASSERT_EQ(r->exit_code, 0) << "mrc-fabric " << args[0] << ": " << r->out << r->err;
+  }
+  static std::vector<std::string> perf_host_args(int host) {
+    return {"--local",  plane_address(0, host) + "," + plane_address(1, host),
+            "--spines", "2",
+            "--leaf",   std::to_string(host / 2)};
+  }
+  static uint16_t next_side_port() { return static_cast<uint16_t>(19100 + port_counter_++); }
+
+  // An mrc-perf server in h2 and a client in h0 (extra client arguments appended);
+  // `during(client)` runs once the client printed its table header, i.e. the data is about
+  // to flow. The side channel runs over plane 1 (faults are injected in plane 0).
+  static PerfRun run_perf(const std::string& label, const std::vector<std::string>& client_args,
+                          const std::function<void()>& during = {},
+                          const std::vector<std::string>& server_args = {}) {
+    const uint16_t port = next_side_port();
+    const std::string base = dir_ + "/" + label;
+    std::vector<std::string> sv = {
+        tool("mrc-perf"),      "-p",   std::to_string(port), "--json", base + ".server.json",
+        "--accept-timeout-ms", "60000"};
+    for (const auto& a : perf_host_args(kServerHost))
+      sv.push_back(a);
+    sv.insert(sv.end(), server_args.begin(), server_args.end());
+    Child server = spawn_in(ns(kServerHost), sv, base + ".server.out");
+    PerfRun r;
+    if (!server.wait_for_output("Waiting for client", std::chrono::seconds(30))) {
+      r.server_rc = server.wait(std::chrono::seconds(1));
+      r.server_out = server.output();
+      return r;
+    }
+    std::vector<std::string> cv = {
+        tool("mrc-perf"),       "-p",   std::to_string(port), "--json", base + ".client.json",
+        "--connect-timeout-ms", "20000"};
+    for (const auto& a : perf_host_args(kClientHost))
+      cv.push_back(a);
+    cv.insert(cv.end(), client_args.begin(), client_args.end());
+    cv.push_back(plane_address(1, kServerHost));
+    Child client = spawn_in(ns(kClientHost), cv, base + ".client.out");
+    if (during && client.wait_for_output("#bytes", std::chrono::seconds(60))) during();
+    r.client_rc = client.wait(std::chrono::seconds(180));
+    r.server_rc = server.wait(std::chrono::seconds(30));
+    r.client_out = client.output();
+    r.server_out = server.output();
+    for (auto [path, json] : {std::pair{base + ".client.json", &r.client},
+                              std::pair{base + ".server.json", &r.server}}) {
+      std::ifstream in(path);
+      if (in) *json = Json::parse(in, nullptr, false);
+    }
+    return r;
+  }
+
+  // Zero errors, every byte verified, and the stall reported.
+  static double expect_clean_transfer(const PerfRun& r, const std::string& what) {
+    EXPECT_EQ(r.client_rc, 0) << what << "\n" << r.describe();
+    EXPECT_EQ(r.server_rc, 0) << what << "\n" << r.describe();
+    if (!r.client.is_object() || !r.server.is_object()) {
+      ADD_FAILURE() << what << ": no --json output\n" << r.describe();
+      return -1;
+    }
+    EXPECT_EQ(r.client.value("ok", false), true) << what << "\n" << r.describe();
+    EXPECT_EQ(r.client.value("verify", false), true) << what;
+    EXPECT_EQ(r.client.value("mismatches", 1), 0) << what;
+    EXPECT_EQ(r.client.value("qp_errors", 1), 0) << what;
+    EXPECT_EQ(r.client["counters"].value("completion_errors", 1), 0) << what;
+    EXPECT_EQ(r.server.value("ok", false), true) << what;
+    EXPECT_EQ(r.server.value("mismatches", 1), 0) << what;
+    EXPECT_GT(r.client["results"][0].value("iterations", 0), 0) << what;
+    const double stall = r.client.value("stall_ms", -1.0);
+    const Json& c = r.client["counters"];
+    std::printf(
+        "[ MRC     ] %-28s stall %8.3f ms  goodput %6.2f Gb/s  retransmits %llu  "
+        "losses %llu  timeouts %llu  ev_changes %llu\n",
+        what.c_str(), stall, r.client["results"][0].value("goodput_gbps", 0.0),
+        c.value("retransmits", 0ull), c.value("losses_detected", 0ull), c.value("timeouts", 0ull),
+        c.value("ev_state_changes", 0ull));
+    std::fflush(stdout);
+    ::testing::Test::RecordProperty("stall_ms", std::to_string(stall));
+    EXPECT_GE(stall, 0) << what;
+    EXPECT_LE(stall, stall_bound_ms())
+        << what << ": stall above the bound (MRC_NET_STALL_MS overrides)\n"
+        << r.client_out;
+    return stall;
+  }
+
+  // A transfer of `seconds` with `inject` run ~0.8 s into it and `restore` ~2 s into it (the
+  // fault lasts 1.2 s and both edges happen while data flows).
+  static void fault_during_transfer(const std::string& label, const std::function<void()>& inject,
+                                    const std::function<void()>& restore) {
+    auto r = run_perf(label, {"-s", "65536", "-D", "3.2", "--verify"}, [&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(800));
+      inject();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+      if (restore) restore();
+    });
+    expect_clean_transfer(r, label);
+  }
+
+  static inline std::string name_, dir_, skip_reason_, up_error_;
+  static inline bool fabric_up_ = false;
+  static inline int port_counter_ = 0;
+};
+
+TEST_F(NetFabric, write_256_mib_verified_over_both_planes) {
+  auto r = run_perf("write", {"-s", "65536", "-n", "4096", "--verify"});
+  expect_clean_transfer(r, "WRITE 256 MiB");
+  // Both planes carried data (SRv6 paths through both spines of each).
+  ASSERT_TRUE(r.client.is_object());
+  EXPECT_EQ(r.client.value("ev_mode", ""), "srv6");
+  EXPECT_EQ(r.client.value("planes", 0), 2);
+  for (const char* p : {"plane0_tx_bytes", "plane1_tx_bytes"})
+    EXPECT_GT(r.client["counters"].value(p, 0ull), 32ull << 20) << p;
+  EXPECT_GE(r.server["counters"].value("bytes_placed", 0ull), 256ull << 20);
+}
+
+TEST_F(NetFabric, write_imm_256_mib_verified_over_both_planes) {
+  auto r = run_perf("write_imm", {"-s", "65536", "-n", "4096", "--verify", "--write-imm"});
+  expect_clean_transfer(r, "WRITE_IMM 256 MiB");
+  ASSERT_TRUE(r.server.is_object());
+  ASSERT_FALSE(r.server["rounds"].empty());
+  EXPECT_EQ(r.server["rounds"][0].value("imm_received", 0), 4096);
+}
+
+TEST_F(NetFabric, spine_link_admin_down_during_a_transfer) {
+  // The server's leaf loses spine 0 of plane 0: spine 0 answers ICMPv6 no-route.
+  fault_during_transfer(
+      "spine link p0-l1-s0 down",
+      [] {
+        fabric({"link", "down", "p0-l1-s0"});
+      },
+      [] {
+        fabric({"link", "up", "p0-l1-s0"});
+      });
+}
+
+TEST_F(NetFabric, whole_spine_blackholed_during_a_transfer) {
+  fault_during_transfer(
+      "spine p0-s1 blackholed",
+      [] {
+        fabric({"blackhole", "p0-s1"});
+      },
+      [] {
+        fabric({"blackhole", "p0-s1", "--off"});
+      });
+}
+
+TEST_F(NetFabric, five_percent_loss_on_a_leaf_spine_link_during_a_transfer) {
+  fault_during_transfer(
+      "5% loss on p0-l0-s0",
+      [] {
+        fabric({"loss", "p0-l0-s0", "5"});
+      },
+      [] {
+        fabric({"loss", "p0-l0-s0", "0"});
+      });
+}
+
+TEST_F(NetFabric, host_port_down_during_a_transfer) {
+  // The client's plane-0 port: half of its bandwidth goes, plane 1 carries on.
+  fault_during_transfer(
+      "host port h0-p0 down",
+      [] {
+        fabric({"link", "down", "h0-p0"});
+      },
+      [] {
+        fabric({"link", "up", "h0-p0"});
+      });
+}
+
+TEST_F(NetFabric, link_flapping_every_100ms_during_a_transfer) {
+  // 12 cycles of 50 ms down, 50 ms up (foreground: returns when done, link up).
+  fault_during_transfer("p0-l0-s1 flapping 100 ms",
+                        [] {
+                          fabric({"flap", "p0-l0-s1", "--period", "100ms", "--count", "12"});
+                        },
+                        {});
+}
+
+// ----- bad input ----------------------------------------------------------------------------
+
+// mrc-perf's side-channel messages are lines of key=value.
+std::vector<uint8_t> kv_frame(const std::string& text) {
+  return std::vector<uint8_t>(text.begin(), text.end());
+}
+std::map<std::string, uint64_t> kv_parse(const std::vector<uint8_t>& frame) {
+  std::map<std::string, uint64_t> out;
+  std::istringstream in(std::string(frame.begin(), frame.end()));
+  std::string line;
+  while (std::getline(in, line))
+    if (auto eq = line.find('='); eq != std::string::npos)
+      out[line.substr(0, eq)] = std::strtoull(line.c_str() + eq + 1, nullptr, 10);
+  return out;
+}
+
+// A WRITE_ONLY aimed at `qpn` with valid framing and a valid ICRC (computed over the IPv6/UDP
+// fields the kernel will build for a datagram from `from`, see udp_driver.h) but whatever
+// QPN, rkey, address and PSN the caller picks.
+std::vector<uint8_t> forged_write(uint32_t qpn, uint32_t rkey, uint64_t addr, uint32_t psn,
+                                  const sockaddr_in6& from) {
+  wire::TransportPacket pkt;
+  pkt.bth.opcode = wire::Opcode::kWriteOnly;
+  pkt.bth.dest_qp = qpn;
+  pkt.bth.psn = psn;
+  pkt.reth.va = addr;
+  pkt.reth.rkey = rkey;
+  pkt.reth.dma_len = 64;
+  pkt.data.pkt_count = 1;
+  static const uint8_t payload[64] = {};
+  pkt.payload = payload;
+  pkt.payload_len = 64;
+  std::vector<uint8_t> buf(48 + 512);
+  auto n = wire::encode_transport(pkt, std::span(buf).subspan(48));
+  if (!n) return {};
+  uint8_t* h = buf.data();
+  std::memset(h, 0, 48);
+  h[0] = 0x60;
+  const uint16_t len = static_cast<uint16_t>(8 + *n + 4);
+  h[4] = static_cast<uint8_t>(len >> 8);
+  h[5] = static_cast<uint8_t>(len);
+  h[6] = 17;
+  std::memcpy(h + 8, &from.sin6_addr, 16);
+  h[40] = static_cast<uint8_t>(ntohs(from.sin6_port) >> 8);
+  h[41] = static_cast<uint8_t>(ntohs(from.sin6_port));
+  h[42] = kIcrcUdpPort >> 8;
+  h[43] = kIcrcUdpPort & 0xFF;
+  h[44] = h[4];
+  h[45] = h[5];
+  const uint32_t crc = wire::icrc(std::span<const uint8_t>(buf.data(), 48 + *n));
+  for (int i = 0; i < 4; ++i)
+    buf[48 + *n + i] = static_cast<uint8_t>(crc >> (8 * i));
+  return std::vector<uint8_t>(buf.begin() + 48, buf.begin() + 48 + *n + 4);
+}
+
+// What the attacker needs to know about the connection (from the hellos).
+struct Target {
+  uint32_t qpn = 0, rkey = 0, first_psn = 0;  // first_psn: the server's next expected PSN
+  uint64_t remote_addr = 0;
+  sockaddr_in6 data{};  // the server's plane-0 data socket
+};
+
+// The in-process client: mrc-perf's client protocol (hello, round, end, bye) over a Session in
+// h0, posting `count` verified WRITEs of `size` bytes. `before_data` runs after the QP is
+// connected and the server is ready, before the first data packet.
+struct InProcessResult {
+  std::string error;
+  uint64_t completed = 0, failed_completions = 0, server_mismatches = 0, server_qp_errors = 0;
+};
+
+InProcessResult run_in_process_client(const std::string& netns, const std::string& server,
+                                      uint16_t port, uint64_t size, uint64_t count,
+                                      const std::function<void(const Target&)>& before_data) {
+  InProcessResult out;
+  auto fail = [&](const std::string& error) {
+    out.error = error;
+    return out;
+  };
+  if (!enter_namespace(netns)) return fail("cannot enter " + netns);
+  constexpr uint64_t kSlots = 64;
+  constexpr uint64_t kSeed = 11;
+  SessionConfig sc;
+  for (int p = 0; p < 2; ++p) {
+    PortConfig pc;
+    pc.local = *parse_endpoint(plane_address(p, 0), 0);
+    sc.driver.ports.push_back(pc);
+    sc.spine_usids.push_back({spine_usid(0), spine_usid(1)});
+    sc.leaf_usids.push_back(leaf_usid(0));
+  }
+  sc.driver.ev_mode = ev::FormatMode::kSrv6;
+  sc.mpr = 4;  // mrc-perf's default
+  sc.buffer_bytes = size * kSlots;
+  sc.seed = kSeed;
+  auto ch = SideChannel::connect(server, port, 20'000);
+  if (!ch) return fail("connect: " + ch.error().message);
+  auto s = Session::create(sc);
+  if (!s) return fail("session: " + s.error().message);
+  Session& cs = **s;
+  Hello mine = cs.hello(HelloRole::kClient);
+  mine.flags = kHelloVerify;
+  mine.msg_size = size;
+  mine.slots = kSlots;
+  mine.seed = kSeed;
+  if (auto st = ch->send_frame(encode_hello(mine)); !st) return fail(st.error().message);
+  auto frame = ch->recv_frame(20'000);
+  if (!frame) return fail("hello: " + frame.error().message);
+  auto peer = decode_hello(*frame);
+  if (!peer) return fail("hello: " + peer.error().message);
+  if (auto st = cs.connect(*peer); !st) return fail(st.error().message);
+  if (auto st = cs.driver().probe_planes(Session::kPeerId, ms(10'000)); !st)
+    return fail(st.error().message);
+  // Serves the data path while waiting for the server's answer.
+  auto wait_frame = [&](Time timeout) -> std::optional<std::vector<uint8_t>> {
+    const Time start = cs.driver().now();
+    while (cs.driver().now() - start < timeout) {
+      auto f = ch->try_recv_frame();
+      if (!f) return std::nullopt;
+      if (*f) return std::move(**f);
+      (void)cs.driver().poll(us(500));
+    }
+    return std::nullopt;
+  };
+  (void)ch->send_frame(kv_frame("round=1\nsize=" + std::to_string(size) + "\n"));
+  if (!wait_frame(ms(20'000))) return fail("no ready from the server");
+  Target t;
+  t.qpn = peer->qps[0].qpn;
+  t.rkey = peer->rkey;
+  t.remote_addr = peer->remote_addr;
+  t.first_psn = mine.qps[0].first_psn;
+  Endpoint data;
+  std::memcpy(&data.addr, peer->planes[0].addr.data(), 16);
+  data.port = peer->planes[0].udp_port;
+  t.data = to_sockaddr(data);
+  before_data(t);
+  Engine& e = cs.engine();
+  uint64_t posted = 0;
+  const Time start = cs.driver().now();
+  while (out.completed < count && cs.driver().now() - start < ms(120'000)) {
+    const Time now = cs.driver().now();
+    // Fewer messages outstanding than slots: a slot is rewritten only after its last
+    // message completed (the server checks each slot's last iteration at the end).
+    while (posted < count && posted - out.completed < kSlots - 1) {
+      const uint64_t off = (posted % kSlots) * size;
+      fill_pattern(cs.buffer() + off, size, kSeed, 0, posted);
+      WriteWr wr;
+      wr.wr_id = posted;
+      wr.opcode = WrOpcode::kWrite;
+      wr.lkey = cs.keys().lkey;
+      wr.local_addr = reinterpret_cast<uint64_t>(cs.buffer()) + off;
+      wr.length = size;
+      wr.remote_addr = peer->remote_addr + off;
+      wr.rkey = peer->rkey;
+      if (auto st = e.post_write(now, cs.qpns()[0], wr); !st) break;
+      ++posted;
+    }
+    if (auto st = cs.driver().poll(ms(1)); !st) return fail(st.error().message);
+    Completion c;
+    while (e.poll_completion(c)) {
+      ++out.completed;
+      if (c.status != WcStatus::kSuccess) ++out.failed_completions;
+    }
+  }
+  (void)ch->send_frame(kv_frame("end=1\niters=" + std::to_string(out.completed) +
+                                "\nper_qp_iters=" + std::to_string(posted) + "\n"));
+  auto reply = wait_frame(ms(30'000));
+  if (!reply) return fail("no end reply from the server");
+  const auto kv = kv_parse(*reply);
+  out.server_mismatches = kv.count("mismatches") ? kv.at("mismatches") : UINT64_MAX;
+  out.server_qp_errors = kv.count("qp_errors") ? kv.at("qp_errors") : UINT64_MAX;
+  (void)ch->send_frame(kv_frame("bye=1\n"));
+  (void)wait_frame(ms(10'000));
+  return out;
+}
+
+TEST_F(NetFabric, bad_input_from_another_host_is_dropped_counted_and_harmless) {
+  const uint16_t port = next_side_port();
+  const std::string base = dir_ + "/bad_input";
+  std::vector<std::string> sv = {
+      tool("mrc-perf"),      "-p",   std::to_string(port), "--json", base + ".server.json",
+      "--accept-timeout-ms", "60000"};
+  for (const auto& a : perf_host_args(kServerHost))
+    sv.push_back(a);
+  Child server = spawn_in(ns(kServerHost), sv, base + ".server.out");
+  ASSERT_TRUE(server.wait_for_output("Waiting for client", std::chrono::seconds(30)))
+      << server.output();
+
+  std::promise<Target> target_promise;
+  auto target_future = target_promise.get_future();
+  std::promise<void> forged_sent;
+  auto forged_sent_future = forged_sent.get_future();
+  std::atomic<bool> stop{false}, target_known{false};
+  std::atomic<uint64_t> attacker_packets{0};
+  std::string attacker_error;
+  // The attacker: a UDP socket on h3's plane-0 address, aimed at the server's data socket.
+  std::thread attacker([&] {
+    auto fail = [&](const std::string& e) {
+      attacker_error = e;
+      forged_sent.set_value();
+    };
+    const Target t = target_future.get();
+    if (t.data.sin6_port == 0) return fail("the client never connected");
+    if (!enter_namespace(ns(kAttackerHost))) return fail("cannot enter " + ns(kAttackerHost));
+    const int fd = ::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return fail("socket");
+    sockaddr_in6 self{};
+    self.sin6_family = AF_INET6;
+    inet_pton(AF_INET6, plane_address(0, kAttackerHost).c_str(), &self.sin6_addr);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&self), sizeof self) != 0) {
+      ::close(fd);
+      return fail(std::string("bind: ") + std::strerror(errno));
+    }
+    socklen_t sl = sizeof self;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &sl);
+    auto send = [&](const std::vector<uint8_t>& b) {
+      ::sendto(fd, b.data(), b.size(), 0, reinterpret_cast<const sockaddr*>(&t.data),
+               sizeof t.data);
+      ++attacker_packets;
+    };
+    // Before the first data packet, at a PSN inside the window that has not arrived yet: the
+    // responder must check the rkey and the address range before placing anything.
+    const uint32_t psn = (t.first_psn + 3) & 0xFFFFFF;
+    send(forged_write(t.qpn, t.rkey ^ 0x5555, t.remote_addr, psn, self));
+    send(forged_write(t.qpn, t.rkey, t.remote_addr - 4096, psn, self));
+    forged_sent.set_value();
+    std::mt19937 rng(7);
+    while (!stop) {
+      std::vector<uint8_t> junk(rng() % 300);
+      for (auto& b : junk)
+        b = static_cast<uint8_t>(rng());
+      send(junk);
+      auto good = forged_write(t.qpn, t.rkey, t.remote_addr, t.first_psn, self);
+      send(std::vector<uint8_t>(good.begin(),
+                                good.begin() + static_cast<long>(rng() % good.size())));
+      send(forged_write(t.qpn + 1000, t.rkey, t.remote_addr, t.first_psn, self));
+      send(forged_write(t.qpn, t.rkey, t.remote_addr, (t.first_psn + 0x800000) & 0xFFFFFF, self));
+      std::this_thread::sleep_for(std::chrono::microseconds(300));
+    }
+    ::close(fd);
+  });
+
+  InProcessResult result;
+  constexpr uint64_t kSize = 65536, kCount = 1536;  // 96 MiB
+  std::thread client([&] {
+    result = run_in_process_client(ns(kClientHost), plane_address(1, kServerHost), port, kSize,
+                                   kCount, [&](const Target& t) {
+                                     target_known = true;
+                                     target_promise.set_value(t);
+                                     forged_sent_future.wait();
+                                     // Let the forged packets arrive well before the first real
+                                     // one.
+                                     std::this_thread::sleep_for(std::chrono::milliseconds(100));
+                                   });
+  });
+  client.join();
+  stop = true;
+  if (!target_known) target_promise.set_value(Target{});  // the client failed before data
+  attacker.join();
+  const int server_rc = server.wait(std::chrono::seconds(30));
+  ASSERT_TRUE(attacker_error.empty()) << attacker_error;
+  EXPECT_TRUE(result.error.empty()) << result.error << "\n" << server.output();
+  EXPECT_EQ(result.completed, kCount);
+  EXPECT_EQ(result.failed_completions, 0u);
+  EXPECT_EQ(result.server_mismatches, 0u);
+  EXPECT_EQ(result.server_qp_errors, 0u);
+  EXPECT_EQ(server_rc, 0) << server.output();
+  std::ifstream in(base + ".server.json");
+  ASSERT_TRUE(in) << server.output();
+  const Json j = Json::parse(in, nullptr, false);
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j.value("ok", false), true);
+  const Json& c = j["counters"];
+  std::printf(
+      "[ MRC     ] bad input: %llu packets sent; server drops: decode %llu, unknown_qp "
+      "%llu, psn_out_of_window %llu, bad_rkey %llu, bad_address %llu\n",
+      static_cast<unsigned long long>(attacker_packets.load()), c.value("drop_decode", 0ull),
+      c.value("drop_unknown_qp", 0ull), c.value("drop_psn_out_of_window", 0ull),
+      c.value("drop_bad_rkey", 0ull), c.value("drop_bad_address", 0ull));
+  EXPECT_GT(attacker_packets.load(), 100u);
+  EXPECT_GT(c.value("drop_decode", 0ull), 0u) << "garbage and truncated packets";
+  EXPECT_GT(c.value("drop_unknown_qp", 0ull), 0u) << "wrong QPN";
+  EXPECT_GT(c.value("drop_psn_out_of_window", 0ull), 0u) << "PSN outside the window";
+  EXPECT_EQ(c.value("drop_bad_rkey", 0ull), 1u);
+  EXPECT_EQ(c.value("drop_bad_address", 0ull), 1u);
+  EXPECT_GE(c.value("bytes_placed", 0ull), kSize * kCount);
+}
+
+}  // namespace
+}  // namespace mrc::net
