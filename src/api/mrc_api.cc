@@ -217,6 +217,8 @@ MRC_EXPORT int mrc_destroy_cq(mrc_cq* cq) {
     std::unique_lock lk(cq->mu);
     cq->acked_cv.wait(lk, [cq] { return cq->events_acked >= cq->events_delivered; });
   }
+  // Async events about the CQ (IBV_EVENT_CQ_ERR) must be acknowledged too (3.7).
+  retire_async_events(ctx, cq, cq->async_unacked);
   {
     DeviceLock dlk(*ctx->dev);
     if (cq->channel) {

@@ -453,7 +453,10 @@ MRC_EXPORT int mrc_ctl_modify_ev_profile(mrc_context* ctx, uint64_t id,
   if (cur == ProfileState::kInit && !moving && (attr_changes || ev_op || query_fields))
     return fail(EINVAL);
   if (cur == ProfileState::kOnline && attr_changes) return fail(EINVAL);  // no MODIFY_ONLINE
-  if (cur == ProfileState::kOnline && moving && p->active_qps > 0) return fail(EBUSY);
+  if (cur == ProfileState::kOnline && moving && p->active_qps > 0) {
+    node.reclaim_dead_slots();  // QPs of crashed applications do not count (docs/c-api.md)
+    if (p->active_qps > 0) return fail(EBUSY);
+  }
   if (cur == ProfileState::kInit && moving) {
     // "to OFFLINE": MODE, and for EXP/GEN FMT_ID, COUNT and MODIFY_FIELDS (5.5).
     if (!(mask & MRC_CTL_EV_PROFILE_MODE)) return fail(EINVAL);
@@ -637,7 +640,10 @@ MRC_EXPORT int mrc_ctl_modify_cc_profile(mrc_context* ctx, uint64_t id,
   const bool changes = mask & (MRC_CTL_CC_PROFILE_ALGORITHM | MRC_CTL_CC_PROFILE_CONFIG);
   if (cur == ProfileState::kInit && !moving && changes) return fail(EINVAL);
   if (cur == ProfileState::kOnline && changes) return fail(EINVAL);  // no MODIFY_ONLINE cap
-  if (cur == ProfileState::kOnline && moving && p->active_qps > 0) return fail(EBUSY);
+  if (cur == ProfileState::kOnline && moving && p->active_qps > 0) {
+    node.reclaim_dead_slots();  // QPs of crashed applications do not count (docs/c-api.md)
+    if (p->active_qps > 0) return fail(EBUSY);
+  }
   if (cur == ProfileState::kInit && moving && !(mask & MRC_CTL_CC_PROFILE_ALGORITHM))
     return fail(EINVAL);  // "to OFFLINE": ALGORITHM
   ShmCcProfile w = p ? *p : ShmCcProfile{};

@@ -1,5 +1,6 @@
 // mrc.h QPs (ocp-mrc-api.md 3.7, state machine 3.8) and work requests.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <mrc.h>
 
 #include <algorithm>
@@ -152,8 +153,14 @@ void release_profiles(SoftDevice& dev, mrc_qp* qp) {
   if (qp->ev_profile < 0 && qp->cc_profile < 0) return;
   NodeLock guard(*dev.node);
   NodeStateLayout& s = dev.node->get();
-  if (qp->ev_profile >= 0 && s.ev[qp->ev_profile].active_qps > 0) --s.ev[qp->ev_profile].active_qps;
-  if (qp->cc_profile >= 0 && s.cc[qp->cc_profile].active_qps > 0) --s.cc[qp->cc_profile].active_qps;
+  if (qp->ev_profile >= 0) {
+    ShmEvProfile& p = s.ev[qp->ev_profile];
+    NodeState::drop_qp_ref(p.active_qps, p.slot_qps, dev.slot);
+  }
+  if (qp->cc_profile >= 0) {
+    ShmCcProfile& p = s.cc[qp->cc_profile];
+    NodeState::drop_qp_ref(p.active_qps, p.slot_qps, dev.slot);
+  }
   qp->ev_profile = qp->cc_profile = -1;
 }
 
@@ -201,15 +208,19 @@ MRC_EXPORT int mrc_destroy_qp(mrc_qp* qp) {
   if (!qp) return fail_b(EINVAL);
   mrc_context* ctx = qp->ctx;
   SoftDevice& dev = *ctx->dev;
-  DeviceLock dlk(dev);
-  if (!dev.engine->destroy_qp(qp->engine_qpn)) return fail_b(EINVAL);
-  dev.qps.erase(qp->engine_qpn);
-  release_profiles(dev, qp);
-  if (qp->hint) --qp->hint->qp_refs;
-  for (mrc_cq* cq : {qp->init.send_cq, qp->init.recv_cq}) {
-    std::lock_guard lk(cq->mu);
-    --cq->qp_refs;
+  {
+    DeviceLock dlk(dev);
+    if (!dev.engine->destroy_qp(qp->engine_qpn)) return fail_b(EINVAL);
+    dev.qps.erase(qp->engine_qpn);  // no further async events about it
+    release_profiles(dev, qp);
+    if (qp->hint) --qp->hint->qp_refs;
+    for (mrc_cq* cq : {qp->init.send_cq, qp->init.recv_cq}) {
+      std::lock_guard lk(cq->mu);
+      --cq->qp_refs;
+    }
   }
+  // 3.7 mrc_ack_async_event: wait for the acknowledgement of every event returned about it.
+  retire_async_events(ctx, qp, qp->async_unacked);
   delete qp;
   std::lock_guard lk(ctx->mu);
   --ctx->children;
@@ -413,8 +424,11 @@ MRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc
     qp->ev_profile = ev_index;
     qp->cc_profile = cc_index;
     qp->auto_paths = auto_paths;
-    if (ev_index >= 0) ++s.ev[ev_index].active_qps;
-    if (cc_index >= 0) ++s.cc[cc_index].active_qps;
+    // Counted per process slot, so that a crashed process's QPs are reclaimed (node_state.h).
+    if (ev_index >= 0)
+      NodeState::add_qp_ref(s.ev[ev_index].active_qps, s.ev[ev_index].slot_qps, dev.slot);
+    if (cc_index >= 0)
+      NodeState::add_qp_ref(s.cc[cc_index].active_qps, s.cc[cc_index].slot_qps, dev.slot);
   }
   if (moving && target == IBV_QPS_RESET) {
     release_profiles(dev, qp);
@@ -525,14 +539,44 @@ MRC_EXPORT int mrc_get_async_event(mrc_context* ctx, mrc_async_event* event) {
     errno = EINVAL;
     return -1;
   }
+  const int fd = ctx->dev->async_fd;
   std::unique_lock lk(ctx->mu);
+  if (ctx->async_events.empty() && (::fcntl(fd, F_GETFL) & O_NONBLOCK)) {
+    errno = EAGAIN;  // as ibv_get_async_event on a non-blocking async_fd
+    return -1;
+  }
   ctx->async_cv.wait(lk, [ctx] { return !ctx->async_events.empty(); });
   *event = ctx->async_events.front();
   ctx->async_events.pop_front();
-  ++ctx->async_unacked;
+  uint64_t v;
+  [[maybe_unused]] auto n = ::read(fd, &v, sizeof v);  // this event's count (semaphore)
+  // Every returned event is acknowledged later; destroying its object waits for that (3.7).
+  if (is_qp_event(event->event_type))
+    ++event->element.qp->async_unacked;
+  else if (is_cq_event(event->event_type))
+    ++event->element.cq->async_unacked;
   return 0;
 }
 
+// 3.7 (interpretation): destroying the object an event refers to waits for this
+// acknowledgement, as in libibverbs: mrc_destroy_qp / mrc_destroy_cq wait; port and device
+// events name no object and need no bookkeeping (ibv_ack_async_event ignores them too).
 MRC_EXPORT void mrc_ack_async_event(mrc_async_event* event) {
-  (void)event;  // Objects do not wait for async acknowledgements (docs/c-api.md).
+  if (!event) return;
+  mrc_context* ctx = nullptr;
+  int* unacked = nullptr;
+  if (is_qp_event(event->event_type) && event->element.qp) {
+    ctx = event->element.qp->ctx;
+    unacked = &event->element.qp->async_unacked;
+  } else if (is_cq_event(event->event_type) && event->element.cq) {
+    ctx = event->element.cq->ctx;
+    unacked = &event->element.cq->async_unacked;
+  } else {
+    return;
+  }
+  {
+    std::lock_guard lk(ctx->mu);
+    if (*unacked > 0) --*unacked;
+  }
+  ctx->async_cv.notify_all();
 }

@@ -7,7 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -22,8 +24,31 @@ std::string segment_name() {
   return name;
 }
 
-bool process_alive(pid_t pid) {
-  return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM);
+// Field 22 of /proc/PID/stat (start time in clock ticks since boot); 0 if unreadable.
+uint64_t start_time(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  FILE* f = std::fopen(path, "r");
+  if (!f) return 0;
+  char buf[1024];
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = 0;
+  const char* p = std::strrchr(buf, ')');  // the command name may contain spaces
+  if (!p) return 0;
+  int field = 2;
+  for (++p; *p && field < 22; ++p)
+    if (*p == ' ') ++field;
+  return std::strtoull(p, nullptr, 10);
+}
+
+// `start` = 0: unknown (not checked).
+bool process_alive(pid_t pid, uint64_t start) {
+  if (pid <= 0) return false;
+  if (::kill(pid, 0) != 0 && errno != EPERM) return false;
+  if (start == 0) return true;
+  const uint64_t now = start_time(pid);
+  return now == 0 || now == start;
 }
 
 }  // namespace
@@ -82,10 +107,11 @@ void NodeState::unlock() {
 
 int NodeState::take_slot(pid_t pid) {
   NodeLock guard(*this);
+  reclaim_dead_slots();
   for (uint32_t s = 0; s < kMaxSlots; ++s) {
-    pid_t& owner = layout_->slot_pid[s];
-    if (owner == 0 || !process_alive(owner)) {
-      owner = pid;
+    if (layout_->slot_pid[s] == 0) {
+      layout_->slot_pid[s] = pid;
+      layout_->slot_start[s] = start_time(pid);
       return static_cast<int>(s);
     }
   }
@@ -96,6 +122,34 @@ void NodeState::release_slot(int slot) {
   if (slot < 0 || slot >= static_cast<int>(kMaxSlots)) return;
   NodeLock guard(*this);
   layout_->slot_pid[slot] = 0;
+  layout_->slot_start[slot] = 0;
+}
+
+void NodeState::reclaim_dead_slots() {
+  NodeStateLayout& s = *layout_;
+  for (uint32_t slot = 0; slot < kMaxSlots; ++slot) {
+    if (s.slot_pid[slot] == 0 || process_alive(s.slot_pid[slot], s.slot_start[slot])) continue;
+    for (auto& p : s.ev) {
+      p.active_qps -= std::min<uint32_t>(p.active_qps, p.slot_qps[slot]);
+      p.slot_qps[slot] = 0;
+    }
+    for (auto& p : s.cc) {
+      p.active_qps -= std::min<uint32_t>(p.active_qps, p.slot_qps[slot]);
+      p.slot_qps[slot] = 0;
+    }
+    s.slot_pid[slot] = 0;
+    s.slot_start[slot] = 0;
+  }
+}
+
+void NodeState::add_qp_ref(uint32_t& active, uint16_t* slot_qps, int slot) {
+  ++active;
+  if (slot >= 0 && slot < static_cast<int>(kMaxSlots)) ++slot_qps[slot];
+}
+
+void NodeState::drop_qp_ref(uint32_t& active, uint16_t* slot_qps, int slot) {
+  if (active > 0) --active;
+  if (slot >= 0 && slot < static_cast<int>(kMaxSlots) && slot_qps[slot] > 0) --slot_qps[slot];
 }
 
 ShmFmtProfile* NodeState::find_fmt(uint64_t id) {

@@ -20,7 +20,7 @@
 
 namespace mrc::api {
 
-inline constexpr uint64_t kNodeStateMagic = 0x4d52435f4e4f4433ull;  // "MRC_NOD3"
+inline constexpr uint64_t kNodeStateMagic = 0x4d52435f4e4f4434ull;  // "MRC_NOD4"
 inline constexpr uint32_t kMaxFmtProfiles = 64;
 inline constexpr uint32_t kMaxEvProfiles = 64;
 inline constexpr uint32_t kMaxCcProfiles = 64;
@@ -65,9 +65,10 @@ struct ShmEvProfile {
   int32_t ev_event_mask;
   uint32_t field_count;
   ev::Field fields[kMaxProfileFields];
-  uint32_t active_qps;  // QPs past RESET that use it (EBUSY)
-  uint32_t generation;  // bumped on every entry/state change (applications re-sync)
-  pid_t owner_pid;      // the controller process that configured it (EV events go there)
+  uint32_t active_qps;           // QPs past RESET that use it (EBUSY): the sum of slot_qps
+  uint32_t generation;           // bumped on every entry/state change (applications re-sync)
+  uint16_t slot_qps[kMaxSlots];  // per process slot: reclaimed when that process is gone
+  pid_t owner_pid;               // the controller process that configured it (EV events go there)
   ShmEvEntry entries[kMaxEvsPerProfile];
 };
 
@@ -77,9 +78,10 @@ struct ShmCcProfile {
   uint8_t state;
   uint8_t algorithm_set;
   uint8_t config_set;
-  int32_t algorithm;   // index into the device's algorithm list; -1 = NULL (CC disabled)
-  uint8_t config[64];  // struct mrc_ctl_cc_nscc_cfg (52 bytes), copied
-  uint32_t active_qps;
+  int32_t algorithm;    // index into the device's algorithm list; -1 = NULL (CC disabled)
+  uint8_t config[64];   // struct mrc_ctl_cc_nscc_cfg (52 bytes), copied
+  uint32_t active_qps;  // the sum of slot_qps
+  uint16_t slot_qps[kMaxSlots];
 };
 
 struct ShmEvEvent {
@@ -98,6 +100,7 @@ struct NodeStateLayout {
   uint32_t port_admin_generation;
   uint8_t port_disabled[kMaxPorts + 1];  // index = 1-based port
   pid_t slot_pid[kMaxSlots];             // 0 = free
+  uint64_t slot_start[kMaxSlots];        // the owner's start time (/proc/PID/stat), vs pid reuse
   ShmFmtProfile fmt[kMaxFmtProfiles];
   ShmEvProfile ev[kMaxEvProfiles];
   ShmCcProfile cc[kMaxCcProfiles];
@@ -120,6 +123,13 @@ class NodeState {
   // processes that no longer exist are reclaimed.
   int take_slot(pid_t pid);
   void release_slot(int slot);
+  // Frees the slots of processes that died without ibv_close_device (crash, kill -9) and
+  // takes their QPs out of the profiles' active_qps (EBUSY). The lock must be held. A process
+  // is gone when kill(pid, 0) says ESRCH or its start time differs (the pid was reused).
+  void reclaim_dead_slots();
+  // A QP of `slot` starts / stops using a profile (the lock must be held).
+  static void add_qp_ref(uint32_t& active, uint16_t* slot_qps, int slot);
+  static void drop_qp_ref(uint32_t& active, uint16_t* slot_qps, int slot);
 
   // Lookup by id among slots in use; nullptr if the id is in INIT.
   ShmFmtProfile* find_fmt(uint64_t id);

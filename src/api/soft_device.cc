@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <linux/capability.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -183,8 +184,45 @@ void post_async_event(mrc_context* ctx, const mrc_async_event& e) {
   {
     std::lock_guard lk(ctx->mu);
     ctx->async_events.push_back(e);
+    // Counted under ctx->mu: a reader that pops this event finds its count in the eventfd.
+    const uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(ctx->dev->async_fd, &one, sizeof one);
   }
   ctx->async_cv.notify_all();
+}
+
+bool is_qp_event(ibv_event_type t) {
+  switch (t) {
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_COMM_EST:
+    case IBV_EVENT_SQ_DRAINED:
+    case IBV_EVENT_PATH_MIG:
+    case IBV_EVENT_PATH_MIG_ERR:
+    case IBV_EVENT_QP_LAST_WQE_REACHED:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_cq_event(ibv_event_type t) {
+  return t == IBV_EVENT_CQ_ERR;
+}
+
+void retire_async_events(mrc_context* ctx, const void* object, int& unacked) {
+  std::unique_lock lk(ctx->mu);
+  std::erase_if(ctx->async_events, [&](const mrc_async_event& e) {
+    const bool about = (is_qp_event(e.event_type) && e.element.qp == object) ||
+                       (is_cq_event(e.event_type) && e.element.cq == object);
+    if (about) {
+      uint64_t v;
+      [[maybe_unused]] auto n = ::read(ctx->dev->async_fd, &v, sizeof v);  // its count
+    }
+    return about;
+  });
+  ctx->async_cv.wait(lk, [&] { return unacked == 0; });
 }
 
 void notify_cq(mrc_cq* cq) {
@@ -494,7 +532,18 @@ MRC_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   auto* sc = new SoftContext{};
   sc->ibv.device = &g_device;
   sc->ibv.cmd_fd = -1;
-  sc->ibv.async_fd = -1;
+  // Async events (mrc_get_async_event): pollable like libibverbs' async_fd.
+  dev->async_fd = ::eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);
+  if (dev->async_fd < 0) {
+    const int err = errno;
+    dev->path.reset();
+    dev->node->release_slot(dev->slot);
+    delete dev->node;
+    delete sc;
+    errno = err;
+    return nullptr;
+  }
+  sc->ibv.async_fd = dev->async_fd;
   sc->ibv.num_comp_vectors = 1;
   sc->ibv.abi_compat = nullptr;  // not a verbs_context: verbs.h inlines call our symbols
   pthread_mutex_init(&sc->ibv.mutex, nullptr);
@@ -516,6 +565,7 @@ MRC_EXPORT int ibv_close_device(ibv_context* context) {
   dev->path.reset();
   dev->engine.reset();
   dev->node->release_slot(dev->slot);
+  ::close(dev->async_fd);
   auto* sc = reinterpret_cast<SoftContext*>(context);
   pthread_mutex_destroy(&sc->ibv.mutex);
   delete dev->node;

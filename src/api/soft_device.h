@@ -88,6 +88,7 @@ struct mrc_cq {
   uint64_t events_delivered = 0, events_acked = 0;
   int qp_refs = 0;
   bool overrun = false;
+  int async_unacked = 0;  // async events returned for this CQ, not yet acknowledged (ctx->mu)
 };
 
 struct mrc_qp_hint {
@@ -111,6 +112,7 @@ struct mrc_qp {
   int cc_profile = -1;
   uint32_t ev_generation = 0;
   bool auto_paths = false;
+  int async_unacked = 0;  // async events returned for this QP, not yet acknowledged (ctx->mu)
 };
 
 struct AsyncEventRecord {
@@ -120,11 +122,10 @@ struct AsyncEventRecord {
 struct mrc_context {
   mrc::api::SoftDevice* dev = nullptr;
   ibv_context* vctx = nullptr;
-  uint32_t api_version = 0;  // as declared; 0 = latest
-  std::mutex mu;             // guards the lists and the async queue
-  std::condition_variable async_cv;
+  uint32_t api_version = 0;          // as declared; 0 = latest
+  std::mutex mu;                     // guards the lists, the async queue and the unacked counts
+  std::condition_variable async_cv;  // an event was queued or acknowledged
   std::deque<mrc_async_event> async_events;
-  int async_unacked = 0;
   int children = 0;  // CQs, channels, hints, QPs
   std::vector<mrc_cq*> ev_cqs;
 };
@@ -148,6 +149,9 @@ struct SoftDevice {
   uint32_t port_generation = ~0u;
   std::vector<bool> port_up;  // as last told to the engine
   int pd_count = 0, mr_count = 0;
+  // ibv_context::async_fd: an eventfd (semaphore) counting the async events queued in every
+  // MRC context of this device; O_NONBLOCK on it makes mrc_get_async_event non-blocking.
+  int async_fd = -1;
   std::string error;
 
   // Runs on the progress thread.
@@ -177,6 +181,12 @@ class DeviceLock {
 
 SoftDevice* device_of(ibv_context* ctx);  // nullptr if not one of ours
 void post_async_event(mrc_context* ctx, const mrc_async_event& e);
+// Async events about a QP / a CQ (libibverbs: element.qp / element.cq is valid).
+bool is_qp_event(ibv_event_type t);
+bool is_cq_event(ibv_event_type t);
+// Removes the queued (not yet returned) events about `object`, then waits until the returned
+// ones are acknowledged (ocp-mrc-api.md 3.7 mrc_ack_async_event). No device lock held.
+void retire_async_events(mrc_context* ctx, const void* object, int& unacked);
 void notify_cq(mrc_cq* cq);  // CQ has a new entry: raise the channel event if armed
 bool has_cap_net_admin();
 // Address of `gid`'s host on 0-based port p, by the prefix rule (docs/c-api.md).
