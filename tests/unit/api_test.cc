@@ -4,12 +4,15 @@
 // with plane 2 disabled mid-run. Needs root (a private network namespace with fd00:1::1 and
 // fd00:2::1 on lo); skipped with a message otherwise.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <mrc_ctl.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -619,4 +622,115 @@ TEST(SoftDevice, EvEventCqStrideFollowsTheDeclaredVersion) {
   ibv_wc wc;
   EXPECT_EQ(mrc_poll_cq(ecq, 1, &wc), -1);  // not a completion CQ
   EXPECT_EQ(mrc_destroy_cq(ecq), 0);
+}
+
+// Next async event of `type` within `timeout` (others are acknowledged and skipped); false
+// if none. The device's async_fd is non-blocking here.
+bool next_async_event(Device& d, ibv_event_type type, mrc_async_event& out,
+                      std::chrono::milliseconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    pollfd p{d.ctx->async_fd, POLLIN, 0};
+    if (::poll(&p, 1, 50) <= 0) continue;
+    if (mrc_get_async_event(d.mctx, &out) != 0) continue;
+    if (out.event_type == type) return true;
+    mrc_ack_async_event(&out);
+  }
+  return false;
+}
+
+// ocp-mrc-api.md 3.7: async events are pollable (ibv_context::async_fd, non-blocking ->
+// EAGAIN), and destroying the object an event names waits for mrc_ack_async_event.
+TEST(SoftDevice, AsyncEventsPollableAndAcknowledgedBeforeDestroy) {
+  REQUIRE_NETNS();
+  Device a;
+  ASSERT_NE(a.mctx, nullptr);
+  configure_profiles(a.mctx, 31, 32, 33);
+  ASSERT_GE(a.ctx->async_fd, 0);
+  ASSERT_EQ(::fcntl(a.ctx->async_fd, F_SETFL, O_NONBLOCK), 0);
+  mrc_async_event ev{};
+  EXPECT_EQ(mrc_get_async_event(a.mctx, &ev), -1);
+  EXPECT_EQ(errno, EAGAIN);
+
+  // Port events: the fd becomes readable; port events need no bookkeeping.
+  mrc_ctl_port_attr down{MRC_CTL_PORT_ADMIN_DISABLED}, up{MRC_CTL_PORT_ADMIN_ENABLED};
+  ASSERT_EQ(mrc_ctl_modify_port(a.mctx, 2, &down, MRC_CTL_PORT_ADMIN_STATE), 0);
+  ASSERT_TRUE(next_async_event(a, IBV_EVENT_PORT_ERR, ev, std::chrono::seconds(5)));
+  EXPECT_EQ(ev.element.port_num, 2);
+  mrc_ack_async_event(&ev);
+  ASSERT_EQ(mrc_ctl_modify_port(a.mctx, 2, &up, MRC_CTL_PORT_ADMIN_STATE), 0);
+  ASSERT_TRUE(next_async_event(a, IBV_EVENT_PORT_ACTIVE, ev, std::chrono::seconds(5)));
+  mrc_ack_async_event(&ev);
+
+  // A QP whose peer never answers (slot 200 has no process), no retries: IBV_EVENT_QP_FATAL.
+  mrc_cq* cq = mrc_create_cq(a.mctx, 64, nullptr, nullptr, 0);
+  ASSERT_NE(cq, nullptr);
+  mrc_qp_init_attr ia{};
+  ia.send_cq = ia.recv_cq = cq;
+  ia.cap = {16, 16, 1, 1, 0};
+  ia.pd = a.pd;
+  mrc_qp* qp = mrc_create_qp(a.mctx, &ia);
+  ASSERT_NE(qp, nullptr);
+  mrc_qp_attr m{};
+  ibv_qp_attr v{};
+  v.qp_state = IBV_QPS_INIT;
+  m.profile = {32, 33};
+  ASSERT_EQ(mrc_modify_qp(qp, &v, IBV_QP_STATE, &m,
+                          MRC_QP_HINT | MRC_QP_EV_PROFILE_ID | MRC_QP_CC_PROFILE_ID),
+            0);
+  v = {};
+  v.qp_state = IBV_QPS_RTR;
+  v.path_mtu = IBV_MTU_1024;
+  v.dest_qp_num = (200u << 16) | 1;
+  v.ah_attr.is_global = 1;
+  ASSERT_EQ(ibv_query_gid(a.ctx, 1, 0, &v.ah_attr.grh.dgid), 0);
+  m.wimm.max_wimm_dest = 16;
+  m.mpr.mpr_dest = 1;
+  ASSERT_EQ(
+      mrc_modify_qp(qp, &v,
+                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN,
+                    &m, MRC_QP_MAX_WIMM_DEST | MRC_QP_MPR_DEST),
+      0);
+  v = {};
+  v.qp_state = IBV_QPS_RTS;
+  m.wimm.max_wimm = 16;
+  m.mpr.mpr = 1;
+  m.timeout = 0;
+  m.retry = {0, 0};
+  ASSERT_EQ(mrc_modify_qp(qp, &v, IBV_QP_STATE | IBV_QP_SQ_PSN, &m,
+                          MRC_QP_MAX_WIMM | MRC_QP_MPR | MRC_QP_TIMEOUT | MRC_QP_RETRY_CNT),
+            0);
+  std::vector<uint8_t> buf(4096, 1);
+  ibv_mr* mr = ibv_reg_mr(a.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(mr, nullptr);
+  ibv_sge sge{reinterpret_cast<uintptr_t>(buf.data()), 4096, mr->lkey};
+  ibv_send_wr wr{};
+  ibv_send_wr* bad = nullptr;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = 0x1000;
+  wr.wr.rdma.rkey = 1;
+  ASSERT_EQ(mrc_post_send(qp, &wr, &bad), 0);
+  ASSERT_TRUE(next_async_event(a, IBV_EVENT_QP_FATAL, ev, std::chrono::seconds(20)));
+  EXPECT_EQ(ev.element.qp, qp);
+
+  // mrc_destroy_qp waits for the acknowledgement.
+  std::atomic<bool> destroyed{false};
+  std::thread t([&] {
+    EXPECT_EQ(mrc_destroy_qp(qp), 0);
+    destroyed = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(destroyed.load());
+  mrc_ack_async_event(&ev);
+  t.join();
+  EXPECT_TRUE(destroyed.load());
+  ibv_wc wc[8];
+  EXPECT_GE(mrc_poll_cq(cq, 8, wc), 1);  // the write's error completion
+  EXPECT_NE(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(mrc_destroy_cq(cq), 0);
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  teardown_profiles(a.mctx, 31, 32, 33);
 }
