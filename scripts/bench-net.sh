@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# The Linux driver against the path's limit and against TCP/MPTCP, on one namespace fabric
+# (root; docs/performance.md, "Linux driver"). 4 hosts, 2 planes, 2 leaves and 2 spines per
+# plane; h0 (leaf 0) sends to h2 (leaf 1) over both planes:
+#   1. mrc-perf (SRV6 mode, 64 KiB WRITEs, MTU 4096) goodput;
+#   2. a raw UDP sendmmsg blast (tools/mrc-udp-blast.cc) with MRC's average datagram size,
+#      sprayed over the same planes and spines -> ratio_vs_udp = MRC goodput / UDP received;
+#   3. iperf3 TCP (plain ECMP address, one plane) and MPTCP (mptcpize, a subflow per plane);
+#   CPU cycles per payload byte of each (user+system time of both ends x the CPU clock);
+#   4. the same silent cut (blackhole of a whole plane-0 spine, the one MPTCP's plane-0
+#      subflow hashes onto) during a transfer: MRC's stall (mrc-perf: the longest gap between
+#      completions) and MPTCP's (tools/mrc-tcp-stall.cc: the longest gap between reads that
+#      returned data, under mptcpize).
+# The last line is: ratio_vs_udp=<r> mrc_stall_ms=<ms> mptcp_stall_ms=<ms>
+#   scripts/bench-net.sh [SECONDS]     seconds per throughput run (default 5)
+#   MRC_BIN_DIR=build-x/bin scripts/bench-net.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-5}
+bin=${MRC_BIN_DIR:-build/bin}
+export PATH="$PATH:/usr/sbin:/sbin"
+for t in mrc-fabric mrc-perf mrc-udp-blast mrc-tcp-stall; do
+  [ -x "$bin/$t" ] || { echo "bench-net: $bin/$t is not built (scripts/setup.sh)" >&2; exit 2; }
+done
+for t in iperf3 mptcpize python3; do
+  command -v "$t" >/dev/null || { echo "bench-net: $t is missing (scripts/setup.sh)" >&2; exit 2; }
+done
+[ "$(id -u)" = 0 ] || { echo "bench-net: needs root (network namespaces)" >&2; exit 2; }
+
+name=bnet$$
+work=$(mktemp -d /tmp/bench-net.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  "$bin/mrc-fabric" down --kill --name "$name" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+fab() { "$bin/mrc-fabric" "$@" --name "$name"; }
+in_host() { local h=$1; shift; ip netns exec "$name-h$h" "$@"; }
+# Runs a command in a host under /usr/bin/time (user and system seconds into FILE.time).
+timed() { local h=$1 file=$2; shift 2; in_host "$h" /usr/bin/time -f "%U %S" -o "$file.time" "$@"; }
+json() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }
+cpu_s() { cat "${@/%/.time}" | awk '{s += $1 + $2} END {print s}'; }  # PREFIX...: summed
+wait_for() {  # FILE TEXT: until FILE contains TEXT (10 s)
+  for _ in $(seq 200); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.05; done
+  echo "bench-net: timed out waiting for '$2' in $1" >&2; cat "$1" >&2; return 1
+}
+mhz=$(awk -F: '/cpu MHz/ {print $2; exit}' /proc/cpuinfo | tr -d ' ')
+cycles_per_byte() {  # CPU_SECONDS BYTES
+  python3 -c "import sys; print(round(float(sys.argv[1]) * float(sys.argv[3]) * 1e6 / float(sys.argv[2]), 2))" "$1" "$2" "$mhz"
+}
+
+server=2 client=0
+srv_p0=fcbb:bb00:4002:: srv_p1=fcbb:bb01:4002::
+perf_args() { echo "--local fcbb:bb00:$(printf %x $((0x4000 + $1)))::,fcbb:bb01:$(printf %x $((0x4000 + $1))):: --spines 2 --leaf $(($1 / 2))"; }
+
+fab up --hosts 4 --planes 2 --leaves 2 --spines 2 >/dev/null
+echo "fabric $name: 4 hosts, 2 planes x (2 leaves + 2 spines); h$client -> h$server; ${seconds}s per run; CPU ${mhz} MHz; load $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# ---- 1. MRC ---------------------------------------------------------------------------------
+run_mrc() {  # LABEL PORT [CLIENT ARGS...]: client JSON in $work/LABEL.c.json
+  local label=$1 port=$2; shift 2
+  # shellcheck disable=SC2046
+  timed $server "$work/$label.s" "$bin/mrc-perf" $(perf_args $server) -p "$port" \
+    --json "$work/$label.s.json" --accept-timeout-ms 30000 >"$work/$label.s.out" 2>&1 &
+  pids+=($!)
+  wait_for "$work/$label.s.out" "Waiting for client"
+  # shellcheck disable=SC2046
+  timed $client "$work/$label.c" "$bin/mrc-perf" $(perf_args $client) -p "$port" -s 65536 -m 4096 \
+    --json "$work/$label.c.json" "$@" $srv_p1 >"$work/$label.c.out" 2>&1 || {
+    echo "bench-net: mrc-perf $label failed:" >&2; cat "$work/$label.c.out" "$work/$label.s.out" >&2; return 1; }
+  wait "${pids[-1]}"
+}
+run_mrc mrc 18600 -D "$seconds"
+mrc_gbps=$(json "$work/mrc.c.json" "round(j['results'][0]['goodput_gbps'], 3)")
+mrc_bytes=$(json "$work/mrc.c.json" "j['results'][0]['bytes'] * j['results'][0]['iterations']")
+# MRC's average datagram (UDP payload), the size the UDP blast uses.
+pkt=$(json "$work/mrc.c.json" "round((j['counters']['plane0_tx_bytes'] + j['counters']['plane1_tx_bytes']) / (j['counters']['plane0_tx_packets'] + j['counters']['plane1_tx_packets']))")
+mrc_cpb=$(cycles_per_byte "$(cpu_s "$work/mrc.c" "$work/mrc.s")" "$mrc_bytes")
+echo "mrc:   goodput ${mrc_gbps} Gb/s  datagram ${pkt} B  stall $(json "$work/mrc.c.json" "j['stall_ms']") ms  retransmits $(json "$work/mrc.c.json" "j['counters']['retransmits']")  cycles/B ${mrc_cpb}"
+
+# ---- 2. raw UDP -----------------------------------------------------------------------------
+timed $server "$work/udp.r" "$bin/mrc-udp-blast" recv --fabric "$name" --host $server >"$work/udp.r.out" 2>&1 &
+pids+=($!)
+wait_for "$work/udp.r.out" listening
+timed $client "$work/udp.s" "$bin/mrc-udp-blast" send --fabric "$name" --host $client --to $server \
+  --size "$pkt" -D "$seconds" >"$work/udp.s.out"
+wait "${pids[-1]}"
+tail -1 "$work/udp.r.out" >"$work/udp.r.json"
+udp_gbps=$(json "$work/udp.r.json" "round(j['gbps'], 3)")
+udp_cpb=$(cycles_per_byte "$(cpu_s "$work/udp.s" "$work/udp.r")" "$(json "$work/udp.r.json" "j['rx_bytes']")")
+udp_sent=$(json "$work/udp.s.out" "j['tx_packets']")
+udp_recv=$(json "$work/udp.r.json" "j['rx_packets']")
+echo "udp:   received ${udp_gbps} Gb/s  (${udp_recv} of ${udp_sent} datagrams of ${pkt} B)  cycles/B ${udp_cpb}"
+ratio=$(python3 -c "print(round($mrc_gbps / $udp_gbps, 3) if $udp_gbps > 0 else 0)")
+
+# ---- 3. TCP and MPTCP -----------------------------------------------------------------------
+run_iperf() {  # LABEL PORT WRAPPER...: "Gb/s-received cycles/B" into $work/LABEL.result
+  local label=$1 port=$2; shift 2
+  timed $server "$work/$label.s" "$@" iperf3 -s -1 -p "$port" >"$work/$label.s.out" 2>&1 &
+  pids+=($!)
+  sleep 0.5
+  timed $client "$work/$label.c" "$@" iperf3 -c $srv_p0 -p "$port" -t "$seconds" -J >"$work/$label.c.json"
+  wait "${pids[-1]}"
+  local gbps bytes
+  gbps=$(json "$work/$label.c.json" "round(j['end']['sum_received']['bits_per_second'] / 1e9, 3)")
+  bytes=$(json "$work/$label.c.json" "j['end']['sum_received']['bytes']")
+  echo "$gbps $(cycles_per_byte "$(cpu_s "$work/$label.c" "$work/$label.s")" "$bytes")" >"$work/$label.result"
+}
+run_iperf tcp 5201 env
+read -r tcp_gbps tcp_cpb <"$work/tcp.result"
+echo "tcp:   ${tcp_gbps} Gb/s (one plane, ECMP)  cycles/B ${tcp_cpb}"
+# MPTCP: the client adds a subflow from its plane-1 address, the server announces its own.
+for h in $client $server; do
+  in_host "$h" sysctl -qw net.mptcp.enabled=1
+  in_host "$h" ip mptcp limits set subflows 2 add_addr_accepted 2
+done
+in_host $client ip mptcp endpoint add fcbb:bb01:4000:: dev p1 subflow
+in_host $server ip mptcp endpoint add $srv_p1 dev p1 signal
+run_iperf mptcp 5202 mptcpize run
+read -r mptcp_gbps mptcp_cpb <"$work/mptcp.result"
+echo "mptcp: ${mptcp_gbps} Gb/s (a subflow per plane)  cycles/B ${mptcp_cpb}"
+
+# ---- 4. the same silent spine cut for MPTCP and MRC -----------------------------------------
+spine_bytes() {  # plane-0 bytes leaving leaf 0 towards each spine: "S0 S1"
+  fab status --json | python3 -c "
+import json, sys
+links = {l['name']: l for l in json.load(sys.stdin)['links']}
+print(' '.join(str(links['p0-l0-s%d' % s]['upper']['rx_bytes']) for s in (0, 1)))"
+}
+# MPTCP first: the spine its plane-0 subflow hashes onto is the one to cut.
+in_host $server timeout 40 mptcpize run "$bin/mrc-tcp-stall" recv --port 5300 >"$work/cut_mptcp.r.out" 2>&1 &
+pids+=($!)
+wait_for "$work/cut_mptcp.r.out" listening
+in_host $client timeout 40 mptcpize run "$bin/mrc-tcp-stall" send $srv_p0 --port 5300 -D 8 >"$work/cut_mptcp.s.out" 2>&1 &
+pids+=($!)
+sleep 1.5
+read -r a0 a1 < <(spine_bytes)
+sleep 0.5
+read -r b0 b1 < <(spine_bytes)
+cut=0
+[ $((b1 - a1)) -gt $((b0 - a0)) ] && cut=1
+echo "cut:   blackholing spine p0-s$cut (MPTCP's plane-0 subflow: $(((b0 - a0) >> 20)) / $(((b1 - a1) >> 20)) MiB in 0.5 s via s0 / s1)"
+fab blackhole "p0-s$cut" >/dev/null
+wait "${pids[-1]}"
+wait "${pids[-2]}"
+fab blackhole "p0-s$cut" --off >/dev/null
+tail -1 "$work/cut_mptcp.r.out" >"$work/cut_mptcp.json"
+mptcp_stall=$(json "$work/cut_mptcp.json" "round(j['stall_ms'], 3)")
+echo "mptcp: stall ${mptcp_stall} ms at $(json "$work/cut_mptcp.json" "round(j['stall_at_s'], 3)") s (cut at ~2 s), $(json "$work/cut_mptcp.json" "round(j['gbps'], 3)") Gb/s over the run"
+
+# MRC: the same cut 2 s into an 8 s transfer, every byte verified.
+( sleep 2.5; fab blackhole "p0-s$cut" >/dev/null ) &
+pids+=($!)
+run_mrc cut_mrc 18601 -D 8 --verify
+fab blackhole "p0-s$cut" --off >/dev/null
+mrc_stall=$(json "$work/cut_mrc.c.json" "round(j['stall_ms'], 3)")
+echo "mrc:   stall ${mrc_stall} ms, verify $(json "$work/cut_mrc.c.json" "'ok' if j['ok'] and j['mismatches'] == 0 else 'FAILED'"), $(json "$work/cut_mrc.c.json" "round(j['results'][0]['goodput_gbps'], 3)") Gb/s over the run, EV changes $(json "$work/cut_mrc.c.json" "j['counters']['ev_state_changes']")"
+
+echo "mrc_gbps=$mrc_gbps udp_gbps=$udp_gbps tcp_gbps=$tcp_gbps mptcp_gbps=$mptcp_gbps cycles_per_byte: mrc=$mrc_cpb udp=$udp_cpb tcp=$tcp_cpb mptcp=$mptcp_cpb"
+echo "ratio_vs_udp=$ratio mrc_stall_ms=$mrc_stall mptcp_stall_ms=$mptcp_stall"
