@@ -30,6 +30,11 @@ class DataPath {
   // Where `peer` listens on each port (index = 0-based port).
   virtual bool set_peer(uint32_t peer, std::span<const in6_addr> addrs, uint16_t udp_port) = 0;
   virtual uint16_t local_udp_port(uint8_t port) const = 0;
+  // Ends a poll() that is waiting (or the next one) early; safe from any thread. Only if
+  // can_wake(): otherwise poll() must be given short waits (docs/c-api.md, "Device and
+  // threads").
+  virtual void wake() {}
+  virtual bool can_wake() const { return false; }
   virtual std::string last_error() const = 0;
 };
 

@@ -252,7 +252,10 @@ void SoftDevice::run() {
 
 void SoftDevice::turn() {
   sync_node_state();
-  Time wait = us(200);
+  // Idle wait: with DataPath::wake() an API call ends it at once, so it can be long (node
+  // state changes of other processes -- port admin, EV profiles, EV events -- are then seen
+  // within 1 ms); without it an API call waits for the turn to end (at most 200 us).
+  Time wait = path->can_wake() ? ms(1) : us(200);
   const Time now = path->now();
   const Time deadline = engine->next_deadline();
   if (deadline != kNever) wait = deadline > now ? std::min(wait, deadline - now) : 0;

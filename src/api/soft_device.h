@@ -168,7 +168,11 @@ class DeviceLock {
  public:
   explicit DeviceLock(SoftDevice& d) : d_(d) {
     d_.waiters.fetch_add(1);
-    d_.mu.lock();
+    if (!d_.mu.try_lock()) {
+      // The progress thread may be waiting in the data path's poll: end that wait.
+      if (d_.path) d_.path->wake();
+      d_.mu.lock();
+    }
     d_.waiters.fetch_sub(1);
   }
   ~DeviceLock() { d_.mu.unlock(); }
