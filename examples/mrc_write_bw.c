@@ -260,6 +260,19 @@ static void drain_async(struct mrc_context* mctx, struct event_counts* ec, bool 
   if (errno != EAGAIN) die("mrc_get_async_event: %s", strerror(errno));
 }
 
+/* --expect-port-down: the port may go down on this node after the transfer ended (another
+ * node's controller went first); wait up to 5 s for the event. */
+static void await_port_down(struct mrc_context* mctx, struct event_counts* ec,
+                            const struct options* o) {
+  const double end = now_s() + 5;
+  drain_async(mctx, ec, o->quiet);
+  while (o->expect_port_down && ec->port_down == 0 && now_s() < end) {
+    struct timespec ts = {0, 1000 * 1000};
+    nanosleep(&ts, NULL);
+    drain_async(mctx, ec, o->quiet);
+  }
+}
+
 /* ---- Main -------------------------------------------------------------------------------- */
 
 static void usage(FILE* f) {
@@ -275,7 +288,7 @@ static void usage(FILE* f) {
           "  -e, --ev-profile ID     EV profile (default $MRC_EV_PROFILE_ID)\n"
           "  -c, --cc-profile ID     CC profile (default $MRC_CC_PROFILE_ID)\n"
           "      --pause-at N        client: after N writes, wait (<= 10 s) for a port event\n"
-          "      --expect-port-down  exit 1 unless an IBV_EVENT_PORT_ERR arrived\n"
+          "      --expect-port-down  exit 1 unless an IBV_EVENT_PORT_ERR arrived (waits <= 5 s)\n"
           "      --timeout SECONDS   give up after this long (default 120)\n"
           "  -q, --quiet             only the result line and port events\n"
           "The client's size, iterations and opcode are used by both sides.\n");
@@ -587,7 +600,7 @@ int main(int argc, char** argv) {
         break;
       }
     if (!o.imm) verified = (unsigned)slots;
-    drain_async(mctx, &ec, o.quiet);
+    await_port_down(mctx, &ec, &o);
     if (o.expect_port_down && ec.port_down == 0) {
       fprintf(stderr, "no IBV_EVENT_PORT_ERR seen\n");
       ++failures;
@@ -653,7 +666,7 @@ int main(int argc, char** argv) {
       fprintf(stderr, "server verdict: %s\n", line);
       ++failures;
     }
-    drain_async(mctx, &ec, o.quiet);
+    await_port_down(mctx, &ec, &o);
     if (o.expect_port_down && ec.port_down == 0) {
       fprintf(stderr, "no IBV_EVENT_PORT_ERR seen\n");
       ++failures;

@@ -368,9 +368,10 @@ TEST(ApiE2e, NamespaceFabric) {
   const std::string toml = write_profiles_toml();
   ASSERT_EQ(run(with(in0, {bin("mrc-ctl"), "apply", toml}), env0, &out), 0) << out;
   ASSERT_EQ(run(with(in1, {bin("mrc-ctl"), "apply", toml}), env1, &out), 0) << out;
-  // Server on h1, client on h0; plane 1 disabled on both nodes.
+  // Server on h1, client on h0; plane 1 disabled on both nodes (the client's last: it resumes
+  // on that node's event).
   transfer_with_plane_failure(in1, env1, in0, env0, "fcbb:bb00:4001::", "18613",
-                              {Node{in0, env0}, Node{in1, env1}});
+                              {Node{in1, env1}, Node{in0, env0}});
 }
 
 }  // namespace
