@@ -327,15 +327,46 @@ MRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc
       missing(lenient ? 0 : MRC_QP_MAX_WIMM | MRC_QP_MPR | MRC_QP_RETRY_CNT | MRC_QP_TIMEOUT,
               IBV_QP_SQ_PSN))
     return fail_b(EINVAL);
-  // Profiles and hint change only while RESET -> INIT (EBUSY rules of 5.5 rely on it).
-  if ((mrc_attr_mask & (MRC_QP_EV_PROFILE_ID | MRC_QP_CC_PROFILE_ID)) &&
-      !(cur == IBV_QPS_RESET && target == IBV_QPS_INIT))
-    return fail_b(EINVAL);
+  // Profiles change at RESET -> INIT, or INIT -> INIT (an attribute-only modify in INIT, as
+  // libibverbs allows INIT -> INIT): the engine QP is then re-initialised, which nothing can
+  // observe in INIT (no traffic, no receives before RTR). Not later (EBUSY rules of 5.5).
+  const bool profile_change = mrc_attr_mask & (MRC_QP_EV_PROFILE_ID | MRC_QP_CC_PROFILE_ID);
+  if (profile_change && target != IBV_QPS_INIT) return fail_b(EINVAL);
+  const bool reinit = !moving && cur == IBV_QPS_INIT && profile_change;
+  // Attribute-only modifies in RTR / RTS: the engine fixed these attributes at their
+  // transition and has no call to change them on a live QP, so a different value is EINVAL
+  // rather than stored without effect; the same value is accepted (docs/c-api.md).
+  if (!moving && (cur == IBV_QPS_RTR || cur == IBV_QPS_RTS)) {
+    const mrc_qp_attr& c = qp->mrc_attr;
+    const ibv_qp_attr& v = qp->vattr;
+    const bool rts = cur == IBV_QPS_RTS;
+    auto differs = [&](int bit, bool fixed, bool same) {
+      return (mrc_attr_mask & bit) && fixed && (!(qp->mrc_attr_set & bit) || !same);
+    };
+    if (mattr &&
+        (differs(MRC_QP_MAX_WIMM_DEST, true, mattr->wimm.max_wimm_dest == c.wimm.max_wimm_dest) ||
+         differs(MRC_QP_MPR_DEST, true, mattr->mpr.mpr_dest == c.mpr.mpr_dest) ||
+         differs(MRC_QP_CAP, true, mattr->cap == c.cap) ||
+         differs(MRC_QP_MAX_WIMM, rts, mattr->wimm.max_wimm == c.wimm.max_wimm) ||
+         differs(MRC_QP_MPR, rts, mattr->mpr.mpr == c.mpr.mpr) ||
+         differs(MRC_QP_TIMEOUT, rts, mattr->timeout == c.timeout) ||
+         differs(MRC_QP_RETRY_CNT, rts,
+                 mattr->retry.linear_cnt == c.retry.linear_cnt &&
+                     mattr->retry.exp_cnt == c.retry.exp_cnt)))
+      return fail_b(EINVAL);
+    if (((vattr_mask & IBV_QP_PATH_MTU) && vattr->path_mtu != v.path_mtu) ||
+        ((vattr_mask & IBV_QP_DEST_QPN) && vattr->dest_qp_num != v.dest_qp_num) ||
+        ((vattr_mask & IBV_QP_RQ_PSN) && vattr->rq_psn != v.rq_psn) ||
+        ((vattr_mask & IBV_QP_SQ_PSN) && rts && vattr->sq_psn != v.sq_psn) ||
+        ((vattr_mask & IBV_QP_AV) &&
+         std::memcmp(vattr->ah_attr.grh.dgid.raw, v.ah_attr.grh.dgid.raw, 16) != 0))
+      return fail_b(EINVAL);
+  }
 
   QpAttr next = qp->engine_attr;
   int ev_index = -1, cc_index = -1;
   bool auto_paths = false;
-  if (moving && target == IBV_QPS_INIT) {
+  if ((moving && target == IBV_QPS_INIT) || reinit) {
     NodeLock guard(*dev.node);
     NodeStateLayout& s = dev.node->get();
     const bool have_ev = have_mrc & MRC_QP_EV_PROFILE_ID, have_cc = have_mrc & MRC_QP_CC_PROFILE_ID;
@@ -417,8 +448,17 @@ MRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc
         !st)
       return fail_b(EINVAL);
   }
+  if (reinit) {  // INIT -> INIT with other profiles: RESET + INIT of the engine QP
+    const Time now = dev.path->now();
+    (void)dev.engine->modify_qp(now, qp->engine_qpn, QpState::kReset, next);
+    if (!dev.engine->modify_qp(now, qp->engine_qpn, QpState::kInit, next)) {
+      (void)dev.engine->modify_qp(now, qp->engine_qpn, QpState::kInit, qp->engine_attr);
+      return fail_b(EINVAL);
+    }
+    release_profiles(dev, qp);  // the new references are taken below
+  }
   // Committed.
-  if (moving && target == IBV_QPS_INIT) {
+  if ((moving && target == IBV_QPS_INIT) || reinit) {
     NodeLock guard(*dev.node);
     NodeStateLayout& s = dev.node->get();
     qp->ev_profile = ev_index;

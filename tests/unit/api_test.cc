@@ -734,3 +734,95 @@ TEST(SoftDevice, AsyncEventsPollableAndAcknowledgedBeforeDestroy) {
   EXPECT_EQ(ibv_dereg_mr(mr), 0);
   teardown_profiles(a.mctx, 31, 32, 33);
 }
+
+// Attribute-only modifies (docs/c-api.md): INIT -> INIT takes other profiles (the engine QP is
+// re-initialised; the old profiles are released, the new ones are in use); in RTR / RTS the
+// attributes the engine fixed may be restated with their value but not changed (EINVAL).
+TEST(SoftDevice, AttributeOnlyModifies) {
+  REQUIRE_NETNS();
+  Device a;
+  ASSERT_NE(a.mctx, nullptr);
+  configure_profiles(a.mctx, 41, 42, 43);
+  configure_profiles(a.mctx, 51, 52, 53);
+  mrc_cq* cq = mrc_create_cq(a.mctx, 16, nullptr, nullptr, 0);
+  ASSERT_NE(cq, nullptr);
+  mrc_qp_init_attr ia{};
+  ia.send_cq = ia.recv_cq = cq;
+  ia.cap = {16, 16, 1, 1, 0};
+  ia.pd = a.pd;
+  mrc_qp* qp = mrc_create_qp(a.mctx, &ia);
+  ASSERT_NE(qp, nullptr);
+  mrc_qp_attr m{};
+  ibv_qp_attr v{};
+  v.qp_state = IBV_QPS_INIT;
+  m.profile = {42, 43};
+  ASSERT_EQ(mrc_modify_qp(qp, &v, IBV_QP_STATE, &m,
+                          MRC_QP_HINT | MRC_QP_EV_PROFILE_ID | MRC_QP_CC_PROFILE_ID),
+            0);
+  // INIT -> INIT, without and with IBV_QP_STATE.
+  m.profile = {52, 43};
+  ASSERT_EQ(mrc_modify_qp(qp, nullptr, 0, &m, MRC_QP_EV_PROFILE_ID), 0) << std::strerror(errno);
+  m.profile = {52, 53};
+  ASSERT_EQ(mrc_modify_qp(qp, &v, IBV_QP_STATE, &m, MRC_QP_CC_PROFILE_ID), 0);
+  m.profile = {999, 53};  // not ONLINE: EINVAL, the QP keeps 52
+  EXPECT_EQ(mrc_modify_qp(qp, nullptr, 0, &m, MRC_QP_EV_PROFILE_ID), EINVAL);
+  mrc_qp_attr qm{};
+  ASSERT_EQ(mrc_query_qp(qp, nullptr, 0, &qm, MRC_QP_EV_PROFILE_ID | MRC_QP_CC_PROFILE_ID, nullptr),
+            0);
+  EXPECT_EQ(qm.profile.ev_profile_id, 52u);
+  EXPECT_EQ(qm.profile.cc_profile_id, 53u);
+  // 42 and 43 are free again; 52 and 53 are in use.
+  mrc_ctl_ev_profile_attr e{};
+  e.profile_state = MRC_CTL_PROFILE_OFFLINE;
+  EXPECT_EQ(mrc_ctl_modify_ev_profile(a.mctx, 42, &e, MRC_CTL_EV_PROFILE_STATE), 0);
+  EXPECT_EQ(mrc_ctl_modify_ev_profile(a.mctx, 52, &e, MRC_CTL_EV_PROFILE_STATE), -1);
+  EXPECT_EQ(errno, EBUSY);
+  mrc_ctl_cc_profile_attr c{};
+  c.profile_state = MRC_CTL_PROFILE_OFFLINE;
+  EXPECT_EQ(mrc_ctl_modify_cc_profile(a.mctx, 43, &c, MRC_CTL_CC_PROFILE_STATE), 0);
+  EXPECT_EQ(mrc_ctl_modify_cc_profile(a.mctx, 53, &c, MRC_CTL_CC_PROFILE_STATE), -1);
+  EXPECT_EQ(errno, EBUSY);
+
+  // RTR and RTS (the peer is never contacted: no traffic).
+  v = {};
+  v.qp_state = IBV_QPS_RTR;
+  v.path_mtu = IBV_MTU_1024;
+  v.dest_qp_num = (200u << 16) | 1;
+  v.ah_attr.is_global = 1;
+  ASSERT_EQ(ibv_query_gid(a.ctx, 1, 0, &v.ah_attr.grh.dgid), 0);
+  m.wimm.max_wimm_dest = 16;
+  m.mpr.mpr_dest = 1;
+  const int rtr = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+  ASSERT_EQ(mrc_modify_qp(qp, &v, rtr, &m, MRC_QP_MAX_WIMM_DEST | MRC_QP_MPR_DEST), 0);
+  m.profile = {42, 43};  // profiles only up to INIT
+  EXPECT_EQ(mrc_modify_qp(qp, nullptr, 0, &m, MRC_QP_EV_PROFILE_ID), EINVAL);
+  m.wimm.max_wimm_dest = 8;
+  EXPECT_EQ(mrc_modify_qp(qp, nullptr, 0, &m, MRC_QP_MAX_WIMM_DEST), EINVAL);
+  m.wimm.max_wimm_dest = 16;
+  EXPECT_EQ(mrc_modify_qp(qp, nullptr, 0, &m, MRC_QP_MAX_WIMM_DEST), 0);  // restated
+  m.wimm.max_wimm = 16;  // an RTS attribute supplied early is kept for RTS (3.8)
+  EXPECT_EQ(mrc_modify_qp(qp, nullptr, 0, &m, MRC_QP_MAX_WIMM), 0);
+  ibv_qp_attr v2 = v;
+  v2.dest_qp_num = (201u << 16) | 1;
+  EXPECT_EQ(mrc_modify_qp(qp, &v2, IBV_QP_DEST_QPN, nullptr, 0), EINVAL);
+  v = {};
+  v.qp_state = IBV_QPS_RTS;
+  m.mpr.mpr = 1;
+  m.timeout = 10;
+  m.retry = {3, 3};
+  const int rts_mrc = MRC_QP_MPR | MRC_QP_TIMEOUT | MRC_QP_RETRY_CNT;
+  ASSERT_EQ(mrc_modify_qp(qp, &v, IBV_QP_STATE | IBV_QP_SQ_PSN, &m, rts_mrc), 0);
+  // RTS -> RTS: the same values are accepted, others are EINVAL and change nothing.
+  EXPECT_EQ(mrc_modify_qp(qp, &v, IBV_QP_STATE, &m, rts_mrc | MRC_QP_MAX_WIMM), 0);
+  m.timeout = 11;
+  EXPECT_EQ(mrc_modify_qp(qp, &v, IBV_QP_STATE, &m, MRC_QP_TIMEOUT), EINVAL);
+  m.retry = {3, 4};
+  EXPECT_EQ(mrc_modify_qp(qp, nullptr, 0, &m, MRC_QP_RETRY_CNT), EINVAL);
+  ASSERT_EQ(mrc_query_qp(qp, nullptr, 0, &qm, MRC_QP_TIMEOUT | MRC_QP_RETRY_CNT, nullptr), 0);
+  EXPECT_EQ(qm.timeout, 10);
+  EXPECT_EQ(qm.retry.exp_cnt, 3);
+  EXPECT_EQ(mrc_destroy_qp(qp), 0);
+  EXPECT_EQ(mrc_destroy_cq(cq), 0);
+  teardown_profiles(a.mctx, 41, 42, 43);
+  teardown_profiles(a.mctx, 51, 52, 53);
+}
