@@ -29,7 +29,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -194,15 +193,9 @@ int run(const std::vector<std::string>& argv, const std::vector<std::string>& en
 }
 
 // EV format 1 (UDP source port), EV profile 2 (GEN: 16 source ports 0xC000 + v over both
-// planes), CC profile 3 (UET NSCC).
-std::string write_profiles_toml() {
-  const std::string path = g_dir + "/profiles.toml";
-  std::ofstream f(path);
-  f << "[[ev_format]]\nid = 1\nmode = \"udp\"\nwidths = [16]\n\n"
-       "[[ev_profile]]\nid = 2\nmode = \"gen\"\nformat = 1\ncount = 16\nmin_active = 2\n"
-       "fields = [{width = 16, init_val = 0xC000, min_val = 0, max_val = 7, mask = 0x3FFF}]\n\n"
-       "[[cc_profile]]\nid = 3\nalgorithm = \"uet-1.0-nscc\"\nbase_rtt_ns = 50000\n";
-  return path;
+// planes), CC profile 3 (UET NSCC): the example's file.
+std::string profiles_toml() {
+  return std::string(MRC_SOURCE_DIR) + "/examples/profiles.toml";
 }
 
 std::vector<std::string> node_env(const std::string& shm, const std::string& ports) {
@@ -284,7 +277,7 @@ TEST(ApiE2e, LoopbackNode) {
   const auto env = node_env(shm.name, "fd00:1::1/64,fd00:2::1/64");
   std::string out;
   // The controller process configures the profiles and exits; they persist in node state.
-  ASSERT_EQ(run({bin("mrc-ctl"), "apply", write_profiles_toml()}, env, &out), 0) << out;
+  ASSERT_EQ(run({bin("mrc-ctl"), "apply", profiles_toml()}, env, &out), 0) << out;
   EXPECT_NE(out.find("ev_profile 2 online"), std::string::npos) << out;
   transfer_with_plane_failure({}, env, {}, env, "::1", "18611", {Node{{}, env}});
   // The controller still sees the profile and its 16 EVs.
@@ -297,7 +290,7 @@ TEST(ApiE2e, CrashedApplicationsDoNotHoldProfiles) {
   ShmGuard shm{"/mrc_e2e_crash_" + std::to_string(::getpid())};
   const auto env = node_env(shm.name, "fd00:1::1/64,fd00:2::1/64");
   std::string out;
-  ASSERT_EQ(run({bin("mrc-ctl"), "apply", write_profiles_toml()}, env, &out), 0) << out;
+  ASSERT_EQ(run({bin("mrc-ctl"), "apply", profiles_toml()}, env, &out), 0) << out;
   const std::string prog = bin("mrc_write_bw");
   {
     Proc server({prog, "--imm", "-e", "2", "-c", "3", "-p", "18612"}, env);
@@ -365,7 +358,7 @@ TEST(ApiE2e, NamespaceFabric) {
     wrap.insert(wrap.end(), args.begin(), args.end());
     return wrap;
   };
-  const std::string toml = write_profiles_toml();
+  const std::string toml = profiles_toml();
   ASSERT_EQ(run(with(in0, {bin("mrc-ctl"), "apply", toml}), env0, &out), 0) << out;
   ASSERT_EQ(run(with(in1, {bin("mrc-ctl"), "apply", toml}), env1, &out), 0) << out;
   // Server on h1, client on h0; plane 1 disabled on both nodes (the client's last: it resumes
