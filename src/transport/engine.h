@@ -208,8 +208,17 @@ struct EngineCounters {
   uint64_t ecn_received = 0;
   uint64_t bytes_placed = 0;
   uint64_t losses_detected = 0;  // RACK / per-path order / PTO
-  uint64_t spurious_losses = 0;  // declared lost, then the original arrived after all
-  uint64_t timeouts = 0;         // ACK timeout (RTO) expirations
+  // Which detector declared each MRC loss (their sum is losses_detected minus RoCE NAKs).
+  uint64_t losses_path_order = 0;  // a later transmission on the same path was delivered
+  uint64_t losses_rack = 0;        // a transmission sent a reorder window later was delivered
+  uint64_t losses_pto = 0;         // the oldest transmission outlived the probe timeout
+  uint64_t losses_rto = 0;         // resent by an ACK timeout
+  uint64_t losses_other = 0;       // trim NACK, port down, path denied
+  uint64_t spurious_losses = 0;    // declared lost, then the original arrived after all
+  // Of those: acknowledged before the retransmission even left (the cheapest false loss;
+  // the rest were resent for nothing).
+  uint64_t losses_undone = 0;
+  uint64_t timeouts = 0;  // ACK timeout (RTO) expirations
   uint64_t trim_nacks_received = 0;
   uint64_t ev_state_changes = 0;
   uint64_t completions = 0;

@@ -468,9 +468,22 @@ bool Qp::record_current(uint32_t seq) const {
 // ---------------------------------------------------------------------------------------
 // Requester: acknowledgements and loss detection.
 
-bool Qp::ack_psn(uint32_t psn) {
+bool Qp::ack_psn(Time now, uint32_t psn) {
   TxPkt& p = pkt(psn);
   if (p.state == PktState::kAcked || p.state == PktState::kFree) return false;
+  if (is_mrc() && p.state == PktState::kLost && p.transmissions == 1) {
+    // Declared lost, but the only transmission was delivered: reordering, not loss. Same
+    // lesson as a spurious retransmission (the path works; widen the reordering window).
+    ++engine_.counters_.losses_undone;
+    on_spurious_loss(now, p.ev);
+    if (now > p.sent_at) {
+      pto_floor_ = std::min(std::max(pto_floor_, now - p.sent_at), rto_base());
+      pto_floor_at_ = now;
+    }
+  } else if (pto_floor_ && now - pto_floor_at_ > kPtoFloorHalfLife) {
+    pto_floor_ /= 2;
+    pto_floor_at_ = now;
+  }
   if (p.state == PktState::kInflight)
     inflight_bytes_ -= std::min<uint64_t>(inflight_bytes_, p.bytes);
   p.state = PktState::kAcked;
@@ -506,7 +519,7 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
   // 1. Cumulative part.
   if (psn_diff(s.cum_psn, snd_una_) > 0) {
     for (uint32_t psn = snd_una_; psn != s.cum_psn; psn = psn_add(psn, 1)) {
-      progress |= ack_psn(psn);
+      progress |= ack_psn(now, psn);
     }
   }
   // 2. Selective part: only bits inside what is outstanding.
@@ -516,7 +529,7 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
       const int b = std::countr_zero(bits);
       bits &= bits - 1;
       const uint32_t psn = psn_add(s.sack_base, 64 * w + b);
-      if (psn_in_flight_range(psn)) progress |= ack_psn(psn);
+      if (psn_in_flight_range(psn)) progress |= ack_psn(now, psn);
     }
   }
   // 3. Echoes: per-packet ECN/trim/path attribution, RTT samples, per-path loss detection.
@@ -535,14 +548,15 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
       rack_time_ = std::max(rack_time_, p.sent_at);
       const Time raw = now > p.sent_at ? now - p.sent_at : 0;
       rtt = raw > service ? raw - service : raw;
-      if (!(e.flags & wire::AckEcho::kDuplicate)) rtt_sample(rtt);
-      detect_losses_on_path(now, e.ev_index, p.rec);
+      if (!(e.flags & wire::AckEcho::kDuplicate)) rtt_sample(rtt, raw);
+      detect_losses_on_path(now, e.ev_index, p.rec,
+                            psn_add(s.sack_base, 64 * wire::kSackBitmapWords));
     } else if (p.transmissions > 1 && p.state != PktState::kFree &&
                !(e.flags & wire::AckEcho::kDuplicate)) {
       on_spurious_loss(now, e.ev_index);
     }
     const uint32_t bytes = p.bytes;
-    progress |= ack_psn(e.psn);
+    progress |= ack_psn(now, e.psn);
     if (cc_ && exact) cc_->on_ack(cc::AckSample{now, bytes, rtt, ecn, false}, inflight_bytes_);
   }
   // 4. RACK: anything sent well before a delivered packet is lost.
@@ -550,6 +564,7 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
   if (progress) {
     last_progress_ = now;
     rto_count_ = 0;
+    pto_backoff_ = 0;
   }
   advance_una();
   complete_send_wrs(now);
@@ -564,7 +579,7 @@ void Qp::on_roce_ack(Time now, const RxPacket& rx) {
       const TxPkt& p = pkt(psn);
       const Time sent = p.sent_at;
       const uint32_t bytes = p.bytes;
-      progress |= ack_psn(psn);
+      progress |= ack_psn(now, psn);
       if (cc_ && psn_add(psn, 1) == s.cum_psn && now > sent) {
         cc_->on_ack(cc::AckSample{now, bytes, now - sent, false, false}, inflight_bytes_);
       }
@@ -603,7 +618,7 @@ void Qp::on_spurious_loss(Time now, uint16_t ev) {
   report_path_change(now, ev, paths_.on_delivered(ev));
 }
 
-void Qp::detect_losses_on_path(Time now, uint16_t ev, uint32_t upto) {
+void Qp::detect_losses_on_path(Time now, uint16_t ev, uint32_t upto, uint32_t known_end) {
   // Only walk if `upto` is still queued on this path; otherwise the walk could not stop.
   if (rec_tail_ - upto > rec_tail_ - rec_head_) return;
   const TxRecord& target = recs_[upto & rec_mask_];
@@ -616,20 +631,33 @@ void Qp::detect_losses_on_path(Time now, uint16_t ev, uint32_t upto) {
     if (f.head == kNil) f.tail = kNil;
     r.linked = false;
     if (seq == upto) break;
-    if (record_current(seq)) declare_lost(now, r.psn, true);
+    // A PSN past the ACK's bitmap may well have arrived (a receiver that read one plane's
+    // socket ahead of another leaves holes wider than the bitmap): leave it to RACK/PTO.
+    if (record_current(seq) && psn_lt(r.psn, known_end))
+      declare_lost(now, r.psn, true, LossCause::kPathOrder);
   }
 }
 
 void Qp::detect_losses_rack(Time now, bool check_pto) {
   const Time reo = reorder_window();
-  const Time timeout = pto();
   while (rec_head_ != rec_tail_) {
     const uint32_t seq = rec_head_;
     TxRecord& r = recs_[seq & rec_mask_];
     if (record_current(seq)) {
-      const bool lost = (rack_time_ > r.sent_at + reo) || (check_pto && r.sent_at + timeout <= now);
-      if (!lost) break;
-      declare_lost(now, r.psn, true);
+      const bool rack = rack_time_ > r.sent_at + reo;
+      // PTO as a tail-loss probe (RFC 8985 section 7): only the oldest transmission, once per
+      // (backed-off) PTO. Its ACK lets RACK judge the rest. Declaring the whole window lost
+      // would resend it all whenever the responder is merely silent for a while (a software
+      // responder descheduled for milliseconds); a path failure while others still deliver
+      // is RACK's job, so failover does not wait for this.
+      const bool pto_hit = check_pto && !rack && pto_due(r.sent_at) <= now;
+      if (!rack && !pto_hit) break;
+      if (pto_hit) {
+        check_pto = false;
+        pto_fired_at_ = now;
+        pto_backoff_ = std::min<uint32_t>(pto_backoff_ + 1, kMaxPtoBackoff);
+      }
+      declare_lost(now, r.psn, true, rack ? LossCause::kRack : LossCause::kPto);
     }
     if (r.linked) {
       // The oldest record is necessarily the head of its path FIFO.
@@ -642,9 +670,27 @@ void Qp::detect_losses_rack(Time now, bool check_pto) {
   }
 }
 
-void Qp::declare_lost(Time now, uint32_t psn, bool mark_path) {
+void Qp::declare_lost(Time now, uint32_t psn, bool mark_path, LossCause cause) {
   TxPkt& p = pkt(psn);
   if (p.state != PktState::kInflight) return;
+  EngineCounters& c = engine_.counters_;
+  switch (cause) {
+    case LossCause::kPathOrder:
+      ++c.losses_path_order;
+      break;
+    case LossCause::kRack:
+      ++c.losses_rack;
+      break;
+    case LossCause::kPto:
+      ++c.losses_pto;
+      break;
+    case LossCause::kRto:
+      ++c.losses_rto;
+      break;
+    case LossCause::kOther:
+      ++c.losses_other;
+      break;
+  }
   p.state = PktState::kLost;
   inflight_bytes_ -= std::min<uint64_t>(inflight_bytes_, p.bytes);
   if (retx_size_ == retx_.size()) compact_retx();
@@ -693,17 +739,21 @@ void Qp::complete_send_wrs(Time now) {
   }
 }
 
-void Qp::rtt_sample(Time rtt) {
+void Qp::rtt_sample(Time rtt, Time raw) {
   // RFC 6298 smoothing.
   min_rtt_ = std::min(min_rtt_, rtt);
-  if (srtt_ == 0) {
-    srtt_ = rtt;
-    rttvar_ = rtt / 2;
-    return;
-  }
-  const Time diff = srtt_ > rtt ? srtt_ - rtt : rtt - srtt_;
-  rttvar_ = (3 * rttvar_ + diff) / 4;
-  srtt_ = (7 * srtt_ + rtt) / 8;
+  auto smooth = [](Time& srtt, Time& rttvar, Time sample) {
+    if (srtt == 0) {
+      srtt = sample;
+      rttvar = sample / 2;
+      return;
+    }
+    const Time diff = srtt > sample ? srtt - sample : sample - srtt;
+    rttvar = (3 * rttvar + diff) / 4;
+    srtt = (7 * srtt + sample) / 8;
+  };
+  smooth(srtt_, rttvar_, rtt);
+  smooth(raw_srtt_, raw_rttvar_, raw);
 }
 
 Time Qp::reorder_window() const {
@@ -716,7 +766,14 @@ Time Qp::reorder_window() const {
 
 Time Qp::pto() const {
   if (srtt_ == 0) return rto_base();
-  return srtt_ + std::max(4 * rttvar_, reorder_window()) + engine_.config().ack_delay;
+  const Time srtt = std::max(srtt_, raw_srtt_);
+  const Time rttvar = std::max(rttvar_, raw_rttvar_);
+  return std::max(pto_floor_,
+                  srtt + std::max(4 * rttvar, reorder_window()) + engine_.config().ack_delay);
+}
+
+Time Qp::pto_due(Time oldest_sent) const {
+  return std::max(oldest_sent, pto_fired_at_) + (pto() << pto_backoff_);
 }
 
 Time Qp::rto_base() const {
@@ -744,7 +801,7 @@ void Qp::on_rto(Time now) {
   }
   if (is_mrc()) {
     for (uint32_t seq = rec_head_; seq != rec_tail_; ++seq) {
-      if (record_current(seq)) declare_lost(now, recs_[seq & rec_mask_].psn, true);
+      if (record_current(seq)) declare_lost(now, recs_[seq & rec_mask_].psn, true, LossCause::kRto);
     }
     detect_losses_rack(now, false);
   } else {
@@ -771,7 +828,7 @@ void Qp::on_trim_nack(Time now, const RxPacket& rx) {
   // A trim is congestion on that path, not a failure: recycle the path, tell CC, resend.
   if (n.ev_index < paths_.size()) paths_.on_ecn(n.ev_index, now);
   if (cc_) cc_->on_ack(cc::AckSample{now, 0, now - p.sent_at, true, true}, inflight_bytes_);
-  declare_lost(now, n.psn, false);
+  declare_lost(now, n.psn, false, LossCause::kOther);
 }
 
 void Qp::on_probe_reply(Time now, const RxPacket& rx) {
@@ -1198,7 +1255,7 @@ Time Qp::deadline() const {
   if (state_ != QpState::kRts) return d;
   if (has_outstanding()) d = std::min(d, last_progress_ + rto_interval());
   if (is_mrc() && rec_head_ != rec_tail_) {
-    d = std::min(d, recs_[rec_head_ & rec_mask_].sent_at + pto());
+    d = std::min(d, pto_due(recs_[rec_head_ & rec_mask_].sent_at));
   }
   if (!probes_due_) d = std::min(d, paths_.next_probe_time());
   d = std::min(d, pacing_wait_until_);
@@ -1242,7 +1299,7 @@ void Qp::set_port_up(Time now, uint8_t port, bool up) {
     for (uint32_t seq = rec_head_; seq != rec_tail_; ++seq) {
       const TxRecord& r = recs_[seq & rec_mask_];
       if (paths_.path(r.ev).desc.port == port && record_current(seq))
-        declare_lost(now, r.psn, false);
+        declare_lost(now, r.psn, false, LossCause::kOther);
     }
   }
   engine_.mark_ready(this);
@@ -1257,7 +1314,8 @@ Status Qp::set_path_denied(Time now, int ev_index, bool denied) {
   if (denied && state_ == QpState::kRts && is_mrc()) {
     for (uint32_t seq = rec_head_; seq != rec_tail_; ++seq) {
       const TxRecord& r = recs_[seq & rec_mask_];
-      if (r.ev == ev_index && record_current(seq)) declare_lost(now, r.psn, false);
+      if (r.ev == ev_index && record_current(seq))
+        declare_lost(now, r.psn, false, LossCause::kOther);
     }
   }
   engine_.mark_ready(this);

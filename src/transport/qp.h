@@ -153,17 +153,23 @@ class Qp {
   void on_trim_nack(Time now, const RxPacket& rx);
   void on_probe_reply(Time now, const RxPacket& rx);
   // Marks `psn` acknowledged (first time only). Returns true if newly acknowledged.
-  bool ack_psn(uint32_t psn);
-  void declare_lost(Time now, uint32_t psn, bool mark_path);
+  bool ack_psn(Time now, uint32_t psn);
+  enum class LossCause : uint8_t { kPathOrder, kRack, kPto, kRto, kOther };
+  void declare_lost(Time now, uint32_t psn, bool mark_path, LossCause cause);
   void on_spurious_loss(Time now, uint16_t ev);
-  void detect_losses_on_path(Time now, uint16_t ev, uint32_t upto_rec);
+  // `known_end`: PSNs from it on are beyond what the ACK reports (cumulative + SACK bitmap),
+  // so their absence proves nothing.
+  void detect_losses_on_path(Time now, uint16_t ev, uint32_t upto_rec, uint32_t known_end);
   void detect_losses_rack(Time now, bool check_pto);
   void compact_retx();
   void advance_una();
   void complete_send_wrs(Time now);
-  void rtt_sample(Time rtt);
+  void rtt_sample(Time rtt, Time raw);
   Time reorder_window() const;
   Time pto() const;
+  // When the PTO fires for a transmission sent at `oldest_sent` (backed off, at most one
+  // tail-loss probe per PTO).
+  Time pto_due(Time oldest_sent) const;
   Time rto_base() const;
   Time rto_interval() const;
   bool has_outstanding() const;
@@ -228,8 +234,24 @@ class Qp {
   uint32_t gbn_next_ = 0;  // RoCE: next PSN to (re)send in go-back-N
   Time rack_time_ = 0;     // latest send time of a transmission known delivered
   Time srtt_ = 0, rttvar_ = 0, min_rtt_ = kNever;
+  // The same smoothing over raw samples (send to ACK arrival, the responder's service time
+  // included): the PTO waits for an ACK, so it must cover a responder that holds packets
+  // (a software responder reading its socket late); srtt_ stays the path's RTT for CC.
+  Time raw_srtt_ = 0, raw_rttvar_ = 0;
   static constexpr uint32_t kMaxReorderMultiplier = 6;  // window up to 4 min RTTs
   uint32_t reorder_multiplier_ = 0;                     // grows with each spurious loss detection
+  // Learned lower bound of the PTO: how long an acknowledgement took for a packet we had
+  // already declared lost (a responder descheduled for milliseconds, a software path). Zero
+  // on hardware paths (nothing is ever undone); halves every kPtoFloorHalfLife without new
+  // evidence; never above the ACK timeout.
+  static constexpr Time kPtoFloorHalfLife = ms(1000);
+  Time pto_floor_ = 0;
+  Time pto_floor_at_ = 0;
+  // Tail-loss probing: the last PTO and how often it fired without progress since (each
+  // doubles the next wait, as RFC 8985 backs off).
+  static constexpr uint32_t kMaxPtoBackoff = 6;
+  Time pto_fired_at_ = 0;
+  uint32_t pto_backoff_ = 0;
   Time last_progress_ = 0;
   uint32_t rto_count_ = 0;  // consecutive ACK timeouts without progress
 
