@@ -154,6 +154,8 @@ std::vector<std::pair<std::string, uint64_t>> Session::counters() const {
     out.emplace_back(pre + "tx_blocked", ps.tx_blocked);
     out.emplace_back(pre + "tx_errors", ps.tx_errors);
   }
+  out.emplace_back("decode_drops", ds.decode_drops);
+  out.emplace_back("driver_wakeups", ds.wakeups);
   const EngineCounters& c = engine_->counters();
   out.emplace_back("data_sent", c.data_sent);
   out.emplace_back("retransmits", c.retransmits);
@@ -165,7 +167,13 @@ std::vector<std::pair<std::string, uint64_t>> Session::counters() const {
   out.emplace_back("ecn_received", c.ecn_received);
   out.emplace_back("bytes_placed", c.bytes_placed);
   out.emplace_back("losses_detected", c.losses_detected);
+  out.emplace_back("losses_path_order", c.losses_path_order);
+  out.emplace_back("losses_rack", c.losses_rack);
+  out.emplace_back("losses_pto", c.losses_pto);
+  out.emplace_back("losses_rto", c.losses_rto);
+  out.emplace_back("losses_other", c.losses_other);
   out.emplace_back("spurious_losses", c.spurious_losses);
+  out.emplace_back("losses_undone", c.losses_undone);
   out.emplace_back("timeouts", c.timeouts);
   out.emplace_back("probes_sent", c.probes_sent);
   out.emplace_back("ev_state_changes", c.ev_state_changes);

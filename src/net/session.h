@@ -30,11 +30,10 @@ struct SessionConfig {
   uint64_t buffer_bytes = 1 << 20;        // registered buffer (both directions)
   uint32_t sq_depth = 256;
   uint32_t rq_depth = 1024;
-  // RACK reordering window. A software path reorders far more than a NIC: packets of one
-  // plane leave and arrive in batches of up to DriverConfig::batch, so a packet of plane 1
-  // sent before a batch of plane 0 may be read after it. One min RTT (the engine's default,
-  // 0) would call that loss.
-  Time reorder_window = ms(2);
+  // RACK reordering window; 0 = the engine's adaptive one (one min RTT, widened on each
+  // false loss). The driver hands packets over in kernel arrival order across planes, so a
+  // software path needs no constant of its own (docs/linux-driver.md).
+  Time reorder_window = 0;
   uint8_t timeout = 14;  // ACK timeout exponent (QpAttr::timeout)
   uint64_t seed = 1;
 };

@@ -100,6 +100,10 @@ class MonotonicClock {
   Time now() const;
   // Engine time `t` as an absolute CLOCK_MONOTONIC nanosecond count.
   uint64_t to_monotonic_ns(Time t) const { return epoch_ns_ + t / kPicosPerNano; }
+  // The inverse (0 for instants before the clock's creation).
+  Time from_monotonic_ns(uint64_t ns) const {
+    return ns > epoch_ns_ ? (ns - epoch_ns_) * kPicosPerNano : 0;
+  }
 
  private:
   uint64_t epoch_ns_;

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <net/if.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -10,8 +11,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <unordered_map>
 
+#include "net/ping.h"
 #include "wire/codec.h"
 
 namespace mrc::net {
@@ -22,11 +25,12 @@ constexpr size_t kHeaderRoom = wire::kIpv6HeaderBytes + wire::kUdpHeaderBytes;  
 constexpr size_t kMaxTransportBytes = 9000 + 256;
 constexpr size_t kSlotBytes = kHeaderRoom + kMaxTransportBytes;
 
-// Driver-level reachability ping: magic, plane, nonce. 'M' (0x4D) is no MRC opcode, so a
-// ping can never be mistaken for a transport packet.
-constexpr char kPingMagic[8] = {'M', 'R', 'C', 'P', 'I', 'N', 'G', '1'};
-constexpr char kPongMagic[8] = {'M', 'R', 'C', 'P', 'O', 'N', 'G', '1'};
-constexpr size_t kPingBytes = 8 + 1 + 8;
+// epoll token of the wake-up eventfd (ports use their index).
+constexpr uint32_t kWakeToken = UINT32_MAX;
+// Received datagrams held per poll turn, over all ports: every port is drained into this pool
+// before the engine sees any of it, so packets reach the engine in arrival order across
+// planes (see receive_ready). 8 batches: ~4.7 MiB at the default batch of 64.
+constexpr uint32_t kRxPoolBatches = 8;
 
 // linux/in6.h (not in glibc's <netinet/in.h>, and the two headers do not mix).
 constexpr int kIpv6FlowinfoSend = 33;
@@ -91,12 +95,23 @@ struct UdpDriver::Impl {
   std::vector<uint32_t> tx_free;
   uint32_t blocked_ports = 0;  // bit p: some socket of port p has a backlog
 
-  // Receive slots.
+  // Receive slots (a pool of kRxPoolBatches * batch, shared by the ports).
+  struct RxEntry {
+    Time arrived = 0;  // kernel arrival time (SO_TIMESTAMPNS), engine time
+    uint32_t slot = 0;
+    uint32_t bytes = 0;
+    uint8_t port = 0;
+  };
   std::vector<uint8_t> rx_mem;
   std::vector<mmsghdr> rx_msgs;
   std::vector<iovec> rx_iov;
   std::vector<sockaddr_in6> rx_from;
   std::vector<std::array<uint8_t, 64>> rx_control;
+  std::vector<RxEntry> rx_entries;
+  uint32_t rx_per_port = 0;       // pool share of one port per turn
+  Time last_now = 0;              // the latest `now` handed to the engine (it never decreases)
+  std::vector<uint32_t> touched;  // sockets with packets in the current transmit round
+  UniqueFd wake_fd;               // eventfd: UdpDriver::wake()
 
   std::vector<mmsghdr> tx_msgs;
   std::vector<iovec> tx_iov;
@@ -139,6 +154,9 @@ NetResult<UniqueFd> open_socket(const PortConfig& pc, const DriverConfig& cfg, u
   set_buffer(fd.get(), SO_SNDBUFFORCE, SO_SNDBUF, cfg.socket_buffer);
   if (data_socket) {
     ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof one);
+    // Kernel arrival times: packets read late (another port's queue first, the process
+    // descheduled) still reach the engine at the time they arrived.
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one);
     set_buffer(fd.get(), SO_RCVBUFFORCE, SO_RCVBUF, cfg.socket_buffer);
   }
   sockaddr_in6 a = to_sockaddr(Endpoint{pc.local.addr, port});
@@ -188,11 +206,22 @@ NetResult<std::unique_ptr<UdpDriver>> UdpDriver::open(Engine& engine, const Driv
     m.tx_free.push_back(i);
   m.tx_msgs.resize(cfg.batch);
   m.tx_iov.resize(cfg.batch);
-  m.rx_mem.resize(size_t{cfg.batch} * kSlotBytes);
-  m.rx_msgs.resize(cfg.batch);
-  m.rx_iov.resize(cfg.batch);
-  m.rx_from.resize(cfg.batch);
-  m.rx_control.resize(cfg.batch);
+  const uint32_t rx_count = kRxPoolBatches * cfg.batch;
+  m.rx_per_port = std::max<uint32_t>(cfg.batch, rx_count / static_cast<uint32_t>(cfg.ports.size()));
+  m.rx_mem.resize(size_t{rx_count} * kSlotBytes);
+  m.rx_msgs.resize(rx_count);
+  m.rx_iov.resize(rx_count);
+  m.rx_from.resize(rx_count);
+  m.rx_control.resize(rx_count);
+  m.rx_entries.reserve(rx_count);
+  m.touched.reserve(64);
+  m.wake_fd = UniqueFd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!m.wake_fd) return errno_fail("eventfd", errno);
+  epoll_event wev{};
+  wev.events = EPOLLIN;
+  wev.data.u32 = kWakeToken;
+  if (::epoll_ctl(m.epoll.get(), EPOLL_CTL_ADD, m.wake_fd.get(), &wev) != 0)
+    return errno_fail("epoll_ctl", errno);
   return d;
 }
 
@@ -211,76 +240,138 @@ NetStatus UdpDriver::set_peer(uint32_t peer, std::span<const Endpoint> ports) {
 
 namespace {
 
-// Receives every datagram waiting on one data socket (at most a few batches per call so a
-// flood on one port cannot starve transmission), hands MRC packets to the engine.
-void receive_port(UdpDriver& d, UdpDriver::Impl& m, DriverStats& stats, Engine& engine,
-                  const DriverConfig& cfg, uint8_t port) {
-  const int fd = m.sockets[port].fd.get();
-  const Endpoint& self = m.local[port];
-  for (int round = 0; round < 4; ++round) {
-    for (uint32_t i = 0; i < cfg.batch; ++i) {
-      m.rx_iov[i] = iovec{m.rx_data(i) + kHeaderRoom, kMaxTransportBytes};
-      msghdr& h = m.rx_msgs[i].msg_hdr;
-      h = msghdr{};
-      h.msg_name = &m.rx_from[i];
-      h.msg_namelen = sizeof(sockaddr_in6);
-      h.msg_iov = &m.rx_iov[i];
-      h.msg_iovlen = 1;
-      h.msg_control = m.rx_control[i].data();
-      h.msg_controllen = m.rx_control[i].size();
-    }
-    const int n = ::recvmmsg(fd, m.rx_msgs.data(), cfg.batch, MSG_DONTWAIT, nullptr);
-    if (n <= 0) return;
-    const Time now = d.now();
-    PortStats& ps = stats.ports[port];
-    for (int i = 0; i < n; ++i) {
-      const msghdr& h = m.rx_msgs[i].msg_hdr;
-      const size_t len = m.rx_msgs[i].msg_len;
-      uint8_t* buf = m.rx_data(static_cast<uint32_t>(i));
-      uint8_t* payload = buf + kHeaderRoom;
-      const sockaddr_in6& from = m.rx_from[i];
-      ++ps.rx_packets;
-      ps.rx_bytes += len;
-      if (len == kPingBytes && std::memcmp(payload, kPingMagic, 8) == 0) {
-        std::memcpy(payload, kPongMagic, 8);
-        ::sendto(fd, payload, len, 0, reinterpret_cast<const sockaddr*>(&from), sizeof from);
-        ++stats.pings_answered;
-        continue;
+int64_t realtime_minus_monotonic_ns() {
+  timespec rt{}, mono{};
+  ::clock_gettime(CLOCK_REALTIME, &rt);
+  ::clock_gettime(CLOCK_MONOTONIC, &mono);
+  return (int64_t{rt.tv_sec} - int64_t{mono.tv_sec}) * 1'000'000'000 +
+         (int64_t{rt.tv_nsec} - int64_t{mono.tv_nsec});
+}
+
+// Reads every port in `ready` (bit p) until it is empty or its share of the pool is used,
+// then hands the datagrams to the engine in kernel arrival order, each with its arrival time
+// as `now` and with any engine deadline that fell between two arrivals run in between.
+//
+// Why: the engine's loss detectors reason about time order. Reading plane 0's queue to the
+// end before plane 1's (or a whole batch of one port, then the other) would show the
+// responder holes that do not exist on the wire, and its ACKs would tell the requester so;
+// a process descheduled for milliseconds (2 shared cores) would let the PTO fire before the
+// ACKs already queued in the socket are looked at. With arrival order and arrival times the
+// engine sees what a NIC would have seen; only the transmit side still runs late.
+void receive_ready(UdpDriver& d, UdpDriver::Impl& m, DriverStats& stats, Engine& engine,
+                   const DriverConfig& cfg, const MonotonicClock& clock, uint32_t ready) {
+  m.rx_entries.clear();
+  const uint32_t pool = static_cast<uint32_t>(m.rx_msgs.size());
+  uint32_t used = 0;
+  for (uint32_t bits = ready; bits && used < pool; bits &= bits - 1) {
+    const uint8_t port = static_cast<uint8_t>(std::countr_zero(bits));
+    const int fd = m.sockets[port].fd.get();
+    uint32_t budget = m.rx_per_port;
+    while (budget > 0 && used < pool) {
+      const uint32_t want = std::min({cfg.batch, budget, pool - used});
+      for (uint32_t i = used; i < used + want; ++i) {
+        m.rx_iov[i] = iovec{m.rx_data(i) + kHeaderRoom, kMaxTransportBytes};
+        msghdr& h = m.rx_msgs[i].msg_hdr;
+        h = msghdr{};
+        h.msg_name = &m.rx_from[i];
+        h.msg_namelen = sizeof(sockaddr_in6);
+        h.msg_iov = &m.rx_iov[i];
+        h.msg_iovlen = 1;
+        h.msg_control = m.rx_control[i].data();
+        h.msg_controllen = m.rx_control[i].size();
       }
-      if (len == kPingBytes && std::memcmp(payload, kPongMagic, 8) == 0) {
-        if (payload[8] < 32) m.pong_mask |= 1u << payload[8];
-        ++stats.pongs_received;
-        continue;
-      }
-      uint8_t tclass = 0;
-      for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(const_cast<msghdr*>(&h), c)) {
-        if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
-          int v = 0;
-          std::memcpy(&v, CMSG_DATA(c), sizeof v);
-          tclass = static_cast<uint8_t>(v);
+      const int n = ::recvmmsg(fd, m.rx_msgs.data() + used, want, MSG_DONTWAIT, nullptr);
+      if (n <= 0) break;
+      for (int k = 0; k < n; ++k) {
+        const uint32_t i = used + static_cast<uint32_t>(k);
+        UdpDriver::Impl::RxEntry e;
+        e.slot = i;
+        e.bytes = m.rx_msgs[i].msg_len;
+        e.port = port;
+        const msghdr& h = m.rx_msgs[i].msg_hdr;
+        for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(const_cast<msghdr*>(&h), c)) {
+          if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+            timespec ts{};
+            std::memcpy(&ts, CMSG_DATA(c), sizeof ts);
+            // Realtime -> monotonic -> engine time (converted below, once per turn).
+            e.arrived = static_cast<Time>(int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec);
+          }
         }
+        m.rx_entries.push_back(e);
       }
-      write_headers(buf, from.sin6_addr, self.addr, ntohs(from.sin6_port), tclass, 0, len);
-      wire::DecodeOptions opt;
-      opt.verify_icrc = cfg.verify_icrc;
-      auto dg = wire::decode(std::span<const uint8_t>(buf, kHeaderRoom + len), opt);
-      if (!dg) {
-        ++engine.mutable_counters().drops[static_cast<int>(DropReason::kDecode)];
-        ++stats.decode_errors[static_cast<size_t>(dg.error()) % stats.decode_errors.size()];
-        ++stats.decode_drops;
-        continue;
-      }
-      RxPacket rx;
-      rx.port = port;
-      rx.ecn_ce = (tclass & 0x3) == wire::kEcnCe;
-      rx.trimmed = (tclass >> 2) == wire::kDscpTrimmed;
-      ps.rx_ce += rx.ecn_ce;
-      ps.rx_trimmed += rx.trimmed;
-      rx.pkt = dg->pkt;
-      (void)engine.on_packet(now, rx);  // drops are counted by the engine
+      used += static_cast<uint32_t>(n);
+      budget -= static_cast<uint32_t>(n);
+      if (static_cast<uint32_t>(n) < want) break;
     }
-    if (static_cast<uint32_t>(n) < cfg.batch) return;
   }
+  if (m.rx_entries.empty()) return;
+  const Time latest = clock.now();
+  const int64_t offset = realtime_minus_monotonic_ns();
+  for (UdpDriver::Impl::RxEntry& e : m.rx_entries) {
+    const int64_t mono = static_cast<int64_t>(e.arrived) - offset;
+    Time t = e.arrived && mono > 0 ? clock.from_monotonic_ns(static_cast<uint64_t>(mono)) : latest;
+    e.arrived = std::clamp(t, m.last_now, latest);
+  }
+  // Each port's entries are already in arrival order and their slots ascend in read order:
+  // sorting by (time, slot) merges them stably without std::stable_sort's heap buffer.
+  std::sort(m.rx_entries.begin(), m.rx_entries.end(), [](const auto& a, const auto& b) {
+    return a.arrived != b.arrived ? a.arrived < b.arrived : a.slot < b.slot;
+  });
+  for (const UdpDriver::Impl::RxEntry& e : m.rx_entries) {
+    const Time now = e.arrived;
+    if (const Time due = engine.next_deadline(); due <= now) {
+      engine.on_timer(std::max(due, m.last_now));
+    }
+    m.last_now = now;
+    const uint8_t port = e.port;
+    PortStats& ps = stats.ports[port];
+    const msghdr& h = m.rx_msgs[e.slot].msg_hdr;
+    const size_t len = e.bytes;
+    uint8_t* buf = m.rx_data(e.slot);
+    uint8_t* payload = buf + kHeaderRoom;
+    const sockaddr_in6& from = m.rx_from[e.slot];
+    ++ps.rx_packets;
+    ps.rx_bytes += len;
+    if (is_ping(payload, len)) {
+      std::memcpy(payload, kPongMagic, 8);
+      ::sendto(m.sockets[port].fd.get(), payload, len, 0, reinterpret_cast<const sockaddr*>(&from),
+               sizeof from);
+      ++stats.pings_answered;
+      continue;
+    }
+    if (is_pong(payload, len)) {
+      if (payload[8] < 32) m.pong_mask |= 1u << payload[8];
+      ++stats.pongs_received;
+      continue;
+    }
+    uint8_t tclass = 0;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(const_cast<msghdr*>(&h), c)) {
+      if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
+        int v = 0;
+        std::memcpy(&v, CMSG_DATA(c), sizeof v);
+        tclass = static_cast<uint8_t>(v);
+      }
+    }
+    write_headers(buf, from.sin6_addr, m.local[port].addr, ntohs(from.sin6_port), tclass, 0, len);
+    wire::DecodeOptions opt;
+    opt.verify_icrc = cfg.verify_icrc;
+    auto dg = wire::decode(std::span<const uint8_t>(buf, kHeaderRoom + len), opt);
+    if (!dg) {
+      ++engine.mutable_counters().drops[static_cast<int>(DropReason::kDecode)];
+      ++stats.decode_errors[static_cast<size_t>(dg.error()) % stats.decode_errors.size()];
+      ++stats.decode_drops;
+      continue;
+    }
+    RxPacket rx;
+    rx.port = port;
+    rx.ecn_ce = (tclass & 0x3) == wire::kEcnCe;
+    rx.trimmed = (tclass >> 2) == wire::kDscpTrimmed;
+    ps.rx_ce += rx.ecn_ce;
+    ps.rx_trimmed += rx.trimmed;
+    rx.pkt = dg->pkt;
+    (void)engine.on_packet(now, rx);  // drops are counted by the engine
+  }
+  (void)d;
 }
 
 }  // namespace
@@ -367,7 +458,8 @@ NetStatus UdpDriver::poll(Time max_wait) {
     slack_set = true;
   }
   auto service = [&]() -> NetStatus {
-    Time now = clock_.now();
+    Time now = std::max(clock_.now(), m.last_now);
+    m.last_now = now;
     if (engine_.next_deadline() <= now) engine_.on_timer(now);
     // Transmit rounds: backlogs first, then fresh packets for ports that are not blocked.
     for (int round = 0; round < 64; ++round) {
@@ -382,8 +474,9 @@ NetStatus UdpDriver::poll(Time max_wait) {
       if (!mask) break;
       uint32_t produced = 0;
       TxPacket tx;
-      std::vector<uint32_t> touched;
-      now = clock_.now();
+      m.touched.clear();
+      now = std::max(clock_.now(), m.last_now);
+      m.last_now = now;
       while (produced < config_.batch && !m.tx_free.empty() &&
              engine_.poll_transmit(now, mask, tx)) {
         const uint32_t slot = m.tx_free.back();
@@ -435,11 +528,11 @@ NetStatus UdpDriver::poll(Time max_wait) {
         s.socket = sock;
         s.dst = to_sockaddr(Endpoint{dst, peer.port});
         s.dst.sin6_flowinfo = htonl(flow_label & 0xFFFFF);
-        if (m.sockets[sock].batch.empty()) touched.push_back(sock);
+        if (m.sockets[sock].batch.empty()) m.touched.push_back(sock);
         m.sockets[sock].batch.push_back(slot);
         ++produced;
       }
-      for (uint32_t si : touched) {
+      for (uint32_t si : m.touched) {
         Impl::Socket& s = m.sockets[si];
         if (!send_queued(m, stats_, s.batch, s, m.error)) return std::unexpected(m.error);
         // What did not fit stays queued, in order, ahead of anything newer.
@@ -450,10 +543,38 @@ NetStatus UdpDriver::poll(Time max_wait) {
     }
     return {};
   };
+  // Readable ports of `events` as a bit mask; drains the wake-up eventfd.
+  auto ready_ports = [&](const epoll_event* events, int n) {
+    uint32_t ready = 0;
+    for (int i = 0; i < n; ++i) {
+      if (events[i].data.u32 == kWakeToken) {
+        uint64_t count = 0;
+        (void)!::read(m.wake_fd.get(), &count, sizeof count);
+        ++stats_.wake_calls_seen;
+      } else {
+        ready |= 1u << events[i].data.u32;
+      }
+    }
+    return ready;
+  };
 
+  // Input first: whatever arrived since the last turn is older than any deadline that may
+  // have passed meanwhile (an ACK waiting in the socket must not lose the race against the
+  // PTO just because this process was not running).
+  epoll_event events[34];
+  timespec zero{0, 0};
+  int n = ::epoll_pwait2(m.epoll.get(), events, 34, &zero, nullptr);
+  if (n < 0 && errno != EINTR) return errno_fail("epoll_pwait2", errno);
+  if (n > 0) {
+    if (const uint32_t ready = ready_ports(events, n))
+      receive_ready(*this, m, stats_, engine_, config_, clock_, ready);
+    // One receive per turn: the caller sees the completions of this input before more is
+    // placed (a WRITE_IMM's buffer is checked before its slot can be written again).
+    return service();
+  }
   if (auto s = service(); !s) return s;
   ++stats_.wakeups;
-  // Wait for input or the next deadline.
+  // Wait for input, a wake() or the next deadline.
   const Time now = clock_.now();
   Time wait = max_wait;
   const Time deadline = engine_.next_deadline();
@@ -466,15 +587,21 @@ NetStatus UdpDriver::poll(Time max_wait) {
     backlog = backlog || !s.backlog.empty();
   if (backlog) wait = std::min<Time>(wait, us(20));
   if (config_.busy_poll) wait = 0;
-  epoll_event events[32];
   timespec ts{static_cast<time_t>(wait / kPicosPerSecond),
               static_cast<long>((wait % kPicosPerSecond) / kPicosPerNano)};
-  const int n = ::epoll_pwait2(m.epoll.get(), events, 32, &ts, nullptr);
+  n = ::epoll_pwait2(m.epoll.get(), events, 34, &ts, nullptr);
   if (n < 0 && errno != EINTR) return errno_fail("epoll_pwait2", errno);
-  for (int i = 0; i < n; ++i)
-    receive_port(*this, m, stats_, engine_, config_, static_cast<uint8_t>(events[i].data.u32));
-  if (n > 0) return service();
-  return {};
+  if (n > 0) {
+    if (const uint32_t ready = ready_ports(events, n))
+      receive_ready(*this, m, stats_, engine_, config_, clock_, ready);
+  }
+  return service();
+}
+
+void UdpDriver::wake() {
+  const uint64_t one = 1;
+  // EAGAIN only when the counter would overflow: a wake-up is pending anyway.
+  (void)!::write(impl_->wake_fd.get(), &one, sizeof one);
 }
 
 NetStatus UdpDriver::probe_planes(uint32_t peer, Time timeout) {

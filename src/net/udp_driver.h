@@ -23,9 +23,13 @@
 // decodes the whole datagram with wire::decode. ECN CE and the DSCP trimmed mark reach the
 // engine that way. Packets leave with ECT(0) (IPV6_TCLASS) so switches mark instead of drop.
 //
-// Loop. poll() is one turn of the engine's calling sequence: wait (epoll_pwait2, nanosecond
-// timeout) for a readable port or the engine's next deadline, receive in batches
-// (recvmmsg), run timers, drain poll_transmit into batches per socket (sendmmsg). A full
+// Loop. poll() is one turn of the engine's calling sequence: receive what is already waiting,
+// run timers, drain poll_transmit into batches per socket (sendmmsg), then wait
+// (epoll_pwait2, nanosecond timeout) for a readable port, wake() or the engine's next
+// deadline, and receive and transmit again. Receiving drains every readable port (recvmmsg)
+// before the engine sees anything and hands packets over in kernel arrival order
+// (SO_TIMESTAMPNS), each at its arrival time, with deadlines that fell between arrivals run
+// in between: the engine sees the time order a NIC would (docs/linux-driver.md). A full
 // socket buffer (EAGAIN) keeps the packets queued in the driver and masks that port out of
 // poll_transmit until they leave; nothing the engine handed over is dropped locally.
 // No busy-wait unless DriverConfig::busy_poll.
@@ -80,7 +84,8 @@ struct DriverStats {
   std::array<uint64_t, 64> decode_errors{};
   uint64_t decode_drops = 0;
   uint64_t pings_answered = 0, pongs_received = 0;
-  uint64_t wakeups = 0;
+  uint64_t wakeups = 0;          // poll turns that went on to wait
+  uint64_t wake_calls_seen = 0;  // polls ended early by wake()
 };
 
 class UdpDriver {
@@ -103,6 +108,10 @@ class UdpDriver {
   // One turn of the loop; waits at most `max_wait` (0: do not block). Errors: a socket
   // failure that will not go away (e.g. EMSGSIZE: the MTU is too large for the interface).
   NetStatus poll(Time max_wait);
+  // Ends a poll() that is waiting, or the next one, early (after its receive and transmit
+  // work). The only call that is safe from another thread: it writes an eventfd that is in
+  // poll's epoll set. Several wake()s before a poll count as one.
+  void wake();
 
   // Reachability check over the data path: sends a driver-level ping (never seen by the
   // engine) from every port to the peer's address on that port until each is answered.

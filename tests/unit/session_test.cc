@@ -269,6 +269,35 @@ TEST(Session, BadDatagramsAreDroppedByReasonAndTheTransferIsUnaffected) {
   EXPECT_EQ(p.client->engine().counters().completion_errors, 0u);
 }
 
+// No induced loss: the driver hands packets to the engine in kernel arrival order, so the
+// per-path-order and RACK detectors have nothing to misread. What may remain is a whole
+// process descheduled for longer than the PTO or the ACK timeout on a loaded machine (the
+// peer then really is silent): each such event resends at most the outstanding window
+// (128 * mpr PSNs), and the PTO learns the stall from the first one (its floor grows to the
+// time the undone packet took to be acknowledged). Bound: two windows.
+TEST(Session, LoopbackTransferWithoutLossHasAtMostTwoWindowsOfFalseRetransmits) {
+  constexpr uint64_t kMessages = 1000;
+  Pair p = connect_pair(ev::FormatMode::kStev, kSize * kSlots);
+  ASSERT_TRUE(p.client && p.server);
+  {
+    ServerLoop loop(*p.server, kSize, kSlots);
+    ASSERT_TRUE(p.client->driver().probe_planes(Session::kPeerId, ms(2000)));
+    EXPECT_EQ(run_client(*p.client, p.server->hello(HelloRole::kServer), kSize, kMessages, kSlots,
+                         false, ms(30'000)),
+              kMessages);
+  }
+  const EngineCounters& c = p.client->engine().counters();
+  const uint64_t window = 128u * loopback_config(ev::FormatMode::kStev, 0).mpr;
+  EXPECT_LE(c.retransmits, 2 * window);
+  // Holes wider than the ACK's bitmap are no evidence for the per-path rule.
+  EXPECT_EQ(c.losses_path_order, 0u);
+  // Every false loss is recognised as one when the original's ACK arrives.
+  EXPECT_LE(c.losses_detected - c.losses_undone, c.retransmits);
+  std::printf("retransmits %lu losses %lu (path order %lu rack %lu pto %lu rto %lu) undone %lu\n",
+              c.retransmits, c.losses_detected, c.losses_path_order, c.losses_rack, c.losses_pto,
+              c.losses_rto, c.losses_undone);
+}
+
 TEST(Session, IncompatiblePeersAreRejectedWithAMessage) {
   auto a = Session::create(loopback_config(ev::FormatMode::kStev, 4096));
   auto b = Session::create(loopback_config(ev::FormatMode::kUdp, 4096));
