@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "api/soft_device.h"
+#include "net/ping.h"
 
 using namespace mrc;
 using namespace mrc::api;
@@ -750,12 +751,12 @@ MRC_EXPORT int mrc_ctl_poll_ev_event(mrc_cq* cq, int num_entries, mrc_ctl_ev_eve
 // ---- Endpoint operations (5.6) ----------------------------------------------------------------
 
 namespace {
-// The Linux driver's reachability ping (src/net/udp_driver.cc): magic, plane, nonce; the
-// data socket of every open device answers with the pong magic. Slot 0's UDP port is the
-// node's probe responder (docs/c-api.md).
-constexpr char kPingMagic[8] = {'M', 'R', 'C', 'P', 'I', 'N', 'G', '1'};
-constexpr char kPongMagic[8] = {'M', 'R', 'C', 'P', 'O', 'N', 'G', '1'};
-constexpr size_t kPingBytes = 17;
+// The Linux driver's reachability ping (net/ping.h); the data socket of every open device
+// answers with the pong magic. Slot 0's UDP port is the node's probe responder
+// (docs/c-api.md).
+using mrc::net::kPingBytes;
+using mrc::net::kPingMagic;
+using mrc::net::kPongMagic;
 
 uint64_t now_ns() {
   timespec ts{};
