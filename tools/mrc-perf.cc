@@ -15,12 +15,17 @@
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>
 
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -28,6 +33,7 @@
 #include "net/pattern.h"
 #include "net/session.h"
 #include "net/side_channel.h"
+#include "wire/codec.h"
 
 namespace {
 
@@ -60,7 +66,7 @@ struct Options {
   std::string cc = "nscc";
   double link_gbps = 10;
   double base_rtt_us = 50;
-  double reorder_us = 2000;
+  double reorder_us = 0;  // 0: the engine's adaptive window (min RTT, grown on false losses)
   uint32_t mpr = 4;
   bool no_icrc_verify = false;
   bool busy_poll = false;
@@ -69,6 +75,8 @@ struct Options {
   int probe_ms = 2000;
   uint64_t seed = 1;
   uint16_t data_port = 0;
+  bool raw_udp = false;  // client: measure a raw UDP blast first (the path's limit)
+  double raw_seconds = 2;
 };
 
 constexpr const char* kLine =
@@ -97,11 +105,13 @@ std::vector<uint8_t> bytes_of(const std::string& s) {
   return std::vector<uint8_t>(s.begin(), s.end());
 }
 
-// Fabric knowledge from mrc-fabric's fabric.json (docs/fabric.md). Tolerant of the exact
-// layout: reads "planes", "spines" (count) or per-plane "spine_usids", "hosts_per_leaf" or a
-// "hosts" array with "leaf" fields.
+// Fabric knowledge from mrc-fabric's fabric.json (schema mrc-fabric/1, docs/fabric.md):
+// this host's address on every plane (hosts[h].ports[p].address), its leaf's uSID
+// (planes[p].leaves[hosts[h].leaf].usid) and every spine's uSID (planes[p].spines[].usid).
 struct FabricInfo {
   uint32_t planes = 0;
+  std::vector<std::string> addresses;   // per plane
+  std::vector<std::string> interfaces;  // per plane (the host's port)
   std::vector<std::vector<uint16_t>> spine_usids;
   std::vector<uint16_t> leaf_usids;
 };
@@ -111,28 +121,51 @@ NetResult<FabricInfo> read_fabric(const Options& o) {
   if (o.fabric.empty()) return f;
   std::ifstream in(o.fabric);
   if (!in) return net_fail(NetErrc::kInvalidArgument, "cannot read " + o.fabric);
-  Json j = Json::parse(in, nullptr, false);
+  const Json j = Json::parse(in, nullptr, false);
   if (j.is_discarded()) return net_fail(NetErrc::kInvalidArgument, o.fabric + ": not JSON");
+  auto bad = [&](const std::string& what) {
+    return net_fail(NetErrc::kInvalidArgument, o.fabric + ": " + what);
+  };
+  if (j.value("schema", std::string()) != "mrc-fabric/1")
+    return bad("schema is not mrc-fabric/1 (written by mrc-fabric up)");
   if (o.host < 0) return net_fail(NetErrc::kInvalidArgument, "--fabric needs --host");
-  f.planes = j.value("planes", 0u);
-  if (f.planes == 0 || f.planes > 32)
-    return net_fail(NetErrc::kInvalidArgument, o.fabric + ": no plane count");
-  uint32_t leaf = 0;
-  if (j.contains("hosts") && j["hosts"].is_array() &&
-      static_cast<size_t>(o.host) < j["hosts"].size() && j["hosts"][o.host].is_object())
-    leaf = j["hosts"][o.host].value("leaf", 0u);
-  else if (j.contains("hosts_per_leaf"))
-    leaf = static_cast<uint32_t>(o.host) / std::max(1u, j.value("hosts_per_leaf", 1u));
+  if (!j.contains("planes") || !j["planes"].is_array() || !j.contains("hosts") ||
+      !j["hosts"].is_array())
+    return bad("no planes or hosts");
+  const Json* host = nullptr;
+  for (const Json& h : j["hosts"])
+    if (h.is_object() && h.value("host", -1) == o.host) host = &h;
+  if (!host)
+    return bad("no host " + std::to_string(o.host) + " (it has " +
+               std::to_string(j["hosts"].size()) + ")");
+  const int leaf = host->value("leaf", -1);
+  f.planes = static_cast<uint32_t>(j["planes"].size());
+  if (f.planes == 0 || f.planes > 32) return bad("1 to 32 planes required");
   for (uint32_t p = 0; p < f.planes; ++p) {
-    std::vector<uint16_t> sp;
-    if (j.contains("spine_usids") && j["spine_usids"].is_array() && p < j["spine_usids"].size())
-      for (const auto& u : j["spine_usids"][p])
-        sp.push_back(static_cast<uint16_t>(u.get<uint32_t>()));
-    else
-      for (uint32_t s = 0; s < j.value("spines", 0u); ++s)
-        sp.push_back(static_cast<uint16_t>(0x8000 + s));
-    f.spine_usids.push_back(sp);
-    f.leaf_usids.push_back(static_cast<uint16_t>(0x0001 + leaf));
+    const Json& plane = j["planes"][p];
+    std::string addr, ifname;
+    if (host->contains("ports") && (*host)["ports"].is_array())
+      for (const Json& port : (*host)["ports"])
+        if (port.value("plane", -1) == static_cast<int>(p)) {
+          addr = port.value("address", std::string());
+          ifname = port.value("interface", std::string());
+        }
+    if (addr.empty())
+      return bad("host " + std::to_string(o.host) + " has no port on plane " + std::to_string(p));
+    f.addresses.push_back(addr);
+    f.interfaces.push_back(ifname);
+    std::vector<uint16_t> spines;
+    if (plane.contains("spines") && plane["spines"].is_array())
+      for (const Json& sp : plane["spines"])
+        spines.push_back(static_cast<uint16_t>(sp.value("usid", 0u)));
+    f.spine_usids.push_back(spines);
+    uint16_t leaf_usid = 0;
+    if (plane.contains("leaves") && plane["leaves"].is_array())
+      for (const Json& l : plane["leaves"])
+        if (l.value("leaf", -2) == leaf) leaf_usid = static_cast<uint16_t>(l.value("usid", 0u));
+    if (leaf_usid == 0)
+      return bad("no uSID for leaf " + std::to_string(leaf) + " on plane " + std::to_string(p));
+    f.leaf_usids.push_back(leaf_usid);
   }
   return f;
 }
@@ -142,10 +175,7 @@ NetResult<SessionConfig> session_config(const Options& o, const Hello* client_he
   auto fabric = read_fabric(o);
   if (!fabric) return std::unexpected(fabric.error());
   std::vector<std::string> local = o.local;
-  if (local.empty() && fabric->planes > 0) {
-    for (uint32_t p = 0; p < fabric->planes; ++p)
-      local.push_back(fmt::format("fcbb:bb{:02x}:{:x}::", p, 0x4000 + o.host));
-  }
+  if (local.empty() && fabric->planes > 0) local = fabric->addresses;
   if (local.empty()) local.push_back("::1");
   for (size_t p = 0; p < local.size(); ++p) {
     auto ep = parse_endpoint(local[p], o.data_port);
@@ -326,6 +356,211 @@ uint64_t slots_for(const Options& o, uint64_t max_size) {
   return std::clamp<uint64_t>(budget / std::max<uint64_t>(1, max_size), 2, o.tx_depth + 1);
 }
 
+// ----- CPU cost and the raw UDP limit ---------------------------------------------------
+
+double cpu_seconds() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+}
+
+// The CPU clock in Hz from /proc/cpuinfo (first "cpu MHz"; 0 when absent): cycles per byte
+// are CPU seconds (getrusage, user + system) times this over the bytes moved.
+double cpu_hz() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("cpu MHz", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return std::strtod(line.c_str() + colon + 1, nullptr) * 1e6;
+    }
+  return 0;
+}
+
+// Bytes of the transport packet (BTH .. payload, ICRC) MRC sends for a full `mtu` payload:
+// the raw blast sends datagrams of exactly this size.
+size_t mrc_datagram_bytes(uint32_t mtu) {
+  std::vector<uint8_t> payload(mtu), buf(mtu + 512);
+  wire::TransportPacket pkt;
+  pkt.bth.opcode = wire::Opcode::kWriteOnly;
+  pkt.reth.dma_len = mtu;
+  pkt.data.pkt_count = 1;
+  pkt.payload = payload.data();
+  pkt.payload_len = mtu;
+  auto n = wire::encode_transport(pkt, buf);
+  return n ? *n + 4 : mtu + 64;
+}
+
+NetResult<UniqueFd> raw_socket(const in6_addr& addr) {
+  UniqueFd fd(::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!fd) return errno_fail("socket", errno);
+  const int one = 1, bytes = 8 << 20;
+  ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+  ::setsockopt(fd.get(), IPPROTO_IPV6, 33 /* IPV6_FLOWINFO_SEND */, &one, sizeof one);
+  ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_DONTFRAG, &one, sizeof one);
+  if (::setsockopt(fd.get(), SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof bytes) != 0)
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+  if (::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof bytes) != 0)
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+  sockaddr_in6 a = to_sockaddr(Endpoint{addr, 0});
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+    return errno_fail("bind " + format_in6(addr), errno);
+  return fd;
+}
+
+uint16_t bound_port(int fd) {
+  sockaddr_in6 a{};
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  return ntohs(a.sin6_port);
+}
+
+// Server side of --raw-udp: one socket per plane on the plane's address; counts what arrives
+// until the client's next frame, then answers with the counts.
+int serve_raw(Session& ss, SideChannel& ch) {
+  const size_t P = ss.config().driver.ports.size();
+  std::vector<UniqueFd> fds;
+  std::string reply;
+  for (size_t p = 0; p < P; ++p) {
+    auto fd = raw_socket(ss.driver().local(static_cast<uint8_t>(p)).addr);
+    if (!fd) {
+      std::fprintf(stderr, "mrc-perf: raw UDP: %s\n", fd.error().message.c_str());
+      return 1;
+    }
+    reply += fmt::format("raw_port{}={}\n", p, bound_port(fd->get()));
+    fds.push_back(std::move(*fd));
+  }
+  if (!ch.send_frame(bytes_of(reply))) return 1;
+  constexpr unsigned kBatch = 64;
+  constexpr size_t kSlot = 9400;
+  std::vector<uint8_t> mem(kBatch * kSlot);
+  std::vector<mmsghdr> msgs(kBatch);
+  std::vector<iovec> iov(kBatch);
+  uint64_t packets = 0, bytes = 0, first_ns = 0, last_ns = 0;
+  std::vector<pollfd> pfds;
+  for (const UniqueFd& fd : fds)
+    pfds.push_back(pollfd{fd.get(), POLLIN, 0});
+  pfds.push_back(pollfd{ch.fd(), POLLIN, 0});
+  for (uint64_t turn = 0;; ++turn) {
+    bool got = false;
+    for (const UniqueFd& fd : fds) {
+      for (unsigned i = 0; i < kBatch; ++i) {
+        iov[i] = iovec{mem.data() + i * kSlot, kSlot};
+        msgs[i].msg_hdr = msghdr{};
+        msgs[i].msg_hdr.msg_iov = &iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+      }
+      const int n = ::recvmmsg(fd.get(), msgs.data(), kBatch, MSG_DONTWAIT, nullptr);
+      if (n <= 0) continue;
+      got = true;
+      const uint64_t t = monotonic_ns();
+      if (!first_ns) first_ns = t;
+      last_ns = t;
+      packets += static_cast<uint64_t>(n);
+      for (int i = 0; i < n; ++i)
+        bytes += msgs[static_cast<size_t>(i)].msg_len;
+    }
+    if (!got) ::poll(pfds.data(), pfds.size(), 1);
+    if (got && turn % 64 != 0) continue;
+    auto f = ch.try_recv_frame();
+    if (!f) return 1;
+    if (*f) break;  // "rawend"
+  }
+  // The first batch's arrival opens the interval: leave its packets out of the rate.
+  (void)ch.send_frame(bytes_of(fmt::format("raw_packets={}\nraw_bytes={}\nraw_ns={}\n", packets,
+                                           bytes, last_ns - first_ns)));
+  return 0;
+}
+
+struct RawResult {
+  double gbps = 0;  // payload (MTU bytes per datagram) received per second at the server
+  uint64_t sent = 0, received = 0;
+  size_t datagram_bytes = 0;
+  double client_cycles_per_byte = 0;
+};
+
+// Client side of --raw-udp: for `seconds`, sendmmsg batches of MRC-sized datagrams from one
+// socket per plane (the session's plane addresses) to the server's raw sockets, over the same
+// paths MRC sprays on (SRV6: the EVs' uSID destinations; STEV: their flow labels).
+NetResult<RawResult> run_raw(Session& cs, SideChannel& ch, const Options& o) {
+  if (auto st = ch.send_frame(bytes_of("raw=1\n")); !st) return std::unexpected(st.error());
+  auto frame = wait_frame(cs, ch, ms(10'000));
+  if (!frame) return std::unexpected(frame.error());
+  const auto kv = kv_decode(*frame);
+  const size_t P = cs.config().driver.ports.size();
+  const ev::FormatMode mode = cs.config().driver.ev_mode;
+  const PathSet* paths = cs.engine().qp_paths(cs.qpns()[0]);
+  RawResult r;
+  r.datagram_bytes = mrc_datagram_bytes(cs.config().mtu);
+  std::vector<uint8_t> payload(r.datagram_bytes, 0x5A);
+  iovec iov{payload.data(), payload.size()};
+  constexpr size_t kBatch = 64;
+  std::vector<UniqueFd> fds;
+  std::vector<std::vector<sockaddr_in6>> dsts(P);
+  std::vector<std::vector<mmsghdr>> msgs(P);
+  for (size_t p = 0; p < P; ++p) {
+    auto fd = raw_socket(cs.driver().local(static_cast<uint8_t>(p)).addr);
+    if (!fd) return std::unexpected(fd.error());
+    fds.push_back(std::move(*fd));
+    Endpoint peer;
+    std::memcpy(&peer.addr, cs.peer().planes[p].addr.data(), 16);
+    peer.port = static_cast<uint16_t>(get(kv, "raw_port" + std::to_string(p)));
+    if (peer.port == 0)
+      return net_fail(NetErrc::kBadHello,
+                      "server sent no raw UDP port for plane " + std::to_string(p));
+    for (size_t i = 0; paths && i < paths->size(); ++i) {
+      const PathDesc& d = paths->path(static_cast<int>(i)).desc;
+      if (d.port != p) continue;
+      sockaddr_in6 a = to_sockaddr(peer);
+      if (mode == ev::FormatMode::kSrv6) {
+        bool zero = true;
+        for (uint8_t b : std::span(d.ev).first(16))
+          zero = zero && b == 0;
+        if (!zero) std::memcpy(&a.sin6_addr, d.ev.data(), 16);
+      } else {
+        wire::Ipv6Header ip;
+        wire::UdpHeader udp;
+        wire::SrhHeader srh;
+        bool has_srh = false;
+        ev::apply_to_envelope(mode, d.ev, ip, udp, srh, has_srh);
+        a.sin6_flowinfo = htonl(ip.flow_label & 0xFFFFF);
+      }
+      dsts[p].push_back(a);
+    }
+    if (dsts[p].empty()) dsts[p].push_back(to_sockaddr(peer));
+    msgs[p].resize(kBatch);
+    for (size_t i = 0; i < kBatch; ++i) {
+      msghdr& h = msgs[p][i].msg_hdr;
+      h = msghdr{};
+      h.msg_name = &dsts[p][i % dsts[p].size()];
+      h.msg_namelen = sizeof(sockaddr_in6);
+      h.msg_iov = &iov;
+      h.msg_iovlen = 1;
+    }
+  }
+  const double cpu0 = cpu_seconds();
+  const uint64_t t0 = monotonic_ns();
+  const uint64_t stop = t0 + static_cast<uint64_t>(o.raw_seconds * 1e9);
+  while (monotonic_ns() < stop)
+    for (size_t p = 0; p < P; ++p) {
+      const int n = ::sendmmsg(fds[p].get(), msgs[p].data(), kBatch, 0);
+      if (n > 0) r.sent += static_cast<uint64_t>(n);
+    }
+  const double cpu = cpu_seconds() - cpu0;
+  ::usleep(20'000);  // let the last datagrams land
+  if (auto st = ch.send_frame(bytes_of("rawend=1\n")); !st) return std::unexpected(st.error());
+  auto counts = wait_frame(cs, ch, ms(10'000));
+  if (!counts) return std::unexpected(counts.error());
+  const auto c = kv_decode(*counts);
+  r.received = get(c, "raw_packets");
+  const double secs = static_cast<double>(get(c, "raw_ns")) / 1e9;
+  if (secs > 0) r.gbps = static_cast<double>(r.received) * cs.config().mtu * 8 / secs / 1e9;
+  const double hz = cpu_hz();
+  if (r.sent) r.client_cycles_per_byte = cpu * hz / (static_cast<double>(r.sent) * cs.config().mtu);
+  return r;
+}
+
 // ----- server ---------------------------------------------------------------------------
 
 int run_server(const Options& o) {
@@ -389,6 +624,7 @@ int run_server(const Options& o) {
       (void)ss.engine().post_recv(qpn, k);
   uint64_t total_mismatches = 0, qp_errors = 0;
   uint64_t round_size = 0, imm_received = 0;
+  double round_cpu0 = 0, server_cpu_s = 0;
   Json rounds = Json::array();
   int rc = 0;
   while (true) {
@@ -428,9 +664,17 @@ int run_server(const Options& o) {
       continue;
     }
     auto msg = kv_decode(**f);
+    if (msg.count("raw")) {
+      if (serve_raw(ss, *ch) != 0) {
+        rc = 1;
+        break;
+      }
+      continue;
+    }
     if (msg.count("round")) {
       round_size = get(msg, "size");
       imm_received = 0;
+      round_cpu0 = cpu_seconds();
       (void)ch->send_frame(bytes_of("ready=1\n"));
     } else if (msg.count("end")) {
       const uint64_t iters = get(msg, "iters");
@@ -465,9 +709,12 @@ int run_server(const Options& o) {
         }
         total_mismatches += round_mismatches;
       }
-      std::vector<std::pair<std::string, uint64_t>> reply = {{"mismatches", total_mismatches},
-                                                             {"imm_received", imm_received},
-                                                             {"qp_errors", qp_errors}};
+      server_cpu_s += cpu_seconds() - round_cpu0;
+      std::vector<std::pair<std::string, uint64_t>> reply = {
+          {"mismatches", total_mismatches},
+          {"imm_received", imm_received},
+          {"qp_errors", qp_errors},
+          {"cpu_us", static_cast<uint64_t>(server_cpu_s * 1e6)}};
       (void)ch->send_frame(bytes_of(kv_encode(reply)));
       rounds.push_back({{"bytes", round_size}, {"imm_received", imm_received}});
     } else if (msg.count("bye")) {
@@ -544,6 +791,12 @@ int run_client(const Options& o) {
   if (auto st = cs.driver().probe_planes(Session::kPeerId, ms(o.probe_ms)); !st)
     return fail_setup(st.error());
   print_header(o, cs);
+  std::optional<RawResult> raw;
+  if (o.raw_udp) {
+    auto rr = run_raw(cs, *ch, o);
+    if (!rr) return fail_setup(rr.error());
+    raw = *rr;
+  }
 
   const double unit = o.gbits ? 125'000'000.0 : 1048576.0;  // perftest: Gb = 1e9 bits, MB = 2^20
   const uint32_t limit =
@@ -551,6 +804,8 @@ int run_client(const Options& o) {
   Json results = Json::array();
   uint64_t mismatches = 0, qp_errors = 0;
   double worst_stall_ms = 0;
+  double client_cpu_s = 0, server_cpu_s = 0, goodput_gbps = 0;
+  uint64_t bytes_moved = 0;
   bool failed = false;
   std::string error;
   for (uint64_t size : sizes) {
@@ -565,6 +820,7 @@ int run_client(const Options& o) {
       break;
     }
     Engine& e = cs.engine();
+    const double cpu0 = cpu_seconds();
     const Time t0 = cs.driver().now();
     const Time stop_at = o.duration_s > 0 ? t0 + static_cast<Time>(o.duration_s * 1e12) : kNever;
     const uint64_t want = o.duration_s > 0 ? UINT64_MAX : o.iters;
@@ -632,6 +888,8 @@ int run_client(const Options& o) {
       }
     }
     const Time t1 = last_completion;
+    client_cpu_s += cpu_seconds() - cpu0;
+    bytes_moved += size * completed;
     RoundResult r;
     r.bytes = size;
     r.iters = completed;
@@ -664,12 +922,14 @@ int run_client(const Options& o) {
     r.mismatches = server_mismatches - mismatches;
     mismatches = server_mismatches;
     qp_errors += get(kv, "qp_errors");
+    server_cpu_s = static_cast<double>(get(kv, "cpu_us")) / 1e6;
     if (o.write_imm && get(kv, "imm_received") < completed) {
       error =
           fmt::format("server received {} immediates of {}", get(kv, "imm_received"), completed);
       failed = true;
     }
     print_row(r);
+    goodput_gbps = r.bw_avg * unit * 8 / 1e9;  // the last size's (the only one without -a)
     results.push_back({{"bytes", r.bytes},
                        {"iterations", r.iters},
                        {"bw_peak", r.bw_peak},
@@ -697,6 +957,18 @@ int run_client(const Options& o) {
   if (!error.empty()) std::fprintf(stderr, "mrc-perf: %s\n", error.c_str());
   if (o.verify && !failed)
     std::printf(" MRC verify        : OK (every byte checked at the server)\n");
+  const double hz = cpu_hz();
+  const double client_cpb = bytes_moved ? client_cpu_s * hz / static_cast<double>(bytes_moved) : 0;
+  const double server_cpb = bytes_moved ? server_cpu_s * hz / static_cast<double>(bytes_moved) : 0;
+  std::printf(" MRC CPU           : client %.2f cycles/B (%.3f s), server %.2f cycles/B (%.3f s)\n",
+              client_cpb, client_cpu_s, server_cpb, server_cpu_s);
+  if (raw)
+    std::printf(
+        " MRC vs raw UDP    : raw %.2f Gb/s (%lu of %lu datagrams of %zu B arrived, client %.2f "
+        "cycles/B), MRC %.2f Gb/s, ratio %.3f\n",
+        raw->gbps, static_cast<unsigned long>(raw->received), static_cast<unsigned long>(raw->sent),
+        raw->datagram_bytes, raw->client_cycles_per_byte, goodput_gbps,
+        raw->gbps > 0 ? goodput_gbps / raw->gbps : 0.0);
   if (!o.json_path.empty()) {
     Json j;
     j["role"] = "client";
@@ -713,6 +985,20 @@ int run_client(const Options& o) {
     j["qp_errors"] = qp_errors;
     j["stall_ms"] = worst_stall_ms;
     j["results"] = results;
+    j["cpu"] = {{"client_cpu_s", client_cpu_s},
+                {"server_cpu_s", server_cpu_s},
+                {"cpu_hz", hz},
+                {"bytes", bytes_moved},
+                {"client_cycles_per_byte", client_cpb},
+                {"server_cycles_per_byte", server_cpb}};
+    if (raw) {
+      j["raw_udp"] = {{"goodput_gbps", raw->gbps},
+                      {"datagrams_sent", raw->sent},
+                      {"datagrams_received", raw->received},
+                      {"datagram_bytes", raw->datagram_bytes},
+                      {"client_cycles_per_byte", raw->client_cycles_per_byte}};
+      j["ratio_vs_udp"] = raw->gbps > 0 ? goodput_gbps / raw->gbps : 0.0;
+    }
     Json lj, rj;
     for (const auto& [k, v] : local)
       lj[k] = v;
@@ -741,7 +1027,8 @@ int main(int argc, char** argv) {
                  "local address per plane, ADDR or [ADDR]:PORT (comma separated)")
       ->delimiter(',');
   app.add_option("--ifname", o.ifnames, "interface per plane (SO_BINDTODEVICE)")->delimiter(',');
-  app.add_option("--fabric", o.fabric, "mrc-fabric fabric.json (planes, spines, leaves)");
+  app.add_option("--fabric", o.fabric,
+                 "mrc-fabric fabric.json: this host's plane addresses, leaf and spine uSIDs");
   app.add_option("--host", o.host, "this host's index in --fabric");
   app.add_option("--spines", o.spines, "spines per plane (without --fabric)");
   app.add_option("--leaf", o.leaf, "this host's leaf index (without --fabric)");
@@ -763,6 +1050,11 @@ int main(int argc, char** argv) {
                "do not check the ICRC on receive (the UDP checksum still covers the payload)");
   app.add_flag("--busy-poll", o.busy_poll, "spin instead of sleeping in epoll");
   app.add_option("--data-port", o.data_port, "UDP port of the data sockets (0: any)");
+  app.add_flag("--raw-udp", o.raw_udp,
+               "client: first blast raw UDP (same planes, paths and datagram size, sendmmsg) "
+               "for --raw-seconds and report MRC's goodput as a ratio of it");
+  app.add_option("--raw-seconds", o.raw_seconds, "duration of the --raw-udp blast")
+      ->capture_default_str();
   app.add_option("--connect-timeout-ms", o.connect_timeout_ms)->capture_default_str();
   app.add_option("--accept-timeout-ms", o.accept_timeout_ms, "server: give up (-1: never)");
   app.add_option("--probe-ms", o.probe_ms, "data-path reachability timeout")->capture_default_str();
