@@ -826,3 +826,129 @@ TEST(SoftDevice, AttributeOnlyModifies) {
   teardown_profiles(a.mctx, 41, 42, 43);
   teardown_profiles(a.mctx, 51, 52, 53);
 }
+
+// Lenient mode (MRC_SOFT_LENIENT=1, ocp-mrc-api.md section 8): the published benchmark's calls
+// -- an implausible declared version, IBV_QP_PORT / IBV_QP_TIMEOUT / IBV_QP_RETRY_CNT /
+// IBV_QP_RNR_RETRY, no MRC attributes at any transition -- connect with the device's default
+// profiles and carry verified WRITE_IMM; strict mode rejects the same calls.
+TEST(SoftDevice, LenientModeAcceptsThePublishedBenchmarkCalls) {
+  REQUIRE_NETNS();
+  {  // strict
+    Device s;
+    ASSERT_NE(s.mctx, nullptr);
+    mrc_context_attr bad{0x05000000u, 0};
+    EXPECT_EQ(mrc_create_context(s.ctx, &bad), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+  }
+  ::setenv("MRC_SOFT_LENIENT", "1", 1);
+  Device a, b;
+  ::unsetenv("MRC_SOFT_LENIENT");
+  ASSERT_TRUE(a.mctx && b.mctx);
+  mrc_context_attr bad{0x05000000u, 0};
+  mrc_context* extra = mrc_create_context(a.ctx, &bad);  // "unspecified"
+  ASSERT_NE(extra, nullptr);
+  EXPECT_EQ(mrc_destroy_context(extra), 0);
+
+  constexpr size_t kMsg = 4096;
+  constexpr int kMessages = 20;
+  std::vector<uint8_t> src(kMsg), dst(kMsg * kMessages, 0);
+  for (size_t i = 0; i < kMsg; ++i)
+    src[i] = static_cast<uint8_t>(i * 13 + 5);
+  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  ibv_mr* smr = ibv_reg_mr(a.pd, src.data(), src.size(), access);
+  ibv_mr* dmr = ibv_reg_mr(b.pd, dst.data(), dst.size(), access);
+  ASSERT_TRUE(smr && dmr);
+  Device* devs[2] = {&a, &b};
+  mrc_cq* cqs[2];
+  mrc_qp* qps[2];
+  uint32_t qpns[2];
+  for (int i = 0; i < 2; ++i) {
+    cqs[i] = mrc_create_cq(devs[i]->mctx, 256, nullptr, nullptr, 0);
+    ASSERT_NE(cqs[i], nullptr);
+    mrc_qp_init_attr ia{};
+    ia.send_cq = ia.recv_cq = cqs[i];
+    ia.cap = {64, 64, 1, 1, 0};
+    ia.pd = devs[i]->pd;  // send_ops_flags 0, as the benchmark
+    qps[i] = mrc_create_qp(devs[i]->mctx, &ia);
+    ASSERT_NE(qps[i], nullptr);
+    ASSERT_EQ(mrc_get_qpn(qps[i], &qpns[i]), 0);
+  }
+  for (int i = 0; i < 2; ++i) {
+    ibv_qp_attr v{};
+    v.qp_state = IBV_QPS_INIT;
+    v.port_num = 1;
+    v.qp_access_flags = access;
+    ASSERT_EQ(mrc_modify_qp(qps[i], &v,
+                            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS,
+                            nullptr, 0),
+              0)
+        << std::strerror(errno);
+    v = {};
+    v.qp_state = IBV_QPS_RTR;
+    v.path_mtu = IBV_MTU_4096;
+    v.dest_qp_num = qpns[1 - i];
+    v.ah_attr.is_global = 1;
+    v.ah_attr.port_num = 1;
+    ASSERT_EQ(ibv_query_gid(devs[1 - i]->ctx, 1, 0, &v.ah_attr.grh.dgid), 0);
+    v.max_dest_rd_atomic = 1;
+    v.min_rnr_timer = 12;
+    ASSERT_EQ(mrc_modify_qp(qps[i], &v,
+                            IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
+                            nullptr, 0),
+              0)
+        << std::strerror(errno);
+    v = {};
+    v.qp_state = IBV_QPS_RTS;
+    v.timeout = 14;
+    v.retry_cnt = 7;
+    v.rnr_retry = 7;
+    v.max_rd_atomic = 1;
+    ASSERT_EQ(mrc_modify_qp(qps[i], &v,
+                            IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC,
+                            nullptr, 0),
+              0)
+        << std::strerror(errno);
+  }
+  for (int i = 0; i < kMessages; ++i) {
+    ibv_recv_wr rwr{};
+    ibv_recv_wr* rbad = nullptr;
+    ASSERT_EQ(mrc_post_recv(qps[1], &rwr, &rbad), 0);
+  }
+  for (int i = 0; i < kMessages; ++i) {
+    ibv_sge sge{reinterpret_cast<uintptr_t>(src.data()), kMsg, smr->lkey};
+    ibv_send_wr wr{};
+    ibv_send_wr* bad = nullptr;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.imm_data = htonl(static_cast<uint32_t>(i));
+    wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(dst.data()) + i * kMsg;
+    wr.wr.rdma.rkey = dmr->rkey;
+    ASSERT_EQ(mrc_post_send(qps[0], &wr, &bad), 0);
+  }
+  int send_done = 0, recv_done = 0;
+  const auto start = std::chrono::steady_clock::now();
+  while (send_done < kMessages || recv_done < kMessages) {
+    ASSERT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+    ibv_wc wc[16];
+    for (int i = 0; i < 2; ++i) {
+      const int n = mrc_poll_cq(cqs[i], 16, wc);
+      for (int k = 0; k < n; ++k) {
+        ASSERT_EQ(wc[k].status, IBV_WC_SUCCESS);
+        (wc[k].opcode == IBV_WC_RECV_RDMA_WITH_IMM ? recv_done : send_done)++;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  for (int m = 0; m < kMessages; ++m)
+    ASSERT_EQ(std::memcmp(dst.data() + m * kMsg, src.data(), kMsg), 0) << "message " << m;
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(mrc_destroy_qp(qps[i]), 0);
+    EXPECT_EQ(mrc_destroy_cq(cqs[i]), 0);
+  }
+  EXPECT_EQ(ibv_dereg_mr(smr), 0);
+  EXPECT_EQ(ibv_dereg_mr(dmr), 0);
+}
