@@ -1112,7 +1112,18 @@ void Simulation::Impl::handle_pause(uint32_t node, uint32_t port, bool pause) {
   }
   Port& out = switches[node].ports[port];
   out.paused = pause;
-  if (!pause && out.busy_until <= now) start_tx(node, port);
+  if (pause) return;
+  // IEEE 802.1Qbb: XON lets the paused priority transmit at the next frame boundary. The port
+  // may be mid-frame (a control packet, which PFC does not pause), and start_tx scheduled no
+  // kPortFree for the end of that frame because the paused queue could not use it: schedule
+  // one now, or the queued data would wait for the next arrival at this port (the ACK timeout,
+  // 4.2 ms, when the port's last flows are the ones waiting).
+  if (out.busy_until <= now) {
+    start_tx(node, port);
+  } else if (!out.free_pending && !out.low.empty()) {
+    out.free_pending = true;
+    schedule(switches[node].partition, out.busy_until, kPortFree, node, port);
+  }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -109,6 +109,32 @@ TEST(Simulation, permutation__roce_ecmp_shows_hash_collisions) {
               (unsigned long long)sim->stats().drops, (unsigned long long)sim->stats().ecn_marks);
 }
 
+TEST(Simulation, pfc_resume_during_a_control_frame__lossless_roce_never_times_out) {
+  // Regression: an XON that reached a port while it serialized an ACK (control traffic is not
+  // paused) left the paused data queued with no transmission scheduled, until the next packet
+  // arrived at the port: for the last flows through it, the 4.2 ms ACK timeout. Here (a low
+  // XOFF, so pauses are frequent; seed found by search) 6 flows stalled behind such a port
+  // and the QPs timed out 60 times, with no packet dropped.
+  SimConfig c = small_fabric(TransportKind::kRoce, 32, 1, 8);
+  c.sw.pfc = true;
+  c.sw.pfc_xoff_bytes = 20000;
+  c.seed = 270;
+  auto sim = make(c);
+  const auto perm = derangement(32, 270);
+  for (uint32_t i = 0; i < 32; ++i)
+    ASSERT_TRUE(sim->add_flow(FlowSpec{i, perm[i], 1u << 20, 0, false, 0}));
+  sim->run(ms(100));
+  const SimStats st = sim->stats();
+  EXPECT_GT(st.pfc_pauses, 0u);
+  EXPECT_EQ(st.drops, 0u);
+  EXPECT_EQ(st.timeouts, 0u);
+  EXPECT_EQ(st.retransmits, 0u);
+  for (const FlowResult& f : sim->flows()) {
+    ASSERT_TRUE(f.ok) << "flow " << f.id;
+    EXPECT_LT(f.fct, ms(1)) << "flow " << f.id;
+  }
+}
+
 TEST(Simulation, link_failure_and_spine_reboot__mrc_finishes_without_qp_errors) {
   auto sim = make(small_fabric(TransportKind::kMrc));
   const auto perm = derangement(32, 5);
