@@ -61,8 +61,8 @@ struct DriverConfig {
   // wire::decode checks the ICRC of every datagram. Off: only the UDP checksum (computed
   // and checked by the kernel over the same bytes) protects the payload.
   bool verify_icrc = true;
-  bool busy_poll = false;        // never sleep (one core spins)
-  uint32_t batch = 64;           // packets per sendmmsg/recvmmsg
+  bool busy_poll = false;  // never sleep (one core spins)
+  uint32_t batch = 64;     // packets per sendmmsg/recvmmsg
   // SO_SNDBUF/SO_RCVBUF (FORCE variants when permitted). A receive queue must hold a whole
   // window of the peer on one plane while this process is not running (ms on a loaded host):
   // 32 MiB is ~4,000 datagrams of 4 KiB (the kernel charges ~2x the payload).
