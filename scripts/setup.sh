@@ -12,6 +12,10 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
   tshark python3-matplotlib
   iproute2 nftables iputils-ping
+  # scripts/bench-net.sh: TCP/MPTCP references (mptcpize is its own package in Debian 12; the
+  # in-kernel path manager is driven with `ip mptcp`, so mptcpd itself is not needed) and
+  # /usr/bin/time for CPU seconds per run.
+  iperf3 mptcpize time
 )
 
 missing=()
