@@ -253,6 +253,11 @@ std::string link_name(const LinkRef& l) {
   if (l.kind == LinkRef::kAggCore)
     return "pod" + std::to_string(l.pod) + "/agg" + std::to_string(l.a) + "-core" +
            std::to_string(l.b);
+  if (l.kind == LinkRef::kAggSpine)
+    return "pod" + std::to_string(l.pod) + "/agg" + std::to_string(l.a) + "-spine" +
+           std::to_string(l.b);
+  if (l.kind == LinkRef::kSpineCore)
+    return "spine" + std::to_string(l.a) + "-core" + std::to_string(l.b);
   if (l.kind == LinkRef::kHostLeaf)
     return "p" + std::to_string(l.plane) + "/host" + std::to_string(l.a);
   return "p" + std::to_string(l.plane) + "/leaf" + std::to_string(l.a) + "-spine" +
@@ -261,6 +266,7 @@ std::string link_name(const LinkRef& l) {
 
 std::string switch_name(const SwitchRef& s) {
   if (s.kind == SwitchRef::kCore) return "core" + std::to_string(s.index);
+  if (s.kind == SwitchRef::kFtSpine) return "spine" + std::to_string(s.index);
   if (s.kind == SwitchRef::kPodLeaf || s.kind == SwitchRef::kAgg)
     return "pod" + std::to_string(s.pod) + (s.kind == SwitchRef::kAgg ? "/agg" : "/leaf") +
            std::to_string(s.index);
@@ -281,10 +287,11 @@ std::optional<uint32_t> numbered(std::string_view s, std::string_view prefix) {
 
 constexpr const char* kLinkForms =
     "a link like \"p0/leaf3-spine7\" (leaf-spine) or \"p1/host5\" (host-leaf); in a fat tree "
-    "\"pod1/leaf0-agg2\", \"pod1/agg2-core9\" or \"host5\"";
+    "\"pod1/leaf0-agg2\", \"pod1/agg2-core9\" or \"host5\" (four tiers: \"pod1/agg2-spine9\", "
+    "\"spine9-core37\")";
 constexpr const char* kSwitchForms =
     "a switch like \"p0/spine2\" or \"p1/leaf5\"; in a fat tree \"pod1/leaf0\", \"pod1/agg2\" "
-    "or \"core9\"";
+    "or \"core9\" (four tiers also \"spine9\")";
 
 // "<a>-<b>" or "<a>-><b>" -> (a, b).
 std::optional<std::pair<std::string_view, std::string_view>> link_ends(std::string_view s) {
@@ -306,7 +313,15 @@ TextResult<LinkRef> parse_link_name(std::string_view s) {
     return text_error("expected " + std::string(kLinkForms) + ", got \"" + std::string(s) + "\"");
   };
   if (auto h = numbered(s, "host")) return LinkRef{LinkRef::kHostLeaf, 0, *h, 0, 0};  // fat tree
-  if (slash == std::string_view::npos) return bad();
+  if (slash == std::string_view::npos) {
+    // Four-tier fat tree: "spine9-core37".
+    auto ends = link_ends(s);
+    if (!ends) return bad();
+    auto spine = numbered(ends->first, "spine");
+    auto core = numbered(ends->second, "core");
+    if (!spine || !core) return bad();
+    return LinkRef{LinkRef::kSpineCore, 0, *spine, *core, 0};
+  }
   std::string_view rest = s.substr(slash + 1);
   if (auto pod = numbered(s.substr(0, slash), "pod")) {
     auto ends = link_ends(rest);
@@ -317,8 +332,11 @@ TextResult<LinkRef> parse_link_name(std::string_view s) {
       return LinkRef{LinkRef::kLeafAgg, 0, *leaf, *agg, *pod};
     }
     auto agg = numbered(ends->first, "agg");
+    if (!agg) return bad();
+    if (auto spine = numbered(ends->second, "spine"))
+      return LinkRef{LinkRef::kAggSpine, 0, *agg, *spine, *pod};
     auto core = numbered(ends->second, "core");
-    if (!agg || !core) return bad();
+    if (!core) return bad();
     return LinkRef{LinkRef::kAggCore, 0, *agg, *core, *pod};
   }
   auto plane = numbered(s.substr(0, slash), "p");
@@ -338,6 +356,7 @@ TextResult<SwitchRef> parse_switch_name(std::string_view s) {
     return text_error("expected " + std::string(kSwitchForms) + ", got \"" + std::string(s) + "\"");
   };
   if (auto c = numbered(s, "core")) return SwitchRef{SwitchRef::kCore, 0, *c, 0};
+  if (auto sp = numbered(s, "spine")) return SwitchRef{SwitchRef::kFtSpine, 0, *sp, 0};
   if (slash == std::string_view::npos) return bad();
   std::string_view rest = s.substr(slash + 1);
   if (auto pod = numbered(s.substr(0, slash), "pod")) {
@@ -610,10 +629,6 @@ TextStatus read_topo(TableReader& r, TopologyConfig& t) {
     if (const toml::node* n = r.node("planes"); n && !(n->is_integer() && n->value<int64_t>() == 1))
       return r.err("planes", n, "a fat tree is the single-plane baseline: planes must be 1");
     TRY(r.uint("tiers", t.tiers, 3, 4));
-    if (t.tiers == 4)
-      return r.err("tiers", r.node("tiers"),
-                   "four-tier fat trees are not simulated yet (their source route needs 7 uSIDs, "
-                   "more than one uSID carrier holds; docs/topology.md): use tiers = 3");
     TRY(r.uint("radix", t.radix, 4));
   } else {
     r.allow("tiers");
@@ -831,21 +846,34 @@ TextStatus read_fault(TableReader& r, FaultConfig& f) {
 }
 
 // A three-tier fat tree of radix k: even k, at most k pods of (k/2)^2 hosts, and switch counts
-// that fit the uSID ranges (16383 per tier).
+// that fit the uSID ranges (16383 per tier). Four tiers: at most k superpods of (k/2)^3
+// hosts; aggs and spines share a range (8192 each), cores 16383.
 TextStatus check_fat_tree(const TopologyConfig& t, const std::string& where) {
   if (t.radix % 2 != 0)
     return text_error(where + "a fat tree needs an even radix (k/2 ports down, k/2 up), got " +
                       std::to_string(t.radix));
   const uint64_t half = t.radix / 2;
-  const uint64_t capacity = 2 * half * half * half;  // k^3/4
+  const bool four = t.tiers == 4;
+  auto capacity_of = [&](uint64_t k) { return four ? k * k * k * k / 8 : k * k * k / 4; };
+  const uint64_t capacity = capacity_of(t.radix);
   if (t.hosts > capacity) {
     uint32_t k = 4;
-    while (static_cast<uint64_t>(k) * k * k / 4 < t.hosts)
+    while (capacity_of(k) < t.hosts)
       k += 2;
-    return text_error(
-        where + std::to_string(t.hosts) + " hosts do not fit a three-tier fat tree of radix " +
-        std::to_string(t.radix) + " (at most k^3/4 = " + std::to_string(capacity) +
-        ": k pods of (k/2)^2 hosts): raise radix to >= " + std::to_string(k) + ", or lower hosts");
+    return text_error(where + std::to_string(t.hosts) + " hosts do not fit a " +
+                      (four ? "four" : "three") + "-tier fat tree of radix " +
+                      std::to_string(t.radix) + " (at most " + (four ? "k^4/8" : "k^3/4") + " = " +
+                      std::to_string(capacity) +
+                      (four ? ": k superpods of (k/2)^3 hosts" : ": k pods of (k/2)^2 hosts") +
+                      "): raise radix to >= " + std::to_string(k) + ", or lower hosts");
+  }
+  if (four) {
+    const uint64_t superpods = (t.hosts + half * half * half - 1) / (half * half * half);
+    if (superpods * half * half > 0x2000 || half * half * half > 0x3FFF)
+      return text_error(where + "radix " + std::to_string(t.radix) +
+                        " is too large for the simulator's four-tier uSID plan (at most 8192 "
+                        "aggs and spines each, 16383 cores): use radix <= 32");
+    return {};
   }
   const uint64_t pods = (t.hosts + half * half - 1) / (half * half);
   if (pods * half > 0x3FFF || half * half > 0x3FFF)

@@ -38,6 +38,9 @@ constexpr uint16_t kNoSpine = 0xFFFF;
 constexpr uint16_t kAggUsidBase = 0x8000;
 constexpr uint16_t kCoreUsidBase = 0xC000;
 constexpr uint32_t kMaxFatTreeSwitchesPerTier = 0x3FFF;  // each tier's uSID range
+// Four tiers: the aggs' range is split with the spines (tier 3).
+constexpr uint16_t kFtSpineUsidBase = 0xA000;
+constexpr uint32_t kMaxFourTierAggsOrSpines = 0x2000;
 
 enum SimEventType : uint32_t {
   kFlowStart,     // a = flow
@@ -257,9 +260,14 @@ struct Simulation::Impl {
   uint32_t H = 0, U = 0, S = 0, L = 0, P = 0, k_parallel = 1;
   bool fat_tree = false;
   uint32_t half = 0, pods = 0, aggs = 0, cores = 0;
-  Time base_rtt = 0;       // longest path (leaf-spine-leaf; fat tree: via a core), both ways
-  Time same_leaf_rtt = 0;  // host-leaf-host, both ways
-  Time same_pod_rtt = 0;   // fat tree: host-leaf-agg-leaf-host, both ways
+  // Four-tier fat trees (ft_tiers = 4): superpods of `half` pods and half^2 spines each; the
+  // spines sit between the aggs and the cores (switches L + aggs ..), S = aggs + ft_spines +
+  // cores. Three tiers: ft_tiers = 3, no superpods or spines.
+  uint32_t ft_tiers = 0, superpods = 0, ft_spines = 0;
+  Time base_rtt = 0;           // longest path (leaf-spine-leaf; fat tree: via a core), both ways
+  Time same_leaf_rtt = 0;      // host-leaf-host, both ways
+  Time same_pod_rtt = 0;       // fat tree: host-leaf-agg-leaf-host, both ways
+  Time same_superpod_rtt = 0;  // four-tier fat tree: via a spine, both ways
   uint64_t queue_bytes = 0, ecn_kmin = 0, ecn_kmax = 0, trim_threshold = 0;
   uint64_t pfc_xoff = 0, pfc_xon = 0;
   Time lookahead = 0;
@@ -300,21 +308,29 @@ struct Simulation::Impl {
   uint32_t spine_index(uint32_t plane, uint32_t spine) const { return plane * (L + S) + L + spine; }
   uint32_t leaf_of(HostId h) const { return h / H; }
   uint32_t agg_switch(uint32_t pod, uint32_t a) const { return L + pod * half + a; }
-  uint32_t core_switch(uint32_t c) const { return L + aggs + c; }
+  uint32_t ft_spine_switch(uint32_t s) const { return L + aggs + s; }
+  uint32_t core_switch(uint32_t c) const { return L + aggs + ft_spines + c; }
   Time pair_rtt(HostId a, HostId b) const {
     const uint32_t la = leaf_of(a), lb = leaf_of(b);
     if (la == lb) return same_leaf_rtt;
     if (fat_tree && la / half == lb / half) return same_pod_rtt;
+    if (ft_tiers == 4 && la / (half * half) == lb / (half * half)) return same_superpod_rtt;
     return base_rtt;
   }
   // Fat tree SRv6 paths. A path is a number in [0, half^2): core `path` for pods apart (agg
   // path / half on both sides: core c is wired to agg c / half of every pod), agg path / half
   // within a pod; kNoSpine within a leaf. The carrier is agg, core, agg, leaf, host (5 uSIDs;
   // fewer for nearer pairs): the source leaf routes on the agg uSID.
+  // Four tiers: a path is in [0, half^3): core `path` between superpods (local spine
+  // path / half and agg path / half^2 on both sides), spine path / half within a superpod,
+  // agg path / half^2 within a pod. Between superpods the route is agg, spine, core, spine,
+  // agg, leaf, host: 7 uSIDs, the last in the SRH segment.
   std::vector<uint16_t> ft_usids(HostId src, HostId dst, uint32_t path) const;
+  uint32_t ft_num_paths() const { return ft_tiers == 4 ? half * half * half : half * half; }
   uint16_t ft_path(const ev::ExpandedEv& carrier) const;  // what the switches act on
   // Out of line: the two-tier data path keeps its inlined forward() small.
   [[gnu::noinline]] uint32_t forward_fat_tree(const Switch& sw, const SimPacket& p);
+  uint32_t forward_four_tier(const Switch& sw, const SimPacket& p);
   Result<uint64_t> check_fat_tree_usid() const;
   // Fat tree ECMP routing view: index of a leaf-agg or agg-core link in route_down.
   size_t ft_route_leaf_agg(uint32_t leaf, uint32_t a) const {
@@ -324,6 +340,12 @@ struct Simulation::Impl {
     return static_cast<size_t>(L) * half + (static_cast<size_t>(pod) * half + a) * half + j;
   }
   bool ft_agg_reaches(uint32_t pod, uint32_t a, uint32_t dst_leaf) const;
+  // Four tiers: spine-core links follow the agg-spine links in route_down.
+  size_t ft_route_spine_core(uint32_t spine, uint32_t j) const {
+    return (static_cast<size_t>(L) + aggs) * half + static_cast<size_t>(spine) * half + j;
+  }
+  bool ft4_spine_reaches(uint32_t spine, uint32_t dst_leaf) const;
+  bool ft4_agg_reaches(uint32_t pod, uint32_t a, uint32_t dst_leaf) const;
   // The two directed ports of a switch-switch link: (switch, port) of each end.
   struct LinkEnds {
     uint32_t sw_a, port_a, sw_b, port_b;
@@ -425,22 +447,37 @@ Status Simulation::Impl::build() {
     // One plane; k/2 hosts and k/2 uplinks per leaf; pods as many as the hosts need (a core
     // has one port per pod, so at most k pods).
     fat_tree = true;
-    if (P != 1 || t.tiers != 3 || t.radix < 4 || t.radix % 2 != 0 || t.hosts_per_leaf != 0 ||
-        t.spines != 0)
+    if (P != 1 || (t.tiers != 3 && t.tiers != 4) || t.radix < 4 || t.radix % 2 != 0 ||
+        t.hosts_per_leaf != 0 || t.spines != 0 || t.radix >= 0x4000)
       return fail(Error::kInvalidArgument);
+    ft_tiers = t.tiers;
     half = t.radix / 2;
     H = U = half;
-    pods = (t.hosts + half * half - 1) / (half * half);
-    if (pods > t.radix) return fail(Error::kInvalidArgument);
+    const uint64_t pod_hosts = static_cast<uint64_t>(half) * half;
+    if (ft_tiers == 3) {
+      pods = static_cast<uint32_t>((t.hosts + pod_hosts - 1) / pod_hosts);
+      if (pods > t.radix) return fail(Error::kInvalidArgument);
+      cores = half * half;
+    } else {
+      // Whole superpods (a core has one port per superpod, so at most k of them).
+      superpods = static_cast<uint32_t>((t.hosts + pod_hosts * half - 1) / (pod_hosts * half));
+      if (superpods > t.radix) return fail(Error::kInvalidArgument);
+      pods = superpods * half;
+      ft_spines = superpods * half * half;
+      cores = half * half * half;
+      if (pods * half > kMaxFourTierAggsOrSpines || ft_spines > kMaxFourTierAggsOrSpines)
+        return fail(Error::kInvalidArgument);
+    }
     L = pods * half;
     aggs = pods * half;
-    cores = half * half;
-    if (L > kMaxFatTreeSwitchesPerTier || cores > kMaxFatTreeSwitchesPerTier || half >= 0x4000)
+    if (L > kMaxFatTreeSwitchesPerTier || cores > kMaxFatTreeSwitchesPerTier)
       return fail(Error::kInvalidArgument);
-    S = aggs + cores;
-    // Longest path: 6 links and 5 switches each way; within a pod 4 and 3.
-    base_rtt = 2 * (6 * hop + 5 * t.switch_latency);
+    S = aggs + ft_spines + cores;
+    // Longest path: 2 x tiers links and 2 x tiers - 1 switches each way; within a pod 4 and
+    // 3; within a superpod (four tiers) 6 and 5.
+    base_rtt = 2 * ((2 * ft_tiers) * hop + (2 * ft_tiers - 1) * t.switch_latency);
     same_pod_rtt = 2 * (4 * hop + 3 * t.switch_latency);
+    same_superpod_rtt = 2 * (6 * hop + 5 * t.switch_latency);
   } else {
     H = t.hosts_per_leaf ? t.hosts_per_leaf : t.radix / 2;
     if (H == 0 || H >= t.radix) return fail(Error::kInvalidArgument);
@@ -478,7 +515,7 @@ Status Simulation::Impl::build() {
   switches.resize(static_cast<size_t>(P) * (L + S));
   uint32_t link_id = 0;
   // Sampled: every switch-switch link direction, when there are not too many.
-  const uint64_t sampled_links = fat_tree ? 2ull * (L + aggs) * half : 2ull * P * L * U;
+  const uint64_t sampled_links = fat_tree ? 2ull * (L + aggs + ft_spines) * half : 2ull * P * L * U;
   const bool sample_links = cfg.sample_interval > 0 && sampled_links <= 65536;
   if (fat_tree) build_fat_tree_switches(sample_links);
   for (uint32_t p = 0; p < (fat_tree ? 0 : P); ++p) {
@@ -529,7 +566,8 @@ Status Simulation::Impl::build() {
     s.pause_sent.assign(s.ports.size(), 0);
   }
   route_down.assign(
-      fat_tree ? static_cast<size_t>(L + aggs) * half : static_cast<size_t>(P) * L * U, 0);
+      fat_tree ? static_cast<size_t>(L + aggs + ft_spines) * half : static_cast<size_t>(P) * L * U,
+      0);
   route_down_count.assign(P, 0);
 
   hosts.resize(t.hosts);
@@ -564,7 +602,10 @@ Status Simulation::Impl::build() {
 
 // A fat tree's switches: leaves (host ports, then one uplink per agg of the pod), aggs (one
 // down port per leaf of the pod, then one up port per core of its group), cores (one port per
-// pod, to the agg of its group).
+// pod, to the agg of its group). Four tiers: aggs go up to the spines of their group in the
+// superpod (agg a to local spines a*half .. a*half + half - 1), spines have one down port per
+// pod of the superpod and one up port per core of their group (local spine s to cores
+// s*half .. s*half + half - 1), cores one port per superpod.
 void Simulation::Impl::build_fat_tree_switches(bool sample_links) {
   uint32_t link_id = 0;
   for (uint32_t e = 0; e < L; ++e) {
@@ -600,20 +641,49 @@ void Simulation::Impl::build_fat_tree_switches(bool sample_links) {
       down.peer_port = half + a;
       if (sample_links) down.link_id = link_id++;
       Port& up = s.ports[half + i];
-      up.peer = core_switch(a * half + i);
-      up.peer_port = pod;
+      if (ft_tiers == 4) {
+        up.peer = ft_spine_switch((pod / half) * half * half + a * half + i);
+        up.peer_port = pod % half;
+      } else {
+        up.peer = core_switch(a * half + i);
+        up.peer_port = pod;
+      }
       if (sample_links) up.link_id = link_id++;
     }
   }
+  for (uint32_t g = 0; g < ft_spines; ++g) {
+    const uint32_t superpod = g / (half * half), local = g % (half * half);
+    Switch& s = switches[ft_spine_switch(g)];
+    s.kind = Switch::kSpine;
+    s.index = g;
+    s.partition = plane_partition(0);
+    s.ports.resize(2 * half);
+    for (uint32_t i = 0; i < half; ++i) {
+      Port& down = s.ports[i];
+      down.peer = agg_switch(superpod * half + i, local / half);
+      down.peer_port = half + local % half;
+      if (sample_links) down.link_id = link_id++;
+      Port& up = s.ports[half + i];
+      up.peer = core_switch(local * half + i);
+      up.peer_port = superpod;
+      if (sample_links) up.link_id = link_id++;
+    }
+  }
+  // A core has one port per pod (three tiers) or per superpod (four).
+  const uint32_t core_ports = ft_tiers == 4 ? superpods : pods;
   for (uint32_t c = 0; c < cores; ++c) {
     Switch& s = switches[core_switch(c)];
     s.kind = Switch::kCore;
     s.index = c;
     s.partition = plane_partition(0);
-    s.ports.resize(pods);
-    for (uint32_t q = 0; q < pods; ++q) {
+    s.ports.resize(core_ports);
+    for (uint32_t q = 0; q < core_ports; ++q) {
       Port& port = s.ports[q];
-      port.peer = agg_switch(q, c / half);
+      if (ft_tiers == 4) {
+        port.peer = ft_spine_switch(q * half * half + c / half);
+      } else {
+        port.peer = agg_switch(q, c / half);
+      }
       port.peer_port = half + c % half;
       if (sample_links) port.link_id = link_id++;
     }
@@ -622,8 +692,29 @@ void Simulation::Impl::build_fat_tree_switches(bool sample_links) {
 
 std::vector<uint16_t> Simulation::Impl::ft_usids(HostId src, HostId dst, uint32_t path) const {
   const uint32_t src_leaf = leaf_of(src), dst_leaf = leaf_of(dst);
-  const uint32_t src_pod = src_leaf / half, dst_pod = dst_leaf / half, a = path / half;
+  const uint32_t src_pod = src_leaf / half, dst_pod = dst_leaf / half;
   std::vector<uint16_t> usids;
+  if (ft_tiers == 4) {
+    const uint32_t a = path / (half * half), local_spine = path / half;
+    const uint32_t src_superpod = src_pod / half, dst_superpod = dst_pod / half;
+    if (src_leaf != dst_leaf) {
+      usids.push_back(static_cast<uint16_t>(kAggUsidBase + src_pod * half + a));
+      if (src_pod != dst_pod) {
+        usids.push_back(
+            static_cast<uint16_t>(kFtSpineUsidBase + src_superpod * half * half + local_spine));
+        if (src_superpod != dst_superpod) {
+          usids.push_back(static_cast<uint16_t>(kCoreUsidBase + path));
+          usids.push_back(
+              static_cast<uint16_t>(kFtSpineUsidBase + dst_superpod * half * half + local_spine));
+        }
+        usids.push_back(static_cast<uint16_t>(kAggUsidBase + dst_pod * half + a));
+      }
+    }
+    usids.push_back(static_cast<uint16_t>(kLeafUsidBase + dst_leaf));
+    usids.push_back(static_cast<uint16_t>(kHostUsidBase + dst % H));
+    return usids;
+  }
+  const uint32_t a = path / half;
   if (src_leaf != dst_leaf) {
     usids.push_back(static_cast<uint16_t>(kAggUsidBase + src_pod * half + a));
     if (src_pod != dst_pod) {
@@ -638,6 +729,15 @@ std::vector<uint16_t> Simulation::Impl::ft_usids(HostId src, HostId dst, uint32_
 
 uint16_t Simulation::Impl::ft_path(const ev::ExpandedEv& carrier) const {
   const uint16_t first = ev::usid_at(carrier, 0);
+  if (ft_tiers == 4) {
+    if (first < kAggUsidBase || first >= kFtSpineUsidBase) return kNoSpine;  // within the leaf
+    const uint32_t a = (first - kAggUsidBase) % half;
+    const uint16_t second = ev::usid_at(carrier, 1);
+    if (second < kFtSpineUsidBase) return static_cast<uint16_t>(a * half * half);  // in the pod
+    const uint16_t third = ev::usid_at(carrier, 2);
+    if (third >= kCoreUsidBase) return static_cast<uint16_t>(third - kCoreUsidBase);
+    return static_cast<uint16_t>(((second - kFtSpineUsidBase) % (half * half)) * half);
+  }
   if (first < kAggUsidBase || first >= kCoreUsidBase) return kNoSpine;  // within the leaf
   const uint16_t second = ev::usid_at(carrier, 1);
   if (second >= kCoreUsidBase) return static_cast<uint16_t>(second - kCoreUsidBase);
@@ -670,9 +770,10 @@ void Simulation::Impl::build_paths(HostId src, HostId dst, uint32_t plane, QpAtt
   }
   if (fat_tree) {
     // Every QP gets the same number of EVs, evenly spaced over the half^2 paths between pods
-    // (rotated per pair). Nearer pairs have fewer distinct paths: half within a pod (the path
-    // names an agg), one within a leaf; their EVs repeat those paths.
-    const uint32_t n_paths = half * half;
+    // (four tiers: half^3 between superpods) (rotated per pair). Nearer pairs have fewer distinct
+    // paths: half within a pod (the path names an agg), one within a leaf; their EVs repeat those
+    // paths.
+    const uint32_t n_paths = ft_num_paths();
     const uint32_t per =
         tc.evs_per_plane ? std::min(tc.evs_per_plane, n_paths) : std::min(n_paths, 64u);
     const uint32_t offset = static_cast<uint32_t>(rng.below(n_paths));
@@ -850,6 +951,7 @@ bool Simulation::Impl::ft_agg_reaches(uint32_t pod, uint32_t a, uint32_t dst_lea
 // up, SRv6 follows the path the sender chose (leaf: its agg, agg: its core), ECMP hashes per
 // switch over the up ports that routing still lists.
 uint32_t Simulation::Impl::forward_fat_tree(const Switch& sw, const SimPacket& p) {
+  if (ft_tiers == 4) return forward_four_tier(sw, p);
   const uint32_t dst_leaf = p.dst_leaf, dst_pod = dst_leaf / half;
   if (sw.kind == Switch::kCore) return dst_pod;
   const uint32_t pod = sw.index / half;
@@ -877,6 +979,88 @@ uint32_t Simulation::Impl::forward_fat_tree(const Switch& sw, const SimPacket& p
         continue;
     }
     alive[n++] = u;
+  }
+  if (n == 0) return half + h % half;  // no route: the packet dies on a dead link
+  return half + alive[h % n];
+}
+
+// Four tiers, as routing sees it: local spine `spine` reaches `dst_leaf` down through the
+// destination pod's agg of its group when the superpod is the destination's, else through
+// one of its cores whose link to the destination superpod's spine of the same group is up.
+bool Simulation::Impl::ft4_spine_reaches(uint32_t spine, uint32_t dst_leaf) const {
+  const uint32_t sq = half * half, dst_pod = dst_leaf / half, dst_superpod = dst_pod / half;
+  const uint32_t local = spine % sq, a = local / half;
+  const uint32_t dst_spine = dst_superpod * sq + local;
+  // From the destination superpod's spine of this group down to the destination leaf.
+  if (route_down[ft_route_agg_core(dst_pod, a, local % half)] ||
+      route_down[ft_route_leaf_agg(dst_leaf, a)])
+    return false;
+  if (spine / sq == dst_superpod) return true;
+  for (uint32_t j = 0; j < half; ++j)
+    if (!route_down[ft_route_spine_core(spine, j)] &&
+        !route_down[ft_route_spine_core(dst_spine, j)])
+      return true;
+  return false;
+}
+
+// Four tiers: agg `a` of `pod` reaches `dst_leaf` down within its pod, else through one of
+// the spines of its group (its link to the spine up, and the spine reaching the leaf).
+bool Simulation::Impl::ft4_agg_reaches(uint32_t pod, uint32_t a, uint32_t dst_leaf) const {
+  if (pod == dst_leaf / half) return !route_down[ft_route_leaf_agg(dst_leaf, a)];
+  for (uint32_t j = 0; j < half; ++j)
+    if (!route_down[ft_route_agg_core(pod, a, j)] &&
+        ft4_spine_reaches((pod / half) * half * half + a * half + j, dst_leaf))
+      return true;
+  return false;
+}
+
+// Four tiers: down is unique (core -> the destination superpod's spine of its group -> the
+// destination pod's agg of that group -> leaf -> host); up, SRv6 follows the sender's path
+// (leaf: agg path / half^2, agg: spine (path / half) mod half within its group, spine: core
+// path mod half), ECMP hashes per switch over the up ports that routing still lists.
+uint32_t Simulation::Impl::forward_four_tier(const Switch& sw, const SimPacket& p) {
+  const uint32_t dst_leaf = p.dst_leaf, dst_pod = dst_leaf / half, dst_superpod = dst_pod / half;
+  const uint32_t sq = half * half;
+  switch (sw.kind) {
+    case Switch::kCore:
+      return dst_superpod;
+    case Switch::kSpine:
+      if (sw.index / sq == dst_superpod) return dst_pod % half;
+      break;
+    case Switch::kAgg:
+      if (sw.index / half == dst_pod) return dst_leaf % half;
+      break;
+    default:
+      if (sw.index == dst_leaf) return p.dst - dst_leaf * H;
+      break;
+  }
+  if (cfg.transport.path_mode == PathMode::kSrv6 && cfg.transport.kind != TransportKind::kRoce) {
+    const uint32_t path = p.spine == kNoSpine ? 0 : p.spine;  // < half^3 (ft_path)
+    if (sw.kind == Switch::kLeaf) return half + path / sq;
+    if (sw.kind == Switch::kAgg) return half + (path / half) % half;
+    return half + path % half;
+  }
+  const uint32_t h = mix32(
+      (static_cast<uint64_t>(p.entropy) << 32) ^ (static_cast<uint64_t>(p.src) << 20) ^ p.dst ^
+      (static_cast<uint64_t>(sw.index + 1) << 44) ^ (static_cast<uint64_t>(sw.kind) << 60));
+  if (route_down_count[0] == 0) return half + h % half;
+  uint32_t alive[1024];
+  uint32_t n = 0;
+  const uint32_t pod = sw.index / half;
+  for (uint32_t u = 0; u < half && n < 1024; ++u) {
+    bool usable;
+    if (sw.kind == Switch::kLeaf) {
+      usable = !route_down[ft_route_leaf_agg(sw.index, u)] && ft4_agg_reaches(pod, u, dst_leaf);
+    } else if (sw.kind == Switch::kAgg) {
+      usable = !route_down[ft_route_agg_core(pod, sw.index % half, u)] &&
+               ft4_spine_reaches((pod / half) * sq + (sw.index % half) * half + u, dst_leaf);
+    } else {
+      const uint32_t dst_spine = dst_superpod * sq + sw.index % sq;
+      usable = !route_down[ft_route_spine_core(sw.index, u)] &&
+               !route_down[ft_route_spine_core(dst_spine, u)] &&
+               ft4_spine_reaches(dst_spine, dst_leaf);
+    }
+    if (usable) alive[n++] = u;
   }
   if (n == 0) return half + h % half;  // no route: the packet dies on a dead link
   return half + alive[h % n];
@@ -1306,6 +1490,10 @@ Simulation::Impl::LinkEnds Simulation::Impl::link_ends(const LinkRef& l) const {
       return {l.pod * half + l.a, half + l.b, agg_switch(l.pod, l.b), l.a};
     case LinkRef::kAggCore:
       return {agg_switch(l.pod, l.a), half + l.b % half, core_switch(l.b), l.pod};
+    case LinkRef::kAggSpine:
+      return {agg_switch(l.pod, l.a), half + l.b % half, ft_spine_switch(l.b), l.pod % half};
+    case LinkRef::kSpineCore:
+      return {ft_spine_switch(l.a), half + l.b % half, core_switch(l.b), l.a / (half * half)};
     default: {
       const uint32_t spine = l.b % S, lane = l.b / S;
       return {leaf_index(l.plane, l.a), H + lane * S + spine, spine_index(l.plane, spine),
@@ -1319,7 +1507,10 @@ size_t Simulation::Impl::route_index(const LinkRef& l) const {
     case LinkRef::kLeafAgg:
       return ft_route_leaf_agg(l.pod * half + l.a, l.b);
     case LinkRef::kAggCore:
+    case LinkRef::kAggSpine:  // agg up port b mod half (spine b of the agg's group)
       return ft_route_agg_core(l.pod, l.a, l.b % half);
+    case LinkRef::kSpineCore:
+      return ft_route_spine_core(l.a, l.b % half);
     default:
       return (static_cast<size_t>(l.plane) * L + l.a) * U + l.b;
   }
@@ -1511,12 +1702,20 @@ uint32_t Simulation::pod_width() const {
 uint32_t Simulation::num_cores() const {
   return impl_->cores;
 }
+uint32_t Simulation::num_superpods() const {
+  return impl_->superpods;
+}
+uint32_t Simulation::num_fat_tree_spines() const {
+  return impl_->ft_spines;
+}
 uint32_t Simulation::switch_hops(HostId a, HostId b) const {
   const Impl& m = *impl_;
   const uint32_t la = m.leaf_of(a), lb = m.leaf_of(b);
   if (la == lb) return 1;
   if (!m.fat_tree) return 3;
-  return la / m.half == lb / m.half ? 3 : 5;
+  if (la / m.half == lb / m.half) return 3;
+  if (m.ft_tiers == 3 || la / (m.half * m.half) == lb / (m.half * m.half)) return 5;
+  return 7;
 }
 
 std::string Simulation::fabric_description() const {
@@ -1524,6 +1723,11 @@ std::string Simulation::fabric_description() const {
   auto plural = [](uint32_t n, const char* word) {
     return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
   };
+  if (m.fat_tree && m.ft_tiers == 4)
+    return "4-tier fat tree k=" + std::to_string(m.cfg.topo.radix) + ": " +
+           plural(m.superpods, "superpod") + " x (" + plural(m.half, "pod") + " x (" +
+           std::to_string(m.half) + " leaves + " + std::to_string(m.half) + " aggs) + " +
+           std::to_string(m.half * m.half) + " spines) + " + std::to_string(m.cores) + " cores";
   if (m.fat_tree)
     return "3-tier fat tree k=" + std::to_string(m.cfg.topo.radix) + ": " + plural(m.pods, "pod") +
            " x (" + std::to_string(m.half) + " leaves + " + std::to_string(m.half) + " aggs) + " +
@@ -1544,10 +1748,45 @@ std::string Simulation::check_link(const LinkRef& l) const {
           return "host " + std::to_string(l.a) + " does not exist (" + hosts + " hosts)";
         return {};
       case LinkRef::kLeafSpine:
-        return "the fabric is a fat tree: name links like \"pod1/leaf0-agg2\", "
-               "\"pod1/agg2-core9\" or \"host5\"";
+        return m.ft_tiers == 4 ? "the fabric is a four-tier fat tree: name links like "
+                                 "\"pod1/leaf0-agg2\", \"pod1/agg2-spine9\", "
+                                 "\"spine9-core37\" or \"host5\""
+                               : "the fabric is a fat tree: name links like \"pod1/leaf0-agg2\", "
+                                 "\"pod1/agg2-core9\" or \"host5\"";
+      case LinkRef::kAggSpine:
+      case LinkRef::kSpineCore: {
+        if (m.ft_tiers != 4)
+          return "the fabric is a three-tier fat tree (no spines): name links like "
+                 "\"pod1/agg2-core9\"";
+        const uint32_t sq = m.half * m.half;
+        const std::string spines = std::to_string(m.ft_spines);
+        if (l.kind == LinkRef::kAggSpine) {
+          if (l.pod >= m.pods)
+            return "pod " + std::to_string(l.pod) + " does not exist (the fabric has " + pods +
+                   " pods: pod0..pod" + std::to_string(m.pods - 1) + ")";
+          if (l.a >= m.half) return "agg indices within a pod are 0.." + std::to_string(m.half - 1);
+          const uint32_t first = (l.pod / m.half) * sq + l.a * m.half;
+          if (l.b < first || l.b >= first + m.half)
+            return "agg " + std::to_string(l.a) + " of pod " + std::to_string(l.pod) +
+                   " is wired to spines " + std::to_string(first) + ".." +
+                   std::to_string(first + m.half - 1) + " (superpod " +
+                   std::to_string(l.pod / m.half) + ", local spine s to agg s / " + half + ")";
+          return {};
+        }
+        if (l.a >= m.ft_spines)
+          return "spine " + std::to_string(l.a) + " does not exist (" + spines + " spines)";
+        const uint32_t first = (l.a % sq) * m.half;
+        if (l.b < first || l.b >= first + m.half)
+          return "spine " + std::to_string(l.a) + " is wired to cores " + std::to_string(first) +
+                 ".." + std::to_string(first + m.half - 1) + " (core c to local spine c / " + half +
+                 " of every superpod)";
+        return {};
+      }
       case LinkRef::kLeafAgg:
       case LinkRef::kAggCore:
+        if (l.kind == LinkRef::kAggCore && m.ft_tiers == 4)
+          return "the fabric is a four-tier fat tree: aggs connect to spines "
+                 "(\"pod1/agg2-spine9\"), spines to cores (\"spine9-core37\")";
         if (l.pod >= m.pods)
           return "pod " + std::to_string(l.pod) + " does not exist (the fabric has " + pods +
                  " pods: pod0..pod" + std::to_string(m.pods - 1) + ")";
@@ -1599,6 +1838,12 @@ std::string Simulation::check_switch(const SwitchRef& s) const {
         if (s.index >= m.cores)
           return "core " + std::to_string(s.index) + " does not exist (" + std::to_string(m.cores) +
                  " cores)";
+        return {};
+      case SwitchRef::kFtSpine:
+        if (m.ft_tiers != 4) return "the fabric is a three-tier fat tree: it has no spines";
+        if (s.index >= m.ft_spines)
+          return "spine " + std::to_string(s.index) + " does not exist (" +
+                 std::to_string(m.ft_spines) + " spines)";
         return {};
       default:
         return "the fabric is a fat tree: name switches like \"pod1/leaf0\", \"pod1/agg2\" or "
@@ -1671,6 +1916,8 @@ void Simulation::link_up(LinkRef l, Time at) {
 static std::vector<LinkRef> switch_links(const Simulation& sim, SwitchRef s) {
   std::vector<LinkRef> v;
   if (const uint32_t half = sim.pod_width(); half > 0) {
+    const bool four_tier = sim.num_superpods() > 0;
+    const uint32_t sq = half * half;
     switch (s.kind) {
       case SwitchRef::kPodLeaf:
         for (uint32_t i = 0; i < half; ++i) {
@@ -1683,10 +1930,28 @@ static std::vector<LinkRef> switch_links(const Simulation& sim, SwitchRef s) {
       case SwitchRef::kAgg:
         for (uint32_t i = 0; i < half; ++i) {
           v.push_back(LinkRef{LinkRef::kLeafAgg, 0, i, s.index, s.pod});
-          v.push_back(LinkRef{LinkRef::kAggCore, 0, s.index, s.index * half + i, s.pod});
+          if (four_tier) {
+            const uint32_t spine = (s.pod / half) * sq + s.index * half + i;
+            v.push_back(LinkRef{LinkRef::kAggSpine, 0, s.index, spine, s.pod});
+          } else {
+            v.push_back(LinkRef{LinkRef::kAggCore, 0, s.index, s.index * half + i, s.pod});
+          }
         }
         break;
+      case SwitchRef::kFtSpine: {
+        const uint32_t superpod = s.index / sq, local = s.index % sq;
+        for (uint32_t i = 0; i < half; ++i) {
+          v.push_back(LinkRef{LinkRef::kAggSpine, 0, local / half, s.index, superpod * half + i});
+          v.push_back(LinkRef{LinkRef::kSpineCore, 0, s.index, local * half + i, 0});
+        }
+        break;
+      }
       case SwitchRef::kCore:
+        if (four_tier) {
+          for (uint32_t q = 0; q < sim.num_superpods(); ++q)
+            v.push_back(LinkRef{LinkRef::kSpineCore, 0, q * sq + s.index / half, s.index, 0});
+          break;
+        }
         for (uint32_t q = 0; q < sim.num_pods(); ++q)
           v.push_back(LinkRef{LinkRef::kAggCore, 0, s.index / half, s.index, q});
         break;
@@ -1790,14 +2055,16 @@ std::vector<std::string> Simulation::link_names() const {
         // Leaves and aggs by pod and index within it, cores by number.
         auto name = [&](const Switch& x) {
           if (x.kind == Switch::kCore) return "core" + std::to_string(x.index);
+          if (x.kind == Switch::kSpine) return "spine" + std::to_string(x.index);
           return "pod" + std::to_string(x.index / m.half) +
                  (x.kind == Switch::kLeaf ? "/leaf" : "/agg") + std::to_string(x.index % m.half);
         };
         std::string n = name(s) + "->";
         const std::string p = name(peer);
         // Within a pod the peer's pod is implied: "pod1/leaf0->agg2".
-        n +=
-            (s.kind != Switch::kCore && peer.kind != Switch::kCore) ? p.substr(p.find('/') + 1) : p;
+        const bool in_pod = (s.kind == Switch::kLeaf || s.kind == Switch::kAgg) &&
+                            (peer.kind == Switch::kLeaf || peer.kind == Switch::kAgg);
+        n += in_pod ? p.substr(p.find('/') + 1) : p;
         names[port.link_id] = std::move(n);
         continue;
       }
@@ -1884,23 +2151,45 @@ Result<uint64_t> Simulation::check_usid_forwarding() const {
 }
 
 // Every distinct path of every ordered pair of a fat tree, walked with hop-by-hop uSID
-// processing (End: shift when the active uSID is the switch's own; then a static route for
-// the active uSID) and with the precomputed forwarding the simulator uses.
+// processing and with the precomputed forwarding the simulator uses. Each switch: if the
+// active uSID is its own, End: with more uSIDs in the carrier, shift (NEXT-C-SID, RFC 9800);
+// at the end of the carrier, take the SRH's next segment into the destination address
+// (segments_left 1 -> 0, RFC 8754 section 4.3.1.1). Then a static route for the active uSID.
+// Four-tier routes between superpods are the only ones with a second carrier (7 uSIDs): the
+// destination leaf ends the first one and routes on the host uSID of the segment.
 Result<uint64_t> Simulation::Impl::check_fat_tree_usid() const {
   uint64_t checked = 0;
-  const uint32_t n_paths = half * half;
+  const uint32_t n_paths = ft_num_paths(), sq = half * half;
+  const bool four = ft_tiers == 4;
+  // uSID ranges per tier (four tiers split the upper half of the aggs' range with the spines).
+  const uint16_t agg_end = four ? kFtSpineUsidBase : kCoreUsidBase;
+  auto is_host = [](uint16_t u) { return u >= kHostUsidBase && u < kAggUsidBase; };
+  auto is_leaf = [](uint16_t u) { return u >= kLeafUsidBase && u < kHostUsidBase; };
+  auto is_agg = [&](uint16_t u) { return u >= kAggUsidBase && u < agg_end; };
+  auto is_spine = [&](uint16_t u) { return four && u >= kFtSpineUsidBase && u < kCoreUsidBase; };
+  auto is_core = [](uint16_t u) { return u >= kCoreUsidBase; };
   for (HostId src = 0; src < hosts.size(); ++src) {
     for (HostId dst = 0; dst < hosts.size(); ++dst) {
       if (src == dst) continue;
       const uint32_t sl = leaf_of(src), dl = leaf_of(dst);
-      // Distinct paths: one per core between pods, one per agg within a pod, one in a leaf.
-      const uint32_t n = sl == dl ? 1 : sl / half == dl / half ? half : n_paths;
+      // Distinct paths: one per core between pods (four tiers: between superpods), one per
+      // spine between pods of a superpod, one per agg within a pod, one in a leaf.
+      const uint32_t n = sl == dl                     ? 1
+                         : sl / half == dl / half     ? half
+                         : four && sl / sq == dl / sq ? sq
+                                                      : n_paths;
       const uint32_t step = n_paths / n;
       for (uint32_t i = 0; i < n; ++i) {
         const uint32_t path = i * step;
-        const auto carrier = ev::srv6_carrier(kLocatorBlock, ft_usids(src, dst, path));
-        if (!carrier) return fail(Error::kBadExtension);  // more uSIDs than a carrier holds
-        wire::Ipv6Addr da = wire::usid_carrier(kLocatorBlock, ft_usids(src, dst, path));
+        const std::vector<uint16_t> usids = ft_usids(src, dst, path);
+        const auto carrier = ev::srv6_carrier(kLocatorBlock, usids);
+        if (!carrier) return fail(Error::kBadExtension);  // more uSIDs than DA + SRH hold
+        // The headers as the sender writes them (ev::apply_to_envelope): the first carrier is
+        // the destination address, a second one the SRH's remaining segment.
+        wire::Ipv6Addr da{}, segment{};
+        std::copy_n(carrier->begin(), 16, da.begin());
+        std::copy_n(carrier->begin() + 16, 16, segment.begin());
+        bool segment_left = usids.size() > static_cast<size_t>(ev::kUsidsPerCarrier);
         SimPacket p;
         p.src = src;
         p.dst = dst;
@@ -1909,33 +2198,58 @@ Result<uint64_t> Simulation::Impl::check_fat_tree_usid() const {
         p.entropy = mix32(src * 31 + dst);
         uint32_t sw = sl;
         bool arrived = false;
-        for (int hop = 0; hop < 5 && !arrived; ++hop) {
+        for (uint32_t hop = 0; hop < 2 * ft_tiers - 1 && !arrived; ++hop) {
           const Switch& x = switches[sw];
           const uint16_t mine =
-              static_cast<uint16_t>(x.kind == Switch::kLeaf  ? kLeafUsidBase + x.index
-                                    : x.kind == Switch::kAgg ? kAggUsidBase + x.index
-                                                             : kCoreUsidBase + x.index);
-          if (wire::usid_active(da) == mine) da = wire::usid_shift(da);  // End (next-csid)
+              static_cast<uint16_t>(x.kind == Switch::kLeaf    ? kLeafUsidBase + x.index
+                                    : x.kind == Switch::kAgg   ? kAggUsidBase + x.index
+                                    : x.kind == Switch::kSpine ? kFtSpineUsidBase + x.index
+                                                               : kCoreUsidBase + x.index);
+          if (wire::usid_active(da) == mine) {
+            if (!wire::usid_is_end_of_carrier(da)) {
+              da = wire::usid_shift(da);  // End with NEXT-C-SID
+            } else if (segment_left) {
+              da = segment;  // End with SRH: segments_left 1 -> 0, DA = segment list[0]
+              segment_left = false;
+            } else {
+              return fail(Error::kBadExtension);  // a switch is not a route's destination
+            }
+          }
           const uint16_t active = wire::usid_active(da);
           const uint32_t pod = x.index / half;
           uint32_t usid_port = UINT32_MAX;  // no static route for this uSID
           if (x.kind == Switch::kLeaf) {
-            if (active >= kHostUsidBase && active < kAggUsidBase) {
+            if (is_host(active)) {
               usid_port = active - kHostUsidBase;
-            } else if (active >= kAggUsidBase && active < kCoreUsidBase &&
-                       (active - kAggUsidBase) / half == pod) {
+            } else if (is_agg(active) && (active - kAggUsidBase) / half == pod) {
               usid_port = half + (active - kAggUsidBase) % half;  // up to an agg of the pod
             }
           } else if (x.kind == Switch::kAgg) {
-            if (active >= kCoreUsidBase && (active - kCoreUsidBase) / half == x.index % half &&
-                static_cast<uint32_t>(active - kCoreUsidBase) < cores) {
-              usid_port = half + (active - kCoreUsidBase) % half;  // up to a core of the group
-            } else if (active >= kLeafUsidBase && active < kHostUsidBase &&
-                       (active - kLeafUsidBase) / half == pod) {
+            const uint32_t a = x.index % half;
+            if (is_leaf(active) && (active - kLeafUsidBase) / half == pod) {
               usid_port = (active - kLeafUsidBase) % half;  // down to a leaf of the pod
+            } else if (!four && is_core(active) && (active - kCoreUsidBase) / half == a &&
+                       static_cast<uint32_t>(active - kCoreUsidBase) < cores) {
+              usid_port = half + (active - kCoreUsidBase) % half;  // up to a core of the group
+            } else if (is_spine(active)) {
+              const uint32_t spine = active - kFtSpineUsidBase;
+              if (spine / sq == pod / half && (spine % sq) / half == a)
+                usid_port = half + spine % half;  // up to a spine of the group
             }
-          } else if (active >= kAggUsidBase && active < kCoreUsidBase &&
-                     (active - kAggUsidBase) % half == x.index / half) {
+          } else if (x.kind == Switch::kSpine) {
+            const uint32_t local = x.index % sq;
+            if (is_agg(active)) {
+              const uint32_t agg = active - kAggUsidBase;  // pod * half + a
+              if (agg / sq == x.index / sq && agg % half == local / half)
+                usid_port = (agg / half) % half;  // down to that agg's pod
+            } else if (is_core(active) && (active - kCoreUsidBase) / half == local &&
+                       static_cast<uint32_t>(active - kCoreUsidBase) < cores) {
+              usid_port = half + (active - kCoreUsidBase) % half;  // up to a core of the group
+            }
+          } else if (four && is_spine(active) &&
+                     ((active - kFtSpineUsidBase) % sq) == x.index / half) {
+            usid_port = (active - kFtSpineUsidBase) / sq;  // core: down to that superpod
+          } else if (!four && is_agg(active) && (active - kAggUsidBase) % half == x.index / half) {
             usid_port = (active - kAggUsidBase) / half;  // core: down to that agg's pod
           }
           if (usid_port == UINT32_MAX) return fail(Error::kBadExtension);
@@ -1948,7 +2262,8 @@ Result<uint64_t> Simulation::Impl::check_fat_tree_usid() const {
           }
           sw = out.peer;
         }
-        if (!arrived) return fail(Error::kBadExtension);
+        // Arrived, with every uSID of both carriers used (the host's is the last).
+        if (!arrived || segment_left) return fail(Error::kBadExtension);
         ++checked;
       }
     }

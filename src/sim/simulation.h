@@ -1,6 +1,6 @@
 // The packet-level fabric simulator: multi-plane two-tier Clos fabrics, or a single-plane
-// three-tier fat tree (the conventional baseline), of output-queued switches, NICs with one
-// port per plane, and one MRC engine (src/transport) per host.
+// three- or four-tier fat tree (the conventional baseline), of output-queued switches, NICs
+// with one port per plane, and one MRC engine (src/transport) per host.
 //
 // A Simulation is an ordinary object (no global state: two can run in one process). Time is
 // integer picoseconds. Same configuration + seed -> identical results.
@@ -30,13 +30,14 @@ using FlowId = uint32_t;
 
 enum class TopologyKind : uint8_t {
   kClos2,    // multi-plane two-tier Clos: per plane, leaves and spines
-  kFatTree,  // single-plane k-ary fat tree: pods of k/2 leaves + k/2 aggs, (k/2)^2 cores
+  kFatTree,  // single-plane k-ary fat tree: pods of k/2 leaves + k/2 aggs, (k/2)^2 cores;
+             // four tiers: superpods of k/2 pods + (k/2)^2 spines, (k/2)^3 cores
 };
 
 struct TopologyConfig {
   TopologyKind kind = TopologyKind::kClos2;
-  // kFatTree: switch tiers. 3 is supported; 4 is refused (docs/topology.md: its uSID path
-  // needs 7 uSIDs, more than the 6 one carrier holds).
+  // kFatTree: switch tiers, 3 or 4. A four-tier route needs 7 uSIDs: the destination
+  // address carries 6 and one SRH segment the rest (docs/topology.md).
   uint32_t tiers = 3;
   uint32_t hosts = 64;  // GPUs (one NIC each)
   uint32_t planes = 2;  // NIC ports = independent planes
@@ -105,18 +106,34 @@ struct SimConfig {
 // A link is named by its upper end: host h's port to its leaf in plane p, or leaf l's uplink
 // to spine s in plane p. Both directions of a link fail together. Fat trees (one plane):
 // kHostLeaf as above (plane 0), kLeafAgg (pod, local leaf a, local agg b) and kAggCore
-// (pod, local agg a, core b; core b is wired to agg b / (k/2) of every pod).
+// (pod, local agg a, core b; core b is wired to agg b / (k/2) of every pod). Four-tier fat
+// trees (pods numbered globally, superpod = pod / (k/2); spines numbered globally, superpod =
+// spine / (k/2)^2): kLeafAgg as above, kAggSpine (pod, local agg a, spine b; spine b is wired
+// to agg (b mod (k/2)^2) / (k/2) of every pod of its superpod) and kSpineCore (spine a, core
+// b; core b is wired to local spine b / (k/2) of every superpod, so b / (k/2) == a mod
+// (k/2)^2).
 struct LinkRef {
-  enum Kind : uint8_t { kHostLeaf, kLeafSpine, kLeafAgg, kAggCore } kind = kLeafSpine;
+  enum Kind : uint8_t {
+    kHostLeaf,
+    kLeafSpine,
+    kLeafAgg,
+    kAggCore,
+    kAggSpine,
+    kSpineCore
+  } kind = kLeafSpine;
   uint32_t plane = 0;
-  uint32_t a = 0;    // host (kHostLeaf), leaf (kLeafSpine, kLeafAgg) or agg (kAggCore)
-  uint32_t b = 0;    // unused (kHostLeaf), spine, agg (kLeafAgg) or core (kAggCore)
-  uint32_t pod = 0;  // kLeafAgg, kAggCore
+  // host (kHostLeaf), leaf (kLeafSpine, kLeafAgg), agg (kAggCore, kAggSpine), spine
+  // (kSpineCore)
+  uint32_t a = 0;
+  // unused (kHostLeaf), spine (kLeafSpine, kAggSpine), agg (kLeafAgg), core (kAggCore,
+  // kSpineCore)
+  uint32_t b = 0;
+  uint32_t pod = 0;  // kLeafAgg, kAggCore, kAggSpine
 };
-// Switches: kLeaf/kSpine of a two-tier plane; kPodLeaf/kAgg (pod, local index) and kCore
-// (index) of a fat tree.
+// Switches: kLeaf/kSpine of a two-tier plane; kPodLeaf/kAgg (pod, local index), kFtSpine
+// (index; four tiers) and kCore (index) of a fat tree.
 struct SwitchRef {
-  enum Kind : uint8_t { kLeaf, kSpine, kPodLeaf, kAgg, kCore } kind = kSpine;
+  enum Kind : uint8_t { kLeaf, kSpine, kPodLeaf, kAgg, kCore, kFtSpine } kind = kSpine;
   uint32_t plane = 0;
   uint32_t index = 0;
   uint32_t pod = 0;  // kPodLeaf, kAgg
@@ -187,15 +204,20 @@ class Simulation {
   uint32_t num_leaves() const;  // per plane (fat tree: all leaves)
   uint32_t num_spines() const;  // per plane (fat tree: the cores)
   uint32_t leaf_of(HostId h) const;
-  // Fat trees: pods, aggregation switches per pod (= leaves per pod = k/2), cores. Two-tier
-  // fabrics: 0.
+  // Fat trees: pods, aggregation switches per pod (= leaves per pod = k/2), cores; four
+  // tiers: superpods (k/2 pods each) and spines ((k/2)^2 per superpod). Two-tier fabrics (and
+  // superpods, spines of three-tier fat trees): 0.
   uint32_t num_pods() const;
   uint32_t pod_width() const;
   uint32_t num_cores() const;
-  // Switch hops of the shortest path between two hosts (1, 3, or 5 in a three-tier fat tree).
+  uint32_t num_superpods() const;
+  uint32_t num_fat_tree_spines() const;
+  // Switch hops of the shortest path between two hosts (1, 3, or 5 in a three-tier fat tree;
+  // 7 between superpods of a four-tier one).
   uint32_t switch_hops(HostId a, HostId b) const;
-  // One line for people: "1 plane x (16 leaves + 8 spines)" or "3-tier fat tree k=8: 8 pods x
-  // (4 leaves + 4 aggs) + 16 cores".
+  // One line for people: "1 plane x (16 leaves + 8 spines)", "3-tier fat tree k=8: 8 pods x
+  // (4 leaves + 4 aggs) + 16 cores" or "4-tier fat tree k=4: 4 superpods x (2 pods x (2 leaves
+  // + 2 aggs) + 4 spines) + 8 cores".
   std::string fabric_description() const;
   // Empty when the link or switch exists in this fabric; else why not (what does exist).
   std::string check_link(const LinkRef& l) const;
@@ -231,13 +253,16 @@ class Simulation {
   SimStats stats() const;
   const std::vector<LinkSample>& link_samples() const;
   // "p0/leaf3->spine7", "p0/spine7->leaf3"; fat trees "pod1/leaf0->agg2", "pod1/agg2->leaf0",
-  // "pod1/agg2->core9", "core9->pod1/agg2".
+  // "pod1/agg2->core9", "core9->pod1/agg2"; four tiers "pod1/agg0->spine1", "spine1->core2",
+  // and back.
   std::vector<std::string> link_names() const;
   const std::vector<EvEvent>& ev_events() const;
   // Checks that the precomputed SRv6 forwarding the fabric uses equals hop-by-hop uSID
   // processing (each switch: if the active uSID is its own, shift; then route on the active
   // uSID) for every source host, destination host and spine of every plane (fat trees: every
-  // distinct path of every pair: its agg and core), by walking both.
+  // distinct path of every pair: its agg and core), by walking both. Four-tier routes span
+  // the destination address and one SRH segment: the switch whose uSID ends the first carrier
+  // copies the segment into the address (End with SRH, RFC 8754 / RFC 9800) and routes on it.
   // Returns the number of routes checked. Errors: kInvalidArgument (not an SRv6 fabric),
   // kBadExtension (a route differs: a bug).
   Result<uint64_t> check_usid_forwarding() const;

@@ -579,6 +579,27 @@ TEST(Scenario, names__fat_tree_links_and_switches) {
   expect_error(parse_switch_name("pod2/spine1"), {"core9"});
 }
 
+TEST(Scenario, names__four_tier_fat_tree_links_and_switches) {
+  auto as = parse_link_name("pod3/agg1-spine7");
+  ASSERT_TRUE(as);
+  EXPECT_EQ(as->kind, LinkRef::kAggSpine);
+  EXPECT_EQ(as->pod, 3u);
+  EXPECT_EQ(as->a, 1u);
+  EXPECT_EQ(as->b, 7u);
+  EXPECT_EQ(link_name(*as), "pod3/agg1-spine7");
+  auto sc = parse_link_name("spine6->core5");
+  ASSERT_TRUE(sc);
+  EXPECT_EQ(sc->kind, LinkRef::kSpineCore);
+  EXPECT_EQ(sc->a, 6u);
+  EXPECT_EQ(sc->b, 5u);
+  EXPECT_EQ(link_name(*sc), "spine6-core5");
+  auto sp = parse_switch_name("spine6");
+  ASSERT_TRUE(sp);
+  EXPECT_EQ(sp->kind, SwitchRef::kFtSpine);
+  EXPECT_EQ(switch_name(*sp), "spine6");
+  expect_error(parse_link_name("core5-spine6"), {"spine9-core37"});
+}
+
 TEST(Scenario, fat_tree__parses_and_checks_the_shape) {
   auto sc = parse_scenario(
       "[topo]\nkind = \"fat_tree\"\nhosts = 96\nradix = 8\n"
@@ -596,8 +617,16 @@ TEST(Scenario, fat_tree__parses_and_checks_the_shape) {
   expect_error(parse_scenario(ft + "hosts = 200\nradix = 8\n" + wl, "f.toml"),
                {"200 hosts do not fit", "k^3/4 = 128", "raise radix to >= 10"});
   expect_error(parse_scenario(ft + "radix = 7\n" + wl, "f.toml"), {"even radix"});
-  expect_error(parse_scenario(ft + "tiers = 4\n" + wl, "f.toml"),
-               {"f.toml:3:", "topo.tiers", "not simulated yet", "7 uSIDs"});
+  auto four = parse_scenario(ft + "tiers = 4\nhosts = 32\nradix = 4\n" + wl +
+                                 "[[fault]]\nkind = \"link_down\"\nlink = \"spine6-core5\"\n"
+                                 "at = \"1us\"\n",
+                             "f.toml");
+  ASSERT_TRUE(four) << four.error();
+  EXPECT_EQ(four->base.topo.tiers, 4u);
+  EXPECT_EQ(four->faults[0].link.kind, LinkRef::kSpineCore);
+  expect_error(parse_scenario(ft + "tiers = 4\nhosts = 33\nradix = 4\n" + wl, "f.toml"),
+               {"33 hosts do not fit a four-tier", "k^4/8 = 32", "raise radix to >= 6"});
+  expect_error(parse_scenario(ft + "tiers = 5\n" + wl, "f.toml"), {"f.toml:3:", "topo.tiers"});
   expect_error(parse_scenario(ft + "planes = 2\n" + wl, "f.toml"),
                {"topo.planes", "planes must be 1"});
   expect_error(parse_scenario(ft + "spines = 4\n" + wl, "f.toml"),
@@ -614,6 +643,14 @@ TEST(Scenario, fat_tree__committed_scenario_parses) {
   EXPECT_EQ(sc->base.topo.kind, TopologyKind::kFatTree);
   EXPECT_EQ(sc->base.topo.link_bps, 800'000'000'000ull);
   EXPECT_EQ(sc->faults[0].link.kind, LinkRef::kAggCore);
+}
+
+TEST(Scenario, fat_tree__committed_four_tier_scenario_parses) {
+  auto sc = load_scenario(std::string(MRC_SOURCE_DIR) + "/scenarios/fat_tree_4tier_800g.toml");
+  ASSERT_TRUE(sc) << sc.error();
+  EXPECT_EQ(sc->base.topo.tiers, 4u);
+  EXPECT_EQ(sc->base.topo.hosts, 512u);
+  EXPECT_EQ(sc->faults[0].link.kind, LinkRef::kSpineCore);
 }
 
 TEST(MrcSimCli, fat_tree__runs_twice_identically_and_names_its_links) {

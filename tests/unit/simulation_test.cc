@@ -253,8 +253,8 @@ TEST(FatTree, shape__pods_hops_and_refused_configurations) {
   SimConfig too_many = fat_tree(TransportKind::kMrc, 129);
   EXPECT_FALSE(Simulation::create(too_many));
   SimConfig four = fat_tree(TransportKind::kMrc);
-  four.topo.tiers = 4;
-  EXPECT_FALSE(Simulation::create(four));
+  four.topo.tiers = 4;  // simulated since the route spans DA + SRH (FourTierFatTree below)
+  EXPECT_TRUE(Simulation::create(four));
   SimConfig planes = fat_tree(TransportKind::kMrc);
   planes.topo.planes = 2;
   EXPECT_FALSE(Simulation::create(planes));
@@ -372,6 +372,176 @@ TEST(FatTree, determinism__same_seed_same_results) {
     auto sim = make(fat_tree(kind));
     add_permutation(*sim, 128, 512u << 10, 9);
     sim->link_down(LinkRef{LinkRef::kAggCore, 0, 3, 13, 1}, us(5));
+    sim->run(ms(100));
+    std::vector<Time> ends;
+    for (const FlowResult& f : sim->flows())
+      ends.push_back(f.end);
+    const SimStats st = sim->stats();
+    ends.push_back(st.events);
+    ends.push_back(st.retransmits);
+    ends.push_back(st.drops);
+    return ends;
+  };
+  EXPECT_EQ(run(TransportKind::kMrc), run(TransportKind::kMrc));
+  EXPECT_EQ(run(TransportKind::kRoce), run(TransportKind::kRoce));
+}
+
+// ---- four tiers: superpods of pods + spines, cores; routes of 7 uSIDs over DA + SRH -----------
+
+SimConfig four_tier(TransportKind kind, uint32_t hosts = 32, uint32_t radix = 4) {
+  SimConfig c = fat_tree(kind, hosts, radix);
+  c.topo.tiers = 4;
+  return c;
+}
+
+TEST(FourTierFatTree, shape__superpods_hops_names_and_refused_configurations) {
+  auto sim = make(four_tier(TransportKind::kMrc));  // k = 4: 4 superpods, full
+  EXPECT_EQ(sim->num_superpods(), 4u);
+  EXPECT_EQ(sim->num_pods(), 8u);
+  EXPECT_EQ(sim->num_leaves(), 16u);
+  EXPECT_EQ(sim->num_fat_tree_spines(), 16u);
+  EXPECT_EQ(sim->num_cores(), 8u);
+  EXPECT_EQ(sim->fabric_description(),
+            "4-tier fat tree k=4: 4 superpods x (2 pods x (2 leaves + 2 aggs) + 4 spines) + 8 "
+            "cores");
+  EXPECT_EQ(sim->switch_hops(0, 1), 1u);   // same leaf
+  EXPECT_EQ(sim->switch_hops(0, 2), 3u);   // same pod
+  EXPECT_EQ(sim->switch_hops(0, 4), 5u);   // same superpod
+  EXPECT_EQ(sim->switch_hops(0, 31), 7u);  // another superpod
+  // Agg 1 of pod 3 (superpod 1) is wired to spines 6, 7; spine 6 (local 2) to cores 4, 5.
+  EXPECT_EQ(sim->check_link(LinkRef{LinkRef::kAggSpine, 0, 1, 7, 3}), "");
+  EXPECT_NE(sim->check_link(LinkRef{LinkRef::kAggSpine, 0, 1, 5, 3}), "");
+  EXPECT_EQ(sim->check_link(LinkRef{LinkRef::kSpineCore, 0, 6, 5, 0}), "");
+  EXPECT_NE(sim->check_link(LinkRef{LinkRef::kSpineCore, 0, 6, 3, 0}), "");
+  EXPECT_NE(sim->check_link(LinkRef{LinkRef::kAggCore, 0, 0, 0, 0}), "");  // no agg-core links
+  EXPECT_EQ(sim->check_switch(SwitchRef{SwitchRef::kFtSpine, 0, 15, 0}), "");
+  EXPECT_NE(sim->check_switch(SwitchRef{SwitchRef::kFtSpine, 0, 16, 0}), "");
+  auto three = make(fat_tree(TransportKind::kMrc));
+  EXPECT_NE(three->check_switch(SwitchRef{SwitchRef::kFtSpine, 0, 0, 0}), "");
+  EXPECT_NE(three->check_link(LinkRef{LinkRef::kSpineCore, 0, 0, 0, 0}), "");
+  EXPECT_FALSE(Simulation::create(four_tier(TransportKind::kMrc, 33)));  // k^4/8 = 32
+  SimConfig five = four_tier(TransportKind::kMrc);
+  five.topo.tiers = 5;
+  EXPECT_FALSE(Simulation::create(five));
+}
+
+TEST(FourTierFatTree, check_usid_forwarding__both_carriers_hop_by_hop) {
+  // k = 4, 32 hosts, per source: 1 same-leaf route, 2 hosts x 2 aggs in the pod, 4 hosts x 4
+  // spines in the superpod, 24 hosts x 8 cores in other superpods (7 uSIDs: DA + SRH).
+  auto k4 = make(four_tier(TransportKind::kMrc));
+  auto n = k4->check_usid_forwarding();
+  ASSERT_TRUE(n) << error_name(n.error());
+  EXPECT_EQ(*n, 32u * (1 + 2 * 2 + 4 * 4 + 24 * 8));
+  // k = 6 with 3 of 6 superpods, the last partly used (70 hosts): 3 paths per agg group.
+  auto k6 = make(four_tier(TransportKind::kMrc, 70, 6));
+  EXPECT_EQ(k6->num_superpods(), 3u);
+  n = k6->check_usid_forwarding();
+  ASSERT_TRUE(n) << error_name(n.error());
+  uint64_t expected = 0;  // distinct paths: 1 in a leaf, 3 in a pod, 9 in a superpod, else 27
+  for (HostId a = 0; a < 70; ++a) {
+    for (HostId b = 0; b < 70; ++b) {
+      if (a == b) continue;
+      const uint32_t la = k6->leaf_of(a), lb = k6->leaf_of(b);
+      expected += la == lb ? 1 : la / 3 == lb / 3 ? 3 : la / 9 == lb / 9 ? 9 : 27;
+    }
+  }
+  EXPECT_EQ(*n, expected);
+  auto roce = make(four_tier(TransportKind::kRoce));
+  EXPECT_EQ(roce->check_usid_forwarding().error(), Error::kInvalidArgument);
+}
+
+TEST(FourTierFatTree, ideal_fct__uses_the_pairs_own_path) {
+  auto sim = make(four_tier(TransportKind::kMrc));
+  for (HostId dst : {1u, 2u, 4u, 31u})  // leaf, pod, superpod, another superpod
+    ASSERT_TRUE(sim->add_flow(FlowSpec{0, dst, 4096, 0, false, 0}));
+  const auto& f = sim->flows();
+  // One more pair of links and switches each way per tier.
+  for (size_t i = 1; i + 1 < f.size(); ++i)
+    EXPECT_EQ(f[i + 1].ideal_fct - f[i].ideal_fct, f[i].ideal_fct - f[i - 1].ideal_fct);
+  EXPECT_LT(f[0].ideal_fct, f[1].ideal_fct);
+  sim->run(ms(10));
+  for (const FlowResult& r : sim->flows()) {
+    ASSERT_TRUE(r.ok);
+    EXPECT_LE(r.fct, r.ideal_fct + ns(200)) << "flow " << r.id;
+  }
+}
+
+TEST(FourTierFatTree, single_flow__reaches_97_percent_of_line_rate) {
+  auto sim = make(four_tier(TransportKind::kMrc));
+  ASSERT_TRUE(sim->add_flow(FlowSpec{0, 31, 8u << 20, 0, false, 0}));  // superpod 0 to 3
+  sim->run(ms(50));
+  const FlowResult& f = sim->flows()[0];
+  ASSERT_TRUE(f.ok);
+  const double goodput = 8.0 * f.spec.bytes / (static_cast<double>(f.fct) / kPicosPerSecond);
+  const double payload_share = 4096.0 / (4096 + 52 + 4 + 48 + 38);
+  EXPECT_GE(goodput, 0.97 * 100e9 * payload_share) << "goodput " << goodput / 1e9 << " Gb/s";
+  EXPECT_GE(f.paths_used, 8u);  // every core
+}
+
+TEST(FourTierFatTree, permutation__mrc_within_ceiling_of_ideal) {
+  auto sim = make(four_tier(TransportKind::kMrc, 162, 6));  // k = 6: 27 paths between superpods
+  add_permutation(*sim, 162, 1u << 20, 3);
+  sim->run(ms(100));
+  for (const FlowResult& f : sim->flows())
+    ASSERT_TRUE(f.ok) << "flow " << f.id;
+  EXPECT_LE(max_slowdown(*sim), 1.2);
+  EXPECT_EQ(sim->stats().qp_errors, 0u);
+  std::printf("four-tier mrc permutation: max slowdown %.3f, retx %llu, trims %llu\n",
+              max_slowdown(*sim), (unsigned long long)sim->stats().retransmits,
+              (unsigned long long)sim->stats().trims);
+}
+
+TEST(FourTierFatTree, permutation__roce_ecmp_shows_hash_collisions) {
+  SimConfig c = four_tier(TransportKind::kRoce, 162, 6);
+  c.sw.pfc = true;
+  auto sim = make(c);
+  add_permutation(*sim, 162, 1u << 20, 3);
+  sim->run(ms(200));
+  for (const FlowResult& f : sim->flows())
+    ASSERT_TRUE(f.ok) << "flow " << f.id;
+  // Three hash levels (leaf -> agg, agg -> spine, spine -> core).
+  EXPECT_GE(max_slowdown(*sim), 2.0);
+  EXPECT_EQ(sim->stats().drops, 0u);
+  EXPECT_EQ(sim->stats().timeouts, 0u);  // lossless and no faults
+  std::printf("four-tier roce permutation: max slowdown %.2f, pauses %llu\n", max_slowdown(*sim),
+              (unsigned long long)sim->stats().pfc_pauses);
+}
+
+TEST(FourTierFatTree, link_failures_and_reboots__mrc_finishes_without_qp_errors) {
+  auto sim = make(four_tier(TransportKind::kMrc));
+  add_permutation(*sim, 32, 2u << 20, 5);
+  sim->link_down(LinkRef{LinkRef::kSpineCore, 0, 1, 2, 0}, us(10));  // spine1-core2
+  sim->link_down(LinkRef{LinkRef::kAggSpine, 0, 0, 9, 4}, us(12));   // pod4/agg0-spine9
+  sim->switch_reboot(SwitchRef{SwitchRef::kFtSpine, 0, 4, 0}, us(15), us(100));
+  sim->switch_reboot(SwitchRef{SwitchRef::kCore, 0, 7, 0}, us(20), us(100));
+  sim->run(ms(200));
+  for (const FlowResult& f : sim->flows())
+    EXPECT_TRUE(f.ok) << "flow " << f.id;
+  EXPECT_EQ(sim->stats().qp_errors, 0u);
+  EXPECT_GT(sim->stats().fault_drops, 0u);
+  EXPECT_GT(sim->stats().ev_state_changes, 0u);
+}
+
+TEST(FourTierFatTree, spine_core_failure__roce_recovers_after_routing_convergence) {
+  SimConfig c = four_tier(TransportKind::kRoce);
+  c.transport.routing_convergence = us(200);
+  c.transport.timeout = 8;  // 262 us: retries after the routes moved
+  auto sim = make(c);
+  add_permutation(*sim, 32, 1u << 20, 5);
+  sim->link_down(LinkRef{LinkRef::kSpineCore, 0, 0, 1, 0}, us(5));
+  sim->link_down(LinkRef{LinkRef::kAggSpine, 0, 1, 3, 0}, us(5));
+  sim->link_down(LinkRef{LinkRef::kLeafAgg, 0, 0, 1, 2}, us(5));
+  sim->run(ms(200));
+  for (const FlowResult& f : sim->flows())
+    EXPECT_TRUE(f.ok) << "flow " << f.id;
+  EXPECT_GT(sim->stats().fault_drops, 0u);
+}
+
+TEST(FourTierFatTree, determinism__same_seed_same_results) {
+  auto run = [](TransportKind kind) {
+    auto sim = make(four_tier(kind));
+    add_permutation(*sim, 32, 512u << 10, 9);
+    sim->link_down(LinkRef{LinkRef::kSpineCore, 0, 5, 2, 0}, us(5));
     sim->run(ms(100));
     std::vector<Time> ends;
     for (const FlowResult& f : sim->flows())
