@@ -9,7 +9,8 @@
 //   mrc-tcp-stall send ADDR [--port 5300] [-D 6]     writes 64 KiB blocks for -D seconds
 //
 // The receiver prints "listening", then one JSON object: bytes, seconds (first to last byte),
-// gbps, stall_ms, stall_at_s (offset of the gap's start from the first byte), cpu_seconds.
+// gbps, stall_ms, stall_at_s (offset of the gap's start from the first byte), gaps (every gap
+// of 20 ms or more as [at_s, ms], in order), cpu_seconds.
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/resource.h>
@@ -23,6 +24,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -59,6 +61,7 @@ int run_recv(uint16_t port) {
   uint64_t bytes = 0;
   Clock::time_point first{}, last{}, stall_start{};
   Clock::duration stall{};
+  std::vector<std::pair<Clock::time_point, Clock::duration>> long_gaps;
   double cpu_first = 0;
   while (true) {
     const ssize_t n = ::read(fd, buffer.data(), buffer.size());
@@ -69,6 +72,7 @@ int run_recv(uint16_t port) {
       first = last = now;
       cpu_first = cpu_seconds();
     }
+    if (now - last >= std::chrono::milliseconds(20)) long_gaps.emplace_back(last, now - last);
     if (now - last > stall) {
       stall = now - last;
       stall_start = last;
@@ -84,6 +88,10 @@ int run_recv(uint16_t port) {
   j["gbps"] = secs > 0 ? static_cast<double>(bytes) * 8 / secs / 1e9 : 0.0;
   j["stall_ms"] = std::chrono::duration<double, std::milli>(stall).count();
   j["stall_at_s"] = std::chrono::duration<double>(stall_start - first).count();
+  j["gaps"] = nlohmann::json::array();
+  for (const auto& [at, gap] : long_gaps)
+    j["gaps"].push_back({std::chrono::duration<double>(at - first).count(),
+                         std::chrono::duration<double, std::milli>(gap).count()});
   j["cpu_seconds"] = cpu_seconds() - cpu_first;
   std::printf("%s\n", j.dump().c_str());
   ::close(fd);
