@@ -34,12 +34,20 @@ uint64_t count_pattern_mismatches(const uint8_t* data, size_t bytes, uint64_t se
   uint64_t v = base_of(seed, qp, iteration);
   uint64_t bad = 0;
   size_t i = 0;
-  for (; i < bytes; i += 8, v += kStep) {
-    const size_t n = bytes - i < 8 ? bytes - i : 8;
+  // Whole words compared as integers: a memcmp call per 8 bytes (variable length, never
+  // inlined) was 29% of the mrc-perf server's CPU with --verify.
+  for (; i + 8 <= bytes; i += 8, v += kStep) {
+    uint64_t got;
+    std::memcpy(&got, data + i, 8);
+    if (got == v) [[likely]]
+      continue;
+    for (size_t k = 0; k < 8; ++k)
+      bad += ((got ^ v) >> (8 * k) & 0xFF) != 0;
+  }
+  if (i < bytes) {
     uint8_t want[8];
     std::memcpy(want, &v, 8);
-    if (std::memcmp(data + i, want, n) == 0) continue;
-    for (size_t k = 0; k < n; ++k)
+    for (size_t k = 0; i + k < bytes; ++k)
       bad += data[i + k] != want[k];
   }
   return bad;
