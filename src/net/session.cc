@@ -156,6 +156,8 @@ std::vector<std::pair<std::string, uint64_t>> Session::counters() const {
   }
   out.emplace_back("decode_drops", ds.decode_drops);
   out.emplace_back("driver_wakeups", ds.wakeups);
+  out.emplace_back("sendmmsg_calls", ds.sendmmsg_calls);
+  out.emplace_back("recvmmsg_calls", ds.recvmmsg_calls);
   const EngineCounters& c = engine_->counters();
   out.emplace_back("data_sent", c.data_sent);
   out.emplace_back("retransmits", c.retransmits);

@@ -281,6 +281,7 @@ void receive_ready(UdpDriver& d, UdpDriver::Impl& m, DriverStats& stats, Engine&
         h.msg_controllen = m.rx_control[i].size();
       }
       const int n = ::recvmmsg(fd, m.rx_msgs.data() + used, want, MSG_DONTWAIT, nullptr);
+      ++stats.recvmmsg_calls;
       if (n <= 0) break;
       for (int k = 0; k < n; ++k) {
         const uint32_t i = used + static_cast<uint32_t>(k);
@@ -393,6 +394,7 @@ static bool send_queued(UdpDriver::Impl& m, DriverStats& stats, std::vector<uint
       h.msg_iovlen = 1;
     }
     const int sent = ::sendmmsg(s.fd.get(), m.tx_msgs.data(), static_cast<unsigned>(n), 0);
+    ++stats.sendmmsg_calls;
     PortStats& ps = stats.ports[s.port];
     if (sent < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {

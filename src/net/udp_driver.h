@@ -88,6 +88,8 @@ struct DriverStats {
   uint64_t decode_drops = 0;
   uint64_t pings_answered = 0, pongs_received = 0;
   uint64_t wakeups = 0;          // poll turns that went on to wait
+  // System calls, for the batch sizes actually achieved (packets / calls).
+  uint64_t sendmmsg_calls = 0, recvmmsg_calls = 0;
   uint64_t wake_calls_seen = 0;  // polls ended early by wake()
 };
 
