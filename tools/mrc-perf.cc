@@ -15,6 +15,7 @@
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>
 
+#include <netinet/udp.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -392,13 +393,19 @@ size_t mrc_datagram_bytes(uint32_t mtu) {
   return n ? *n + 4 : mtu + 64;
 }
 
-NetResult<UniqueFd> raw_socket(const in6_addr& addr) {
+NetResult<UniqueFd> raw_socket(const in6_addr& addr, ev::FormatMode mode) {
   UniqueFd fd(::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   if (!fd) return errno_fail("socket", errno);
   const int one = 1, bytes = 8 << 20;
   ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
   ::setsockopt(fd.get(), IPPROTO_IPV6, 33 /* IPV6_FLOWINFO_SEND */, &one, sizeof one);
   ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_DONTFRAG, &one, sizeof one);
+  if (mode == ev::FormatMode::kSrv6) {
+    // As the driver's sockets (docs/linux-driver.md): a checksum over the first uSID DA is
+    // wrong after the shifts, and real NICs would drop the blast at the receiver.
+    ::setsockopt(fd.get(), IPPROTO_UDP, UDP_NO_CHECK6_TX, &one, sizeof one);
+    ::setsockopt(fd.get(), IPPROTO_UDP, UDP_NO_CHECK6_RX, &one, sizeof one);
+  }
   if (::setsockopt(fd.get(), SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof bytes) != 0)
     ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
   if (::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof bytes) != 0)
@@ -423,7 +430,8 @@ int serve_raw(Session& ss, SideChannel& ch) {
   std::vector<UniqueFd> fds;
   std::string reply;
   for (size_t p = 0; p < P; ++p) {
-    auto fd = raw_socket(ss.driver().local(static_cast<uint8_t>(p)).addr);
+    auto fd =
+        raw_socket(ss.driver().local(static_cast<uint8_t>(p)).addr, ss.config().driver.ev_mode);
     if (!fd) {
       std::fprintf(stderr, "mrc-perf: raw UDP: %s\n", fd.error().message.c_str());
       return 1;
@@ -500,7 +508,7 @@ NetResult<RawResult> run_raw(Session& cs, SideChannel& ch, const Options& o) {
   std::vector<std::vector<sockaddr_in6>> dsts(P);
   std::vector<std::vector<mmsghdr>> msgs(P);
   for (size_t p = 0; p < P; ++p) {
-    auto fd = raw_socket(cs.driver().local(static_cast<uint8_t>(p)).addr);
+    auto fd = raw_socket(cs.driver().local(static_cast<uint8_t>(p)).addr, mode);
     if (!fd) return std::unexpected(fd.error());
     fds.push_back(std::move(*fd));
     Endpoint peer;
@@ -1047,7 +1055,8 @@ int main(int argc, char** argv) {
   app.add_option("--reorder-us", o.reorder_us, "RACK reordering window")->capture_default_str();
   app.add_option("--mpr", o.mpr, "outstanding PSNs, units of 128")->capture_default_str();
   app.add_flag("--no-icrc-verify", o.no_icrc_verify,
-               "do not check the ICRC on receive (the UDP checksum still covers the payload)");
+               "do not check the ICRC on receive (the UDP checksum still covers the payload; "
+               "refused in SRV6 mode, which sends zero UDP checksums)");
   app.add_flag("--busy-poll", o.busy_poll, "spin instead of sleeping in epoll");
   app.add_option("--data-port", o.data_port, "UDP port of the data sockets (0: any)");
   app.add_flag("--raw-udp", o.raw_udp,
@@ -1061,6 +1070,14 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.seed)->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (o.size == 0 && !o.all_sizes) o.size = 1;
+  if (o.no_icrc_verify && o.ev_mode == "srv6" && !o.server.empty()) {
+    // SRV6 sends zero UDP checksums: the ICRC is the only check left (docs/linux-driver.md).
+    // (A server follows the client's mode; its driver refuses the combination itself.)
+    std::fprintf(stderr,
+                 "mrc-perf: --no-icrc-verify is refused in SRV6 mode: it sends zero UDP "
+                 "checksums (uSID shifts rewrite the destination), the ICRC is the only check\n");
+    return 2;
+  }
   if (o.qps == 0 || o.tx_depth == 0 || o.evs == 0) {
     std::fprintf(stderr, "mrc-perf: -q, -t and --evs must be positive\n");
     return 2;

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <net/if.h>
+#include <netinet/udp.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
@@ -152,6 +153,17 @@ NetResult<UniqueFd> open_socket(const PortConfig& pc, const DriverConfig& cfg, u
   // crossing the fabric as fragments that sprayed paths would reorder.
   ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_DONTFRAG, &one, sizeof one);
   set_buffer(fd.get(), SO_SNDBUFFORCE, SO_SNDBUF, cfg.socket_buffer);
+  if (cfg.ev_mode == ev::FormatMode::kSrv6) {
+    // Every uSID shift rewrites the destination address, so a UDP checksum over the first DA
+    // is wrong at the receiver (docs/fabric.md, pitfall 2; veth hides it, real NICs drop).
+    // Zero checksums instead, as RFC 6936 allows for UDP over IPv6 when the payload carries
+    // its own end-to-end check: here the RoCEv2 ICRC, which open() keeps verified in this
+    // mode. TX: send 0; RX: accept 0 (the kernel drops zero-checksum UDP/IPv6 otherwise).
+    if (::setsockopt(fd.get(), IPPROTO_UDP, UDP_NO_CHECK6_TX, &one, sizeof one) != 0)
+      return errno_fail("UDP_NO_CHECK6_TX", errno);
+    if (data_socket && ::setsockopt(fd.get(), IPPROTO_UDP, UDP_NO_CHECK6_RX, &one, sizeof one) != 0)
+      return errno_fail("UDP_NO_CHECK6_RX", errno);
+  }
   if (data_socket) {
     ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof one);
     // Kernel arrival times: packets read late (another port's queue first, the process
@@ -174,6 +186,12 @@ NetResult<std::unique_ptr<UdpDriver>> UdpDriver::open(Engine& engine, const Driv
     return net_fail(NetErrc::kInvalidArgument, "engine port count differs from driver ports");
   if (cfg.batch == 0 || cfg.batch > 1024)
     return net_fail(NetErrc::kInvalidArgument, "batch must be 1..1024");
+  // SRV6 sends zero UDP checksums (open_socket): the ICRC is then the only check on the
+  // payload, and RFC 6936 permits zero-checksum UDP/IPv6 only with such an end-to-end check.
+  if (cfg.ev_mode == ev::FormatMode::kSrv6 && !cfg.verify_icrc)
+    return net_fail(NetErrc::kInvalidArgument,
+                    "SRV6 mode sends zero UDP checksums (uSID shifts rewrite the destination), "
+                    "so the ICRC must be verified: drop --no-icrc-verify");
   std::unique_ptr<UdpDriver> d(new UdpDriver(engine, cfg));
   Impl& m = *d->impl_;
   m.epoll = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
@@ -227,6 +245,10 @@ NetResult<std::unique_ptr<UdpDriver>> UdpDriver::open(Engine& engine, const Driv
 
 const Endpoint& UdpDriver::local(uint8_t port) const {
   return impl_->local.at(port);
+}
+
+int UdpDriver::data_socket(uint8_t port) const {
+  return impl_->sockets.at(port).fd.get();
 }
 
 NetStatus UdpDriver::set_peer(uint32_t peer, std::span<const Endpoint> ports) {

@@ -22,6 +22,8 @@
 // payload from recvmsg (source address and port, traffic class from IPV6_RECVTCLASS), then
 // decodes the whole datagram with wire::decode. ECN CE and the DSCP trimmed mark reach the
 // engine that way. Packets leave with ECT(0) (IPV6_TCLASS) so switches mark instead of drop.
+// SRV6 mode sends and accepts zero UDP checksums (UDP_NO_CHECK6_TX/RX): uSID shifts rewrite
+// the destination the checksum covers; the ICRC, always verified in that mode, takes its place.
 //
 // Loop. poll() is one turn of the engine's calling sequence: receive what is already waiting,
 // run timers, drain poll_transmit into batches per socket (sendmmsg), then wait
@@ -59,7 +61,8 @@ struct DriverConfig {
   std::vector<PortConfig> ports;  // index = engine port (plane)
   ev::FormatMode ev_mode = ev::FormatMode::kSrv6;
   // wire::decode checks the ICRC of every datagram. Off: only the UDP checksum (computed
-  // and checked by the kernel over the same bytes) protects the payload.
+  // and checked by the kernel over the same bytes) protects the payload. Must stay on in
+  // SRV6 mode, which sends zero UDP checksums (open() refuses otherwise).
   bool verify_icrc = true;
   bool busy_poll = false;  // never sleep (one core spins)
   uint32_t batch = 64;     // packets per sendmmsg/recvmmsg
@@ -87,7 +90,7 @@ struct DriverStats {
   std::array<uint64_t, 64> decode_errors{};
   uint64_t decode_drops = 0;
   uint64_t pings_answered = 0, pongs_received = 0;
-  uint64_t wakeups = 0;          // poll turns that went on to wait
+  uint64_t wakeups = 0;  // poll turns that went on to wait
   // System calls, for the batch sizes actually achieved (packets / calls).
   uint64_t sendmmsg_calls = 0, recvmmsg_calls = 0;
   uint64_t wake_calls_seen = 0;  // polls ended early by wake()
@@ -109,6 +112,8 @@ class UdpDriver {
   // The bound endpoint of port p (the real UDP port when configured as 0).
   const Endpoint& local(uint8_t port) const;
   const DriverConfig& config() const { return config_; }
+  // The data socket of port p (tests and diagnostics read its options; do not read from it).
+  int data_socket(uint8_t port) const;
 
   // One turn of the loop; waits at most `max_wait` (0: do not block). Errors: a socket
   // failure that will not go away (e.g. EMSGSIZE: the MTU is too large for the interface).

@@ -3,6 +3,8 @@
 #include "net/udp_driver.h"
 
 #include <gtest/gtest.h>
+#include <netinet/udp.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -18,12 +20,13 @@ struct OneDriver {
   std::unique_ptr<UdpDriver> driver;
 };
 
-OneDriver open_loopback(uint8_t ports) {
+OneDriver open_loopback(uint8_t ports, ev::FormatMode mode = ev::FormatMode::kSrv6) {
   OneDriver d;
   EngineConfig ec;
   ec.num_ports = ports;
   d.engine = std::make_unique<Engine>(ec);
   DriverConfig dc;
+  dc.ev_mode = mode;
   for (uint8_t p = 0; p < ports; ++p)
     dc.ports.push_back(PortConfig{*parse_endpoint("::1", 0), ""});
   auto drv = UdpDriver::open(*d.engine, dc);
@@ -89,6 +92,63 @@ TEST(UdpDriver, PingIsAnsweredWithThePongMagic) {
   t.join();
   EXPECT_GE(b.driver->stats().pings_answered, 1u);
   EXPECT_GE(a.driver->stats().pongs_received, 1u);
+}
+
+int udp_option(int fd, int opt) {
+  int v = -1;
+  socklen_t len = sizeof v;
+  EXPECT_EQ(::getsockopt(fd, IPPROTO_UDP, opt, &v, &len), 0);
+  return v;
+}
+
+// docs/fabric.md pitfall 2: uSID shifts rewrite the DA the UDP checksum covers, so SRV6 mode
+// sends zero checksums and accepts them; the other modes keep the kernel's checksums.
+TEST(UdpDriver, Srv6SendsAndAcceptsZeroUdpChecksums) {
+  OneDriver srv6 = open_loopback(2, ev::FormatMode::kSrv6);
+  OneDriver stev = open_loopback(1, ev::FormatMode::kStev);
+  ASSERT_TRUE(srv6.driver && stev.driver);
+  for (uint8_t p = 0; p < 2; ++p) {
+    EXPECT_EQ(udp_option(srv6.driver->data_socket(p), UDP_NO_CHECK6_TX), 1);
+    EXPECT_EQ(udp_option(srv6.driver->data_socket(p), UDP_NO_CHECK6_RX), 1);
+  }
+  EXPECT_EQ(udp_option(stev.driver->data_socket(0), UDP_NO_CHECK6_TX), 0);
+  EXPECT_EQ(udp_option(stev.driver->data_socket(0), UDP_NO_CHECK6_RX), 0);
+
+  // What RX changes: a zero-checksum ping reaches the SRV6 driver (answered) and is dropped
+  // by the kernel in front of the STEV one.
+  UniqueFd tx(::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(tx);
+  const int one = 1;
+  ASSERT_EQ(::setsockopt(tx.get(), IPPROTO_UDP, UDP_NO_CHECK6_TX, &one, sizeof one), 0);
+  ASSERT_EQ(::setsockopt(tx.get(), IPPROTO_UDP, UDP_NO_CHECK6_RX, &one, sizeof one), 0);
+  uint8_t ping[kPingBytes] = {};
+  std::memcpy(ping, kPingMagic, 8);
+  for (OneDriver* d : {&srv6, &stev}) {
+    const sockaddr_in6 to = to_sockaddr(d->driver->local(0));
+    ASSERT_EQ(
+        ::sendto(tx.get(), ping, sizeof ping, 0, reinterpret_cast<const sockaddr*>(&to), sizeof to),
+        static_cast<ssize_t>(sizeof ping));
+    for (int i = 0; i < 20 && d->driver->stats().pings_answered == 0; ++i)
+      ASSERT_TRUE(d->driver->poll(ms(5)));
+  }
+  EXPECT_EQ(srv6.driver->stats().pings_answered, 1u);
+  EXPECT_EQ(stev.driver->stats().pings_answered, 0u);
+}
+
+// Zero checksums leave the ICRC as the only check on the payload: SRV6 refuses to drop it.
+TEST(UdpDriver, Srv6RefusesToSkipTheIcrc) {
+  EngineConfig ec;
+  ec.num_ports = 1;
+  Engine engine(ec);
+  DriverConfig dc;
+  dc.ports.push_back(PortConfig{*parse_endpoint("::1", 0), ""});
+  dc.ev_mode = ev::FormatMode::kSrv6;
+  dc.verify_icrc = false;
+  auto drv = UdpDriver::open(engine, dc);
+  ASSERT_FALSE(drv);
+  EXPECT_EQ(drv.error().code, NetErrc::kInvalidArgument);
+  dc.ev_mode = ev::FormatMode::kStev;
+  EXPECT_TRUE(UdpDriver::open(engine, dc));
 }
 
 TEST(Ping, FormatIsRecognisedOnlyAtItsExactSize) {
