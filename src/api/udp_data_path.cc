@@ -8,18 +8,6 @@ namespace mrc::api {
 
 namespace {
 
-// UdpDriver::wake() (an eventfd in the driver's epoll set) where the driver has it; a
-// template so that its absence is not an error (requires-expression on a dependent type).
-template <typename D>
-constexpr bool kHasWake = requires(D& d) {
-  d.wake();
-};
-
-template <typename D>
-void wake_driver(D& d) {
-  if constexpr (kHasWake<D>) d.wake();
-}
-
 class UdpDataPath final : public DataPath {
  public:
   explicit UdpDataPath(std::unique_ptr<net::UdpDriver> driver) : driver_(std::move(driver)) {}
@@ -38,8 +26,9 @@ class UdpDataPath final : public DataPath {
     return static_cast<bool>(st);
   }
   uint16_t local_udp_port(uint8_t port) const override { return driver_->local(port).port; }
-  void wake() override { wake_driver(*driver_); }
-  bool can_wake() const override { return kHasWake<net::UdpDriver>; }
+  // UdpDriver::wake(): an eventfd in the driver's epoll set, safe from any thread.
+  void wake() override { driver_->wake(); }
+  bool can_wake() const override { return true; }
   std::string last_error() const override { return error_; }
 
  private:

@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -951,4 +952,33 @@ TEST(SoftDevice, LenientModeAcceptsThePublishedBenchmarkCalls) {
   }
   EXPECT_EQ(ibv_dereg_mr(smr), 0);
   EXPECT_EQ(ibv_dereg_mr(dmr), 0);
+}
+
+// An API call does not wait for the progress thread's poll (docs/c-api.md, "Device and
+// threads"): the caller wakes it (UdpDriver::wake()). The idle poll wait is 1 ms, so without
+// the wake-up the median call would take about 0.5 ms.
+TEST(SoftDevice, ApiCallsWakeTheProgressThread) {
+  REQUIRE_NETNS();
+  Device a;
+  ASSERT_NE(a.mctx, nullptr);
+  mrc_cq* cq = mrc_create_cq(a.mctx, 4, nullptr, nullptr, 0);
+  ASSERT_NE(cq, nullptr);
+  mrc_qp_init_attr ia{};
+  ia.send_cq = ia.recv_cq = cq;
+  ia.pd = a.pd;
+  mrc_qp* qp = mrc_create_qp(a.mctx, &ia);
+  ASSERT_NE(qp, nullptr);
+  std::vector<double> us;
+  for (int i = 0; i < 101; ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(300));  // the thread is polling again
+    ibv_qp_attr v{};
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(mrc_query_qp(qp, &v, IBV_QP_STATE, nullptr, 0, nullptr), 0);  // takes the lock
+    us.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::nth_element(us.begin(), us.begin() + 50, us.end());
+  EXPECT_LT(us[50], 250.0) << "median mrc_query_qp latency in us";
+  EXPECT_EQ(mrc_destroy_qp(qp), 0);
+  EXPECT_EQ(mrc_destroy_cq(cq), 0);
 }
