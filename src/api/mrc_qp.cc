@@ -193,7 +193,8 @@ MRC_EXPORT mrc_qp* mrc_create_qp(mrc_context* ctx, mrc_qp_init_attr* a) {
   a->cap.max_send_wr = ca.sq_depth;                          // actual capacities, as ibv_create_qp
   a->cap.max_recv_wr = ca.rq_depth;
   qp->init = *a;
-  qp->engine_attr.reorder_window = ms(2);  // software path: batches reorder (net/session.h)
+  qp->engine_attr.reorder_window = 0;  // adaptive (min RTT), as net/session.h since the driver
+                                       // hands packets over in kernel arrival order
   dev.qps[*qpn] = qp;
   for (mrc_cq* cq : {a->send_cq, a->recv_cq}) {
     std::lock_guard lk(cq->mu);
