@@ -3,8 +3,9 @@
 # (root; docs/performance.md, "Linux driver"). 4 hosts, 2 planes, 2 leaves and 2 spines per
 # plane; h0 (leaf 0) sends to h2 (leaf 1) over both planes:
 #   1. mrc-perf (SRV6 mode, 64 KiB WRITEs, MTU 4096) goodput;
-#   2. a raw UDP sendmmsg blast (tools/mrc-udp-blast.cc) with MRC's average datagram size,
-#      sprayed over the same planes and spines -> ratio_vs_udp = MRC goodput / UDP received;
+#   2. a raw UDP sendmmsg blast (mrc-perf --raw-udp, in the same invocation) with MRC's
+#      datagram size over the same planes and SRv6 paths -> ratio_vs_udp = MRC goodput / UDP
+#      received (median of 3 rounds);
 #   3. iperf3 TCP (plain ECMP address, one plane) and MPTCP (mptcpize, a subflow per plane);
 #   CPU cycles per payload byte of each (user+system time of both ends x the CPU clock);
 #   4. the same silent cut (blackhole of a whole plane-0 spine, the one MPTCP's plane-0
@@ -14,14 +15,14 @@
 # The last line is: ratio_vs_udp=<r> mrc_stall_ms=<ms> mptcp_stall_ms=<ms>
 #   scripts/bench-net.sh [SECONDS]     seconds per throughput run (default 5)
 #   MRC_BIN_DIR=build-x/bin scripts/bench-net.sh     binaries from another build tree
-#   MRC_BENCH_ROUNDS=3 scripts/bench-net.sh          MRC/UDP rounds (best of each; default 2)
+#   MRC_BENCH_ROUNDS=5 scripts/bench-net.sh          MRC/UDP rounds (median counts; default 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-5}
-rounds=${MRC_BENCH_ROUNDS:-2}
+rounds=${MRC_BENCH_ROUNDS:-3}
 bin=${MRC_BIN_DIR:-build/bin}
 export PATH="$PATH:/usr/sbin:/sbin"
-for t in mrc-fabric mrc-perf mrc-udp-blast mrc-tcp-stall; do
+for t in mrc-fabric mrc-perf mrc-tcp-stall; do
   [ -x "$bin/$t" ] || { echo "bench-net: $bin/$t is not built (scripts/setup.sh)" >&2; exit 2; }
 done
 for t in iperf3 mptcpize python3; do
@@ -62,7 +63,7 @@ perf_args() { echo "--local fcbb:bb00:$(printf %x $((0x4000 + $1)))::,fcbb:bb01:
 fab up --hosts 4 --planes 2 --leaves 2 --spines 2 >/dev/null
 echo "fabric $name: 4 hosts, 2 planes x (2 leaves + 2 spines); h$client -> h$server; ${seconds}s per run; CPU ${mhz} MHz; load $(cut -d' ' -f1-3 /proc/loadavg)"
 
-# ---- 1. and 2. MRC against raw UDP ----------------------------------------------------------
+# ---- 1. and 2. MRC against raw UDP ------------------------------------------------------------
 run_mrc() {  # LABEL PORT [CLIENT ARGS...]: client JSON in $work/LABEL.c.json
   local label=$1 port=$2; shift 2
   # shellcheck disable=SC2046
@@ -76,34 +77,19 @@ run_mrc() {  # LABEL PORT [CLIENT ARGS...]: client JSON in $work/LABEL.c.json
     echo "bench-net: mrc-perf $label failed:" >&2; cat "$work/$label.c.out" "$work/$label.s.out" >&2; return 1; }
   wait "${pids[-1]}"
 }
-# MRC's datagram size needs one MRC run; then MRC and UDP alternate, `rounds` of each, and
-# the best of each counts (the machine is shared: load spikes hit single runs, not the path).
-mrc_gbps=0 udp_gbps=0
+# Each round is one mrc-perf invocation: first a raw UDP sendmmsg blast (--raw-udp: the same
+# planes, SRv6 paths and datagram size as MRC), then MRC itself; the ratio of the two. The
+# median round counts (the machine is shared: load spikes hit single runs, not the path).
+ratios=()
 for round in $(seq "$rounds"); do
-  run_mrc "mrc$round" $((18600 + round)) -D "$seconds"
+  run_mrc "mrc$round" $((18600 + round)) -D "$seconds" --raw-udp --raw-seconds "$seconds"
   j=$work/mrc$round.c.json
-  gbps=$(json "$j" "round(j['results'][0]['goodput_gbps'], 3)")
-  # MRC's average datagram (UDP payload) in the first run: the size the UDP blast uses.
-  [ "$round" = 1 ] && pkt=$(json "$j" "round((j['counters']['plane0_tx_bytes'] + j['counters']['plane1_tx_bytes']) / (j['counters']['plane0_tx_packets'] + j['counters']['plane1_tx_packets']))")
-  cpb=$(cycles_per_byte "$(cpu_s "$work/mrc$round.c" "$work/mrc$round.s")" "$(json "$j" "j['results'][0]['bytes'] * j['results'][0]['iterations']")")
-  echo "mrc:   goodput ${gbps} Gb/s  datagram ${pkt} B  stall $(json "$j" "round(j['stall_ms'], 3)") ms  retransmits $(json "$j" "j['counters']['retransmits']")  cycles/B ${cpb}"
-  if python3 -c "import sys; sys.exit(0 if $gbps > $mrc_gbps else 1)"; then mrc_gbps=$gbps mrc_cpb=$cpb; fi
-
-  u=$work/udp$round
-  timed $server "$u.r" "$bin/mrc-udp-blast" recv --fabric "$name" --host $server >"$u.r.out" 2>&1 &
-  pids+=($!)
-  wait_for "$u.r.out" listening
-  timed $client "$u.s" "$bin/mrc-udp-blast" send --fabric "$name" --host $client --to $server \
-    --size "$pkt" -D "$seconds" >"$u.s.out"
-  wait "${pids[-1]}"
-  tail -1 "$u.r.out" >"$u.r.json"
-  gbps=$(json "$u.r.json" "round(j['gbps'], 3)")
-  cpb=$(cycles_per_byte "$(cpu_s "$u.s" "$u.r")" "$(json "$u.r.json" "j['rx_bytes']")")
-  echo "udp:   received ${gbps} Gb/s  ($(json "$u.r.json" "j['rx_packets']") of $(json "$u.s.out" "j['tx_packets']") datagrams of ${pkt} B)  cycles/B ${cpb}"
-  if python3 -c "import sys; sys.exit(0 if $gbps > $udp_gbps else 1)"; then udp_gbps=$gbps udp_cpb=$cpb; fi
+  read -r r g u pkt cpb ucpb st < <(json "$j" "' '.join(str(x) for x in [round(j['ratio_vs_udp'], 3), round(j['results'][0]['goodput_gbps'], 3), round(j['raw_udp']['goodput_gbps'], 3), j['raw_udp']['datagram_bytes'], round(j['cpu']['client_cycles_per_byte'] + j['cpu']['server_cycles_per_byte'], 2), round(j['raw_udp']['client_cycles_per_byte'], 2), round(j['stall_ms'], 1)])")
+  echo "round $round: mrc ${g} Gb/s, raw udp ${u} Gb/s (datagram ${pkt} B) -> ratio ${r}; stall ${st} ms; cycles/B mrc ${cpb} (client+server), udp ${ucpb} (sender)"
+  ratios+=("$r $g $u $cpb $ucpb")
 done
-ratio=$(python3 -c "print(round($mrc_gbps / $udp_gbps, 3) if $udp_gbps > 0 else 0)")
-echo "best:  mrc ${mrc_gbps} Gb/s, udp ${udp_gbps} Gb/s -> ratio ${ratio}"
+read -r ratio mrc_gbps udp_gbps mrc_cpb udp_cpb < <(printf '%s\n' "${ratios[@]}" | sort -n | sed -n "$(((rounds + 1) / 2))p")
+echo "median: ratio_vs_udp ${ratio} (mrc ${mrc_gbps} Gb/s, raw udp ${udp_gbps} Gb/s)"
 
 # ---- 3. TCP and MPTCP -----------------------------------------------------------------------
 run_iperf() {  # LABEL PORT WRAPPER...: "Gb/s-received cycles/B" into $work/LABEL.result
@@ -133,19 +119,18 @@ read -r mptcp_gbps mptcp_cpb <"$work/mptcp.result"
 echo "mptcp: ${mptcp_gbps} Gb/s (a subflow per plane)  cycles/B ${mptcp_cpb}"
 
 # ---- 4. the same silent spine cut for MPTCP and MRC -----------------------------------------
-spine_bytes() {  # plane-0 bytes leaving leaf 0 towards each spine: "S0 S1"
-  fab status --json | python3 -c "
-import json, sys
-links = {l['name']: l for l in json.load(sys.stdin)['links']}
-print(' '.join(str(links['p0-l0-s%d' % s]['upper']['rx_bytes']) for s in (0, 1)))"
+spine_bytes() {  # plane-0 bytes leaf 0 has sent towards each spine: "S0 S1" (fast: sysfs)
+  ip netns exec "$name-p0-l0" cat /sys/class/net/s0/statistics/tx_bytes \
+    /sys/class/net/s1/statistics/tx_bytes | tr '\n' ' '
+  echo
 }
 # MPTCP first: the spine its plane-0 subflow hashes onto is the one to cut.
 in_host $server timeout 40 mptcpize run "$bin/mrc-tcp-stall" recv --port 5300 >"$work/cut_mptcp.r.out" 2>&1 &
 pids+=($!)
 wait_for "$work/cut_mptcp.r.out" listening
-in_host $client timeout 40 mptcpize run "$bin/mrc-tcp-stall" send $srv_p0 --port 5300 -D 8 >"$work/cut_mptcp.s.out" 2>&1 &
+in_host $client timeout 40 mptcpize run "$bin/mrc-tcp-stall" send $srv_p0 --port 5300 -D 10 >"$work/cut_mptcp.s.out" 2>&1 &
 pids+=($!)
-sleep 1.5
+sleep 2.5
 read -r a0 a1 < <(spine_bytes)
 sleep 0.5
 read -r b0 b1 < <(spine_bytes)
@@ -153,17 +138,20 @@ cut=0
 [ $((b1 - a1)) -gt $((b0 - a0)) ] && cut=1
 echo "cut:   blackholing spine p0-s$cut (MPTCP's plane-0 subflow: $(((b0 - a0) >> 20)) / $(((b1 - a1) >> 20)) MiB in 0.5 s via s0 / s1)"
 fab blackhole "p0-s$cut" >/dev/null
+cut_at=$(python3 -c "import time; print(time.monotonic())")  # CLOCK_MONOTONIC, as the receiver's
 wait "${pids[-1]}"
 wait "${pids[-2]}"
 fab blackhole "p0-s$cut" --off >/dev/null
 tail -1 "$work/cut_mptcp.r.out" >"$work/cut_mptcp.json"
-mptcp_stall=$(json "$work/cut_mptcp.json" "round(j['stall_ms'], 3)")
-echo "mptcp: stall ${mptcp_stall} ms at $(json "$work/cut_mptcp.json" "round(j['stall_at_s'], 3)") s (cut at ~2 s), $(json "$work/cut_mptcp.json" "round(j['gbps'], 3)") Gb/s over the run; gaps >= 20 ms [s, ms]: $(json "$work/cut_mptcp.json" "[[round(a, 2), round(b)] for a, b in j['gaps']]")"
+# The stall caused by the cut: the longest gap that ends after it (gaps before it are the
+# machine's, and printed for comparison).
+mptcp_stall=$(json "$work/cut_mptcp.json" "round(max([g[1] for g in j['gaps'] if j['first_byte_monotonic_s'] + g[0] + g[1] / 1e3 > $cut_at] + [0]), 3)")
+echo "mptcp: stall ${mptcp_stall} ms after the cut at $(json "$work/cut_mptcp.json" "round($cut_at - j['first_byte_monotonic_s'], 2)") s; longest gap before it $(json "$work/cut_mptcp.json" "round(max([g[1] for g in j['gaps'] if j['first_byte_monotonic_s'] + g[0] + g[1] / 1e3 <= $cut_at] + [0]), 1)") ms; $(json "$work/cut_mptcp.json" "round(j['gbps'], 3)") Gb/s over the run; gaps >= 100 ms [s, ms]: $(json "$work/cut_mptcp.json" "[[round(a, 2), round(b)] for a, b in j['gaps'] if b >= 100]")"
 
-# MRC: the same cut 2 s into an 8 s transfer, every byte verified.
-( sleep 2.5; fab blackhole "p0-s$cut" >/dev/null ) &
+# MRC: the same cut 3 s into a 10 s transfer, every byte verified.
+( sleep 3.5; fab blackhole "p0-s$cut" >/dev/null ) &
 pids+=($!)
-run_mrc cut_mrc 18601 -D 8 --verify
+run_mrc cut_mrc 18599 -D 10 --verify
 fab blackhole "p0-s$cut" --off >/dev/null
 mrc_stall=$(json "$work/cut_mrc.c.json" "round(j['stall_ms'], 3)")
 echo "mrc:   stall ${mrc_stall} ms, verify $(json "$work/cut_mrc.c.json" "'ok' if j['ok'] and j['mismatches'] == 0 else 'FAILED'"), $(json "$work/cut_mrc.c.json" "round(j['results'][0]['goodput_gbps'], 3)") Gb/s over the run, EV changes $(json "$work/cut_mrc.c.json" "j['counters']['ev_state_changes']")"
