@@ -26,6 +26,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -221,7 +222,10 @@ class NetFabric : public ::testing::Test {
                           const std::function<void()>& during = {},
                           const std::vector<std::string>& server_args = {}) {
     const uint16_t port = next_side_port();
-    const std::string base = dir_ + "/" + label;
+    std::string file_label = label;
+    for (char& c : file_label)
+      if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+    const std::string base = dir_ + "/" + file_label;
     std::vector<std::string> sv = {
         tool("mrc-perf"),      "-p",   std::to_string(port), "--json", base + ".server.json",
         "--accept-timeout-ms", "60000"};
