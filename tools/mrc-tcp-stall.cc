@@ -10,7 +10,9 @@
 //
 // The receiver prints "listening", then one JSON object: bytes, seconds (first to last byte),
 // gbps, stall_ms, stall_at_s (offset of the gap's start from the first byte), gaps (every gap
-// of 20 ms or more as [at_s, ms], in order), cpu_seconds.
+// of 20 ms or more as [at_s, ms], in order), first_byte_monotonic_s (CLOCK_MONOTONIC, the
+// clock of every namespace, so a script can place a fault it injected among the gaps),
+// cpu_seconds.
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/resource.h>
@@ -88,6 +90,7 @@ int run_recv(uint16_t port) {
   j["gbps"] = secs > 0 ? static_cast<double>(bytes) * 8 / secs / 1e9 : 0.0;
   j["stall_ms"] = std::chrono::duration<double, std::milli>(stall).count();
   j["stall_at_s"] = std::chrono::duration<double>(stall_start - first).count();
+  j["first_byte_monotonic_s"] = std::chrono::duration<double>(first.time_since_epoch()).count();
   j["gaps"] = nlohmann::json::array();
   for (const auto& [at, gap] : long_gaps)
     j["gaps"].push_back({std::chrono::duration<double>(at - first).count(),
