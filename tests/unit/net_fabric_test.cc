@@ -38,6 +38,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -177,6 +178,7 @@ class NetFabric : public ::testing::Test {
         skip_reason_ = tool(t) + " is not built";
         return;
       }
+    remove_fabrics_of_dead_runs();
     name_ = "nf" + std::to_string(getpid());
     dir_ = (std::filesystem::temp_directory_path() / ("mrc-net-fabric-" + name_)).string();
     std::filesystem::create_directories(dir_);
@@ -187,6 +189,24 @@ class NetFabric : public ::testing::Test {
       return;
     }
     fabric_up_ = true;
+  }
+  // A run that crashed (or was killed by a timeout) never reached TearDownTestSuite: its
+  // fabric, named after its pid, would stay. Remove those whose process is gone.
+  static void remove_fabrics_of_dead_runs() {
+    std::set<std::string> stale;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/run/netns", ec)) {
+      const std::string ns = e.path().filename().string();
+      size_t digits = 2;
+      while (digits < ns.size() && std::isdigit(static_cast<unsigned char>(ns[digits])))
+        ++digits;
+      if (ns.rfind("nf", 0) != 0 || digits == 2 || digits >= ns.size() || ns[digits] != '-')
+        continue;
+      if (!std::filesystem::exists("/proc/" + ns.substr(2, digits - 2)))
+        stale.insert(ns.substr(0, digits));
+    }
+    for (const auto& name : stale)
+      (void)run_command({tool("mrc-fabric"), "down", "--kill", "--name", name});
   }
   static void TearDownTestSuite() {
     if (fabric_up_) (void)run_command({tool("mrc-fabric"), "down", "--kill", "--name", name_});
