@@ -133,6 +133,7 @@ NetStatus Session::connect(const Hello& peer) {
     a.max_wimm = std::min(config_.max_wimm, peer.max_wimm_dest);
     a.timeout = config_.timeout;
     a.reorder_window = config_.reorder_window;
+    a.path_policy.probe_interval = config_.probe_interval;
     for (QpState target : {QpState::kInit, QpState::kRtr, QpState::kRts})
       if (auto st = engine_->modify_qp(now, qpns_[i], target, a); !st)
         return engine_fail(std::string("modify_qp to ") + qp_state_name(target), st.error());
