@@ -41,6 +41,16 @@ int fail(int e) {
   return -1;
 }
 
+// The profile state machine shared by EV format, EV and CC profiles (5.5):
+// INIT -> OFFLINE -> ONLINE -> OFFLINE -> INIT. Staying put is always legal here; what may
+// change in each state is the caller's rule.
+bool legal_profile_transition(ProfileState cur, ProfileState target) {
+  if (target == cur) return true;
+  return (cur == ProfileState::kInit && target == ProfileState::kOffline) ||
+         cur == ProfileState::kOffline ||
+         (cur == ProfileState::kOnline && target == ProfileState::kOffline);
+}
+
 // Every controller call needs CAP_NET_ADMIN (5: EPERM otherwise).
 bool permitted() {
   return has_cap_net_admin();
@@ -218,12 +228,8 @@ MRC_EXPORT int mrc_ctl_modify_ev_fmt_profile(mrc_context* ctx, uint64_t id,
   if (op && !modify_fields && !query_fields) return fail(EINVAL);
   const bool changes = (mask & MRC_CTL_EV_FMT_PROFILE_MODE) || modify_fields;
 
-  // Legal transitions (5.5): INIT->OFFLINE->ONLINE->OFFLINE->INIT.
   const bool moving = target != cur;
-  if (moving && !((cur == ProfileState::kInit && target == ProfileState::kOffline) ||
-                  (cur == ProfileState::kOffline) ||
-                  (cur == ProfileState::kOnline && target == ProfileState::kOffline)))
-    return fail(EINVAL);
+  if (!legal_profile_transition(cur, target)) return fail(EINVAL);
   if (cur == ProfileState::kInit && !moving && (changes || query_fields)) return fail(EINVAL);
   if (cur == ProfileState::kOnline && changes) return fail(EINVAL);
   if (cur != ProfileState::kInit && (changes || (moving && target != ProfileState::kOnline)) &&
@@ -443,10 +449,7 @@ MRC_EXPORT int mrc_ctl_modify_ev_profile(mrc_context* ctx, uint64_t id,
       (mask & MRC_CTL_EV_PROFILE_STATE) ? static_cast<ProfileState>(attr->profile_state) : cur;
   if (target > ProfileState::kOnline) return fail(EINVAL);
   const bool moving = target != cur;
-  if (moving && !((cur == ProfileState::kInit && target == ProfileState::kOffline) ||
-                  cur == ProfileState::kOffline ||
-                  (cur == ProfileState::kOnline && target == ProfileState::kOffline)))
-    return fail(EINVAL);
+  if (!legal_profile_transition(cur, target)) return fail(EINVAL);
   constexpr int kAttrBits = MRC_CTL_EV_PROFILE_MODE | MRC_CTL_EV_PROFILE_FMT_ID |
                             MRC_CTL_EV_PROFILE_COUNT | MRC_CTL_EV_PROFILE_MIN_ACTIVE |
                             MRC_CTL_EV_PROFILE_EVENT_MASK;
@@ -634,10 +637,7 @@ MRC_EXPORT int mrc_ctl_modify_cc_profile(mrc_context* ctx, uint64_t id,
       (mask & MRC_CTL_CC_PROFILE_STATE) ? static_cast<ProfileState>(attr->profile_state) : cur;
   if (target > ProfileState::kOnline) return fail(EINVAL);
   const bool moving = target != cur;
-  if (moving && !((cur == ProfileState::kInit && target == ProfileState::kOffline) ||
-                  cur == ProfileState::kOffline ||
-                  (cur == ProfileState::kOnline && target == ProfileState::kOffline)))
-    return fail(EINVAL);
+  if (!legal_profile_transition(cur, target)) return fail(EINVAL);
   const bool changes = mask & (MRC_CTL_CC_PROFILE_ALGORITHM | MRC_CTL_CC_PROFILE_CONFIG);
   if (cur == ProfileState::kInit && !moving && changes) return fail(EINVAL);
   if (cur == ProfileState::kOnline && changes) return fail(EINVAL);  // no MODIFY_ONLINE cap
