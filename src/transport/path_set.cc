@@ -8,6 +8,7 @@ void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t
                    const PathPolicy& policy, uint64_t seed) {
   paths_.clear();
   order_.clear();
+  slot_of_.clear();
   assumed_bad_.clear();
   policy_ = policy;
   min_active_ = min_active;
@@ -24,9 +25,13 @@ void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t
   for (size_t i = 0; i < paths_.size(); ++i) {
     by_port[paths_[i].desc.port & 31].push_back(static_cast<uint16_t>(i));
   }
+  slot_of_.resize(paths_.size());
   for (size_t round = 0; order_.size() < paths_.size(); ++round) {
     for (auto& bucket : by_port) {
-      if (round < bucket.size()) order_.push_back(bucket[round]);
+      if (round >= bucket.size()) continue;
+      const uint16_t i = bucket[round];
+      slot_of_[i] = static_cast<uint16_t>(order_.size());
+      order_.push_back(Slot{0, i, paths_[i].desc.port, paths_[i].state});
     }
   }
   Rng rng(seed);
@@ -49,18 +54,22 @@ int PathSet::pick(Time now, uint32_t port_mask, int exclude) {
   // paths (every path is congested: spraying evenly is the best we can do). Last resort:
   // the excluded path.
   int fallback = kNone;
+  size_t fallback_pos = 0;
   int excluded_ok = kNone;
   for (size_t k = 0; k < n; ++k) {
     const size_t pos = cursor_ + k < n ? cursor_ + k : cursor_ + k - n;
-    const int i = order_[pos];
-    const Path& p = paths_[static_cast<size_t>(i)];
-    if (p.state != ev::EvState::kGood || !((mask >> p.desc.port) & 1)) continue;
+    const Slot& slot = order_[pos];
+    if (slot.state != ev::EvState::kGood || !((mask >> slot.port) & 1)) continue;
+    const int i = slot.index;
     if (i == exclude) {
       excluded_ok = i;
       continue;
     }
-    if (p.cool_until > now && policy_.ecn_steering) {
-      if (fallback == kNone) fallback = i;
+    if (slot.cool_until > now && policy_.ecn_steering) {
+      if (fallback == kNone) {
+        fallback = i;
+        fallback_pos = pos;
+      }
       continue;
     }
     cursor_ = pos + 1 == n ? 0 : pos + 1;
@@ -68,21 +77,22 @@ int PathSet::pick(Time now, uint32_t port_mask, int exclude) {
   }
   if (fallback != kNone) {
     // Advance past the fallback too, so congested paths still rotate.
-    for (size_t pos = 0; pos < n; ++pos) {
-      if (order_[pos] == fallback) {
-        cursor_ = pos + 1 == n ? 0 : pos + 1;
-        break;
-      }
-    }
+    cursor_ = fallback_pos + 1 == n ? 0 : fallback_pos + 1;
     return fallback;
   }
   return excluded_ok;
 }
 
+void PathSet::set_state(int i, ev::EvState s) {
+  paths_[static_cast<size_t>(i)].state = s;
+  order_[slot_of_[static_cast<size_t>(i)]].state = s;
+}
+
 void PathSet::on_ecn(int i, Time now) {
   Path& p = paths_[static_cast<size_t>(i)];
   ++p.ecn_echoes;
-  if (policy_.ecn_steering) p.cool_until = now + policy_.ecn_cooldown;
+  if (policy_.ecn_steering)
+    order_[slot_of_[static_cast<size_t>(i)]].cool_until = now + policy_.ecn_cooldown;
 }
 
 PathStateChange PathSet::on_loss(int i, Time now) {
@@ -91,7 +101,7 @@ PathStateChange PathSet::on_loss(int i, Time now) {
   if (!policy_.loss_marking || p.state != ev::EvState::kGood) return {};
   // Never drop below ev_min_active usable paths (OCP mrc_ctl_ev_profile_attr.ev_min_active).
   if (usable(p) && usable_ <= min_active_) return {};
-  p.state = ev::EvState::kAssumedBad;
+  set_state(i, ev::EvState::kAssumedBad);
   p.next_probe_at = now + policy_.probe_interval;
   p.probe_id = 0;
   assumed_bad_.push_back(static_cast<uint16_t>(i));
@@ -103,9 +113,9 @@ PathStateChange PathSet::on_probe_reply(int i, uint64_t probe_id) {
   if (i < 0 || static_cast<size_t>(i) >= paths_.size()) return {};
   Path& p = paths_[static_cast<size_t>(i)];
   if (p.state != ev::EvState::kAssumedBad || probe_id == 0 || p.probe_id != probe_id) return {};
-  p.state = ev::EvState::kGood;
+  set_state(i, ev::EvState::kGood);
   p.probe_id = 0;
-  p.cool_until = 0;
+  order_[slot_of_[static_cast<size_t>(i)]].cool_until = 0;
   std::erase(assumed_bad_, static_cast<uint16_t>(i));
   recount();
   return {true, ev::EvState::kAssumedBad, ev::EvState::kGood};
@@ -115,7 +125,7 @@ PathStateChange PathSet::on_delivered(int i) {
   if (i < 0 || static_cast<size_t>(i) >= paths_.size()) return {};
   Path& p = paths_[static_cast<size_t>(i)];
   if (p.state != ev::EvState::kAssumedBad) return {};
-  p.state = ev::EvState::kGood;
+  set_state(i, ev::EvState::kGood);
   p.probe_id = 0;
   std::erase(assumed_bad_, static_cast<uint16_t>(i));
   recount();
@@ -127,11 +137,11 @@ PathStateChange PathSet::set_denied(int i, bool denied) {
   const ev::EvState from = p.state;
   if (denied) {
     if (from == ev::EvState::kDenied) return {};
-    p.state = ev::EvState::kDenied;
+    set_state(i, ev::EvState::kDenied);
     std::erase(assumed_bad_, static_cast<uint16_t>(i));
   } else {
     if (from != ev::EvState::kDenied) return {};
-    p.state = ev::EvState::kGood;
+    set_state(i, ev::EvState::kGood);
   }
   recount();
   return {true, from, p.state};

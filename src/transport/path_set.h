@@ -37,7 +37,6 @@ struct PathPolicy {
 struct Path {
   PathDesc desc;
   ev::EvState state = ev::EvState::kGood;
-  Time cool_until = 0;
   Time next_probe_at = 0;
   uint64_t probe_id = 0;  // outstanding probe (0: none)
   uint64_t packets_sent = 0;
@@ -98,9 +97,21 @@ class PathSet {
  private:
   bool usable(const Path& p) const { return p.state == ev::EvState::kGood && port_up(p.desc.port); }
   void recount();
+  void set_state(int i, ev::EvState s);
+
+  // What pick() reads, in round-robin order, 16 bytes a path: a pick scans consecutive slots
+  // instead of ~90-byte Path records scattered over the QP's memory (in the simulator, with
+  // thousands of QPs per run, that load missed the cache on nearly every packet).
+  struct Slot {
+    Time cool_until = 0;  // ECN recycling: skipped until then
+    uint16_t index = 0;   // into paths_
+    uint8_t port = 0;
+    ev::EvState state = ev::EvState::kGood;  // mirrors paths_[index].state (set_state)
+  };
 
   std::vector<Path> paths_;
-  std::vector<uint16_t> order_;        // round-robin order, interleaved by port
+  std::vector<Slot> order_;            // round-robin order, interleaved by port
+  std::vector<uint16_t> slot_of_;      // path index -> position in order_
   std::vector<uint16_t> assumed_bad_;  // indices of ASSUMED_BAD paths (probing)
   size_t cursor_ = 0;
   uint32_t usable_ = 0;
