@@ -25,7 +25,12 @@ struct SimEvent {
   uint32_t b = 0;
   uint32_t c = 0;
 
-  bool before(const SimEvent& o) const { return time < o.time || (time == o.time && key < o.key); }
+  // One 128-bit comparison: branch-free, which matters when a bucket of ~1000 events with
+  // near-random order is sorted.
+  bool before(const SimEvent& o) const {
+    return ((static_cast<unsigned __int128>(time) << 64) | key) <
+           ((static_cast<unsigned __int128>(o.time) << 64) | o.key);
+  }
 };
 
 class EventQueue {
