@@ -22,7 +22,7 @@ void EventQueue::place(const SimEvent& e) {
   // An event in the cursor bucket's past (same-time work) belongs to the cursor bucket.
   const Time t = e.time < base_ ? base_ : e.time;
   const uint32_t idx = static_cast<uint32_t>((t >> shift_) & mask_);
-  if (idx == cursor_ && t < base_ + width_ && (!open_.empty() || !side_.empty())) {
+  if (idx == cursor_ && t < base_ + width_ && (!open_done() || !side_.empty())) {
     side_.push_back(e);
     std::push_heap(side_.begin(), side_.end(), Later{});
   } else {
@@ -41,19 +41,58 @@ void EventQueue::push(const SimEvent& e) {
   place(e);
 }
 
+void EventQueue::sort_open() {
+  const size_t n = open_.size();
+  // Two stable counting passes over the event's offset in the bucket (its low `shift_` time
+  // bits; an event clamped into the bucket from its past counts as offset 0), low digit
+  // first. Buckets wider than 2^14 ps fall back to a comparison sort.
+  if (n > 16 && shift_ <= 14) {
+    const uint32_t low_bits = shift_ / 2;
+    const Time low_mask = (Time{1} << low_bits) - 1;
+    uint32_t low[129] = {}, high[129] = {};
+    auto offset = [&](const SimEvent& e) { return e.time < base_ ? Time{0} : e.time - base_; };
+    for (const SimEvent& e : open_) {
+      const Time o = offset(e);
+      ++low[(o & low_mask) + 1];
+      ++high[(o >> low_bits) + 1];
+    }
+    for (uint32_t i = 1; i < 129; ++i) {
+      low[i] += low[i - 1];
+      high[i] += high[i - 1];
+    }
+    scratch_.resize(n);
+    for (const SimEvent& e : open_)
+      scratch_[low[offset(e) & low_mask]++] = e;
+    for (const SimEvent& e : scratch_)
+      open_[high[offset(e) >> low_bits]++] = e;
+  }
+  // Equal times (and clamped or small buckets) in key order: an insertion pass, linear when
+  // the input is nearly sorted, as the radix passes leave it.
+  for (size_t i = 1; i < n; ++i) {
+    if (!open_[i].before(open_[i - 1])) continue;
+    const SimEvent e = open_[i];
+    size_t j = i;
+    for (; j > 0 && e.before(open_[j - 1]); --j)
+      open_[j] = open_[j - 1];
+    open_[j] = e;
+  }
+}
+
 void EventQueue::advance() {
-  if (!open_.empty() || !side_.empty()) return;
+  if (!open_done() || !side_.empty()) return;
   while (true) {
     std::vector<SimEvent>& b = buckets_[cursor_];
     if (!b.empty()) {
-      // Open it: sort latest-first so the earliest is at the back.
+      // Open it: sort by (time, key) and consume from the front.
+      open_.clear();
+      open_pos_ = 0;
       open_.swap(b);
       // `b` now holds the previous open bucket's (empty) buffer. Buckets would otherwise
       // keep the high-water capacity of a burst forever: thousands of buckets times a burst
-      // is gigabytes. Keep small buffers, give big ones back.
-      if (b.capacity() > 256) std::vector<SimEvent>().swap(b);
-      std::sort(open_.begin(), open_.end(),
-                [](const SimEvent& x, const SimEvent& y) { return y.before(x); });
+      // is gigabytes. Keep buffers of up to 2048 events (64 KiB; steady state), give bigger
+      // ones back.
+      if (b.capacity() > 2048) std::vector<SimEvent>().swap(b);
+      sort_open();
       return;
     }
     if (near_size_ == 0) {
@@ -74,9 +113,9 @@ void EventQueue::advance() {
 }
 
 const SimEvent& EventQueue::front() const {
-  if (side_.empty()) return open_.back();
-  if (open_.empty()) return side_.front();
-  return side_.front().before(open_.back()) ? side_.front() : open_.back();
+  if (side_.empty()) return open_[open_pos_];
+  if (open_done()) return side_.front();
+  return side_.front().before(open_[open_pos_]) ? side_.front() : open_[open_pos_];
 }
 
 Time EventQueue::peek_time() {
@@ -89,15 +128,13 @@ SimEvent EventQueue::pop() {
   advance();
   --size_;
   --near_size_;
-  if (!side_.empty() && (open_.empty() || side_.front().before(open_.back()))) {
+  if (!side_.empty() && (open_done() || side_.front().before(open_[open_pos_]))) {
     std::pop_heap(side_.begin(), side_.end(), Later{});
     const SimEvent e = side_.back();
     side_.pop_back();
     return e;
   }
-  const SimEvent e = open_.back();
-  open_.pop_back();
-  return e;
+  return open_[open_pos_++];
 }
 
 }  // namespace mrc::sim

@@ -1,9 +1,10 @@
 // A calendar queue of simulation events: a ring of time buckets over a horizon, plus a heap
 // for events beyond it. A bucket is an unsorted vector until the cursor reaches it; then it
-// is sorted once and consumed from the end (events that arrive for the open bucket meanwhile
-// go to a small side heap). Almost every event of a packet simulation lands within a few
-// microseconds of `now`, so a push is an append and a pop is amortized O(log b) for b
-// events per bucket, with contiguous memory; the far-future heap (timeouts) is rarely used.
+// is sorted once - a two-pass radix sort on the time within the bucket, then an insertion
+// pass that orders equal times by key - and consumed from the front (events that arrive for
+// the open bucket meanwhile go to a small side heap). Almost every event of a packet
+// simulation lands within a few microseconds of `now`, so a push is an append and a pop is
+// amortized O(1), with contiguous memory; the far-future heap (timeouts) is rarely used.
 //
 // Events are ordered by (time, key). The key is (origin partition << 48 | origin sequence):
 // an order that does not depend on which partition inserted first, so a partitioned
@@ -47,7 +48,7 @@ class EventQueue {
   // The earliest event when it is known without opening a bucket (else nullptr): for
   // prefetching what the next event will touch.
   const SimEvent* peek_ready() const {
-    if (open_.empty() && side_.empty()) return nullptr;
+    if (open_done() && side_.empty()) return nullptr;
     return &front();
   }
   // Removes and returns the earliest event. Precondition: !empty().
@@ -57,6 +58,8 @@ class EventQueue {
   bool in_horizon(Time t) const { return t < base_ + horizon_; }
   void place(const SimEvent& e);  // into its bucket (or the side heap of the open bucket)
   void advance();                 // opens the next non-empty bucket (pulling far events in)
+  void sort_open();               // sorts open_ by (time, key)
+  bool open_done() const { return open_pos_ == open_.size(); }
   const SimEvent& front() const;
 
   Time width_;
@@ -66,9 +69,11 @@ class EventQueue {
   Time base_ = 0;        // start time of the cursor bucket
   uint32_t cursor_ = 0;  // bucket index holding [base_, base_ + width_)
   std::vector<std::vector<SimEvent>> buckets_;
-  std::vector<SimEvent> open_;  // the cursor bucket, sorted latest-first (pop from the back)
-  std::vector<SimEvent> side_;  // heap: events pushed into the cursor bucket after it opened
-  std::vector<SimEvent> far_;   // heap of events at or beyond base_ + horizon_
+  std::vector<SimEvent> open_;  // the cursor bucket, sorted, consumed from open_pos_
+  size_t open_pos_ = 0;
+  std::vector<SimEvent> scratch_;  // radix sort buffer
+  std::vector<SimEvent> side_;     // heap: events pushed into the cursor bucket after it opened
+  std::vector<SimEvent> far_;      // heap of events at or beyond base_ + horizon_
   size_t size_ = 0;
   size_t near_size_ = 0;  // events in buckets_, open_ and side_
 };

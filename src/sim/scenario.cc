@@ -1087,6 +1087,7 @@ TextResult<Scenario> parse_scenario(std::string_view text, std::string_view file
   sc.until = kPicosPerSecond;
   TRY(rr.duration("until", sc.until, true));
   TRY(rr.duration("sample_interval", b.sample_interval));
+  TRY(rr.boolean("scheduled_departures", b.scheduled_departures));
   TRY(rr.finish());
   TRY(top.finish());
 

@@ -49,6 +49,7 @@ enum SimEventType : uint32_t {
   kHostTimer,     // a = host
   kSwitchArrive,  // a = switch, b = ingress port, c = packet
   kPortFree,      // a = switch, b = port
+  kPortDeliver,   // a = switch, b = port, c = packet: the head of the port's wire schedule
   kPause,         // a = node (switch, or host | kHostBit), b = port, c = 1 pause / 0 resume
   kFault,         // a = fault action
   kSample,        // a = plane
@@ -99,34 +100,58 @@ struct QueuedPacket {
   uint16_t ingress = 0;     // ingress port (PFC accounting); radix <= 65535
 };
 
-// FIFO of queued packets that keeps its memory (no allocation in steady state).
-class PacketFifo {
+// A packet with a scheduled departure (see Port::wire).
+struct ScheduledPacket {
+  uint32_t idx = 0;
+  uint16_t wire_bytes = 0;
+  bool high = false;  // priority class: high entries that have not started precede low ones
+  Time start = 0;     // transmission starts
+  Time arrive = 0;    // arrival at the peer (switch latency included)
+};
+
+// Ring of queued packets that keeps its memory (no allocation in steady state).
+template <typename T>
+class Ring {
  public:
   bool empty() const { return size_ == 0; }
   size_t size() const { return size_; }
-  void push(QueuedPacket p) {
+  void push(const T& p) {
     if (size_ == buf_.size()) grow();
     buf_[(head_ + size_) & (buf_.size() - 1)] = p;
     ++size_;
   }
-  QueuedPacket pop() {
-    const QueuedPacket p = buf_[head_];
+  T pop() {
+    const T p = buf_[head_];
     head_ = (head_ + 1) & (buf_.size() - 1);
     --size_;
     return p;
   }
+  T pop_back() {
+    --size_;
+    return buf_[(head_ + size_) & (buf_.size() - 1)];
+  }
+  const T& front() const { return buf_[head_]; }
+  T& operator[](size_t i) { return buf_[(head_ + i) & (buf_.size() - 1)]; }
+  // Inserts before position `i` (0 = front).
+  void insert(size_t i, const T& p) {
+    push(p);
+    for (size_t j = size_ - 1; j > i; --j)
+      (*this)[j] = (*this)[j - 1];
+    (*this)[i] = p;
+  }
 
  private:
   void grow() {
-    std::vector<QueuedPacket> n(std::max<size_t>(8, buf_.size() * 2));
+    std::vector<T> n(std::max<size_t>(8, buf_.size() * 2));
     for (size_t i = 0; i < size_; ++i)
       n[i] = buf_[(head_ + i) & (buf_.size() - 1)];
     buf_ = std::move(n);
     head_ = 0;
   }
-  std::vector<QueuedPacket> buf_;
+  std::vector<T> buf_;
   size_t head_ = 0, size_ = 0;
 };
+using PacketFifo = Ring<QueuedPacket>;
 
 // Serialization time of `bytes` at `bps`, in ps.
 Time serialization(uint64_t bytes, uint64_t bps) {
@@ -187,6 +212,24 @@ struct Port {
   Time delay = 0;
   Time busy_until = 0;
   bool free_pending = false;  // a kPortFree event is scheduled
+  // Scheduled departures. Without PFC, and while the link has no fault, an output-queued port
+  // knows when a packet it enqueues will start: when the frames ahead of it (after the one on
+  // the wire, for a high-priority packet) end. Such a port keeps its packets in `wire`, in
+  // transmission order with their start and arrival times, from enqueue until they reach
+  // the peer, and one kPortDeliver event walks them to the peer: one event per packet and
+  // hop instead of a port-free event plus an arrival event (benchmark A: 14 M of 39 M events
+  // were port-free events). The entries that have not started are the queue (`waiting`,
+  // settled lazily); a high-priority packet is inserted before the waiting low ones, which
+  // move back by its serialization time. The wire schedule reads only the port's own state,
+  // so it is used only when the peer is in the same partition (the handoff to another
+  // partition must keep a lookahead's notice, which the event-by-event path gives). A fault
+  // or rate change on the link recalls the waiting entries to the queues below first
+  // (recall()); the port then goes event by event, and back to the schedule at the first
+  // frame boundary where the link is healthy (start_tx()).
+  Ring<ScheduledPacket> wire;
+  uint32_t waiting = 0;   // the last `waiting` entries of `wire` had not started at the last settle
+  bool chained = false;   // new packets join `wire`
+  bool chain_ok = false;  // the peer is in this switch's partition, and no PFC
   bool up = true;
   bool blackhole = false;
   bool paused = false;  // PFC: the peer paused our low-priority queue
@@ -420,6 +463,10 @@ struct Simulation::Impl {
   uint32_t forward(const Switch& sw, const SimPacket& p);
   void switch_arrive(uint32_t sw, uint32_t ingress, uint32_t pkt);
   void start_tx(uint32_t sw, uint32_t port);
+  void schedule_departure(uint32_t sw, uint32_t port, uint32_t idx, uint32_t wire_bytes, bool high);
+  void settle(Port& out);  // waiting entries of the wire schedule that have started leave the queue
+  void deliver(uint32_t sw, uint32_t port);
+  void recall(uint32_t sw, uint32_t port);
   void send_pause(uint32_t sw, uint32_t ingress, bool pause);
   void handle_pause(uint32_t node, uint32_t port, bool pause);
 
@@ -596,6 +643,12 @@ Status Simulation::Impl::build() {
   if (cfg.sample_interval > 0 && sample_links) {
     for (uint32_t p = 0; p < P; ++p)
       schedule(plane_partition(p), cfg.sample_interval, kSample, p);
+  }
+  for (Switch& s : switches) {
+    for (Port& port : s.ports) {
+      const uint32_t peer_partition = port.peer_is_host ? 0 : switches[port.peer].partition;
+      port.chain_ok = cfg.scheduled_departures && !cfg.sw.pfc && peer_partition == s.partition;
+    }
   }
   return {};
 }
@@ -1168,6 +1221,7 @@ void Simulation::Impl::switch_arrive(uint32_t swi, uint32_t ingress, uint32_t id
   Port& out = sw.ports[egress];
   bool high = p.flags & kHigh;
   const SwitchConfig& sc = cfg.sw;
+  if (out.waiting) settle(out);
   if (!high) {
     if (sc.trimming && out.queue_bytes + p.wire_bytes > trim_threshold) {
       // Trim: forward the headers at high priority; the receiver NACKs, the sender resends.
@@ -1199,6 +1253,11 @@ void Simulation::Impl::switch_arrive(uint32_t swi, uint32_t ingress, uint32_t id
     free_packet(idx);
     return;
   }
+  if (out.chained || (out.chain_ok && out.low.empty() && out.high.empty() &&
+                      out.busy_until <= now && out.up && !out.blackhole && out.loss == 0)) {
+    schedule_departure(swi, egress, idx, p.wire_bytes, high);
+    return;
+  }
   const QueuedPacket queued{idx, static_cast<uint16_t>(p.wire_bytes),
                             static_cast<uint16_t>(ingress)};
   if (high) {
@@ -1222,10 +1281,114 @@ void Simulation::Impl::switch_arrive(uint32_t swi, uint32_t ingress, uint32_t id
   }
 }
 
+void Simulation::Impl::schedule_departure(uint32_t swi, uint32_t port_index, uint32_t idx,
+                                          uint32_t wire_bytes, bool high) {
+  Port& out = switches[swi].ports[port_index];
+  out.chained = true;
+  const Time ser = out.rate.serialize(wire_bytes);
+  const Time hop = out.delay + (out.peer_is_host ? 0 : cfg.topo.switch_latency);
+  ScheduledPacket e{idx, static_cast<uint16_t>(wire_bytes), high, 0, 0};
+  size_t pos = out.wire.size();
+  if (high) {
+    // Strict priority: after the frame on the wire and the high entries waiting, before the
+    // waiting low ones.
+    pos -= out.waiting;
+    while (pos < out.wire.size() && out.wire[pos].high)
+      ++pos;
+  }
+  if (pos == out.wire.size()) {
+    e.start = std::max(now, out.busy_until);
+    e.arrive = e.start + ser + hop;
+    out.wire.push(e);
+    out.busy_until = e.start + ser;
+  } else {
+    e.start = out.wire[pos].start;
+    e.arrive = e.start + ser + hop;
+    out.wire.insert(pos, e);
+    for (size_t i = pos + 1; i < out.wire.size(); ++i) {
+      out.wire[i].start += ser;
+      out.wire[i].arrive += ser;
+    }
+    out.busy_until += ser;
+  }
+  if (e.start > now) {
+    ++out.waiting;
+    out.queue_bytes += wire_bytes;
+  } else {
+    out.tx_bytes += wire_bytes;
+  }
+  if (out.wire.size() == 1)
+    schedule(switches[swi].partition, e.arrive, kPortDeliver, swi, port_index, idx);
+}
+
+void Simulation::Impl::settle(Port& out) {
+  while (out.waiting) {
+    const ScheduledPacket& e = out.wire[out.wire.size() - out.waiting];
+    if (e.start > now) break;
+    --out.waiting;
+    out.queue_bytes -= e.wire_bytes;
+    out.tx_bytes += e.wire_bytes;
+  }
+}
+
+void Simulation::Impl::deliver(uint32_t swi, uint32_t port_index) {
+  Port& out = switches[swi].ports[port_index];
+  if (out.waiting) settle(out);
+  const uint32_t idx = out.wire.pop().idx;
+  // The next entry has started (it follows the one just delivered on the wire), so no later
+  // insertion can move it: its event stands.
+  if (!out.wire.empty()) {
+    schedule(switches[swi].partition, out.wire.front().arrive, kPortDeliver, swi, port_index,
+             out.wire.front().idx);
+  }
+  if (out.peer_is_host) {
+    host_arrive(out.peer, idx);
+  } else {
+    switch_arrive(out.peer, out.peer_port, idx);
+  }
+}
+
+void Simulation::Impl::recall(uint32_t swi, uint32_t port_index) {
+  Port& out = switches[swi].ports[port_index];
+  if (!out.chained) return;
+  settle(out);
+  out.chained = false;
+  if (out.waiting == 0) return;
+  // Waiting entries start back to back after the frame on the wire: the port is busy until
+  // the first of them would have started. Highs precede lows, so class order is kept.
+  out.busy_until = out.wire[out.wire.size() - out.waiting].start;
+  for (size_t i = out.wire.size() - out.waiting; i < out.wire.size(); ++i) {
+    const ScheduledPacket& e = out.wire[i];
+    const QueuedPacket q{e.idx, e.wire_bytes, 0};
+    if (e.high) {
+      out.high.push(q);
+    } else {
+      out.low.push(q);
+    }
+  }
+  for (; out.waiting > 0; --out.waiting)
+    (void)out.wire.pop_back();
+  out.free_pending = true;
+  schedule(switches[swi].partition, out.busy_until, kPortFree, swi, port_index);
+}
+
 void Simulation::Impl::start_tx(uint32_t swi, uint32_t port_index) {
   Switch& sw = switches[swi];
   Port& out = sw.ports[port_index];
   if (out.busy_until > now) return;  // still serializing; its kPortFree will call again
+  if (out.chained) return;           // a stale kPortFree: the wire schedule sends on its own
+  if (out.chain_ok && out.up && !out.blackhole && out.loss == 0) {
+    // A frame boundary on a healthy link (after a recall, a rate change or a repair): the
+    // queue goes back to scheduled departures, in the order this function would send it.
+    for (PacketFifo* fifo : {&out.high, &out.low}) {
+      while (!fifo->empty()) {
+        const QueuedPacket q = fifo->pop();
+        out.queue_bytes -= q.wire_bytes;
+        schedule_departure(swi, port_index, q.idx, q.wire_bytes, fifo == &out.high);
+      }
+    }
+    return;
+  }
   QueuedPacket q;
   bool high;
   if (!out.high.empty()) {
@@ -1459,6 +1622,8 @@ void Simulation::Impl::apply_fault(uint32_t idx) {
         service_host(l.a);
       }
     } else {
+      // Departures were scheduled under the link's old state: recall them first.
+      recall(leaf_index(l.plane, leaf_of(l.a)), l.a % H);
       Switch& leaf = switches[leaf_index(l.plane, leaf_of(l.a))];
       apply(leaf.ports[l.a % H]);
       if (a.kind == FaultAction::kLinkState && a.flag)
@@ -1469,6 +1634,8 @@ void Simulation::Impl::apply_fault(uint32_t idx) {
   // Switch-switch link: both directions. Switches never reroute in SRv6 mode; in ECMP mode
   // the routing view follows after the convergence delay.
   const LinkEnds ends = link_ends(l);
+  recall(ends.sw_a, ends.port_a);
+  recall(ends.sw_b, ends.port_b);
   apply(switches[ends.sw_a].ports[ends.port_a]);
   apply(switches[ends.sw_b].ports[ends.port_b]);
   if (a.kind == FaultAction::kLinkState) {
@@ -1534,6 +1701,7 @@ void Simulation::Impl::sample(uint32_t plane) {
   for (uint32_t i = plane * (L + S); i < (plane + 1) * (L + S); ++i) {
     for (Port& port : switches[i].ports) {
       if (port.link_id == UINT32_MAX) continue;
+      if (port.waiting) settle(port);
       const uint64_t bytes = port.tx_bytes - port.sampled_tx_bytes;
       port.sampled_tx_bytes = port.tx_bytes;
       const double cap = static_cast<double>(port.rate.bps()) * static_cast<double>(interval) /
@@ -1601,6 +1769,9 @@ void Simulation::Impl::dispatch(const SimEvent& e) {
       start_tx(e.a, e.b);
       break;
     }
+    case kPortDeliver:
+      deliver(e.a, e.b);
+      break;
     case kPause:
       handle_pause(e.a, e.b, e.c != 0);
       break;
@@ -1638,7 +1809,7 @@ Time Simulation::Impl::run(Time until) {
         // The next event's packet is cold (the pool is far larger than the caches): start
         // loading it while this event runs.
         if (const SimEvent* n = q.peek_ready();
-            n && (n->type == kSwitchArrive || n->type == kHostArrive))
+            n && (n->type == kSwitchArrive || n->type == kHostArrive || n->type == kPortDeliver))
           __builtin_prefetch(&packets[n->c]);
         now = e.time;
         ++events;

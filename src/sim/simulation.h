@@ -99,6 +99,10 @@ struct SimConfig {
   TransportConfig transport;
   uint64_t seed = 1;
   Time sample_interval = us(10);  // link utilisation / queue time series; 0 = off
+  // Switch ports schedule each packet's departure when it is enqueued (one event per packet
+  // and hop) rather than event by event (a port-free event per packet). The same model;
+  // results differ only in the order of simultaneous events. false: for validation.
+  bool scheduled_departures = true;
 };
 
 // ---- naming elements -------------------------------------------------------------------
