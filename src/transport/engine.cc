@@ -179,6 +179,43 @@ Status Engine::set_path_denied(Time now, uint32_t qpn, int ev_index, bool denied
   return s;
 }
 
+Status Engine::update_qp(Time now, uint32_t qpn, const QpUpdate& update) {
+  (void)now;  // the QP's timers are re-armed from their own bookkeeping
+  Qp* qp = find_qp(qpn);
+  if (!qp) return fail(Error::kUnknownQp);
+  auto s = qp->update(update);
+  rearm(qp);  // a shorter ACK timeout moves the deadline earlier
+  return s;
+}
+
+Result<QpLimits> Engine::qp_limits(uint32_t qpn) const {
+  const Qp* qp = find_qp(qpn);
+  if (!qp) return fail(Error::kUnknownQp);
+  return qp->limits();
+}
+
+Status Engine::replace_path(Time now, uint32_t qpn, int ev_index, const PathDesc& desc) {
+  Qp* qp = find_qp(qpn);
+  if (!qp) return fail(Error::kUnknownQp);
+  auto s = qp->replace_path(now, ev_index, desc);
+  rearm(qp);
+  return s;
+}
+
+Status Engine::reconfigure_cc(Time now, uint32_t qpn, const CcSpec& cc) {
+  (void)now;
+  Qp* qp = find_qp(qpn);
+  if (!qp) return fail(Error::kUnknownQp);
+  auto s = qp->reconfigure_cc(cc);
+  rearm(qp);
+  return s;
+}
+
+const cc::CongestionControl* Engine::qp_cc(uint32_t qpn) const {
+  const Qp* qp = find_qp(qpn);
+  return qp && qp->state() == QpState::kRts ? qp->congestion_control() : nullptr;
+}
+
 // ---- work -----------------------------------------------------------------------------
 
 Status Engine::post_write(Time now, uint32_t qpn, const WriteWr& wr) {

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -93,6 +94,30 @@ struct QpAttr {
   uint8_t retry_linear = 7;  // fixed-interval retries (0..7)
   uint8_t retry_exp = 7;     // exponential-backoff retries (0..25; 25 = infinite)
   Time reorder_window = 0;   // RACK reordering window; 0 = min RTT seen (>= 1 us)
+};
+
+// Attributes a live QP may change (Engine::update_qp). Unset fields stay as they are. The
+// requester's limits -- the RTS attributes of OCP mrc.h 3.8: ACK timeout, retry counts,
+// max_wimm -- change in RTS; the responder's max_wimm_dest (an RTR attribute) in RTR and RTS.
+// MPR cannot change: it sizes the PSN rings and the responder's window, which hold packets in
+// flight (OCP: dynamic MPR is the optional MRC_DEVICE_CAP_DYNAMIC_MPR, not offered here).
+struct QpUpdate {
+  std::optional<uint8_t> timeout = {};         // 0..24: ACK timeout = 1.024 us * 2^timeout
+  std::optional<uint8_t> retry_linear = {};    // 0..7
+  std::optional<uint8_t> retry_exp = {};       // 0..25 (25 = infinite)
+  std::optional<uint16_t> max_wimm = {};       // >= 1
+  std::optional<uint16_t> max_wimm_dest = {};  // >= 1
+};
+
+// The limits a QP runs with now (Engine::qp_limits), as set by modify_qp and update_qp.
+struct QpLimits {
+  uint8_t timeout = 0;
+  uint8_t retry_linear = 0;
+  uint8_t retry_exp = 0;
+  uint16_t max_wimm = 0;
+  uint16_t max_wimm_dest = 0;
+  uint32_t mpr_psns = 0;       // requester window, PSNs
+  uint32_t mpr_dest_psns = 0;  // responder window, PSNs
 };
 
 struct QpCreateAttr {
@@ -260,6 +285,37 @@ class Engine {
   Result<QpStats> qp_stats(uint32_t qpn) const;
   // Controller: deny or allow a path of a QP (OCP MODIFY_EV_STATE).
   Status set_path_denied(Time now, uint32_t qpn, int ev_index, bool denied);
+  // Changes the limits of a live QP (OCP mrc.h 3.8, attribute-only modifies in RTR / RTS; see
+  // QpUpdate). Takes effect at once: a raised max_wimm lets waiting WRITE_IMMs go, a lowered one
+  // holds new ones until enough complete (nothing in flight is recalled); a lowered
+  // max_wimm_dest drops new WRITE_IMM messages beyond it (kWimmExceeded) until open ones
+  // complete; a new timeout re-arms the ACK timer from the last progress; the retry counts apply
+  // from the next expiry on. Errors, with nothing changed: kUnknownQp; kBadQpState for a
+  // requester limit before RTS, max_wimm_dest before RTR, or any change in ERR;
+  // kInvalidArgument for a value out of range.
+  Status update_qp(Time now, uint32_t qpn, const QpUpdate& update);
+  // The limits a QP runs with. kUnknownQp.
+  Result<QpLimits> qp_limits(uint32_t qpn) const;
+  // Controller: path `ev_index` of a QP becomes `desc` (OCP 5.5 REPLACE_EV / MODIFY_FIELDS on
+  // an ONLINE EV profile with MRC_CTL_OPT_CAP_EV_PROFILE_MODIFY_ONLINE). The old EV leaves the
+  // set as a denied one does: its packets still in flight are resent on other paths (without
+  // marking any path bad); the new EV starts in desc.state (kGood or kDenied) with nothing
+  // learned. No EV event is emitted: the controller made the change. Errors, with nothing
+  // changed: kUnknownQp; kBadQpState in RESET (no path set); kInvalidArgument for an index out of
+  // range, a port beyond the engine's, or desc.state kAssumedBad.
+  Status replace_path(Time now, uint32_t qpn, int ev_index, const PathDesc& desc);
+  // Reconfigures a QP's congestion control in place (OCP 5.5: CONFIG of an ONLINE CC profile
+  // with MRC_CTL_OPT_CAP_CC_PROFILE_MODIFY_ONLINE). The algorithm must stay the same; its state
+  // (window, delay average, quick-adapt period) carries over and is clamped to the new bounds:
+  // NSCC takes every new parameter (cc::Nscc::reconfigure), a fixed window its new size, kNone
+  // has nothing to change. Before RTS (no controller running yet) the spec is stored for the
+  // RTS transition. Errors, with nothing changed: kUnknownQp; kBadQpState in RESET;
+  // kInvalidArgument for another algorithm, DCQCN (not reconfigurable in place: its rate state is
+  // tied to the old line rate), or a spec to_init would reject (NSCC base_rtt 0, a fixed window of
+  // 0).
+  Status reconfigure_cc(Time now, uint32_t qpn, const CcSpec& cc);
+  // The congestion control of a QP in RTS (nullptr otherwise, or without CC), for tools/tests.
+  const cc::CongestionControl* qp_cc(uint32_t qpn) const;
 
   // ---- Work ---------------------------------------------------------------------------
   // Errors: kUnknownQp, kBadQpState (not RTS), kQueueFull (send queue full),

@@ -13,14 +13,27 @@ void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t
   policy_ = policy;
   min_active_ = min_active;
   port_up_mask_ = num_ports >= 32 ? ~0u : ((1u << num_ports) - 1);
+  num_ports_ = num_ports;
   for (const PathDesc& d : paths) {
     Path p;
     p.desc = d;
     p.state = d.state == ev::EvState::kDenied ? ev::EvState::kDenied : ev::EvState::kGood;
     paths_.push_back(p);
   }
+  build_order();
+  Rng rng(seed);
+  cursor_ = order_.empty() ? 0 : rng.below(order_.size());
+  probe_seq_ = rng.next() & 0xFFFFFFFFull;
+  recount();
+}
+
+void PathSet::build_order() {
   // Interleave by port: take the first path of every port, then the second of every port,
   // and so on, so that consecutive picks alternate planes.
+  std::vector<Time> cool(paths_.size(), 0);
+  for (const Slot& slot : order_)
+    if (slot.index < cool.size()) cool[slot.index] = slot.cool_until;
+  order_.clear();
   std::vector<std::vector<uint16_t>> by_port(32);
   for (size_t i = 0; i < paths_.size(); ++i) {
     by_port[paths_[i].desc.port & 31].push_back(static_cast<uint16_t>(i));
@@ -31,13 +44,10 @@ void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t
       if (round >= bucket.size()) continue;
       const uint16_t i = bucket[round];
       slot_of_[i] = static_cast<uint16_t>(order_.size());
-      order_.push_back(Slot{0, i, paths_[i].desc.port, paths_[i].state});
+      order_.push_back(Slot{cool[i], i, paths_[i].desc.port, paths_[i].state});
     }
   }
-  Rng rng(seed);
-  cursor_ = order_.empty() ? 0 : rng.below(order_.size());
-  probe_seq_ = rng.next() & 0xFFFFFFFFull;
-  recount();
+  if (cursor_ >= order_.size()) cursor_ = 0;
 }
 
 void PathSet::recount() {
@@ -145,6 +155,29 @@ PathStateChange PathSet::set_denied(int i, bool denied) {
   }
   recount();
   return {true, from, p.state};
+}
+
+Status PathSet::replace(int i, const PathDesc& desc) {
+  if (i < 0 || static_cast<size_t>(i) >= paths_.size() || desc.port >= num_ports_ ||
+      (desc.state != ev::EvState::kGood && desc.state != ev::EvState::kDenied)) {
+    return fail(Error::kInvalidArgument);
+  }
+  Path& p = paths_[static_cast<size_t>(i)];
+  const bool port_changed = p.desc.port != desc.port;
+  p = Path{};
+  p.desc = desc;
+  p.state = desc.state;
+  std::erase(assumed_bad_, static_cast<uint16_t>(i));  // its probe was for the old EV
+  if (port_changed) {
+    order_[slot_of_[static_cast<size_t>(i)]].cool_until = 0;
+    build_order();  // keep consecutive picks alternating planes
+  } else {
+    Slot& slot = order_[slot_of_[static_cast<size_t>(i)]];
+    slot.cool_until = 0;
+    slot.state = p.state;
+  }
+  recount();
+  return {};
 }
 
 void PathSet::set_port_up(uint8_t port, bool up) {

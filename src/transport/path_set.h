@@ -78,6 +78,13 @@ class PathSet {
   PathStateChange on_delivered(int i);
   // Controller: deny (never use) or allow path `i`. Returns the state change.
   PathStateChange set_denied(int i, bool denied);
+  // Controller: path `i` becomes `desc` (OCP mrc_ctl.h 5.5 REPLACE_EV / MODIFY_FIELDS on an
+  // ONLINE profile, MRC_CTL_OPT_CAP_EV_PROFILE_MODIFY_ONLINE). The entry keeps its index (the
+  // profile's array index) and starts afresh in desc.state (kGood or kDenied): no ECN
+  // cool-down, no probe, zeroed counters -- nothing learned about the old EV applies to the new
+  // one. Errors (the set is unchanged): kInvalidArgument for an index out of range, a port
+  // beyond the configured ports, or desc.state kAssumedBad (only the NIC marks paths bad).
+  Status replace(int i, const PathDesc& desc);
   void set_port_up(uint8_t port, bool up);
   bool port_up(uint8_t port) const { return (port_up_mask_ >> port) & 1; }
 
@@ -98,6 +105,9 @@ class PathSet {
   bool usable(const Path& p) const { return p.state == ev::EvState::kGood && port_up(p.desc.port); }
   void recount();
   void set_state(int i, ev::EvState s);
+  // Rebuilds order_/slot_of_ from paths_ (interleaved by port), keeping each slot's ECN
+  // cool-down; the cursor stays where it is (clamped).
+  void build_order();
 
   // What pick() reads, in round-robin order, 16 bytes a path: a pick scans consecutive slots
   // instead of ~90-byte Path records scattered over the QP's memory (in the simulator, with
@@ -117,6 +127,7 @@ class PathSet {
   uint32_t usable_ = 0;
   uint32_t min_active_ = 0;
   uint32_t port_up_mask_ = 0;
+  uint8_t num_ports_ = 0;
   uint64_t probe_seq_ = 0;
   PathPolicy policy_;
 };

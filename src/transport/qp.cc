@@ -4,6 +4,8 @@
 #include <bit>
 #include <cstring>
 
+#include "transport/cc/fixed_window.h"
+#include "transport/cc/nscc.h"
 #include "transport/psn.h"
 
 namespace mrc {
@@ -1319,6 +1321,93 @@ Status Qp::set_path_denied(Time now, int ev_index, bool denied) {
     }
   }
   engine_.mark_ready(this);
+  return {};
+}
+
+// The old EV leaves the set the way a denied one does (its packets in flight are resent on
+// other paths, no path is marked), then the new one takes its index: a later ACK, NACK or
+// probe reply for the old EV then names a path that no longer holds what it was sent on, so
+// only retransmissions -- never loss marking -- may follow from it (engine.h replace_path).
+Status Qp::replace_path(Time now, int ev_index, const PathDesc& desc) {
+  if (state_ == QpState::kReset) return fail(Error::kBadQpState);
+  if (ev_index < 0 || static_cast<size_t>(ev_index) >= paths_.size()) {
+    return fail(Error::kInvalidArgument);
+  }
+  if (auto st = paths_.replace(ev_index, desc); !st) return st;
+  if (state_ == QpState::kRts && is_mrc()) {
+    for (uint32_t seq = rec_head_; seq != rec_tail_; ++seq) {
+      const TxRecord& r = recs_[seq & rec_mask_];
+      if (r.ev == ev_index && record_current(seq))
+        declare_lost(now, r.psn, false, LossCause::kOther);
+    }
+  }
+  engine_.mark_ready(this);
+  return {};
+}
+
+// OCP mrc.h 3.8: timeout, retry counts and max_wimm are the RTS transition's attributes,
+// max_wimm_dest the RTR transition's; a live QP takes new values of them here. Everything is
+// checked before anything changes.
+Status Qp::update(const QpUpdate& u) {
+  const bool requester = u.timeout || u.retry_linear || u.retry_exp || u.max_wimm;
+  const bool responder = u.max_wimm_dest.has_value();
+  if (!requester && !responder) return {};
+  if (requester && state_ != QpState::kRts) return fail(Error::kBadQpState);
+  if (responder && state_ != QpState::kRtr && state_ != QpState::kRts) {
+    return fail(Error::kBadQpState);
+  }
+  if ((u.timeout && *u.timeout > 24) || (u.retry_linear && *u.retry_linear > 7) ||
+      (u.retry_exp && *u.retry_exp > 25) || (u.max_wimm && *u.max_wimm == 0) ||
+      (u.max_wimm_dest && *u.max_wimm_dest == 0)) {
+    return fail(Error::kInvalidArgument);
+  }
+  if (u.timeout) {
+    timeout_ = *u.timeout;
+    // The learned PTO floor never exceeds the ACK timeout (see pto_floor_).
+    pto_floor_ = std::min(pto_floor_, rto_base());
+  }
+  if (u.retry_linear) retry_linear_ = *u.retry_linear;
+  if (u.retry_exp) retry_exp_ = *u.retry_exp;
+  if (u.max_wimm) {
+    max_wimm_ = *u.max_wimm;
+    engine_.mark_ready(this);  // WRITE_IMMs held by the old limit may go now
+  }
+  if (u.max_wimm_dest) max_wimm_dest_ = *u.max_wimm_dest;
+  return {};
+}
+
+QpLimits Qp::limits() const {
+  return QpLimits{timeout_,       retry_linear_, retry_exp_,    max_wimm_,
+                  max_wimm_dest_, mpr_psns_,     mpr_dest_psns_};
+}
+
+// OCP 5.5 CC CONFIG on an ONLINE profile: the running algorithm takes the new parameters and
+// keeps its state (engine.h reconfigure_cc).
+Status Qp::reconfigure_cc(const CcSpec& c) {
+  if (state_ == QpState::kReset) return fail(Error::kBadQpState);
+  if (c.algorithm != cc_spec_.algorithm) return fail(Error::kInvalidArgument);
+  switch (c.algorithm) {
+    case CcAlgorithm::kNscc:
+      if (c.nscc.base_rtt == 0) return fail(Error::kInvalidArgument);
+      break;
+    case CcAlgorithm::kFixedWindow:
+      if (c.fixed_window == 0) return fail(Error::kInvalidArgument);
+      break;
+    case CcAlgorithm::kDcqcn:
+      return fail(Error::kInvalidArgument);
+    case CcAlgorithm::kNone:
+      break;
+  }
+  cc_spec_ = c;
+  if (!cc_) return {};  // before RTS: used when the controller is made at RTS
+  if (c.algorithm == CcAlgorithm::kNscc) {
+    cc::NsccConfig cfg = c.nscc;
+    cfg.mtu = mtu_;
+    static_cast<cc::Nscc*>(cc_.get())->reconfigure(cfg);
+  } else if (c.algorithm == CcAlgorithm::kFixedWindow) {
+    static_cast<cc::FixedWindow*>(cc_.get())->set_window(c.fixed_window);
+  }
+  engine_.mark_ready(this);  // a larger window may let packets go
   return {};
 }
 

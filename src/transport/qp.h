@@ -44,6 +44,11 @@ class Qp {
   Status post_recv(uint64_t wr_id);
   Status on_packet(Time now, const RxPacket& rx);
   Status set_path_denied(Time now, int ev_index, bool denied);
+  Status replace_path(Time now, int ev_index, const PathDesc& desc);
+  Status update(const QpUpdate& u);
+  QpLimits limits() const;
+  Status reconfigure_cc(const CcSpec& cc);
+  const cc::CongestionControl* congestion_control() const { return cc_.get(); }
   void set_port_up(Time now, uint8_t port, bool up);
 
   // Control packets (ACK, NACK, CNP, probe, probe reply) pending?

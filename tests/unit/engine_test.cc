@@ -12,6 +12,7 @@
 #include <queue>
 #include <vector>
 
+#include "transport/cc/nscc.h"
 #include "transport/psn.h"
 
 namespace mrc {
@@ -437,6 +438,250 @@ TEST(Engine, modify_qp__illegal_transitions_and_values_rejected_without_change) 
             Error::kBadRkey);
   ASSERT_TRUE(net.e(0).modify_qp(0, qpn, QpState::kReset, a));
   EXPECT_EQ(*net.e(0).qp_state(qpn), QpState::kReset);
+}
+
+// ---- live changes: update_qp, replace_path, reconfigure_cc ---------------------------
+
+TEST(Engine, update_qp__limits_change_per_state_and_bad_input_changes_nothing) {
+  MiniNet net(2);
+  Engine& e = net.e(0);
+  const uint32_t qpn = *e.create_qp(QpCreateAttr{});
+  QpAttr a = mrc_attr(2, 4, 7);
+  EXPECT_EQ(e.update_qp(0, 99, QpUpdate{.timeout = 3}).error(), Error::kUnknownQp);
+  EXPECT_TRUE(e.update_qp(0, qpn, QpUpdate{}));  // nothing asked: fine in any state
+  ASSERT_TRUE(e.modify_qp(0, qpn, QpState::kInit, a));
+  EXPECT_EQ(e.update_qp(0, qpn, QpUpdate{.max_wimm_dest = 4}).error(), Error::kBadQpState);
+  ASSERT_TRUE(e.modify_qp(0, qpn, QpState::kRtr, a));
+  // RTR: the responder's limit may change, the requester's (RTS attributes) not yet.
+  EXPECT_EQ(e.update_qp(0, qpn, QpUpdate{.timeout = 3}).error(), Error::kBadQpState);
+  EXPECT_EQ(e.update_qp(0, qpn, QpUpdate{.max_wimm = 3}).error(), Error::kBadQpState);
+  EXPECT_EQ(e.update_qp(0, qpn, QpUpdate{.max_wimm_dest = 0}).error(), Error::kInvalidArgument);
+  ASSERT_TRUE(e.update_qp(0, qpn, QpUpdate{.max_wimm_dest = 5}));
+  EXPECT_EQ(e.qp_limits(qpn)->max_wimm_dest, 5);
+  a.max_wimm_dest = 77;  // the RTS transition does not touch the responder's limit
+  ASSERT_TRUE(e.modify_qp(0, qpn, QpState::kRts, a));
+  QpLimits l = *e.qp_limits(qpn);
+  EXPECT_EQ(l.max_wimm_dest, 5);
+  EXPECT_EQ(l.timeout, 10);
+  EXPECT_EQ(l.mpr_psns, 128u * a.mpr);
+  // RTS: every field; one bad field rejects the whole update.
+  for (const QpUpdate& bad :
+       {QpUpdate{.timeout = 25}, QpUpdate{.retry_linear = 8}, QpUpdate{.retry_exp = 26},
+        QpUpdate{.max_wimm = 0}, QpUpdate{.timeout = 3, .max_wimm_dest = 0},
+        QpUpdate{.timeout = 3, .retry_linear = 2, .retry_exp = 30}}) {
+    EXPECT_EQ(e.update_qp(0, qpn, bad).error(), Error::kInvalidArgument);
+  }
+  l = *e.qp_limits(qpn);
+  EXPECT_EQ(l.timeout, 10);
+  EXPECT_EQ(l.retry_linear, 7);
+  EXPECT_EQ(l.retry_exp, 7);
+  EXPECT_EQ(l.max_wimm, 64);
+  EXPECT_EQ(l.max_wimm_dest, 5);
+  ASSERT_TRUE(e.update_qp(
+      0, qpn,
+      QpUpdate{
+          .timeout = 12, .retry_linear = 1, .retry_exp = 25, .max_wimm = 9, .max_wimm_dest = 10}));
+  l = *e.qp_limits(qpn);
+  EXPECT_EQ(l.timeout, 12);
+  EXPECT_EQ(l.retry_linear, 1);
+  EXPECT_EQ(l.retry_exp, 25);
+  EXPECT_EQ(l.max_wimm, 9);
+  EXPECT_EQ(l.max_wimm_dest, 10);
+  // ERR: nothing changes any more.
+  ASSERT_TRUE(e.modify_qp(0, qpn, QpState::kErr, a));
+  EXPECT_EQ(e.update_qp(0, qpn, QpUpdate{.timeout = 3}).error(), Error::kBadQpState);
+  EXPECT_EQ(e.update_qp(0, qpn, QpUpdate{.max_wimm_dest = 3}).error(), Error::kBadQpState);
+  EXPECT_EQ(e.qp_limits(qpn)->timeout, 12);
+}
+
+TEST(Engine, update_qp__shorter_timeout_and_retry_counts_apply_to_a_live_qp) {
+  MiniNet net(2);
+  Pair p = connect(net, 2, 4, 4096);  // timeout 10 (~1 ms), retries 7 + 7
+  net.hook = [](int src, const TxPacket&) { return src == 0 ? Fate::kDrop : Fate::kDeliver; };
+  ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 4096)));
+  net.run(us(5));
+  // ~16 us timeout, no retries: the first expiry ends the QP, long before the old 1 ms.
+  ASSERT_TRUE(net.e(0).update_qp(net.now(), p.qpn[0],
+                                 QpUpdate{.timeout = 4, .retry_linear = 0, .retry_exp = 0}));
+  net.run(us(500));
+  ASSERT_EQ(net.completions[0].size(), 1u);
+  EXPECT_EQ(net.completions[0][0].status, WcStatus::kRetryExceeded);
+  EXPECT_LT(net.completions[0][0].time, us(100));
+  EXPECT_EQ(*net.e(0).qp_state(p.qpn[0]), QpState::kErr);
+}
+
+TEST(Engine, update_qp__max_wimm_bounds_write_imms_in_flight_from_the_next_one_on) {
+  MiniNet net(2);
+  Pair p = connect(net, 2, 4, 8 * 65536);
+  for (int i = 0; i < 16; ++i)
+    ASSERT_TRUE(net.e(1).post_recv(p.qpn[1], static_cast<uint64_t>(i)));
+  ASSERT_TRUE(net.e(0).update_qp(0, p.qpn[0], QpUpdate{.max_wimm = 1}));
+  for (int i = 0; i < 8; ++i)
+    ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, i, i * 65536ull, 65536, true)));
+  net.run(ms(10));
+  ASSERT_EQ(net.completions[0].size(), 8u);
+  EXPECT_EQ(net.e(0).counters().max_outstanding_wimm, 1u);
+  ASSERT_TRUE(net.e(0).update_qp(net.now(), p.qpn[0], QpUpdate{.max_wimm = 8}));
+  for (int i = 0; i < 8; ++i)
+    ASSERT_TRUE(
+        net.e(0).post_write(net.now(), p.qpn[0], write_wr(p, 8 + i, i * 65536ull, 65536, true)));
+  net.run(ms(20));
+  ASSERT_EQ(net.completions[0].size(), 16u);
+  EXPECT_GT(net.e(0).counters().max_outstanding_wimm, 1u);
+  EXPECT_LE(net.e(0).counters().max_outstanding_wimm, 8u);
+  for (const Completion& c : net.completions[0])
+    EXPECT_EQ(c.status, WcStatus::kSuccess);
+  EXPECT_TRUE(data_matches(p));
+}
+
+TEST(Engine, update_qp__lowered_max_wimm_dest_drops_write_imms_beyond_it) {
+  MiniNet net(2);
+  Pair p = connect(net, 2, 4, 4 * 4096);
+  ASSERT_TRUE(net.e(1).update_qp(0, p.qpn[1], QpUpdate{.max_wimm_dest = 1}));
+  // No receive posted yet: the first message stays open at the responder, the others are
+  // beyond the limit and dropped.
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, i, i * 4096ull, 4096, true)));
+  net.run(us(30));
+  EXPECT_GT(net.e(1).counters().drops[static_cast<int>(DropReason::kWimmExceeded)], 0u);
+  // Receives let the messages complete one at a time; the requester resends the dropped ones.
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(net.e(1).post_recv(p.qpn[1], static_cast<uint64_t>(i)));
+  net.run(ms(200));
+  ASSERT_EQ(net.completions[1].size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(net.completions[1][i].status, WcStatus::kSuccess);
+    EXPECT_EQ(net.completions[1][i].imm, static_cast<uint32_t>(i * 3 + 1));
+  }
+  EXPECT_TRUE(data_matches(p));
+}
+
+TEST(Engine, replace_path__new_ev_carries_traffic_mid_transfer) {
+  MiniNet net(2);
+  Pair p = connect(net, 2, 4, 1 << 20);  // EV i = {i}, port i % 2
+  std::map<uint8_t, int> per_ev;
+  net.hook = [&](int src, const TxPacket& tx) {
+    if (src == 0 && tx.pkt.payload_len) ++per_ev[(*tx.ev)[0]];
+    return Fate::kDeliver;
+  };
+  ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 1 << 20)));
+  net.run(us(10));
+  ASSERT_TRUE(net.completions[0].empty());
+  EXPECT_GT(per_ev[1], 0);
+  PathDesc d;
+  d.ev[0] = 0x77;
+  d.port = 0;  // EV 1 was on port 1
+  ASSERT_TRUE(net.e(0).replace_path(net.now(), p.qpn[0], 1, d));
+  const PathSet* ps = net.e(0).qp_paths(p.qpn[0]);
+  EXPECT_EQ(ps->path(1).desc.ev[0], 0x77);
+  EXPECT_EQ(ps->path(1).desc.port, 0);
+  const int old_ev_sent = per_ev[1];
+  net.run(ms(10));
+  ASSERT_EQ(net.completions[0].size(), 1u);
+  EXPECT_EQ(net.completions[0][0].status, WcStatus::kSuccess);
+  EXPECT_TRUE(data_matches(p));
+  EXPECT_EQ(per_ev[1], old_ev_sent);  // the old EV carries nothing after its replacement
+  EXPECT_GT(per_ev[0x77], 0);
+  // No path was marked bad for it, and the controller's change raised no EV event.
+  for (const Event& ev : net.events[0])
+    EXPECT_NE(ev.type, EventType::kEvStateChange);
+}
+
+TEST(Engine, replace_path__bad_input_changes_nothing) {
+  MiniNet net(2);
+  Engine& e = net.e(0);
+  const uint32_t qpn = *e.create_qp(QpCreateAttr{});
+  PathDesc d;
+  d.ev[0] = 0x55;
+  EXPECT_EQ(e.replace_path(0, qpn, 0, d).error(), Error::kBadQpState);  // RESET: no paths
+  EXPECT_EQ(e.replace_path(0, 99, 0, d).error(), Error::kUnknownQp);
+  ASSERT_TRUE(e.modify_qp(0, qpn, QpState::kInit, mrc_attr(2, 4, 7)));
+  EXPECT_EQ(e.replace_path(0, qpn, 4, d).error(), Error::kInvalidArgument);
+  EXPECT_EQ(e.replace_path(0, qpn, -1, d).error(), Error::kInvalidArgument);
+  PathDesc bad = d;
+  bad.port = 2;
+  EXPECT_EQ(e.replace_path(0, qpn, 0, bad).error(), Error::kInvalidArgument);
+  bad = d;
+  bad.state = ev::EvState::kAssumedBad;
+  EXPECT_EQ(e.replace_path(0, qpn, 0, bad).error(), Error::kInvalidArgument);
+  EXPECT_EQ(e.qp_paths(qpn)->path(0).desc.ev[0], 0);
+  // In INIT the set is replaced as well (it is the one RTS will use).
+  d.state = ev::EvState::kDenied;
+  ASSERT_TRUE(e.replace_path(0, qpn, 0, d));
+  EXPECT_EQ(e.qp_paths(qpn)->path(0).state, ev::EvState::kDenied);
+  EXPECT_EQ(e.qp_paths(qpn)->usable_count(), 3u);
+}
+
+TEST(Engine, reconfigure_cc__nscc_takes_new_parameters_in_place) {
+  MiniNet net(2);
+  Pair p = connect(net, 2, 4, 1 << 20);
+  const auto* nscc = dynamic_cast<const cc::Nscc*>(net.e(0).qp_cc(p.qpn[0]));
+  ASSERT_NE(nscc, nullptr);
+  const uint64_t default_max = nscc->params().max_cwnd;
+  CcSpec spec = mrc_attr(2, 4, 0).cc;
+  spec.nscc.max_cwnd = 4 * 4096;
+  ASSERT_TRUE(net.e(0).reconfigure_cc(0, p.qpn[0], spec));
+  EXPECT_EQ(net.e(0).qp_cc(p.qpn[0]), nscc);  // the same controller, reconfigured
+  EXPECT_EQ(nscc->params().max_cwnd, 4u * 4096);
+  EXPECT_LE(nscc->cwnd(), 4u * 4096);
+  EXPECT_EQ(nscc->params().mtu, 4096u);  // the QP's MTU, not the spec's
+  uint64_t max_inflight_pkts = 0, inflight = 0;
+  net.hook = [&](int src, const TxPacket& tx) {
+    if (src == 0 && tx.pkt.payload_len) max_inflight_pkts = std::max(max_inflight_pkts, ++inflight);
+    if (src == 1) inflight = 0;  // crude: any ACK drains the count
+    return Fate::kDeliver;
+  };
+  ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 1 << 20)));
+  net.run(ms(50));
+  ASSERT_EQ(net.completions[0].size(), 1u);
+  EXPECT_TRUE(data_matches(p));
+  EXPECT_LE(max_inflight_pkts, 4u);
+  // Bad specs change nothing.
+  CcSpec bad = spec;
+  bad.nscc.base_rtt = 0;
+  EXPECT_EQ(net.e(0).reconfigure_cc(0, p.qpn[0], bad).error(), Error::kInvalidArgument);
+  bad = spec;
+  bad.algorithm = CcAlgorithm::kDcqcn;
+  EXPECT_EQ(net.e(0).reconfigure_cc(0, p.qpn[0], bad).error(), Error::kInvalidArgument);
+  bad.algorithm = CcAlgorithm::kFixedWindow;
+  EXPECT_EQ(net.e(0).reconfigure_cc(0, p.qpn[0], bad).error(), Error::kInvalidArgument);
+  EXPECT_EQ(net.e(0).reconfigure_cc(0, 99, spec).error(), Error::kUnknownQp);
+  EXPECT_EQ(nscc->params().max_cwnd, 4u * 4096);
+  spec.nscc.max_cwnd = 0;
+  ASSERT_TRUE(net.e(0).reconfigure_cc(0, p.qpn[0], spec));
+  EXPECT_EQ(nscc->params().max_cwnd, default_max);
+}
+
+TEST(Engine, reconfigure_cc__before_rts_is_used_at_rts_and_reset_is_refused) {
+  MiniNet net(2);
+  Engine& e = net.e(0);
+  const uint32_t qpn = *e.create_qp(QpCreateAttr{});
+  QpAttr a = mrc_attr(2, 4, 7);
+  EXPECT_EQ(e.reconfigure_cc(0, qpn, a.cc).error(), Error::kBadQpState);
+  ASSERT_TRUE(e.modify_qp(0, qpn, QpState::kInit, a));
+  CcSpec spec = a.cc;
+  spec.nscc.max_cwnd = 12345;
+  ASSERT_TRUE(e.reconfigure_cc(0, qpn, spec));
+  EXPECT_EQ(e.qp_cc(qpn), nullptr);  // no controller before RTS
+  ASSERT_TRUE(e.modify_qp(0, qpn, QpState::kRtr, a));
+  ASSERT_TRUE(e.modify_qp(0, qpn, QpState::kRts, a));
+  const auto* nscc = dynamic_cast<const cc::Nscc*>(e.qp_cc(qpn));
+  ASSERT_NE(nscc, nullptr);
+  EXPECT_EQ(nscc->params().max_cwnd, 12345u);
+  // A fixed window QP takes a new size.
+  const uint32_t fq = *e.create_qp(QpCreateAttr{});
+  QpAttr fa = mrc_attr(2, 4, 7);
+  fa.cc.algorithm = CcAlgorithm::kFixedWindow;
+  fa.cc.fixed_window = 8192;
+  ASSERT_TRUE(e.modify_qp(0, fq, QpState::kInit, fa));
+  ASSERT_TRUE(e.modify_qp(0, fq, QpState::kRtr, fa));
+  ASSERT_TRUE(e.modify_qp(0, fq, QpState::kRts, fa));
+  EXPECT_EQ(e.qp_cc(fq)->cwnd(), 8192u);
+  fa.cc.fixed_window = 0;
+  EXPECT_EQ(e.reconfigure_cc(0, fq, fa.cc).error(), Error::kInvalidArgument);
+  fa.cc.fixed_window = 65536;
+  ASSERT_TRUE(e.reconfigure_cc(0, fq, fa.cc));
+  EXPECT_EQ(e.qp_cc(fq)->cwnd(), 65536u);
 }
 
 }  // namespace

@@ -27,6 +27,14 @@ TEST(FixedWindow_on_events, window_never_changes) {
   EXPECT_EQ(cc->next_send_time(), 0u);
 }
 
+TEST(FixedWindow_set_window, new_size_and_zero_means_unlimited) {
+  FixedWindow cc(10'000);
+  cc.set_window(20'000);
+  EXPECT_EQ(cc.cwnd(), 20'000u);
+  cc.set_window(0);
+  EXPECT_EQ(cc.cwnd(), UINT64_MAX);
+}
+
 TEST(FixedWindow_ctor, zero_means_unlimited) {
   EXPECT_EQ(make_fixed_window(0)->cwnd(), UINT64_MAX);
 }

@@ -491,6 +491,32 @@ TEST(Nscc_cwnd, stays_within_mtu_and_max_cwnd) {
   EXPECT_EQ(cc.cwnd(), cc.params().max_cwnd);
 }
 
+TEST(Nscc_reconfigure, new_parameters_keep_the_flow_state) {
+  Nscc cc(config());
+  Time t = 0;
+  cc.on_loss(t, kMtu);  // the window is now half of max_cwnd
+  const double before = cc.cwnd_exact();
+  const auto decreases = cc.stats().loss_decreases;
+  NsccConfig c = config();
+  c.target_delay = us(2);
+  c.gamma = 0.5;
+  cc.reconfigure(c);
+  EXPECT_EQ(cc.params().target_delay, us(2));
+  EXPECT_DOUBLE_EQ(cc.params().gamma, 0.5);
+  EXPECT_DOUBLE_EQ(cc.cwnd_exact(), before);  // not a congestion signal
+  EXPECT_EQ(cc.stats().loss_decreases, decreases);
+  // A smaller max_cwnd clamps the window; a larger one lets it grow there.
+  c.max_cwnd = 3 * kMtu;
+  cc.reconfigure(c);
+  EXPECT_EQ(cc.cwnd(), 3u * kMtu);
+  c.max_cwnd = 0;  // default again: 1.5 * BDP
+  cc.reconfigure(c);
+  EXPECT_EQ(cc.params().max_cwnd, 187'500u);
+  for (int i = 0; i < 20000; ++i, t += ns(50))
+    cc.on_ack(ack(t, us(10)), 0);
+  EXPECT_EQ(cc.cwnd(), 187'500u);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Closed loop: N senders, one FIFO bottleneck of capacity C with ECN marking above K bytes,
 // ACKs returning after a fixed propagation delay. No engine: the test is the network.

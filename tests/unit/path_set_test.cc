@@ -125,6 +125,62 @@ TEST(PathSet, set_denied__never_used_and_reversible) {
   EXPECT_EQ(s.usable_count(), 2u);
 }
 
+TEST(PathSet, replace__new_ev_takes_the_index_and_starts_fresh) {
+  PathSet s;
+  PathPolicy pol;
+  pol.ecn_cooldown = us(100);
+  s.init(paths(4, 2), 1, 2, pol, 1);
+  // Path 1 (port 1) is ASSUMED_BAD and path 3 cools down after ECN; both are replaced.
+  ASSERT_TRUE(s.on_loss(1, 0).changed);
+  s.on_ecn(3, 0);
+  EXPECT_EQ(s.usable_count(), 3u);
+  EXPECT_NE(s.next_probe_time(), kNever);
+  PathDesc d;
+  d.ev[0] = 0x77;
+  d.port = 0;  // moves to the other plane
+  ASSERT_TRUE(s.replace(1, d));
+  EXPECT_EQ(s.path(1).desc.ev[0], 0x77);
+  EXPECT_EQ(s.path(1).desc.port, 0);
+  EXPECT_EQ(s.path(1).state, ev::EvState::kGood);
+  EXPECT_EQ(s.path(1).losses, 0u);
+  EXPECT_EQ(s.usable_count(), 4u);
+  EXPECT_EQ(s.next_probe_time(), kNever);  // the old EV's probe is forgotten
+  PathDesc d3;
+  d3.port = 1;
+  ASSERT_TRUE(s.replace(3, d3));
+  // Three paths on port 0 now, one on port 1; every path is picked in a cycle, 3 at once
+  // (no cool-down carried over from the old EV).
+  std::set<int> seen;
+  for (int k = 0; k < 4; ++k)
+    seen.insert(s.pick(us(1), 0x3));
+  EXPECT_EQ(seen.size(), 4u);
+  for (int k = 0; k < 4; ++k)
+    EXPECT_EQ(s.path(s.pick(us(1), 0x2)).desc.port, 1);
+  // A DENIED replacement is never used.
+  PathDesc denied = d;
+  denied.state = ev::EvState::kDenied;
+  ASSERT_TRUE(s.replace(0, denied));
+  EXPECT_EQ(s.usable_count(), 3u);
+  for (int k = 0; k < 8; ++k)
+    EXPECT_NE(s.pick(us(1), 0x3), 0);
+}
+
+TEST(PathSet, replace__bad_input_changes_nothing) {
+  PathSet s;
+  s.init(paths(2, 2), 1, 2, PathPolicy{}, 1);
+  PathDesc d;
+  d.ev[0] = 9;
+  EXPECT_EQ(s.replace(2, d).error(), Error::kInvalidArgument);  // index out of range
+  EXPECT_EQ(s.replace(-1, d).error(), Error::kInvalidArgument);
+  d.port = 2;
+  EXPECT_EQ(s.replace(0, d).error(), Error::kInvalidArgument);  // no port 2
+  d.port = 0;
+  d.state = ev::EvState::kAssumedBad;
+  EXPECT_EQ(s.replace(0, d).error(), Error::kInvalidArgument);  // only the NIC marks bad
+  EXPECT_EQ(s.path(0).desc.ev[0], 0);
+  EXPECT_EQ(s.usable_count(), 2u);
+}
+
 RC_GTEST_PROP(PathSet, pick_only_returns_usable_paths, ()) {
   const int n = *rc::gen::inRange(1, 64);
   const int ports = *rc::gen::inRange(1, 8);

@@ -14,6 +14,9 @@ class FixedWindow final : public CongestionControl {
   // `window` bytes in flight; 0 means unlimited (UINT64_MAX).
   explicit FixedWindow(uint64_t window) : window_(window != 0 ? window : UINT64_MAX) {}
 
+  // A new size (OCP 5.5 CONFIG change of an ONLINE CC profile); 0 means unlimited.
+  void set_window(uint64_t window) { window_ = window != 0 ? window : UINT64_MAX; }
+
   uint64_t cwnd() const override { return window_; }
   Time next_send_time() const override { return 0; }
   void on_send(Time, uint32_t, uint64_t) override {}

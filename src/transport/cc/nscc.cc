@@ -75,6 +75,11 @@ NsccParams resolve_nscc(const NsccConfig& cfg) {
 // RTT; the fabric's trimming and the decrease rules absorb the excess.
 Nscc::Nscc(const NsccConfig& cfg) : p_(resolve_nscc(cfg)), cwnd_(p_.max_cwnd) {}
 
+void Nscc::reconfigure(const NsccConfig& cfg) {
+  p_ = resolve_nscc(cfg);
+  clamp();
+}
+
 void Nscc::start(Time now) {
   if (started_) return;
   started_ = true;

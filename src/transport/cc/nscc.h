@@ -78,6 +78,12 @@ class Nscc final : public CongestionControl {
   void on_loss(Time now, uint32_t bytes) override;
   const char* name() const override { return "uet-1.0-nscc"; }
 
+  // New parameters for a running flow (OCP 5.5: CONFIG of an ONLINE CC profile with
+  // MRC_CTL_OPT_CAP_CC_PROFILE_MODIFY_ONLINE). Resolved as by the constructor; the window,
+  // delay average, batched increase and quick-adapt period carry over (a configuration change
+  // is not a congestion signal), the window clamped to the new [mtu, max_cwnd].
+  void reconfigure(const NsccConfig& cfg);
+
   const NsccParams& params() const { return p_; }
   const Stats& stats() const { return stats_; }
   double cwnd_exact() const { return cwnd_; }
