@@ -14,6 +14,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "api/soft_device.h"
 #include "net/ping.h"
@@ -33,7 +34,11 @@ namespace {
 constexpr const char* kNsccName = "uet-1.0-nscc";
 const char* g_algorithms[] = {kNsccName, nullptr};
 constexpr uint32_t kEvOpMaxEntries = kMaxEvsPerProfile;
-constexpr uint32_t kOptAttr = MRC_CTL_OPT_CAP_EV_EVENT | MRC_CTL_OPT_CAP_EV_EVENT_PRECISE_DROP_CNT |
+// MODIFY_ONLINE (5.2): applications pick changed ONLINE profiles up into their live QPs on
+// their next progress turn (generation counters in node state; docs/c-api.md).
+constexpr uint32_t kOptAttr = MRC_CTL_OPT_CAP_EV_PROFILE_MODIFY_ONLINE |
+                              MRC_CTL_OPT_CAP_CC_PROFILE_MODIFY_ONLINE | MRC_CTL_OPT_CAP_EV_EVENT |
+                              MRC_CTL_OPT_CAP_EV_EVENT_PRECISE_DROP_CNT |
                               MRC_CTL_OPT_CAP_EP_OP_EV_PROBE;
 
 int fail(int e) {
@@ -311,14 +316,24 @@ int generate_entries(ShmEvProfile& w, uint32_t ports) {
   auto values = ev::generate(std::span<const ev::Field>(w.fields, w.field_count), per_port);
   if (!values) return values.error() == Error::kTooBig ? E2BIG : EINVAL;
   for (uint32_t i = 0; i < w.ev_count; ++i) {
-    std::memcpy(w.entries[i].val, (*values)[i / ports].data(), ev::kEvBytes);
-    w.entries[i].port = static_cast<uint8_t>(i % ports + 1);
-    w.entries[i].state = static_cast<uint8_t>(ev::EvState::kGood);
+    ShmEvEntry& e = w.entries[i];
+    const uint8_t port = static_cast<uint8_t>(i % ports + 1);
+    // An entry that stays the same EV keeps its state (a DENIED mark survives a MODIFY_FIELDS
+    // of an ONLINE profile that leaves it alone); a new EV starts GOOD.
+    if (e.port == port && std::memcmp(e.val, (*values)[i / ports].data(), ev::kEvBytes) == 0)
+      continue;
+    std::memcpy(e.val, (*values)[i / ports].data(), ev::kEvBytes);
+    e.port = port;
+    e.state = static_cast<uint8_t>(ev::EvState::kGood);
   }
   return 0;
 }
 
-int run_ev_op(ShmEvProfile& w, mrc_ctl_ev_profile_attr* attr, ProfileState cur, uint32_t ports) {
+// `online_fmt`: the format of an ONLINE profile, whose REPLACE_EV entries (MODIFY_ONLINE) must
+// expand before they reach live QPs; nullptr otherwise (OFFLINE arrays are checked on the way
+// to ONLINE).
+int run_ev_op(ShmEvProfile& w, mrc_ctl_ev_profile_attr* attr, uint32_t ports,
+              const ev::FormatProfile* online_fmt) {
   auto& op = attr->ev_op;
   if (op.entry_count < 0 || (op.entry_count > 0 && !op.entries)) return EINVAL;
   if (static_cast<uint32_t>(op.entry_count) > kEvOpMaxEntries &&
@@ -328,11 +343,17 @@ int run_ev_op(ShmEvProfile& w, mrc_ctl_ev_profile_attr* attr, ProfileState cur, 
   const uint32_t n = w.ev_count;
   switch (op.op) {
     case MRC_CTL_EV_OP_REPLACE_EV:
-      if (cur == ProfileState::kOnline) return EINVAL;  // needs MODIFY_ONLINE (not offered)
+      // ONLINE too: MRC_CTL_OPT_CAP_EV_PROFILE_MODIFY_ONLINE is offered (5.5).
       for (int i = 0; i < op.entry_count; ++i) {
         mrc_ctl_ev_op_entry& e = op.entries[i];
         if (e.ev_new.port < 1 || e.ev_new.port > ports) return EINVAL;
         if (e.state != MRC_CTL_EV_GOOD && e.state != MRC_CTL_EV_DENIED) return EINVAL;
+        if (online_fmt) {
+          ev::EvValue v{};
+          std::memcpy(v.data(), e.ev_new.val, ev::kEvBytes);
+          if (!ev::expand(*online_fmt, std::span<const ev::Field>(w.fields, w.field_count), v))
+            return EINVAL;  // stray bits beyond what the fields consume (6)
+        }
         bool found = false;
         for (uint32_t j = 0; j < n; ++j) {
           if (!same_ev(w.entries[j], e.ev)) continue;
@@ -456,7 +477,13 @@ MRC_EXPORT int mrc_ctl_modify_ev_profile(mrc_context* ctx, uint64_t id,
   const bool attr_changes = (mask & kAttrBits) || modify_fields;
   if (cur == ProfileState::kInit && !moving && (attr_changes || ev_op || query_fields))
     return fail(EINVAL);
-  if (cur == ProfileState::kOnline && attr_changes) return fail(EINVAL);  // no MODIFY_ONLINE
+  // ONLINE (5.5 with MRC_CTL_OPT_CAP_EV_PROFILE_MODIFY_ONLINE): EVENT_MASK and MODIFY_FIELDS
+  // may change, as may the array through REPLACE_EV; MODE, FMT_ID, COUNT and MIN_ACTIVE not.
+  // No EBUSY for QPs using it: changing a profile under live QPs is what the capability is for
+  // (the EBUSY interpretation of 5.5 covers ONLINE -> OFFLINE and OFFLINE edits).
+  constexpr int kFixedOnline = MRC_CTL_EV_PROFILE_MODE | MRC_CTL_EV_PROFILE_FMT_ID |
+                               MRC_CTL_EV_PROFILE_COUNT | MRC_CTL_EV_PROFILE_MIN_ACTIVE;
+  if (cur == ProfileState::kOnline && (mask & kFixedOnline)) return fail(EINVAL);
   if (cur == ProfileState::kOnline && moving && p->active_qps > 0) {
     node.reclaim_dead_slots();  // QPs of crashed applications do not count (docs/c-api.md)
     if (p->active_qps > 0) return fail(EBUSY);
@@ -507,7 +534,6 @@ MRC_EXPORT int mrc_ctl_modify_ev_profile(mrc_context* ctx, uint64_t id,
     w->event_mask_set = 1;
   }
   if (modify_fields) {
-    if (cur == ProfileState::kOnline) return fail(EINVAL);
     auto& f = attr->ev_fields_op;
     if (f.field_count < 0 || (f.field_count > 0 && !f.fields)) return fail(EINVAL);
     if (f.field_count > static_cast<int>(kMaxProfileFields)) return fail(E2BIG);
@@ -527,10 +553,10 @@ MRC_EXPORT int mrc_ctl_modify_ev_profile(mrc_context* ctx, uint64_t id,
   if (regenerate && !auto_mode) {
     if (w->mode == MRC_CTL_EV_MODE_GEN && w->fields_set) {
       if (int e = generate_entries(*w, ports)) return fail(e);
-    } else if (w->mode == MRC_CTL_EV_MODE_EXP) {
+    } else if (w->mode == MRC_CTL_EV_MODE_EXP && cur != ProfileState::kOnline) {
       for (uint32_t i = 0; i < w->ev_count; ++i)
         w->entries[i] = ShmEvEntry{};  // UNPOPULATED
-    }
+    }  // ONLINE EXP: the controller's array stays, expanded by the new fields (checked below)
     ++w->generation;
   }
   if (!auto_mode && w->ev_min_active > w->ev_count) return fail(EINVAL);
@@ -542,7 +568,13 @@ MRC_EXPORT int mrc_ctl_modify_ev_profile(mrc_context* ctx, uint64_t id,
     if (!slot) return fail(E2BIG);
   }
   int op_error = 0;
-  if (ev_op) op_error = run_ev_op(*w, attr, cur, ports);
+  std::optional<ev::FormatProfile> online_fmt;
+  if (cur == ProfileState::kOnline && !auto_mode) {
+    const ShmFmtProfile* fmt = node.find_fmt(w->fmt_id);
+    if (!fmt) return fail(EIO);  // an ONLINE EV profile's format cannot leave ONLINE
+    online_fmt = to_format(*fmt);
+  }
+  if (ev_op) op_error = run_ev_op(*w, attr, ports, online_fmt ? &*online_fmt : nullptr);
   if (query_fields) op_error = query_ev_fields(*w, attr);
   if (!slot) return op_error ? fail(op_error) : 0;  // INIT and nothing asked
   if (op_error) {  // earlier entries stay applied (5.5), the state does not change
@@ -551,7 +583,9 @@ MRC_EXPORT int mrc_ctl_modify_ev_profile(mrc_context* ctx, uint64_t id,
     slot->owner_pid = ::getpid();
     return fail(op_error);
   }
-  if (target == ProfileState::kOnline && moving) {
+  // Going ONLINE, or staying ONLINE with new fields: the whole array must expand (6), since
+  // live QPs take it as it is (for ONLINE, nothing has changed yet if this fails).
+  if (target == ProfileState::kOnline && (moving || (modify_fields && !auto_mode))) {
     if (!w->min_active_set || !w->event_mask_set) return fail(EINVAL);  // "to ONLINE"
     if (!auto_mode) {
       const ShmFmtProfile* fmt = node.find_fmt(w->fmt_id);
@@ -604,9 +638,9 @@ MRC_EXPORT int mrc_ctl_query_ev_profile(mrc_context* ctx, uint64_t id,
   if (ev_op || fields_op) {
     if (!p) return fail(ev_op && attr->ev_op.op == MRC_CTL_EV_OP_QUERY_EV_STATE ? ENOENT : EINVAL);
     auto w = std::make_unique<ShmEvProfile>(*p);
-    const int e = ev_op ? run_ev_op(*w, attr, static_cast<ProfileState>(p->state),
-                                    static_cast<uint32_t>(ctx->dev->config.ports.size()))
-                        : query_ev_fields(*w, attr);
+    const int e =
+        ev_op ? run_ev_op(*w, attr, static_cast<uint32_t>(ctx->dev->config.ports.size()), nullptr)
+              : query_ev_fields(*w, attr);
     if (e) return fail(e);
   }
   return 0;
@@ -640,7 +674,9 @@ MRC_EXPORT int mrc_ctl_modify_cc_profile(mrc_context* ctx, uint64_t id,
   if (!legal_profile_transition(cur, target)) return fail(EINVAL);
   const bool changes = mask & (MRC_CTL_CC_PROFILE_ALGORITHM | MRC_CTL_CC_PROFILE_CONFIG);
   if (cur == ProfileState::kInit && !moving && changes) return fail(EINVAL);
-  if (cur == ProfileState::kOnline && changes) return fail(EINVAL);  // no MODIFY_ONLINE cap
+  // ONLINE: CONFIG may change (MRC_CTL_OPT_CAP_CC_PROFILE_MODIFY_ONLINE, 5.5), ALGORITHM not;
+  // QPs using the profile are reconfigured in place by their process (no EBUSY).
+  if (cur == ProfileState::kOnline && (mask & MRC_CTL_CC_PROFILE_ALGORITHM)) return fail(EINVAL);
   if (cur == ProfileState::kOnline && moving && p->active_qps > 0) {
     node.reclaim_dead_slots();  // QPs of crashed applications do not count (docs/c-api.md)
     if (p->active_qps > 0) return fail(EBUSY);
@@ -680,6 +716,8 @@ MRC_EXPORT int mrc_ctl_modify_cc_profile(mrc_context* ctx, uint64_t id,
   }
   w.in_use = 1;
   w.state = static_cast<uint8_t>(target);
+  // Applications re-read a changed configuration into their QPs (SoftDevice::sync_node_state).
+  if (mask & MRC_CTL_CC_PROFILE_CONFIG) ++w.generation;
   *p = w;
   return 0;
 }

@@ -77,8 +77,10 @@ uint32_t mtu_bytes(int m) {
   return m >= IBV_MTU_256 && m <= IBV_MTU_4096 ? 128u << m : 0;
 }
 
-// Paths of an ONLINE EV profile (index-aligned with its entries), or of the device's own AUTO
-// list. EINVAL if the profile cannot be expanded onto this device's wire format.
+}  // namespace
+
+namespace mrc::api {
+
 int build_paths(SoftDevice& dev, const ShmEvProfile& prof, NodeStateLayout& s, QpAttr& out,
                 bool& auto_paths) {
   const uint8_t ports = static_cast<uint8_t>(dev.config.ports.size());
@@ -148,6 +150,10 @@ void apply_cc(const ShmCcProfile& prof, size_t ports, QpAttr& out) {
   n.target_delay = ns(c.target_delay);
   n.link_bps = link_bps;
 }
+
+}  // namespace mrc::api
+
+namespace {
 
 void release_profiles(SoftDevice& dev, mrc_qp* qp) {
   if (qp->ev_profile < 0 && qp->cc_profile < 0) return;
@@ -334,9 +340,17 @@ MRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc
   const bool profile_change = mrc_attr_mask & (MRC_QP_EV_PROFILE_ID | MRC_QP_CC_PROFILE_ID);
   if (profile_change && target != IBV_QPS_INIT) return fail_b(EINVAL);
   const bool reinit = !moving && cur == IBV_QPS_INIT && profile_change;
-  // Attribute-only modifies in RTR / RTS: the engine fixed these attributes at their
-  // transition and has no call to change them on a live QP, so a different value is EINVAL
-  // rather than stored without effect; the same value is accepted (docs/c-api.md).
+  // Attribute-only modifies in RTR / RTS (no IBV_QP_STATE, or RTS -> RTS). 3.8's table names
+  // the MRC attributes of each target state, and the header's prose says they "may be changed"
+  // there; we read a modify whose target is the current state by the same row (docs/c-api.md):
+  //   RTR: MAX_WIMM_DEST changes on the live QP (Engine::update_qp); the RTS row's attributes
+  //        are kept for RTS (3.8, "accept an attribute supplied before its listed transition");
+  //   RTS: MAX_WIMM, TIMEOUT, RETRY_CNT change on the live QP (Engine::update_qp).
+  // Everything else the engine fixed at its transition may only be restated with its current
+  // value, a different one is EINVAL and changes nothing: MPR / MPR_DEST (they size the PSN
+  // rings; dynamic MPR, MRC_DEVICE_CAP_DYNAMIC_MPR, is not offered), CAP, the RTR row's
+  // attributes in RTS, and the connection attributes.
+  QpUpdate live;
   if (!moving && (cur == IBV_QPS_RTR || cur == IBV_QPS_RTS)) {
     const mrc_qp_attr& c = qp->mrc_attr;
     const ibv_qp_attr& v = qp->vattr;
@@ -345,16 +359,22 @@ MRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc
       return (mrc_attr_mask & bit) && fixed && (!(qp->mrc_attr_set & bit) || !same);
     };
     if (mattr &&
-        (differs(MRC_QP_MAX_WIMM_DEST, true, mattr->wimm.max_wimm_dest == c.wimm.max_wimm_dest) ||
+        (differs(MRC_QP_MAX_WIMM_DEST, rts, mattr->wimm.max_wimm_dest == c.wimm.max_wimm_dest) ||
          differs(MRC_QP_MPR_DEST, true, mattr->mpr.mpr_dest == c.mpr.mpr_dest) ||
          differs(MRC_QP_CAP, true, mattr->cap == c.cap) ||
-         differs(MRC_QP_MAX_WIMM, rts, mattr->wimm.max_wimm == c.wimm.max_wimm) ||
-         differs(MRC_QP_MPR, rts, mattr->mpr.mpr == c.mpr.mpr) ||
-         differs(MRC_QP_TIMEOUT, rts, mattr->timeout == c.timeout) ||
-         differs(MRC_QP_RETRY_CNT, rts,
-                 mattr->retry.linear_cnt == c.retry.linear_cnt &&
-                     mattr->retry.exp_cnt == c.retry.exp_cnt)))
+         differs(MRC_QP_MPR, rts, mattr->mpr.mpr == c.mpr.mpr)))
       return fail_b(EINVAL);
+    if (rts) {
+      if (mrc_attr_mask & MRC_QP_TIMEOUT) live.timeout = mattr->timeout;
+      if (mrc_attr_mask & MRC_QP_RETRY_CNT) {
+        live.retry_linear = mattr->retry.linear_cnt;
+        live.retry_exp = mattr->retry.exp_cnt;
+      }
+      if (mrc_attr_mask & MRC_QP_MAX_WIMM)
+        live.max_wimm = std::max<uint16_t>(1, mattr->wimm.max_wimm);
+    } else if (mrc_attr_mask & MRC_QP_MAX_WIMM_DEST) {
+      live.max_wimm_dest = std::max<uint16_t>(1, mattr->wimm.max_wimm_dest);
+    }
     if (((vattr_mask & IBV_QP_PATH_MTU) && vattr->path_mtu != v.path_mtu) ||
         ((vattr_mask & IBV_QP_DEST_QPN) && vattr->dest_qp_num != v.dest_qp_num) ||
         ((vattr_mask & IBV_QP_RQ_PSN) && vattr->rq_psn != v.rq_psn) ||
@@ -393,6 +413,7 @@ MRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc
       if (!p || p->state != static_cast<uint8_t>(ProfileState::kOnline)) return fail_b(EINVAL);
       apply_cc(*p, dev.config.ports.size(), next);
       cc_index = static_cast<int>(p - s.cc);
+      qp->cc_generation = p->generation;
     } else {
       ShmCcProfile def{};
       def.algorithm = 0;
@@ -448,6 +469,8 @@ MRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc
             dev.engine->modify_qp(dev.path->now(), qp->engine_qpn, engine_state(target), next);
         !st)
       return fail_b(EINVAL);
+  } else if (auto st = dev.engine->update_qp(dev.path->now(), qp->engine_qpn, live); !st) {
+    return fail_b(EINVAL);  // the values were range-checked above: only a QP gone to ERR
   }
   if (reinit) {  // INIT -> INIT with other profiles: RESET + INIT of the engine QP
     const Time now = dev.path->now();

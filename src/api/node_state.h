@@ -20,7 +20,7 @@
 
 namespace mrc::api {
 
-inline constexpr uint64_t kNodeStateMagic = 0x4d52435f4e4f4434ull;  // "MRC_NOD4"
+inline constexpr uint64_t kNodeStateMagic = 0x4d52435f4e4f4435ull;  // "MRC_NOD5"
 inline constexpr uint32_t kMaxFmtProfiles = 64;
 inline constexpr uint32_t kMaxEvProfiles = 64;
 inline constexpr uint32_t kMaxCcProfiles = 64;
@@ -66,7 +66,7 @@ struct ShmEvProfile {
   uint32_t field_count;
   ev::Field fields[kMaxProfileFields];
   uint32_t active_qps;           // QPs past RESET that use it (EBUSY): the sum of slot_qps
-  uint32_t generation;           // bumped on every entry/state change (applications re-sync)
+  uint32_t generation;           // bumped on every entry/field/state change (applications re-sync)
   uint16_t slot_qps[kMaxSlots];  // per process slot: reclaimed when that process is gone
   pid_t owner_pid;               // the controller process that configured it (EV events go there)
   ShmEvEntry entries[kMaxEvsPerProfile];
@@ -80,6 +80,7 @@ struct ShmCcProfile {
   uint8_t config_set;
   int32_t algorithm;    // index into the device's algorithm list; -1 = NULL (CC disabled)
   uint8_t config[64];   // struct mrc_ctl_cc_nscc_cfg (52 bytes), copied
+  uint32_t generation;  // bumped on every CONFIG change (applications reconfigure their QPs)
   uint32_t active_qps;  // the sum of slot_qps
   uint16_t slot_qps[kMaxSlots];
 };

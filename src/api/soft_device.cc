@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 // verbs.h wraps some calls in macros / inline helpers that end up calling these symbols.
@@ -286,16 +287,55 @@ void SoftDevice::sync_node_state() {
       engine->set_port_up(now, static_cast<uint8_t>(p), up);
     }
   }
+  // Profiles changed by a controller (MODIFY_EV_STATE; with the MODIFY_ONLINE capabilities
+  // REPLACE_EV, MODIFY_FIELDS and CC CONFIG on ONLINE profiles): every change bumps the
+  // profile's generation counter, and each QP remembers the generation it applied, so one
+  // compare per QP and turn finds them (docs/c-api.md "Node-local state"). A profile's paths are
+  // built (expanded) once per turn however many QPs use it.
+  std::unordered_map<int, std::optional<std::vector<PathDesc>>> built;
   for (auto& [engine_qpn, qp] : qps) {
-    if (qp->ev_profile < 0 || qp->auto_paths) continue;
-    const ShmEvProfile& prof = s.ev[qp->ev_profile];
-    if (prof.generation == qp->ev_generation) continue;
-    qp->ev_generation = prof.generation;
-    const size_t n = std::min<size_t>(prof.ev_count, qp->engine_attr.paths.size());
-    for (size_t i = 0; i < n; ++i)
-      (void)engine->set_path_denied(
-          now, engine_qpn, static_cast<int>(i),
-          prof.entries[i].state == static_cast<uint8_t>(ev::EvState::kDenied));
+    if (qp->ev_profile >= 0 && !qp->auto_paths) {
+      const ShmEvProfile& prof = s.ev[qp->ev_profile];
+      if (prof.generation != qp->ev_generation) {
+        qp->ev_generation = prof.generation;
+        auto [it, fresh] = built.try_emplace(qp->ev_profile);
+        if (fresh) {
+          QpAttr tmp;
+          bool auto_paths = false;
+          if (build_paths(*this, prof, s, tmp, auto_paths) == 0) it->second = std::move(tmp.paths);
+        }
+        sync_qp_paths(engine_qpn, qp, it->second ? &*it->second : nullptr, prof, now);
+      }
+    }
+    if (qp->cc_profile >= 0) {
+      const ShmCcProfile& prof = s.cc[qp->cc_profile];
+      if (prof.generation != qp->cc_generation) {
+        qp->cc_generation = prof.generation;
+        QpAttr tmp;
+        apply_cc(prof, config.ports.size(), tmp);
+        // The algorithm cannot change while the profile is ONLINE, so this only fails for a QP
+        // already in RESET: nothing to reconfigure then.
+        if (engine->reconfigure_cc(now, engine_qpn, tmp.cc)) qp->engine_attr.cc = tmp.cc;
+      }
+    }
+  }
+}
+
+void SoftDevice::sync_qp_paths(uint32_t engine_qpn, mrc_qp* qp, const std::vector<PathDesc>* paths,
+                               const ShmEvProfile& prof, Time now) {
+  std::vector<PathDesc>& have = qp->engine_attr.paths;
+  const size_t n = std::min<size_t>(prof.ev_count, have.size());
+  for (size_t i = 0; i < n; ++i) {
+    const int index = static_cast<int>(i);
+    const bool denied = prof.entries[i].state == static_cast<uint8_t>(ev::EvState::kDenied);
+    if (paths && i < paths->size() &&
+        ((*paths)[i].ev != have[i].ev || (*paths)[i].port != have[i].port)) {
+      // REPLACE_EV / MODIFY_FIELDS: a different EV at this index.
+      if (engine->replace_path(now, engine_qpn, index, (*paths)[i])) have[i] = (*paths)[i];
+      continue;
+    }
+    (void)engine->set_path_denied(now, engine_qpn, index, denied);
+    have[i].state = denied ? ev::EvState::kDenied : ev::EvState::kGood;
   }
 }
 

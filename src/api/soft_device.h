@@ -110,7 +110,8 @@ struct mrc_qp {
   mrc_qp_hint* hint = nullptr;
   int ev_profile = -1;  // index into NodeStateLayout::ev, while past RESET
   int cc_profile = -1;
-  uint32_t ev_generation = 0;
+  uint32_t ev_generation = 0;  // of the EV profile, as last applied to the engine QP
+  uint32_t cc_generation = 0;  // of the CC profile, as last applied
   bool auto_paths = false;
   int async_unacked = 0;  // async events returned for this QP, not yet acknowledged (ctx->mu)
 };
@@ -158,6 +159,10 @@ struct SoftDevice {
   void run();
   void turn();
   void sync_node_state();
+  // A changed ONLINE EV profile into a live QP: entries whose EV changed are replaced
+  // (Engine::replace_path), the others take their DENIED state (set_path_denied).
+  void sync_qp_paths(uint32_t engine_qpn, mrc_qp* qp, const std::vector<PathDesc>* paths,
+                     const ShmEvProfile& prof, Time now);
   void dispatch_completion(const Completion& c);
   void dispatch_event(const Event& e);
   void deliver_ev_events();
@@ -184,6 +189,13 @@ class DeviceLock {
 };
 
 SoftDevice* device_of(ibv_context* ctx);  // nullptr if not one of ours
+// The paths of an ONLINE EV profile (index-aligned with its entries), or of the device's own
+// AUTO list, into out.paths / out.ev_min_active. EINVAL if the profile cannot be expanded onto
+// this device's wire format. The node lock must be held.
+int build_paths(SoftDevice& dev, const ShmEvProfile& prof, NodeStateLayout& s, QpAttr& out,
+                bool& auto_paths);
+// A CC profile's configuration into out.cc (struct mrc_ctl_cc_nscc_cfg -> cc::NsccConfig).
+void apply_cc(const ShmCcProfile& prof, size_t ports, QpAttr& out);
 void post_async_event(mrc_context* ctx, const mrc_async_event& e);
 // Async events about a QP / a CQ (libibverbs: element.qp / element.cq is valid).
 bool is_qp_event(ibv_event_type t);

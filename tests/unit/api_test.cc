@@ -22,6 +22,9 @@
 #include <thread>
 #include <vector>
 
+#include "api/soft_device.h"
+#include "transport/cc/nscc.h"
+
 namespace {
 
 bool g_ready = false;
@@ -156,6 +159,29 @@ void teardown_profiles(mrc_context* c, uint64_t fmt_id, uint64_t ev_id, uint64_t
     cc.profile_state = st;
     EXPECT_EQ(mrc_ctl_modify_cc_profile(c, cc_id, &cc, MRC_CTL_CC_PROFILE_STATE), 0);
   }
+}
+
+// The engine's view of a QP (what the progress thread applied), read under the device lock.
+mrc::QpLimits engine_limits(mrc_qp* qp) {
+  mrc::api::SoftDevice& dev = *qp->ctx->dev;
+  mrc::api::DeviceLock lk(dev);
+  return *dev.engine->qp_limits(qp->engine_qpn);
+}
+
+// Waits (up to 3 s) until `pred` holds for the QP's engine state, read under the device lock:
+// changes of node state reach the engine on the progress thread's next turn.
+template <typename Pred>
+bool engine_eventually(mrc_qp* qp, Pred pred) {
+  mrc::api::SoftDevice& dev = *qp->ctx->dev;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (std::chrono::steady_clock::now() < end) {
+    {
+      mrc::api::DeviceLock lk(dev);
+      if (pred(*dev.engine, qp->engine_qpn)) return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
 }
 
 }  // namespace
@@ -363,6 +389,48 @@ TEST(SoftDevice, ProfileStateMachinesAndErrors) {
   q.ev_op = {MRC_CTL_EV_OP_QUERY_EV_STATE, &deny, 1};
   ASSERT_EQ(mrc_ctl_query_ev_profile(d.mctx, 200, &q, MRC_CTL_EV_PROFILE_EV_OP), 0);
   EXPECT_EQ(deny.state, MRC_CTL_EV_DENIED);
+  // ONLINE with MODIFY_ONLINE (5.5): EVENT_MASK, REPLACE_EV and MODIFY_FIELDS; MODE, FMT_ID,
+  // COUNT and MIN_ACTIVE stay EINVAL.
+  EXPECT_TRUE(ca.opt_attr & MRC_CTL_OPT_CAP_EV_PROFILE_MODIFY_ONLINE);
+  EXPECT_TRUE(ca.opt_attr & MRC_CTL_OPT_CAP_CC_PROFILE_MODIFY_ONLINE);
+  e.ev_event_mask = MRC_CTL_EV_GOOD | MRC_CTL_EV_ASSUMED_BAD;
+  ASSERT_EQ(mrc_ctl_modify_ev_profile(d.mctx, 200, &e, MRC_CTL_EV_PROFILE_EVENT_MASK), 0);
+  for (int bit : {MRC_CTL_EV_PROFILE_MODE, MRC_CTL_EV_PROFILE_FMT_ID, MRC_CTL_EV_PROFILE_COUNT,
+                  MRC_CTL_EV_PROFILE_MIN_ACTIVE}) {
+    EXPECT_EQ(mrc_ctl_modify_ev_profile(d.mctx, 200, &e, bit), -1) << bit;
+    EXPECT_EQ(errno, EINVAL) << bit;
+  }
+  mrc_ctl_ev_op_entry repl{};
+  repl.ev = arr[1].ev;
+  repl.ev_new.val[0] = 0x44;
+  repl.ev_new.val[1] = 0x55;
+  repl.ev_new.val[2] = 0x01;  // beyond the 16 bits the fields consume: does not expand (6)
+  repl.ev_new.port = 2;
+  repl.state = MRC_CTL_EV_GOOD;
+  e.ev_op = {MRC_CTL_EV_OP_REPLACE_EV, &repl, 1};
+  EXPECT_EQ(mrc_ctl_modify_ev_profile(d.mctx, 200, &e, MRC_CTL_EV_PROFILE_EV_OP), -1);
+  EXPECT_EQ(errno, EINVAL);
+  repl.ev_new.val[2] = 0;
+  ASSERT_EQ(mrc_ctl_modify_ev_profile(d.mctx, 200, &e, MRC_CTL_EV_PROFILE_EV_OP), 0)
+      << std::strerror(errno);
+  q.ev_op = {MRC_CTL_EV_OP_QUERY_EV_ARRAY, arr, 2};
+  ASSERT_EQ(mrc_ctl_query_ev_profile(d.mctx, 200, &q, MRC_CTL_EV_PROFILE_EV_OP), 0);
+  EXPECT_EQ(arr[1].ev.val[0], 0x44);
+  EXPECT_EQ(arr[1].ev.val[1], 0x55);
+  EXPECT_EQ(arr[0].state, MRC_CTL_EV_DENIED);  // the other entry is untouched
+  // MODIFY_FIELDS: fields consuming only 8 bits would leave the array's values with stray
+  // bits: EINVAL, nothing changes; fields consuming the same 16 bits are taken.
+  mrc_ctl_ev_field narrow[2] = {{16, 0x1000, 0, 15, 0x000F}, {16, 0x2000, 0, 15, 0x000F}};
+  e.ev_fields_op = {MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS, narrow, 2};
+  EXPECT_EQ(mrc_ctl_modify_ev_profile(d.mctx, 200, &e, MRC_CTL_EV_PROFILE_EV_FIELDS_OP), -1);
+  EXPECT_EQ(errno, EINVAL);
+  mrc_ctl_ev_field moved[2] = {{16, 0x3000, 0, 255, 0x00FF}, {16, 0x4000, 0, 255, 0x00FF}};
+  e.ev_fields_op = {MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS, moved, 2};
+  ASSERT_EQ(mrc_ctl_modify_ev_profile(d.mctx, 200, &e, MRC_CTL_EV_PROFILE_EV_FIELDS_OP), 0)
+      << std::strerror(errno);
+  ASSERT_EQ(mrc_ctl_query_ev_profile(d.mctx, 200, &q, MRC_CTL_EV_PROFILE_EV_OP), 0);
+  EXPECT_EQ(arr[1].ev.val[0], 0x44);  // EXP: the controller's array stays
+  EXPECT_EQ(arr[0].state, MRC_CTL_EV_DENIED);
   // Query fields: E2BIG with the needed count, then the fields.
   mrc_ctl_ev_field got[2]{};
   q.ev_fields_op = {MRC_CTL_EV_FIELDS_OP_QUERY_FIELDS, got, 0};
@@ -370,7 +438,7 @@ TEST(SoftDevice, ProfileStateMachinesAndErrors) {
   EXPECT_EQ(errno, E2BIG);
   EXPECT_EQ(q.ev_fields_op.field_count, 2);
   ASSERT_EQ(mrc_ctl_query_ev_profile(d.mctx, 200, &q, MRC_CTL_EV_PROFILE_EV_FIELDS_OP), 0);
-  EXPECT_EQ(got[1].init_val, 0x2000u);
+  EXPECT_EQ(got[1].init_val, 0x4000u);  // the fields set ONLINE above
   // ONLINE -> INIT is illegal; ONLINE -> OFFLINE -> INIT frees the entries.
   e.profile_state = MRC_CTL_PROFILE_INIT;
   EXPECT_EQ(mrc_ctl_modify_ev_profile(d.mctx, 200, &e, MRC_CTL_EV_PROFILE_STATE), -1);
@@ -411,6 +479,20 @@ TEST(SoftDevice, ProfileStateMachinesAndErrors) {
   EXPECT_EQ(qc.profile_state, MRC_CTL_PROFILE_OFFLINE);
   EXPECT_STREQ(qc.algorithm, "uet-1.0-nscc");
   EXPECT_EQ(static_cast<const mrc_ctl_cc_nscc_cfg*>(qc.cc_config)->base_rtt, 12345u);
+  // ONLINE: CONFIG may change (MODIFY_ONLINE), ALGORITHM not.
+  cc.profile_state = MRC_CTL_PROFILE_ONLINE;
+  ASSERT_EQ(mrc_ctl_modify_cc_profile(d.mctx, 300, &cc, MRC_CTL_CC_PROFILE_STATE), 0);
+  cfg.base_rtt = 23456;
+  ASSERT_EQ(mrc_ctl_modify_cc_profile(d.mctx, 300, &cc, MRC_CTL_CC_PROFILE_CONFIG), 0);
+  ASSERT_EQ(mrc_ctl_query_cc_profile(d.mctx, 300, &qc, MRC_CTL_CC_PROFILE_CONFIG), 0);
+  EXPECT_EQ(static_cast<const mrc_ctl_cc_nscc_cfg*>(qc.cc_config)->base_rtt, 23456u);
+  EXPECT_EQ(mrc_ctl_modify_cc_profile(d.mctx, 300, &cc, MRC_CTL_CC_PROFILE_ALGORITHM), -1);
+  EXPECT_EQ(errno, EINVAL);
+  cc.cc_config = nullptr;  // NSCC needs a configuration
+  EXPECT_EQ(mrc_ctl_modify_cc_profile(d.mctx, 300, &cc, MRC_CTL_CC_PROFILE_CONFIG), -1);
+  EXPECT_EQ(errno, EINVAL);
+  cc.profile_state = MRC_CTL_PROFILE_OFFLINE;
+  ASSERT_EQ(mrc_ctl_modify_cc_profile(d.mctx, 300, &cc, MRC_CTL_CC_PROFILE_STATE), 0);
   cc.profile_state = MRC_CTL_PROFILE_INIT;
   ASSERT_EQ(mrc_ctl_modify_cc_profile(d.mctx, 300, &cc, MRC_CTL_CC_PROFILE_STATE), 0);
 
@@ -797,10 +879,23 @@ TEST(SoftDevice, AttributeOnlyModifies) {
   ASSERT_EQ(mrc_modify_qp(qp, &v, rtr, &m, MRC_QP_MAX_WIMM_DEST | MRC_QP_MPR_DEST), 0);
   m.profile = {42, 43};  // profiles only up to INIT
   EXPECT_EQ(mrc_modify_qp(qp, nullptr, 0, &m, MRC_QP_EV_PROFILE_ID), EINVAL);
+  // RTR -> RTR (attribute-only): MAX_WIMM_DEST, an RTR attribute (3.8), changes on the live
+  // QP; MPR_DEST (sizes the responder's window) only restated; bad values change nothing.
   m.wimm.max_wimm_dest = 8;
+  EXPECT_EQ(mrc_modify_qp(qp, nullptr, 0, &m, MRC_QP_MAX_WIMM_DEST), 0) << std::strerror(errno);
+  EXPECT_EQ(engine_limits(qp).max_wimm_dest, 8);
+  m.wimm.max_wimm_dest = 2000;  // > wimm_attr.max_wimm_dest
   EXPECT_EQ(mrc_modify_qp(qp, nullptr, 0, &m, MRC_QP_MAX_WIMM_DEST), EINVAL);
+  m.mpr.mpr_dest = 2;
+  EXPECT_EQ(mrc_modify_qp(qp, nullptr, 0, &m, MRC_QP_MAX_WIMM_DEST | MRC_QP_MPR_DEST), EINVAL);
+  EXPECT_EQ(engine_limits(qp).max_wimm_dest, 8);
+  m.mpr.mpr_dest = 1;
   m.wimm.max_wimm_dest = 16;
-  EXPECT_EQ(mrc_modify_qp(qp, nullptr, 0, &m, MRC_QP_MAX_WIMM_DEST), 0);  // restated
+  EXPECT_EQ(mrc_modify_qp(qp, nullptr, 0, &m, MRC_QP_MAX_WIMM_DEST | MRC_QP_MPR_DEST), 0);
+  EXPECT_EQ(engine_limits(qp).max_wimm_dest, 16);
+  m.cap = MRC_QP_CAP_TRIM_NACK_DEST_UNSUPPORTED;  // CAP was never given: fixed at RTR
+  EXPECT_EQ(mrc_modify_qp(qp, nullptr, 0, &m, MRC_QP_CAP), EINVAL);
+  m.cap = 0;
   m.wimm.max_wimm = 16;  // an RTS attribute supplied early is kept for RTS (3.8)
   EXPECT_EQ(mrc_modify_qp(qp, nullptr, 0, &m, MRC_QP_MAX_WIMM), 0);
   ibv_qp_attr v2 = v;
@@ -813,19 +908,199 @@ TEST(SoftDevice, AttributeOnlyModifies) {
   m.retry = {3, 3};
   const int rts_mrc = MRC_QP_MPR | MRC_QP_TIMEOUT | MRC_QP_RETRY_CNT;
   ASSERT_EQ(mrc_modify_qp(qp, &v, IBV_QP_STATE | IBV_QP_SQ_PSN, &m, rts_mrc), 0);
-  // RTS -> RTS: the same values are accepted, others are EINVAL and change nothing.
+  mrc::QpLimits lim = engine_limits(qp);
+  EXPECT_EQ(lim.timeout, 10);
+  EXPECT_EQ(lim.max_wimm, 16);  // supplied at RTR, applied at RTS
+  // RTS -> RTS: the RTS attributes of 3.8 -- MAX_WIMM, TIMEOUT, RETRY_CNT -- change on the live
+  // QP (with or without IBV_QP_STATE); MPR cannot (it sizes the PSN rings), the RTR attributes
+  // are not RTS attributes: both may only be restated. Errors change nothing.
   EXPECT_EQ(mrc_modify_qp(qp, &v, IBV_QP_STATE, &m, rts_mrc | MRC_QP_MAX_WIMM), 0);
   m.timeout = 11;
-  EXPECT_EQ(mrc_modify_qp(qp, &v, IBV_QP_STATE, &m, MRC_QP_TIMEOUT), EINVAL);
+  EXPECT_EQ(mrc_modify_qp(qp, &v, IBV_QP_STATE, &m, MRC_QP_TIMEOUT), 0) << std::strerror(errno);
   m.retry = {3, 4};
-  EXPECT_EQ(mrc_modify_qp(qp, nullptr, 0, &m, MRC_QP_RETRY_CNT), EINVAL);
-  ASSERT_EQ(mrc_query_qp(qp, nullptr, 0, &qm, MRC_QP_TIMEOUT | MRC_QP_RETRY_CNT, nullptr), 0);
-  EXPECT_EQ(qm.timeout, 10);
-  EXPECT_EQ(qm.retry.exp_cnt, 3);
+  m.wimm.max_wimm = 32;
+  EXPECT_EQ(mrc_modify_qp(qp, nullptr, 0, &m, MRC_QP_RETRY_CNT | MRC_QP_MAX_WIMM), 0);
+  lim = engine_limits(qp);
+  EXPECT_EQ(lim.timeout, 11);
+  EXPECT_EQ(lim.retry_linear, 3);
+  EXPECT_EQ(lim.retry_exp, 4);
+  EXPECT_EQ(lim.max_wimm, 32);
+  m.timeout = 25;  // > 24
+  EXPECT_EQ(mrc_modify_qp(qp, nullptr, 0, &m, MRC_QP_TIMEOUT | MRC_QP_RETRY_CNT), EINVAL);
+  m.timeout = 12;
+  m.retry = {8, 4};  // linear_cnt > 7
+  EXPECT_EQ(mrc_modify_qp(qp, nullptr, 0, &m, MRC_QP_TIMEOUT | MRC_QP_RETRY_CNT), EINVAL);
+  m.retry = {3, 4};
+  m.mpr.mpr = 2;
+  EXPECT_EQ(mrc_modify_qp(qp, nullptr, 0, &m, MRC_QP_TIMEOUT | MRC_QP_MPR), EINVAL);
+  m.mpr.mpr = 1;
+  m.wimm.max_wimm_dest = 4;
+  EXPECT_EQ(mrc_modify_qp(qp, &v, IBV_QP_STATE, &m, MRC_QP_TIMEOUT | MRC_QP_MAX_WIMM_DEST), EINVAL);
+  m.wimm.max_wimm_dest = 16;
+  EXPECT_EQ(mrc_modify_qp(qp, nullptr, 0, &m, MRC_QP_MAX_WIMM_DEST | MRC_QP_MPR), 0);  // restated
+  lim = engine_limits(qp);
+  EXPECT_EQ(lim.timeout, 11);
+  EXPECT_EQ(lim.max_wimm_dest, 16);
+  ASSERT_EQ(mrc_query_qp(qp, nullptr, 0, &qm, MRC_QP_TIMEOUT | MRC_QP_RETRY_CNT | MRC_QP_MAX_WIMM,
+                         nullptr),
+            0);
+  EXPECT_EQ(qm.timeout, 11);
+  EXPECT_EQ(qm.retry.exp_cnt, 4);
+  EXPECT_EQ(qm.wimm.max_wimm, 32);
   EXPECT_EQ(mrc_destroy_qp(qp), 0);
   EXPECT_EQ(mrc_destroy_cq(cq), 0);
   teardown_profiles(a.mctx, 41, 42, 43);
   teardown_profiles(a.mctx, 51, 52, 53);
+}
+
+// MODIFY_ONLINE (5.2, 5.5): the controller changes ONLINE profiles that a live QP uses, and
+// the QP's process applies them on its next progress turn -- EV array changes into the
+// engine's path set (replace_path), CC CONFIG into the running NSCC (reconfigure_cc).
+TEST(SoftDevice, ModifyOnlineProfilesReachLiveQps) {
+  REQUIRE_NETNS();
+  Device a;
+  ASSERT_NE(a.mctx, nullptr);
+  configure_profiles(a.mctx, 61, 62, 63);  // GEN: entry i = source port 0xC000 + i / 2
+  mrc_cq* cq = mrc_create_cq(a.mctx, 16, nullptr, nullptr, 0);
+  ASSERT_NE(cq, nullptr);
+  mrc_qp_init_attr ia{};
+  ia.send_cq = ia.recv_cq = cq;
+  ia.cap = {16, 16, 1, 1, 0};
+  ia.pd = a.pd;
+  mrc_qp* qp = mrc_create_qp(a.mctx, &ia);
+  ASSERT_NE(qp, nullptr);
+  mrc_qp_attr m{};
+  ibv_qp_attr v{};
+  v.qp_state = IBV_QPS_INIT;
+  m.profile = {62, 63};
+  ASSERT_EQ(mrc_modify_qp(qp, &v, IBV_QP_STATE, &m,
+                          MRC_QP_HINT | MRC_QP_EV_PROFILE_ID | MRC_QP_CC_PROFILE_ID),
+            0);
+  v = {};
+  v.qp_state = IBV_QPS_RTR;
+  v.path_mtu = IBV_MTU_1024;
+  v.dest_qp_num = (200u << 16) | 1;  // never contacted: no traffic
+  v.ah_attr.is_global = 1;
+  ASSERT_EQ(ibv_query_gid(a.ctx, 1, 0, &v.ah_attr.grh.dgid), 0);
+  m.wimm = {16, 16};
+  m.mpr = {1, 1};
+  m.timeout = 14;
+  m.retry = {7, 7};
+  ASSERT_EQ(
+      mrc_modify_qp(qp, &v,
+                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN,
+                    &m, MRC_QP_MAX_WIMM_DEST | MRC_QP_MPR_DEST),
+      0);
+  v = {};
+  v.qp_state = IBV_QPS_RTS;
+  ASSERT_EQ(mrc_modify_qp(qp, &v, IBV_QP_STATE | IBV_QP_SQ_PSN, &m,
+                          MRC_QP_MAX_WIMM | MRC_QP_MPR | MRC_QP_TIMEOUT | MRC_QP_RETRY_CNT),
+            0);
+  auto port_of = [](const mrc::PathDesc& d) { return (d.ev[0] << 8) | d.ev[1]; };
+  {
+    mrc::api::DeviceLock lk(*qp->ctx->dev);
+    const mrc::PathSet* ps = qp->ctx->dev->engine->qp_paths(qp->engine_qpn);
+    ASSERT_EQ(ps->size(), 16u);
+    EXPECT_EQ(port_of(ps->path(0).desc), 0xC000);
+    EXPECT_EQ(port_of(ps->path(15).desc), 0xC007);
+  }
+
+  // EVENT_MASK may change ONLINE; the QP keeps its profile (still EBUSY for OFFLINE).
+  mrc_ctl_ev_profile_attr e{};
+  e.ev_event_mask = MRC_CTL_EV_ASSUMED_BAD;
+  ASSERT_EQ(mrc_ctl_modify_ev_profile(a.mctx, 62, &e, MRC_CTL_EV_PROFILE_EVENT_MASK), 0);
+  mrc_ctl_ev_profile_attr q{};
+  ASSERT_EQ(mrc_ctl_query_ev_profile(a.mctx, 62, &q, MRC_CTL_EV_PROFILE_EVENT_MASK), 0);
+  EXPECT_EQ(q.ev_event_mask, MRC_CTL_EV_ASSUMED_BAD);
+  e.profile_state = MRC_CTL_PROFILE_OFFLINE;
+  EXPECT_EQ(mrc_ctl_modify_ev_profile(a.mctx, 62, &e, MRC_CTL_EV_PROFILE_STATE), -1);
+  EXPECT_EQ(errno, EBUSY);
+
+  // REPLACE_EV: entry 0 (port 1, value 0) becomes value 100 on port 2; the live QP's path 0
+  // follows (source port 0xC000 + 100, plane 2).
+  mrc_ctl_ev_op_entry arr[16]{};
+  q.ev_op = {MRC_CTL_EV_OP_QUERY_EV_ARRAY, arr, 16};
+  ASSERT_EQ(mrc_ctl_query_ev_profile(a.mctx, 62, &q, MRC_CTL_EV_PROFILE_EV_OP), 0);
+  mrc_ctl_ev_op_entry repl{};
+  repl.ev = arr[0].ev;
+  repl.ev_new.val[0] = (100 << 2) >> 8;  // the 14 EV bits, MSB first
+  repl.ev_new.val[1] = (100 << 2) & 0xFF;
+  repl.ev_new.port = 2;
+  repl.state = MRC_CTL_EV_GOOD;
+  e.ev_op = {MRC_CTL_EV_OP_REPLACE_EV, &repl, 1};
+  ASSERT_EQ(mrc_ctl_modify_ev_profile(a.mctx, 62, &e, MRC_CTL_EV_PROFILE_EV_OP), 0)
+      << std::strerror(errno);
+  EXPECT_TRUE(engine_eventually(qp, [&](mrc::Engine& eng, uint32_t qpn) {
+    const mrc::Path& p = eng.qp_paths(qpn)->path(0);
+    return port_of(p.desc) == 0xC000 + 100 && p.desc.port == 1;
+  }));
+  // MODIFY_EV_STATE still reaches it: deny entry 1.
+  mrc_ctl_ev_op_entry deny{};
+  deny.ev = arr[1].ev;
+  deny.state = MRC_CTL_EV_DENIED;
+  e.ev_op = {MRC_CTL_EV_OP_MODIFY_EV_STATE, &deny, 1};
+  ASSERT_EQ(mrc_ctl_modify_ev_profile(a.mctx, 62, &e, MRC_CTL_EV_PROFILE_EV_OP), 0);
+  EXPECT_TRUE(engine_eventually(qp, [&](mrc::Engine& eng, uint32_t qpn) {
+    return eng.qp_paths(qpn)->path(1).state == mrc::ev::EvState::kDenied;
+  }));
+
+  // MODIFY_FIELDS: a GEN array is generated again (source ports 0xD000 + i / 2); entries that
+  // stay the same EV keep their state (entry 1 stays DENIED), the others are new.
+  mrc_ctl_ev_field bad{32, 0, 0, 7, 0x7};  // wider than the 16-bit slot: EINVAL, no change
+  e.ev_fields_op = {MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS, &bad, 1};
+  EXPECT_EQ(mrc_ctl_modify_ev_profile(a.mctx, 62, &e, MRC_CTL_EV_PROFILE_EV_FIELDS_OP), -1);
+  EXPECT_EQ(errno, EINVAL);
+  mrc_ctl_ev_field same_as_entry1{16, 0xC000, 0, 7, 0x3FFF};
+  mrc_ctl_ev_field moved{16, 0xD000, 0, 7, 0x0FFF};
+  e.ev_fields_op = {MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS, &same_as_entry1, 1};
+  ASSERT_EQ(mrc_ctl_modify_ev_profile(a.mctx, 62, &e, MRC_CTL_EV_PROFILE_EV_FIELDS_OP), 0)
+      << std::strerror(errno);
+  EXPECT_TRUE(engine_eventually(qp, [&](mrc::Engine& eng, uint32_t qpn) {
+    const mrc::PathSet* ps = eng.qp_paths(qpn);
+    return port_of(ps->path(0).desc) == 0xC000 && ps->path(0).desc.port == 0 &&
+           ps->path(1).state == mrc::ev::EvState::kDenied;
+  }));
+  e.ev_fields_op = {MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS, &moved, 1};
+  ASSERT_EQ(mrc_ctl_modify_ev_profile(a.mctx, 62, &e, MRC_CTL_EV_PROFILE_EV_FIELDS_OP), 0)
+      << std::strerror(errno);
+  // Every expansion changes; the EV values (the array's identity of an entry) of entries 0 and
+  // 1 do not (combination 0 is all-zero bits with either mask), so entry 1 stays DENIED.
+  EXPECT_TRUE(engine_eventually(qp, [&](mrc::Engine& eng, uint32_t qpn) {
+    const mrc::PathSet* ps = eng.qp_paths(qpn);
+    for (int i = 0; i < 16; ++i)
+      if (port_of(ps->path(i).desc) != 0xD000 + i / 2 || ps->path(i).desc.port != i % 2 ||
+          ps->path(i).state != (i == 1 ? mrc::ev::EvState::kDenied : mrc::ev::EvState::kGood))
+        return false;
+    return ps->usable_count() == 15;
+  }));
+
+  // CC CONFIG: the running NSCC takes the new parameters in place.
+  mrc_ctl_cc_nscc_cfg cfg{};
+  cfg.base_rtt = 40'000;
+  cfg.max_cwnd = 65536;
+  mrc_ctl_cc_profile_attr cc{};
+  cc.cc_config = &cfg;
+  const mrc::cc::CongestionControl* before = nullptr;
+  {
+    mrc::api::DeviceLock lk(*qp->ctx->dev);
+    before = qp->ctx->dev->engine->qp_cc(qp->engine_qpn);
+  }
+  ASSERT_EQ(mrc_ctl_modify_cc_profile(a.mctx, 63, &cc, MRC_CTL_CC_PROFILE_CONFIG), 0)
+      << std::strerror(errno);
+  EXPECT_TRUE(engine_eventually(qp, [&](mrc::Engine& eng, uint32_t qpn) {
+    const auto* n = dynamic_cast<const mrc::cc::Nscc*>(eng.qp_cc(qpn));
+    return n && n == before && n->params().max_cwnd == 65536 && n->params().base_rtt == mrc::us(40);
+  }));
+  cc.algorithm = nullptr;
+  EXPECT_EQ(mrc_ctl_modify_cc_profile(a.mctx, 63, &cc, MRC_CTL_CC_PROFILE_ALGORITHM), -1);
+  EXPECT_EQ(errno, EINVAL);
+  cc.profile_state = MRC_CTL_PROFILE_OFFLINE;
+  EXPECT_EQ(mrc_ctl_modify_cc_profile(a.mctx, 63, &cc, MRC_CTL_CC_PROFILE_STATE), -1);
+  EXPECT_EQ(errno, EBUSY);
+
+  EXPECT_EQ(mrc_destroy_qp(qp), 0);
+  EXPECT_EQ(mrc_destroy_cq(cq), 0);
+  teardown_profiles(a.mctx, 61, 62, 63);
 }
 
 // Lenient mode (MRC_SOFT_LENIENT=1, ocp-mrc-api.md section 8): the published benchmark's calls
