@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -1101,6 +1102,103 @@ TEST(SoftDevice, ModifyOnlineProfilesReachLiveQps) {
   EXPECT_EQ(mrc_destroy_qp(qp), 0);
   EXPECT_EQ(mrc_destroy_cq(cq), 0);
   teardown_profiles(a.mctx, 61, 62, 63);
+}
+
+// The same across processes, as on a real node: a child process (the application) holds a
+// QP in RTS while this process (the controller) replaces an EV and changes the CC
+// configuration of the ONLINE profiles; the child's progress thread finds the new generations
+// in node state and applies them to its engine. The child reports by exit status.
+TEST(SoftDevice, ModifyOnlineReachesQpsOfAnotherProcess) {
+  REQUIRE_NETNS();
+  int go[2], ready[2];
+  ASSERT_EQ(::pipe(go), 0);
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();  // before this process opens a device (no threads to copy)
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    char c;
+    if (::read(go[0], &c, 1) != 1) ::_exit(10);
+    int rc = 0;
+    {
+      Device a;
+      if (!a.mctx) ::_exit(11);
+      mrc_cq* cq = mrc_create_cq(a.mctx, 16, nullptr, nullptr, 0);
+      mrc_qp_init_attr ia{};
+      ia.send_cq = ia.recv_cq = cq;
+      ia.cap = {16, 16, 1, 1, 0};
+      ia.pd = a.pd;
+      mrc_qp* qp = mrc_create_qp(a.mctx, &ia);
+      if (!qp) ::_exit(12);
+      mrc_qp_attr m{};
+      ibv_qp_attr v{};
+      v.qp_state = IBV_QPS_INIT;
+      m.profile = {72, 73};
+      if (mrc_modify_qp(qp, &v, IBV_QP_STATE, &m,
+                        MRC_QP_HINT | MRC_QP_EV_PROFILE_ID | MRC_QP_CC_PROFILE_ID) != 0)
+        ::_exit(13);
+      v = {};
+      v.qp_state = IBV_QPS_RTR;
+      v.path_mtu = IBV_MTU_1024;
+      v.dest_qp_num = (200u << 16) | 1;  // never contacted
+      v.ah_attr.is_global = 1;
+      ibv_query_gid(a.ctx, 1, 0, &v.ah_attr.grh.dgid);
+      m.wimm = {16, 16};
+      m.mpr = {1, 1};
+      m.timeout = 14;
+      m.retry = {7, 7};
+      if (mrc_modify_qp(
+              qp, &v, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN,
+              &m, MRC_QP_MAX_WIMM_DEST | MRC_QP_MPR_DEST) != 0)
+        ::_exit(14);
+      v = {};
+      v.qp_state = IBV_QPS_RTS;
+      if (mrc_modify_qp(qp, &v, IBV_QP_STATE | IBV_QP_SQ_PSN, &m,
+                        MRC_QP_MAX_WIMM | MRC_QP_MPR | MRC_QP_TIMEOUT | MRC_QP_RETRY_CNT) != 0)
+        ::_exit(15);
+      if (::write(ready[1], "r", 1) != 1) ::_exit(16);
+      const bool applied = engine_eventually(qp, [](mrc::Engine& eng, uint32_t qpn) {
+        const mrc::Path& p = eng.qp_paths(qpn)->path(0);
+        const auto* n = dynamic_cast<const mrc::cc::Nscc*>(eng.qp_cc(qpn));
+        return ((p.desc.ev[0] << 8) | p.desc.ev[1]) == 0xC000 + 100 && n &&
+               n->params().max_cwnd == 65536;
+      });
+      rc = applied ? 0 : 20;
+      if (mrc_destroy_qp(qp) != 0 || mrc_destroy_cq(cq) != 0) rc = 21;
+    }
+    ::_exit(rc);
+  }
+  Device c;
+  ASSERT_NE(c.mctx, nullptr);
+  configure_profiles(c.mctx, 71, 72, 73);
+  ASSERT_EQ(::write(go[1], "g", 1), 1);
+  char r = 0;
+  ASSERT_EQ(::read(ready[0], &r, 1), 1) << "the child did not reach RTS";
+  mrc_ctl_ev_op_entry arr[16]{};
+  mrc_ctl_ev_profile_attr e{};
+  e.ev_op = {MRC_CTL_EV_OP_QUERY_EV_ARRAY, arr, 16};
+  ASSERT_EQ(mrc_ctl_query_ev_profile(c.mctx, 72, &e, MRC_CTL_EV_PROFILE_EV_OP), 0);
+  mrc_ctl_ev_op_entry repl{};
+  repl.ev = arr[0].ev;
+  repl.ev_new.val[0] = (100 << 2) >> 8;
+  repl.ev_new.val[1] = (100 << 2) & 0xFF;
+  repl.ev_new.port = 1;
+  repl.state = MRC_CTL_EV_GOOD;
+  e.ev_op = {MRC_CTL_EV_OP_REPLACE_EV, &repl, 1};
+  ASSERT_EQ(mrc_ctl_modify_ev_profile(c.mctx, 72, &e, MRC_CTL_EV_PROFILE_EV_OP), 0)
+      << std::strerror(errno);
+  mrc_ctl_cc_nscc_cfg cfg{};
+  cfg.base_rtt = 50'000;
+  cfg.max_cwnd = 65536;
+  mrc_ctl_cc_profile_attr cc{};
+  cc.cc_config = &cfg;
+  ASSERT_EQ(mrc_ctl_modify_cc_profile(c.mctx, 73, &cc, MRC_CTL_CC_PROFILE_CONFIG), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10-16: setup failed; 20: change not applied";
+  for (int fd : {go[0], go[1], ready[0], ready[1]})
+    ::close(fd);
+  teardown_profiles(c.mctx, 71, 72, 73);  // the child's QP is gone: nothing is EBUSY
 }
 
 // Lenient mode (MRC_SOFT_LENIENT=1, ocp-mrc-api.md section 8): the published benchmark's calls
