@@ -142,7 +142,7 @@ class Ring {
 
  private:
   void grow() {
-    std::vector<T> n(std::max<size_t>(8, buf_.size() * 2));
+    std::vector<T> n(std::max<size_t>(4, buf_.size() * 2));  // millions of ports: start small
     for (size_t i = 0; i < size_; ++i)
       n[i] = buf_[(head_ + i) & (buf_.size() - 1)];
     buf_ = std::move(n);
