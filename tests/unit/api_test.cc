@@ -614,7 +614,7 @@ TEST(SoftDevice, WriteImmOverTwoPlanesWithAPlaneDisabledMidRun) {
   EXPECT_EQ(bad, &wr);
   int sent = 0, send_done = 0, recv_done = 0;
   const auto start = std::chrono::steady_clock::now();
-  bool disabled = false;
+  bool disabled = false, changed_live = false;
   ibv_port_attr pattr{};
   while (recv_done < kMessages || send_done < kMessages) {
     ASSERT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
@@ -640,6 +640,26 @@ TEST(SoftDevice, WriteImmOverTwoPlanesWithAPlaneDisabledMidRun) {
       ASSERT_EQ(ibv_query_port(b.ctx, 2, &pattr), 0);
       EXPECT_EQ(pattr.state, IBV_PORT_DOWN);
     }
+    if (!changed_live && recv_done >= 2 * kMessages / 3) {
+      // Live changes mid-run (MODIFY_ONLINE; RTS -> RTS): every EV of the shared GEN profile
+      // (both QPs use it) moves to source ports 0xD000 + v, the CC profile's NSCC gets a
+      // smaller window, the sender a shorter ACK timeout; the transfer carries on.
+      mrc_ctl_ev_field moved{16, 0xD000, 0, 7, 0x0FFF};
+      mrc_ctl_ev_profile_attr ep{};
+      ep.ev_fields_op = {MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS, &moved, 1};
+      ASSERT_EQ(mrc_ctl_modify_ev_profile(a.mctx, 12, &ep, MRC_CTL_EV_PROFILE_EV_FIELDS_OP), 0)
+          << std::strerror(errno);
+      mrc_ctl_cc_nscc_cfg small{};
+      small.base_rtt = 50'000;
+      small.max_cwnd = 256 * 1024;
+      mrc_ctl_cc_profile_attr cp{};
+      cp.cc_config = &small;
+      ASSERT_EQ(mrc_ctl_modify_cc_profile(a.mctx, 13, &cp, MRC_CTL_CC_PROFILE_CONFIG), 0);
+      mrc_qp_attr lm{};
+      lm.timeout = 12;
+      ASSERT_EQ(mrc_modify_qp(ends[0].qp, nullptr, 0, &lm, MRC_QP_TIMEOUT), 0);
+      changed_live = true;
+    }
     ibv_wc wc[32];
     for (int i = 0; i < 2; ++i) {
       const int n = mrc_poll_cq(ends[i].cq, 32, wc);
@@ -660,6 +680,14 @@ TEST(SoftDevice, WriteImmOverTwoPlanesWithAPlaneDisabledMidRun) {
   }
   for (int m = 0; m < kMessages; ++m)
     ASSERT_EQ(std::memcmp(dst.data() + m * kMsg, src.data(), kMsg), 0) << "message " << m;
+
+  ASSERT_TRUE(changed_live);
+  EXPECT_TRUE(engine_eventually(ends[0].qp, [](mrc::Engine& eng, uint32_t qpn) {
+    const mrc::PathSet* ps = eng.qp_paths(qpn);
+    const auto* n = dynamic_cast<const mrc::cc::Nscc*>(eng.qp_cc(qpn));
+    return ps->path(15).desc.ev[0] == 0xD0 && ps->path(15).desc.ev[1] == 7 && n &&
+           n->params().max_cwnd == 256 * 1024 && eng.qp_limits(qpn)->timeout == 12;
+  }));
 
   // EV probe over the wire: slot 0's data socket answers (this process holds it).
   mrc_ctl_ep_req req{};
