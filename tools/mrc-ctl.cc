@@ -1,5 +1,7 @@
 // mrc-ctl: the node's MRC controller over the OCP mrc_ctl.h API (docs/c-api.md).
-//   mrc-ctl apply FILE.toml        configure EV format / EV / CC profiles and bring them ONLINE
+//   mrc-ctl apply FILE.toml        configure EV format / EV / CC profiles and bring them ONLINE;
+//                                  profiles already ONLINE get the changes MODIFY_ONLINE allows
+//                                  (EV fields, CC configuration), applied to live QPs
 //   mrc-ctl show EV_PROFILE_ID     EV array with states
 //   mrc-ctl events [--seconds N]   print EV events as they arrive
 //   mrc-ctl probe --port P --dst ADDR [--count N]   EV probes, RTT in ns
@@ -52,6 +54,11 @@ uint32_t mode_bits(const std::string& s, bool fmt) {
                       : MRC_CTL_EV_MODE_GEN;
 }
 
+int fail_online(const std::string& what) {
+  fmt::print(stderr, "mrc-ctl: {}: cannot change while ONLINE (take it OFFLINE first)\n", what);
+  return 1;
+}
+
 int apply_file(Session& s, const std::string& path) {
   toml::table t;
   try {
@@ -69,9 +76,27 @@ int apply_file(Session& s, const std::string& path) {
         for (auto& x : *w)
           fields.push_back({static_cast<uint8_t>(x.value_or<int64_t>(0))});
       mrc_ctl_ev_fmt_profile_attr a{};
-      a.profile_state = MRC_CTL_PROFILE_OFFLINE;
-      a.ev_fmt_mode =
+      const auto mode =
           static_cast<mrc_ctl_ev_fmt_mode>(mode_bits(p["mode"].value_or<std::string>("udp"), true));
+      if (mrc_ctl_query_ev_fmt_profile(s.mctx, id, &a, MRC_CTL_EV_FMT_PROFILE_STATE) != 0)
+        return die(fmt::format("ev_format {} query", id));
+      if (a.profile_state == MRC_CTL_PROFILE_ONLINE) {
+        // A format has nothing MODIFY_ONLINE may change (5.5): it must be what the file says.
+        std::vector<mrc_ctl_ev_fmt_field> have(16);
+        a.ev_fmt_op = {MRC_CTL_EV_FMT_OP_QUERY_FIELDS, have.data(), static_cast<int>(have.size())};
+        if (mrc_ctl_query_ev_fmt_profile(
+                s.mctx, id, &a, MRC_CTL_EV_FMT_PROFILE_MODE | MRC_CTL_EV_FMT_PROFILE_OP) != 0)
+          return die(fmt::format("ev_format {} query", id));
+        have.resize(static_cast<size_t>(a.ev_fmt_op.fmt_field_count));
+        bool same = a.ev_fmt_mode == mode && have.size() == fields.size();
+        for (size_t i = 0; same && i < have.size(); ++i)
+          same = have[i].width == fields[i].width;
+        if (!same) return fail_online(fmt::format("ev_format {}", id));
+        fmt::print("ev_format {} online (unchanged)\n", id);
+        continue;
+      }
+      a.profile_state = MRC_CTL_PROFILE_OFFLINE;
+      a.ev_fmt_mode = mode;
       a.ev_fmt_op = {MRC_CTL_EV_FMT_OP_MODIFY_FIELDS, fields.data(),
                      static_cast<int>(fields.size())};
       if (mrc_ctl_modify_ev_fmt_profile(s.mctx, id, &a,
@@ -107,6 +132,26 @@ int apply_file(Session& s, const std::string& path) {
       a.ev_event_mask = MRC_CTL_EV_GOOD | MRC_CTL_EV_ASSUMED_BAD;
       a.ev_fields_op = {MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS, fields.data(),
                         static_cast<int>(fields.size())};
+      mrc_ctl_ev_profile_attr have{};
+      if (mrc_ctl_query_ev_profile(s.mctx, id, &have,
+                                   MRC_CTL_EV_PROFILE_STATE | MRC_CTL_EV_PROFILE_MODE |
+                                       MRC_CTL_EV_PROFILE_FMT_ID | MRC_CTL_EV_PROFILE_COUNT |
+                                       MRC_CTL_EV_PROFILE_MIN_ACTIVE) != 0)
+        return die(fmt::format("ev_profile {} query", id));
+      if (have.profile_state == MRC_CTL_PROFILE_ONLINE) {
+        // MODIFY_ONLINE (5.5): the fields may change (QPs using the profile follow); mode,
+        // format, count and min_active must be what the file says.
+        const bool auto_mode = a.ev_mode == MRC_CTL_EV_MODE_AUTO;
+        if (have.ev_mode != a.ev_mode || have.ev_min_active != a.ev_min_active ||
+            (!auto_mode &&
+             (have.ev_fmt_profile_id != a.ev_fmt_profile_id || have.ev_count != a.ev_count)))
+          return fail_online(fmt::format("ev_profile {} mode, format, count or min_active", id));
+        if (!auto_mode &&
+            mrc_ctl_modify_ev_profile(s.mctx, id, &a, MRC_CTL_EV_PROFILE_EV_FIELDS_OP) != 0)
+          return die(fmt::format("ev_profile {} fields (ONLINE)", id));
+        fmt::print("ev_profile {} updated online\n", id);
+        continue;
+      }
       int mask = MRC_CTL_EV_PROFILE_STATE | MRC_CTL_EV_PROFILE_MODE |
                  MRC_CTL_EV_PROFILE_MIN_ACTIVE | MRC_CTL_EV_PROFILE_EVENT_MASK;
       if (a.ev_mode != MRC_CTL_EV_MODE_AUTO)
@@ -129,9 +174,23 @@ int apply_file(Session& s, const std::string& path) {
       cfg.target_delay = static_cast<uint32_t>(p["target_delay_ns"].value_or<int64_t>(0));
       cfg.max_cwnd = static_cast<uint32_t>(p["max_cwnd"].value_or<int64_t>(0));
       mrc_ctl_cc_profile_attr a{};
-      a.profile_state = MRC_CTL_PROFILE_OFFLINE;
       a.algorithm = algo == "none" ? nullptr : algo.c_str();
       a.cc_config = algo == "none" ? nullptr : &cfg;
+      mrc_ctl_cc_profile_attr have{};
+      if (mrc_ctl_query_cc_profile(s.mctx, id, &have,
+                                   MRC_CTL_CC_PROFILE_STATE | MRC_CTL_CC_PROFILE_ALGORITHM) != 0)
+        return die(fmt::format("cc_profile {} query", id));
+      if (have.profile_state == MRC_CTL_PROFILE_ONLINE) {
+        // MODIFY_ONLINE (5.5): CONFIG may change (QPs using the profile are reconfigured in
+        // place), the algorithm not.
+        const std::string had = have.algorithm ? have.algorithm : "none";
+        if (had != algo) return fail_online(fmt::format("cc_profile {} algorithm", id));
+        if (mrc_ctl_modify_cc_profile(s.mctx, id, &a, MRC_CTL_CC_PROFILE_CONFIG) != 0)
+          return die(fmt::format("cc_profile {} config (ONLINE)", id));
+        fmt::print("cc_profile {} updated online\n", id);
+        continue;
+      }
+      a.profile_state = MRC_CTL_PROFILE_OFFLINE;
       if (mrc_ctl_modify_cc_profile(s.mctx, id, &a,
                                     MRC_CTL_CC_PROFILE_STATE | MRC_CTL_CC_PROFILE_ALGORITHM |
                                         MRC_CTL_CC_PROFILE_CONFIG) != 0)

@@ -27,6 +27,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -198,6 +199,24 @@ std::string profiles_toml() {
   return std::string(MRC_SOURCE_DIR) + "/examples/profiles.toml";
 }
 
+// examples/profiles.toml with what MODIFY_ONLINE may change while the profiles are ONLINE and
+// in use: the EV field (source ports 0xD000 + v instead of 0xC000 + v: every EV changes) and
+// the NSCC configuration (a 256 KiB window). `mrc-ctl apply` of it updates them in place.
+std::string live_profiles_toml() {
+  const std::string path = g_dir + "/live_profiles.toml";
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) return path;
+  std::fputs(
+      "[[ev_format]]\nid = 1\nmode = \"udp\"\nwidths = [16]\n"
+      "[[ev_profile]]\nid = 2\nmode = \"gen\"\nformat = 1\ncount = 16\nmin_active = 2\n"
+      "fields = [{width = 16, init_val = 0xD000, min_val = 0, max_val = 7, mask = 0x0FFF}]\n"
+      "[[cc_profile]]\nid = 3\nalgorithm = \"uet-1.0-nscc\"\nbase_rtt_ns = 50000\n"
+      "max_cwnd = 262144\n",
+      f);
+  std::fclose(f);
+  return path;
+}
+
 std::vector<std::string> node_env(const std::string& shm, const std::string& ports) {
   return {"MRC_SOFT_SHM=" + shm, "MRC_SOFT_PORTS=" + ports, "MRC_SOFT_EV_MODE=udp",
           "MRC_SOFT_UDP_PORT=26791"};
@@ -214,8 +233,11 @@ struct Node {
   std::vector<std::string> wrap, env;
 };
 
-// Server and client of mrc_write_bw; plane 1 is disabled on every node in `nodes` (with
-// mrc-ctl) while the client pauses. Returns after both exited.
+// Server and client of mrc_write_bw; while the client pauses, every node in `nodes` changes
+// its ONLINE EV and CC profiles under the live QPs (`mrc-ctl apply` of live_profiles_toml():
+// MODIFY_ONLINE, picked up by the applications' progress threads) and then disables plane 1
+// (mrc-ctl), which resumes the client: the remaining writes run on the new EVs and CC
+// configuration. Returns after both exited.
 void transfer_with_plane_failure(const std::vector<std::string>& server_wrap,
                                  const std::vector<std::string>& server_env,
                                  const std::vector<std::string>& client_wrap,
@@ -256,6 +278,12 @@ void transfer_with_plane_failure(const std::vector<std::string>& server_wrap,
   ASSERT_TRUE(client.wait_for("paused at 100 writes", std::chrono::seconds(30))) << "client:\n"
                                                                                  << client.output();
   std::string out;
+  for (const Node& n : nodes) {
+    ASSERT_EQ(run(cmd(n.wrap, {bin("mrc-ctl"), "apply", live_profiles_toml()}), n.env, &out), 0)
+        << out;
+    EXPECT_NE(out.find("ev_profile 2 updated online"), std::string::npos) << out;
+    EXPECT_NE(out.find("cc_profile 3 updated online"), std::string::npos) << out;
+  }
   for (const Node& n : nodes)
     ASSERT_EQ(run(cmd(n.wrap, {bin("mrc-ctl"), "port", "1", "disable"}), n.env, &out), 0) << out;
   const int crc = client.wait(std::chrono::seconds(60));
@@ -283,6 +311,17 @@ TEST(ApiE2e, LoopbackNode) {
   // The controller still sees the profile and its 16 EVs.
   ASSERT_EQ(run({bin("mrc-ctl"), "show", "2"}, env, &out), 0) << out;
   EXPECT_NE(out.find("count=16"), std::string::npos) << out;
+  // What ONLINE profiles may not change is refused, and nothing changes.
+  const std::string bad = g_dir + "/bad_profiles.toml";
+  FILE* f = std::fopen(bad.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs(
+      "[[ev_profile]]\nid = 2\nmode = \"gen\"\nformat = 1\ncount = 8\nmin_active = 2\n"
+      "fields = [{width = 16, init_val = 0xC000, min_val = 0, max_val = 7, mask = 0x3FFF}]\n",
+      f);
+  std::fclose(f);
+  EXPECT_NE(run({bin("mrc-ctl"), "apply", bad}, env, &out), 0) << out;
+  EXPECT_NE(out.find("cannot change while ONLINE"), std::string::npos) << out;
 }
 
 TEST(ApiE2e, CrashedApplicationsDoNotHoldProfiles) {
