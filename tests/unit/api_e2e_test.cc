@@ -1,8 +1,10 @@
 // End to end over the C API with separate processes (issue 6): a controller process
 // (`mrc-ctl apply` of a TOML file with EV format / EV / CC profiles) and two application
 // processes (examples/mrc_write_bw, server and client) exchange WRITE_IMM over 2 planes while
-// `mrc-ctl port 1 disable` takes plane 1 out of service mid-run: the transfer completes, the
-// data is verified, and both applications see IBV_EVENT_PORT_ERR on port 1.
+// a second `mrc-ctl apply` changes the ONLINE EV and CC profiles under their live QPs
+// (MODIFY_ONLINE) and `mrc-ctl port 1 disable` takes plane 1 out of service mid-run: the
+// transfer completes, the data is verified, and both applications see IBV_EVENT_PORT_ERR on
+// port 1.
 //
 //   LoopbackNode      one node in a private network namespace, planes fd00:1::1 and fd00:2::1
 //                     on lo (both applications share the node state, as on one host)
