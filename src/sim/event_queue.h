@@ -37,8 +37,9 @@ struct SimEvent {
 class EventQueue {
  public:
   // `bucket_ps`: width of one bucket (rounded up to a power of two); `buckets`: ring size
-  // (rounded up to a power of two).
-  explicit EventQueue(Time bucket_ps = 1 << 13, uint32_t buckets = 1 << 12);
+  // (rounded up to a power of two). The horizon (width x buckets) should cover the events
+  // of a packet's next hop; a smaller ring stays in the cache (see Simulation's choice).
+  explicit EventQueue(Time bucket_ps = 1 << 13, uint32_t buckets = 1 << 8);
 
   void push(const SimEvent& e);
   bool empty() const { return size_ == 0; }

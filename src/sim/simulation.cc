@@ -553,8 +553,14 @@ Status Simulation::Impl::build() {
   lookahead = t.link_delay;
   num_partitions = lookahead > 0 ? 1 + P : 1;
   queues.clear();
+  // Calendar: 8 ns buckets over a horizon that holds a hop's events (link delay, switch
+  // latency, serialization) with room to spare, at least 2 us; timers beyond it wait in the
+  // far heap. A short ring is what keeps the queue's memory in the cache.
+  const Time width = 1 << 13;
+  const Time horizon = std::max<Time>(us(2), (t.link_delay + t.switch_latency) * 3 / 2 + ns(500));
+  const auto buckets = static_cast<uint32_t>(std::bit_ceil((horizon + width - 1) / width));
   for (uint32_t i = 0; i < num_partitions; ++i) {
-    queues.emplace_back();
+    queues.emplace_back(width, buckets);
     rngs.emplace_back(cfg.seed * 0x9E3779B97F4A7C15ull + i);
   }
   seq.assign(num_partitions, 0);
