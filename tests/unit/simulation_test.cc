@@ -47,6 +47,23 @@ std::vector<uint32_t> derangement(uint32_t n, uint64_t seed) {
   return p;
 }
 
+// Every flow finished without a QP error.
+void expect_every_flow_ok(const Simulation& sim) {
+  for (const FlowResult& f : sim.flows())
+    EXPECT_TRUE(f.ok) << "flow " << f.id;
+}
+
+// What the determinism tests compare: every flow's end time and the run's counters.
+std::vector<Time> fingerprint(const Simulation& sim) {
+  std::vector<Time> v;
+  for (const FlowResult& f : sim.flows())
+    v.push_back(f.end);
+  const SimStats st = sim.stats();
+  for (uint64_t x : {st.events, st.retransmits, st.trims, st.drops})
+    v.push_back(x);
+  return v;
+}
+
 double max_slowdown(const Simulation& s) {
   double worst = 0;
   for (const FlowResult& f : s.flows()) {
@@ -55,16 +72,23 @@ double max_slowdown(const Simulation& s) {
   return worst;
 }
 
-TEST(Simulation, single_flow__reaches_97_percent_of_line_rate) {
-  auto sim = make(small_fabric(TransportKind::kMrc, 16, 2, 8));
-  ASSERT_TRUE(sim->add_flow(FlowSpec{0, 15, 8u << 20, 0, false, 0}));
+// One 8 MiB flow from `src` to `dst` alone on the fabric; returns it after checking that its
+// payload goodput reaches 97 % of the payload share of `line_bps` (headers take the rest).
+FlowResult expect_single_flow_line_rate(const SimConfig& c, HostId src, HostId dst,
+                                        double line_bps) {
+  auto sim = make(c);
+  EXPECT_TRUE(sim->add_flow(FlowSpec{src, dst, 8u << 20, 0, false, 0}));
   sim->run(ms(50));
-  const FlowResult& f = sim->flows()[0];
-  ASSERT_TRUE(f.ok);
+  const FlowResult f = sim->flows()[0];
+  EXPECT_TRUE(f.ok);
   const double goodput = 8.0 * f.spec.bytes / (static_cast<double>(f.fct) / kPicosPerSecond);
-  // Payload goodput against the payload share of the line rate (headers take the rest).
   const double payload_share = 4096.0 / (4096 + 52 + 4 + 48 + 38);
-  EXPECT_GE(goodput, 0.97 * 200e9 * payload_share) << "goodput " << goodput / 1e9 << " Gb/s";
+  EXPECT_GE(goodput, 0.97 * line_bps * payload_share) << "goodput " << goodput / 1e9 << " Gb/s";
+  return f;
+}
+
+TEST(Simulation, single_flow__reaches_97_percent_of_line_rate) {
+  expect_single_flow_line_rate(small_fabric(TransportKind::kMrc, 16, 2, 8), 0, 15, 200e9);
 }
 
 TEST(Simulation, permutation__mrc_every_flow_within_1_3x_ideal) {
@@ -143,8 +167,7 @@ TEST(Simulation, link_failure_and_spine_reboot__mrc_finishes_without_qp_errors) 
   sim->link_down(LinkRef{LinkRef::kLeafSpine, 0, 1, 2}, us(30));
   sim->switch_reboot(SwitchRef{SwitchRef::kSpine, 1, 3}, us(60), us(200));
   sim->run(ms(200));
-  for (const FlowResult& f : sim->flows())
-    EXPECT_TRUE(f.ok) << "flow " << f.id;
+  expect_every_flow_ok(*sim);
   EXPECT_EQ(sim->stats().qp_errors, 0u);
   EXPECT_GT(sim->stats().fault_drops, 0u);
   std::printf("failures: max slowdown %.2f, fault drops %llu, ev changes %llu, retx %llu\n",
@@ -174,14 +197,7 @@ TEST(Simulation, determinism__same_seed_same_results) {
       (void)sim->add_flow(FlowSpec{i, perm[i], 1u << 20, 0, false, 0});
     sim->link_down(LinkRef{LinkRef::kLeafSpine, 1, 0, 1}, us(20));
     sim->run(ms(100));
-    std::vector<Time> ends;
-    for (const FlowResult& f : sim->flows())
-      ends.push_back(f.end);
-    const SimStats st = sim->stats();
-    ends.push_back(st.events);
-    ends.push_back(st.retransmits);
-    ends.push_back(st.trims);
-    return ends;
+    return fingerprint(*sim);
   };
   EXPECT_EQ(run(), run());
 }
@@ -310,6 +326,17 @@ void add_permutation(Simulation& sim, uint32_t hosts, uint64_t bytes, uint64_t s
     ASSERT_TRUE(sim.add_flow(FlowSpec{i, perm[i], bytes, 0, false, 0}));
 }
 
+// Runs a permutation (`add_permutation`) to completion and checks that every flow finished.
+std::unique_ptr<Simulation> run_permutation(const SimConfig& c, uint32_t hosts, uint64_t bytes,
+                                            uint64_t seed, Time until) {
+  auto sim = make(c);
+  add_permutation(*sim, hosts, bytes, seed);
+  sim->run(until);
+  for (const FlowResult& f : sim->flows())
+    EXPECT_TRUE(f.ok) << "flow " << f.id;
+  return sim;
+}
+
 TEST(FatTree, shape__pods_hops_and_refused_configurations) {
   auto sim = make(fat_tree(TransportKind::kMrc, 96));  // 6 of 8 pods
   EXPECT_EQ(sim->num_pods(), 6u);
@@ -371,23 +398,13 @@ TEST(FatTree, ideal_fct__uses_the_pairs_own_path) {
 }
 
 TEST(FatTree, single_flow__reaches_97_percent_of_line_rate) {
-  auto sim = make(fat_tree(TransportKind::kMrc));
-  ASSERT_TRUE(sim->add_flow(FlowSpec{0, 127, 8u << 20, 0, false, 0}));  // pod 0 to pod 7
-  sim->run(ms(50));
-  const FlowResult& f = sim->flows()[0];
-  ASSERT_TRUE(f.ok);
-  const double goodput = 8.0 * f.spec.bytes / (static_cast<double>(f.fct) / kPicosPerSecond);
-  const double payload_share = 4096.0 / (4096 + 52 + 4 + 48 + 38);
-  EXPECT_GE(goodput, 0.97 * 100e9 * payload_share) << "goodput " << goodput / 1e9 << " Gb/s";
-  EXPECT_GE(f.paths_used, 16u);  // every core
+  const FlowResult f =
+      expect_single_flow_line_rate(fat_tree(TransportKind::kMrc), 0, 127, 100e9);  // pod 0 to pod 7
+  EXPECT_GE(f.paths_used, 16u);                                                    // every core
 }
 
 TEST(FatTree, permutation__mrc_within_ceiling_of_ideal) {
-  auto sim = make(fat_tree(TransportKind::kMrc));
-  add_permutation(*sim, 128, 2u << 20, 3);
-  sim->run(ms(100));
-  for (const FlowResult& f : sim->flows())
-    ASSERT_TRUE(f.ok) << "flow " << f.id;
+  auto sim = run_permutation(fat_tree(TransportKind::kMrc), 128, 2u << 20, 3, ms(100));
   // Non-blocking fat tree, 16 paths between pods: spraying keeps every flow near its ideal.
   EXPECT_LE(max_slowdown(*sim), 1.15);
   EXPECT_EQ(sim->stats().qp_errors, 0u);
@@ -399,11 +416,7 @@ TEST(FatTree, permutation__mrc_within_ceiling_of_ideal) {
 TEST(FatTree, permutation__roce_ecmp_shows_hash_collisions) {
   SimConfig c = fat_tree(TransportKind::kRoce);
   c.sw.pfc = true;
-  auto sim = make(c);
-  add_permutation(*sim, 128, 2u << 20, 3);
-  sim->run(ms(200));
-  for (const FlowResult& f : sim->flows())
-    ASSERT_TRUE(f.ok) << "flow " << f.id;
+  auto sim = run_permutation(c, 128, 2u << 20, 3, ms(200));
   // Two hash levels (leaf -> agg, agg -> core): collisions on either slow the flows.
   EXPECT_GE(max_slowdown(*sim), 2.0);
   EXPECT_EQ(sim->stats().drops, 0u);
@@ -420,8 +433,7 @@ TEST(FatTree, core_link_failure_and_core_reboot__mrc_finishes_without_qp_errors)
   sim->link_down(LinkRef{LinkRef::kLeafAgg, 0, 3, 0, 4}, us(15));  // pod4/leaf3-agg0
   sim->switch_reboot(SwitchRef{SwitchRef::kCore, 0, 12, 0}, us(20), us(100));
   sim->run(ms(200));
-  for (const FlowResult& f : sim->flows())
-    EXPECT_TRUE(f.ok) << "flow " << f.id;
+  expect_every_flow_ok(*sim);
   EXPECT_EQ(sim->stats().qp_errors, 0u);
   EXPECT_GT(sim->stats().fault_drops, 0u);
   EXPECT_GT(sim->stats().ev_state_changes, 0u);
@@ -430,18 +442,24 @@ TEST(FatTree, core_link_failure_and_core_reboot__mrc_finishes_without_qp_errors)
               (unsigned long long)sim->stats().ev_state_changes);
 }
 
-TEST(FatTree, core_link_failure__roce_recovers_after_routing_convergence) {
-  SimConfig c = fat_tree(TransportKind::kRoce);
+// RoCE over ECMP through links that fail at 5 us: the routes converge after 200 us and the
+// QPs' retries (timeout 8: 262 us) go over the new routes.
+void expect_roce_recovers(SimConfig c, uint32_t hosts, std::initializer_list<LinkRef> links) {
   c.transport.routing_convergence = us(200);
-  c.transport.timeout = 8;  // 262 us: retries after the routes moved
+  c.transport.timeout = 8;
   auto sim = make(c);
-  add_permutation(*sim, 128, 1u << 20, 5);
-  sim->link_down(LinkRef{LinkRef::kAggCore, 0, 0, 1, 0}, us(5));
-  sim->link_down(LinkRef{LinkRef::kLeafAgg, 0, 0, 2, 1}, us(5));
+  add_permutation(*sim, hosts, 1u << 20, 5);
+  for (const LinkRef& l : links)
+    sim->link_down(l, us(5));
   sim->run(ms(200));
-  for (const FlowResult& f : sim->flows())
-    EXPECT_TRUE(f.ok) << "flow " << f.id;
+  expect_every_flow_ok(*sim);
   EXPECT_GT(sim->stats().fault_drops, 0u);
+}
+
+TEST(FatTree, core_link_failure__roce_recovers_after_routing_convergence) {
+  expect_roce_recovers(
+      fat_tree(TransportKind::kRoce), 128,
+      {LinkRef{LinkRef::kAggCore, 0, 0, 1, 0}, LinkRef{LinkRef::kLeafAgg, 0, 0, 2, 1}});
 }
 
 TEST(FatTree, determinism__same_seed_same_results) {
@@ -450,14 +468,7 @@ TEST(FatTree, determinism__same_seed_same_results) {
     add_permutation(*sim, 128, 512u << 10, 9);
     sim->link_down(LinkRef{LinkRef::kAggCore, 0, 3, 13, 1}, us(5));
     sim->run(ms(100));
-    std::vector<Time> ends;
-    for (const FlowResult& f : sim->flows())
-      ends.push_back(f.end);
-    const SimStats st = sim->stats();
-    ends.push_back(st.events);
-    ends.push_back(st.retransmits);
-    ends.push_back(st.drops);
-    return ends;
+    return fingerprint(*sim);
   };
   EXPECT_EQ(run(TransportKind::kMrc), run(TransportKind::kMrc));
   EXPECT_EQ(run(TransportKind::kRoce), run(TransportKind::kRoce));
@@ -544,23 +555,14 @@ TEST(FourTierFatTree, ideal_fct__uses_the_pairs_own_path) {
 }
 
 TEST(FourTierFatTree, single_flow__reaches_97_percent_of_line_rate) {
-  auto sim = make(four_tier(TransportKind::kMrc));
-  ASSERT_TRUE(sim->add_flow(FlowSpec{0, 31, 8u << 20, 0, false, 0}));  // superpod 0 to 3
-  sim->run(ms(50));
-  const FlowResult& f = sim->flows()[0];
-  ASSERT_TRUE(f.ok);
-  const double goodput = 8.0 * f.spec.bytes / (static_cast<double>(f.fct) / kPicosPerSecond);
-  const double payload_share = 4096.0 / (4096 + 52 + 4 + 48 + 38);
-  EXPECT_GE(goodput, 0.97 * 100e9 * payload_share) << "goodput " << goodput / 1e9 << " Gb/s";
-  EXPECT_GE(f.paths_used, 8u);  // every core
+  const FlowResult f = expect_single_flow_line_rate(four_tier(TransportKind::kMrc), 0, 31,
+                                                    100e9);  // superpod 0 to 3
+  EXPECT_GE(f.paths_used, 8u);                               // every core
 }
 
 TEST(FourTierFatTree, permutation__mrc_within_ceiling_of_ideal) {
-  auto sim = make(four_tier(TransportKind::kMrc, 162, 6));  // k = 6: 27 paths between superpods
-  add_permutation(*sim, 162, 1u << 20, 3);
-  sim->run(ms(100));
-  for (const FlowResult& f : sim->flows())
-    ASSERT_TRUE(f.ok) << "flow " << f.id;
+  auto sim = run_permutation(four_tier(TransportKind::kMrc, 162, 6), 162, 1u << 20, 3,
+                             ms(100));  // k = 6: 27 paths between superpods
   EXPECT_LE(max_slowdown(*sim), 1.2);
   EXPECT_EQ(sim->stats().qp_errors, 0u);
   std::printf("four-tier mrc permutation: max slowdown %.3f, retx %llu, trims %llu\n",
@@ -571,11 +573,7 @@ TEST(FourTierFatTree, permutation__mrc_within_ceiling_of_ideal) {
 TEST(FourTierFatTree, permutation__roce_ecmp_shows_hash_collisions) {
   SimConfig c = four_tier(TransportKind::kRoce, 162, 6);
   c.sw.pfc = true;
-  auto sim = make(c);
-  add_permutation(*sim, 162, 1u << 20, 3);
-  sim->run(ms(200));
-  for (const FlowResult& f : sim->flows())
-    ASSERT_TRUE(f.ok) << "flow " << f.id;
+  auto sim = run_permutation(c, 162, 1u << 20, 3, ms(200));
   // Three hash levels (leaf -> agg, agg -> spine, spine -> core).
   EXPECT_GE(max_slowdown(*sim), 2.0);
   EXPECT_EQ(sim->stats().drops, 0u);
@@ -592,26 +590,17 @@ TEST(FourTierFatTree, link_failures_and_reboots__mrc_finishes_without_qp_errors)
   sim->switch_reboot(SwitchRef{SwitchRef::kFtSpine, 0, 4, 0}, us(15), us(100));
   sim->switch_reboot(SwitchRef{SwitchRef::kCore, 0, 7, 0}, us(20), us(100));
   sim->run(ms(200));
-  for (const FlowResult& f : sim->flows())
-    EXPECT_TRUE(f.ok) << "flow " << f.id;
+  expect_every_flow_ok(*sim);
   EXPECT_EQ(sim->stats().qp_errors, 0u);
   EXPECT_GT(sim->stats().fault_drops, 0u);
   EXPECT_GT(sim->stats().ev_state_changes, 0u);
 }
 
 TEST(FourTierFatTree, spine_core_failure__roce_recovers_after_routing_convergence) {
-  SimConfig c = four_tier(TransportKind::kRoce);
-  c.transport.routing_convergence = us(200);
-  c.transport.timeout = 8;  // 262 us: retries after the routes moved
-  auto sim = make(c);
-  add_permutation(*sim, 32, 1u << 20, 5);
-  sim->link_down(LinkRef{LinkRef::kSpineCore, 0, 0, 1, 0}, us(5));
-  sim->link_down(LinkRef{LinkRef::kAggSpine, 0, 1, 3, 0}, us(5));
-  sim->link_down(LinkRef{LinkRef::kLeafAgg, 0, 0, 1, 2}, us(5));
-  sim->run(ms(200));
-  for (const FlowResult& f : sim->flows())
-    EXPECT_TRUE(f.ok) << "flow " << f.id;
-  EXPECT_GT(sim->stats().fault_drops, 0u);
+  expect_roce_recovers(
+      four_tier(TransportKind::kRoce), 32,
+      {LinkRef{LinkRef::kSpineCore, 0, 0, 1, 0}, LinkRef{LinkRef::kAggSpine, 0, 1, 3, 0},
+       LinkRef{LinkRef::kLeafAgg, 0, 0, 1, 2}});
 }
 
 TEST(FourTierFatTree, determinism__same_seed_same_results) {
@@ -620,14 +609,7 @@ TEST(FourTierFatTree, determinism__same_seed_same_results) {
     add_permutation(*sim, 32, 512u << 10, 9);
     sim->link_down(LinkRef{LinkRef::kSpineCore, 0, 5, 2, 0}, us(5));
     sim->run(ms(100));
-    std::vector<Time> ends;
-    for (const FlowResult& f : sim->flows())
-      ends.push_back(f.end);
-    const SimStats st = sim->stats();
-    ends.push_back(st.events);
-    ends.push_back(st.retransmits);
-    ends.push_back(st.drops);
-    return ends;
+    return fingerprint(*sim);
   };
   EXPECT_EQ(run(TransportKind::kMrc), run(TransportKind::kMrc));
   EXPECT_EQ(run(TransportKind::kRoce), run(TransportKind::kRoce));
