@@ -115,6 +115,10 @@ json echo_config(const Scenario& sc) {
     wj["ranks"] = w.ranks;
     if (!w.group.empty()) wj["group"] = w.group;
   }
+  if (w.kind == K::kAllReduce || w.kind == K::kTraining) {
+    wj["algorithm"] = allreduce_algorithm_name(w.algorithm);
+    if (w.algorithm == K::kRing2d) wj["row"] = w.row;
+  }
   if (w.kind == K::kTraining) {
     wj["iterations"] = w.iterations;
     wj["compute"] = format_duration(w.compute);

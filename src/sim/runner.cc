@@ -57,8 +57,13 @@ TextResult<std::unique_ptr<Workload>> make_workload(const WorkloadConfig& w, uin
       if (!g) return std::unexpected(g.error());
       if (g->size() < 2) return text_error("workload: a collective needs at least 2 ranks");
       if (w.kind == K::kAllToAll) return std::make_unique<AllToAll>(*g, w.size, w.start);
-      if (w.kind == K::kAllReduce) return std::make_unique<RingAllReduce>(*g, w.size, w.start);
-      return std::make_unique<TrainingLoop>(*g, w.size, w.compute, w.iterations, w.start);
+      const uint32_t row = w.algorithm == K::kRing2d ? w.row : 0;
+      if (row != 0 && g->size() % row != 0)
+        return text_error("workload.row: " + std::to_string(row) +
+                          " ranks per row do not divide the " + std::to_string(g->size()) +
+                          " ranks of the group");
+      if (w.kind == K::kAllReduce) return std::make_unique<RingAllReduce>(*g, w.size, w.start, row);
+      return std::make_unique<TrainingLoop>(*g, w.size, w.compute, w.iterations, w.start, row);
     }
     case K::kHtsim: {
       auto m = load_htsim_cm(w.file);

@@ -80,6 +80,10 @@ const char* workload_kind_name(WorkloadConfig::Kind k) {
   return "unknown";
 }
 
+const char* allreduce_algorithm_name(WorkloadConfig::Algorithm a) {
+  return a == WorkloadConfig::kRing2d ? "ring2d" : "ring";
+}
+
 const char* fault_kind_name(FaultConfig::Kind k) {
   switch (k) {
     case FaultConfig::kLinkDown:
@@ -743,6 +747,8 @@ TextStatus read_workload(TableReader& r, WorkloadConfig& w, const std::string& b
   TRY(only("group", {K::kAllToAll, K::kAllReduce, K::kTraining}));
   TRY(only("iterations", {K::kTraining}));
   TRY(only("compute", {K::kTraining}));
+  TRY(only("algorithm", {K::kAllReduce, K::kTraining}));
+  TRY(only("row", {K::kAllReduce, K::kTraining}));
   TRY(only("file", {K::kHtsim}));
 
   TRY(r.size("size", w.size));
@@ -765,6 +771,26 @@ TextStatus read_workload(TableReader& r, WorkloadConfig& w, const std::string& b
   }
   TRY(r.uint("iterations", w.iterations, 1));
   TRY(r.duration("compute", w.compute));
+  size_t algo = w.algorithm;
+  TRY(r.choice("algorithm", {"ring", "ring2d"}, algo));
+  w.algorithm = static_cast<WorkloadConfig::Algorithm>(algo);
+  r.allow("row");
+  if (w.algorithm == K::kRing2d && !r.has("row"))
+    return r.missing("row",
+                     "ranks per row of algorithm = \"ring2d\": consecutive ranks of the "
+                     "group, at least 2, dividing the number of ranks");
+  if (w.algorithm != K::kRing2d && r.has("row"))
+    return r.err("row", r.node("row"), "applies only to algorithm = \"ring2d\"");
+  TRY(r.uint("row", w.row, 2));
+  if (w.algorithm == K::kRing2d) {
+    // The group size is known here unless it is every host of a fabric yet to be built.
+    const uint64_t ranks = !w.group.empty() ? w.group.size() : w.ranks;
+    if (ranks != 0 && ranks % w.row != 0)
+      return r.err("row", r.node("row"),
+                   std::to_string(w.row) + " ranks per row do not divide the " +
+                       std::to_string(ranks) + " ranks of the group (workload." +
+                       (w.group.empty() ? "ranks" : "group") + ")");
+  }
   TRY(r.string("file", w.file));
   if (w.kind == K::kHtsim) {
     if (w.file.empty()) return r.missing("file", "the htsim connection matrix (.cm) to run");

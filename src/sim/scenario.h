@@ -40,9 +40,13 @@ struct WorkloadConfig {
   std::vector<HostId> group;  // collectives: explicit ranks (overrides `ranks`)
   uint32_t iterations = 1;    // training
   Time compute = 0;           // training: compute time per iteration
-  std::string file;           // htsim: .cm path (relative paths: to the scenario file)
+  // allreduce, training: the flat ring or the two-level ring of `row` ranks per row.
+  enum Algorithm : uint8_t { kRing, kRing2d } algorithm = kRing;
+  uint32_t row = 0;  // ring2d: ranks per row (consecutive ranks of the group)
+  std::string file;  // htsim: .cm path (relative paths: to the scenario file)
 };
 const char* workload_kind_name(WorkloadConfig::Kind k);
+const char* allreduce_algorithm_name(WorkloadConfig::Algorithm a);  // "ring", "ring2d"
 
 struct FaultConfig {
   enum Kind : uint8_t {

@@ -211,41 +211,104 @@ TextStatus AllToAll::on_complete(const FlowResult& r, FlowSink&) {
 
 // ---- RingAllReduce -------------------------------------------------------------------------
 
-RingAllReduce::RingAllReduce(std::vector<HostId> group, uint64_t bytes, Time start,
+namespace {
+
+// Chunk j of a buffer of `total` bytes split into `parts`.
+uint64_t split(uint64_t total, uint32_t parts, uint32_t j) {
+  return total / parts + (j < total % parts ? 1 : 0);
+}
+
+}  // namespace
+
+RingAllReduce::RingAllReduce(std::vector<HostId> group, uint64_t bytes, Time start, uint32_t row,
                              uint32_t iteration, DoneFn on_done)
     : group_(std::move(group)),
       bytes_(bytes),
       start_(start),
+      row_(row),
       iteration_(iteration),
-      on_done_(std::move(on_done)) {}
+      on_done_(std::move(on_done)) {
+  const uint32_t nn = n();
+  if (nn < 2) return;  // start() says why
+  if (row_ == 0) {
+    stages_.push_back({Stage::kAllReduce, 1, nn, 0, 2 * (nn - 1)});
+    return;
+  }
+  if (row_ < 2 || nn % row_ != 0) return;
+  const uint32_t rows = nn / row_;
+  stages_.push_back({Stage::kReduceScatter, 1, row_, 0, row_ - 1});
+  // One row (row = n) leaves no column stage: the schedule is the flat ring's.
+  if (rows > 1) stages_.push_back({Stage::kAllReduce, row_, rows, row_ - 1, 2 * (rows - 1)});
+  stages_.push_back(
+      {Stage::kAllGather, 1, row_, stages_.back().first + stages_.back().steps, row_ - 1});
+}
 
-uint64_t RingAllReduce::chunk_bytes(uint32_t chunk) const {
-  return bytes_ / n() + (chunk < bytes_ % n() ? 1 : 0);
+uint32_t RingAllReduce::steps() const {
+  return stages_.empty() ? 0 : stages_.back().first + stages_.back().steps;
+}
+
+uint32_t RingAllReduce::stage_of(uint32_t step) const {
+  uint32_t s = 0;
+  while (s + 1 < stages_.size() && step >= stages_[s + 1].first)
+    ++s;
+  return s;
+}
+
+uint32_t RingAllReduce::peer(uint32_t rank, uint32_t step) const {
+  const Stage& s = stages_[stage_of(step)];
+  const uint32_t pos = position(s, rank);
+  const uint32_t next = (pos + 1) % s.len;
+  return rank - pos * s.stride + next * s.stride;
+}
+
+uint64_t RingAllReduce::buffer_bytes(const Stage& s, uint32_t rank) const {
+  if (s.stride == 1) return bytes_;  // a row (or the flat ring) works on all S bytes
+  // A column works on the shard its column holds after the row reduce-scatter.
+  const uint32_t col = rank % row_;
+  return split(bytes_, row_, (col + 1) % row_);
 }
 
 uint32_t RingAllReduce::chunk_of(uint32_t rank, uint32_t step) const {
-  const uint32_t nn = n();
-  if (step < nn - 1) return (rank + nn - step) % nn;  // reduce-scatter
-  const uint32_t j = step - (nn - 1);                 // all-gather
-  return (rank + 1 + nn - j) % nn;
+  const Stage& s = stages_[stage_of(step)];
+  const uint32_t m = s.len;
+  const uint32_t pos = position(s, rank);
+  uint32_t k = step - s.first;
+  // Reduce-scatter: send chunk pos - k, ending with chunk pos + 1 fully reduced.
+  if (s.op == Stage::kReduceScatter || (s.op == Stage::kAllReduce && k < m - 1))
+    return (pos + m - k) % m;
+  if (s.op == Stage::kAllReduce) k -= m - 1;
+  // All-gather: forward what was received, starting with the owned chunk pos + 1.
+  return (pos + 1 + m - k) % m;
+}
+
+uint64_t RingAllReduce::step_bytes(uint32_t rank, uint32_t step) const {
+  const Stage& s = stages_[stage_of(step)];
+  return split(buffer_bytes(s, rank), s.len, chunk_of(rank, step));
 }
 
 TextStatus RingAllReduce::send(uint32_t rank, uint32_t step, Time at, FlowSink& sink) {
-  FlowSpec s{group_[rank], group_[(rank + 1) % n()], chunk_bytes(chunk_of(rank, step)), at,
+  FlowSpec s{group_[rank], group_[peer(rank, step)], step_bytes(rank, step), at,
              false,        tag(iteration_, step)};
   auto id = add(sink, "allreduce", s);
   if (!id) return std::unexpected(id.error());
-  owner_[*id] = rank << 16 | step;
+  owner_[*id] = uint64_t{rank} << 32 | step;
   return {};
 }
 
 TextStatus RingAllReduce::start(FlowSink& sink) {
   if (n() < 2) return text_error("allreduce: needs at least 2 ranks");
   if (n() > 65535) return text_error("allreduce: at most 65535 ranks");
+  if (row_ != 0 && (row_ < 2 || n() % row_ != 0))
+    return text_error("allreduce: ring2d row (" + std::to_string(row_) +
+                      " ranks) must be at least 2 and divide the number of ranks (" +
+                      std::to_string(n()) + ")");
   if (bytes_ < n())
     return text_error("allreduce: size (" + std::to_string(bytes_) +
                       " bytes) must be at least the number of ranks (" + std::to_string(n()) + ")");
   remaining_ = n() * steps();
+  stage_at_.assign(n(), 0);
+  received_in_.assign(size_t{n()} * stages(), 0);
+  if (stages() > 1) received_.assign(size_t{n()} * steps(), false);
   current_ = CollectiveResult{
       CollectiveKind::kAllReduce, iteration_, n(), bytes_, start_, start_, remaining_, true};
   for (uint32_t r = 0; r < n(); ++r) {
@@ -255,20 +318,47 @@ TextStatus RingAllReduce::start(FlowSink& sink) {
   return {};
 }
 
+TextStatus RingAllReduce::on_receive(uint32_t rank, uint32_t step, Time at, FlowSink& sink) {
+  const uint32_t s = stage_of(step);
+  ++received_in_[size_t{rank} * stages() + s];
+  if (s > stage_at_[rank]) {
+    // Early: the rank is still in an earlier stage; starting it sends the next step.
+    received_[size_t{rank} * steps() + step] = true;
+    return {};
+  }
+  if (step + 1 < stages_[s].first + stages_[s].steps) {
+    auto st = send(rank, step + 1, at, sink);
+    if (!st) return st;
+  }
+  // Every receive of its stage done: the rank starts the next stage, with the steps whose
+  // receives arrived early.
+  while (stage_at_[rank] + 1 < stages() &&
+         received_in_[size_t{rank} * stages() + stage_at_[rank]] ==
+             stages_[stage_at_[rank]].steps) {
+    const Stage& next = stages_[++stage_at_[rank]];
+    auto st = send(rank, next.first, at, sink);
+    if (!st) return st;
+    for (uint32_t k = next.first; k + 1 < next.first + next.steps; ++k) {
+      if (!received_[size_t{rank} * steps() + k]) continue;
+      st = send(rank, k + 1, at, sink);
+      if (!st) return st;
+    }
+  }
+  return {};
+}
+
 TextStatus RingAllReduce::on_complete(const FlowResult& r, FlowSink& sink) {
   auto it = owner_.find(r.id);
   if (it == owner_.end()) return {};
-  const uint32_t rank = it->second >> 16;
-  const uint32_t step = it->second & 0xffff;
+  const uint32_t rank = static_cast<uint32_t>(it->second >> 32);
+  const uint32_t step = static_cast<uint32_t>(it->second);
   owner_.erase(it);
   if (!r.ok) current_.ok = false;
   current_.end = std::max(current_.end, r.end);
   --remaining_;
-  // The receiver (rank + 1) has its step-`step` data: it may send its next step.
-  if (step + 1 < steps()) {
-    auto st = send((rank + 1) % n(), step + 1, r.end, sink);
-    if (!st) return st;
-  }
+  // The receiver has its step-`step` data.
+  auto st = on_receive(peer(rank, step), step, r.end, sink);
+  if (!st) return st;
   if (remaining_ == 0) {
     finished_ = true;
     results_.push_back(current_);
@@ -280,12 +370,13 @@ TextStatus RingAllReduce::on_complete(const FlowResult& r, FlowSink& sink) {
 // ---- TrainingLoop --------------------------------------------------------------------------
 
 TrainingLoop::TrainingLoop(std::vector<HostId> group, uint64_t bytes, Time compute,
-                           uint32_t iterations, Time start)
+                           uint32_t iterations, Time start, uint32_t row)
     : group_(std::move(group)),
       bytes_(bytes),
       compute_(compute),
       count_(iterations),
-      start_(start) {}
+      start_(start),
+      row_(row) {}
 
 TextStatus TrainingLoop::start(FlowSink& sink) {
   if (count_ == 0) {
@@ -299,7 +390,7 @@ TextStatus TrainingLoop::begin_iteration(uint32_t index, Time at, FlowSink& sink
   iterations_.push_back(IterationResult{index, at, at + compute_, kNever, true});
   if (current_) retired_.push_back(std::move(current_));
   current_ =
-      std::make_unique<RingAllReduce>(group_, bytes_, at + compute_, index,
+      std::make_unique<RingAllReduce>(group_, bytes_, at + compute_, row_, index,
                                       [this](const CollectiveResult& c, FlowSink& s) -> TextStatus {
                                         collectives_.push_back(c);
                                         IterationResult& it = iterations_.back();

@@ -166,38 +166,84 @@ class AllToAll final : public Workload {
   std::vector<CollectiveResult> results_;
 };
 
-// The standard ring AllReduce of S bytes per rank over n ranks: 2(n-1) steps (n-1
-// reduce-scatter, n-1 all-gather); in step k rank i sends one chunk (S/n bytes, the first
-// S mod n chunks one byte larger) to rank i+1. Step 0 of every rank starts at `start`; step
-// k+1 of rank i starts when rank i's step-k receive (the flow from rank i-1, step k) is done.
+// Ring AllReduce of S bytes per rank over the n ranks of `group`, flat or two-level (2D).
+//
+// Flat (row = 0): the standard ring: 2(n-1) steps (n-1 reduce-scatter, n-1 all-gather); in
+// step k rank i sends one chunk (S/n bytes, the first S mod n chunks one byte larger) to rank
+// i+1.
+//
+// Two-level (row = r, 2 <= r, r divides n): the ranks form a grid of n/r rows of r
+// consecutive ranks of the group (rank i sits in row i / r, column i % r); the group order
+// decides which hosts share a row. Three stages, each a set of disjoint rings that run
+// concurrently:
+//   1. reduce-scatter within each row: r-1 steps of a shard (S/r bytes); the rank in column
+//      c then holds shard (c+1) mod r, reduced over its row;
+//   2. AllReduce of that shard within each column (across the rows): 2(n/r - 1) steps of a
+//      shard's chunk (S/n bytes);
+//   3. all-gather within each row: r-1 steps of a shard.
+// Per rank that is 2(r-1) + 2(n/r-1) chained steps instead of 2(n-1): large jobs use it
+// because a flat ring's latency (and the simulator's work: n x 2(n-1) flows) grows with n.
+// The bytes each rank sends are the same 2(n-1)/n x S as the flat ring's (up to rounding),
+// so busbw keeps the nccl-tests AllReduce factor 2(n-1)/n.
+//
+// Chaining, both layouts: step 0 of every rank starts at `start`. Within a stage, a rank's
+// step k+1 starts when its step-k receive (from its predecessor in that stage's ring) is
+// done. A rank starts a stage (its step 0 there) when it has finished the previous stage
+// (every receive of it done), and no step of a stage before that: a receive of a later stage
+// that arrives early waits for it. Sizes: a buffer of B bytes split into m chunks gives chunk
+// j B/m bytes, the first B mod m chunks one byte more.
 class RingAllReduce final : public Workload {
  public:
   using DoneFn = std::function<TextStatus(const CollectiveResult&, FlowSink&)>;
-  RingAllReduce(std::vector<HostId> group, uint64_t bytes, Time start, uint32_t iteration = 0,
-                DoneFn on_done = nullptr);
+  RingAllReduce(std::vector<HostId> group, uint64_t bytes, Time start, uint32_t row = 0,
+                uint32_t iteration = 0, DoneFn on_done = nullptr);
   std::string_view name() const override { return "allreduce"; }
   TextStatus start(FlowSink& sink) override;
   TextStatus on_complete(const FlowResult& r, FlowSink& sink) override;
   bool done() const override { return finished_; }
   const std::vector<CollectiveResult>& collectives() const override { return results_; }
 
-  uint32_t steps() const { return 2 * (n() - 1); }
-  uint64_t chunk_bytes(uint32_t chunk) const;
-  // The chunk rank `rank` sends in step `step` (the standard ring schedule).
+  // The schedule (valid once the group and row are: start() checks them). Steps are
+  // numbered per rank across the stages: stage 1's, then stage 2's, then stage 3's.
+  uint32_t steps() const;  // per rank
+  uint32_t stages() const { return static_cast<uint32_t>(stages_.size()); }
+  uint32_t stage_of(uint32_t step) const;
+  // The rank that `rank` sends to in `step` (its successor in that stage's ring).
+  uint32_t peer(uint32_t rank, uint32_t step) const;
+  // The chunk of the stage's buffer that `rank` sends in `step` (the standard ring schedule)
+  // and its size.
   uint32_t chunk_of(uint32_t rank, uint32_t step) const;
+  uint64_t step_bytes(uint32_t rank, uint32_t step) const;
   // Tag carried by the flow of (rank, step): iteration << 16 | step.
   static uint32_t tag(uint32_t iteration, uint32_t step) { return iteration << 16 | step; }
 
  private:
+  // One stage: disjoint rings of `len` ranks, ranks `stride` apart (rows: stride 1, columns:
+  // stride row); the flat ring is one row of n.
+  struct Stage {
+    enum Op : uint8_t { kReduceScatter, kAllGather, kAllReduce } op;
+    uint32_t stride;
+    uint32_t len;
+    uint32_t first;  // its first step
+    uint32_t steps;
+  };
   uint32_t n() const { return static_cast<uint32_t>(group_.size()); }
+  uint32_t position(const Stage& s, uint32_t rank) const { return rank / s.stride % s.len; }
+  uint64_t buffer_bytes(const Stage& s, uint32_t rank) const;
   TextStatus send(uint32_t rank, uint32_t step, Time at, FlowSink& sink);
+  TextStatus on_receive(uint32_t rank, uint32_t step, Time at, FlowSink& sink);
 
   std::vector<HostId> group_;
   uint64_t bytes_;
   Time start_;
+  uint32_t row_;
   uint32_t iteration_;
   DoneFn on_done_;
-  std::unordered_map<FlowId, uint32_t> owner_;  // flow -> rank << 16 | step
+  std::vector<Stage> stages_;
+  std::vector<uint32_t> stage_at_;              // per rank: the stage it is in
+  std::vector<uint32_t> received_in_;           // per rank x stage: receives done
+  std::vector<bool> received_;                  // per rank x step (two-level only)
+  std::unordered_map<FlowId, uint64_t> owner_;  // flow -> rank << 32 | step
   uint32_t remaining_ = 0;
   bool finished_ = false;
   CollectiveResult current_;
@@ -205,13 +251,14 @@ class RingAllReduce final : public Workload {
 };
 
 // A training loop: `iterations` times, compute for `compute` (no traffic), then a ring
-// AllReduce of `bytes` per rank over `group`. Iteration i+1 starts when iteration i's
+// AllReduce of `bytes` per rank over `group` (flat, or two-level with `row` ranks per row: see
+// RingAllReduce). Iteration i+1 starts when iteration i's
 // AllReduce is done. An AllReduce with a failed flow (QP error) ends the job: the loop stops
 // there, as NCCL aborts a communicator.
 class TrainingLoop final : public Workload {
  public:
   TrainingLoop(std::vector<HostId> group, uint64_t bytes, Time compute, uint32_t iterations,
-               Time start);
+               Time start, uint32_t row = 0);
   std::string_view name() const override { return "training"; }
   TextStatus start(FlowSink& sink) override;
   TextStatus on_complete(const FlowResult& r, FlowSink& sink) override;
@@ -228,6 +275,7 @@ class TrainingLoop final : public Workload {
   Time compute_;
   uint32_t count_;
   Time start_;
+  uint32_t row_;
   std::unique_ptr<RingAllReduce> current_;
   std::vector<std::unique_ptr<RingAllReduce>> retired_;  // kept until the driver is idle
   std::vector<CollectiveResult> collectives_;

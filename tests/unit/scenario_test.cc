@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "sim/runner.h"
 #include "sim/workloads.h"
 
 namespace mrc::sim {
@@ -367,6 +368,69 @@ TEST(Scenario, errors__values_that_do_not_fit) {
                               "s.toml"),
                {"6 leaves of 4 hosts", "6 x 2 ports", "raise hosts_per_leaf or spines"});
   expect_error(load_scenario("/nonexistent/x.toml"), {"cannot open"});
+}
+
+TEST(Scenario, allreduce_algorithm__ring_by_default_ring2d_with_row) {
+  auto flat = parse_scenario("[workload]\nkind = \"allreduce\"\n", "s.toml");
+  ASSERT_TRUE(flat) << flat.error();
+  EXPECT_EQ(flat->workload.algorithm, WorkloadConfig::kRing);
+  EXPECT_EQ(flat->workload.row, 0u);
+  auto sc = parse_scenario(
+      "[topo]\nhosts = 16\nradix = 8\n[workload]\nkind = \"training\"\nalgorithm = "
+      "\"ring2d\"\nrow = 4\ngroup = [0, 4, 8, 12, 1, 5, 9, 13]\n",
+      "s.toml");
+  ASSERT_TRUE(sc) << sc.error();
+  EXPECT_EQ(sc->workload.algorithm, WorkloadConfig::kRing2d);
+  EXPECT_EQ(sc->workload.row, 4u);
+  EXPECT_STREQ(allreduce_algorithm_name(sc->workload.algorithm), "ring2d");
+  // Overrides select it too, and the runner builds a two-level AllReduce: 8 ranks in rows of
+  // 4 run 2 x 3 + 2 x 1 = 8 steps per rank.
+  auto set = parse_scenario("[topo]\nhosts = 16\nradix = 8\n[workload]\nkind = \"allreduce\"\n",
+                            "s.toml", {"workload.algorithm=ring2d", "workload.row=8"});
+  ASSERT_TRUE(set) << set.error();
+  EXPECT_EQ(set->workload.row, 8u);
+  auto wl = make_workload(sc->workload, 16, 1);
+  ASSERT_TRUE(wl) << wl.error();
+  EXPECT_EQ(static_cast<TrainingLoop&>(**wl).name(), "training");
+  sc->workload.kind = WorkloadConfig::kAllReduce;
+  auto ar2 = make_workload(sc->workload, 16, 1);
+  ASSERT_TRUE(ar2) << ar2.error();
+  EXPECT_EQ(static_cast<RingAllReduce&>(**ar2).steps(), 8u);
+  EXPECT_EQ(static_cast<RingAllReduce&>(**ar2).stages(), 3u);
+}
+
+TEST(Scenario, allreduce_algorithm__errors_name_the_key) {
+  const std::string ar = "[topo]\nhosts = 16\nradix = 8\n[workload]\nkind = \"allreduce\"\n";
+  expect_error(parse_scenario(ar + "algorithm = \"tree\"\n", "s.toml"),
+               {"s.toml:6:", "key 'workload.algorithm'", "\"ring\", \"ring2d\"", "\"tree\""});
+  expect_error(parse_scenario(ar + "algorithm = \"ring2d\"\n", "s.toml"),
+               {"s.toml:4:", "[workload] is missing required key 'row'", "ranks per row"});
+  expect_error(parse_scenario(ar + "row = 4\n", "s.toml"),
+               {"s.toml:6:", "key 'workload.row'", "applies only to algorithm = \"ring2d\""});
+  expect_error(parse_scenario(ar + "algorithm = \"ring2d\"\nrow = 1\n", "s.toml"),
+               {"s.toml:7:", "key 'workload.row'", "an integer >= 2", "integer 1"});
+  expect_error(parse_scenario(ar + "algorithm = \"ring2d\"\nrow = \"4\"\n", "s.toml"),
+               {"key 'workload.row'", "an integer >= 2"});
+  expect_error(parse_scenario(ar + "ranks = 12\nalgorithm = \"ring2d\"\nrow = 8\n", "s.toml"),
+               {"s.toml:8:", "key 'workload.row'", "8 ranks per row do not divide the 12 ranks",
+                "workload.ranks"});
+  expect_error(parse_scenario(ar + "group = [0, 1, 2, 3, 4, 5]\nalgorithm = \"ring2d\"\nrow = 4\n",
+                              "s.toml"),
+               {"key 'workload.row'", "do not divide the 6 ranks", "workload.group"});
+  expect_error(parse_scenario(ar, "s.toml",
+                              {"workload.algorithm=ring2d", "workload.ranks=10", "workload.row=4"}),
+               {"--set workload.row=4", "do not divide the 10 ranks"});
+  expect_error(
+      parse_scenario("[workload]\nkind = \"permutation\"\nalgorithm = \"ring2d\"\n", "s.toml"),
+      {"s.toml:3:", "workload.algorithm", "does not apply to workload kind 'permutation'",
+       "allreduce, training"});
+  expect_error(parse_scenario("[workload]\nkind = \"all_to_all\"\nrow = 4\n", "s.toml"),
+               {"workload.row", "does not apply to workload kind 'all_to_all'"});
+  // Every host of the fabric (no ranks, no group): known when the fabric is built.
+  auto sc = parse_scenario(ar + "algorithm = \"ring2d\"\nrow = 5\n", "s.toml");
+  ASSERT_TRUE(sc) << sc.error();
+  expect_error(make_workload(sc->workload, 16, 1),
+               {"workload.row: 5 ranks per row do not divide the 16 ranks of the group"});
 }
 
 TEST(Scenario, htsim_file__is_resolved_relative_to_the_scenario) {

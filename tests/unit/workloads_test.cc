@@ -16,8 +16,8 @@
 namespace mrc::sim {
 namespace {
 
-// A flow completes at start + bytes at 100 Gb/s + 1 us; flows listed in `fail` complete with
-// an error.
+// A flow completes at start + bytes at 100 Gb/s + 1 us (plus `slow` of its sender); flows
+// listed in `fail_ids` complete with an error.
 class FakeNet final : public FlowSink {
  public:
   Result<FlowId> add_flow(const FlowSpec& s) override {
@@ -26,6 +26,7 @@ class FakeNet final : public FlowSink {
     r.id = static_cast<FlowId>(flows.size());
     r.spec = s;
     r.end = s.start + s.bytes * 8 * kPicosPerSecond / 100'000'000'000ull + us(1);
+    if (auto it = slow.find(s.src); it != slow.end()) r.end += it->second;
     r.fct = r.end - s.start;
     r.ok = !fail_ids.count(r.id);
     flows.push_back(r);
@@ -42,6 +43,7 @@ class FakeNet final : public FlowSink {
   }
   std::vector<FlowResult> flows;
   std::set<FlowId> fail_ids;
+  std::map<HostId, Time> slow;  // extra time for every flow a host sends
   std::priority_queue<std::pair<Time, FlowId>, std::vector<std::pair<Time, FlowId>>, std::greater<>>
       pending;
 };
@@ -172,9 +174,9 @@ TEST(Workloads, ring_allreduce__2n_minus_2_steps_of_s_over_n_chained_on_receives
   EXPECT_EQ(ar.steps(), 2 * (n - 1));
   ASSERT_EQ(net.flows.size(), n * 2 * (n - 1));
 
-  uint64_t total = 0;
-  for (uint32_t c = 0; c < n; ++c)
-    total += ar.chunk_bytes(c);
+  uint64_t total = 0;  // step 0: rank r sends chunk r, so every chunk once
+  for (uint32_t r = 0; r < n; ++r)
+    total += ar.step_bytes(r, 0);
   EXPECT_EQ(total, S);
 
   // (rank, step) -> flow.
@@ -184,7 +186,7 @@ TEST(Workloads, ring_allreduce__2n_minus_2_steps_of_s_over_n_chained_on_receives
     EXPECT_EQ(f.spec.dst, group[(rank + 1) % n]) << "a rank sends to its ring successor";
     const uint32_t step = f.spec.tag & 0xffff;
     EXPECT_EQ(f.spec.tag >> 16, 0u);
-    EXPECT_EQ(f.spec.bytes, ar.chunk_bytes(ar.chunk_of(rank, step)));
+    EXPECT_EQ(f.spec.bytes, S / n + (ar.chunk_of(rank, step) < S % n ? 1 : 0));
     by[{rank, step}] = &f;
   }
   ASSERT_EQ(by.size(), n * 2 * (n - 1));
@@ -228,6 +230,149 @@ TEST(Workloads, ring_allreduce__rejects_tiny_groups_and_sizes) {
   auto st = tiny.start(net);
   ASSERT_FALSE(st);
   EXPECT_NE(st.error().find("at least the number of ranks"), std::string::npos) << st.error();
+}
+
+// ---- two-level (2D) ring AllReduce ---------------------------------------------------------
+
+TEST(Workloads, ring2d__row_rings_column_rings_row_rings_chained_on_receives) {
+  const uint32_t n = 12, row = 4, rows = 3;
+  const uint64_t S = 12 * 1000 + 7;  // uneven: shards and their chunks differ by a byte
+  std::vector<HostId> group;
+  for (uint32_t i = 0; i < n; ++i)
+    group.push_back(100 + i);
+  FakeNet net;
+  // Rank 1 (row 0) is slow: row 0 finishes the row reduce-scatter late, so its ranks get
+  // column receives before they are in the column stage.
+  net.slow[101] = us(20);
+  WorkloadDriver d(net);
+  auto& ar =
+      static_cast<RingAllReduce&>(d.add(std::make_unique<RingAllReduce>(group, S, us(7), row)));
+  ASSERT_TRUE(d.start());
+  EXPECT_EQ(net.flows.size(), n) << "step 0 of every rank starts at once";
+  net.run(d);
+  ASSERT_FALSE(d.error()) << *d.error();
+  ASSERT_TRUE(d.done());
+
+  // Stages: row reduce-scatter (row-1 steps), column AllReduce (2(rows-1)), row all-gather.
+  const uint32_t s1 = row - 1, s2 = 2 * (rows - 1), s3 = row - 1;
+  ASSERT_EQ(ar.stages(), 3u);
+  ASSERT_EQ(ar.steps(), s1 + s2 + s3);
+  ASSERT_EQ(net.flows.size(), n * ar.steps());
+  auto stage = [&](uint32_t step) { return step < s1 ? 0u : step < s1 + s2 ? 1u : 2u; };
+  auto first = [&](uint32_t st) { return st == 0 ? 0u : st == 1 ? s1 : s1 + s2; };
+  auto shard = [&](uint32_t j) { return S / row + (j < S % row ? 1 : 0); };
+
+  std::map<std::pair<uint32_t, uint32_t>, const FlowResult*> by;
+  std::map<uint32_t, uint32_t> flows_per_stage;
+  std::map<uint32_t, uint64_t> sent;  // per rank
+  for (const FlowResult& f : net.flows) {
+    const uint32_t rank = f.spec.src - 100, step = f.spec.tag & 0xffff;
+    const uint32_t to = f.spec.dst - 100, st = stage(step);
+    const uint32_t r0 = rank / row, c0 = rank % row;
+    ++flows_per_stage[st];
+    sent[rank] += f.spec.bytes;
+    by[{rank, step}] = &f;
+    if (st == 1) {
+      // The next rank of the column (same column, next row), a chunk of the column's shard.
+      EXPECT_EQ(to, ((r0 + 1) % rows) * row + c0) << "rank " << rank << " step " << step;
+      const uint64_t sh = shard((c0 + 1) % row);
+      EXPECT_TRUE(f.spec.bytes == sh / rows || f.spec.bytes == sh / rows + 1) << f.spec.bytes;
+    } else {
+      // The next rank of the row, a whole shard.
+      EXPECT_EQ(to, r0 * row + (c0 + 1) % row) << "rank " << rank << " step " << step;
+      EXPECT_EQ(f.spec.bytes, shard(ar.chunk_of(rank, step)));
+    }
+    EXPECT_EQ(f.spec.bytes, ar.step_bytes(rank, step));
+    EXPECT_EQ(to, ar.peer(rank, step));
+  }
+  ASSERT_EQ(by.size(), n * ar.steps());
+  EXPECT_EQ(flows_per_stage[0], n * s1);
+  EXPECT_EQ(flows_per_stage[1], n * s2);
+  EXPECT_EQ(flows_per_stage[2], n * s3);
+  // Every rank sends 2(n-1)/n of S, as in the flat ring (up to a byte per step).
+  for (auto [rank, b] : sent)
+    EXPECT_NEAR(static_cast<double>(b), 2.0 * (n - 1) / n * S, ar.steps()) << "rank " << rank;
+
+  auto at = [&](uint32_t rank, uint32_t step) { return by.at(std::make_pair(rank, step)); };
+  auto pred = [&](uint32_t rank, uint32_t st) {
+    const uint32_t r0 = rank / row, c0 = rank % row;
+    return st == 1 ? ((r0 + rows - 1) % rows) * row + c0 : r0 * row + (c0 + row - 1) % row;
+  };
+  // When a rank has finished stage st: its last receive of that stage.
+  auto finished = [&](uint32_t rank, uint32_t st) {
+    const uint32_t len = st == 0 ? s1 : st == 1 ? s2 : s3;
+    Time t = 0;
+    for (uint32_t k = first(st); k < first(st) + len; ++k)
+      t = std::max(t, at(pred(rank, st), k)->end);
+    return t;
+  };
+  uint32_t early = 0;
+  for (uint32_t r = 0; r < n; ++r) {
+    EXPECT_EQ(at(r, 0)->spec.start, us(7));
+    for (uint32_t k = 1; k < ar.steps(); ++k) {
+      const uint32_t st = stage(k);
+      const Time ready = st == 0 ? us(7) : finished(r, st - 1);
+      // A stage's first step: when the previous stage is done; later steps: when the
+      // previous step's receive is done, but not before the rank is in the stage.
+      const Time want = k == first(st) ? ready : std::max(ready, at(pred(r, st), k - 1)->end);
+      EXPECT_EQ(at(r, k)->spec.start, want) << "rank " << r << " step " << k;
+      if (k != first(st) && at(pred(r, st), k - 1)->end < ready) ++early;
+    }
+    // Row reduce-scatter leaves column c with shard c+1; the column stage works on it.
+    EXPECT_EQ(ar.chunk_of(r, s1 + s2), (r % row + 1) % row);
+    // A rank forwards in step k+1 the chunk it received in step k (within a stage).
+    for (uint32_t k = 0; k + 1 < ar.steps(); ++k) {
+      if (stage(k) == stage(k + 1)) {
+        EXPECT_EQ(ar.chunk_of(pred(r, stage(k)), k), ar.chunk_of(r, k + 1));
+      }
+    }
+  }
+  EXPECT_GT(early, 0u) << "the slow rank should make some receives arrive early";
+
+  ASSERT_EQ(ar.collectives().size(), 1u);
+  const CollectiveResult& c = ar.collectives()[0];
+  EXPECT_EQ(c.start, us(7));
+  EXPECT_EQ(c.ranks, n);
+  EXPECT_EQ(c.flows, n * ar.steps());
+  EXPECT_TRUE(c.ok);
+  // nccl-tests busbw: the AllReduce factor, whatever the algorithm.
+  EXPECT_DOUBLE_EQ(c.busbw_GBps(), c.algbw_GBps() * 2.0 * (n - 1) / n);
+}
+
+TEST(Workloads, ring2d__one_row_of_every_rank_is_the_flat_ring) {
+  const std::vector<HostId> group = {3, 1, 4, 0, 5, 2};
+  const uint64_t S = 6 * 512 + 5;
+  auto run = [&](uint32_t row) {
+    FakeNet net;
+    WorkloadDriver d(net);
+    d.add(std::make_unique<RingAllReduce>(group, S, us(1), row));
+    EXPECT_TRUE(d.start());
+    net.run(d);
+    EXPECT_TRUE(d.done());
+    return net.flows;
+  };
+  const auto flat = run(0), one_row = run(6);
+  ASSERT_EQ(flat.size(), one_row.size());
+  for (size_t i = 0; i < flat.size(); ++i) {
+    EXPECT_EQ(flat[i].spec.src, one_row[i].spec.src);
+    EXPECT_EQ(flat[i].spec.dst, one_row[i].spec.dst);
+    EXPECT_EQ(flat[i].spec.bytes, one_row[i].spec.bytes);
+    EXPECT_EQ(flat[i].spec.start, one_row[i].spec.start);
+    EXPECT_EQ(flat[i].spec.tag, one_row[i].spec.tag);
+  }
+}
+
+TEST(Workloads, ring2d__rejects_rows_that_do_not_fit) {
+  FakeNet net;
+  for (uint32_t row : {1u, 5u, 7u}) {
+    RingAllReduce ar(all_hosts(12), 12000, 0, row);
+    auto st = ar.start(net);
+    ASSERT_FALSE(st) << "row " << row;
+    EXPECT_NE(st.error().find("must be at least 2 and divide the number of ranks (12)"),
+              std::string::npos)
+        << st.error();
+  }
+  EXPECT_TRUE(net.flows.empty());
 }
 
 // ---- training loop ---------------------------------------------------------------------------
@@ -278,6 +423,38 @@ TEST(Workloads, training__a_failed_allreduce_aborts_the_job) {
   EXPECT_TRUE(tl.iterations()[0].ok);
   EXPECT_FALSE(tl.iterations()[1].ok);
   EXPECT_EQ(net.flows.size(), 48u) << "no third iteration";
+}
+
+TEST(Workloads, training_ring2d__chains_iterations_and_a_failed_flow_aborts_the_job) {
+  // 8 ranks in rows of 4: 2 x 3 row steps + 2 x 1 column steps = 8 steps, 64 flows per
+  // iteration.
+  {
+    FakeNet net;
+    WorkloadDriver d(net);
+    auto& tl = static_cast<TrainingLoop&>(
+        d.add(std::make_unique<TrainingLoop>(all_hosts(8), 8192, us(10), 3, 0, 4)));
+    ASSERT_TRUE(d.start());
+    net.run(d);
+    ASSERT_TRUE(d.done());
+    EXPECT_FALSE(tl.aborted());
+    ASSERT_EQ(tl.iterations().size(), 3u);
+    EXPECT_EQ(net.flows.size(), 3u * 64);
+    for (uint32_t i = 1; i < 3; ++i)
+      EXPECT_EQ(tl.iterations()[i].start, tl.iterations()[i - 1].end);
+  }
+  FakeNet net;
+  net.fail_ids = {70};  // a flow of the second iteration
+  WorkloadDriver d(net);
+  auto& tl = static_cast<TrainingLoop&>(
+      d.add(std::make_unique<TrainingLoop>(all_hosts(8), 8192, us(10), 5, 0, 4)));
+  ASSERT_TRUE(d.start());
+  net.run(d);
+  EXPECT_TRUE(d.done());
+  EXPECT_TRUE(tl.aborted());
+  ASSERT_EQ(tl.iterations().size(), 2u);
+  EXPECT_TRUE(tl.iterations()[0].ok);
+  EXPECT_FALSE(tl.iterations()[1].ok);
+  EXPECT_EQ(net.flows.size(), 128u) << "no third iteration";
 }
 
 TEST(Workloads, all_to_all_collective__reports_time_and_busbw) {
@@ -490,6 +667,49 @@ TEST(WorkloadsSim, ring_allreduce__busbw_near_the_nic_rate_for_large_messages) {
   EXPECT_GE(c.busbw_GBps(), 0.8 * nic_GBps) << "busbw " << c.busbw_GBps() << " GB/s";
   std::printf("ring allreduce 8 x 16 MiB: busbw %.2f GB/s (payload line rate %.2f)\n",
               c.busbw_GBps(), nic_GBps);
+  EXPECT_LE(c.busbw_GBps(), nic_GBps * 1.01);
+}
+
+TEST(WorkloadsSim, ring2d__training_completes_and_busbw_near_the_nic_rate) {
+  // 16 ranks in rows of 4 (4 rows) on the 2-plane fabric, for both transports.
+  for (TransportKind k : {TransportKind::kMrc, TransportKind::kRoce}) {
+    auto sim = Simulation::create(small(k));
+    ASSERT_TRUE(sim);
+    SimulationSink sink(**sim);
+    WorkloadDriver d(sink);
+    auto& tl = static_cast<TrainingLoop&>(
+        d.add(std::make_unique<TrainingLoop>(all_hosts(16), 256 * 1024, us(20), 2, 0, 4)));
+    (*sim)->on_flow_complete([&](const FlowResult& r) { d.on_flow_complete(r); });
+    ASSERT_TRUE(d.start());
+    (*sim)->run(ms(20));
+    ASSERT_FALSE(d.error()) << *d.error();
+    EXPECT_TRUE(d.done()) << transport_name(k);
+    ASSERT_EQ(tl.collectives().size(), 2u);
+    for (const CollectiveResult& c : tl.collectives()) {
+      EXPECT_TRUE(c.ok);
+      EXPECT_GT(c.busbw_GBps(), 0.5) << transport_name(k);
+    }
+    EXPECT_EQ((*sim)->flows().size(), 2u * 16 * (2 * 3 + 2 * 3));
+  }
+  // Large messages on the non-blocking fabric: like the flat ring, near the NIC's payload
+  // rate (2 planes x 100 Gb/s, ~95% payload per 4 KiB packet). Three stages each pay a
+  // little latency at their boundaries; expect at least 80%.
+  auto sim = Simulation::create(small(TransportKind::kMrc));
+  ASSERT_TRUE(sim);
+  SimulationSink sink(**sim);
+  WorkloadDriver d(sink);
+  auto& ar = d.add(std::make_unique<RingAllReduce>(all_hosts(16), 16u << 20, 0, 4));
+  (*sim)->on_flow_complete([&](const FlowResult& r) { d.on_flow_complete(r); });
+  ASSERT_TRUE(d.start());
+  (*sim)->run(ms(50));
+  ASSERT_EQ(ar.collectives().size(), 1u);
+  const CollectiveResult& c = ar.collectives()[0];
+  ASSERT_TRUE(c.ok);
+  const double nic_GBps = 2 * 100e9 / 8 / 1e9 * 4096.0 / (4096 + 142);
+  std::printf(
+      "ring2d allreduce 16 (rows of 4) x 16 MiB: busbw %.2f GB/s (payload line rate %.2f)\n",
+      c.busbw_GBps(), nic_GBps);
+  EXPECT_GE(c.busbw_GBps(), 0.8 * nic_GBps);
   EXPECT_LE(c.busbw_GBps(), nic_GBps * 1.01);
 }
 
