@@ -302,6 +302,10 @@ void print_table(const Scenario& sc, const std::vector<Ran>& runs) {
     fmt::print(" {}", sc.workload.file);
   else
     fmt::print(", {}", format_size(sc.workload.size));
+  if (sc.workload.algorithm == WorkloadConfig::kRing2d &&
+      (sc.workload.kind == WorkloadConfig::kAllReduce ||
+       sc.workload.kind == WorkloadConfig::kTraining))
+    fmt::print(", two-level ring (rows of {})", sc.workload.row);
   if (!runs.empty()) fmt::print(", {} flows", runs[0].r.summary.count);
   fmt::print("\n");
   for (const FaultConfig& f : sc.faults)
