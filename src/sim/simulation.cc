@@ -1817,6 +1817,11 @@ Time Simulation::Impl::run(Time until) {
         if (const SimEvent* n = q.peek_ready();
             n && (n->type == kSwitchArrive || n->type == kHostArrive || n->type == kPortDeliver))
           __builtin_prefetch(&packets[n->c]);
+        // Likewise the next host event's engine (benchmark A: ~10 % of wall time; the engines
+        // of 1,024 hosts do not stay in the cache between their events).
+        if (const SimEvent* n = q.peek_ready();
+            n && (n->type == kHostArrive || n->type == kHostPortFree || n->type == kHostTimer))
+          hosts[n->a].engine->prefetch();
         now = e.time;
         ++events;
         dispatch(e);

@@ -265,6 +265,15 @@ Status Engine::on_datagram(Time now, uint8_t port, std::span<const uint8_t> byte
   return on_packet(now, rx);
 }
 
+void Engine::prefetch() const {
+  __builtin_prefetch(&port_up_mask_);
+  __builtin_prefetch(&ready_head_);
+  __builtin_prefetch(&timers_);
+  const size_t n = std::min<size_t>(qps_.size(), 2);
+  for (size_t i = 0; i < n; ++i)
+    if (const Qp* qp = qps_[i].get()) __builtin_prefetch(qp);
+}
+
 bool Engine::poll_transmit(Time now, uint32_t port_mask, TxPacket& out) {
   port_mask &= port_up_mask_;
   if (!port_mask) return false;

@@ -340,6 +340,10 @@ class Engine {
   // ---- Outputs ------------------------------------------------------------------------
   bool poll_completion(Completion& out);
   bool poll_event(Event& out);
+  // A hint for a driver that knows which engine it will call next (a simulator with thousands
+  // of hosts, whose engine state is cold on every call): starts loading the state that
+  // poll_transmit, on_packet and next_deadline read first. No effect on behaviour.
+  void prefetch() const;
   // Earliest time on_timer() has work (kNever if none).
   Time next_deadline();
   void on_timer(Time now);
