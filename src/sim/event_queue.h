@@ -52,6 +52,11 @@ class EventQueue {
     if (open_done() && side_.empty()) return nullptr;
     return &front();
   }
+  // The event `i` places after peek_ready()'s in the open bucket, ignoring events pushed into
+  // it since it opened (nullptr past its end): a guess at what comes soon, for prefetching.
+  const SimEvent* peek_ahead(size_t i) const {
+    return open_pos_ + i < open_.size() ? &open_[open_pos_ + i] : nullptr;
+  }
   // Removes and returns the earliest event. Precondition: !empty().
   SimEvent pop();
 

@@ -271,7 +271,10 @@ void Engine::prefetch() const {
   __builtin_prefetch(&timers_);
   const size_t n = std::min<size_t>(qps_.size(), 2);
   for (size_t i = 0; i < n; ++i)
-    if (const Qp* qp = qps_[i].get()) __builtin_prefetch(qp);
+    if (const Qp* qp = qps_[i].get()) {
+      for (size_t line = 0; line < 4; ++line)
+        __builtin_prefetch(reinterpret_cast<const char*>(qp) + 64 * line);
+    }
 }
 
 bool Engine::poll_transmit(Time now, uint32_t port_mask, TxPacket& out) {

@@ -54,6 +54,22 @@ TEST(EventQueue, PeekReadyIsTheNextPop) {
   EXPECT_EQ(q.peek_ready()->key, 2u);
 }
 
+TEST(EventQueue, PeekAheadGuessesTheFollowingEventsOfTheOpenBucket) {
+  EventQueue q(1024, 16);
+  EXPECT_EQ(q.peek_ahead(0), nullptr);  // nothing open
+  q.push(SimEvent{.time = 30, .key = 3});
+  q.push(SimEvent{.time = 10, .key = 1});
+  q.push(SimEvent{.time = 20, .key = 2});
+  ASSERT_EQ(q.peek_time(), 10u);  // opens the bucket
+  ASSERT_NE(q.peek_ahead(0), nullptr);
+  EXPECT_EQ(q.peek_ahead(0)->key, 1u);
+  EXPECT_EQ(q.peek_ahead(1)->key, 2u);
+  EXPECT_EQ(q.peek_ahead(2)->key, 3u);
+  EXPECT_EQ(q.peek_ahead(3), nullptr);
+  q.pop();
+  EXPECT_EQ(q.peek_ahead(1)->key, 3u);
+}
+
 // Buckets of thousands of events (a big fabric's steady state) go through the radix passes;
 // many share a time and their keys are not in push order. Widths 2^13 and 2^14 are radix
 // sorted, 2^15 falls back to a comparison sort: all must pop in (time, key) order.
