@@ -924,6 +924,11 @@ def main():
     exp7(a, body, by("e7-"), docs)
 
     version = runs[0].s.get("version", "?") if runs else "?"
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          cwd=REPO).stdout.strip() or "?"
+    # mrc-sim's version string is `git describe` at configure time: it can name an older commit
+    # than the one built. The commit the report was rendered at is stated beside it.
+    version = f"{version}, rendered at commit {head}"
     sim_wall = sum(r.s["run"]["wall_seconds"] for r in runs)
     rep.w("# MRC claims, measured (issue 5)")
     rep.w()
