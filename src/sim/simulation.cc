@@ -1370,7 +1370,7 @@ void Simulation::Impl::recall(uint32_t swi, uint32_t port_index) {
   out.busy_until = out.wire[out.wire.size() - out.waiting].start;
   for (size_t i = out.wire.size() - out.waiting; i < out.wire.size(); ++i) {
     const ScheduledPacket& e = out.wire[i];
-    const QueuedPacket q{e.idx, e.wire_bytes, 0};
+    const QueuedPacket q{e.idx, e.wire_bytes, 0};  // ingress: PFC only, never scheduled
     if (e.high) {
       out.high.push(q);
     } else {
