@@ -19,17 +19,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "mrc_git_describe.h"  // generated at build time: cmake/git_describe.cmake
 #include "sim/runner.h"
 #include "sim/scenario.h"
 
-#ifndef MRC_GIT_DESCRIBE
-#define MRC_GIT_DESCRIBE "unknown"
-#endif
 #ifndef MRC_VERSION
 #define MRC_VERSION "0.0.0"
 #endif
@@ -52,6 +51,44 @@ uint64_t peak_rss_bytes() {
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
   return static_cast<uint64_t>(ru.ru_maxrss) * 1024;
+}
+
+// Bytes of this process's memory backed by transparent huge pages (AnonHugePages), 0 when
+// unknown: summary.json records it so a run says whether huge pages were in use.
+uint64_t huge_page_bytes() {
+  std::FILE* f = std::fopen("/proc/self/smaps_rollup", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  unsigned long long kb = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::sscanf(line, "AnonHugePages: %llu kB", &kb) == 1) break;
+  }
+  std::fclose(f);
+  return static_cast<uint64_t>(kb) * 1024;
+}
+
+// The simulator touches its working set (engines, QPs, packets, queues) at random: with 4 KiB
+// pages nearly every access beyond a few MB misses the TLB and walks page tables that miss
+// the cache as well. glibc >= 2.35 asks the kernel for transparent huge pages on its heap when
+// the tunable glibc.malloc.hugetlb=1 is set (madvise(MADV_HUGEPAGE), which the kernel's
+// default THP mode "madvise" honours); tunables are read when a process starts, so mrc-sim
+// re-executes itself once with the tunable added. Benchmark B: docs/performance.md.
+// MRC_SIM_HUGE_PAGES=0 keeps 4 KiB pages. On any failure the run goes on with normal pages.
+void reexec_with_huge_pages(char** argv) {
+  const char* want = std::getenv("MRC_SIM_HUGE_PAGES");
+  if (want != nullptr && std::string(want) == "0") return;
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  std::string t = tunables != nullptr ? tunables : "";
+  if (t.find("glibc.malloc.hugetlb") != std::string::npos) return;  // set (or re-executed)
+  t = t.empty() ? "glibc.malloc.hugetlb=1" : t + ":glibc.malloc.hugetlb=1";
+  if (setenv("GLIBC_TUNABLES", t.c_str(), 1) != 0) return;
+  execv("/proc/self/exe", argv);
+  // Still here: exec failed (no /proc?); undo the variable so children see what we saw.
+  if (tunables != nullptr) {
+    setenv("GLIBC_TUNABLES", tunables, 1);
+  } else {
+    unsetenv("GLIBC_TUNABLES");
+  }
 }
 
 std::string version() {
@@ -438,6 +475,7 @@ file = "{}"
 }  // namespace
 
 int main(int argc, char** argv) {
+  reexec_with_huge_pages(argv);
   CLI::App app{
       "mrc-sim: MRC against RoCEv2/ECMP on a multi-plane fabric, packet by packet.\n"
       "Without a scenario it runs the embedded default (see --print-default)."};
@@ -614,6 +652,7 @@ int main(int argc, char** argv) {
   j["run"] = {{"wall_seconds", wall},
               {"events_per_second", wall > 0 ? static_cast<double>(events) / wall : 0.0},
               {"peak_rss_bytes", peak_rss_bytes()},
+              {"huge_page_bytes", huge_page_bytes()},
               {"wall_seconds_per_transport", per}};
 
   const std::filesystem::path dir(out_dir);
