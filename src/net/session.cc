@@ -157,6 +157,7 @@ std::vector<std::pair<std::string, uint64_t>> Session::counters() const {
   }
   out.emplace_back("decode_drops", ds.decode_drops);
   out.emplace_back("driver_wakeups", ds.wakeups);
+  out.emplace_back("driver_rx_holds", ds.rx_holds);
   out.emplace_back("sendmmsg_calls", ds.sendmmsg_calls);
   out.emplace_back("recvmmsg_calls", ds.recvmmsg_calls);
   const EngineCounters& c = engine_->counters();

@@ -113,6 +113,9 @@ struct UdpDriver::Impl {
   Time last_now = 0;              // the latest `now` handed to the engine (it never decreases)
   std::vector<uint32_t> touched;  // sockets with packets in the current transmit round
   UniqueFd wake_fd;               // eventfd: UdpDriver::wake()
+  UniqueFd wake_epoll;            // epoll of wake_fd alone: a wait that holds the ports
+  Time last_rx_at = 0;            // when the latest receive ran (rx_coalesce)
+  Time stream_at = kNever;        // the latest receive of >= kRxCoalesceMinDatagrams
 
   std::vector<mmsghdr> tx_msgs;
   std::vector<iovec> tx_iov;
@@ -240,6 +243,10 @@ NetResult<std::unique_ptr<UdpDriver>> UdpDriver::open(Engine& engine, const Driv
   wev.data.u32 = kWakeToken;
   if (::epoll_ctl(m.epoll.get(), EPOLL_CTL_ADD, m.wake_fd.get(), &wev) != 0)
     return errno_fail("epoll_ctl", errno);
+  m.wake_epoll = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
+  if (!m.wake_epoll) return errno_fail("epoll_create1", errno);
+  if (::epoll_ctl(m.wake_epoll.get(), EPOLL_CTL_ADD, m.wake_fd.get(), &wev) != 0)
+    return errno_fail("epoll_ctl", errno);
   return d;
 }
 
@@ -327,8 +334,10 @@ void receive_ready(UdpDriver& d, UdpDriver::Impl& m, DriverStats& stats, Engine&
       if (static_cast<uint32_t>(n) < want) break;
     }
   }
+  m.last_rx_at = clock.now();
+  if (m.rx_entries.size() >= kRxCoalesceMinDatagrams) m.stream_at = m.last_rx_at;
   if (m.rx_entries.empty()) return;
-  const Time latest = clock.now();
+  const Time latest = m.last_rx_at;
   const int64_t offset = realtime_minus_monotonic_ns();
   for (UdpDriver::Impl::RxEntry& e : m.rx_entries) {
     const int64_t mono = static_cast<int64_t>(e.arrived) - offset;
@@ -357,8 +366,10 @@ void receive_ready(UdpDriver& d, UdpDriver::Impl& m, DriverStats& stats, Engine&
     ps.rx_bytes += len;
     if (is_ping(payload, len)) {
       std::memcpy(payload, kPongMagic, 8);
-      ::sendto(m.sockets[port].fd.get(), payload, len, 0, reinterpret_cast<const sockaddr*>(&from),
-               sizeof from);
+      sockaddr_in6 to = from;
+      to.sin6_flowinfo = htonl(ping_flow_label(payload, true));  // another ECMP path per ping
+      ::sendto(m.sockets[port].fd.get(), payload, len, 0, reinterpret_cast<const sockaddr*>(&to),
+               sizeof to);
       ++stats.pings_answered;
       continue;
     }
@@ -582,19 +593,34 @@ NetStatus UdpDriver::poll(Time max_wait) {
     return ready;
   };
 
-  // Input first: whatever arrived since the last turn is older than any deadline that may
-  // have passed meanwhile (an ACK waiting in the socket must not lose the race against the
-  // PTO just because this process was not running).
+  // Receive coalescing (DriverConfig::rx_coalesce): while a stream runs -- a receive of
+  // several datagrams within the last kRxStreamHolds holds -- the ports are read at most
+  // once per rx_coalesce; transmit still runs. A receive that finds the ports empty (the
+  // sender was descheduled) keeps holding: waking on the next datagram would read it alone,
+  // and that wake-up is an IPI the sender pays. A due engine deadline ends the hold: input
+  // first, as below, so a timer never fires against an ACK already waiting in a socket.
+  constexpr Time kRxStreamHolds = 4;
+  const Time t0 = clock_.now();
+  Time hold_until = 0;
+  if (config_.rx_coalesce > 0 && m.stream_at != kNever &&
+      t0 - m.stream_at < kRxStreamHolds * config_.rx_coalesce && engine_.next_deadline() > t0)
+    hold_until = m.last_rx_at + config_.rx_coalesce;
   epoll_event events[34];
   timespec zero{0, 0};
-  int n = ::epoll_pwait2(m.epoll.get(), events, 34, &zero, nullptr);
-  if (n < 0 && errno != EINTR) return errno_fail("epoll_pwait2", errno);
-  if (n > 0) {
-    if (const uint32_t ready = ready_ports(events, n))
-      receive_ready(*this, m, stats_, engine_, config_, clock_, ready);
-    // One receive per turn: the caller sees the completions of this input before more is
-    // placed (a WRITE_IMM's buffer is checked before its slot can be written again).
-    return service();
+  int n = 0;
+  if (t0 >= hold_until) {
+    // Input first: whatever arrived since the last turn is older than any deadline that may
+    // have passed meanwhile (an ACK waiting in the socket must not lose the race against the
+    // PTO just because this process was not running).
+    n = ::epoll_pwait2(m.epoll.get(), events, 34, &zero, nullptr);
+    if (n < 0 && errno != EINTR) return errno_fail("epoll_pwait2", errno);
+    if (n > 0) {
+      if (const uint32_t ready = ready_ports(events, n))
+        receive_ready(*this, m, stats_, engine_, config_, clock_, ready);
+      // One receive per turn: the caller sees the completions of this input before more is
+      // placed (a WRITE_IMM's buffer is checked before its slot can be written again).
+      return service();
+    }
   }
   if (auto s = service(); !s) return s;
   ++stats_.wakeups;
@@ -611,6 +637,21 @@ NetStatus UdpDriver::poll(Time max_wait) {
     backlog = backlog || !s.backlog.empty();
   if (backlog) wait = std::min<Time>(wait, us(20));
   if (config_.busy_poll) wait = 0;
+  if (now < hold_until) {
+    // Hold the ports: sleep on wake() alone until the hold ends (or a deadline, or
+    // max_wait), then read every port without asking epoll which are readable (in a
+    // stream they all are; an empty one costs one recvmmsg that returns EAGAIN).
+    const Time hold = std::min(wait, hold_until - now);
+    timespec ts{static_cast<time_t>(hold / kPicosPerSecond),
+                static_cast<long>((hold % kPicosPerSecond) / kPicosPerNano)};
+    ++stats_.rx_holds;
+    n = ::epoll_pwait2(m.wake_epoll.get(), events, 1, &ts, nullptr);
+    if (n < 0 && errno != EINTR) return errno_fail("epoll_pwait2", errno);
+    if (n > 0) (void)ready_ports(events, n);
+    const uint32_t all = config_.ports.size() >= 32 ? ~0u : (1u << config_.ports.size()) - 1;
+    receive_ready(*this, m, stats_, engine_, config_, clock_, all);
+    return service();
+  }
   timespec ts{static_cast<time_t>(wait / kPicosPerSecond),
               static_cast<long>((wait % kPicosPerSecond) / kPicosPerNano)};
   n = ::epoll_pwait2(m.epoll.get(), events, 34, &ts, nullptr);
@@ -648,6 +689,9 @@ NetStatus UdpDriver::probe_planes(uint32_t peer, Time timeout) {
         const uint64_t nonce = ++m.ping_nonce;
         std::memcpy(ping + 9, &nonce, 8);
         sockaddr_in6 dst = to_sockaddr(pit->second[p]);
+        // Each retry hashes onto another ECMP path (net/ping.h): a blackholed spine the
+        // first label happens to pick does not fail a plane that has healthy ones.
+        dst.sin6_flowinfo = htonl(ping_flow_label(ping, false));
         ::sendto(m.sockets[p].fd.get(), ping, sizeof ping, 0,
                  reinterpret_cast<const sockaddr*>(&dst), sizeof dst);
       }

@@ -71,7 +71,19 @@ struct DriverConfig {
   // 32 MiB is ~4,000 datagrams of 4 KiB (the kernel charges ~2x the payload).
   int socket_buffer = 32 << 20;
   uint8_t traffic_class = 0x02;  // ECT(0), RFC 3168
+  // Receive coalescing (a NIC's interrupt moderation): while a stream runs (a receive brought
+  // at least kRxCoalesceMinDatagrams within the last few holds), the ports are read at most
+  // once per this interval (due timers, transmit and wake() still run on time), so a stream is
+  // read in fewer, larger turns. Each turn costs a
+  // wake-up, an epoll and recvmmsg per port and, at a responder, an ACK: on a software path
+  // an ACK crosses every hop of the fabric as a datagram, as expensive as a data packet's
+  // forwarding (docs/linux-driver.md, "Goodput"). A lone datagram (ping-pong) is never held.
+  // 0: off (every readable port is read at once).
+  Time rx_coalesce = 0;
 };
+
+// A receive of fewer datagrams than this does not start receive coalescing.
+inline constexpr uint32_t kRxCoalesceMinDatagrams = 2;
 
 struct PortStats {
   uint64_t tx_packets = 0, tx_bytes = 0;  // bytes = UDP payload
@@ -90,7 +102,8 @@ struct DriverStats {
   std::array<uint64_t, 64> decode_errors{};
   uint64_t decode_drops = 0;
   uint64_t pings_answered = 0, pongs_received = 0;
-  uint64_t wakeups = 0;  // poll turns that went on to wait
+  uint64_t wakeups = 0;   // poll turns that went on to wait
+  uint64_t rx_holds = 0;  // of those: waits that held a readable port (rx_coalesce)
   // System calls, for the batch sizes actually achieved (packets / calls).
   uint64_t sendmmsg_calls = 0, recvmmsg_calls = 0;
   uint64_t wake_calls_seen = 0;  // polls ended early by wake()

@@ -7,6 +7,8 @@
 //     blackholed, 5% loss on a leaf-spine link, one host port (plane) down, a link flapping
 //     every 100 ms. The transfer completes with 0 errors, the data verifies, and the stall (the
 //     longest gap between completions) is printed and bounded (see kStallBoundMs).
+//   - Setup with a spine silently blackholed beforehand: the data-path probe finds the healthy
+//     spine (another ECMP path per retry) and the transfer completes.
 //   - Bad input from another host (h3) at a running mrc-perf server: random garbage, truncated
 //     packets, wrong QPN, rkey, address and PSN. Dropped, counted by reason in the server's
 //     --json counters, the transfer unaffected, no crash. The client of that test runs in this
@@ -404,6 +406,20 @@ TEST_F(NetFabric, link_flapping_every_100ms_during_a_transfer) {
                           fabric({"flap", "p0-l0-s1", "--period", "100ms", "--count", "12"});
                         },
                         {});
+}
+
+TEST_F(NetFabric, setup_succeeds_with_a_spine_blackholed_before_it) {
+  // The setup ping goes to the peer's plain (ECMP) address. With one flow label every retry
+  // hashed onto the same spine, so a spine blackholed before setup failed the probe of a
+  // plane that still had a healthy spine (for one spine or the other: ping and pong each
+  // hash onto one of the two). Each retry now takes another label (net/ping.h).
+  for (const std::string spine : {"p0-s0", "p0-s1"}) {
+    fabric({"blackhole", spine});
+    auto r =
+        run_perf("setup with " + spine + " blackholed", {"-s", "65536", "-n", "256", "--verify"});
+    fabric({"blackhole", spine, "--off"});
+    expect_clean_transfer(r, "setup, " + spine + " blackholed");
+  }
 }
 
 // ----- bad input ----------------------------------------------------------------------------
