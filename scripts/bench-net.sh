@@ -3,9 +3,9 @@
 # (root; docs/performance.md, "Linux driver"). 4 hosts, 2 planes, 2 leaves and 2 spines per
 # plane; h0 (leaf 0) sends to h2 (leaf 1) over both planes:
 #   1. mrc-perf (SRV6 mode, 64 KiB WRITEs, MTU 4096) goodput;
-#   2. a raw UDP sendmmsg blast (mrc-perf --raw-udp, in the same invocation) with MRC's
-#      datagram size over the same planes and SRv6 paths -> ratio_vs_udp = MRC goodput / UDP
-#      received (median of 3 rounds);
+#   2. a raw UDP sendmmsg blast (mrc-perf --raw-udp, in the same invocation, before and after
+#      MRC) with MRC's datagram size over the same planes and SRv6 paths -> ratio_vs_udp = MRC
+#      goodput / the mean of the two blasts' UDP received (median of 3 rounds);
 #   3. iperf3 TCP (plain ECMP address, one plane) and MPTCP (mptcpize, a subflow per plane);
 #   CPU cycles per payload byte of each (user+system time of both ends x the CPU clock);
 #   4. the same silent cut (blackhole of a whole plane-0 spine, the one MPTCP's plane-0
@@ -77,15 +77,18 @@ run_mrc() {  # LABEL PORT [CLIENT ARGS...]: client JSON in $work/LABEL.c.json
     echo "bench-net: mrc-perf $label failed:" >&2; cat "$work/$label.c.out" "$work/$label.s.out" >&2; return 1; }
   wait "${pids[-1]}"
 }
-# Each round is one mrc-perf invocation: first a raw UDP sendmmsg blast (--raw-udp: the same
-# planes, SRv6 paths and datagram size as MRC), then MRC itself; the ratio of the two. The
-# median round counts (the machine is shared: load spikes hit single runs, not the path).
+# Each round is one mrc-perf invocation: a raw UDP sendmmsg blast (--raw-udp: the same planes,
+# SRv6 paths and datagram size as MRC) for half the time, MRC itself, the blast again for the
+# other half; the ratio of MRC to the blasts' mean (a load that drifts over the round hits both
+# sides alike). The median round counts (the machine is shared: load spikes hit single runs,
+# not the path).
+raw_seconds=$(awk -v s="$seconds" 'BEGIN {print s / 2}')
 ratios=()
 for round in $(seq "$rounds"); do
-  run_mrc "mrc$round" $((18600 + round)) -D "$seconds" --raw-udp --raw-seconds "$seconds"
+  run_mrc "mrc$round" $((18600 + round)) -D "$seconds" --raw-udp --raw-seconds "$raw_seconds"
   j=$work/mrc$round.c.json
-  read -r r g u pkt cpb ucpb st < <(json "$j" "' '.join(str(x) for x in [round(j['ratio_vs_udp'], 3), round(j['results'][0]['goodput_gbps'], 3), round(j['raw_udp']['goodput_gbps'], 3), j['raw_udp']['datagram_bytes'], round(j['cpu']['client_cycles_per_byte'] + j['cpu']['server_cycles_per_byte'], 2), round(j['raw_udp']['client_cycles_per_byte'], 2), round(j['stall_ms'], 1)])")
-  echo "round $round: mrc ${g} Gb/s, raw udp ${u} Gb/s (datagram ${pkt} B) -> ratio ${r}; stall ${st} ms; cycles/B mrc ${cpb} (client+server), udp ${ucpb} (sender)"
+  read -r r g u pkt cpb ucpb st ccpb scpb dpa ub ua < <(json "$j" "' '.join(str(x) for x in [round(j['ratio_vs_udp'], 3), round(j['results'][0]['goodput_gbps'], 3), round(j['raw_udp']['goodput_gbps'], 3), j['raw_udp']['datagram_bytes'], round(j['cpu']['client_cycles_per_byte'] + j['cpu']['server_cycles_per_byte'], 2), round(j['raw_udp']['client_cycles_per_byte'], 2), round(j['stall_ms'], 1), round(j['cpu']['client_cycles_per_byte'], 2), round(j['cpu']['server_cycles_per_byte'], 2), round(j['server_counters'].get('data_received', 0) / max(1, j['server_counters'].get('acks_sent', 0)), 1), round(j['raw_udp'].get('before_gbps', 0), 2), round(j['raw_udp'].get('after_gbps', 0), 2)])")
+  echo "round $round: mrc ${g} Gb/s, raw udp ${u} Gb/s (${ub} before, ${ua} after; datagram ${pkt} B) -> ratio ${r}; stall ${st} ms; cycles/B mrc ${cpb} (client ${ccpb} + server ${scpb}), udp ${ucpb} (sender); server: ${dpa} data packets per ACK"
   ratios+=("$r $g $u $cpb $ucpb")
 done
 read -r ratio mrc_gbps udp_gbps mrc_cpb udp_cpb < <(printf '%s\n' "${ratios[@]}" | sort -n | sed -n "$(((rounds + 1) / 2))p")
