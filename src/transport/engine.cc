@@ -171,6 +171,12 @@ Result<QpStats> Engine::qp_stats(uint32_t qpn) const {
   return qp->stats();
 }
 
+Result<QpMemory> Engine::qp_memory(uint32_t qpn) const {
+  const Qp* qp = find_qp(qpn);
+  if (!qp) return fail(Error::kUnknownQp);
+  return qp->memory();
+}
+
 Status Engine::set_path_denied(Time now, uint32_t qpn, int ev_index, bool denied) {
   Qp* qp = find_qp(qpn);
   if (!qp) return fail(Error::kUnknownQp);

@@ -57,6 +57,16 @@ struct CcSpec {
   uint64_t fixed_window = 1 << 20;  // bytes, for kFixedWindow
 };
 
+// The bytes one QP holds (Engine::qp_memory), by what holds them: container capacities, not
+// their use, and no allocator overhead.
+struct QpMemory {
+  uint64_t object = 0;  // the QP object: its fixed fields and the headers of its containers
+  uint64_t paths = 0;   // per path: the path set's arrays and the requester's per-path FIFOs
+  uint64_t rings = 0;   // requester and responder rings and queues
+  uint64_t cc = 0;      // the congestion control object
+  uint64_t total() const { return object + paths + rings + cc; }
+};
+
 struct EngineConfig {
   uint8_t num_ports = 1;  // NIC ports (planes), at most 32
   uint64_t seed = 1;
@@ -68,6 +78,14 @@ struct EngineConfig {
   uint32_t ack_every = 4;
   Time ack_delay = us(2);
   Time cnp_interval = us(50);  // RoCE: at most one CNP per QP per interval (DCQCN NP)
+  // Entries each ring of a QP starts with (requester PSNs and transmission records, the
+  // retransmission and send queues, the responder's PSN bitmap and messages, the receive and
+  // control queues; rounded up to a power of two where the ring needs one). Rings double
+  // when full up to their protocol limits (MPR, sq_depth, rq_depth), which alone decide what
+  // may be in flight: memory follows the traffic, not the window (a simulated all-to-all has
+  // ~a million QPs carrying a few packets each). A value at or above the limits allocates
+  // each ring whole when the QP first sends / receives.
+  uint32_t qp_initial_ring = 4;
 };
 
 // Attributes of modify_qp(), grouped by the transition that requires them
@@ -283,6 +301,8 @@ class Engine {
   const PathSet* qp_paths(uint32_t qpn) const;
   // A QP's own packet counters (the engine-wide ones are in counters()). kUnknownQp.
   Result<QpStats> qp_stats(uint32_t qpn) const;
+  // What a QP's memory goes to (QpMemory). kUnknownQp.
+  Result<QpMemory> qp_memory(uint32_t qpn) const;
   // Controller: deny or allow a path of a QP (OCP MODIFY_EV_STATE).
   Status set_path_denied(Time now, uint32_t qpn, int ev_index, bool denied);
   // Changes the limits of a live QP (OCP mrc.h 3.8, attribute-only modifies in RTR / RTS; see

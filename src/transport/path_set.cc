@@ -27,6 +27,11 @@ void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t
   recount();
 }
 
+size_t PathSet::heap_bytes() const {
+  return paths_.capacity() * sizeof(Path) + order_.capacity() * sizeof(Slot) +
+         (slot_of_.capacity() + assumed_bad_.capacity()) * sizeof(uint16_t);
+}
+
 void PathSet::build_order() {
   // Interleave by port: take the first path of every port, then the second of every port,
   // and so on, so that consecutive picks alternate planes.

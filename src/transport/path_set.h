@@ -100,6 +100,8 @@ class PathSet {
   size_t size() const { return paths_.size(); }
   const Path& path(int i) const { return paths_[static_cast<size_t>(i)]; }
   void count_sent(int i) { ++paths_[static_cast<size_t>(i)].packets_sent; }
+  // Bytes of the per-path arrays (capacities).
+  size_t heap_bytes() const;
 
  private:
   bool usable(const Path& p) const { return p.state == ev::EvState::kGood && port_up(p.desc.port); }

@@ -42,14 +42,25 @@ bool aeth_is_nak(uint8_t syndrome) {
 constexpr uint32_t kTrimNackQueue = 64;
 constexpr uint32_t kProbeReplyQueue = 32;
 
+// Room for one more element in a FIFO ring (`head`, `size`, in ring_wrap order) of at most
+// `limit` entries: a full ring doubles (starting at `initial`), its live elements moving to
+// the front. False if it already holds `limit`.
+template <typename T>
+bool fifo_room(std::vector<T>& ring, uint32_t& head, uint32_t size, size_t limit, size_t initial) {
+  if (size < ring.size()) return true;
+  if (size >= limit) return false;
+  std::vector<T> bigger(std::min(limit, std::max<size_t>({initial, 2 * ring.size(), 1})));
+  for (uint32_t i = 0; i < size; ++i)
+    bigger[i] = ring[ring_wrap(head + i, ring.size())];
+  ring = std::move(bigger);
+  head = 0;
+  return true;
+}
+
 }  // namespace
 
 Qp::Qp(Engine& engine, uint32_t qpn, const QpCreateAttr& attr, uint64_t seed)
-    : engine_(engine), qpn_(qpn), create_(attr), seed_(seed) {
-  rq_.resize(attr.rq_depth);
-  nacks_.resize(kTrimNackQueue);
-  probe_replies_.resize(kProbeReplyQueue);
-}
+    : engine_(engine), qpn_(qpn), create_(attr), seed_(seed) {}
 
 Qp::~Qp() = default;
 
@@ -112,7 +123,6 @@ Status Qp::to_init(const QpAttr& a) {
   for (uint8_t p = 0; p < ports; ++p) {
     if (!((engine_.port_up_mask_ >> p) & 1)) paths_.set_port_up(p, false);
   }
-  path_fifos_.assign(a.paths.size(), PathFifo{});
   cc_spec_ = a.cc;
   state_ = QpState::kInit;
   return {};
@@ -128,9 +138,7 @@ Status Qp::to_rtr(const QpAttr& a) {
   mtu_ = a.path_mtu;
   max_wimm_dest_ = a.max_wimm_dest;
   mpr_dest_psns_ = 128u * a.mpr_dest;
-  const uint32_t bits = pow2_at_least(std::max<uint32_t>(mpr_dest_psns_, 128));
-  rcv_mask_ = bits - 1;
-  msg_mask_ = bits - 1;
+  rcv_limit_ = pow2_at_least(std::max<uint32_t>(mpr_dest_psns_, 128));
   rcv_base_ = a.rq_psn;
   msg_base_ = 0;
   state_ = QpState::kRtr;
@@ -148,9 +156,8 @@ Status Qp::to_rts(Time now, const QpAttr& a) {
   retry_linear_ = a.retry_linear;
   retry_exp_ = a.retry_exp;
   reorder_window_attr_ = a.reorder_window;
-  const uint32_t n = pow2_at_least(mpr_psns_);
-  pkt_mask_ = n - 1;
-  rec_mask_ = 2 * n - 1;
+  pkt_limit_ = pow2_at_least(mpr_psns_);
+  rec_limit_ = 2 * pkt_limit_;
   rec_head_ = rec_tail_ = 0;
   retx_head_ = retx_size_ = 0;
   snd_una_ = next_psn_ = gbn_next_ = a.sq_psn;
@@ -214,24 +221,125 @@ void Qp::to_err(Time now, WcStatus first_status) {
   }
 }
 
+QpMemory Qp::memory() const {
+  QpMemory m;
+  m.object = sizeof(Qp);
+  m.paths = paths_.heap_bytes() + path_fifos_.capacity() * sizeof(PathFifo);
+  m.rings = sq_.capacity() * sizeof(SendWr) + pkts_.capacity() * sizeof(TxPkt) +
+            recs_.capacity() * sizeof(TxRecord) + retx_.capacity() * sizeof(uint32_t) +
+            rcv_bits_.capacity() * sizeof(uint64_t) + rx_msgs_.capacity() * sizeof(RxMessage) +
+            rq_.capacity() * sizeof(uint64_t) + nacks_.capacity() * sizeof(TrimNack) +
+            probe_replies_.capacity() * sizeof(ProbeReply);
+  m.cc = cc_ ? cc_->object_bytes() : 0;
+  return m;
+}
+
 // ---------------------------------------------------------------------------------------
 // Posting work.
 
-// A QP's rings are allocated when its role first needs them: many QPs of a large
-// simulation only ever send or only ever receive, and each ring is sized by the MPR.
+// A QP's rings are allocated when its role first needs them (many QPs of a large
+// simulation only ever send or only ever receive), small, and grow with what is in flight
+// (qp.h). RoCEv2 keeps no transmission records.
 void Qp::ensure_requester_rings() {
-  if (!pkts_.empty()) return;
-  const uint32_t n = pkt_mask_ + 1;
-  sq_.resize(create_.sq_depth);
+  if (!sq_.empty()) return;
+  sq_.resize(std::clamp<uint32_t>(engine_.config().qp_initial_ring, 1, create_.sq_depth));
+  const uint32_t n = initial_ring(pkt_limit_);
   pkts_.assign(n, TxPkt{});
-  recs_.assign(2 * n, TxRecord{});
+  pkt_mask_ = n - 1;
   retx_.assign(n, 0);
+  retx_mask_ = n - 1;
+  if (is_mrc()) {
+    recs_.assign(2 * n, TxRecord{});
+    rec_mask_ = 2 * n - 1;
+    path_fifos_.assign(paths_.size(), PathFifo{});
+  }
 }
 
 void Qp::ensure_responder_rings() {
   if (!rcv_bits_.empty()) return;
-  rcv_bits_.assign((rcv_mask_ + 1) / 64, 0);
-  rx_msgs_.assign(msg_mask_ + 1, RxMessage{});
+  const uint32_t bits = std::max<uint32_t>(initial_ring(rcv_limit_), 64);
+  rcv_bits_.assign(bits / 64, 0);
+  rcv_mask_ = bits - 1;
+  const uint32_t msgs = initial_ring(rcv_limit_);
+  rx_msgs_.assign(msgs, RxMessage{});
+  msg_mask_ = msgs - 1;
+}
+
+uint32_t Qp::initial_ring(uint32_t limit) const {
+  const uint64_t want = std::bit_ceil(std::max<uint64_t>(engine_.config().qp_initial_ring, 1));
+  return static_cast<uint32_t>(std::min<uint64_t>(want, limit));
+}
+
+// Growth copies only the live range; slots outside it are never read before they are
+// written (every reader checks the range first: psn_in_flight_range, record_current, the
+// record-range test in detect_losses_on_path).
+void Qp::grow_pkt_ring() {
+  const uint32_t n = 2 * (pkt_mask_ + 1);
+  std::vector<TxPkt> old(n, TxPkt{});
+  old.swap(pkts_);
+  const uint32_t old_mask = pkt_mask_;
+  pkt_mask_ = n - 1;
+  for (uint32_t psn = snd_una_; psn != next_psn_; psn = psn_add(psn, 1))
+    pkts_[psn & pkt_mask_] = old[psn & old_mask];
+}
+
+void Qp::grow_rec_ring() {
+  const uint32_t n = 2 * (rec_mask_ + 1);
+  std::vector<TxRecord> old(n, TxRecord{});
+  old.swap(recs_);
+  const uint32_t old_mask = rec_mask_;
+  rec_mask_ = n - 1;
+  for (uint32_t seq = rec_head_; seq != rec_tail_; ++seq)
+    recs_[seq & rec_mask_] = old[seq & old_mask];
+}
+
+void Qp::grow_retx_ring() {
+  const uint32_t n = 2 * (retx_mask_ + 1);
+  std::vector<uint32_t> bigger(n, 0);
+  for (uint32_t i = 0; i < retx_size_; ++i)
+    bigger[i] = retx_[(retx_head_ + i) & retx_mask_];
+  retx_ = std::move(bigger);
+  retx_mask_ = n - 1;
+  retx_head_ = 0;
+}
+
+// Only WRs from sq_head_ on are ever read again: a completed WR's packets are all
+// acknowledged, so nothing resends them.
+void Qp::grow_sq() {
+  const size_t n = std::min<size_t>(2 * sq_.size(), create_.sq_depth);
+  std::vector<SendWr> old(n);
+  old.swap(sq_);
+  for (uint64_t s = sq_head_; s != sq_tail_; ++s)
+    sq_[s % n] = old[s % old.size()];
+}
+
+// Every set bit belongs to a PSN in [rcv_base_, rcv_base_ + ring size): bits behind the base
+// are cleared as it advances, and a PSN beyond the ring makes it grow first.
+void Qp::grow_rcv_ring(uint32_t offset) {
+  uint32_t bits = 2 * (rcv_mask_ + 1);
+  while (bits <= offset)
+    bits *= 2;
+  std::vector<uint64_t> old(bits / 64, 0);
+  old.swap(rcv_bits_);
+  const uint32_t old_mask = rcv_mask_;
+  rcv_mask_ = bits - 1;
+  for (uint32_t i = 0; i <= old_mask; ++i) {
+    if ((old[i >> 6] >> (i & 63)) & 1)
+      set_rcv_bit(psn_add(rcv_base_, (i - rcv_base_) & old_mask), true);
+  }
+}
+
+// Messages seen and not completed are exactly those in [msg_base_, msg_base_ + ring size).
+void Qp::grow_msg_ring(uint32_t offset) {
+  uint32_t n = 2 * (msg_mask_ + 1);
+  while (n <= offset)
+    n *= 2;
+  std::vector<RxMessage> old(n, RxMessage{});
+  old.swap(rx_msgs_);
+  msg_mask_ = n - 1;
+  for (const RxMessage& m : old) {
+    if (m.seen) rx_msgs_[m.msg_num & msg_mask_] = m;
+  }
 }
 
 Status Qp::post_write(Time now, const WriteWr& wr) {
@@ -249,6 +357,7 @@ Status Qp::post_write(Time now, const WriteWr& wr) {
     if ((*region)->base) local = (*region)->base + (wr.local_addr - (*region)->iova);
   }
   ensure_requester_rings();
+  if (sq_tail_ - sq_head_ == sq_.size()) grow_sq();
   SendWr& w = wr_at(sq_tail_);
   w = SendWr{};
   w.wr_id = wr.wr_id;
@@ -269,7 +378,9 @@ Status Qp::post_write(Time now, const WriteWr& wr) {
 
 Status Qp::post_recv(uint64_t wr_id) {
   if (state_ != QpState::kRtr && state_ != QpState::kRts) return fail(Error::kBadQpState);
-  if (rq_size_ >= rq_.size()) return fail(Error::kQueueFull);
+  if (!fifo_room(rq_, rq_head_, rq_size_, create_.rq_depth, engine_.config().qp_initial_ring)) {
+    return fail(Error::kQueueFull);
+  }
   rq_[ring_wrap(rq_head_ + rq_size_, rq_.size())] = wr_id;
   ++rq_size_;
   // A message may be placed and waiting for this receive (MRC has no RNR).
@@ -286,7 +397,7 @@ uint32_t Qp::outstanding_psns() const {
 
 bool Qp::window_allows_new(const SendWr& w) const {
   if (outstanding_psns() >= mpr_psns_) return false;  // MPR
-  if (is_mrc() && rec_tail_ - rec_head_ >= recs_.size()) return false;
+  if (is_mrc() && rec_tail_ - rec_head_ >= rec_limit_) return false;
   if (w.next_pkt == 0 && w.with_imm && wimm_outstanding_ >= max_wimm_) return false;  // WIMM
   return true;
 }
@@ -311,16 +422,16 @@ Qp::DataResult Qp::produce_data(Time now, uint32_t mask, TxPacket& out) {
     const uint32_t psn = retx_[retx_head_];
     TxPkt& p = pkt(psn);
     if (p.state != PktState::kLost || !psn_in_flight_range(psn)) {
-      retx_head_ = (retx_head_ + 1) & pkt_mask_;
+      retx_head_ = (retx_head_ + 1) & retx_mask_;
       --retx_size_;
       continue;
     }
     if (!cc_allows(now, p.bytes)) return blocked_by_cc(now);
-    if (rec_tail_ - rec_head_ >= recs_.size()) return DataResult::kIdle;
+    if (rec_tail_ - rec_head_ >= rec_limit_) return DataResult::kIdle;
     const int path = paths_.pick(now, mask, p.ev);
     if (path == PathSet::kNone)
       return paths_.usable_count() ? DataResult::kPortsBusy : DataResult::kIdle;
-    retx_head_ = (retx_head_ + 1) & pkt_mask_;
+    retx_head_ = (retx_head_ + 1) & retx_mask_;
     --retx_size_;
     fill_data(now, psn, path, true, out);
     return DataResult::kSent;
@@ -356,6 +467,12 @@ Qp::SendWr* Qp::sendable_new_packet(Time now, uint32_t& bytes, DataResult& why_n
 }
 
 void Qp::start_new_packet(SendWr& w, uint32_t bytes) {
+  // The PSN ring grows here only, where a PSN is taken (window_allows_new keeps the
+  // outstanding range within pkt_limit_). A tail call, so that the common path needs no
+  // stack frame: ~20 instructions per packet otherwise (callgrind, benchmark A at 128 hosts).
+  if (((next_psn_ - snd_una_) & kPsnMask) > pkt_mask_) [[unlikely]] {
+    return grow_and_start_new_packet(w, bytes);
+  }
   const uint32_t psn = next_psn_;
   next_psn_ = psn_add(next_psn_, 1);
   TxPkt& p = pkt(psn);
@@ -371,6 +488,11 @@ void Qp::start_new_packet(SendWr& w, uint32_t bytes) {
   if (++w.next_pkt == w.npkts) ++sq_send_;
   auto& hw = engine_.counters_.max_outstanding_psns;
   hw = std::max<uint64_t>(hw, outstanding_psns());
+}
+
+void Qp::grow_and_start_new_packet(SendWr& w, uint32_t bytes) {
+  grow_pkt_ring();
+  start_new_packet(w, bytes);
 }
 
 // RoCEv2 baseline: one path, PSN order, go-back-N from gbn_next_ after a NAK or timeout.
@@ -443,6 +565,9 @@ void Qp::fill_data(Time now, uint32_t psn, int path, bool retransmit, TxPacket& 
 }
 
 uint32_t Qp::record_transmission(uint32_t psn, int path, Time now) {
+  // The record ring grows here only; window_allows_new and produce_data keep the records
+  // in flight within rec_limit_.
+  if (rec_tail_ - rec_head_ > rec_mask_) grow_rec_ring();
   const uint32_t seq = rec_tail_++;
   TxRecord& r = recs_[seq & rec_mask_];
   r = TxRecord{psn, kNil, now, static_cast<uint16_t>(path), true};
@@ -591,15 +716,20 @@ void Qp::on_roce_ack(Time now, const RxPacket& rx) {
     // PSN sequence error: the responder expects cum_psn. Go back and resend from there.
     ++engine_.counters_.losses_detected;
     if (psn_lt(s.cum_psn, gbn_next_)) {
-      for (uint32_t psn = s.cum_psn; psn != gbn_next_; psn = psn_add(psn, 1)) {
+      // A NAK overtaken by a later ACK may name PSNs before snd_una_: acknowledged, freed,
+      // and no longer in the ring.
+      const uint32_t from = psn_lt(s.cum_psn, snd_una_) ? snd_una_ : s.cum_psn;
+      for (uint32_t psn = from; psn != gbn_next_; psn = psn_add(psn, 1)) {
         TxPkt& p = pkt(psn);
         if (p.state == PktState::kInflight) {
           inflight_bytes_ -= std::min<uint64_t>(inflight_bytes_, p.bytes);
           p.state = PktState::kLost;
         }
       }
+      // CC hears of the loss with the first resent packet's size (one MTU if nothing of the
+      // stale NAK's range is left in the ring).
+      if (cc_) cc_->on_loss(now, from != gbn_next_ ? pkt(from).bytes : mtu_);
       gbn_next_ = s.cum_psn;
-      if (cc_) cc_->on_loss(now, pkt(s.cum_psn).bytes);
     }
   }
   if (progress) {
@@ -695,8 +825,13 @@ void Qp::declare_lost(Time now, uint32_t psn, bool mark_path, LossCause cause) {
   }
   p.state = PktState::kLost;
   inflight_bytes_ -= std::min<uint64_t>(inflight_bytes_, p.bytes);
-  if (retx_size_ == retx_.size()) compact_retx();
-  retx_[(retx_head_ + retx_size_) & pkt_mask_] = psn;
+  if (retx_size_ > retx_mask_) {
+    compact_retx();
+    // Entries left are distinct lost PSNs in flight, fewer than pkt_limit_, so the ring never
+    // needs more. Growing once it stays over half full keeps compaction amortized O(1).
+    if (retx_size_ > retx_mask_ / 2 && retx_mask_ + 1 < pkt_limit_) grow_retx_ring();
+  }
+  retx_[(retx_head_ + retx_size_) & retx_mask_] = psn;
   ++retx_size_;
   ++engine_.counters_.losses_detected;
   if (cc_) cc_->on_loss(now, p.bytes);
@@ -709,9 +844,9 @@ void Qp::declare_lost(Time now, uint32_t psn, bool mark_path, LossCause cause) {
 void Qp::compact_retx() {
   uint32_t kept = 0;
   for (uint32_t i = 0; i < retx_size_; ++i) {
-    const uint32_t psn = retx_[(retx_head_ + i) & pkt_mask_];
+    const uint32_t psn = retx_[(retx_head_ + i) & retx_mask_];
     if (psn_in_flight_range(psn) && pkt(psn).state == PktState::kLost) {
-      retx_[(retx_head_ + kept++) & pkt_mask_] = psn;
+      retx_[(retx_head_ + kept++) & retx_mask_] = psn;
     }
   }
   retx_size_ = kept;
@@ -937,7 +1072,9 @@ Status Qp::accept_data(Time now, const RxPacket& rx) {
   const wire::TransportPacket& t = rx.pkt;
   const bool with_imm = t.bth.opcode == wire::Opcode::kWriteOnlyImm;
   const uint32_t msg = t.data.msg_num;
-  if (msg - msg_base_ > msg_mask_) return drop(DropReason::kPsnOutOfWindow, Error::kPsnOutOfWindow);
+  if (msg - msg_base_ >= rcv_limit_)
+    return drop(DropReason::kPsnOutOfWindow, Error::kPsnOutOfWindow);
+  if (msg - msg_base_ > msg_mask_) grow_msg_ring(msg - msg_base_);
   if (t.data.pkt_count == 0 || t.data.pkt_index >= t.data.pkt_count) {
     return drop(DropReason::kInconsistent, Error::kBadExtension);
   }
@@ -954,7 +1091,8 @@ Status Qp::accept_data(Time now, const RxPacket& rx) {
   if (rx.trimmed) {
     // The header survived, the payload did not: ask for exactly this packet again.
     ++engine_.counters_.trimmed_received;
-    if (nack_size_ < nacks_.size()) {
+    if (fifo_room(nacks_, nack_head_, nack_size_, kTrimNackQueue,
+                  engine_.config().qp_initial_ring)) {
       nacks_[ring_wrap(nack_head_ + nack_size_, nacks_.size())] =
           TrimNack{t.bth.psn, t.data.ev_index, rx.port};
       ++nack_size_;
@@ -999,8 +1137,14 @@ Status Qp::on_data(Time now, const RxPacket& rx) {
   ensure_responder_rings();
   const uint32_t psn = rx.pkt.bth.psn;
   const int32_t d = psn_diff(psn, rcv_base_);
+  // The bitmap grows here only, for a PSN inside the window but beyond the ring (unsigned:
+  // a duplicate's negative offset is beyond both).
+  const uint32_t offset = static_cast<uint32_t>(d);
+  if (offset > rcv_mask_ && offset < mpr_dest_psns_) [[unlikely]] {
+    grow_rcv_ring(offset);
+  }
   if (d < 0 || (d < static_cast<int32_t>(mpr_dest_psns_) && rcv_bit(psn))) {
-    if (d < -static_cast<int32_t>(rcv_mask_ + 1)) {
+    if (d < -static_cast<int32_t>(rcv_limit_)) {
       return drop(DropReason::kPsnOutOfWindow, Error::kPsnOutOfWindow);  // stale
     }
     // Received before: never placed or completed twice, but acknowledged again (the
@@ -1020,7 +1164,7 @@ Status Qp::on_roce_data(Time now, const RxPacket& rx) {
   const uint32_t psn = rx.pkt.bth.psn;
   const int32_t d = psn_diff(psn, rcv_base_);
   if (d < 0) {
-    if (d < -static_cast<int32_t>(rcv_mask_ + 1)) {
+    if (d < -static_cast<int32_t>(rcv_limit_)) {
       return drop(DropReason::kPsnOutOfWindow, Error::kPsnOutOfWindow);
     }
     ++engine_.counters_.duplicates;
@@ -1094,7 +1238,10 @@ void Qp::queue_echo(Time now, const RxPacket& rx, uint8_t flags) {
 }
 
 void Qp::on_probe(Time now, const RxPacket& rx) {
-  if (probe_reply_size_ >= probe_replies_.size()) return;  // overloaded: the prober retries
+  if (!fifo_room(probe_replies_, probe_reply_head_, probe_reply_size_, kProbeReplyQueue,
+                 engine_.config().qp_initial_ring)) {
+    return;  // overloaded: the prober retries
+  }
   probe_replies_[ring_wrap(probe_reply_head_ + probe_reply_size_, probe_replies_.size())] =
       ProbeReply{rx.pkt.probe, rx.port, now};
   ++probe_reply_size_;
@@ -1233,8 +1380,10 @@ void Qp::fill_ack(Time now, TxPacket& out) {
   wire::SackExt& s = t.sack;
   s.cum_psn = rcv_base_;
   s.sack_base = rcv_base_;
+  // Words beyond the ring (a multiple of 64 bits) are empty: a PSN there would have grown it.
   for (int w = 0; w < wire::kSackBitmapWords; ++w) {
-    s.bitmap[static_cast<size_t>(w)] = rcv_bits64(psn_add(rcv_base_, 64 * w));
+    s.bitmap[static_cast<size_t>(w)] =
+        64u * w <= rcv_mask_ ? rcv_bits64(psn_add(rcv_base_, 64 * w)) : 0;
   }
   s.received_bytes = received_bytes_;
   s.service_time_ns =

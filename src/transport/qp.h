@@ -3,10 +3,11 @@
 // connection. Owned and driven by Engine; see engine.h for the external contract.
 //
 // Requester bookkeeping, per PSN and per transmission:
-//   pkts_    ring indexed by PSN (size >= MPR): which WR/packet a PSN carries, its state
-//            (in flight / acknowledged / lost and queued for resend) and its latest
-//            transmission.
-//   recs_    ring of transmissions in send order. Each transmission is also linked into a
+//   pkts_    ring indexed by PSN (up to the MPR, rounded up to a power of two): which
+//            WR/packet a PSN carries, its state (in flight / acknowledged / lost and queued
+//            for resend) and its latest transmission.
+//   recs_    ring of transmissions in send order (up to twice pkts_'s limit; records are
+//            linked by sequence number, never by slot). Each transmission is also linked into a
 //            FIFO per path. Both are consumed from the front only, so loss detection costs
 //            O(1) amortized per packet:
 //              - per-path order: paths are FIFO (a static SRv6 path or one ECMP hash), so
@@ -17,6 +18,13 @@
 //              - PTO: the oldest transmission has waited longer than srtt + max(4 rttvar,
 //                reordering window) (tail loss; no later packet exists to reveal it);
 //              - trim NACKs (explicit, not a path failure) and the ACK timeout (RTO).
+//
+// Ring memory follows what is in flight, not the window: every ring (these two, the
+// retransmission queue, the send queue, the responder's PSN bitmap and message ring, and the
+// small control queues) starts at EngineConfig::qp_initial_ring entries and doubles when a
+// new entry would not fit, up to its protocol limit (MPR, sq_depth, ...). Window checks use
+// the limits, never the current size, so behaviour does not depend on how far a ring has
+// grown. A simulated all-to-all holds ~a million QPs that carry a few packets each.
 #pragma once
 
 #include <array>
@@ -37,6 +45,7 @@ class Qp {
   QpState state() const { return state_; }
   const PathSet& paths() const { return paths_; }
   const QpStats& stats() const { return stats_; }
+  QpMemory memory() const;
   const QpCreateAttr& create_attr() const { return create_; }
 
   Status modify(Time now, QpState target, const QpAttr& attr);
@@ -139,6 +148,18 @@ class Qp {
   bool is_mrc() const { return transport_ == TransportMode::kMrc; }
   void ensure_requester_rings();
   void ensure_responder_rings();
+  // The size a ring whose limit is `limit` (a power of two) starts at.
+  uint32_t initial_ring(uint32_t limit) const;
+  // Each doubles its ring (to at least `offset` + 1 entries for the responder's), keeping the
+  // live entries at the slots their PSN / sequence number / message number names. Cold and
+  // out of line: inlined, their loops would cost every packet's caller register spills.
+  [[gnu::cold, gnu::noinline]] void grow_pkt_ring();
+  [[gnu::cold, gnu::noinline]] void grow_and_start_new_packet(SendWr& w, uint32_t bytes);
+  [[gnu::cold, gnu::noinline]] void grow_rec_ring();
+  [[gnu::cold, gnu::noinline]] void grow_retx_ring();
+  [[gnu::cold, gnu::noinline]] void grow_sq();
+  [[gnu::cold, gnu::noinline]] void grow_rcv_ring(uint32_t offset);
+  [[gnu::cold, gnu::noinline]] void grow_msg_ring(uint32_t offset);
   TxPkt& pkt(uint32_t psn) { return pkts_[psn & pkt_mask_]; }
   SendWr& wr_at(uint64_t seq) { return sq_[seq % sq_.size()]; }
   uint32_t outstanding_psns() const;
@@ -220,21 +241,24 @@ class Qp {
   bool probes_due_ = false;          // a path probe is due (control pending)
 
   // Requester state.
-  std::vector<SendWr> sq_;
-  uint64_t sq_head_ = 0;  // oldest WR not completed
-  uint64_t sq_send_ = 0;  // WR being segmented
-  uint64_t sq_tail_ = 0;  // next free
+  std::vector<SendWr> sq_;  // indexed by WR sequence number modulo its size (up to sq_depth)
+  uint64_t sq_head_ = 0;    // oldest WR not completed
+  uint64_t sq_send_ = 0;    // WR being segmented
+  uint64_t sq_tail_ = 0;    // next free
   uint32_t next_msg_num_ = 0;
   std::vector<TxPkt> pkts_;
-  uint32_t pkt_mask_ = 0;
+  uint32_t pkt_mask_ = 0;   // pkts_.size() - 1
+  uint32_t pkt_limit_ = 0;  // what pkts_ may grow to: the MPR rounded up to a power of two
   uint32_t snd_una_ = 0, next_psn_ = 0;
   uint32_t wimm_outstanding_ = 0;
   uint64_t inflight_bytes_ = 0;
   std::vector<TxRecord> recs_;
-  uint32_t rec_mask_ = 0;
+  uint32_t rec_mask_ = 0;   // recs_.size() - 1
+  uint32_t rec_limit_ = 0;  // 2 x pkt_limit_: also the limit on transmissions in flight
   uint32_t rec_head_ = 0, rec_tail_ = 0;
   std::vector<PathFifo> path_fifos_;
-  std::vector<uint32_t> retx_;  // ring of PSNs queued for retransmission
+  std::vector<uint32_t> retx_;  // ring of PSNs queued for retransmission (up to pkt_limit_)
+  uint32_t retx_mask_ = 0;
   uint32_t retx_head_ = 0, retx_size_ = 0;
   uint32_t gbn_next_ = 0;  // RoCE: next PSN to (re)send in go-back-N
   Time rack_time_ = 0;     // latest send time of a transmission known delivered
@@ -262,10 +286,14 @@ class Qp {
 
   // Responder state.
   std::vector<uint64_t> rcv_bits_;
-  uint32_t rcv_mask_ = 0;  // bits in the window ring - 1
+  uint32_t rcv_mask_ = 0;  // bits in the ring - 1 (at least 64 bits)
+  // The responder's ring limit, in PSNs and in messages: MPR_dest rounded up to a power of
+  // two, at least 128. A PSN further behind rcv_base_ is stale; a message further ahead of
+  // msg_base_ is out of the window.
+  uint32_t rcv_limit_ = 0;
   uint32_t rcv_base_ = 0;  // every PSN before it has been received
   std::vector<RxMessage> rx_msgs_;
-  uint32_t msg_mask_ = 0;
+  uint32_t msg_mask_ = 0;        // rx_msgs_.size() - 1
   uint32_t msg_base_ = 0;        // next message to complete (also the AETH MSN)
   uint32_t wimm_dest_open_ = 0;  // WRITE-with-imm messages seen but not completed
   uint64_t received_bytes_ = 0;

@@ -5,6 +5,7 @@
 // window (CC disabled: "algorithm NULL" in the OCP API).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -73,6 +74,8 @@ class CongestionControl {
   virtual Time next_timer() const { return kNever; }
   virtual void on_timer(Time now) { (void)now; }
   virtual const char* name() const = 0;
+  // Bytes of the object (Engine::qp_memory: what one QP costs).
+  virtual size_t object_bytes() const = 0;
 };
 
 std::unique_ptr<CongestionControl> make_nscc(const NsccConfig& cfg);

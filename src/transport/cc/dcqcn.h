@@ -56,6 +56,7 @@ class Dcqcn final : public CongestionControl {
   Time next_timer() const override;
   void on_timer(Time now) override;
   const char* name() const override { return "dcqcn"; }
+  size_t object_bytes() const override { return sizeof(*this); }
 
   const DcqcnParams& params() const { return p_; }
   double rate_bps() const { return rc_; }         // Rc

@@ -23,6 +23,7 @@ class FixedWindow final : public CongestionControl {
   void on_ack(const AckSample&, uint64_t) override {}
   void on_loss(Time, uint32_t) override {}
   const char* name() const override { return "fixed"; }
+  size_t object_bytes() const override { return sizeof(*this); }
 
  private:
   uint64_t window_;

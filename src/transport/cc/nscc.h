@@ -77,6 +77,7 @@ class Nscc final : public CongestionControl {
   void on_ack(const AckSample& s, uint64_t inflight_bytes) override;
   void on_loss(Time now, uint32_t bytes) override;
   const char* name() const override { return "uet-1.0-nscc"; }
+  size_t object_bytes() const override { return sizeof(*this); }
 
   // New parameters for a running flow (OCP 5.5: CONFIG of an ONLINE CC profile with
   // MRC_CTL_OPT_CAP_CC_PROFILE_MODIFY_ONLINE). Resolved as by the constructor; the window,
