@@ -416,15 +416,18 @@ struct Simulation::Impl {
 
   std::vector<wire::TransportPacket> controls;
   std::vector<uint32_t> free_controls;
-  uint32_t alloc_control() {
-    if (!free_controls.empty()) {
-      const uint32_t i = free_controls.back();
-      free_controls.pop_back();
+  // Pools: a freed slot is reused before the vector grows (no per-packet allocation).
+  template <typename T>
+  static uint32_t pool_take(std::vector<T>& items, std::vector<uint32_t>& free) {
+    if (!free.empty()) {
+      const uint32_t i = free.back();
+      free.pop_back();
       return i;
     }
-    controls.emplace_back();
-    return static_cast<uint32_t>(controls.size() - 1);
+    items.emplace_back();
+    return static_cast<uint32_t>(items.size() - 1);
   }
+  uint32_t alloc_control() { return pool_take(controls, free_controls); }
   void to_transport(const SimPacket& p, wire::TransportPacket& t) const {
     if (!p.is_data) {
       t = controls[p.control];
@@ -438,15 +441,7 @@ struct Simulation::Impl {
     t.payload_len = p.body.payload_len;
   }
 
-  uint32_t alloc_packet() {
-    if (!free_packets.empty()) {
-      const uint32_t i = free_packets.back();
-      free_packets.pop_back();
-      return i;
-    }
-    packets.emplace_back();
-    return static_cast<uint32_t>(packets.size() - 1);
-  }
+  uint32_t alloc_packet() { return pool_take(packets, free_packets); }
   void free_packet(uint32_t i) {
     if (!packets[i].is_data) free_controls.push_back(packets[i].control);
     free_packets.push_back(i);
@@ -677,84 +672,61 @@ Status Simulation::Impl::build() {
 // s*half .. s*half + half - 1), cores one port per superpod.
 void Simulation::Impl::build_fat_tree_switches(bool sample_links) {
   uint32_t link_id = 0;
+  const auto make = [&](uint32_t id, Switch::Kind kind, uint32_t index, uint32_t ports) -> Switch& {
+    Switch& s = switches[id];
+    s.kind = kind;
+    s.index = index;
+    s.partition = plane_partition(0);
+    s.ports.resize(ports);
+    return s;
+  };
+  // A switch-to-switch port (link ids in build order when links are sampled).
+  const auto wire_port = [&](Port& port, uint32_t peer, uint32_t peer_port) {
+    port.peer = peer;
+    port.peer_port = peer_port;
+    if (sample_links) port.link_id = link_id++;
+  };
   for (uint32_t e = 0; e < L; ++e) {
     const uint32_t pod = e / half;
-    Switch& s = switches[e];
-    s.kind = Switch::kLeaf;
-    s.index = e;
-    s.partition = plane_partition(0);
-    s.ports.resize(2 * half);
+    Switch& s = make(e, Switch::kLeaf, e, 2 * half);
     for (uint32_t i = 0; i < half; ++i) {
       Port& port = s.ports[i];
       port.peer = e * H + i;
       port.peer_port = 0;
       port.peer_is_host = true;
     }
-    for (uint32_t a = 0; a < half; ++a) {
-      Port& port = s.ports[half + a];
-      port.peer = agg_switch(pod, a);
-      port.peer_port = e % half;
-      if (sample_links) port.link_id = link_id++;
-    }
+    for (uint32_t a = 0; a < half; ++a)
+      wire_port(s.ports[half + a], agg_switch(pod, a), e % half);
   }
   for (uint32_t g = 0; g < aggs; ++g) {
     const uint32_t pod = g / half, a = g % half;
-    Switch& s = switches[agg_switch(pod, a)];
-    s.kind = Switch::kAgg;
-    s.index = g;
-    s.partition = plane_partition(0);
-    s.ports.resize(2 * half);
+    Switch& s = make(agg_switch(pod, a), Switch::kAgg, g, 2 * half);
     for (uint32_t i = 0; i < half; ++i) {
-      Port& down = s.ports[i];
-      down.peer = pod * half + i;
-      down.peer_port = half + a;
-      if (sample_links) down.link_id = link_id++;
-      Port& up = s.ports[half + i];
+      wire_port(s.ports[i], pod * half + i, half + a);
       if (ft_tiers == 4) {
-        up.peer = ft_spine_switch((pod / half) * half * half + a * half + i);
-        up.peer_port = pod % half;
+        wire_port(s.ports[half + i], ft_spine_switch((pod / half) * half * half + a * half + i),
+                  pod % half);
       } else {
-        up.peer = core_switch(a * half + i);
-        up.peer_port = pod;
+        wire_port(s.ports[half + i], core_switch(a * half + i), pod);
       }
-      if (sample_links) up.link_id = link_id++;
     }
   }
   for (uint32_t g = 0; g < ft_spines; ++g) {
     const uint32_t superpod = g / (half * half), local = g % (half * half);
-    Switch& s = switches[ft_spine_switch(g)];
-    s.kind = Switch::kSpine;
-    s.index = g;
-    s.partition = plane_partition(0);
-    s.ports.resize(2 * half);
+    Switch& s = make(ft_spine_switch(g), Switch::kSpine, g, 2 * half);
     for (uint32_t i = 0; i < half; ++i) {
-      Port& down = s.ports[i];
-      down.peer = agg_switch(superpod * half + i, local / half);
-      down.peer_port = half + local % half;
-      if (sample_links) down.link_id = link_id++;
-      Port& up = s.ports[half + i];
-      up.peer = core_switch(local * half + i);
-      up.peer_port = superpod;
-      if (sample_links) up.link_id = link_id++;
+      wire_port(s.ports[i], agg_switch(superpod * half + i, local / half), half + local % half);
+      wire_port(s.ports[half + i], core_switch(local * half + i), superpod);
     }
   }
   // A core has one port per pod (three tiers) or per superpod (four).
   const uint32_t core_ports = ft_tiers == 4 ? superpods : pods;
   for (uint32_t c = 0; c < cores; ++c) {
-    Switch& s = switches[core_switch(c)];
-    s.kind = Switch::kCore;
-    s.index = c;
-    s.partition = plane_partition(0);
-    s.ports.resize(core_ports);
+    Switch& s = make(core_switch(c), Switch::kCore, c, core_ports);
     for (uint32_t q = 0; q < core_ports; ++q) {
-      Port& port = s.ports[q];
-      if (ft_tiers == 4) {
-        port.peer = ft_spine_switch(q * half * half + c / half);
-      } else {
-        port.peer = agg_switch(q, c / half);
-      }
-      port.peer_port = half + c % half;
-      if (sample_links) port.link_id = link_id++;
+      const uint32_t peer =
+          ft_tiers == 4 ? ft_spine_switch(q * half * half + c / half) : agg_switch(q, c / half);
+      wire_port(s.ports[q], peer, half + c % half);
     }
   }
 }
