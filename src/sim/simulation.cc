@@ -1784,11 +1784,16 @@ void Simulation::Impl::prefetch_ahead(const EventQueue& q) {
   const auto host_event = [](const SimEvent& n) {
     return n.type == kHostArrive || n.type == kHostPortFree || n.type == kHostTimer;
   };
-  if (const SimEvent* n2 = q.peek_ahead(1); n2 && host_event(*n2)) {
-    const char* engine = reinterpret_cast<const char*>(engines[n2->a]);
+  // Three stages, one event apart (Engine::prefetch_tables): the engine object two events
+  // ahead, its tables one event ahead, its QPs for the next event.
+  if (const SimEvent* n3 = q.peek_ahead(2); n3 && host_event(*n3)) {
+    const char* engine = reinterpret_cast<const char*>(engines[n3->a]);
     for (int line = 0; line < 4; ++line)
       __builtin_prefetch(engine + 64 * line);
-    __builtin_prefetch(&hosts[n2->a]);
+    __builtin_prefetch(&hosts[n3->a]);
+  }
+  if (const SimEvent* n2 = q.peek_ahead(1); n2 && host_event(*n2)) {
+    engines[n2->a]->prefetch_tables();
   }
   const SimEvent* n = q.peek_ready();
   if (!n) return;

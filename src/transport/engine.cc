@@ -271,6 +271,13 @@ Status Engine::on_datagram(Time now, uint8_t port, std::span<const uint8_t> byte
   return on_packet(now, rx);
 }
 
+void Engine::prefetch_tables() const {
+  if (!qps_.empty()) __builtin_prefetch(qps_.data());
+  if (!timers_.empty()) __builtin_prefetch(timers_.data());
+  if (ready_size_ > 0) __builtin_prefetch(&ready_ring_[ready_head_]);
+  if (control_size_ > 0) __builtin_prefetch(&control_ring_[control_head_]);
+}
+
 void Engine::prefetch() const {
   __builtin_prefetch(&port_up_mask_);
   __builtin_prefetch(&ready_head_);

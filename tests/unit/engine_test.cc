@@ -225,22 +225,29 @@ TEST(Engine, basic__one_mib_write_over_two_planes) {
   EXPECT_GT(per_port[1], 100u);
 }
 
-// prefetch() is a hint: on an engine without QPs, with live QPs and after one is destroyed
-// (an empty slot), it neither crashes nor changes what the engine does next.
+// prefetch_tables() and prefetch() are hints: on an engine without QPs, with live QPs, with
+// work queued and after one is destroyed (an empty slot), they neither crash nor change what
+// the engine does next.
 TEST(Engine, prefetch__is_only_a_hint) {
   MiniNet net(2);
+  net.e(0).prefetch_tables();
   net.e(0).prefetch();
   Pair p = connect(net, 2, 16, 64 << 10);
+  net.e(0).prefetch_tables();
   net.e(0).prefetch();
+  net.e(1).prefetch_tables();
   net.e(1).prefetch();
   const Time deadline = net.e(0).next_deadline();
+  net.e(0).prefetch_tables();
   net.e(0).prefetch();
   EXPECT_EQ(net.e(0).next_deadline(), deadline);
   ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 64 << 10)));
+  net.e(0).prefetch_tables();  // the QP is on the ready ring now
   net.run(ms(10));
   ASSERT_EQ(net.completions[0].size(), 1u);
   EXPECT_TRUE(data_matches(p));
   ASSERT_TRUE(net.e(0).destroy_qp(p.qpn[0]));
+  net.e(0).prefetch_tables();
   net.e(0).prefetch();
 }
 
