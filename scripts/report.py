@@ -957,8 +957,8 @@ def main():
     version = runs[0].s.get("version", "?") if runs else "?"
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                           cwd=REPO).stdout.strip() or "?"
-    # mrc-sim's version string is `git describe` at configure time: it can name an older commit
-    # than the one built. The commit the report was rendered at is stated beside it.
+    # mrc-sim's version string is `git describe` when the binary was built (reused runs keep the
+    # version they were made with); the commit the report was rendered at is stated beside it.
     version = f"{version}, rendered at commit {head}"
     sim_wall = sum(r.s["run"]["wall_seconds"] for r in runs)
     rep.w("# MRC claims, measured (issue 5)")
