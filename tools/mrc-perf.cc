@@ -79,6 +79,8 @@ struct Options {
   // often, so the responder sends fewer ACKs and both ends wake less (docs/linux-driver.md,
   // "Goodput"). 0: read every datagram as soon as it arrives.
   double rx_coalesce_us = 250;
+  // DriverConfig::tx_turn_budget: transmit time per driver turn before the ACKs are read.
+  double tx_turn_us = 250;
   int connect_timeout_ms = 5000;
   int accept_timeout_ms = -1;
   int probe_ms = 2000;
@@ -205,6 +207,7 @@ NetResult<SessionConfig> session_config(const Options& o, const Hello* client_he
   sc.driver.verify_icrc = !o.no_icrc_verify;
   sc.driver.busy_poll = o.busy_poll;
   sc.driver.rx_coalesce = static_cast<Time>(o.rx_coalesce_us * 1e6);
+  sc.driver.tx_turn_budget = static_cast<Time>(o.tx_turn_us * 1e6);
   const size_t P = sc.driver.ports.size();
   if (fabric->planes > 0) {
     sc.spine_usids = fabric->spine_usids;
@@ -1101,6 +1104,10 @@ int main(int argc, char** argv) {
   app.add_flag("--busy-poll", o.busy_poll, "spin instead of sleeping in epoll");
   app.add_option("--rx-coalesce-us", o.rx_coalesce_us,
                  "read a stream at most this often (0: every datagram at once)")
+      ->capture_default_str();
+  app.add_option("--tx-turn-us", o.tx_turn_us,
+                 "transmit at most this long per driver turn before reading ACKs (at least one "
+                 "batch; 1e9: the old unbounded 64 batches)")
       ->capture_default_str();
   app.add_option("--data-port", o.data_port, "UDP port of the data sockets (0: any)");
   app.add_flag("--raw-udp", o.raw_udp,

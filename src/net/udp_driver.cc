@@ -126,6 +126,7 @@ struct UdpDriver::Impl {
   UniqueFd wake_epoll;            // epoll of wake_fd alone: a wait that holds the ports
   Time last_rx_at = 0;            // when the latest receive ran (rx_coalesce)
   Time stream_at = kNever;        // the latest receive of >= kRxCoalesceMinDatagrams
+  bool tx_more = false;           // the last transmit phase ended on its time budget
 
   std::vector<mmsghdr> tx_msgs;
   std::vector<iovec> tx_iov;
@@ -518,7 +519,14 @@ NetStatus UdpDriver::poll(Time max_wait) {
     m.last_now = now;
     if (engine_.next_deadline() <= now) engine_.on_timer(now);
     // Transmit rounds: backlogs first, then fresh packets for ports that are not blocked.
+    // At most tx_turn_budget of them (at least one round): see DriverConfig::tx_turn_budget.
+    const Time tx_start = now;
+    m.tx_more = false;
     for (int round = 0; round < 64; ++round) {
+      if (round > 0 && clock_.now() - tx_start >= config_.tx_turn_budget) {
+        m.tx_more = true;
+        break;
+      }
       m.blocked_ports = 0;
       for (Impl::Socket& s : m.sockets) {
         if (s.backlog.empty()) continue;
@@ -682,6 +690,9 @@ NetStatus UdpDriver::poll(Time max_wait) {
     }
   }
   if (auto s = service(); !s) return s;
+  // The transmit phase stopped on its budget with more to send: no wait; the next turn reads
+  // the input that arrived meanwhile first.
+  if (m.tx_more) return {};
   ++stats_.wakeups;
   // Wait for input, a wake() or the next deadline.
   const Time now = clock_.now();

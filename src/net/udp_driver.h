@@ -80,6 +80,13 @@ struct DriverConfig {
   // forwarding (docs/linux-driver.md, "Goodput"). A lone datagram (ping-pong) is never held.
   // 0: off (every readable port is read at once).
   Time rx_coalesce = 0;
+  // Time one turn may spend transmitting (at least one round of `batch` packets) before it
+  // returns, so that the next turn reads the ACKs that arrived meanwhile. On a software path
+  // each sendmmsg runs the datagram's whole trip through the fabric in this process (~10-30 us
+  // per 4 KiB datagram on a namespace fabric): 64 unbounded rounds were up to 60 ms, and
+  // every ACK of that time reached the engine at its end (arrival times never go back behind a
+  // `now` the engine has seen), after the ACK timeout had fired (docs/linux-driver.md).
+  Time tx_turn_budget = 250 * kPicosPerMicro;
 };
 
 // A receive of fewer datagrams than this does not start receive coalescing.
