@@ -81,7 +81,9 @@ struct DriverConfig {
   // 0: off (every readable port is read at once).
   Time rx_coalesce = 0;
   // Time one turn may spend transmitting (at least one round of `batch` packets) before it
-  // returns, so that the next turn reads the ACKs that arrived meanwhile. On a software path
+  // returns, so that the next turn reads the ACKs that arrived meanwhile; reading stops after
+  // the same time (at least one round of `batch` per port), so that a responder's ACK (one per
+  // turn) is not held back by a long read. On a software path
   // each sendmmsg runs the datagram's whole trip through the fabric in this process (~10-30 us
   // per 4 KiB datagram on a namespace fabric): 64 unbounded rounds were up to 60 ms, and
   // every ACK of that time reached the engine at its end (arrival times never go back behind a
