@@ -444,7 +444,7 @@ Qp::DataResult Qp::produce_data(Time now, uint32_t mask, TxPacket& out) {
   const int path = paths_.pick(now, mask);
   if (path == PathSet::kNone)
     return paths_.usable_count() ? DataResult::kPortsBusy : DataResult::kIdle;
-  start_new_packet(*w, bytes);
+  start_new_packet(now, *w, bytes);
   fill_data(now, psn_add(next_psn_, -1), path, false, out);
   return DataResult::kSent;
 }
@@ -466,12 +466,18 @@ Qp::SendWr* Qp::sendable_new_packet(Time now, uint32_t& bytes, DataResult& why_n
   return &w;
 }
 
-void Qp::start_new_packet(SendWr& w, uint32_t bytes) {
+void Qp::start_new_packet(Time now, SendWr& w, uint32_t bytes) {
+  // The ACK timeout counts time without progress while something is outstanding, so a packet
+  // that leaves with nothing outstanding starts its clock (RFC 6298 5.1; IBTA's transport
+  // timer likewise runs only while requests are outstanding). Otherwise a QP idle for longer
+  // than the timeout finds it already due when its first ACK arrives: a spurious timeout
+  // that declares the whole window lost.
+  if (snd_una_ == next_psn_) last_progress_ = now;
   // The PSN ring grows here only, where a PSN is taken (window_allows_new keeps the
   // outstanding range within pkt_limit_). A tail call, so that the common path needs no
   // stack frame: ~20 instructions per packet otherwise (callgrind, benchmark A at 128 hosts).
   if (((next_psn_ - snd_una_) & kPsnMask) > pkt_mask_) [[unlikely]] {
-    return grow_and_start_new_packet(w, bytes);
+    return grow_and_start_new_packet(now, w, bytes);
   }
   const uint32_t psn = next_psn_;
   next_psn_ = psn_add(next_psn_, 1);
@@ -490,9 +496,9 @@ void Qp::start_new_packet(SendWr& w, uint32_t bytes) {
   hw = std::max<uint64_t>(hw, outstanding_psns());
 }
 
-void Qp::grow_and_start_new_packet(SendWr& w, uint32_t bytes) {
+void Qp::grow_and_start_new_packet(Time now, SendWr& w, uint32_t bytes) {
   grow_pkt_ring();
-  start_new_packet(w, bytes);
+  start_new_packet(now, w, bytes);
 }
 
 // RoCEv2 baseline: one path, PSN order, go-back-N from gbn_next_ after a NAK or timeout.
@@ -515,7 +521,7 @@ Qp::DataResult Qp::produce_roce_data(Time now, uint32_t mask, TxPacket& out) {
   if (!w) return why_not;
   if (!port_ok) return DataResult::kIdle;
   if (!((mask >> path.desc.port) & 1)) return DataResult::kPortsBusy;
-  start_new_packet(*w, bytes);
+  start_new_packet(now, *w, bytes);
   gbn_next_ = next_psn_;
   fill_data(now, psn_add(next_psn_, -1), 0, false, out);
   return DataResult::kSent;

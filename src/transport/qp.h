@@ -154,7 +154,7 @@ class Qp {
   // live entries at the slots their PSN / sequence number / message number names. Cold and
   // out of line: inlined, their loops would cost every packet's caller register spills.
   [[gnu::cold, gnu::noinline]] void grow_pkt_ring();
-  [[gnu::cold, gnu::noinline]] void grow_and_start_new_packet(SendWr& w, uint32_t bytes);
+  [[gnu::cold, gnu::noinline]] void grow_and_start_new_packet(Time now, SendWr& w, uint32_t bytes);
   [[gnu::cold, gnu::noinline]] void grow_rec_ring();
   [[gnu::cold, gnu::noinline]] void grow_retx_ring();
   [[gnu::cold, gnu::noinline]] void grow_sq();
@@ -168,7 +168,7 @@ class Qp {
   DataResult blocked_by_cc(Time now);
   DataResult produce_roce_data(Time now, uint32_t mask, TxPacket& out);
   SendWr* sendable_new_packet(Time now, uint32_t& bytes, DataResult& why_not);
-  void start_new_packet(SendWr& w, uint32_t bytes);
+  void start_new_packet(Time now, SendWr& w, uint32_t bytes);
   void fill_data(Time now, uint32_t psn, int path, bool retransmit, TxPacket& out);
   uint32_t record_transmission(uint32_t psn, int path, Time now);
   bool psn_in_flight_range(uint32_t psn) const;

@@ -251,6 +251,25 @@ TEST(Engine, prefetch__is_only_a_hint) {
   net.e(0).prefetch();
 }
 
+// The ACK timeout runs only while something is outstanding (RFC 6298 5.1): a QP idle for
+// many timeouts since RTS or since its last transfer sends again without a spurious timeout
+// declaring its window lost. MRC and RoCEv2.
+TEST(Engine, ack_timeout__starts_when_an_idle_qp_sends) {
+  for (TransportMode mode : {TransportMode::kMrc, TransportMode::kRoce}) {
+    MiniNet net(2);
+    Pair p = connect(net, 2, 8, 256 << 10, mode);
+    for (uint64_t round = 0; round < 2; ++round) {
+      net.advance(net.now() + ms(50));  // ~50 ACK timeouts (timeout 10) without work
+      ASSERT_TRUE(net.e(0).post_write(net.now(), p.qpn[0], write_wr(p, round, 0, 256 << 10)));
+      net.run(net.now() + ms(20));
+      ASSERT_EQ(net.completions[0].size(), round + 1);
+    }
+    EXPECT_TRUE(data_matches(p));
+    EXPECT_EQ(net.e(0).counters().timeouts, 0u) << (mode == TransportMode::kMrc ? "MRC" : "RoCE");
+    EXPECT_EQ(net.e(0).counters().retransmits, 0u);
+  }
+}
+
 TEST(Engine, post_write__imm_messages_complete_in_order_once) {
   MiniNet net(2);
   Pair p = connect(net, 2, 8, 64 * 1024);
