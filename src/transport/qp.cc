@@ -270,27 +270,30 @@ uint32_t Qp::initial_ring(uint32_t limit) const {
   return static_cast<uint32_t>(std::min<uint64_t>(want, limit));
 }
 
-// Growth copies only the live range; slots outside it are never read before they are
-// written (every reader checks the range first: psn_in_flight_range, record_current, the
-// record-range test in detect_losses_on_path).
+// Doubles a ring indexed by `index & mask`, moving the live indices [from, to) (stepped by
+// `next`) to their slots in the bigger ring. Only the live range is copied: slots outside it
+// are never read before they are written (every reader checks the range first:
+// psn_in_flight_range, record_current, the record-range test in detect_losses_on_path).
+namespace {
+template <typename T, typename Next>
+void double_masked_ring(std::vector<T>& ring, uint32_t& mask, uint32_t from, uint32_t to,
+                        Next next) {
+  std::vector<T> old(2 * (static_cast<size_t>(mask) + 1), T{});
+  old.swap(ring);
+  const uint32_t old_mask = mask;
+  mask = 2 * mask + 1;
+  for (uint32_t i = from; i != to; i = next(i))
+    ring[i & mask] = old[i & old_mask];
+}
+}  // namespace
+
 void Qp::grow_pkt_ring() {
-  const uint32_t n = 2 * (pkt_mask_ + 1);
-  std::vector<TxPkt> old(n, TxPkt{});
-  old.swap(pkts_);
-  const uint32_t old_mask = pkt_mask_;
-  pkt_mask_ = n - 1;
-  for (uint32_t psn = snd_una_; psn != next_psn_; psn = psn_add(psn, 1))
-    pkts_[psn & pkt_mask_] = old[psn & old_mask];
+  double_masked_ring(pkts_, pkt_mask_, snd_una_, next_psn_,
+                     [](uint32_t psn) { return psn_add(psn, 1); });
 }
 
 void Qp::grow_rec_ring() {
-  const uint32_t n = 2 * (rec_mask_ + 1);
-  std::vector<TxRecord> old(n, TxRecord{});
-  old.swap(recs_);
-  const uint32_t old_mask = rec_mask_;
-  rec_mask_ = n - 1;
-  for (uint32_t seq = rec_head_; seq != rec_tail_; ++seq)
-    recs_[seq & rec_mask_] = old[seq & old_mask];
+  double_masked_ring(recs_, rec_mask_, rec_head_, rec_tail_, [](uint32_t seq) { return seq + 1; });
 }
 
 void Qp::grow_retx_ring() {
