@@ -22,6 +22,12 @@
 namespace mrc::net {
 namespace {
 
+// A wait in engine time (picoseconds) as epoll_pwait2's timeout.
+timespec to_timespec(Time t) {
+  return timespec{static_cast<time_t>(t / kPicosPerSecond),
+                  static_cast<long>((t % kPicosPerSecond) / kPicosPerNano)};
+}
+
 constexpr size_t kHeaderRoom = wire::kIpv6HeaderBytes + wire::kUdpHeaderBytes;  // 48
 // Largest transport packet: path MTU 9000 (QpAttr limit) + transport headers + pad + ICRC.
 constexpr size_t kMaxTransportBytes = 9000 + 256;
@@ -691,21 +697,26 @@ NetStatus UdpDriver::poll(Time max_wait) {
       t0 - m.stream_at < kRxStreamHolds * config_.rx_coalesce && engine_.next_deadline() > t0)
     hold_until = m.last_rx_at + config_.rx_coalesce;
   epoll_event events[34];
-  timespec zero{0, 0};
+  // Waits up to `ts` for the data sockets and receives from the readable ones; returns what
+  // epoll_pwait2 returned (errno intact on failure).
+  const auto poll_and_receive = [&](const timespec& ts) {
+    const int got = ::epoll_pwait2(m.epoll.get(), events, 34, &ts, nullptr);
+    if (got > 0) {
+      if (const uint32_t ready = ready_ports(events, got))
+        receive_ready(*this, m, stats_, engine_, config_, clock_, ready);
+    }
+    return got;
+  };
   int n = 0;
   if (t0 >= hold_until) {
     // Input first: whatever arrived since the last turn is older than any deadline that may
     // have passed meanwhile (an ACK waiting in the socket must not lose the race against the
     // PTO just because this process was not running).
-    n = ::epoll_pwait2(m.epoll.get(), events, 34, &zero, nullptr);
+    n = poll_and_receive(timespec{0, 0});
     if (n < 0 && errno != EINTR) return errno_fail("epoll_pwait2", errno);
-    if (n > 0) {
-      if (const uint32_t ready = ready_ports(events, n))
-        receive_ready(*this, m, stats_, engine_, config_, clock_, ready);
-      // One receive per turn: the caller sees the completions of this input before more is
-      // placed (a WRITE_IMM's buffer is checked before its slot can be written again).
-      return service();
-    }
+    // One receive per turn: the caller sees the completions of this input before more is
+    // placed (a WRITE_IMM's buffer is checked before its slot can be written again).
+    if (n > 0) return service();
   }
   if (auto s = service(); !s) return s;
   // The transmit phase stopped on its budget with more to send: no wait; the next turn reads
@@ -729,9 +740,7 @@ NetStatus UdpDriver::poll(Time max_wait) {
     // Hold the ports: sleep on wake() alone until the hold ends (or a deadline, or
     // max_wait), then read every port without asking epoll which are readable (in a
     // stream they all are; an empty one costs one recvmmsg that returns EAGAIN).
-    const Time hold = std::min(wait, hold_until - now);
-    timespec ts{static_cast<time_t>(hold / kPicosPerSecond),
-                static_cast<long>((hold % kPicosPerSecond) / kPicosPerNano)};
+    const timespec ts = to_timespec(std::min(wait, hold_until - now));
     ++stats_.rx_holds;
     n = ::epoll_pwait2(m.wake_epoll.get(), events, 1, &ts, nullptr);
     if (n < 0 && errno != EINTR) return errno_fail("epoll_pwait2", errno);
@@ -740,14 +749,8 @@ NetStatus UdpDriver::poll(Time max_wait) {
     receive_ready(*this, m, stats_, engine_, config_, clock_, all);
     return service();
   }
-  timespec ts{static_cast<time_t>(wait / kPicosPerSecond),
-              static_cast<long>((wait % kPicosPerSecond) / kPicosPerNano)};
-  n = ::epoll_pwait2(m.epoll.get(), events, 34, &ts, nullptr);
+  n = poll_and_receive(to_timespec(wait));
   if (n < 0 && errno != EINTR) return errno_fail("epoll_pwait2", errno);
-  if (n > 0) {
-    if (const uint32_t ready = ready_ports(events, n))
-      receive_ready(*this, m, stats_, engine_, config_, clock_, ready);
-  }
   return service();
 }
 
