@@ -429,11 +429,15 @@ Qp::DataResult Qp::produce_data(Time now, uint32_t mask, TxPacket& out) {
       --retx_size_;
       continue;
     }
-    if (!cc_allows(now, p.bytes)) return blocked_by_cc(now);
+    // A tail-loss probe is not held back by congestion control (RFC 9002 6.2.4): when every
+    // ACK of a flight was lost the window never opens again, and only the probe's ACK can
+    // open it before the ACK timeout declares the whole window lost.
+    if (!pto_probe_due_ && !cc_allows(now, p.bytes)) return blocked_by_cc(now);
     if (rec_tail_ - rec_head_ >= rec_limit_) return DataResult::kIdle;
     const int path = paths_.pick(now, mask, p.ev);
     if (path == PathSet::kNone)
       return paths_.usable_count() ? DataResult::kPortsBusy : DataResult::kIdle;
+    pto_probe_due_ = false;
     retx_head_ = (retx_head_ + 1) & retx_mask_;
     --retx_size_;
     fill_data(now, psn, path, true, out);
@@ -612,10 +616,6 @@ bool Qp::ack_psn(Time now, uint32_t psn) {
     // lesson as a spurious retransmission (the path works; widen the reordering window).
     ++engine_.counters_.losses_undone;
     on_spurious_loss(now, p.ev);
-    if (now > p.sent_at) {
-      pto_floor_ = std::min(std::max(pto_floor_, now - p.sent_at), rto_base());
-      pto_floor_at_ = now;
-    }
   } else if (pto_floor_ && now - pto_floor_at_ > kPtoFloorHalfLife) {
     pto_floor_ /= 2;
     pto_floor_at_ = now;
@@ -627,6 +627,22 @@ bool Qp::ack_psn(Time now, uint32_t psn) {
   // With a single transmission we know exactly which send was delivered (RACK needs that).
   if (p.transmissions == 1) rack_time_ = std::max(rack_time_, p.sent_at);
   return true;
+}
+
+void Qp::learn_pto_floor(Time now, const wire::SackExt& s) {
+  // Only an echo is evidence of how long an acknowledgement took: it names the transmission
+  // and is sent when that packet is read. A PSN covered by the cumulative PSN or the bitmap
+  // may have arrived long before (beyond the 128-PSN bitmap a hole hides it until the hole
+  // is filled), so its send-to-ACK time would teach a floor of the whole loss recovery.
+  for (int i = 0; i < s.echo_count; ++i) {
+    const wire::AckEcho& e = s.echo[static_cast<size_t>(i)];
+    if ((e.flags & wire::AckEcho::kDuplicate) || !psn_in_flight_range(e.psn)) continue;
+    const TxPkt& p = pkt(e.psn);
+    if (p.state != PktState::kLost || p.transmissions != 1 || p.ev != e.ev_index) continue;
+    if (now <= p.sent_at) continue;
+    pto_floor_ = std::min(std::max(pto_floor_, now - p.sent_at), pto_floor_limit());
+    pto_floor_at_ = now;
+  }
 }
 
 Status Qp::validate_ack(const wire::SackExt& s) const {
@@ -652,6 +668,7 @@ Status Qp::validate_ack(const wire::SackExt& s) const {
 void Qp::on_ack(Time now, const RxPacket& rx) {
   const wire::SackExt& s = rx.pkt.sack;
   bool progress = false;
+  learn_pto_floor(now, s);
   // 1. Cumulative part.
   if (psn_diff(s.cum_psn, snd_una_) > 0) {
     for (uint32_t psn = snd_una_; psn != s.cum_psn; psn = psn_add(psn, 1)) {
@@ -701,6 +718,7 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
     last_progress_ = now;
     rto_count_ = 0;
     pto_backoff_ = 0;
+    pto_probe_due_ = false;
   }
   advance_una();
   complete_send_wrs(now);
@@ -797,6 +815,7 @@ void Qp::detect_losses_rack(Time now, bool check_pto) {
         check_pto = false;
         pto_fired_at_ = now;
         pto_backoff_ = std::min<uint32_t>(pto_backoff_ + 1, kMaxPtoBackoff);
+        pto_probe_due_ = true;
       }
       declare_lost(now, r.psn, true, rack ? LossCause::kRack : LossCause::kPto);
     }
@@ -920,6 +939,12 @@ Time Qp::pto() const {
 
 Time Qp::pto_due(Time oldest_sent) const {
   return std::max(oldest_sent, pto_fired_at_) + (pto() << pto_backoff_);
+}
+
+Time Qp::pto_floor_limit() const {
+  // Half the ACK timeout: a tail probe then always gets its chance, and its answer, before
+  // the timeout declares the whole window lost (RFC 8985 7.2: the PTO precedes the RTO).
+  return rto_base() / 2;
 }
 
 Time Qp::rto_base() const {
@@ -1094,7 +1119,11 @@ Status Qp::accept_data(Time now, const RxPacket& rx) {
   if (known && (m.last_psn != last_psn || m.with_imm != with_imm)) {
     return drop(DropReason::kInconsistent, Error::kBadExtension);
   }
-  if (!known && with_imm && wimm_dest_open_ >= max_wimm_dest_) {
+  // Over the limit a WRITE-with-imm is dropped (the requester resends it), except the message
+  // that completes next: messages complete in order, so if later ones held every slot and the
+  // next were refused, none could ever complete. Open ones thus reach max_wimm_dest + 1 at
+  // most, and only while a requester sends more than this limit allows.
+  if (!known && with_imm && wimm_dest_open_ >= max_wimm_dest_ && msg != msg_base_) {
     return drop(DropReason::kWimmExceeded, Error::kQueueFull);
   }
   if (rx.trimmed) {
@@ -1521,8 +1550,8 @@ Status Qp::update(const QpUpdate& u) {
   }
   if (u.timeout) {
     timeout_ = *u.timeout;
-    // The learned PTO floor never exceeds the ACK timeout (see pto_floor_).
-    pto_floor_ = std::min(pto_floor_, rto_base());
+    // The learned PTO floor stays below the ACK timeout (see pto_floor_).
+    pto_floor_ = std::min(pto_floor_, pto_floor_limit());
   }
   if (u.retry_linear) retry_linear_ = *u.retry_linear;
   if (u.retry_exp) retry_exp_ = *u.retry_exp;

@@ -174,6 +174,8 @@ class Qp {
   bool psn_in_flight_range(uint32_t psn) const;
   bool record_current(uint32_t seq) const;
   Status validate_ack(const wire::SackExt& s) const;
+  // Raises pto_floor_ from the ACK's echoes of transmissions already declared lost.
+  void learn_pto_floor(Time now, const wire::SackExt& s);
   void on_ack(Time now, const RxPacket& rx);
   void on_roce_ack(Time now, const RxPacket& rx);
   void on_trim_nack(Time now, const RxPacket& rx);
@@ -196,6 +198,7 @@ class Qp {
   // When the PTO fires for a transmission sent at `oldest_sent` (backed off, at most one
   // tail-loss probe per PTO).
   Time pto_due(Time oldest_sent) const;
+  Time pto_floor_limit() const;
   Time rto_base() const;
   Time rto_interval() const;
   bool has_outstanding() const;
@@ -269,10 +272,10 @@ class Qp {
   Time raw_srtt_ = 0, raw_rttvar_ = 0;
   static constexpr uint32_t kMaxReorderMultiplier = 6;  // window up to 4 min RTTs
   uint32_t reorder_multiplier_ = 0;                     // grows with each spurious loss detection
-  // Learned lower bound of the PTO: how long an acknowledgement took for a packet we had
-  // already declared lost (a responder descheduled for milliseconds, a software path). Zero
-  // on hardware paths (nothing is ever undone); halves every kPtoFloorHalfLife without new
-  // evidence; never above the ACK timeout.
+  // Learned lower bound of the PTO: how long an echoed acknowledgement took for a packet we
+  // had already declared lost (a responder descheduled for milliseconds, a software path).
+  // Zero on hardware paths (nothing is ever undone); halves every kPtoFloorHalfLife without
+  // new evidence; at most pto_floor_limit() (half the ACK timeout).
   static constexpr Time kPtoFloorHalfLife = ms(1000);
   Time pto_floor_ = 0;
   Time pto_floor_at_ = 0;
@@ -281,6 +284,7 @@ class Qp {
   static constexpr uint32_t kMaxPtoBackoff = 6;
   Time pto_fired_at_ = 0;
   uint32_t pto_backoff_ = 0;
+  bool pto_probe_due_ = false;  // the next retransmission is the probe: it ignores the cwnd
   Time last_progress_ = 0;
   uint32_t rto_count_ = 0;  // consecutive ACK timeouts without progress
 

@@ -270,6 +270,32 @@ TEST(Engine, ack_timeout__starts_when_an_idle_qp_sends) {
   }
 }
 
+TEST(Engine, pto__probe_leaves_when_every_ack_of_a_full_window_was_lost) {
+  // The requester stops at its congestion window; every ACK for that flight is lost, so
+  // nothing will open the window again. The tail-loss probe must go out anyway (RFC 9002
+  // 6.2.4) and its ACK resume the transfer, well before the ACK timeout (1 ms here) would
+  // declare the whole window lost.
+  MiniNet net(2);
+  Pair p = connect(net, 2, 8, 4 << 20);
+  uint64_t acks_dropped = 0;
+  net.hook = [&](int src, const TxPacket& tx) {
+    const bool ack = src == 1 && tx.pkt.bth.opcode == wire::Opcode::kAck;
+    if (ack && net.now() > us(5) && net.now() < us(40)) {
+      ++acks_dropped;
+      return Fate::kDrop;
+    }
+    return Fate::kDeliver;
+  };
+  ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 4 << 20)));
+  net.run(ms(20));
+  ASSERT_EQ(net.completions[0].size(), 1u);
+  EXPECT_TRUE(data_matches(p));
+  EXPECT_GT(acks_dropped, 0u);
+  EXPECT_GE(net.e(0).counters().losses_pto, 1u);
+  EXPECT_EQ(net.e(0).counters().timeouts, 0u);
+  EXPECT_LT(net.completions[0][0].time, us(40) + ms(1)) << "waited for the ACK timeout";
+}
+
 TEST(Engine, post_write__imm_messages_complete_in_order_once) {
   MiniNet net(2);
   Pair p = connect(net, 2, 8, 64 * 1024);
@@ -598,6 +624,33 @@ TEST(Engine, update_qp__lowered_max_wimm_dest_drops_write_imms_beyond_it) {
     EXPECT_EQ(net.completions[1][i].status, WcStatus::kSuccess);
     EXPECT_EQ(net.completions[1][i].imm, static_cast<uint32_t>(i * 3 + 1));
   }
+  EXPECT_TRUE(data_matches(p));
+}
+
+TEST(Engine, wimm_dest__a_later_message_holding_the_last_slot_does_not_block_the_next) {
+  // The responder allows one open WRITE-with-imm; the requester (allowed more) loses the
+  // first message's packet, so the second one arrives first and takes the slot. The first
+  // must still be admitted when resent, or neither could ever complete (in-order completion).
+  MiniNet net(2);
+  Pair p = connect(net, 2, 4, 2 * 4096);
+  ASSERT_TRUE(net.e(1).update_qp(0, p.qpn[1], QpUpdate{.max_wimm_dest = 1}));
+  for (int i = 0; i < 2; ++i)
+    ASSERT_TRUE(net.e(1).post_recv(p.qpn[1], static_cast<uint64_t>(i)));
+  bool dropped = false;
+  net.hook = [&](int src, const TxPacket& tx) {
+    if (src == 0 && tx.pkt.bth.opcode == wire::Opcode::kWriteOnlyImm && !dropped) {
+      dropped = true;
+      return Fate::kDrop;
+    }
+    return Fate::kDeliver;
+  };
+  for (int i = 0; i < 2; ++i)
+    ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, i, i * 4096ull, 4096, true)));
+  net.run(ms(50));
+  ASSERT_EQ(net.completions[1].size(), 2u);
+  EXPECT_EQ(net.completions[1][0].imm, 1u);
+  EXPECT_EQ(net.completions[1][1].imm, 4u);
+  EXPECT_EQ(net.e(0).counters().timeouts, 0u);
   EXPECT_TRUE(data_matches(p));
 }
 
