@@ -926,7 +926,15 @@ Time Qp::reorder_window() const {
   // Paths of one fabric differ mostly by queueing; one minimum RTT of slack keeps
   // spraying's reordering from looking like loss while still failing over in a few RTTs.
   const Time base = std::max<Time>(min_rtt_ == kNever ? us(10) : min_rtt_, us(1));
-  return base + base * reorder_multiplier_ / 2;
+  const Time grown = base + base * reorder_multiplier_ / 2;
+  // Each spurious loss widens the window by half a minimum RTT (RFC 8985 6.2 widens it on
+  // evidence of spurious recovery). Up to 4 minimum RTTs always; beyond that only as far as
+  // the RTT's own spread (srtt + 4 rttvar, what the PTO waits for anyway): a software
+  // responder that reads one plane's socket a millisecond after another's reorders by far
+  // more than a fabric's queues, and every loss RACK declares there is spurious.
+  const Time srtt = std::max(srtt_, raw_srtt_);
+  const Time rttvar = std::max(rttvar_, raw_rttvar_);
+  return std::min(grown, std::max(4 * base, srtt + 4 * rttvar));
 }
 
 Time Qp::pto() const {

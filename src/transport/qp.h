@@ -270,8 +270,9 @@ class Qp {
   // included): the PTO waits for an ACK, so it must cover a responder that holds packets
   // (a software responder reading its socket late); srtt_ stays the path's RTT for CC.
   Time raw_srtt_ = 0, raw_rttvar_ = 0;
-  static constexpr uint32_t kMaxReorderMultiplier = 6;  // window up to 4 min RTTs
-  uint32_t reorder_multiplier_ = 0;                     // grows with each spurious loss detection
+  // Window up to 4 min RTTs, or to srtt + 4 rttvar where that is more (reorder_window()).
+  static constexpr uint32_t kMaxReorderMultiplier = 4096;
+  uint32_t reorder_multiplier_ = 0;  // grows with each spurious loss detection
   // Learned lower bound of the PTO: how long an echoed acknowledgement took for a packet we
   // had already declared lost (a responder descheduled for milliseconds, a software path).
   // Zero on hardware paths (nothing is ever undone); halves every kPtoFloorHalfLife without
