@@ -119,6 +119,67 @@ __attribute__((target("pclmul,sse4.1"))) uint32_t crc32_update_clmul(uint32_t st
   return crc32_update_tables(s, std::span<const uint8_t>(p, n));
 }
 
+// The same folding with VPCLMULQDQ on 512-bit registers (AVX-512): each of four registers
+// carries four 16-byte lanes, so one step folds 256 bytes, every lane across x^2048. At the
+// end the four registers fold into one (x^512 apart), its four lanes into one 128-bit
+// register (x^128 apart), and the 128-bit path above finishes.
+constexpr uint64_t kFold16H = fold_constant(2048 + 64), kFold16L = fold_constant(2048);
+
+__attribute__((target("avx512f,vpclmulqdq"))) inline __m512i fold512(__m512i r, __m512i k,
+                                                                     __m512i d) {
+  // 0x96: the three-way XOR.
+  return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(r, k, 0x00),
+                                   _mm512_clmulepi64_epi128(r, k, 0x11), d, 0x96);
+}
+
+__attribute__((target("avx512f,vpclmulqdq,pclmul,sse4.1"))) uint32_t crc32_update_vclmul(
+    uint32_t state, const uint8_t* p, size_t n) {
+  // Precondition: n >= 256.
+  __m512i z0 = _mm512_xor_si512(_mm512_loadu_si512(p),
+                                _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(state))));
+  __m512i z1 = _mm512_loadu_si512(p + 64), z2 = _mm512_loadu_si512(p + 128),
+          z3 = _mm512_loadu_si512(p + 192);
+  p += 256;
+  n -= 256;
+  const __m512i k16 = _mm512_maskz_broadcast_i32x4(
+      0xFFFF, _mm_set_epi64x(static_cast<long long>(kFold16L), static_cast<long long>(kFold16H)));
+  while (n >= 256) {
+    z0 = fold512(z0, k16, _mm512_loadu_si512(p));
+    z1 = fold512(z1, k16, _mm512_loadu_si512(p + 64));
+    z2 = fold512(z2, k16, _mm512_loadu_si512(p + 128));
+    z3 = fold512(z3, k16, _mm512_loadu_si512(p + 192));
+    p += 256;
+    n -= 256;
+  }
+  const __m512i k4 = _mm512_maskz_broadcast_i32x4(
+      0xFFFF, _mm_set_epi64x(static_cast<long long>(kFold4L), static_cast<long long>(kFold4H)));
+  const __m512i z = fold512(fold512(fold512(z0, k4, z1), k4, z2), k4, z3);
+  const __m128i k1 =
+      _mm_set_epi64x(static_cast<long long>(kFold1L), static_cast<long long>(kFold1H));
+  __m128i r = fold(fold(fold(_mm512_maskz_extracti32x4_epi32(0xF, z, 0), k1,
+                             _mm512_maskz_extracti32x4_epi32(0xF, z, 1)),
+                        k1, _mm512_maskz_extracti32x4_epi32(0xF, z, 2)),
+                   k1, _mm512_maskz_extracti32x4_epi32(0xF, z, 3));
+  while (n >= 16) {
+    r = fold(r, k1, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    p += 16;
+    n -= 16;
+  }
+  alignas(16) uint8_t bytes[16];
+  _mm_store_si128(reinterpret_cast<__m128i*>(bytes), r);
+  const uint32_t s = crc32_update_tables(0, std::span<const uint8_t>(bytes, 16));
+  return crc32_update_tables(s, std::span<const uint8_t>(p, n));
+}
+
+bool have_vclmul() {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("vpclmulqdq") &&
+           __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+  }();
+  return yes;
+}
+
 bool have_clmul() {
   // __builtin_cpu_init first: this may run before libgcc's own constructor has filled in the
   // CPU model (a static initializer of another translation unit calling the CRC).
@@ -132,8 +193,35 @@ bool have_clmul() {
 }  // namespace
 #endif
 
+bool crc32_path_available(Crc32Path path) {
+  switch (path) {
+    case Crc32Path::kTables:
+      return true;
+#if defined(__x86_64__)
+    case Crc32Path::kClmul:
+      return have_clmul();
+    case Crc32Path::kVclmul:
+      return have_vclmul();
+#endif
+    default:
+      return false;
+  }
+}
+
+uint32_t crc32_update_path(Crc32Path path, uint32_t state, std::span<const uint8_t> data) {
+#if defined(__x86_64__)
+  if (path == Crc32Path::kVclmul && data.size() >= 256)
+    return crc32_update_vclmul(state, data.data(), data.size());
+  if (path == Crc32Path::kClmul && data.size() >= 64)
+    return crc32_update_clmul(state, data.data(), data.size());
+#endif
+  return crc32_update_tables(state, data);
+}
+
 uint32_t crc32_update(uint32_t state, std::span<const uint8_t> data) {
 #if defined(__x86_64__)
+  if (data.size() >= 256 && have_vclmul())
+    return crc32_update_vclmul(state, data.data(), data.size());
   if (data.size() >= 64 && have_clmul()) return crc32_update_clmul(state, data.data(), data.size());
 #endif
   return crc32_update_tables(state, data);

@@ -1192,15 +1192,27 @@ RC_GTEST_PROP(Crc32Property, folding_path_matches_tables, ()) {
   std::span<const uint8_t> s(data.data() + offset, n);
   RC_ASSERT(crc32_update(state, s) == crc32_update_tables(state, s));
   RC_ASSERT(crc32_update(state, s) == ref_crc32_update(state, s.data(), n));
+  for (Crc32Path path : {Crc32Path::kClmul, Crc32Path::kVclmul}) {
+    if (crc32_path_available(path)) {
+      RC_ASSERT(crc32_update_path(path, state, s) == crc32_update_tables(state, s));
+    }
+  }
 }
 
 TEST(Crc32, folding_boundaries_match_tables) {
-  Bytes data(400);
+  // Around the 16-, 64- and 256-byte steps (the last: VPCLMULQDQ, x86-64 with AVX-512).
+  Bytes data(800);
   for (size_t i = 0; i < data.size(); ++i)
     data[i] = static_cast<uint8_t>(i * 37 + 11);
-  for (size_t n = 0; n <= 300; ++n) {
+  for (size_t n = 0; n <= 780; ++n) {
     std::span<const uint8_t> s(data.data() + 3, n);
-    ASSERT_EQ(crc32_update(0xFFFFFFFF, s), ref_crc32_update(0xFFFFFFFF, s.data(), n)) << n;
+    const uint32_t want = ref_crc32_update(0xFFFFFFFF, s.data(), n);
+    ASSERT_EQ(crc32_update(0xFFFFFFFF, s), want) << n;
+    for (Crc32Path path : {Crc32Path::kTables, Crc32Path::kClmul, Crc32Path::kVclmul}) {
+      if (crc32_path_available(path)) {
+        ASSERT_EQ(crc32_update_path(path, 0xFFFFFFFF, s), want) << n << " path " << int(path);
+      }
+    }
   }
 }
 
