@@ -160,7 +160,7 @@ Status Qp::to_rts(Time now, const QpAttr& a) {
   rec_limit_ = 2 * pkt_limit_;
   rec_head_ = rec_tail_ = 0;
   retx_head_ = retx_size_ = 0;
-  snd_una_ = next_psn_ = gbn_next_ = a.sq_psn;
+  snd_una_ = next_psn_ = gbn_next_ = ack_reach_base_ = a.sq_psn;
   switch (cc_spec_.algorithm) {
     case CcAlgorithm::kNscc: {
       cc::NsccConfig cfg = cc_spec_.nscc;
@@ -616,6 +616,11 @@ bool Qp::ack_psn(Time now, uint32_t psn) {
     // lesson as a spurious retransmission (the path works; widen the reordering window).
     ++engine_.counters_.losses_undone;
     on_spurious_loss(now, p.ev);
+    // Timing evidence only if the previous ACK could have reported this PSN (its bitmap
+    // reached it): then it arrived after that ACK left. Beyond that reach a hole hides a
+    // PSN until the hole is filled, and its send-to-ACK time would be the whole recovery's.
+    const int32_t reach = psn_diff(psn, ack_reach_base_);
+    if (reach >= 0 && reach < 64 * wire::kSackBitmapWords) learn_pto_floor(now, p.sent_at);
   } else if (pto_floor_ && now - pto_floor_at_ > kPtoFloorHalfLife) {
     pto_floor_ /= 2;
     pto_floor_at_ = now;
@@ -629,19 +634,21 @@ bool Qp::ack_psn(Time now, uint32_t psn) {
   return true;
 }
 
-void Qp::learn_pto_floor(Time now, const wire::SackExt& s) {
-  // Only an echo is evidence of how long an acknowledgement took: it names the transmission
-  // and is sent when that packet is read. A PSN covered by the cumulative PSN or the bitmap
-  // may have arrived long before (beyond the 128-PSN bitmap a hole hides it until the hole
-  // is filled), so its send-to-ACK time would teach a floor of the whole loss recovery.
+void Qp::learn_pto_floor(Time now, Time sent_at) {
+  if (now <= sent_at) return;
+  pto_floor_ = std::min(std::max(pto_floor_, now - sent_at), pto_floor_limit());
+  pto_floor_at_ = now;
+}
+
+void Qp::learn_pto_floor_from_echoes(Time now, const wire::SackExt& s) {
+  // An echo names the transmission and is sent when that packet is read: evidence of how
+  // long its acknowledgement took wherever the PSN lies (ack_psn covers the others).
   for (int i = 0; i < s.echo_count; ++i) {
     const wire::AckEcho& e = s.echo[static_cast<size_t>(i)];
     if ((e.flags & wire::AckEcho::kDuplicate) || !psn_in_flight_range(e.psn)) continue;
     const TxPkt& p = pkt(e.psn);
-    if (p.state != PktState::kLost || p.transmissions != 1 || p.ev != e.ev_index) continue;
-    if (now <= p.sent_at) continue;
-    pto_floor_ = std::min(std::max(pto_floor_, now - p.sent_at), pto_floor_limit());
-    pto_floor_at_ = now;
+    if (p.state == PktState::kLost && p.transmissions == 1 && p.ev == e.ev_index)
+      learn_pto_floor(now, p.sent_at);
   }
 }
 
@@ -668,7 +675,7 @@ Status Qp::validate_ack(const wire::SackExt& s) const {
 void Qp::on_ack(Time now, const RxPacket& rx) {
   const wire::SackExt& s = rx.pkt.sack;
   bool progress = false;
-  learn_pto_floor(now, s);
+  learn_pto_floor_from_echoes(now, s);
   // 1. Cumulative part.
   if (psn_diff(s.cum_psn, snd_una_) > 0) {
     for (uint32_t psn = snd_una_; psn != s.cum_psn; psn = psn_add(psn, 1)) {
@@ -720,6 +727,7 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
     pto_backoff_ = 0;
     pto_probe_due_ = false;
   }
+  if (psn_diff(s.sack_base, ack_reach_base_) > 0) ack_reach_base_ = s.sack_base;
   advance_una();
   complete_send_wrs(now);
   engine_.mark_ready(this);

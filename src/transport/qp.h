@@ -174,8 +174,10 @@ class Qp {
   bool psn_in_flight_range(uint32_t psn) const;
   bool record_current(uint32_t seq) const;
   Status validate_ack(const wire::SackExt& s) const;
-  // Raises pto_floor_ from the ACK's echoes of transmissions already declared lost.
-  void learn_pto_floor(Time now, const wire::SackExt& s);
+  // Raises pto_floor_ to how long the acknowledgement of a packet sent at `sent_at`, already
+  // declared lost, took; from the ACK's echoes of such packets.
+  void learn_pto_floor(Time now, Time sent_at);
+  void learn_pto_floor_from_echoes(Time now, const wire::SackExt& s);
   void on_ack(Time now, const RxPacket& rx);
   void on_roce_ack(Time now, const RxPacket& rx);
   void on_trim_nack(Time now, const RxPacket& rx);
@@ -280,6 +282,8 @@ class Qp {
   static constexpr Time kPtoFloorHalfLife = ms(1000);
   Time pto_floor_ = 0;
   Time pto_floor_at_ = 0;
+  // sack_base of the newest ACK so far: PSNs in [it, it + 128) were reportable by that ACK.
+  uint32_t ack_reach_base_ = 0;
   // Tail-loss probing: the last PTO and how often it fired without progress since (each
   // doubles the next wait, as RFC 8985 backs off).
   static constexpr uint32_t kMaxPtoBackoff = 6;
