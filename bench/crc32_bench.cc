@@ -31,7 +31,8 @@ void BM_Crc32(benchmark::State& state) {
 
 BENCHMARK(BM_Crc32)
     ->ArgNames({"path", "bytes"})
-    ->ArgsProduct({{static_cast<int64_t>(Crc32Path::kTables), static_cast<int64_t>(Crc32Path::kClmul),
+    ->ArgsProduct({{static_cast<int64_t>(Crc32Path::kTables),
+                    static_cast<int64_t>(Crc32Path::kClmul),
                     static_cast<int64_t>(Crc32Path::kVclmul)},
                    {64, 1024, 4096, 9000}});
 
