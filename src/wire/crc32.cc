@@ -86,6 +86,23 @@ __attribute__((target("pclmul,sse4.1"))) inline __m128i fold(__m128i r, __m128i 
       _mm_xor_si128(_mm_clmulepi64_si128(r, k, 0x00), _mm_clmulepi64_si128(r, k, 0x11)), d);
 }
 
+// The common end of both folding paths: the rest in 16-byte steps, then the register's 16
+// bytes and the last n < 16 bytes through the tables (which reduce them).
+__attribute__((target("pclmul,sse4.1"))) inline uint32_t finish_fold(__m128i r, const uint8_t* p,
+                                                                     size_t n) {
+  const __m128i k1 =
+      _mm_set_epi64x(static_cast<long long>(kFold1L), static_cast<long long>(kFold1H));
+  while (n >= 16) {
+    r = fold(r, k1, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    p += 16;
+    n -= 16;
+  }
+  alignas(16) uint8_t bytes[16];
+  _mm_store_si128(reinterpret_cast<__m128i*>(bytes), r);
+  const uint32_t s = crc32_update_tables(0, std::span<const uint8_t>(bytes, 16));
+  return crc32_update_tables(s, std::span<const uint8_t>(p, n));
+}
+
 __attribute__((target("pclmul,sse4.1"))) uint32_t crc32_update_clmul(uint32_t state,
                                                                      const uint8_t* p, size_t n) {
   // Precondition: n >= 64. The state enters as an XOR into the first four bytes (a CRC
@@ -107,16 +124,7 @@ __attribute__((target("pclmul,sse4.1"))) uint32_t crc32_update_clmul(uint32_t st
   }
   const __m128i k1 =
       _mm_set_epi64x(static_cast<long long>(kFold1L), static_cast<long long>(kFold1H));
-  __m128i r = fold(fold(fold(r0, k1, r1), k1, r2), k1, r3);
-  while (n >= 16) {
-    r = fold(r, k1, load(p));
-    p += 16;
-    n -= 16;
-  }
-  alignas(16) uint8_t bytes[16];
-  _mm_store_si128(reinterpret_cast<__m128i*>(bytes), r);
-  const uint32_t s = crc32_update_tables(0, std::span<const uint8_t>(bytes, 16));
-  return crc32_update_tables(s, std::span<const uint8_t>(p, n));
+  return finish_fold(fold(fold(fold(r0, k1, r1), k1, r2), k1, r3), p, n);
 }
 
 // The same folding with VPCLMULQDQ on 512-bit registers (AVX-512): each of four registers
@@ -156,19 +164,11 @@ __attribute__((target("avx512f,vpclmulqdq,pclmul,sse4.1"))) uint32_t crc32_updat
   const __m512i z = fold512(fold512(fold512(z0, k4, z1), k4, z2), k4, z3);
   const __m128i k1 =
       _mm_set_epi64x(static_cast<long long>(kFold1L), static_cast<long long>(kFold1H));
-  __m128i r = fold(fold(fold(_mm512_maskz_extracti32x4_epi32(0xF, z, 0), k1,
-                             _mm512_maskz_extracti32x4_epi32(0xF, z, 1)),
-                        k1, _mm512_maskz_extracti32x4_epi32(0xF, z, 2)),
-                   k1, _mm512_maskz_extracti32x4_epi32(0xF, z, 3));
-  while (n >= 16) {
-    r = fold(r, k1, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    p += 16;
-    n -= 16;
-  }
-  alignas(16) uint8_t bytes[16];
-  _mm_store_si128(reinterpret_cast<__m128i*>(bytes), r);
-  const uint32_t s = crc32_update_tables(0, std::span<const uint8_t>(bytes, 16));
-  return crc32_update_tables(s, std::span<const uint8_t>(p, n));
+  const __m128i r = fold(fold(fold(_mm512_maskz_extracti32x4_epi32(0xF, z, 0), k1,
+                                   _mm512_maskz_extracti32x4_epi32(0xF, z, 1)),
+                              k1, _mm512_maskz_extracti32x4_epi32(0xF, z, 2)),
+                         k1, _mm512_maskz_extracti32x4_epi32(0xF, z, 3));
+  return finish_fold(r, p, n);
 }
 
 bool have_vclmul() {
