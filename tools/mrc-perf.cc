@@ -519,6 +519,10 @@ NetResult<RawResult> run_raw(Session& cs, SideChannel& ch, const Options& o) {
   // MRC's messages do, so that both pay the same copy from the same memory.
   const uint32_t mtu = cs.config().mtu;
   std::vector<uint8_t> headers(r.datagram_bytes - mtu, 0x5A);
+  // A registered buffer smaller than one payload (small messages without --verify) cannot
+  // source it: then a buffer of its own, as large as one payload.
+  std::vector<uint8_t> own_payload(cs.buffer_bytes() < mtu ? mtu : 0, 0x5A);
+  uint8_t* const source = own_payload.empty() ? cs.buffer() : own_payload.data();
   const uint64_t pieces = std::max<uint64_t>(1, cs.buffer_bytes() / mtu);
   constexpr size_t kBatch = 64;
   std::vector<std::array<iovec, 2>> iovs(P * kBatch);
@@ -563,7 +567,7 @@ NetResult<RawResult> run_raw(Session& cs, SideChannel& ch, const Options& o) {
       h.msg_namelen = sizeof(sockaddr_in6);
       std::array<iovec, 2>& v = iovs[p * kBatch + i];
       v[0] = iovec{headers.data(), headers.size()};
-      v[1] = iovec{cs.buffer() + ((p * kBatch + i) % pieces) * mtu, mtu};
+      v[1] = iovec{source + ((p * kBatch + i) % pieces) * mtu, mtu};
       h.msg_iov = v.data();
       h.msg_iovlen = 2;
     }
@@ -575,7 +579,7 @@ NetResult<RawResult> run_raw(Session& cs, SideChannel& ch, const Options& o) {
   while (monotonic_ns() < stop)
     for (size_t p = 0; p < P; ++p) {
       for (size_t i = 0; i < kBatch; ++i)
-        iovs[p * kBatch + i][1].iov_base = cs.buffer() + (next_piece++ % pieces) * mtu;
+        iovs[p * kBatch + i][1].iov_base = source + (next_piece++ % pieces) * mtu;
       const int n = ::sendmmsg(fds[p].get(), msgs[p].data(), kBatch, 0);
       if (n > 0) r.sent += static_cast<uint64_t>(n);
     }

@@ -782,6 +782,7 @@ void Qp::on_roce_ack(Time now, const RxPacket& rx) {
 void Qp::on_spurious_loss(Time now, uint16_t ev) {
   ++engine_.counters_.spurious_losses;
   reorder_multiplier_ = std::min<uint32_t>(reorder_multiplier_ + 1, kMaxReorderMultiplier);
+  losses_since_spurious_ = 0;
   report_path_change(now, ev, paths_.on_delivered(ev));
 }
 
@@ -858,6 +859,11 @@ void Qp::declare_lost(Time now, uint32_t psn, bool mark_path, LossCause cause) {
     case LossCause::kOther:
       ++c.losses_other;
       break;
+  }
+  if ((cause == LossCause::kPathOrder || cause == LossCause::kRack) && reorder_multiplier_ &&
+      ++losses_since_spurious_ >= kReorderPersistLosses) {
+    reorder_multiplier_ /= 2;
+    losses_since_spurious_ = 0;
   }
   p.state = PktState::kLost;
   inflight_bytes_ -= std::min<uint64_t>(inflight_bytes_, p.bytes);
@@ -936,10 +942,11 @@ Time Qp::reorder_window() const {
   const Time base = std::max<Time>(min_rtt_ == kNever ? us(10) : min_rtt_, us(1));
   const Time grown = base + base * reorder_multiplier_ / 2;
   // Each spurious loss widens the window by half a minimum RTT (RFC 8985 6.2 widens it on
-  // evidence of spurious recovery). Up to 4 minimum RTTs always; beyond that only as far as
-  // the RTT's own spread (srtt + 4 rttvar, what the PTO waits for anyway): a software
-  // responder that reads one plane's socket a millisecond after another's reorders by far
-  // more than a fabric's queues, and every loss RACK declares there is spurious.
+  // evidence of spurious recovery; 16 real losses in a row halve the widening). Up to 4
+  // minimum RTTs always; beyond that only as far as the RTT's own spread (srtt + 4 rttvar):
+  // a software responder that reads one plane's socket a millisecond after another's
+  // reorders by far more than a fabric's queues, and every loss RACK declares there is
+  // spurious. The PTO then waits srtt beyond this window (pto()).
   const Time srtt = std::max(srtt_, raw_srtt_);
   const Time rttvar = std::max(rttvar_, raw_rttvar_);
   return std::min(grown, std::max(4 * base, srtt + 4 * rttvar));
@@ -958,8 +965,9 @@ Time Qp::pto_due(Time oldest_sent) const {
 }
 
 Time Qp::pto_floor_limit() const {
-  // Half the ACK timeout: a tail probe then always gets its chance, and its answer, before
-  // the timeout declares the whole window lost (RFC 8985 7.2: the PTO precedes the RTO).
+  // Half the ACK timeout: a learned floor alone never pushes the tail probe (and its answer)
+  // past the ACK timeout, which would declare the whole window lost (RFC 8985 7.2: the PTO
+  // precedes the RTO). Backoff after probes without progress still may.
   return rto_base() / 2;
 }
 
@@ -1137,8 +1145,9 @@ Status Qp::accept_data(Time now, const RxPacket& rx) {
   }
   // Over the limit a WRITE-with-imm is dropped (the requester resends it), except the message
   // that completes next: messages complete in order, so if later ones held every slot and the
-  // next were refused, none could ever complete. Open ones thus reach max_wimm_dest + 1 at
-  // most, and only while a requester sends more than this limit allows.
+  // next were refused, none could ever complete. Only that one message at a time goes over
+  // the limit, and only while a requester sends more than the limit allows (or after
+  // update_qp lowered it below what was already open).
   if (!known && with_imm && wimm_dest_open_ >= max_wimm_dest_ && msg != msg_base_) {
     return drop(DropReason::kWimmExceeded, Error::kQueueFull);
   }

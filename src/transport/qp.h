@@ -275,10 +275,17 @@ class Qp {
   // Window up to 4 min RTTs, or to srtt + 4 rttvar where that is more (reorder_window()).
   static constexpr uint32_t kMaxReorderMultiplier = 4096;
   uint32_t reorder_multiplier_ = 0;  // grows with each spurious loss detection
-  // Learned lower bound of the PTO: how long an echoed acknowledgement took for a packet we
-  // had already declared lost (a responder descheduled for milliseconds, a software path).
-  // Zero on hardware paths (nothing is ever undone); halves every kPtoFloorHalfLife without
-  // new evidence; at most pto_floor_limit() (half the ACK timeout).
+  // RFC 8985 6.2 lets a widened window persist for 16 loss recoveries without evidence of a
+  // spurious one; here: every 16 losses detected by RACK or path order since the last
+  // spurious loss halve the multiplier.
+  static constexpr uint32_t kReorderPersistLosses = 16;
+  uint32_t losses_since_spurious_ = 0;
+  // Learned lower bound of the PTO: how long the acknowledgement of a packet we had already
+  // declared lost took (a responder descheduled for milliseconds, a software path), where the
+  // previous ACK could have reported it or an echo names it. Zero on hardware paths (nothing
+  // is ever undone); halves every kPtoFloorHalfLife without new evidence; at most
+  // pto_floor_limit() (half the ACK timeout). If the ACKs between were lost, a sample includes
+  // that gap too (bounded by the limit and the half-life).
   static constexpr Time kPtoFloorHalfLife = ms(1000);
   Time pto_floor_ = 0;
   Time pto_floor_at_ = 0;

