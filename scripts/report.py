@@ -653,8 +653,12 @@ def exp4(a, rep, runs, docs):
             holds = sum(x[3] for x in mt) == 0 and min(x[1] for x in mt) >= 0.8
             ok_n = [x[0] for x in mt if x[3] == 0]
             bad_n = [x[0] for x in mt if x[3] > 0]
-            why = ("trimming turns overflow into NACKs instead of losses; without it the last packets of "
-                   "a message are recovered only by the ACK timeout")
+            mn_bad = [x[0] for x in mn if x[3] > 0]
+            why = ("trimming turns overflow into NACKs instead of losses; without it the losses are "
+                   "recovered by RACK and the tail-loss probe" +
+                   (f", and from {min(mn_bad)} senders some only by the ACK timeout" if mn_bad else "") +
+                   f" (goodput without trimming {min(x[1] for x in mn):.2f}-{max(x[1] for x in mn):.2f}"
+                   " of line rate)")
             if bad_n:
                 why = (f"holds up to {max(ok_n) if ok_n else 0} senders; at {', '.join(map(str, bad_n))} senders "
                        "packets are dropped despite trimming and wait for the ACK timeout (every sender starts "
@@ -802,7 +806,8 @@ def exp5(a, rep, runs, docs):
             f"the affected iteration is {min(mrc_lost):,.0f}-{max(mrc_lost):,.0f} us longer; RoCEv2 waits for "
             "ACK timeouts (ms) and routing convergence (50 ms - 1 s)",
             "holds for detection and rerouting", "microseconds depend on traffic being in flight on the bad "
-            "path (RACK-style detection); an idle path or a tail loss waits for the ACK timeout (experiment 6)"))
+            "path (RACK-style detection); a tail loss with no later packet waits for the tail-loss probe (a "
+            "few RTTs), an idle path for the next packet sent on it or a probe (experiment 6)"))
 
 
 def exp6(a, rep, runs, docs):
@@ -983,8 +988,8 @@ def main():
               "all-to-all is a QP pair. At 1,024 ranks MRC runs it (16 MiB per rank, 16 KiB per flow) on "
               "1,047,552 QPs with 4 EVs per plane: a QP's rings grow with what is in flight, so it "
               "holds ~5.6 KB (its 32 paths 3.4 KB, the QP object 1.1 KB, rings 0.7 KB, NSCC 0.3 KB; "
-              "measured: 7.1 GB peak RSS, 6.8 KB per QP with the simulator's per-flow state, 8 min "
-              "for both transports; the default 256 paths would be ~29 KB, ~31 GB). RoCEv2 (one QP per plane: 8.4 M QPs of "
+              "measured: 7.1 GB peak RSS, 6.8 KB per QP with the simulator's per-flow state; "
+              "wall time in the run table; the default 256 paths would be ~29 KB, ~31 GB). RoCEv2 (one QP per plane: 8.4 M QPs of "
               "~1.9 KB, ~17 GB) runs the all-to-all at 128 GPUs (8 MiB per rank) with MRC beside it. "
               "8,192 ranks are 67 M MRC QPs (~375 GB at 5.6 KB) and stay out of reach. AllReduce at 1,024 GPUs goes up to 256 MiB; 1 GiB at "
               "1,024 ranks is 2 TiB of simulated traffic, 4x the 256 MiB run (see its wall time in the "
