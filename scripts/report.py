@@ -92,7 +92,9 @@ def plan(mode):
         # way. Measured: 485 s for both transports, 7.1 GB peak RSS (6.8 KB per QP
         # with everything the simulator keeps per flow). RoCEv2 splits every flow over
         # the 8 planes (one QP per plane): 8.4 M QPs at ~2 KB (~17 GB), more than this shared
-        # machine has to spare; it runs at 128 ranks (e2-a2a-128, all four transports).
+        # machine has to spare; it runs at 128 ranks (e2-a2a-128, all four transports). Tried
+        # on 2026-11-30 (roce_pfc + roce, 16 MiB): 18.6 GB RSS and not finished after 40 min
+        # (sharing the cores), then stopped when the machine ran out of memory.
         R("e2-a2a-1024", "lb-alltoall", "workload.size=16MiB", "transport.evs_per_plane=4",
           "transport.kinds=[mrc,mrc_oblivious]")
         R("e2-a2a-128", "lb-alltoall", "topo.hosts=128", "topo.radix=16", "workload.size=8MiB")
@@ -990,7 +992,8 @@ def main():
               "holds ~5.6 KB (its 32 paths 3.4 KB, the QP object 1.1 KB, rings 0.7 KB, NSCC 0.3 KB; "
               "measured: 7.1 GB peak RSS, 6.8 KB per QP with the simulator's per-flow state; "
               "wall time in the run table; the default 256 paths would be ~29 KB, ~31 GB). RoCEv2 (one QP per plane: 8.4 M QPs of "
-              "~1.9 KB, ~17 GB) runs the all-to-all at 128 GPUs (8 MiB per rank) with MRC beside it. "
+              "~1.9 KB, ~17 GB; a try reached 18.6 GB and had not finished after 40 min) runs the all-to-all at "
+              "128 GPUs (8 MiB per rank) with MRC beside it. "
               "8,192 ranks are 67 M MRC QPs (~375 GB at 5.6 KB) and stay out of reach. AllReduce at 1,024 GPUs goes up to 256 MiB; 1 GiB at "
               "1,024 ranks is 2 TiB of simulated traffic, 4x the 256 MiB run (see its wall time in the "
               "run table), beyond the 2 h budget, so 1 GiB runs at 64 GPUs instead. The training loop (experiments 5 and 6) at 1,024 GPUs runs the "
