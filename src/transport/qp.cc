@@ -42,6 +42,17 @@ bool aeth_is_nak(uint8_t syndrome) {
 constexpr uint32_t kTrimNackQueue = 64;
 constexpr uint32_t kProbeReplyQueue = 32;
 
+// Moves the `size` live elements of a FIFO ring (from `head`, in ring_wrap order; head is
+// inside the ring) to the front of a new ring of `n` >= size entries.
+template <typename T>
+void regrow_fifo(std::vector<T>& ring, uint32_t& head, uint32_t size, size_t n) {
+  std::vector<T> bigger(n);
+  for (uint32_t i = 0; i < size; ++i)
+    bigger[i] = ring[ring_wrap(head + i, ring.size())];
+  ring = std::move(bigger);
+  head = 0;
+}
+
 // Room for one more element in a FIFO ring (`head`, `size`, in ring_wrap order) of at most
 // `limit` entries: a full ring doubles (starting at `initial`), its live elements moving to
 // the front. False if it already holds `limit`.
@@ -49,11 +60,7 @@ template <typename T>
 bool fifo_room(std::vector<T>& ring, uint32_t& head, uint32_t size, size_t limit, size_t initial) {
   if (size < ring.size()) return true;
   if (size >= limit) return false;
-  std::vector<T> bigger(std::min(limit, std::max<size_t>({initial, 2 * ring.size(), 1})));
-  for (uint32_t i = 0; i < size; ++i)
-    bigger[i] = ring[ring_wrap(head + i, ring.size())];
-  ring = std::move(bigger);
-  head = 0;
+  regrow_fifo(ring, head, size, std::min(limit, std::max<size_t>({initial, 2 * ring.size(), 1})));
   return true;
 }
 
@@ -297,13 +304,9 @@ void Qp::grow_rec_ring() {
 }
 
 void Qp::grow_retx_ring() {
-  const uint32_t n = 2 * (retx_mask_ + 1);
-  std::vector<uint32_t> bigger(n, 0);
-  for (uint32_t i = 0; i < retx_size_; ++i)
-    bigger[i] = retx_[(retx_head_ + i) & retx_mask_];
-  retx_ = std::move(bigger);
-  retx_mask_ = n - 1;
-  retx_head_ = 0;
+  // A power-of-two ring (indexed by `& retx_mask_`, which equals ring_wrap for head < size).
+  regrow_fifo(retx_, retx_head_, retx_size_, 2 * (static_cast<size_t>(retx_mask_) + 1));
+  retx_mask_ = static_cast<uint32_t>(retx_.size()) - 1;
 }
 
 // Only WRs from sq_head_ on are ever read again: a completed WR's packets are all
