@@ -567,7 +567,7 @@ NetResult<RawResult> run_raw(Session& cs, SideChannel& ch, const Options& o) {
       h.msg_namelen = sizeof(sockaddr_in6);
       std::array<iovec, 2>& v = iovs[p * kBatch + i];
       v[0] = iovec{headers.data(), headers.size()};
-      v[1] = iovec{source + ((p * kBatch + i) % pieces) * mtu, mtu};
+      v[1] = iovec{source, mtu};  // iov_base: set before each sendmmsg below
       h.msg_iov = v.data();
       h.msg_iovlen = 2;
     }
