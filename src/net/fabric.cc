@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -24,9 +25,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 
+#include "net/route_netlink.h"
 #include "wire/usid.h"
 
 namespace mrc::net {
@@ -1058,7 +1061,8 @@ std::string known_names_hint(const FabricPlan& plan, bool switches) {
 
 // A socket that lives in `ns`: enter the namespace on this thread, create, come back.
 // (A socket stays in the namespace it was created in.)
-FabricResult<int> udp_socket_in_netns(const std::string& ns) {
+FabricResult<int> socket_in_netns(const std::string& ns,
+                                  const std::function<FabricResult<int>()>& open_socket) {
   const int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
   if (self < 0) return fabric_error(std::string("open own netns: ") + strerror(errno));
   const std::string path = "/run/netns/" + ns;
@@ -1072,8 +1076,11 @@ FabricResult<int> udp_socket_in_netns(const std::string& ns) {
   if (setns(target, CLONE_NEWNET) != 0) {
     err = "setns " + ns + ": " + strerror(errno);
   } else {
-    fd = socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) err = std::string("socket: ") + strerror(errno);
+    auto opened = open_socket();
+    if (opened)
+      fd = *opened;
+    else
+      err = opened.error();
     if (setns(self, CLONE_NEWNET) != 0) {
       // Stuck in the wrong namespace: nothing after this could be trusted.
       std::perror("setns back to the original network namespace");
@@ -1086,12 +1093,36 @@ FabricResult<int> udp_socket_in_netns(const std::string& ns) {
   return fd;
 }
 
+FabricResult<int> udp_socket_in_netns(const std::string& ns) {
+  return socket_in_netns(ns, []() -> FabricResult<int> {
+    const int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return fabric_error(std::string("socket: ") + strerror(errno));
+    return fd;
+  });
+}
+
+FabricResult<int> interface_index(int sock, const std::string& ifname) {
+  ifreq ifr{};
+  std::snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", ifname.c_str());
+  if (ioctl(sock, SIOCGIFINDEX, &ifr) != 0)
+    return fabric_error("interface " + ifname + ": " + strerror(errno));
+  return ifr.ifr_ifindex;
+}
+
 FabricResult<bool> interface_is_up(int sock, const std::string& ifname) {
   ifreq ifr{};
   std::snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", ifname.c_str());
   if (ioctl(sock, SIOCGIFFLAGS, &ifr) != 0)
     return fabric_error("interface " + ifname + ": " + strerror(errno));
   return (ifr.ifr_flags & IFF_UP) != 0;
+}
+
+FabricResult<bool> interface_is_running(int sock, const std::string& ifname) {
+  ifreq ifr{};
+  std::snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", ifname.c_str());
+  if (ioctl(sock, SIOCGIFFLAGS, &ifr) != 0)
+    return fabric_error("interface " + ifname + ": " + strerror(errno));
+  return (ifr.ifr_flags & IFF_RUNNING) != 0;
 }
 
 FabricStatus set_interface_up(int sock, const std::string& ifname, bool up) {
@@ -1312,31 +1343,114 @@ FabricResult<std::set<std::string>> down_interfaces(const FabricPlan& plan, std:
   return down;
 }
 
+// Re-installs `ns`'s planned forwarding routes without nexthops through interfaces that are
+// down (see set_link_admin).
+FabricStatus restore_forward_routes(const FabricPlan& plan, const std::string& ns) {
+  auto down = down_interfaces(plan, ns);
+  if (!down) return std::unexpected(down.error());
+  auto sock = udp_socket_in_netns(ns);
+  if (!sock) return std::unexpected(sock.error());
+  std::vector<NetlinkRoute> routes;
+  std::string err;
+  for (const Route& r : plan.routes) {
+    if (r.ns != ns || r.kind != RouteKind::kForward || !err.empty()) continue;
+    NetlinkRoute nr;
+    if (auto ok = parse_route_prefix(r.prefix, nr); !ok) {
+      err = ns + ": " + ok.error();
+      break;
+    }
+    for (const Nexthop& nh : r.nexthops) {
+      if (down->contains(nh.dev)) continue;
+      NetlinkNexthop n;
+      if (inet_pton(AF_INET6, nh.via.c_str(), &n.gateway) != 1) {
+        err = ns + ": bad gateway '" + nh.via + "'";
+        break;
+      }
+      auto index = interface_index(*sock, nh.dev);
+      if (!index) {
+        err = ns + ": " + index.error();
+        break;
+      }
+      n.ifindex = *index;
+      nr.nexthops.push_back(n);
+    }
+    if (!r.src.empty()) {
+      in6_addr src{};
+      if (inet_pton(AF_INET6, r.src.c_str(), &src) != 1) err = ns + ": bad source '" + r.src + "'";
+      nr.src = src;
+    }
+    if (!nr.nexthops.empty()) routes.push_back(std::move(nr));
+  }
+  close(*sock);
+  if (!err.empty()) return fabric_error(err);
+  auto nl = socket_in_netns(ns, open_route_netlink);
+  if (!nl) return std::unexpected(nl.error());
+  auto ok = replace_routes(*nl, routes);
+  close(*nl);
+  if (!ok) return fabric_error(ns + ": " + ok.error());
+  return {};
+}
+
 FabricStatus set_link_admin(const FabricPlan& plan, std::string_view name, bool up) {
   const Link* link = plan.link(name);
   if (!link)
     return fabric_error("unknown link '" + std::string(name) + "'" + known_names_hint(plan, false));
   // Interface flags by ioctl from sockets in the two namespaces: no process per change, so a
   // link can flap every few milliseconds.
-  for (const LinkEnd* e : {&link->upper, &link->lower}) {
-    auto sock = udp_socket_in_netns(e->ns);
-    if (!sock) return std::unexpected(sock.error());
-    auto ok = set_interface_up(*sock, e->ifname, up);
-    close(*sock);
-    if (!ok) return fabric_error(e->ns + ": " + ok.error());
+  std::array<int, 2> socks{-1, -1};
+  const auto close_socks = [&] {
+    for (int fd : socks)
+      if (fd >= 0) close(fd);
+  };
+  const std::array<const LinkEnd*, 2> ends{&link->upper, &link->lower};
+  for (size_t i = 0; i < ends.size(); ++i) {
+    auto sock = udp_socket_in_netns(ends[i]->ns);
+    if (!sock) {
+      close_socks();
+      return std::unexpected(sock.error());
+    }
+    socks[i] = *sock;
+    if (auto ok = set_interface_up(*sock, ends[i]->ifname, up); !ok) {
+      close_socks();
+      return fabric_error(ends[i]->ns + ": " + ok.error());
+    }
   }
-  if (!up) return {};
+  if (!up) {
+    close_socks();
+    return {};
+  }
+  // The kernel activates an interface's queue when linkwatch has seen the carrier come up,
+  // from a workqueue shortly after the flag change; until then it drops every packet,
+  // neighbour solicitations included, and a lost solicitation is retried only after a second
+  // (RetransTimer). Return once both ends run, so that "up" means traffic flows.
+  for (int waited_us = 0;; waited_us += 100) {
+    bool running = true;
+    for (size_t i = 0; i < ends.size() && running; ++i) {
+      auto r = interface_is_running(socks[i], ends[i]->ifname);
+      if (!r) {
+        close_socks();
+        return fabric_error(ends[i]->ns + ": " + r.error());
+      }
+      running = *r;
+    }
+    if (running) break;
+    if (waited_us >= 2'000'000) {
+      close_socks();
+      return fabric_error("link '" + std::string(name) + "' is up but not running after 2 s");
+    }
+    const timespec step{0, 100'000};
+    nanosleep(&step, nullptr);
+  }
+  close_socks();
   // The kernel deleted every static route through the interface when it went down, and
-  // does not bring them back: restore the planned routes of both ends (route replace is
-  // idempotent), leaving out nexthops through interfaces that are still down.
-  std::vector<Job> jobs;
+  // does not bring them back: restore the planned forwarding routes of both ends (replace is
+  // idempotent), leaving out nexthops through interfaces that are still down. Over
+  // rtnetlink from this process (net/route_netlink.h says why not `ip`); the SRv6 End
+  // routes sit on the SID device, which never goes down.
   for (const LinkEnd* e : {&link->upper, &link->lower}) {
-    auto down = down_interfaces(plan, e->ns);
-    if (!down) return std::unexpected(down.error());
-    jobs.push_back(
-        {e->ns, {"ip", "-batch", "-"}, joined_lines(route_lines(plan, e->ns, *down)), {}});
+    if (auto ok = restore_forward_routes(plan, e->ns); !ok) return ok;
   }
-  return run_jobs(jobs);
+  return {};
 }
 
 FabricStatus set_blackhole(const FabricPlan& plan, std::string_view target, bool on) {

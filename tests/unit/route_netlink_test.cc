@@ -1,0 +1,236 @@
+// net/route_netlink: prefix parsing, the RTM_NEWROUTE bytes (walked back with the kernel's
+// own RTA_* / RTNH_* macros), and, as root, routes replaced in a scratch network namespace
+// and read back with `ip -6 route`, plus the kernel's error for a bad interface.
+#include "net/route_netlink.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "net/fabric.h"
+
+namespace mrc::net {
+namespace {
+
+in6_addr addr(const char* text) {
+  in6_addr a{};
+  EXPECT_EQ(inet_pton(AF_INET6, text, &a), 1) << text;
+  return a;
+}
+
+TEST(RouteNetlink, parses_prefixes_and_refuses_bad_ones) {
+  NetlinkRoute r;
+  ASSERT_TRUE(parse_route_prefix("fcbb:bb00:8001::/48", r));
+  EXPECT_EQ(r.prefix_len, 48);
+  const in6_addr want = addr("fcbb:bb00:8001::");
+  EXPECT_EQ(std::memcmp(&r.dst, &want, 16), 0);
+  ASSERT_TRUE(parse_route_prefix("fd00::1", r));
+  EXPECT_EQ(r.prefix_len, 128);
+  ASSERT_TRUE(parse_route_prefix("::/0", r));
+  EXPECT_EQ(r.prefix_len, 0);
+  for (const char* bad : {"x/48", "fcbb::/129", "fcbb::/", "fcbb::/4a", "fcbb::1/48", "10.0.0.0/8"}) {
+    NetlinkRoute before;
+    before.prefix_len = 7;
+    auto st = parse_route_prefix(bad, before);
+    EXPECT_FALSE(st) << bad;
+    if (!st) {
+      EXPECT_NE(st.error().find(bad), std::string::npos) << st.error();
+    }
+    EXPECT_EQ(before.prefix_len, 7) << bad << ": a refused prefix changes nothing";
+  }
+}
+
+// The attributes of a request, in order (type, payload).
+struct Attr {
+  unsigned short type;
+  std::vector<uint8_t> payload;
+};
+std::vector<Attr> attrs_of(const std::vector<uint8_t>& msg) {
+  std::vector<Attr> out;
+  const auto* h = reinterpret_cast<const nlmsghdr*>(msg.data());
+  const auto* rtm = static_cast<const rtmsg*>(NLMSG_DATA(h));
+  int len = static_cast<int>(RTM_PAYLOAD(h));
+  for (const rtattr* a = RTM_RTA(rtm); RTA_OK(a, len); a = RTA_NEXT(a, len)) {
+    const auto* p = static_cast<const uint8_t*>(RTA_DATA(a));
+    out.push_back({a->rta_type, std::vector<uint8_t>(p, p + RTA_PAYLOAD(a))});
+  }
+  EXPECT_EQ(len, 0) << "attributes end exactly at the message's end";
+  return out;
+}
+
+TEST(RouteNetlink, encodes_a_single_nexthop_route_as_ip_route_replace_does) {
+  NetlinkRoute r;
+  ASSERT_TRUE(parse_route_prefix("fcbb:bb00:8001::/48", r));
+  r.nexthops.push_back({addr("fd00:0:8001:1::1"), 7});
+  auto msg = encode_route_replace(r, 42);
+  ASSERT_TRUE(msg) << msg.error();
+  alignas(nlmsghdr) std::vector<uint8_t> bytes = *msg;
+  const auto* h = reinterpret_cast<const nlmsghdr*>(bytes.data());
+  EXPECT_EQ(h->nlmsg_len, bytes.size());
+  EXPECT_EQ(h->nlmsg_type, RTM_NEWROUTE);
+  EXPECT_EQ(h->nlmsg_flags, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE);
+  EXPECT_EQ(h->nlmsg_seq, 42u);
+  const auto* rtm = static_cast<const rtmsg*>(NLMSG_DATA(h));
+  EXPECT_EQ(rtm->rtm_family, AF_INET6);
+  EXPECT_EQ(rtm->rtm_dst_len, 48);
+  EXPECT_EQ(rtm->rtm_table, RT_TABLE_MAIN);
+  EXPECT_EQ(rtm->rtm_protocol, RTPROT_BOOT);
+  EXPECT_EQ(rtm->rtm_type, RTN_UNICAST);
+  const auto attrs = attrs_of(bytes);
+  ASSERT_EQ(attrs.size(), 3u);
+  EXPECT_EQ(attrs[0].type, RTA_DST);
+  EXPECT_EQ(std::memcmp(attrs[0].payload.data(), &r.dst, 16), 0);
+  EXPECT_EQ(attrs[1].type, RTA_GATEWAY);
+  EXPECT_EQ(std::memcmp(attrs[1].payload.data(), &r.nexthops[0].gateway, 16), 0);
+  EXPECT_EQ(attrs[2].type, RTA_OIF);
+  int oif = 0;
+  ASSERT_EQ(attrs[2].payload.size(), sizeof oif);
+  std::memcpy(&oif, attrs[2].payload.data(), sizeof oif);
+  EXPECT_EQ(oif, 7);
+}
+
+TEST(RouteNetlink, encodes_ecmp_nexthops_as_one_multipath_attribute) {
+  NetlinkRoute r;
+  ASSERT_TRUE(parse_route_prefix("fcbb:bb00:4002::/48", r));
+  r.nexthops.push_back({addr("fd00:0:8000:1::1"), 3});
+  r.nexthops.push_back({addr("fd00:0:8001:1::1"), 4});
+  r.src = addr("fcbb:bb00:4000::");
+  auto msg = encode_route_replace(r, 1);
+  ASSERT_TRUE(msg) << msg.error();
+  const auto attrs = attrs_of(*msg);
+  ASSERT_EQ(attrs.size(), 3u);
+  EXPECT_EQ(attrs[0].type, RTA_DST);
+  EXPECT_EQ(attrs[1].type, RTA_MULTIPATH);
+  EXPECT_EQ(attrs[2].type, RTA_PREFSRC);
+  EXPECT_EQ(std::memcmp(attrs[2].payload.data(), &*r.src, 16), 0);
+  // Walk the rtnexthop entries as the kernel does (rtm_get_nexthop / RTNH_OK).
+  const std::vector<uint8_t>& mp = attrs[1].payload;
+  int left = static_cast<int>(mp.size());
+  size_t i = 0;
+  for (auto* nh = reinterpret_cast<const rtnexthop*>(mp.data()); RTNH_OK(nh, left);
+       left -= static_cast<int>(RTNH_ALIGN(nh->rtnh_len)), nh = RTNH_NEXT(nh), ++i) {
+    ASSERT_LT(i, r.nexthops.size());
+    EXPECT_EQ(nh->rtnh_ifindex, r.nexthops[i].ifindex);
+    EXPECT_EQ(nh->rtnh_hops, 0) << "weight 1";
+    int alen = static_cast<int>(nh->rtnh_len - sizeof(rtnexthop));
+    const auto* a = reinterpret_cast<const rtattr*>(RTNH_DATA(nh));
+    ASSERT_TRUE(RTA_OK(a, alen));
+    EXPECT_EQ(a->rta_type, RTA_GATEWAY);
+    EXPECT_EQ(std::memcmp(RTA_DATA(a), &r.nexthops[i].gateway, 16), 0);
+  }
+  EXPECT_EQ(i, 2u);
+  EXPECT_EQ(left, 0);
+}
+
+TEST(RouteNetlink, refuses_a_route_without_nexthops) {
+  NetlinkRoute r;
+  ASSERT_TRUE(parse_route_prefix("fcbb::/32", r));
+  auto msg = encode_route_replace(r, 1);
+  ASSERT_FALSE(msg);
+  EXPECT_NE(msg.error().find("fcbb::/32"), std::string::npos) << msg.error();
+}
+
+// Root only: a scratch namespace with two interfaces (veth pairs kept inside it).
+class RouteNetlinkLive : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (auto ok = check_privileges(); !ok) GTEST_SKIP() << "needs root and `ip netns`: " << ok.error();
+    ns_ = "rtnl" + std::to_string(getpid());
+    ASSERT_TRUE(run_checked({"ip", "netns", "add", ns_}));
+    const char* setup =
+        "link add d0 type veth peer name d0p\n"
+        "link add d1 type veth peer name d1p\n"
+        "link set d0 up\n"
+        "link set d0p up\n"
+        "link set d1 up\n"
+        "link set d1p up\n"
+        "addr add fd00:0::1/64 dev d0 nodad\n"
+        "addr add fd00:1::1/64 dev d1 nodad\n"
+        "addr add fcbb:bb00:4000::/128 dev d0 nodad\n";
+    auto ok = run_checked({"ip", "-batch", "-"}, setup, ns_);
+    ASSERT_TRUE(ok) << ok.error();
+  }
+  void TearDown() override {
+    if (!ns_.empty()) (void)run_command({"ip", "netns", "del", ns_});
+  }
+  // Runs `f` on a thread inside the namespace (setns moves only the calling thread).
+  template <typename F>
+  auto in_namespace(F f) {
+    return std::async(std::launch::async, [&] {
+             const int fd = open(("/run/netns/" + ns_).c_str(), O_RDONLY | O_CLOEXEC);
+             EXPECT_GE(fd, 0);
+             EXPECT_EQ(setns(fd, CLONE_NEWNET), 0);
+             close(fd);
+             return f();
+           })
+        .get();
+  }
+  std::string routes() {
+    auto r = run_command({"ip", "-6", "route", "show"}, {}, ns_);
+    return r ? r->out : r.error();
+  }
+  std::string ns_;
+};
+
+TEST_F(RouteNetlinkLive, replaces_single_and_multipath_routes) {
+  auto st = in_namespace([] {
+    NetlinkRoute single, multi;
+    (void)parse_route_prefix("fcbb:bb00:8001::/48", single);
+    single.nexthops.push_back({addr("fd00:0::2"), static_cast<int>(if_nametoindex("d0"))});
+    (void)parse_route_prefix("fcbb:bb00:4002::/48", multi);
+    multi.nexthops.push_back({addr("fd00:0::2"), static_cast<int>(if_nametoindex("d0"))});
+    multi.nexthops.push_back({addr("fd00:1::2"), static_cast<int>(if_nametoindex("d1"))});
+    multi.src = addr("fcbb:bb00:4000::");
+    auto fd = open_route_netlink();
+    if (!fd) return std::expected<void, std::string>(std::unexpected(fd.error()));
+    std::vector<NetlinkRoute> rs{single, multi};
+    auto ok = replace_routes(*fd, rs);
+    // Replacing again is idempotent, as `ip route replace` is.
+    if (ok) ok = replace_routes(*fd, rs);
+    close(*fd);
+    return ok;
+  });
+  ASSERT_TRUE(st) << st.error();
+  const std::string table = routes();
+  EXPECT_NE(table.find("fcbb:bb00:8001::/48 via fd00::2 dev d0"), std::string::npos) << table;
+  EXPECT_NE(table.find("fcbb:bb00:4002::/48 src fcbb:bb00:4000::"), std::string::npos) << table;
+  EXPECT_NE(table.find("nexthop via fd00::2 dev d0 weight 1"), std::string::npos) << table;
+  EXPECT_NE(table.find("nexthop via fd00:1::2 dev d1 weight 1"), std::string::npos) << table;
+}
+
+TEST_F(RouteNetlinkLive, reports_the_kernels_error_and_keeps_the_routes_before_it) {
+  auto st = in_namespace([] {
+    NetlinkRoute good, bad;
+    (void)parse_route_prefix("fcbb:1::/48", good);
+    good.nexthops.push_back({addr("fd00:0::2"), static_cast<int>(if_nametoindex("d0"))});
+    (void)parse_route_prefix("fcbb:2::/48", bad);
+    bad.nexthops.push_back({addr("fd00:0::2"), 999999});  // no such interface
+    auto fd = open_route_netlink();
+    if (!fd) return std::expected<void, std::string>(std::unexpected(fd.error()));
+    std::vector<NetlinkRoute> rs{good, bad};
+    auto ok = replace_routes(*fd, rs);
+    close(*fd);
+    return ok;
+  });
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().find("fcbb:2::/48"), std::string::npos) << st.error();
+  EXPECT_NE(st.error().find("No such device"), std::string::npos) << st.error();
+  const std::string table = routes();
+  EXPECT_NE(table.find("fcbb:1::/48"), std::string::npos) << table;
+  EXPECT_EQ(table.find("fcbb:2::/48"), std::string::npos) << table;
+}
+
+}  // namespace
+}  // namespace mrc::net
