@@ -191,9 +191,8 @@ std::expected<void, std::string> replace_routes(int fd, std::span<const NetlinkR
       std::memcpy(&e, NLMSG_DATA(h), sizeof e);
       ++acked;
       if (e.error != 0 && first_error.empty()) {
-        const size_t index = h->nlmsg_seq >= 1 && h->nlmsg_seq <= routes.size()
-                                 ? h->nlmsg_seq - 1
-                                 : routes.size();
+        const size_t index =
+            h->nlmsg_seq >= 1 && h->nlmsg_seq <= routes.size() ? h->nlmsg_seq - 1 : routes.size();
         std::string what = index < routes.size() ? address_text(routes[index].dst) + "/" +
                                                        std::to_string(routes[index].prefix_len)
                                                  : "?";

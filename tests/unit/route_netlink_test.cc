@@ -40,7 +40,8 @@ TEST(RouteNetlink, parses_prefixes_and_refuses_bad_ones) {
   EXPECT_EQ(r.prefix_len, 128);
   ASSERT_TRUE(parse_route_prefix("::/0", r));
   EXPECT_EQ(r.prefix_len, 0);
-  for (const char* bad : {"x/48", "fcbb::/129", "fcbb::/", "fcbb::/4a", "fcbb::1/48", "10.0.0.0/8"}) {
+  for (const char* bad :
+       {"x/48", "fcbb::/129", "fcbb::/", "fcbb::/4a", "fcbb::1/48", "10.0.0.0/8"}) {
     NetlinkRoute before;
     before.prefix_len = 7;
     auto st = parse_route_prefix(bad, before);
@@ -146,7 +147,8 @@ TEST(RouteNetlink, refuses_a_route_without_nexthops) {
 class RouteNetlinkLive : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (auto ok = check_privileges(); !ok) GTEST_SKIP() << "needs root and `ip netns`: " << ok.error();
+    if (auto ok = check_privileges(); !ok)
+      GTEST_SKIP() << "needs root and `ip netns`: " << ok.error();
     ns_ = "rtnl" + std::to_string(getpid());
     ASSERT_TRUE(run_checked({"ip", "netns", "add", ns_}));
     const char* setup =
@@ -168,13 +170,14 @@ class RouteNetlinkLive : public ::testing::Test {
   // Runs `f` on a thread inside the namespace (setns moves only the calling thread).
   template <typename F>
   auto in_namespace(F f) {
-    return std::async(std::launch::async, [&] {
-             const int fd = open(("/run/netns/" + ns_).c_str(), O_RDONLY | O_CLOEXEC);
-             EXPECT_GE(fd, 0);
-             EXPECT_EQ(setns(fd, CLONE_NEWNET), 0);
-             close(fd);
-             return f();
-           })
+    return std::async(std::launch::async,
+                      [&] {
+                        const int fd = open(("/run/netns/" + ns_).c_str(), O_RDONLY | O_CLOEXEC);
+                        EXPECT_GE(fd, 0);
+                        EXPECT_EQ(setns(fd, CLONE_NEWNET), 0);
+                        close(fd);
+                        return f();
+                      })
         .get();
   }
   std::string routes() {
