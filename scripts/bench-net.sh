@@ -16,6 +16,12 @@
 #   scripts/bench-net.sh [SECONDS]     seconds per throughput run (default 5)
 #   MRC_BIN_DIR=build-x/bin scripts/bench-net.sh     binaries from another build tree
 #   MRC_BENCH_ROUNDS=5 scripts/bench-net.sh          MRC/UDP rounds (median counts; default 3)
+#   MRC_BENCH_CPUS=1,0 scripts/bench-net.sh          client,server CPUs (default 0,1; none)
+# Everything run in the client host is pinned to one CPU and everything in the server host
+# to another (taskset): the sender does the whole fabric's forwarding in its own softirq, and
+# unpinned the blast sometimes got part of it done on the second CPU (7.3 or 11 Gb/s from one
+# run to the next on this 2-CPU VM), which made any ratio to it a coin toss. Pinned, the
+# blast repeats within ~3%. docs/performance.md, "Session 6".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-5}
@@ -42,7 +48,18 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 fab() { "$bin/mrc-fabric" "$@" --name "$name"; }
-in_host() { local h=$1; shift; ip netns exec "$name-h$h" "$@"; }
+cpus=${MRC_BENCH_CPUS:-0,1}
+[ "$(nproc)" -ge 2 ] || cpus=none
+in_host() {  # HOST CMD...: in the host's namespace, on its CPU
+  local h=$1; shift
+  if [ "$cpus" = none ]; then
+    ip netns exec "$name-h$h" "$@"
+  else
+    local cpu=${cpus%,*}
+    [ "$h" = "$server" ] && cpu=${cpus#*,}
+    ip netns exec "$name-h$h" taskset -c "$cpu" "$@"
+  fi
+}
 # Runs a command in a host under /usr/bin/time (user and system seconds into FILE.time).
 timed() { local h=$1 file=$2; shift 2; in_host "$h" /usr/bin/time -f "%U %S" -o "$file.time" "$@"; }
 json() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }
@@ -61,7 +78,7 @@ srv_p0=fcbb:bb00:4002:: srv_p1=fcbb:bb01:4002::
 perf_args() { echo "--local fcbb:bb00:$(printf %x $((0x4000 + $1)))::,fcbb:bb01:$(printf %x $((0x4000 + $1))):: --spines 2 --leaf $(($1 / 2))"; }
 
 fab up --hosts 4 --planes 2 --leaves 2 --spines 2 >/dev/null
-echo "fabric $name: 4 hosts, 2 planes x (2 leaves + 2 spines); h$client -> h$server; ${seconds}s per run; CPU ${mhz} MHz; load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "fabric $name: 4 hosts, 2 planes x (2 leaves + 2 spines); h$client -> h$server; ${seconds}s per run; CPU ${mhz} MHz; client,server CPUs: ${cpus}; load $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # ---- 1. and 2. MRC against raw UDP ------------------------------------------------------------
 run_mrc() {  # LABEL PORT [CLIENT ARGS...]: client JSON in $work/LABEL.c.json

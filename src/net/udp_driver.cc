@@ -104,6 +104,8 @@ struct UdpDriver::Impl {
   std::vector<Socket> sockets;  // [0, ports) = data sockets
   std::vector<Endpoint> local;
   std::vector<std::unordered_map<uint16_t, uint32_t>> src_sockets;  // per port
+  // SRV6 mode: the socket each port transmits on (see open()).
+  std::vector<uint32_t> tx_socket;
   std::unordered_map<uint32_t, std::vector<Endpoint>> peers;
 
   // Transmit slots.
@@ -235,6 +237,27 @@ NetResult<std::unique_ptr<UdpDriver>> UdpDriver::open(Engine& engine, const Driv
     s.port = static_cast<uint8_t>(p);
     s.src_port = m.local.back().port;
     m.sockets.push_back(std::move(s));
+  }
+  // SRV6 mode transmits on a second socket per port, one that epoll does not watch. With the
+  // data socket in an epoll set its wait queue is never empty, so every sent datagram's
+  // release (sock_wfree) woke it: a wait-queue lock with interrupts off per packet, 3-4% of
+  // the sender's CPU on this VM (perf; docs/performance.md, "Session 6"). The ACKs still come
+  // to the data socket: the peer addresses the port exchanged at setup, whatever the source
+  // port (the STEV/UDP modes' source-port sockets already rely on that).
+  if (cfg.ev_mode == ev::FormatMode::kSrv6) {
+    for (size_t p = 0; p < cfg.ports.size(); ++p) {
+      auto fd = open_socket(cfg.ports[p], cfg, 0, false);
+      if (!fd) return std::unexpected(fd.error());
+      sockaddr_in6 a{};
+      socklen_t len = sizeof a;
+      ::getsockname(fd->get(), reinterpret_cast<sockaddr*>(&a), &len);
+      Impl::Socket s;
+      s.fd = std::move(*fd);
+      s.port = static_cast<uint8_t>(p);
+      s.src_port = ntohs(a.sin6_port);
+      m.tx_socket.push_back(static_cast<uint32_t>(m.sockets.size()));
+      m.sockets.push_back(std::move(s));
+    }
   }
   // Two batches of transmit slots: one being filled while the other waits in backlogs.
   const uint32_t tx_count = 2 * cfg.batch;
@@ -612,6 +635,8 @@ NetStatus UdpDriver::poll(Time max_wait) {
           for (int i = 0; i < 16; ++i)
             zero = zero && (*tx.ev)[static_cast<size_t>(i)] == 0;
           if (!zero) std::memcpy(&dst, tx.ev->data(), 16);
+          sock = m.tx_socket[tx.port];
+          src_port = m.sockets[sock].src_port;
         } else {
           wire::Ipv6Header ip;
           wire::UdpHeader udp;
