@@ -633,8 +633,35 @@ bool Qp::ack_psn(Time now, uint32_t psn) {
   p.state = PktState::kAcked;
   ++wr_at(p.wr_seq).acked_pkts;
   // With a single transmission we know exactly which send was delivered (RACK needs that).
-  if (p.transmissions == 1) rack_time_ = std::max(rack_time_, p.sent_at);
+  if (p.transmissions == 1) note_delivered(p.sent_at, p.rec, p.ev);
   return true;
+}
+
+void Qp::note_delivered(Time sent_at, uint32_t seq, uint16_t ev) {
+  rack_time_ = std::max(rack_time_, sent_at);
+  // Per port, the newest delivered transmission by send time, ties broken by send order
+  // (RFC 8985 6.1): one port's packets leave in the order they were produced, even when a
+  // driver hands the kernel a whole batch with one timestamp.
+  const uint8_t port = paths_.path(ev).desc.port;
+  if (port >= port_rack_.size()) port_rack_.resize(size_t{port} + 1);
+  PortRack& pr = port_rack_[port];
+  if (!pr.seen || sent_at > pr.sent_at ||
+      (sent_at == pr.sent_at && static_cast<int32_t>(seq - pr.seq) > 0)) {
+    pr = PortRack{sent_at, seq, true};
+  }
+}
+
+Time Qp::rack_tie_due(uint32_t seq) const {
+  // RFC 8985 6.2's timer for what the send-time rule cannot see: a transmission sent at the
+  // same instant as a delivered one on its port, but before it, is lost an RTT plus the
+  // reordering window after it left. (A loss in a driver's first batch, on a path blackholed
+  // before setup, otherwise waited for the next batch or the probe timeout.)
+  const TxRecord& r = recs_[seq & rec_mask_];
+  const uint8_t port = paths_.path(r.ev).desc.port;
+  if (srtt_ == 0 || port >= port_rack_.size()) return kNever;
+  const PortRack& pr = port_rack_[port];
+  if (!pr.seen || pr.sent_at != r.sent_at || static_cast<int32_t>(seq - pr.seq) >= 0) return kNever;
+  return r.sent_at + std::max(srtt_, raw_srtt_) + reorder_window();
 }
 
 void Qp::learn_pto_floor(Time now, Time sent_at) {
@@ -708,7 +735,7 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
     const bool exact = p.ev == e.ev_index && p.transmissions > 0 && p.state != PktState::kFree;
     Time rtt = 0;
     if (exact) {
-      rack_time_ = std::max(rack_time_, p.sent_at);
+      note_delivered(p.sent_at, p.rec, p.ev);
       const Time raw = now > p.sent_at ? now - p.sent_at : 0;
       rtt = raw > service ? raw - service : raw;
       if (!(e.flags & wire::AckEcho::kDuplicate)) rtt_sample(rtt, raw);
@@ -815,7 +842,8 @@ void Qp::detect_losses_rack(Time now, bool check_pto) {
     const uint32_t seq = rec_head_;
     TxRecord& r = recs_[seq & rec_mask_];
     if (record_current(seq)) {
-      const bool rack = rack_time_ > r.sent_at + reo;
+      // Sent a window before a delivered transmission, or tied with one (rack_tie_due).
+      const bool rack = rack_time_ > r.sent_at + reo || rack_tie_due(seq) <= now;
       // PTO as a tail-loss probe (RFC 8985 section 7): only the oldest transmission, once per
       // (backed-off) PTO. Its ACK lets RACK judge the rest. Declaring the whole window lost
       // would resend it all whenever the responder is merely silent for a while (a software
@@ -1473,6 +1501,7 @@ Time Qp::deadline() const {
   if (has_outstanding()) d = std::min(d, last_progress_ + rto_interval());
   if (is_mrc() && rec_head_ != rec_tail_) {
     d = std::min(d, pto_due(recs_[rec_head_ & rec_mask_].sent_at));
+    d = std::min(d, rack_tie_due(rec_head_));
   }
   if (!probes_due_) d = std::min(d, paths_.next_probe_time());
   d = std::min(d, pacing_wait_until_);

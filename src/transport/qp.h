@@ -14,7 +14,9 @@
 //                when a transmission on path e is acknowledged, every earlier transmission
 //                on e still unacknowledged is lost;
 //              - RACK (RFC 8985 in spirit): a transmission is lost when one sent more than
-//                the reordering window later has been acknowledged;
+//                the reordering window later has been acknowledged, or when one sent on the
+//                same port at the same instant but later in order has, and an RTT plus the
+//                window have passed (a driver's batch shares one send time);
 //              - PTO: the oldest transmission has waited longer than srtt + max(4 rttvar,
 //                reordering window) (tail loss; no later packet exists to reveal it);
 //              - trim NACKs (explicit, not a path failure) and the ACK timeout (RTO).
@@ -200,6 +202,9 @@ class Qp {
   // When the PTO fires for a transmission sent at `oldest_sent` (backed off, at most one
   // tail-loss probe per PTO).
   Time pto_due(Time oldest_sent) const;
+  void note_delivered(Time sent_at, uint32_t seq, uint16_t ev);
+  // When record `seq` is lost by RACK's tie rule; kNever where the rule does not apply.
+  Time rack_tie_due(uint32_t seq) const;
   Time pto_floor_limit() const;
   Time rto_base() const;
   Time rto_interval() const;
@@ -267,6 +272,14 @@ class Qp {
   uint32_t retx_head_ = 0, retx_size_ = 0;
   uint32_t gbn_next_ = 0;  // RoCE: next PSN to (re)send in go-back-N
   Time rack_time_ = 0;     // latest send time of a transmission known delivered
+  // Per port: the newest delivered transmission, ties in send time broken by send order
+  // (note_delivered, rack_tie_due). Sized by the highest port seen.
+  struct PortRack {
+    Time sent_at = 0;
+    uint32_t seq = 0;
+    bool seen = false;
+  };
+  std::vector<PortRack> port_rack_;
   Time srtt_ = 0, rttvar_ = 0, min_rtt_ = kNever;
   // The same smoothing over raw samples (send to ACK arrival, the responder's service time
   // included): the PTO waits for an ACK, so it must cover a responder that holds packets

@@ -296,6 +296,37 @@ TEST(Engine, pto__probe_leaves_when_every_ack_of_a_full_window_was_lost) {
   EXPECT_LT(net.completions[0][0].time, us(40) + ms(1)) << "waited for the ACK timeout";
 }
 
+TEST(Engine, rack__a_loss_in_a_batch_sent_at_one_instant_needs_no_later_flight) {
+  // A port of unbounded rate: the whole message (8 packets) leaves at t = 0, as a driver
+  // hands the kernel a batch with one timestamp. The first packet is lost and nothing is
+  // sent after the batch, so "sent a window later and delivered" never holds; RACK's tie
+  // rule (same port, same send time, later in order delivered, an RTT plus the window
+  // passed; RFC 8985 6.1-6.2) finds it, before the tail-loss probe would.
+  MiniNet net(1, 1'000'000'000'000'000'000ull);
+  Pair p = connect(net, 1, 8, 32 * 1024);  // one packet per EV: no per-path order to see
+  int data_seen = 0;
+  Time first_sent = kNever, last_first_send = 0;
+  net.hook = [&](int src, const TxPacket& tx) {
+    if (src != 0 || tx.pkt.bth.opcode != wire::Opcode::kWriteOnly) return Fate::kDeliver;
+    if (++data_seen <= 8) last_first_send = net.now();
+    if (data_seen == 1) {
+      first_sent = net.now();
+      return Fate::kDrop;
+    }
+    return Fate::kDeliver;
+  };
+  ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 32 * 1024)));
+  net.run(ms(10));
+  ASSERT_EQ(net.completions[0].size(), 1u);
+  EXPECT_TRUE(data_matches(p));
+  EXPECT_EQ(first_sent, 0);
+  EXPECT_EQ(last_first_send, 0) << "the batch did not leave at one instant";
+  EXPECT_EQ(net.e(0).counters().losses_rack, 1u);
+  EXPECT_EQ(net.e(0).counters().losses_path_order, 0u);
+  EXPECT_EQ(net.e(0).counters().losses_pto, 0u);
+  EXPECT_EQ(net.e(0).counters().retransmits, 1u);
+}
+
 TEST(Engine, post_write__imm_messages_complete_in_order_once) {
   MiniNet net(2);
   Pair p = connect(net, 2, 8, 64 * 1024);
