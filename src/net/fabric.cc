@@ -1109,27 +1109,32 @@ FabricResult<int> interface_index(int sock, const std::string& ifname) {
   return ifr.ifr_ifindex;
 }
 
-FabricResult<bool> interface_is_up(int sock, const std::string& ifname) {
+FabricResult<short> interface_flags(int sock, const std::string& ifname) {
   ifreq ifr{};
   std::snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", ifname.c_str());
   if (ioctl(sock, SIOCGIFFLAGS, &ifr) != 0)
     return fabric_error("interface " + ifname + ": " + strerror(errno));
-  return (ifr.ifr_flags & IFF_UP) != 0;
+  return ifr.ifr_flags;
+}
+
+FabricResult<bool> interface_is_up(int sock, const std::string& ifname) {
+  auto flags = interface_flags(sock, ifname);
+  if (!flags) return std::unexpected(flags.error());
+  return (*flags & IFF_UP) != 0;
 }
 
 FabricResult<bool> interface_is_running(int sock, const std::string& ifname) {
-  ifreq ifr{};
-  std::snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", ifname.c_str());
-  if (ioctl(sock, SIOCGIFFLAGS, &ifr) != 0)
-    return fabric_error("interface " + ifname + ": " + strerror(errno));
-  return (ifr.ifr_flags & IFF_RUNNING) != 0;
+  auto flags = interface_flags(sock, ifname);
+  if (!flags) return std::unexpected(flags.error());
+  return (*flags & IFF_RUNNING) != 0;
 }
 
 FabricStatus set_interface_up(int sock, const std::string& ifname, bool up) {
+  auto flags = interface_flags(sock, ifname);
+  if (!flags) return std::unexpected(flags.error());
   ifreq ifr{};
   std::snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", ifname.c_str());
-  if (ioctl(sock, SIOCGIFFLAGS, &ifr) != 0)
-    return fabric_error("interface " + ifname + ": " + strerror(errno));
+  ifr.ifr_flags = *flags;
   if (up)
     ifr.ifr_flags = short(ifr.ifr_flags | IFF_UP);
   else
