@@ -120,7 +120,9 @@ TEST(RouteNetlink, encodes_ecmp_nexthops_as_one_multipath_attribute) {
   const std::vector<uint8_t>& mp = attrs[1].payload;
   int left = static_cast<int>(mp.size());
   size_t i = 0;
-  for (auto* nh = reinterpret_cast<const rtnexthop*>(mp.data()); RTNH_OK(nh, left);
+  // RTNH_OK reads rtnh_len before it looks at `left`: check the room first.
+  for (auto* nh = reinterpret_cast<const rtnexthop*>(mp.data());
+       left >= static_cast<int>(sizeof(rtnexthop)) && RTNH_OK(nh, left);
        left -= static_cast<int>(RTNH_ALIGN(nh->rtnh_len)), nh = RTNH_NEXT(nh), ++i) {
     ASSERT_LT(i, r.nexthops.size());
     EXPECT_EQ(nh->rtnh_ifindex, r.nexthops[i].ifindex);
