@@ -585,6 +585,9 @@ uint32_t Qp::record_transmission(uint32_t psn, int path, Time now) {
   // in flight within rec_limit_.
   if (rec_tail_ - rec_head_ > rec_mask_) grow_rec_ring();
   const uint32_t seq = rec_tail_++;
+  // Two transmissions at one instant: only then can RACK's tie rule ever apply (a driver's
+  // batch; the simulator sends one packet per port per instant).
+  if (seq != rec_head_ && recs_[(seq - 1) & rec_mask_].sent_at == now) same_instant_sends_ = true;
   TxRecord& r = recs_[seq & rec_mask_];
   r = TxRecord{psn, kNil, now, static_cast<uint16_t>(path), true};
   PathFifo& f = path_fifos_[static_cast<size_t>(path)];
@@ -639,6 +642,7 @@ bool Qp::ack_psn(Time now, uint32_t psn) {
 
 void Qp::note_delivered(Time sent_at, uint32_t seq, uint16_t ev) {
   rack_time_ = std::max(rack_time_, sent_at);
+  if (!same_instant_sends_) return;
   // Per port, the newest delivered transmission by send time, ties broken by send order
   // (RFC 8985 6.1): one port's packets leave in the order they were produced, even when a
   // driver hands the kernel a whole batch with one timestamp.
@@ -656,9 +660,10 @@ Time Qp::rack_tie_due(uint32_t seq) const {
   // same instant as a delivered one on its port, but before it, is lost an RTT plus the
   // reordering window after it left. (A loss in a driver's first batch, on a path blackholed
   // before setup, otherwise waited for the next batch or the probe timeout.)
+  if (!same_instant_sends_ || srtt_ == 0) return kNever;
   const TxRecord& r = recs_[seq & rec_mask_];
   const uint8_t port = paths_.path(r.ev).desc.port;
-  if (srtt_ == 0 || port >= port_rack_.size()) return kNever;
+  if (port >= port_rack_.size()) return kNever;
   const PortRack& pr = port_rack_[port];
   if (!pr.seen || pr.sent_at != r.sent_at || static_cast<int32_t>(seq - pr.seq) >= 0) return kNever;
   return r.sent_at + std::max(srtt_, raw_srtt_) + reorder_window();

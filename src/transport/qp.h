@@ -280,6 +280,7 @@ class Qp {
     bool seen = false;
   };
   std::vector<PortRack> port_rack_;
+  bool same_instant_sends_ = false;  // set once two transmissions shared a send time
   Time srtt_ = 0, rttvar_ = 0, min_rtt_ = kNever;
   // The same smoothing over raw samples (send to ACK arrival, the responder's service time
   // included): the PTO waits for an ACK, so it must cover a responder that holds packets
