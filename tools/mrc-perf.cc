@@ -898,7 +898,7 @@ int run_client(const Options& o) {
     // The stall clock starts once the first messages are posted: with --verify, writing
     // their patterns (tx_depth x size bytes, milliseconds at 8 MiB) is the application's
     // time, not a gap the transport left.
-    Time last_completion = t0, max_gap = 0;
+    Time last_completion = t0;
     RoundResult r;
     bool stall_clock_started = false;
     bool stop = false;
@@ -947,7 +947,6 @@ int run_client(const Options& o) {
           error = std::string("QP error: ") + wc_status_name(c.status);
         }
         ++completed;
-        max_gap = std::max(max_gap, c.time - last_completion);
         r.note_gap(c.time - last_completion, c.time - t0);
         last_completion = c.time;
         completed_at.push_back(c.time);
@@ -981,7 +980,7 @@ int run_client(const Options& o) {
                                             (static_cast<double>(dt) / 1e12) / unit);
     }
     if (r.bw_peak < r.bw_avg) r.bw_peak = r.bw_avg;
-    r.stall_ms = static_cast<double>(max_gap) / 1e9;
+    r.stall_ms = r.longest_gaps.empty() ? 0 : static_cast<double>(r.longest_gaps[0].first) / 1e9;
     worst_stall_ms = std::max(worst_stall_ms, r.stall_ms);
     // Tell the server the round is over; it verifies and answers.
     const uint64_t per_qp_iters = per_qp.empty() ? 0 : per_qp[0];

@@ -26,10 +26,12 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <random>
 #include <sstream>
 
 #include "net/route_netlink.h"
+#include "net/sockets.h"
 #include "wire/usid.h"
 
 namespace mrc::net {
@@ -1348,6 +1350,31 @@ FabricResult<std::set<std::string>> down_interfaces(const FabricPlan& plan, std:
   return down;
 }
 
+// A planned forwarding route as rtnetlink takes it, without nexthops through `down`
+// interfaces (nullopt when none is left); `sock` lives in the route's namespace.
+FabricResult<std::optional<NetlinkRoute>> netlink_route(const Route& r, int sock,
+                                                        const std::set<std::string>& down) {
+  NetlinkRoute nr;
+  if (auto ok = parse_route_prefix(r.prefix, nr); !ok) return fabric_error(ok.error());
+  for (const Nexthop& nh : r.nexthops) {
+    if (down.contains(nh.dev)) continue;
+    NetlinkNexthop n;
+    if (inet_pton(AF_INET6, nh.via.c_str(), &n.gateway) != 1)
+      return fabric_error("bad gateway '" + nh.via + "'");
+    auto index = interface_index(sock, nh.dev);
+    if (!index) return std::unexpected(index.error());
+    n.ifindex = *index;
+    nr.nexthops.push_back(n);
+  }
+  if (!r.src.empty()) {
+    nr.src.emplace();
+    if (inet_pton(AF_INET6, r.src.c_str(), &*nr.src) != 1)
+      return fabric_error("bad source '" + r.src + "'");
+  }
+  if (nr.nexthops.empty()) return std::nullopt;
+  return nr;
+}
+
 // Re-installs `ns`'s planned forwarding routes without nexthops through interfaces that are
 // down (see set_link_admin).
 FabricStatus restore_forward_routes(const FabricPlan& plan, const std::string& ns) {
@@ -1355,44 +1382,19 @@ FabricStatus restore_forward_routes(const FabricPlan& plan, const std::string& n
   if (!down) return std::unexpected(down.error());
   auto sock = udp_socket_in_netns(ns);
   if (!sock) return std::unexpected(sock.error());
+  const UniqueFd sock_fd(*sock);
   std::vector<NetlinkRoute> routes;
-  std::string err;
   for (const Route& r : plan.routes) {
-    if (r.ns != ns || r.kind != RouteKind::kForward || !err.empty()) continue;
-    NetlinkRoute nr;
-    if (auto ok = parse_route_prefix(r.prefix, nr); !ok) {
-      err = ns + ": " + ok.error();
-      break;
-    }
-    for (const Nexthop& nh : r.nexthops) {
-      if (down->contains(nh.dev)) continue;
-      NetlinkNexthop n;
-      if (inet_pton(AF_INET6, nh.via.c_str(), &n.gateway) != 1) {
-        err = ns + ": bad gateway '" + nh.via + "'";
-        break;
-      }
-      auto index = interface_index(*sock, nh.dev);
-      if (!index) {
-        err = ns + ": " + index.error();
-        break;
-      }
-      n.ifindex = *index;
-      nr.nexthops.push_back(n);
-    }
-    if (!r.src.empty()) {
-      in6_addr src{};
-      if (inet_pton(AF_INET6, r.src.c_str(), &src) != 1) err = ns + ": bad source '" + r.src + "'";
-      nr.src = src;
-    }
-    if (!nr.nexthops.empty()) routes.push_back(std::move(nr));
+    if (r.ns != ns || r.kind != RouteKind::kForward) continue;
+    auto nr = netlink_route(r, sock_fd.get(), *down);
+    if (!nr) return fabric_error(ns + ": " + nr.error());
+    if (*nr) routes.push_back(std::move(**nr));
   }
-  close(*sock);
-  if (!err.empty()) return fabric_error(err);
   auto nl = socket_in_netns(ns, open_route_netlink);
   if (!nl) return std::unexpected(nl.error());
-  auto ok = replace_routes(*nl, routes);
-  close(*nl);
-  if (!ok) return fabric_error(ns + ": " + ok.error());
+  const UniqueFd nl_fd(*nl);
+  if (auto ok = replace_routes(nl_fd.get(), routes); !ok)
+    return fabric_error(ns + ": " + ok.error());
   return {};
 }
 
@@ -1402,28 +1404,16 @@ FabricStatus set_link_admin(const FabricPlan& plan, std::string_view name, bool 
     return fabric_error("unknown link '" + std::string(name) + "'" + known_names_hint(plan, false));
   // Interface flags by ioctl from sockets in the two namespaces: no process per change, so a
   // link can flap every few milliseconds.
-  std::array<int, 2> socks{-1, -1};
-  const auto close_socks = [&] {
-    for (int fd : socks)
-      if (fd >= 0) close(fd);
-  };
   const std::array<const LinkEnd*, 2> ends{&link->upper, &link->lower};
+  std::array<UniqueFd, 2> socks;
   for (size_t i = 0; i < ends.size(); ++i) {
     auto sock = udp_socket_in_netns(ends[i]->ns);
-    if (!sock) {
-      close_socks();
-      return std::unexpected(sock.error());
-    }
-    socks[i] = *sock;
-    if (auto ok = set_interface_up(*sock, ends[i]->ifname, up); !ok) {
-      close_socks();
+    if (!sock) return std::unexpected(sock.error());
+    socks[i] = UniqueFd(*sock);
+    if (auto ok = set_interface_up(*sock, ends[i]->ifname, up); !ok)
       return fabric_error(ends[i]->ns + ": " + ok.error());
-    }
   }
-  if (!up) {
-    close_socks();
-    return {};
-  }
+  if (!up) return {};
   // The kernel activates an interface's queue when linkwatch has seen the carrier come up,
   // from a workqueue shortly after the flag change; until then it drops every packet,
   // neighbour solicitations included, and a lost solicitation is retried only after a second
@@ -1431,28 +1421,22 @@ FabricStatus set_link_admin(const FabricPlan& plan, std::string_view name, bool 
   for (int waited_us = 0;; waited_us += 100) {
     bool running = true;
     for (size_t i = 0; i < ends.size() && running; ++i) {
-      auto r = interface_is_running(socks[i], ends[i]->ifname);
-      if (!r) {
-        close_socks();
-        return fabric_error(ends[i]->ns + ": " + r.error());
-      }
+      auto r = interface_is_running(socks[i].get(), ends[i]->ifname);
+      if (!r) return fabric_error(ends[i]->ns + ": " + r.error());
       running = *r;
     }
     if (running) break;
-    if (waited_us >= 2'000'000) {
-      close_socks();
+    if (waited_us >= 2'000'000)
       return fabric_error("link '" + std::string(name) + "' is up but not running after 2 s");
-    }
     const timespec step{0, 100'000};
     nanosleep(&step, nullptr);
   }
-  close_socks();
   // The kernel deleted every static route through the interface when it went down, and
   // does not bring them back: restore the planned forwarding routes of both ends (replace is
   // idempotent), leaving out nexthops through interfaces that are still down. Over
   // rtnetlink from this process (net/route_netlink.h says why not `ip`); the SRv6 End
   // routes sit on the SID device, which never goes down.
-  for (const LinkEnd* e : {&link->upper, &link->lower}) {
+  for (const LinkEnd* e : ends) {
     if (auto ok = restore_forward_routes(plan, e->ns); !ok) return ok;
   }
   return {};

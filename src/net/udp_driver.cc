@@ -199,6 +199,23 @@ NetResult<UniqueFd> open_socket(const PortConfig& pc, const DriverConfig& cfg, u
   return fd;
 }
 
+// A send-only socket of `port` from `src_port` (0: an ephemeral one), outside the epoll set;
+// returns its index in m.sockets.
+NetResult<uint32_t> add_send_socket(UdpDriver::Impl& m, const DriverConfig& cfg, uint8_t port,
+                                    uint16_t src_port) {
+  auto fd = open_socket(cfg.ports[port], cfg, src_port, false);
+  if (!fd) return std::unexpected(fd.error());
+  sockaddr_in6 a{};
+  socklen_t len = sizeof a;
+  ::getsockname(fd->get(), reinterpret_cast<sockaddr*>(&a), &len);
+  UdpDriver::Impl::Socket s;
+  s.fd = std::move(*fd);
+  s.port = port;
+  s.src_port = ntohs(a.sin6_port);
+  m.sockets.push_back(std::move(s));
+  return static_cast<uint32_t>(m.sockets.size() - 1);
+}
+
 }  // namespace
 
 NetResult<std::unique_ptr<UdpDriver>> UdpDriver::open(Engine& engine, const DriverConfig& cfg) {
@@ -246,17 +263,9 @@ NetResult<std::unique_ptr<UdpDriver>> UdpDriver::open(Engine& engine, const Driv
   // port (the STEV/UDP modes' source-port sockets already rely on that).
   if (cfg.ev_mode == ev::FormatMode::kSrv6) {
     for (size_t p = 0; p < cfg.ports.size(); ++p) {
-      auto fd = open_socket(cfg.ports[p], cfg, 0, false);
-      if (!fd) return std::unexpected(fd.error());
-      sockaddr_in6 a{};
-      socklen_t len = sizeof a;
-      ::getsockname(fd->get(), reinterpret_cast<sockaddr*>(&a), &len);
-      Impl::Socket s;
-      s.fd = std::move(*fd);
-      s.port = static_cast<uint8_t>(p);
-      s.src_port = ntohs(a.sin6_port);
-      m.tx_socket.push_back(static_cast<uint32_t>(m.sockets.size()));
-      m.sockets.push_back(std::move(s));
+      auto index = add_send_socket(m, cfg, static_cast<uint8_t>(p), 0);
+      if (!index) return std::unexpected(index.error());
+      m.tx_socket.push_back(*index);
     }
   }
   // Two batches of transmit slots: one being filled while the other waits in backlogs.
@@ -535,20 +544,9 @@ uint32_t socket_for(UdpDriver::Impl& m, const DriverConfig& cfg, DriverStats& st
                     uint16_t src_port) {
   auto& map = m.src_sockets[port];
   if (auto it = map.find(src_port); it != map.end()) return it->second;
-  uint32_t index = port;  // fallback: the data socket
-  auto fd = open_socket(cfg.ports[port], cfg, src_port, false);
-  if (fd) {
-    UdpDriver::Impl::Socket s;
-    s.fd = std::move(*fd);
-    s.port = port;
-    s.src_port = src_port;
-    index = static_cast<uint32_t>(m.sockets.size());
-    m.sockets.push_back(std::move(s));
-  } else {
-    ++stats.ports[port].src_port_fallbacks;
-  }
-  map.emplace(src_port, index);
-  return index;
+  auto index = add_send_socket(m, cfg, port, src_port);
+  if (!index) ++stats.ports[port].src_port_fallbacks;
+  return map.emplace(src_port, index.value_or(port)).first->second;  // fallback: data socket
 }
 
 }  // namespace

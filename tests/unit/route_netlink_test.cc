@@ -182,6 +182,21 @@ class RouteNetlinkLive : public ::testing::Test {
                       })
         .get();
   }
+  // Replaces `rs` (built inside the namespace, where the interface indexes are) `times`
+  // times over one netlink socket of the namespace.
+  template <typename MakeRoutes>
+  std::expected<void, std::string> replace_in_namespace(MakeRoutes make, int times = 1) {
+    return in_namespace([&]() -> std::expected<void, std::string> {
+      const std::vector<NetlinkRoute> rs = make();
+      auto fd = open_route_netlink();
+      if (!fd) return std::unexpected(fd.error());
+      std::expected<void, std::string> ok;
+      for (int i = 0; i < times && ok; ++i)
+        ok = replace_routes(*fd, rs);
+      close(*fd);
+      return ok;
+    });
+  }
   std::string routes() {
     auto r = run_command({"ip", "-6", "route", "show"}, {}, ns_);
     return r ? r->out : r.error();
@@ -190,23 +205,19 @@ class RouteNetlinkLive : public ::testing::Test {
 };
 
 TEST_F(RouteNetlinkLive, replaces_single_and_multipath_routes) {
-  auto st = in_namespace([] {
-    NetlinkRoute single, multi;
-    (void)parse_route_prefix("fcbb:bb00:8001::/48", single);
-    single.nexthops.push_back({addr("fd00:0::2"), static_cast<int>(if_nametoindex("d0"))});
-    (void)parse_route_prefix("fcbb:bb00:4002::/48", multi);
-    multi.nexthops.push_back({addr("fd00:0::2"), static_cast<int>(if_nametoindex("d0"))});
-    multi.nexthops.push_back({addr("fd00:1::2"), static_cast<int>(if_nametoindex("d1"))});
-    multi.src = addr("fcbb:bb00:4000::");
-    auto fd = open_route_netlink();
-    if (!fd) return std::expected<void, std::string>(std::unexpected(fd.error()));
-    std::vector<NetlinkRoute> rs{single, multi};
-    auto ok = replace_routes(*fd, rs);
-    // Replacing again is idempotent, as `ip route replace` is.
-    if (ok) ok = replace_routes(*fd, rs);
-    close(*fd);
-    return ok;
-  });
+  // Twice: replacing again is idempotent, as `ip route replace` is.
+  auto st = replace_in_namespace(
+      [] {
+        NetlinkRoute single, multi;
+        (void)parse_route_prefix("fcbb:bb00:8001::/48", single);
+        single.nexthops.push_back({addr("fd00:0::2"), static_cast<int>(if_nametoindex("d0"))});
+        (void)parse_route_prefix("fcbb:bb00:4002::/48", multi);
+        multi.nexthops.push_back({addr("fd00:0::2"), static_cast<int>(if_nametoindex("d0"))});
+        multi.nexthops.push_back({addr("fd00:1::2"), static_cast<int>(if_nametoindex("d1"))});
+        multi.src = addr("fcbb:bb00:4000::");
+        return std::vector<NetlinkRoute>{single, multi};
+      },
+      2);
   ASSERT_TRUE(st) << st.error();
   const std::string table = routes();
   EXPECT_NE(table.find("fcbb:bb00:8001::/48 via fd00::2 dev d0"), std::string::npos) << table;
@@ -216,18 +227,13 @@ TEST_F(RouteNetlinkLive, replaces_single_and_multipath_routes) {
 }
 
 TEST_F(RouteNetlinkLive, reports_the_kernels_error_and_keeps_the_routes_before_it) {
-  auto st = in_namespace([] {
+  auto st = replace_in_namespace([] {
     NetlinkRoute good, bad;
     (void)parse_route_prefix("fcbb:1::/48", good);
     good.nexthops.push_back({addr("fd00:0::2"), static_cast<int>(if_nametoindex("d0"))});
     (void)parse_route_prefix("fcbb:2::/48", bad);
     bad.nexthops.push_back({addr("fd00:0::2"), 999999});  // no such interface
-    auto fd = open_route_netlink();
-    if (!fd) return std::expected<void, std::string>(std::unexpected(fd.error()));
-    std::vector<NetlinkRoute> rs{good, bad};
-    auto ok = replace_routes(*fd, rs);
-    close(*fd);
-    return ok;
+    return std::vector<NetlinkRoute>{good, bad};
   });
   ASSERT_FALSE(st);
   EXPECT_NE(st.error().find("fcbb:2::/48"), std::string::npos) << st.error();
