@@ -76,6 +76,7 @@ struct Options {
   uint32_t mpr = 16;      // 2,048 PSNs (8 MiB at 4 KiB): fits the driver's 32 MiB socket buffers
   bool no_icrc_verify = false;
   bool busy_poll = false;
+  bool no_rx_timestamps = false;  // DriverConfig::rx_timestamps off
   // Receive coalescing (DriverConfig::rx_coalesce): a stream is read in turns at most this
   // often, so the responder sends fewer ACKs and both ends wake less (docs/linux-driver.md,
   // "Goodput"). 0: read every datagram as soon as it arrives.
@@ -207,6 +208,7 @@ NetResult<SessionConfig> session_config(const Options& o, const Hello* client_he
     return net_fail(NetErrc::kInvalidArgument, "--ev-mode must be srv6, stev or udp");
   sc.driver.verify_icrc = !o.no_icrc_verify;
   sc.driver.busy_poll = o.busy_poll;
+  sc.driver.rx_timestamps = !o.no_rx_timestamps;
   sc.driver.rx_coalesce = static_cast<Time>(o.rx_coalesce_us * 1e6);
   sc.driver.tx_turn_budget = static_cast<Time>(o.tx_turn_us * 1e6);
   const size_t P = sc.driver.ports.size();
@@ -436,6 +438,8 @@ NetResult<UniqueFd> raw_socket(const in6_addr& addr, ev::FormatMode mode) {
   const int one = 1, bytes = 8 << 20;
   ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
   ::setsockopt(fd.get(), IPPROTO_IPV6, 33 /* IPV6_FLOWINFO_SEND */, &one, sizeof one);
+  const int zero = 0;  // the driver's labels exactly (ev::path_flow_label), no kernel hash
+  ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_AUTOFLOWLABEL, &zero, sizeof zero);
   ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_DONTFRAG, &one, sizeof one);
   if (mode == ev::FormatMode::kSrv6) {
     // As the driver's sockets (docs/linux-driver.md): a checksum over the first uSID DA is
@@ -460,10 +464,35 @@ uint16_t bound_port(int fd) {
   return ntohs(a.sin6_port);
 }
 
+// While it lives, the driver's sockets do not ask for kernel arrival times: one socket that
+// does makes the kernel stamp every packet at every hop of the namespace fabric
+// (UdpDriver::set_rx_timestamps), ~6% of the blast's sending core on mrc-fabric, a cost of
+// MRC's that the path's limit must not carry (docs/performance.md, "Session 7").
+class RxTimestampsOff {
+ public:
+  explicit RxTimestampsOff(UdpDriver& d) : d_(d), was_on_(d.config().rx_timestamps) {
+    if (was_on_) warn(d_.set_rx_timestamps(false));
+  }
+  ~RxTimestampsOff() {
+    if (was_on_) warn(d_.set_rx_timestamps(true));
+  }
+  RxTimestampsOff(const RxTimestampsOff&) = delete;
+  RxTimestampsOff& operator=(const RxTimestampsOff&) = delete;
+
+ private:
+  static void warn(const NetStatus& st) {
+    if (!st) std::fprintf(stderr, "mrc-perf: raw UDP: %s\n", st.error().message.c_str());
+  }
+  UdpDriver& d_;
+  bool was_on_;
+};
+
 // Server side of --raw-udp: one socket per plane on the plane's address; counts what arrives
 // until the client's next frame, then answers with the counts.
 int serve_raw(Session& ss, SideChannel& ch) {
   const size_t P = ss.config().driver.ports.size();
+  // The blast measures the path without MRC: no kernel stamps for MRC's sockets meanwhile.
+  RxTimestampsOff no_stamps(ss.driver());
   std::vector<UniqueFd> fds;
   std::string reply;
   for (size_t p = 0; p < P; ++p) {
@@ -529,6 +558,7 @@ struct RawResult {
 // socket per plane (the session's plane addresses) to the server's raw sockets, over the same
 // paths MRC sprays on (SRV6: the EVs' uSID destinations; STEV: their flow labels).
 NetResult<RawResult> run_raw(Session& cs, SideChannel& ch, const Options& o) {
+  RxTimestampsOff no_stamps(cs.driver());  // as serve_raw
   if (auto st = ch.send_frame(bytes_of("raw=1\n")); !st) return std::unexpected(st.error());
   auto frame = wait_frame(cs, ch, ms(10'000));
   if (!frame) return std::unexpected(frame.error());
@@ -572,14 +602,8 @@ NetResult<RawResult> run_raw(Session& cs, SideChannel& ch, const Options& o) {
         for (uint8_t b : std::span(d.ev).first(16))
           zero = zero && b == 0;
         if (!zero) std::memcpy(&a.sin6_addr, d.ev.data(), 16);
-      } else {
-        wire::Ipv6Header ip;
-        wire::UdpHeader udp;
-        wire::SrhHeader srh;
-        bool has_srh = false;
-        ev::apply_to_envelope(mode, d.ev, ip, udp, srh, has_srh);
-        a.sin6_flowinfo = htonl(ip.flow_label & 0xFFFFF);
       }
+      a.sin6_flowinfo = htonl(ev::path_flow_label(mode, d.ev) & 0xFFFFF);
       dsts[p].push_back(a);
     }
     if (dsts[p].empty()) dsts[p].push_back(to_sockaddr(peer));
@@ -1151,6 +1175,9 @@ int main(int argc, char** argv) {
                "do not check the ICRC on receive (the UDP checksum still covers the payload; "
                "refused in SRV6 mode, which sends zero UDP checksums)");
   app.add_flag("--busy-poll", o.busy_poll, "spin instead of sleeping in epoll");
+  app.add_flag("--no-rx-timestamps", o.no_rx_timestamps,
+               "no kernel arrival times: a datagram arrives when it is read (while any socket "
+               "asks for them the kernel stamps every packet at every hop of the machine)");
   app.add_option("--rx-coalesce-us", o.rx_coalesce_us,
                  "read a stream at most this often (0: every datagram at once)")
       ->capture_default_str();

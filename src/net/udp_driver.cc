@@ -1,6 +1,7 @@
 #include "net/udp_driver.h"
 
 #include <arpa/inet.h>
+#include <linux/net_tstamp.h>
 #include <net/if.h>
 #include <netinet/udp.h>
 #include <sys/epoll.h>
@@ -45,6 +46,19 @@ constexpr uint32_t kRxPoolBatches = 8;
 
 // linux/in6.h (not in glibc's <netinet/in.h>, and the two headers do not mix).
 constexpr int kIpv6FlowinfoSend = 33;
+
+// Kernel receive timestamps on a data socket (software, CLOCK_REALTIME, in SCM_TIMESTAMPING's
+// first timespec), or none. SO_TIMESTAMPING, not SO_TIMESTAMPNS: while any socket asks for
+// receive stamps the kernel stamps every packet entering any device of the machine
+// (net_timestamp_check), and only SO_TIMESTAMPING gives that up again when the socket stops
+// asking (sock_set_timestamping -> sock_disable_timestamp; SO_TIMESTAMPNS holds it until the
+// socket closes), which UdpDriver::set_rx_timestamps needs.
+NetStatus set_timestamping(int fd, bool on) {
+  const int flags = on ? SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE : 0;
+  if (::setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &flags, sizeof flags) != 0)
+    return errno_fail("SO_TIMESTAMPING", errno);
+  return {};
+}
 
 void put16(uint8_t* p, uint16_t v) {
   p[0] = static_cast<uint8_t>(v >> 8);
@@ -116,7 +130,7 @@ struct UdpDriver::Impl {
 
   // Receive slots (a pool of kRxPoolBatches * batch, shared by the ports).
   struct RxEntry {
-    Time arrived = 0;  // kernel arrival time (SO_TIMESTAMPNS), engine time
+    Time arrived = 0;  // kernel arrival time (SO_TIMESTAMPING), engine time
     uint32_t slot = 0;
     uint32_t bytes = 0;
     uint8_t port = 0;
@@ -125,7 +139,8 @@ struct UdpDriver::Impl {
   std::vector<mmsghdr> rx_msgs;
   std::vector<iovec> rx_iov;
   std::vector<sockaddr_in6> rx_from;
-  std::vector<std::array<uint8_t, 64>> rx_control;
+  // Per datagram: IPV6_TCLASS (20 bytes) and SCM_TIMESTAMPING (64 bytes), each aligned.
+  std::vector<std::array<uint8_t, 128>> rx_control;
   std::vector<RxEntry> rx_entries;
   uint32_t rx_per_port = 0;       // pool share of one port per turn
   Time last_now = 0;              // the latest `now` handed to the engine (it never decreases)
@@ -171,6 +186,10 @@ NetResult<UniqueFd> open_socket(const PortConfig& pc, const DriverConfig& cfg, u
   // accepts any label without a flow-label lease (IPV6_FLOWLABEL_MGR) as long as no socket
   // of the network namespace holds an exclusive lease (fl6_sock_lookup, net/ipv6/ip6_flowlabel.c).
   ::setsockopt(fd.get(), IPPROTO_IPV6, kIpv6FlowinfoSend, &one, sizeof one);
+  // Every label is the sender's (ev::path_flow_label; pings: ping_flow_label): a label of 0
+  // stays 0 instead of the kernel's per-datagram hash (ip6_make_flowlabel).
+  const int zero = 0;
+  ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_AUTOFLOWLABEL, &zero, sizeof zero);
   // Never fragment: a datagram above the path MTU fails with EMSGSIZE (reported) instead of
   // crossing the fabric as fragments that sprayed paths would reorder.
   ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_DONTFRAG, &one, sizeof one);
@@ -188,9 +207,9 @@ NetResult<UniqueFd> open_socket(const PortConfig& pc, const DriverConfig& cfg, u
   }
   if (data_socket) {
     ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof one);
-    // Kernel arrival times: packets read late (another port's queue first, the process
-    // descheduled) still reach the engine at the time they arrived.
-    ::setsockopt(fd.get(), SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one);
+    if (cfg.rx_timestamps) {
+      if (auto st = set_timestamping(fd.get(), true); !st) return std::unexpected(st.error());
+    }
     set_buffer(fd.get(), SO_RCVBUFFORCE, SO_RCVBUF, cfg.socket_buffer);
   }
   sockaddr_in6 a = to_sockaddr(Endpoint{pc.local.addr, port});
@@ -307,6 +326,13 @@ int UdpDriver::data_socket(uint8_t port) const {
   return impl_->sockets.at(port).fd.get();
 }
 
+NetStatus UdpDriver::set_rx_timestamps(bool on) {
+  for (uint8_t p = 0; p < config_.ports.size(); ++p)
+    if (auto st = set_timestamping(data_socket(p), on); !st) return st;
+  config_.rx_timestamps = on;
+  return {};
+}
+
 NetStatus UdpDriver::set_peer(uint32_t peer, std::span<const Endpoint> ports) {
   if (ports.size() != config_.ports.size())
     return net_fail(NetErrc::kIncompatible, "peer has " + std::to_string(ports.size()) +
@@ -383,7 +409,8 @@ void receive_ready(UdpDriver& d, UdpDriver::Impl& m, DriverStats& stats, Engine&
           e.port = port;
           const msghdr& h = m.rx_msgs[i].msg_hdr;
           for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(const_cast<msghdr*>(&h), c)) {
-            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPING) {
+              // struct scm_timestamping: ts[0] is the software stamp (the others are zero).
               timespec ts{};
               std::memcpy(&ts, CMSG_DATA(c), sizeof ts);
               // Realtime -> monotonic -> engine time (converted below, once per turn).
@@ -633,6 +660,7 @@ NetStatus UdpDriver::poll(Time max_wait) {
           for (int i = 0; i < 16; ++i)
             zero = zero && (*tx.ev)[static_cast<size_t>(i)] == 0;
           if (!zero) std::memcpy(&dst, tx.ev->data(), 16);
+          flow_label = ev::path_flow_label(config_.ev_mode, *tx.ev);
           sock = m.tx_socket[tx.port];
           src_port = m.sockets[sock].src_port;
         } else {
@@ -642,7 +670,7 @@ NetStatus UdpDriver::poll(Time max_wait) {
           bool has_srh = false;
           udp.src_port = src_port;
           ev::apply_to_envelope(config_.ev_mode, *tx.ev, ip, udp, srh, has_srh);
-          flow_label = ip.flow_label;
+          flow_label = ev::path_flow_label(config_.ev_mode, *tx.ev);
           if (udp.src_port != src_port) {
             sock = socket_for(m, config_, stats_, tx.port, udp.src_port);
             src_port = m.sockets[sock].src_port;

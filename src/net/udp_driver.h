@@ -30,7 +30,7 @@
 // (epoll_pwait2, nanosecond timeout) for a readable port, wake() or the engine's next
 // deadline, and receive and transmit again. Receiving drains every readable port (recvmmsg)
 // before the engine sees anything and hands packets over in kernel arrival order
-// (SO_TIMESTAMPNS), each at its arrival time, with deadlines that fell between arrivals run
+// (SO_TIMESTAMPING), each at its arrival time, with deadlines that fell between arrivals run
 // in between: the engine sees the time order a NIC would (docs/linux-driver.md). A full
 // socket buffer (EAGAIN) keeps the packets queued in the driver and masks that port out of
 // poll_transmit until they leave; nothing the engine handed over is dropped locally.
@@ -71,6 +71,12 @@ struct DriverConfig {
   // 32 MiB is ~4,000 datagrams of 4 KiB (the kernel charges ~2x the payload).
   int socket_buffer = 32 << 20;
   uint8_t traffic_class = 0x02;  // ECT(0), RFC 3168
+  // Kernel arrival times (software receive stamps): a datagram read late (another port's
+  // queue first, the process descheduled) still reaches the engine at the time it arrived, so
+  // the responder's ACK service time covers its wait in the socket and the requester's RTT
+  // does not. Off: a datagram arrives when it is read. The cost is the machine's, not this
+  // socket's: see UdpDriver::set_rx_timestamps.
+  bool rx_timestamps = true;
   // Receive coalescing (a NIC's interrupt moderation): while a stream runs (a receive brought
   // at least kRxCoalesceMinDatagrams within the last few holds), the ports are read at most
   // once per this interval (due timers, transmit and wake() still run on time), so a stream is
@@ -136,6 +142,13 @@ class UdpDriver {
   const DriverConfig& config() const { return config_; }
   // The data socket of port p (tests and diagnostics read its options; do not read from it).
   int data_socket(uint8_t port) const;
+
+  // Turns kernel arrival times (DriverConfig::rx_timestamps) on or off on the data sockets.
+  // While one socket of the machine asks for them, the kernel stamps every packet at every
+  // device it enters (net_timestamp_check), machine-wide: on a namespace fabric at every hop,
+  // ~100 cycles each on a kvm-clock VM. So a measurement of the path without MRC turns them
+  // off while it runs (mrc-perf --raw-udp).
+  NetStatus set_rx_timestamps(bool on);
 
   // One turn of the loop; waits at most `max_wait` (0: do not block). Errors: a socket
   // failure that will not go away (e.g. EMSGSIZE: the MTU is too large for the interface).

@@ -468,6 +468,30 @@ void apply_to_envelope(FormatMode mode, const ExpandedEv& ev, wire::Ipv6Header& 
   }
 }
 
+uint32_t path_flow_label(FormatMode mode, const ExpandedEv& ev) {
+  switch (mode) {
+    case FormatMode::kStev:
+      return load_be32(&ev[0]) >> 12;
+    case FormatMode::kUdp:
+    case FormatMode::kSrv6: {
+      // Four 64-bit words, each multiplied into the running value (odd constants from the
+      // golden ratio and splitmix64), the top 20 bits kept: every EV byte moves them.
+      uint64_t h = 0;
+      for (size_t i = 0; i < ev.size(); i += 8) {
+        uint64_t w = 0;
+        for (size_t k = 0; k < 8; ++k)
+          w = w << 8 | ev[i + k];
+        h = (h ^ w) * 0x9E3779B97F4A7C15ull;
+        h ^= h >> 29;
+      }
+      h *= 0xBF58476D1CE4E5B9ull;
+      const auto label = static_cast<uint32_t>(h >> 44);
+      return label != 0 ? label : 1;  // 0 would mean "unlabelled" (RFC 6437 section 2)
+    }
+  }
+  return 0;
+}
+
 Result<ExpandedEv> envelope_to_ev(FormatMode mode, const wire::Ipv6Header& ip,
                                   const wire::UdpHeader& udp, const wire::SrhHeader& srh,
                                   bool has_srh) {

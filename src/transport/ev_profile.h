@@ -247,6 +247,15 @@ Result<ExpandedEv> srv6_carrier(uint32_t locator_block, std::span<const uint16_t
 void apply_to_envelope(FormatMode mode, const ExpandedEv& ev, wire::Ipv6Header& ip,
                        wire::UdpHeader& udp, wire::SrhHeader& srh, bool& has_srh);
 
+// The IPv6 flow label a sender puts on a path's packets. STEV: the EV's 20 label bits (as
+// apply_to_envelope writes them). UDP and SRV6, whose EVs route by source port or destination:
+// a nonzero 20-bit hash of the EV, so each path is one flow (RFC 6437 section 3: a source may
+// derive the label statelessly from the flow's identifiers, uniformly distributed) for any hop
+// that balances on the label; and a Linux sender does not hash every datagram for an automatic
+// label itself (net.ipv6.auto_flowlabels: siphash per datagram, ~4% of a sending core on
+// mrc-fabric, docs/performance.md). 0 for a mode outside the enum.
+uint32_t path_flow_label(FormatMode mode, const ExpandedEv& ev);
+
 // The inverse, for tests and dissectors. STEV: bytes 0-3 = (flow_label << 12) |
 // (src_port & 0xFFF) (the 0xC000 marker is not checked). UDP: bytes 0-1 = source port. SRV6
 // without SRH: bytes 0-15 = destination (only the sender's view: transit uSID shifts change

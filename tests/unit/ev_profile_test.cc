@@ -685,6 +685,35 @@ TEST(Envelope, ApplyToEnvelope__srv6_with_srh_reverse_order) {
   EXPECT_EQ(e.ip.next_header, wire::kIpProtoUdp);
 }
 
+TEST(Envelope, PathFlowLabel__stev_bits_otherwise_a_nonzero_hash_of_the_ev) {
+  // STEV: exactly the label apply_to_envelope writes.
+  const ExpandedEv stev = ev_from_bits(0x13032102, 32);
+  EXPECT_EQ(path_flow_label(FormatMode::kStev, stev), 0x13032u);
+  EXPECT_EQ(path_flow_label(FormatMode::kStev, ev_from_bits(0x00000FFF, 32)), 0u);
+  // UDP and SRV6: 20 bits, never 0 (not even for the all-zero EV), stable, and different EVs
+  // spread: 256 SRV6 spines' carriers give (almost) 256 labels, every byte counts.
+  EXPECT_NE(path_flow_label(FormatMode::kSrv6, ExpandedEv{}), 0u);
+  std::set<uint32_t> labels;
+  for (uint16_t spine = 1; spine <= 256; ++spine) {
+    const uint16_t u[] = {spine, 0x0A01};
+    auto x = srv6_carrier(0xFCBB0000, u);
+    ASSERT_TRUE(x);
+    const uint32_t l = path_flow_label(FormatMode::kSrv6, *x);
+    EXPECT_LE(l, 0xFFFFFu);
+    EXPECT_NE(l, 0u);
+    EXPECT_EQ(l, path_flow_label(FormatMode::kSrv6, *x));
+    labels.insert(l);
+  }
+  EXPECT_GE(labels.size(), 250u);
+  for (size_t byte = 0; byte < kEvBytes; ++byte) {
+    ExpandedEv a{}, b{};
+    b[byte] = 1;
+    EXPECT_NE(path_flow_label(FormatMode::kUdp, a), path_flow_label(FormatMode::kUdp, b))
+        << "byte " << byte;
+  }
+  EXPECT_EQ(path_flow_label(static_cast<FormatMode>(3), stev), 0u);
+}
+
 TEST(Envelope, EnvelopeToEv__bad_srh_and_mode) {
   Envelope e;
   e.srh.num_segments = 3;

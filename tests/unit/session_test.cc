@@ -11,7 +11,9 @@
 
 #include <atomic>
 #include <cstring>
+#include <optional>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "net/pattern.h"
@@ -296,6 +298,83 @@ TEST(Session, LoopbackTransferWithoutLossHasAtMostTwoWindowsOfFalseRetransmits) 
   std::printf("retransmits %lu losses %lu (path order %lu rack %lu pto %lu rto %lu) undone %lu\n",
               c.retransmits, c.losses_detected, c.losses_path_order, c.losses_rack, c.losses_pto,
               c.losses_rto, c.losses_undone);
+}
+
+// Every datagram carries its path's flow label (ev::path_flow_label: STEV's EV bits, a hash
+// of the EV in UDP mode), never the kernel's per-datagram hash. Plain sockets that report
+// each datagram's flow information (IPV6_FLOWINFO) stand in for the server's planes.
+constexpr int kIpv6Flowinfo = 11;  // linux/in6.h: receive each datagram's flow information
+
+TEST(Session, DatagramsCarryTheirPathsFlowLabel) {
+  for (ev::FormatMode mode : {ev::FormatMode::kStev, ev::FormatMode::kUdp}) {
+    SCOPED_TRACE(ev::format_mode_name(mode));
+    auto c = Session::create(loopback_config(mode, kSize));
+    ASSERT_TRUE(c);
+    Session& client = **c;
+    Hello peer = client.hello(HelloRole::kServer);
+    std::vector<UniqueFd> planes;
+    for (HelloPlane& hp : peer.planes) {
+      UniqueFd fd(::socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+      ASSERT_TRUE(fd);
+      const int one = 1;
+      ASSERT_EQ(::setsockopt(fd.get(), IPPROTO_IPV6, kIpv6Flowinfo, &one, sizeof one), 0);
+      sockaddr_in6 a = to_sockaddr(*parse_endpoint("::1", 0));
+      ASSERT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+      socklen_t len = sizeof a;
+      ASSERT_EQ(::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len), 0);
+      hp.udp_port = ntohs(a.sin6_port);
+      planes.push_back(std::move(fd));
+    }
+    ASSERT_TRUE(client.connect(peer));
+    WriteWr wr;
+    wr.opcode = WrOpcode::kWrite;
+    wr.lkey = client.keys().lkey;
+    wr.local_addr = reinterpret_cast<uint64_t>(client.buffer());
+    wr.length = kSize;  // 8 packets of the default 4096-byte MTU
+    wr.remote_addr = peer.remote_addr;
+    wr.rkey = peer.rkey;
+    ASSERT_TRUE(client.engine().post_write(client.driver().now(), client.qpns()[0], wr));
+    const PathSet* paths = client.engine().qp_paths(client.qpns()[0]);
+    ASSERT_NE(paths, nullptr);
+    std::set<uint32_t> labels;
+    int seen = 0;
+    for (int turn = 0; turn < 200 && seen < 8; ++turn) {
+      ASSERT_TRUE(client.driver().poll(us(200)));
+      for (const UniqueFd& fd : planes) {
+        std::vector<uint8_t> dgram(9000);
+        alignas(cmsghdr) uint8_t control[64];
+        iovec iov{dgram.data(), dgram.size()};
+        msghdr h{};
+        h.msg_iov = &iov;
+        h.msg_iovlen = 1;
+        h.msg_control = control;
+        h.msg_controllen = sizeof control;
+        const ssize_t n = ::recvmsg(fd.get(), &h, 0);
+        if (n <= 0) continue;
+        std::optional<uint32_t> label;
+        for (cmsghdr* cm = CMSG_FIRSTHDR(&h); cm; cm = CMSG_NXTHDR(&h, cm)) {
+          if (cm->cmsg_level != IPPROTO_IPV6 || cm->cmsg_type != kIpv6Flowinfo) continue;
+          uint32_t flowinfo = 0;
+          std::memcpy(&flowinfo, CMSG_DATA(cm), sizeof flowinfo);
+          label = ntohl(flowinfo) & 0xFFFFF;
+        }
+        ASSERT_TRUE(label.has_value());
+        // The transport packet (UDP payload minus the ICRC) names its path.
+        auto pkt = wire::decode_transport(std::span<const uint8_t>(dgram.data(), n - 4));
+        ASSERT_TRUE(pkt);
+        ASSERT_LT(pkt->data.ev_index, paths->size());
+        const ev::ExpandedEv& ev = paths->path(pkt->data.ev_index).desc.ev;
+        EXPECT_EQ(*label, ev::path_flow_label(mode, ev)) << "EV index " << pkt->data.ev_index;
+        labels.insert(*label);
+        ++seen;
+      }
+    }
+    EXPECT_EQ(seen, 8);
+    if (mode == ev::FormatMode::kUdp)
+      EXPECT_GE(labels.size(), 2u);  // sprayed: more than one path, more than one label
+    else  // STEV EVs 0..3 keep their bits in the source port: label 0, not the kernel's hash
+      EXPECT_EQ(labels, std::set<uint32_t>{0});
+  }
 }
 
 TEST(Session, IncompatiblePeersAreRejectedWithAMessage) {

@@ -3,6 +3,7 @@
 #include "net/udp_driver.h"
 
 #include <gtest/gtest.h>
+#include <linux/net_tstamp.h>
 #include <netinet/udp.h>
 #include <sys/socket.h>
 
@@ -133,6 +134,43 @@ TEST(UdpDriver, Srv6SendsAndAcceptsZeroUdpChecksums) {
   }
   EXPECT_EQ(srv6.driver->stats().pings_answered, 1u);
   EXPECT_EQ(stev.driver->stats().pings_answered, 0u);
+}
+
+int socket_option(int fd, int level, int opt) {
+  int v = -1;
+  socklen_t len = sizeof v;
+  EXPECT_EQ(::getsockopt(fd, level, opt, &v, &len), 0);
+  return v;
+}
+
+// Receive timestamps by SO_TIMESTAMPING (which, unlike SO_TIMESTAMPNS, releases the kernel's
+// machine-wide stamping when turned off), per DriverConfig and at run time; no automatic
+// flow labels (the driver sets every label itself).
+TEST(UdpDriver, RxTimestampsFollowTheConfigAndTurnOffAtRunTime) {
+  constexpr int kStamps = SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;
+  OneDriver d = open_loopback(2);
+  ASSERT_TRUE(d.driver);
+  EXPECT_TRUE(d.driver->config().rx_timestamps);
+  for (uint8_t p = 0; p < 2; ++p) {
+    const int fd = d.driver->data_socket(p);
+    EXPECT_EQ(socket_option(fd, SOL_SOCKET, SO_TIMESTAMPING), kStamps);
+    EXPECT_EQ(socket_option(fd, SOL_SOCKET, SO_TIMESTAMPNS), 0);
+    EXPECT_EQ(socket_option(fd, IPPROTO_IPV6, IPV6_AUTOFLOWLABEL), 0);
+  }
+  ASSERT_TRUE(d.driver->set_rx_timestamps(false));
+  EXPECT_FALSE(d.driver->config().rx_timestamps);
+  for (uint8_t p = 0; p < 2; ++p)
+    EXPECT_EQ(socket_option(d.driver->data_socket(p), SOL_SOCKET, SO_TIMESTAMPING), 0);
+  ASSERT_TRUE(d.driver->set_rx_timestamps(true));
+  EXPECT_EQ(socket_option(d.driver->data_socket(1), SOL_SOCKET, SO_TIMESTAMPING), kStamps);
+
+  Engine engine(EngineConfig{});
+  DriverConfig dc;
+  dc.rx_timestamps = false;
+  dc.ports.push_back(PortConfig{*parse_endpoint("::1", 0), ""});
+  auto off = UdpDriver::open(engine, dc);
+  ASSERT_TRUE(off);
+  EXPECT_EQ(socket_option((*off)->data_socket(0), SOL_SOCKET, SO_TIMESTAMPING), 0);
 }
 
 // Zero checksums leave the ICRC as the only check on the payload: SRV6 refuses to drop it.
