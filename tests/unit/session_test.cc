@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <optional>
 #include <random>
@@ -41,10 +42,12 @@ struct Pair {
   std::unique_ptr<Session> client, server;
 };
 
-Pair connect_pair(ev::FormatMode mode, uint64_t buffer) {
+Pair connect_pair(ev::FormatMode mode, uint64_t buffer, bool rx_timestamps = true) {
   Pair p;
-  auto c = Session::create(loopback_config(mode, buffer));
-  auto s = Session::create(loopback_config(mode, buffer));
+  SessionConfig config = loopback_config(mode, buffer);
+  config.driver.rx_timestamps = rx_timestamps;
+  auto c = Session::create(config);
+  auto s = Session::create(config);
   EXPECT_TRUE(c && s);
   p.client = std::move(*c);
   p.server = std::move(*s);
@@ -303,6 +306,46 @@ TEST(Session, LoopbackTransferWithoutLossHasAtMostTwoWindowsOfFalseRetransmits) 
 // Every datagram carries its path's flow label (ev::path_flow_label: STEV's EV bits, a hash
 // of the EV in UDP mode), never the kernel's per-datagram hash. Plain sockets that report
 // each datagram's flow information (IPV6_FLOWINFO) stand in for the server's planes.
+// A datagram that waited in the socket reaches the engine at its kernel arrival time, not
+// when it was read (DriverConfig::rx_timestamps: SCM_TIMESTAMPING's software stamp); without
+// the stamps, when it was read. Seen in the time of the responder's receive completion.
+TEST(Session, ADatagramReadLateReachesTheEngineAtItsArrivalTime) {
+  for (bool stamps : {true, false}) {
+    SCOPED_TRACE(stamps ? "kernel stamps" : "no stamps");
+    Pair p = connect_pair(ev::FormatMode::kStev, kSize * kSlots, stamps);
+    ASSERT_TRUE(p.client && p.server);
+    Session& server = *p.server;
+    ASSERT_TRUE(server.engine().post_recv(server.qpns()[0], 1));
+    const Hello sh = server.hello(HelloRole::kServer);
+    WriteWr wr;
+    wr.opcode = WrOpcode::kWriteImm;
+    wr.lkey = p.client->keys().lkey;
+    wr.local_addr = reinterpret_cast<uint64_t>(p.client->buffer());
+    wr.length = 64;  // one packet
+    wr.remote_addr = sh.remote_addr;
+    wr.rkey = sh.rkey;
+    wr.imm = 7;
+    ASSERT_TRUE(p.client->engine().post_write(p.client->driver().now(), p.client->qpns()[0], wr));
+    ASSERT_TRUE(p.client->driver().poll(0));  // sends it
+    const Time sent = server.driver().now();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the server reads nothing
+    const Time read = server.driver().now();
+    std::optional<Completion> recv;
+    for (int i = 0; i < 200 && !recv; ++i) {
+      ASSERT_TRUE(server.driver().poll(ms(1)));
+      Completion c;
+      while (server.engine().poll_completion(c))
+        if (c.opcode == WcOpcode::kRecvImm) recv = c;
+    }
+    ASSERT_TRUE(recv.has_value());
+    EXPECT_EQ(recv->imm, 7u);
+    if (stamps)
+      EXPECT_LT(recv->time, sent + ms(20)) << "arrived " << (recv->time - sent) / 1e9 << " ms after";
+    else
+      EXPECT_GE(recv->time, read);
+  }
+}
+
 constexpr int kIpv6Flowinfo = 11;  // linux/in6.h: receive each datagram's flow information
 
 TEST(Session, DatagramsCarryTheirPathsFlowLabel) {
