@@ -340,7 +340,8 @@ TEST(Session, ADatagramReadLateReachesTheEngineAtItsArrivalTime) {
     ASSERT_TRUE(recv.has_value());
     EXPECT_EQ(recv->imm, 7u);
     if (stamps)
-      EXPECT_LT(recv->time, sent + ms(20)) << "arrived " << (recv->time - sent) / 1e9 << " ms after";
+      EXPECT_LT(recv->time, sent + ms(20))
+          << "arrived " << (recv->time - sent) / 1e9 << " ms after";
     else
       EXPECT_GE(recv->time, read);
   }
