@@ -256,9 +256,18 @@ struct RoundResult {
   // with what happened then (a fault injected, a kernel thread on the core).
   static constexpr size_t kGapsKept = 5;
   std::vector<std::pair<Time, Time>> longest_gaps;
+  // Every gap of kLongGap or more, in order, up to kLongGapsKept, as mrc-tcp-stall lists
+  // TCP's (when it began after the round's start, length): the stall caused by a fault is the
+  // longest one that ends after the fault (scripts/bench-net.sh).
+  static constexpr Time kLongGap = ms(1);
+  static constexpr size_t kLongGapsKept = 10'000;
+  std::vector<std::pair<Time, Time>> long_gaps;
+  uint64_t start_monotonic_ns = 0;  // CLOCK_MONOTONIC at the round's start
   uint64_t mismatches = 0;
 
   void note_gap(Time length, Time ended_after_start) {
+    if (length >= kLongGap && long_gaps.size() < kLongGapsKept)
+      long_gaps.push_back({ended_after_start - length, length});
     if (longest_gaps.size() == kGapsKept && length <= longest_gaps.back().first) return;
     auto at = std::find_if(longest_gaps.begin(), longest_gaps.end(),
                            [&](const auto& g) { return g.first < length; });
@@ -272,6 +281,14 @@ Json longest_gaps_json(const RoundResult& r) {
   for (const auto& [length, ended] : r.longest_gaps)
     gaps.push_back({{"ms", static_cast<double>(length) / 1e9},
                     {"ended_at_s", static_cast<double>(ended) / 1e12}});
+  return gaps;
+}
+
+Json long_gaps_json(const RoundResult& r) {
+  Json gaps = Json::array();
+  for (const auto& [began, length] : r.long_gaps)
+    gaps.push_back(
+        Json::array({static_cast<double>(began) / 1e12, static_cast<double>(length) / 1e9}));
   return gaps;
 }
 
@@ -924,6 +941,7 @@ int run_client(const Options& o) {
     // time, not a gap the transport left.
     Time last_completion = t0;
     RoundResult r;
+    r.start_monotonic_ns = cs.driver().clock().to_monotonic_ns(t0);
     bool stall_clock_started = false;
     bool stop = false;
     while (!stop || completed < posted) {
@@ -1038,6 +1056,8 @@ int run_client(const Options& o) {
                        {"goodput_gbps", r.bw_avg * unit * 8 / 1e9},
                        {"stall_ms", r.stall_ms},
                        {"longest_gaps", longest_gaps_json(r)},
+                       {"gaps_over_1ms", long_gaps_json(r)},
+                       {"start_monotonic_s", static_cast<double>(r.start_monotonic_ns) / 1e9},
                        {"mismatches", r.mismatches}});
     if (failed) break;
   }

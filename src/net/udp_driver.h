@@ -136,6 +136,7 @@ class UdpDriver {
   NetStatus set_peer(uint32_t peer, std::span<const Endpoint> ports);
 
   Time now() const { return clock_.now(); }
+  const MonotonicClock& clock() const { return clock_; }
   Engine& engine() { return engine_; }
   // The bound endpoint of port p (the real UDP port when configured as 0).
   const Endpoint& local(uint8_t port) const;
