@@ -63,14 +63,13 @@ in_host() {  # HOST CMD...: in the host's namespace, on its CPU
 # Runs a command in a host under /usr/bin/time (user and system seconds into FILE.time).
 timed() { local h=$1 file=$2; shift 2; in_host "$h" /usr/bin/time -f "%U %S" -o "$file.time" "$@"; }
 json() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }
-# CLOCK_MONOTONIC in seconds, the clock of mrc-perf's and mrc-tcp-stall's JSON. Debian's
-# /usr/bin/python3 where it exists: a python3 earlier on PATH may be a pyenv shim that takes a
-# second to start, which would date a fault a second late.
-mono() {
-  local py=python3
-  [ -x /usr/bin/python3 ] && py=/usr/bin/python3
-  "$py" -c "import time; print(time.monotonic())"
-}
+# When a cut happens, on CLOCK_MONOTONIC (the clock of mrc-perf's and mrc-tcp-stall's JSON):
+# bash's $EPOCHREALTIME, a builtin, taken just before the cut, plus CLOCK_MONOTONIC -
+# CLOCK_REALTIME measured once here. Starting a process to read the clock right before a cut
+# would take a core from the transfer for tens of milliseconds (and the python3 on PATH may be
+# a pyenv shim that takes a second to start, which dated MPTCP's cut a second late).
+mono_offset=$(python3 -c "import time; print(time.monotonic() - time.time())")
+at_mono() { python3 -c "print(float('$1'.replace(',', '.')) + $mono_offset)"; }  # REALTIME
 cpu_s() { cat "${@/%/.time}" | awk '{s += $1 + $2} END {print s}'; }  # PREFIX...: summed
 wait_for() {  # FILE TEXT: until FILE contains TEXT (10 s)
   for _ in $(seq 200); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.05; done
@@ -165,11 +164,12 @@ read -r b0 b1 < <(spine_bytes)
 cut=0
 [ $((b1 - a1)) -gt $((b0 - a0)) ] && cut=1
 echo "cut:   blackholing spine p0-s$cut (MPTCP's plane-0 subflow: $(((b0 - a0) >> 20)) / $(((b1 - a1) >> 20)) MiB in 0.5 s via s0 / s1)"
-cut_at=$(mono)  # just before the cut: gaps that end after it include the cut's
+cut_real=$EPOCHREALTIME  # just before the cut: gaps that end after it include the cut's
 fab blackhole "p0-s$cut" >/dev/null
 wait "${pids[-1]}"
 wait "${pids[-2]}"
 fab blackhole "p0-s$cut" --off >/dev/null
+cut_at=$(at_mono "$cut_real")
 tail -1 "$work/cut_mptcp.r.out" >"$work/cut_mptcp.json"
 # The stall caused by the cut: the longest gap that ends after it (gaps before it are the
 # machine's, and printed for comparison).
@@ -179,11 +179,11 @@ echo "mptcp: stall ${mptcp_stall} ms after the cut at $(json "$work/cut_mptcp.js
 # MRC: the same cut 3 s into a 10 s transfer, every byte verified. Its stall, as MPTCP's: the
 # longest gap between completions that ends after the cut (mrc-perf lists every gap of 1 ms
 # or more; none after the cut reads as 1 ms, an upper bound).
-( sleep 3.5; mono >"$work/cut_mrc.at"; fab blackhole "p0-s$cut" >/dev/null ) &
+( sleep 3.5; echo "$EPOCHREALTIME" >"$work/cut_mrc.at"; fab blackhole "p0-s$cut" >/dev/null ) &
 pids+=($!)
 run_mrc cut_mrc 18599 -D 10 --verify
 fab blackhole "p0-s$cut" --off >/dev/null
-mrc_cut_at=$(cat "$work/cut_mrc.at")
+mrc_cut_at=$(at_mono "$(cat "$work/cut_mrc.at")")
 round0="j['results'][0]"
 mrc_stall=$(json "$work/cut_mrc.c.json" "round(max([g[1] for g in ${round0}['gaps_over_1ms'] if ${round0}['start_monotonic_s'] + g[0] + g[1] / 1e3 > $mrc_cut_at] + [1.0]), 3)")
 echo "mrc:   stall ${mrc_stall} ms after the cut at $(json "$work/cut_mrc.c.json" "round($mrc_cut_at - ${round0}['start_monotonic_s'], 2)") s; longest gap before it $(json "$work/cut_mrc.c.json" "round(max([g[1] for g in ${round0}['gaps_over_1ms'] if ${round0}['start_monotonic_s'] + g[0] + g[1] / 1e3 <= $mrc_cut_at] + [0]), 1)") ms; verify $(json "$work/cut_mrc.c.json" "'ok' if j['ok'] and j['mismatches'] == 0 else 'FAILED'"), $(json "$work/cut_mrc.c.json" "round(${round0}['goodput_gbps'], 3)") Gb/s over the run, EV changes $(json "$work/cut_mrc.c.json" "j['counters']['ev_state_changes']"), gaps >= 1 ms: $(json "$work/cut_mrc.c.json" "len(${round0}['gaps_over_1ms'])")"
