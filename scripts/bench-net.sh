@@ -178,15 +178,26 @@ echo "mptcp: stall ${mptcp_stall} ms after the cut at $(json "$work/cut_mptcp.js
 
 # MRC: the same cut 3 s into a 10 s transfer, every byte verified. Its stall, as MPTCP's: the
 # longest gap between completions that ends after the cut (mrc-perf lists every gap of 1 ms
-# or more; none after the cut reads as 1 ms, an upper bound).
-( sleep 3.5; echo "$EPOCHREALTIME" >"$work/cut_mrc.at"; fab blackhole "p0-s$cut" >/dev/null ) &
-pids+=($!)
-run_mrc cut_mrc 18599 -D 10 --verify
-fab blackhole "p0-s$cut" --off >/dev/null
-mrc_cut_at=$(at_mono "$(cat "$work/cut_mrc.at")")
-round0="j['results'][0]"
-mrc_stall=$(json "$work/cut_mrc.c.json" "round(max([g[1] for g in ${round0}['gaps_over_1ms'] if ${round0}['start_monotonic_s'] + g[0] + g[1] / 1e3 > $mrc_cut_at] + [1.0]), 3)")
-echo "mrc:   stall ${mrc_stall} ms after the cut at $(json "$work/cut_mrc.c.json" "round($mrc_cut_at - ${round0}['start_monotonic_s'], 2)") s; longest gap before it $(json "$work/cut_mrc.c.json" "round(max([g[1] for g in ${round0}['gaps_over_1ms'] if ${round0}['start_monotonic_s'] + g[0] + g[1] / 1e3 <= $mrc_cut_at] + [0]), 1)") ms; verify $(json "$work/cut_mrc.c.json" "'ok' if j['ok'] and j['mismatches'] == 0 else 'FAILED'"), $(json "$work/cut_mrc.c.json" "round(${round0}['goodput_gbps'], 3)") Gb/s over the run, EV changes $(json "$work/cut_mrc.c.json" "j['counters']['ev_state_changes']"), gaps >= 1 ms: $(json "$work/cut_mrc.c.json" "len(${round0}['gaps_over_1ms'])")"
+# or more; none after the cut reads as 1 ms, an upper bound). Then a control: the same
+# transfer and the same injection aimed at a link no transfer uses (idle host h1's plane-0
+# port): the stall the injection itself causes (mrc-fabric and nft take a core of this
+# 2-CPU machine for ~15 ms; docs/performance.md, "Session 7").
+mrc_cut() {  # LABEL PORT TARGET: the cut's stall in ms; prints a line about it
+  local label=$1 port=$2 target=$3
+  ( sleep 3.5; echo "$EPOCHREALTIME" >"$work/$label.at"; fab blackhole "$target" >/dev/null ) &
+  pids+=($!)
+  run_mrc "$label" "$port" -D 10 --verify >&2
+  fab blackhole "$target" --off >/dev/null
+  local at j=$work/$label.c.json r="j['results'][0]"
+  at=$(at_mono "$(cat "$work/$label.at")")
+  local after="[g[1] for g in ${r}['gaps_over_1ms'] if ${r}['start_monotonic_s'] + g[0] + g[1] / 1e3 > $at]"
+  local before="[g[1] for g in ${r}['gaps_over_1ms'] if ${r}['start_monotonic_s'] + g[0] + g[1] / 1e3 <= $at]"
+  json "$j" "round(max($after + [1.0]), 3)"
+  echo "mrc:   $target blackholed: stall $(json "$j" "round(max($after + [1.0]), 3)") ms after it at $(json "$j" "round($at - ${r}['start_monotonic_s'], 2)") s; longest gap before it $(json "$j" "round(max($before + [0]), 1)") ms; verify $(json "$j" "'ok' if j['ok'] and j['mismatches'] == 0 else 'FAILED'"), $(json "$j" "round(${r}['goodput_gbps'], 3)") Gb/s over the run, EV changes $(json "$j" "j['counters']['ev_state_changes']"), gaps >= 1 ms: $(json "$j" "len(${r}['gaps_over_1ms'])")" >&2
+}
+mrc_stall=$(mrc_cut cut_mrc 18599 "p0-s$cut")
+mrc_control=$(mrc_cut cut_control 18598 h1-p0)
+echo "mrc:   the cut's stall ${mrc_stall} ms; the same injection on an idle link ${mrc_control} ms"
 
 echo "mrc_gbps=$mrc_gbps udp_gbps=$udp_gbps tcp_gbps=$tcp_gbps mptcp_gbps=$mptcp_gbps cycles_per_byte: mrc=$mrc_cpb udp=$udp_cpb tcp=$tcp_cpb mptcp=$mptcp_cpb"
 echo "ratio_vs_udp=$ratio mrc_stall_ms=$mrc_stall mptcp_stall_ms=$mptcp_stall"
