@@ -234,28 +234,14 @@ class NetFabric : public ::testing::Test {
   static void expect_ok(const FabricStatus& st, const std::string& what) {
     ASSERT_TRUE(st) << what << ": " << st.error();
   }
-  // Runs an injection as SCHED_IDLE (and the `nft`/`ip` it starts, which inherit it): in the
-  // time the transfer leaves idle, not in slices taken from the endpoints' cores (a no-op
-  // injection at normal priority left 6-7 ms gaps; docs/performance.md, "Session 7").
-  static FabricStatus idle_priority(const std::function<FabricStatus()>& fn) {
-    const int policy = sched_getscheduler(0);
-    sched_param param{};
-    (void)sched_getparam(0, &param);
-    const sched_param idle{};
-    const bool lowered = sched_setscheduler(0, SCHED_IDLE, &idle) == 0;
-    FabricStatus st = fn();
-    if (lowered) (void)sched_setscheduler(0, policy, &param);
-    return st;
-  }
   static void link(const std::string& name, bool up) {
-    expect_ok(idle_priority([&] { return set_link_admin(plan(), name, up); }), "link " + name);
+    expect_ok(set_link_admin(plan(), name, up), "link " + name);
   }
   static void blackhole(const std::string& target, bool on) {
-    expect_ok(idle_priority([&] { return set_blackhole(plan(), target, on); }),
-              "blackhole " + target);
+    expect_ok(set_blackhole(plan(), target, on), "blackhole " + target);
   }
   static void loss(const std::string& name, int percent) {
-    expect_ok(idle_priority([&] { return set_loss(plan(), name, percent); }), "loss " + name);
+    expect_ok(set_loss(plan(), name, percent), "loss " + name);
   }
   static std::vector<std::string> perf_host_args(int host) {
     return {"--local",  plane_address(0, host) + "," + plane_address(1, host),
