@@ -187,7 +187,9 @@ mrc_cut() {  # LABEL PORT TARGET: the cut's stall in ms; prints a line about it
   # SCHED_IDLE: the injector runs in the time the transfer leaves idle (the server's core has
   # some), not in slices taken from it (4 s transfers, three each: a no-op injection's stall
   # 3.0 / 6.5 / 3.8 ms against 7.3 / 4.8 / 4.7 ms at normal priority).
-  ( sleep 3.5; echo "$EPOCHREALTIME" >"$work/$label.at"; chrt -i 0 "$bin/mrc-fabric" blackhole "$target" --name "$name" >/dev/null ) &
+  ( sleep 3.5; echo "$EPOCHREALTIME" >"$work/$label.at"
+    chrt -i 0 "$bin/mrc-fabric" blackhole "$target" --name "$name" >/dev/null
+    echo "$EPOCHREALTIME" >"$work/$label.done" ) &
   pids+=($!)
   run_mrc "$label" "$port" -D 10 --verify >&2
   fab blackhole "$target" --off >/dev/null
@@ -196,7 +198,9 @@ mrc_cut() {  # LABEL PORT TARGET: the cut's stall in ms; prints a line about it
   local after="[g[1] for g in ${r}['gaps_over_1ms'] if ${r}['start_monotonic_s'] + g[0] + g[1] / 1e3 > $at]"
   local before="[g[1] for g in ${r}['gaps_over_1ms'] if ${r}['start_monotonic_s'] + g[0] + g[1] / 1e3 <= $at]"
   json "$j" "round(max($after + [1.0]), 3)"
-  echo "mrc:   $target blackholed: stall $(json "$j" "round(max($after + [1.0]), 3)") ms after it at $(json "$j" "round($at - ${r}['start_monotonic_s'], 2)") s; longest gap before it $(json "$j" "round(max($before + [0]), 1)") ms; verify $(json "$j" "'ok' if j['ok'] and j['mismatches'] == 0 else 'FAILED'"), $(json "$j" "round(${r}['goodput_gbps'], 3)") Gb/s over the run, EV changes $(json "$j" "j['counters']['ev_state_changes']"), gaps >= 1 ms: $(json "$j" "len(${r}['gaps_over_1ms'])")" >&2
+  local took  # a starved injection would miss the transfer: say how long it took
+  took=$(python3 -c "print(round((float('$(cat "$work/$label.done")'.replace(',', '.')) - float('$(cat "$work/$label.at")'.replace(',', '.'))) * 1e3))")
+  echo "mrc:   $target blackholed (injection took ${took} ms): stall $(json "$j" "round(max($after + [1.0]), 3)") ms after it at $(json "$j" "round($at - ${r}['start_monotonic_s'], 2)") s; longest gap before it $(json "$j" "round(max($before + [0]), 1)") ms; verify $(json "$j" "'ok' if j['ok'] and j['mismatches'] == 0 else 'FAILED'"), $(json "$j" "round(${r}['goodput_gbps'], 3)") Gb/s over the run, EV changes $(json "$j" "j['counters']['ev_state_changes']"), gaps >= 1 ms: $(json "$j" "len(${r}['gaps_over_1ms'])")" >&2
 }
 mrc_stall=$(mrc_cut cut_mrc 18599 "p0-s$cut")
 mrc_control=$(mrc_cut cut_control 18598 h1-p0)
