@@ -70,6 +70,12 @@ json() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)"
 # a pyenv shim that takes a second to start, which dated MPTCP's cut a second late).
 mono_offset=$(python3 -c "import time; print(time.monotonic() - time.time())")
 at_mono() { python3 -c "print(float('$1'.replace(',', '.')) + $mono_offset)"; }  # REALTIME
+# FILE GAPS START AT OP DEFAULT: of the gaps [began_s, ms] the Python expression GAPS lists in
+# FILE's JSON (j), with START its time zero on CLOCK_MONOTONIC, those that end after (OP '>')
+# or by (OP '<=') AT: the longest, in ms (DEFAULT if none).
+longest_gap() {
+  json "$1" "round(max([g[1] for g in $2 if $3 + g[0] + g[1] / 1e3 $5 $4] + [$6]), 3)"
+}
 cpu_s() { cat "${@/%/.time}" | awk '{s += $1 + $2} END {print s}'; }  # PREFIX...: summed
 wait_for() {  # FILE TEXT: until FILE contains TEXT (10 s)
   for _ in $(seq 200); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.05; done
@@ -173,8 +179,8 @@ cut_at=$(at_mono "$cut_real")
 tail -1 "$work/cut_mptcp.r.out" >"$work/cut_mptcp.json"
 # The stall caused by the cut: the longest gap that ends after it (gaps before it are the
 # machine's, and printed for comparison).
-mptcp_stall=$(json "$work/cut_mptcp.json" "round(max([g[1] for g in j['gaps'] if j['first_byte_monotonic_s'] + g[0] + g[1] / 1e3 > $cut_at] + [0]), 3)")
-echo "mptcp: stall ${mptcp_stall} ms after the cut at $(json "$work/cut_mptcp.json" "round($cut_at - j['first_byte_monotonic_s'], 2)") s; longest gap before it $(json "$work/cut_mptcp.json" "round(max([g[1] for g in j['gaps'] if j['first_byte_monotonic_s'] + g[0] + g[1] / 1e3 <= $cut_at] + [0]), 1)") ms; $(json "$work/cut_mptcp.json" "round(j['gbps'], 3)") Gb/s over the run; gaps >= 100 ms [s, ms]: $(json "$work/cut_mptcp.json" "[[round(a, 2), round(b)] for a, b in j['gaps'] if b >= 100]")"
+mptcp_stall=$(longest_gap "$work/cut_mptcp.json" "j['gaps']" "j['first_byte_monotonic_s']" "$cut_at" '>' 0)
+echo "mptcp: stall ${mptcp_stall} ms after the cut at $(json "$work/cut_mptcp.json" "round($cut_at - j['first_byte_monotonic_s'], 2)") s; longest gap before it $(longest_gap "$work/cut_mptcp.json" "j['gaps']" "j['first_byte_monotonic_s']" "$cut_at" '<=' 0) ms; $(json "$work/cut_mptcp.json" "round(j['gbps'], 3)") Gb/s over the run; gaps >= 100 ms [s, ms]: $(json "$work/cut_mptcp.json" "[[round(a, 2), round(b)] for a, b in j['gaps'] if b >= 100]")"
 
 # MRC: the same cut 3 s into a 10 s transfer, every byte verified. Its stall, as MPTCP's: the
 # longest gap between completions that ends after the cut (mrc-perf lists every gap of 1 ms
@@ -193,14 +199,13 @@ mrc_cut() {  # LABEL PORT TARGET: the cut's stall in ms; prints a line about it
   pids+=($!)
   run_mrc "$label" "$port" -D 10 --verify >&2
   fab blackhole "$target" --off >/dev/null
-  local at j=$work/$label.c.json r="j['results'][0]"
+  local at ended stall took j=$work/$label.c.json r="j['results'][0]"
   at=$(at_mono "$(cat "$work/$label.at")")
-  local after="[g[1] for g in ${r}['gaps_over_1ms'] if ${r}['start_monotonic_s'] + g[0] + g[1] / 1e3 > $at]"
-  local before="[g[1] for g in ${r}['gaps_over_1ms'] if ${r}['start_monotonic_s'] + g[0] + g[1] / 1e3 <= $at]"
-  json "$j" "round(max($after + [1.0]), 3)"
-  local took  # a starved injection would miss the transfer: say how long it took
-  took=$(python3 -c "print(round((float('$(cat "$work/$label.done")'.replace(',', '.')) - float('$(cat "$work/$label.at")'.replace(',', '.'))) * 1e3))")
-  echo "mrc:   $target blackholed (injection took ${took} ms): stall $(json "$j" "round(max($after + [1.0]), 3)") ms after it at $(json "$j" "round($at - ${r}['start_monotonic_s'], 2)") s; longest gap before it $(json "$j" "round(max($before + [0]), 1)") ms; verify $(json "$j" "'ok' if j['ok'] and j['mismatches'] == 0 else 'FAILED'"), $(json "$j" "round(${r}['goodput_gbps'], 3)") Gb/s over the run, EV changes $(json "$j" "j['counters']['ev_state_changes']"), gaps >= 1 ms: $(json "$j" "len(${r}['gaps_over_1ms'])")" >&2
+  ended=$(at_mono "$(cat "$work/$label.done")")
+  stall=$(longest_gap "$j" "${r}['gaps_over_1ms']" "${r}['start_monotonic_s']" "$at" '>' 1.0)
+  took=$(python3 -c "print(round(($ended - $at) * 1e3))")  # a starved injection misses the transfer
+  echo "$stall"
+  echo "mrc:   $target blackholed (injection took ${took} ms): stall ${stall} ms after it at $(json "$j" "round($at - ${r}['start_monotonic_s'], 2)") s; longest gap before it $(longest_gap "$j" "${r}['gaps_over_1ms']" "${r}['start_monotonic_s']" "$at" '<=' 0) ms; verify $(json "$j" "'ok' if j['ok'] and j['mismatches'] == 0 else 'FAILED'"), $(json "$j" "round(${r}['goodput_gbps'], 3)") Gb/s over the run, EV changes $(json "$j" "j['counters']['ev_state_changes']"), gaps >= 1 ms: $(json "$j" "len(${r}['gaps_over_1ms'])")" >&2
 }
 mrc_stall=$(mrc_cut cut_mrc 18599 "p0-s$cut")
 mrc_control=$(mrc_cut cut_control 18598 h1-p0)
