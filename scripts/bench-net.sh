@@ -8,6 +8,8 @@
 #      goodput / the mean of the two blasts' UDP received (median of 3 rounds);
 #   3. iperf3 TCP (plain ECMP address, one plane) and MPTCP (mptcpize, a subflow per plane);
 #   CPU cycles per payload byte of each (user+system time of both ends x the CPU clock);
+#   0. the platform's own freezes: oslat (rt-tests) spins on the transfer's CPUs and reports the
+#      longest time it was not running, the floor under any stall measured here;
 #   4. the same silent cut (blackhole of a whole plane-0 spine, the one MPTCP's plane-0
 #      subflow hashes onto) during a transfer: the stall of each, the longest gap that ends
 #      after the cut -- MRC's between completions (mrc-perf), MPTCP's between reads that
@@ -17,6 +19,7 @@
 #   MRC_BIN_DIR=build-x/bin scripts/bench-net.sh     binaries from another build tree
 #   MRC_BENCH_ROUNDS=5 scripts/bench-net.sh          MRC/UDP rounds (median counts; default 3)
 #   MRC_BENCH_CPUS=1,0 scripts/bench-net.sh          client,server CPUs (default 0,1; none)
+#   MRC_BENCH_OSLAT_SECONDS=30 scripts/bench-net.sh  how long oslat looks for freezes (default 10)
 # Everything run in the client host is pinned to one CPU and everything in the server host
 # to another (taskset): the sender does the whole fabric's forwarding in its own softirq, and
 # unpinned the blast sometimes got part of it done on the second CPU (7.3 or 11 Gb/s from one
@@ -31,7 +34,7 @@ export PATH="$PATH:/usr/sbin:/sbin"
 for t in mrc-fabric mrc-perf mrc-tcp-stall; do
   [ -x "$bin/$t" ] || { echo "bench-net: $bin/$t is not built (scripts/setup.sh)" >&2; exit 2; }
 done
-for t in iperf3 mptcpize python3; do
+for t in iperf3 mptcpize python3 oslat; do
   command -v "$t" >/dev/null || { echo "bench-net: $t is missing (scripts/setup.sh)" >&2; exit 2; }
 done
 [ "$(id -u)" = 0 ] || { echo "bench-net: needs root (network namespaces)" >&2; exit 2; }
@@ -92,6 +95,18 @@ perf_args() { echo "--local fcbb:bb00:$(printf %x $((0x4000 + $1)))::,fcbb:bb01:
 
 fab up --hosts 4 --planes 2 --leaves 2 --spines 2 >/dev/null
 echo "fabric $name: 4 hosts, 2 planes x (2 leaves + 2 spines); h$client -> h$server; ${seconds}s per run; CPU ${mhz} MHz; client,server CPUs: ${cpus}; load $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# ---- 0. the platform's freezes ----------------------------------------------------------------
+# No stall measured here can be shorter than the longest time the machine stops running a
+# process that wants to run. oslat (rt-tests) spins on the transfer's CPUs with nothing else
+# running and reports the longest gap between two reads of the clock: on this KVM guest 3-5 ms
+# per 10 s on an idle machine, with no steal time accounted (docs/performance.md, "Session 8").
+oslat_cpus=$cpus
+[ "$cpus" = none ] && oslat_cpus=0-$(($(nproc) - 1))
+oslat -c "$oslat_cpus" -C "${oslat_cpus%%[,-]*}" -D "${MRC_BENCH_OSLAT_SECONDS:-10}" -q \
+  --json="$work/oslat.json" >/dev/null
+platform_freeze=$(json "$work/oslat.json" "round(max(t['max'] for t in j['thread'].values()) / 1e3, 3)")
+echo "platform: a busy loop on CPUs ${oslat_cpus} (oslat, ${MRC_BENCH_OSLAT_SECONDS:-10} s, idle fabric) stopped for up to $(json "$work/oslat.json" "' / '.join(str(round(t['max'] / 1e3, 3)) for t in j['thread'].values())") ms"
 
 # ---- 1. and 2. MRC against raw UDP ------------------------------------------------------------
 run_mrc() {  # LABEL PORT [CLIENT ARGS...]: client JSON in $work/LABEL.c.json
@@ -211,5 +226,5 @@ mrc_stall=$(mrc_cut cut_mrc 18599 "p0-s$cut")
 mrc_control=$(mrc_cut cut_control 18598 h1-p0)
 echo "mrc:   the cut's stall ${mrc_stall} ms; the same injection on an idle link ${mrc_control} ms"
 
-echo "mrc_gbps=$mrc_gbps udp_gbps=$udp_gbps tcp_gbps=$tcp_gbps mptcp_gbps=$mptcp_gbps cycles_per_byte: mrc=$mrc_cpb udp=$udp_cpb tcp=$tcp_cpb mptcp=$mptcp_cpb"
+echo "mrc_gbps=$mrc_gbps udp_gbps=$udp_gbps tcp_gbps=$tcp_gbps mptcp_gbps=$mptcp_gbps cycles_per_byte: mrc=$mrc_cpb udp=$udp_cpb tcp=$tcp_cpb mptcp=$mptcp_cpb platform_freeze_ms=$platform_freeze"
 echo "ratio_vs_udp=$ratio mrc_stall_ms=$mrc_stall mptcp_stall_ms=$mptcp_stall"

@@ -16,6 +16,8 @@ PACKAGES=(
   # in-kernel path manager is driven with `ip mptcp`, so mptcpd itself is not needed) and
   # /usr/bin/time for CPU seconds per run.
   iperf3 mptcpize time
+  # scripts/bench-net.sh: oslat (the platform's own freezes, the floor under any stall).
+  rt-tests
 )
 
 missing=()
