@@ -366,9 +366,11 @@ void print_mrc_lines(const std::map<std::string, uint64_t>& local,
         get(local, pre + "tx_bytes"), get(local, pre + "tx_packets"), get(local, pre + "rx_bytes"),
         get(remote, pre + "rx_bytes"), get(remote, pre + "tx_bytes"));
   }
-  std::printf(" MRC retransmits   : %lu (losses %lu, spurious %lu, timeouts %lu)\n",
-              get(local, "retransmits"), get(local, "losses_detected"),
-              get(local, "spurious_losses"), get(local, "timeouts"));
+  std::printf(
+      " MRC retransmits   : %lu (losses %lu, spurious %lu, timeouts %lu; %lu arrived as "
+      "duplicates)\n",
+      get(local, "retransmits"), get(local, "losses_detected"), get(local, "spurious_losses"),
+      get(local, "timeouts"), get(local, "duplicate_retransmits"));
   std::printf(" MRC trims         : %lu trim NACKs received, %lu trimmed at server; ECN %lu\n",
               get(local, "trim_nacks_received"), get(remote, "trimmed_received"),
               get(remote, "ecn_received"));

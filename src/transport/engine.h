@@ -261,6 +261,10 @@ struct EngineCounters {
   // Of those: acknowledged before the retransmission even left (the cheapest false loss;
   // the rest were resent for nothing).
   uint64_t losses_undone = 0;
+  // A retransmission that reached the responder after another copy had (its echo says
+  // duplicate: a DSACK, RFC 8985 6.2): resent for nothing, whether or not spurious_losses
+  // saw the original arrive.
+  uint64_t duplicate_retransmits = 0;
   uint64_t timeouts = 0;  // ACK timeout (RTO) expirations
   uint64_t trim_nacks_received = 0;
   uint64_t ev_state_changes = 0;

@@ -731,6 +731,7 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
   const Time service = static_cast<Time>(s.service_time_ns) * kPicosPerNano;
   for (int i = 0; i < s.echo_count; ++i) {
     const wire::AckEcho& e = s.echo[static_cast<size_t>(i)];
+    if (e.flags & wire::AckEcho::kDuplicate) on_duplicate_echo();
     if (e.ev_index >= paths_.size() || !psn_in_flight_range(e.psn)) continue;
     TxPkt& p = pkt(e.psn);
     const bool ecn = e.flags & wire::AckEcho::kEcnCe;
@@ -816,9 +817,25 @@ void Qp::on_roce_ack(Time now, const RxPacket& rx) {
 // and give the path back its GOOD state: it has just delivered a packet.
 void Qp::on_spurious_loss(Time now, uint16_t ev) {
   ++engine_.counters_.spurious_losses;
+  widen_reorder_window();
+  report_path_change(now, ev, paths_.on_delivered(ev));
+}
+
+// The responder already had a PSN when another copy arrived (a DSACK). Copies exist only
+// because we resent, so a loss we declared was reordering after all: widen the window as RFC
+// 8985 6.2 does on DSACK. This sees what on_spurious_loss's callers cannot: an original
+// acknowledged only after its retransmission had left, as when a software responder reads
+// one plane's socket hundreds of microseconds after another's (the ACK reports the newer
+// plane's packets, RACK declares the older plane's lost, and every retransmission then
+// arrives as a duplicate). The original's path is not known here; its probe brings it back.
+void Qp::on_duplicate_echo() {
+  ++engine_.counters_.duplicate_retransmits;
+  widen_reorder_window();
+}
+
+void Qp::widen_reorder_window() {
   reorder_multiplier_ = std::min<uint32_t>(reorder_multiplier_ + 1, kMaxReorderMultiplier);
   losses_since_spurious_ = 0;
-  report_path_change(now, ev, paths_.on_delivered(ev));
 }
 
 void Qp::detect_losses_on_path(Time now, uint16_t ev, uint32_t upto, uint32_t known_end) {
@@ -1318,8 +1335,18 @@ void Qp::complete_recv_messages(Time now) {
 
 void Qp::queue_echo(Time now, const RxPacket& rx, uint8_t flags) {
   if (echo_count_ == echoes_.size()) {
-    // Full: the oldest echo gives way (the SACK bitmap still covers its PSN).
-    std::copy(echoes_.begin() + 1, echoes_.end(), echoes_.begin());
+    // Full: the oldest echo gives way (the SACK bitmap still covers its PSN), but not to a
+    // plain one while it reports a duplicate, which nothing else can tell the requester
+    // (its DSACK: on_duplicate_echo). A responder that reads 100 packets per ACK keeps only
+    // the last 8 echoes.
+    auto victim = echoes_.begin();
+    if (!(flags & wire::AckEcho::kDuplicate)) {
+      victim = std::find_if(echoes_.begin(), echoes_.end(), [](const wire::AckEcho& e) {
+        return !(e.flags & wire::AckEcho::kDuplicate);
+      });
+      if (victim == echoes_.end()) victim = echoes_.begin();
+    }
+    std::copy(victim + 1, echoes_.end(), victim);
     --echo_count_;
   }
   echoes_[echo_count_++] = wire::AckEcho{rx.pkt.bth.psn, rx.pkt.data.ev_index, flags};

@@ -189,6 +189,8 @@ class Qp {
   enum class LossCause : uint8_t { kPathOrder, kRack, kPto, kRto, kOther };
   void declare_lost(Time now, uint32_t psn, bool mark_path, LossCause cause);
   void on_spurious_loss(Time now, uint16_t ev);
+  void on_duplicate_echo();
+  void widen_reorder_window();
   // `known_end`: PSNs from it on are beyond what the ACK reports (cumulative + SACK bitmap),
   // so their absence proves nothing.
   void detect_losses_on_path(Time now, uint16_t ev, uint32_t upto_rec, uint32_t known_end);

@@ -45,6 +45,8 @@ class MiniNet {
   Engine& e(int i) { return *eng_[i]; }
 
   std::function<Fate(int src, const TxPacket&)> hook;
+  // Extra one-way delay of one packet (reordering); none when unset.
+  std::function<Time(int src, const TxPacket&)> extra_delay;
   std::vector<Completion> completions[2];
   std::vector<Event> events[2];
   uint64_t sent[2] = {0, 0};
@@ -96,7 +98,8 @@ class MiniNet {
           busy_[i][tx.port] = now_ + ser;
           Fate fate = hook ? hook(i, tx) : Fate::kDeliver;
           if (fate == Fate::kDrop) continue;
-          InFlight f{now_ + ser + delay_, seq_++, 1 - i, RxPacket{}, {}};
+          const Time extra = extra_delay ? extra_delay(i, tx) : 0;
+          InFlight f{now_ + ser + delay_ + extra, seq_++, 1 - i, RxPacket{}, {}};
           f.rx.port = tx.port;
           f.rx.pkt = tx.pkt;
           if (tx.pkt.payload && tx.pkt.payload_len) {
@@ -325,6 +328,39 @@ TEST(Engine, rack__a_loss_in_a_batch_sent_at_one_instant_needs_no_later_flight) 
   EXPECT_EQ(net.e(0).counters().losses_path_order, 0u);
   EXPECT_EQ(net.e(0).counters().losses_pto, 0u);
   EXPECT_EQ(net.e(0).counters().retransmits, 1u);
+}
+
+// A software responder that reads plane 1's socket only every 4 us: plane 1's packets arrive
+// in bursts, 4-8 us behind plane 0's (each path stays FIFO), and a burst is answered by one
+// ACK with at most 8 echoes. That reordering is beyond the first reordering window (one
+// minimum RTT, ~2.4 us). A plane-1 packet RACK declares lost is resent, one of the two copies
+// is a duplicate at the responder, and often only that duplicate's echo (a DSACK) can tell
+// the requester: the responder must keep it when the echoes overflow, the requester must
+// count it and widen the window (RFC 8985 6.2) until plane 1's packets stop being declared
+// lost.
+TEST(Engine, rack__retransmissions_arriving_as_duplicates_widen_the_reordering_window) {
+  MiniNet net(2);
+  Pair p = connect(net, 2, 16, 4 << 20);
+  const Time read_every = us(4);
+  net.extra_delay = [&](int src, const TxPacket& tx) -> Time {
+    if (src != 0 || tx.port != 1) return 0;
+    return read_every - net.now() % read_every + us(4);
+  };
+  ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 4 << 20)));
+  net.run(ms(20));
+  ASSERT_EQ(net.completions[0].size(), 1u);
+  EXPECT_TRUE(data_matches(p));
+  const EngineCounters& c = net.e(0).counters();
+  EXPECT_GE(c.retransmits, 1u) << "plane 1's first packets must look lost";
+  EXPECT_EQ(net.e(1).counters().duplicates, c.retransmits) << "nothing is lost";
+  EXPECT_EQ(c.duplicate_retransmits, c.retransmits) << "a duplicate echo went missing";
+  EXPECT_LE(c.retransmits, 16u) << "the window did not widen";
+  // Plane 1 stays in use.
+  const PathSet* ps = net.e(0).qp_paths(p.qpn[0]);
+  uint64_t per_port[2] = {0, 0};
+  for (size_t i = 0; i < ps->size(); ++i)
+    per_port[ps->path(static_cast<int>(i)).desc.port] += ps->path(static_cast<int>(i)).packets_sent;
+  EXPECT_GT(per_port[1], per_port[0] / 3);
 }
 
 TEST(Engine, post_write__imm_messages_complete_in_order_once) {
