@@ -363,6 +363,106 @@ TEST(Engine, rack__retransmissions_arriving_as_duplicates_widen_the_reordering_w
   EXPECT_GT(per_port[1], per_port[0] / 3);
 }
 
+// The PTO floor learns how long a responder may sit on a packet before acknowledging it, from
+// a loss an ACK undid (RFC 8985's spurious-loss evidence), but only where the previous ACK's
+// bitmap could have reported that PSN: then it arrived after that ACK left. A PSN beyond that
+// reach was acknowledged only when the hole below it was filled, and its send-to-ACK time is
+// the whole recovery's (floors of 7-16.7 ms on mrc-fabric before the rule, so a lost
+// retransmission waited past the ACK timeout; docs/linux-driver.md). One requester is driven
+// by hand-made ACKs: PSN 0 lost, and a block of 50 or more later PSNs declared lost by RACK
+// while they were only unreported, then all acknowledged 3 ms later. Within reach that must
+// raise the next tail packet's probe timeout to ~3 ms; beyond it the timeout stays tens of us.
+TEST(Engine, pto_floor__learns_only_from_psns_the_previous_ack_could_report) {
+  for (const bool within_reach : {true, false}) {
+    SCOPED_TRACE(within_reach ? "within the previous ACK's reach" : "beyond it");
+    MiniNet net(1);
+    Engine& e = net.e(0);
+    std::vector<uint8_t> src(301 * 4096, 0x5A);
+    const uint32_t qpn = *e.create_qp(QpCreateAttr{});
+    const MemoryKeys keys = *e.register_memory(src.data(), src.size(), 0x1000, kLocalWrite);
+    QpAttr a = mrc_attr(1, 8, 77);
+    a.cc.algorithm = CcAlgorithm::kNone;  // the window never holds a packet back
+    a.timeout = 14;                       // ACK timeout 16.7 ms: floor limit 8.4 ms
+    for (QpState st : {QpState::kInit, QpState::kRtr, QpState::kRts})
+      ASSERT_TRUE(e.modify_qp(0, qpn, st, a));
+    auto write = [&](uint64_t id, uint64_t off, uint64_t len) {
+      WriteWr w;
+      w.wr_id = id;
+      w.lkey = keys.lkey;
+      w.local_addr = 0x1000 + off;
+      w.length = len;
+      w.remote_addr = 0x800000 + off;
+      w.rkey = 9;
+      return w;
+    };
+    // One packet per microsecond: PSN i leaves at i us on path ev[i].
+    ASSERT_TRUE(e.post_write(0, qpn, write(1, 0, 300 * 4096)));
+    std::vector<uint16_t> ev;
+    TxPacket tx;
+    for (uint32_t i = 0; i < 300; ++i) {
+      ASSERT_TRUE(e.poll_transmit(us(i), 1, tx));
+      ASSERT_EQ(tx.pkt.bth.psn, i);
+      ev.push_back(tx.pkt.data.ev_index);
+    }
+    auto ack = [&](uint32_t cum, const std::vector<uint32_t>& received, uint32_t echo) {
+      RxPacket rx;
+      wire::TransportPacket& t = rx.pkt;
+      t.bth.opcode = wire::Opcode::kAck;
+      t.bth.dest_qp = qpn;
+      t.bth.psn = psn_add(cum, -1);
+      t.aeth = wire::Aeth{0, 0};
+      t.sack.cum_psn = cum;
+      t.sack.sack_base = cum;
+      for (uint32_t psn : received) {
+        const uint32_t bit = psn - cum;
+        if (bit < 128) t.sack.bitmap[bit / 64] |= uint64_t{1} << (bit % 64);
+      }
+      if (echo != UINT32_MAX) {
+        t.sack.echo_count = 1;
+        t.sack.echo[0] = wire::AckEcho{echo, ev[echo], 0};
+      }
+      return rx;
+    };
+    // ACK 1, 10 us after the echoed packet left: PSN 0 missing. Within reach: 1..49 and
+    // 100..127 reported, 120 echoed, so RACK declares 0 and 50..99 lost. Beyond: 1..127
+    // reported, 250 echoed, so RACK declares 0 and 128..239 lost (past the 128-PSN bitmap).
+    std::vector<uint32_t> got;
+    for (uint32_t psn = 1; psn < 128; ++psn)
+      if (!within_reach || psn < 50 || psn >= 100) got.push_back(psn);
+    const uint32_t echoed = within_reach ? 120 : 250;
+    const Time t1 = us(echoed + 10);
+    ASSERT_TRUE(e.on_packet(t1, ack(0, got, echoed)));
+    const uint64_t lost = e.counters().losses_detected;  // RACK, and per-path order
+    EXPECT_EQ(lost, within_reach ? 51u : 113u);
+    // PSN 0 is resent (nothing else: the other "losses" stay unsent).
+    bool resent0 = false;
+    while (!resent0 && e.poll_transmit(t1, 1, tx))
+      resent0 = tx.pkt.bth.opcode == wire::Opcode::kWriteOnly && tx.pkt.bth.psn == 0;
+    ASSERT_TRUE(resent0);
+    // ACK 2, 3 ms later, no echo: everything arrived. The unsent losses are undone.
+    const Time t2 = t1 + ms(3);
+    ASSERT_TRUE(e.on_packet(t2, ack(300, {}, UINT32_MAX)));
+    EXPECT_EQ(e.counters().losses_undone, lost - 1);
+    // A tail packet that nobody acknowledges: when does its probe timeout resend it?
+    const Time t3 = t2 + us(10);
+    ASSERT_TRUE(e.post_write(t3, qpn, write(2, 300 * 4096, 4096)));
+    ASSERT_TRUE(e.poll_transmit(t3, 1, tx));
+    ASSERT_EQ(tx.pkt.bth.psn, 300u);
+    Time resent = kNever;
+    for (Time t = t3; t < t3 + ms(8) && resent == kNever; t += us(5)) {
+      if (e.next_deadline() <= t) e.on_timer(t);
+      while (resent == kNever && e.poll_transmit(t, 1, tx))
+        if (tx.pkt.bth.opcode == wire::Opcode::kWriteOnly && tx.pkt.bth.psn == 300) resent = t;
+    }
+    ASSERT_NE(resent, kNever);
+    if (within_reach) {
+      EXPECT_GE(resent - t3, us(2500)) << "the floor did not learn from an undone loss";
+    } else {
+      EXPECT_LT(resent - t3, us(200)) << "the floor learned a recovery's length";
+    }
+  }
+}
+
 TEST(Engine, post_write__imm_messages_complete_in_order_once) {
   MiniNet net(2);
   Pair p = connect(net, 2, 8, 64 * 1024);
