@@ -252,6 +252,10 @@ NetResult<std::unique_ptr<UdpDriver>> UdpDriver::open(Engine& engine, const Driv
                     "so the ICRC must be verified: drop --no-icrc-verify");
   std::unique_ptr<UdpDriver> d(new UdpDriver(engine, cfg));
   Impl& m = *d->impl_;
+  // SRV6 mode sends each port's packets from one socket, in the order they were produced;
+  // STEV and UDP modes from a socket per UDP source port (per path), one after another.
+  engine.set_transmit_order(cfg.ev_mode == ev::FormatMode::kSrv6 ? TransmitOrder::kPerPort
+                                                                 : TransmitOrder::kPerPath);
   m.epoll = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
   if (!m.epoll) return errno_fail("epoll_create1", errno);
   d->stats_.ports.resize(cfg.ports.size());

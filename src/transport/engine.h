@@ -67,6 +67,13 @@ struct QpMemory {
   uint64_t total() const { return object + paths + rings + cc; }
 };
 
+// The order a driver keeps between poll_transmit() and the wire; RACK's rule for packets
+// that share a send time relies on it (Qp::rack_tie_due). kPerPort: each port's packets
+// leave in the order they were produced (the simulator; the Linux driver in SRV6 mode, one
+// socket per port). kPerPath: only each path's do (the Linux driver in STEV and UDP modes
+// sends from one socket per UDP source port, i.e. per path, one socket after another).
+enum class TransmitOrder : uint8_t { kPerPort, kPerPath };
+
 struct EngineConfig {
   uint8_t num_ports = 1;  // NIC ports (planes), at most 32
   uint64_t seed = 1;
@@ -285,6 +292,9 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   const EngineConfig& config() const { return config_; }
+  // A driver declares the order it keeps (TransmitOrder) when it opens; kPerPort until then.
+  void set_transmit_order(TransmitOrder order) { transmit_order_ = order; }
+  TransmitOrder transmit_order() const { return transmit_order_; }
 
   // ---- Memory -------------------------------------------------------------------------
   // `base` may be nullptr: a phantom region (placement is counted, nothing is copied).
@@ -398,6 +408,7 @@ class Engine {
   };
 
   EngineConfig config_;
+  TransmitOrder transmit_order_ = TransmitOrder::kPerPort;
   MemoryTable memory_;
   std::vector<std::unique_ptr<Qp>> qps_;  // index = qpn - kFirstQpn
   std::vector<uint32_t> free_qp_slots_;

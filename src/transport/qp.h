@@ -274,14 +274,17 @@ class Qp {
   uint32_t retx_head_ = 0, retx_size_ = 0;
   uint32_t gbn_next_ = 0;  // RoCE: next PSN to (re)send in go-back-N
   Time rack_time_ = 0;     // latest send time of a transmission known delivered
-  // Per port: the newest delivered transmission, ties in send time broken by send order
-  // (note_delivered, rack_tie_due). Sized by the highest port seen.
-  struct PortRack {
+  // Per transmit queue (a port, or a path: Engine::transmit_order), the newest delivered
+  // transmission, ties in send time broken by send order (note_delivered, rack_tie_due).
+  // Sized by the highest queue seen.
+  struct QueueRack {
     Time sent_at = 0;
     uint32_t seq = 0;
     bool seen = false;
   };
-  std::vector<PortRack> port_rack_;
+  std::vector<QueueRack> queue_rack_;
+  // The transmit queue whose order a transmission on path `ev` keeps.
+  uint32_t transmit_queue(uint16_t ev) const;
   bool same_instant_sends_ = false;  // set once two transmissions shared a send time
   Time srtt_ = 0, rttvar_ = 0, min_rtt_ = kNever;
   // The same smoothing over raw samples (send to ACK arrival, the responder's service time
