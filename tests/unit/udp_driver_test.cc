@@ -189,6 +189,19 @@ TEST(UdpDriver, Srv6RefusesToSkipTheIcrc) {
   EXPECT_TRUE(UdpDriver::open(engine, dc));
 }
 
+// The order the driver keeps between the engine and the wire decides which packets RACK's
+// same-instant rule may compare (Engine::set_transmit_order): SRV6 sends each port's packets
+// from one socket; STEV and UDP from a socket per source port, i.e. per path.
+TEST(UdpDriver, DeclaresTheTransmitOrderItKeeps) {
+  for (const auto& [mode, order] : {std::pair{ev::FormatMode::kSrv6, TransmitOrder::kPerPort},
+                                    std::pair{ev::FormatMode::kStev, TransmitOrder::kPerPath},
+                                    std::pair{ev::FormatMode::kUdp, TransmitOrder::kPerPath}}) {
+    OneDriver d = open_loopback(2, mode);
+    ASSERT_TRUE(d.driver);
+    EXPECT_EQ(d.engine->transmit_order(), order) << static_cast<int>(mode);
+  }
+}
+
 TEST(Ping, FormatIsRecognisedOnlyAtItsExactSize) {
   uint8_t ping[kPingBytes] = {};
   std::memcpy(ping, kPingMagic, 8);
