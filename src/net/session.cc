@@ -160,6 +160,8 @@ std::vector<std::pair<std::string, uint64_t>> Session::counters() const {
   out.emplace_back("driver_rx_holds", ds.rx_holds);
   out.emplace_back("sendmmsg_calls", ds.sendmmsg_calls);
   out.emplace_back("recvmmsg_calls", ds.recvmmsg_calls);
+  out.emplace_back("gso_sends", ds.gso_sends);
+  out.emplace_back("gso_fallbacks", ds.gso_fallbacks);
   const EngineCounters& c = engine_->counters();
   out.emplace_back("data_sent", c.data_sent);
   out.emplace_back("retransmits", c.retransmits);

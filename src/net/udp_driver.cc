@@ -99,6 +99,7 @@ struct UdpDriver::Impl {
     UniqueFd fd;
     uint8_t port = 0;
     uint16_t src_port = 0;
+    bool gso = false;               // sends UDP GSO groups (DriverConfig::gso)
     std::vector<uint32_t> backlog;  // slots waiting for this socket (EAGAIN)
     std::vector<uint32_t> batch;    // slots of the current round
   };
@@ -153,6 +154,13 @@ struct UdpDriver::Impl {
 
   std::vector<mmsghdr> tx_msgs;
   std::vector<iovec> tx_iov;
+  // Per message of a sendmmsg: its UDP_SEGMENT control message and how many datagrams
+  // (queued slots) it carries.
+  struct alignas(cmsghdr) GsoControl {
+    uint8_t bytes[CMSG_SPACE(sizeof(uint16_t))];
+  };
+  std::vector<GsoControl> tx_control;
+  std::vector<uint32_t> tx_msg_datagrams;
 
   uint32_t pong_mask = 0;
   uint64_t ping_nonce = 0;
@@ -220,6 +228,11 @@ NetResult<UniqueFd> open_socket(const PortConfig& pc, const DriverConfig& cfg, u
 
 // A send-only socket of `port` from `src_port` (0: an ephemeral one), outside the epoll set;
 // returns its index in m.sockets.
+// UDP GSO needs UDP checksums, which SRV6 mode turns off (open_socket).
+bool gso_allowed(const DriverConfig& cfg) {
+  return cfg.gso && cfg.ev_mode != ev::FormatMode::kSrv6;
+}
+
 NetResult<uint32_t> add_send_socket(UdpDriver::Impl& m, const DriverConfig& cfg, uint8_t port,
                                     uint16_t src_port) {
   auto fd = open_socket(cfg.ports[port], cfg, src_port, false);
@@ -231,6 +244,7 @@ NetResult<uint32_t> add_send_socket(UdpDriver::Impl& m, const DriverConfig& cfg,
   s.fd = std::move(*fd);
   s.port = port;
   s.src_port = ntohs(a.sin6_port);
+  s.gso = gso_allowed(cfg);
   m.sockets.push_back(std::move(s));
   return static_cast<uint32_t>(m.sockets.size() - 1);
 }
@@ -276,6 +290,7 @@ NetResult<std::unique_ptr<UdpDriver>> UdpDriver::open(Engine& engine, const Driv
     s.fd = std::move(*fd);
     s.port = static_cast<uint8_t>(p);
     s.src_port = m.local.back().port;
+    s.gso = gso_allowed(cfg);
     m.sockets.push_back(std::move(s));
   }
   // SRV6 mode transmits on a second socket per port, one that epoll does not watch. With the
@@ -299,6 +314,8 @@ NetResult<std::unique_ptr<UdpDriver>> UdpDriver::open(Engine& engine, const Driv
     m.tx_free.push_back(i);
   m.tx_msgs.resize(cfg.batch);
   m.tx_iov.resize(size_t{3} * cfg.batch);
+  m.tx_control.resize(cfg.batch);
+  m.tx_msg_datagrams.resize(cfg.batch);
   const uint32_t rx_count = kRxPoolBatches * cfg.batch;
   m.rx_per_port = std::max<uint32_t>(cfg.batch, rx_count / static_cast<uint32_t>(cfg.ports.size()));
   m.rx_mem.resize(size_t{rx_count} * kSlotBytes);
@@ -509,39 +526,89 @@ void receive_ready(UdpDriver& d, UdpDriver::Impl& m, DriverStats& stats, Engine&
 }  // namespace
 
 // Sends the slots queued on socket `s` with sendmmsg. Returns false on a hard error.
+// At most this many datagrams per UDP GSO send (the kernel's UDP_MAX_SEGMENTS is 64 or more),
+// and all of them within one IPv6 payload.
+constexpr size_t kMaxGsoDatagrams = 64;
+constexpr size_t kMaxGsoBytes = 65535 - 8;
+
+// Same destination address, port and flow label: one path.
+static bool same_path(const sockaddr_in6& a, const sockaddr_in6& b) {
+  return a.sin6_port == b.sin6_port && a.sin6_flowinfo == b.sin6_flowinfo &&
+         std::memcmp(&a.sin6_addr, &b.sin6_addr, sizeof a.sin6_addr) == 0;
+}
+
 static bool send_queued(UdpDriver::Impl& m, DriverStats& stats, std::vector<uint32_t>& queue,
                         UdpDriver::Impl::Socket& s, NetError& err) {
   size_t done = 0;
   while (done < queue.size()) {
-    const size_t n = std::min(queue.size() - done, m.tx_msgs.size());
-    for (size_t i = 0; i < n; ++i) {
-      UdpDriver::Impl::Slot& slot = m.tx_slots[queue[done + i]];
-      uint8_t* transport = m.tx_data(queue[done + i]) + kHeaderRoom;
-      iovec* iov = &m.tx_iov[3 * i];
-      msghdr& h = m.tx_msgs[i].msg_hdr;
-      h = msghdr{};
-      h.msg_name = &slot.dst;
-      h.msg_namelen = sizeof slot.dst;
-      h.msg_iov = iov;
-      if (slot.payload) {
-        // Headers, the payload where it is registered, pad and ICRC: the kernel's copy into
-        // the skb is the only one.
-        iov[0] = iovec{transport, slot.head};
-        iov[1] = iovec{const_cast<uint8_t*>(slot.payload), slot.payload_len};
-        iov[2] = iovec{transport + slot.head, slot.bytes - slot.head - slot.payload_len};
-        h.msg_iovlen = 3;
-      } else {
-        iov[0] = iovec{transport, slot.bytes};
-        h.msg_iovlen = 1;
+    // Up to tx_msgs.size() datagrams per sendmmsg (3 iovecs each), in messages of one datagram
+    // or, with GSO, of a run of datagrams on one path: all of one size but the last, which
+    // may be shorter (udp(7)). The queue's order is kept.
+    const size_t avail = std::min(queue.size() - done, m.tx_msgs.size());
+    size_t msgs = 0, used = 0;
+    while (used < avail) {
+      const UdpDriver::Impl::Slot& head = m.tx_slots[queue[done + used]];
+      size_t count = 1;
+      if (s.gso) {
+        const size_t limit =
+            std::min({avail - used, kMaxGsoDatagrams, kMaxGsoBytes / std::max(head.bytes, 1u)});
+        while (count < limit) {
+          const UdpDriver::Impl::Slot& next = m.tx_slots[queue[done + used + count]];
+          if (next.bytes > head.bytes || !same_path(next.dst, head.dst)) break;
+          ++count;
+          if (next.bytes < head.bytes) break;
+        }
       }
+      iovec* iov = &m.tx_iov[3 * used];
+      size_t iovs = 0;
+      for (size_t k = 0; k < count; ++k) {
+        const uint32_t index = queue[done + used + k];
+        const UdpDriver::Impl::Slot& slot = m.tx_slots[index];
+        uint8_t* transport = m.tx_data(index) + kHeaderRoom;
+        if (slot.payload) {
+          // Headers, the payload where it is registered, pad and ICRC: the kernel's copy
+          // into the skb is the only one.
+          iov[iovs++] = iovec{transport, slot.head};
+          iov[iovs++] = iovec{const_cast<uint8_t*>(slot.payload), slot.payload_len};
+          iov[iovs++] = iovec{transport + slot.head, slot.bytes - slot.head - slot.payload_len};
+        } else {
+          iov[iovs++] = iovec{transport, slot.bytes};
+        }
+      }
+      msghdr& h = m.tx_msgs[msgs].msg_hdr;
+      h = msghdr{};
+      h.msg_name = const_cast<sockaddr_in6*>(&head.dst);
+      h.msg_namelen = sizeof head.dst;
+      h.msg_iov = iov;
+      h.msg_iovlen = iovs;
+      if (count > 1) {
+        h.msg_control = m.tx_control[msgs].bytes;
+        h.msg_controllen = sizeof m.tx_control[msgs].bytes;
+        cmsghdr* c = CMSG_FIRSTHDR(&h);
+        c->cmsg_level = SOL_UDP;
+        c->cmsg_type = UDP_SEGMENT;
+        c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+        const uint16_t size = static_cast<uint16_t>(head.bytes);
+        std::memcpy(CMSG_DATA(c), &size, sizeof size);
+      }
+      m.tx_msg_datagrams[msgs++] = static_cast<uint32_t>(count);
+      used += count;
     }
-    const int sent = ::sendmmsg(s.fd.get(), m.tx_msgs.data(), static_cast<unsigned>(n), 0);
+    const int sent = ::sendmmsg(s.fd.get(), m.tx_msgs.data(), static_cast<unsigned>(msgs), 0);
     ++stats.sendmmsg_calls;
     PortStats& ps = stats.ports[s.port];
     if (sent < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
         ++ps.tx_blocked;
         break;
+      }
+      if (m.tx_msg_datagrams[0] > 1 && (errno == EINVAL || errno == EIO || errno == EOPNOTSUPP ||
+                                        errno == EMSGSIZE || errno == ENOPROTOOPT)) {
+        // This socket's route refuses GSO (a device without the offload or the software
+        // fallback for it): send its datagrams one by one from now on.
+        s.gso = false;
+        ++stats.gso_fallbacks;
+        continue;
       }
       if (errno == EMSGSIZE) {
         err = NetError{NetErrc::kInvalidArgument,
@@ -550,19 +617,23 @@ static bool send_queued(UdpDriver::Impl& m, DriverStats& stats, std::vector<uint
                            ": lower the path MTU (-m)"};
         return false;
       }
-      // Unreachable destination and the like: the packet is lost, as on a wire; the engine
-      // detects it. Skip it so the rest of the batch goes out.
-      ++ps.tx_errors;
-      m.tx_free.push_back(queue[done]);
-      ++done;
+      // Unreachable destination and the like: the packets are lost, as on a wire; the
+      // engine detects it. Skip the first message so the rest of the batch goes out.
+      for (uint32_t k = 0; k < m.tx_msg_datagrams[0]; ++k) {
+        ++ps.tx_errors;
+        m.tx_free.push_back(queue[done++]);
+      }
       continue;
     }
     for (int i = 0; i < sent; ++i) {
-      ++ps.tx_packets;
-      ps.tx_bytes += m.tx_slots[queue[done + static_cast<size_t>(i)]].bytes;
-      m.tx_free.push_back(queue[done + static_cast<size_t>(i)]);
+      const uint32_t count = m.tx_msg_datagrams[static_cast<size_t>(i)];
+      stats.gso_sends += count > 1;
+      for (uint32_t k = 0; k < count; ++k) {
+        ++ps.tx_packets;
+        ps.tx_bytes += m.tx_slots[queue[done]].bytes;
+        m.tx_free.push_back(queue[done++]);
+      }
     }
-    done += static_cast<size_t>(sent);
   }
   queue.erase(queue.begin(), queue.begin() + static_cast<ptrdiff_t>(done));
   return true;

@@ -71,6 +71,12 @@ struct DriverConfig {
   // 32 MiB is ~4,000 datagrams of 4 KiB (the kernel charges ~2x the payload).
   int socket_buffer = 32 << 20;
   uint8_t traffic_class = 0x02;  // ECT(0), RFC 3168
+  // UDP GSO (udp(7) UDP_SEGMENT) in STEV and UDP modes: consecutive datagrams of one socket
+  // to one destination and flow label (one path) leave as one send that the kernel, or a NIC
+  // with USO, cuts into datagrams. Never in SRV6 mode: Linux refuses GSO with the zero UDP
+  // checksums that mode sends (docs/linux-driver.md). A socket whose sends GSO fails on falls
+  // back to plain datagrams (DriverStats::gso_fallbacks).
+  bool gso = true;
   // Kernel arrival times (software receive stamps): a datagram read late (another port's
   // queue first, the process descheduled) still reaches the engine at the time it arrived, so
   // the responder's ACK service time covers its wait in the socket and the requester's RTT
@@ -121,6 +127,8 @@ struct DriverStats {
   uint64_t rx_holds = 0;  // of those: waits that held a readable port (rx_coalesce)
   // System calls, for the batch sizes actually achieved (packets / calls).
   uint64_t sendmmsg_calls = 0, recvmmsg_calls = 0;
+  // UDP GSO: sends that carried two or more datagrams, and sockets that gave GSO up.
+  uint64_t gso_sends = 0, gso_fallbacks = 0;
   uint64_t wake_calls_seen = 0;  // polls ended early by wake()
 };
 
