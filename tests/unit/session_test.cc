@@ -132,9 +132,9 @@ constexpr uint64_t kSize = 32 * 1024;
 constexpr uint64_t kSlots = 16;
 constexpr uint64_t kCount = 300;
 
-TEST(Session, WriteOverTwoPlanesVerified) {
-  Pair p = connect_pair(ev::FormatMode::kStev, kSize * kSlots);
-  ASSERT_TRUE(p.client && p.server);
+// kCount WRITEs of kSize over kSlots slots, then each slot holds the last iteration written
+// to it.
+void write_and_verify(Pair& p) {
   {
     ServerLoop loop(*p.server, kSize, kSlots);
     ASSERT_TRUE(p.client->driver().probe_planes(Session::kPeerId, ms(2000)));
@@ -142,12 +142,17 @@ TEST(Session, WriteOverTwoPlanesVerified) {
                          false, ms(20'000)),
               kCount);
   }
-  // Each slot holds the last iteration written to it.
   for (uint64_t slot = 0; slot < kSlots; ++slot) {
     const uint64_t last = ((kCount - 1 - slot) / kSlots) * kSlots + slot;
     EXPECT_EQ(count_pattern_mismatches(p.server->buffer() + slot * kSize, kSize, 7, 0, last), 0u)
         << slot;
   }
+}
+
+TEST(Session, WriteOverTwoPlanesVerified) {
+  Pair p = connect_pair(ev::FormatMode::kStev, kSize * kSlots);
+  ASSERT_TRUE(p.client && p.server);
+  write_and_verify(p);
   const DriverStats& ds = p.client->driver().stats();
   EXPECT_GT(ds.ports[0].tx_packets, 0u);  // both planes carried data
   EXPECT_GT(ds.ports[1].tx_packets, 0u);
@@ -164,19 +169,7 @@ TEST(Session, UdpGsoGroupsAPathsDatagramsAndChangesNoByte) {
                    (gso ? ", GSO" : ", no GSO"));
       Pair p = connect_pair(mode, kSize * kSlots, true, gso);
       ASSERT_TRUE(p.client && p.server);
-      {
-        ServerLoop loop(*p.server, kSize, kSlots);
-        ASSERT_TRUE(p.client->driver().probe_planes(Session::kPeerId, ms(2000)));
-        EXPECT_EQ(run_client(*p.client, p.server->hello(HelloRole::kServer), kSize, kCount, kSlots,
-                             false, ms(20'000)),
-                  kCount);
-      }
-      for (uint64_t slot = 0; slot < kSlots; ++slot) {
-        const uint64_t last = ((kCount - 1 - slot) / kSlots) * kSlots + slot;
-        EXPECT_EQ(count_pattern_mismatches(p.server->buffer() + slot * kSize, kSize, 7, 0, last),
-                  0u)
-            << slot;
-      }
+      write_and_verify(p);
       const DriverStats& ds = p.client->driver().stats();
       const uint64_t sent = ds.ports[0].tx_packets + ds.ports[1].tx_packets;
       const EngineCounters& c = p.client->engine().counters();
