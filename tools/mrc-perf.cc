@@ -577,7 +577,8 @@ struct RawResult {
 
 // Client side of --raw-udp: for `seconds`, sendmmsg batches of MRC-sized datagrams from one
 // socket per plane (the session's plane addresses) to the server's raw sockets, over the same
-// paths MRC sprays on (SRV6: the EVs' uSID destinations; STEV: their flow labels).
+// paths MRC sprays on (SRV6: the EVs' uSID destinations; STEV: their flow labels), with UDP GSO
+// where MRC's driver uses it (STEV/UDP modes unless --no-gso).
 NetResult<RawResult> run_raw(Session& cs, SideChannel& ch, const Options& o) {
   RxTimestampsOff no_stamps(cs.driver());  // as serve_raw
   if (auto st = ch.send_frame(bytes_of("raw=1\n")); !st) return std::unexpected(st.error());
@@ -601,6 +602,14 @@ NetResult<RawResult> run_raw(Session& cs, SideChannel& ch, const Options& o) {
   const uint64_t pieces = std::max<uint64_t>(1, cs.buffer_bytes() / mtu);
   constexpr size_t kBatch = 64;
   std::vector<std::array<iovec, 2>> iovs(P * kBatch);
+  // STEV/UDP modes with GSO (DriverConfig::gso): one UDP_SEGMENT send per path and batch,
+  // `per_msg` datagrams each, so that the blast uses what MRC's driver uses.
+  const bool gso = mode != ev::FormatMode::kSrv6 && cs.config().driver.gso;
+  struct alignas(cmsghdr) GsoControl {
+    uint8_t bytes[CMSG_SPACE(sizeof(uint16_t))];
+  };
+  std::vector<GsoControl> control(gso ? P * kBatch : 0);
+  std::vector<size_t> per_msg(P, 1);
   std::vector<UniqueFd> fds;
   std::vector<std::vector<sockaddr_in6>> dsts(P);
   std::vector<std::vector<mmsghdr>> msgs(P);
@@ -628,17 +637,45 @@ NetResult<RawResult> run_raw(Session& cs, SideChannel& ch, const Options& o) {
       dsts[p].push_back(a);
     }
     if (dsts[p].empty()) dsts[p].push_back(to_sockaddr(peer));
-    msgs[p].resize(kBatch);
     for (size_t i = 0; i < kBatch; ++i) {
-      msghdr& h = msgs[p][i].msg_hdr;
-      h = msghdr{};
-      h.msg_name = &dsts[p][i % dsts[p].size()];
-      h.msg_namelen = sizeof(sockaddr_in6);
       std::array<iovec, 2>& v = iovs[p * kBatch + i];
       v[0] = iovec{headers.data(), headers.size()};
       v[1] = iovec{source, mtu};  // iov_base: set before each sendmmsg below
-      h.msg_iov = v.data();
-      h.msg_iovlen = 2;
+    }
+    if (gso) {
+      // As the driver in these modes: a path's datagrams of one batch in one UDP GSO send.
+      const size_t paths_here = std::min(dsts[p].size(), kBatch);
+      per_msg[p] = std::max<size_t>(
+          1, std::min({kBatch / paths_here, size_t{64}, (65535 - 8) / r.datagram_bytes}));
+      msgs[p].resize(kBatch / per_msg[p]);
+      for (size_t i = 0; i < msgs[p].size(); ++i) {
+        msghdr& h = msgs[p][i].msg_hdr;
+        h = msghdr{};
+        h.msg_name = &dsts[p][i % paths_here];
+        h.msg_namelen = sizeof(sockaddr_in6);
+        h.msg_iov = iovs[p * kBatch + i * per_msg[p]].data();  // contiguous: 2 per datagram
+        h.msg_iovlen = 2 * per_msg[p];
+        if (per_msg[p] > 1) {
+          h.msg_control = control[p * kBatch + i].bytes;
+          h.msg_controllen = sizeof control[p * kBatch + i].bytes;
+          cmsghdr* c = CMSG_FIRSTHDR(&h);
+          c->cmsg_level = SOL_UDP;
+          c->cmsg_type = UDP_SEGMENT;
+          c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+          const uint16_t size = static_cast<uint16_t>(r.datagram_bytes);
+          std::memcpy(CMSG_DATA(c), &size, sizeof size);
+        }
+      }
+    } else {
+      msgs[p].resize(kBatch);
+      for (size_t i = 0; i < kBatch; ++i) {
+        msghdr& h = msgs[p][i].msg_hdr;
+        h = msghdr{};
+        h.msg_name = &dsts[p][i % dsts[p].size()];
+        h.msg_namelen = sizeof(sockaddr_in6);
+        h.msg_iov = iovs[p * kBatch + i].data();
+        h.msg_iovlen = 2;
+      }
     }
   }
   uint64_t next_piece = 0;
@@ -649,8 +686,9 @@ NetResult<RawResult> run_raw(Session& cs, SideChannel& ch, const Options& o) {
     for (size_t p = 0; p < P; ++p) {
       for (size_t i = 0; i < kBatch; ++i)
         iovs[p * kBatch + i][1].iov_base = source + (next_piece++ % pieces) * mtu;
-      const int n = ::sendmmsg(fds[p].get(), msgs[p].data(), kBatch, 0);
-      if (n > 0) r.sent += static_cast<uint64_t>(n);
+      const int n =
+          ::sendmmsg(fds[p].get(), msgs[p].data(), static_cast<unsigned>(msgs[p].size()), 0);
+      if (n > 0) r.sent += static_cast<uint64_t>(n) * per_msg[p];
     }
   const double cpu = cpu_seconds() - cpu0;
   ::usleep(20'000);  // let the last datagrams land
@@ -1115,8 +1153,8 @@ int run_client(const Options& o) {
         raw->gbps > 0 ? goodput_gbps / raw->gbps : 0.0);
     if (cs.driver().stats().gso_sends)
       std::printf(
-          " MRC vs raw UDP    : MRC sent UDP GSO groups (STEV/UDP modes), the blast single "
-          "datagrams: not the path's limit for it (--no-gso compares like with like)\n");
+          " MRC vs raw UDP    : both sent UDP GSO groups, a path's datagrams of a batch each "
+          "(--no-gso: single datagrams)\n");
   }
   if (raw && raw_after)
     std::printf(" MRC raw UDP blasts: %.2f Gb/s before MRC, %.2f Gb/s after (the mean counts)\n",
@@ -1219,7 +1257,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--data-port", o.data_port, "UDP port of the data sockets (0: any)");
   app.add_flag("--raw-udp", o.raw_udp,
-               "client: blast raw UDP (same planes, paths and datagram size, sendmmsg) for "
+               "client: blast raw UDP (same planes, paths and datagram size, sendmmsg; UDP GSO "
+               "where MRC uses it) for "
                "--raw-seconds before and again after MRC, and report MRC's goodput as a ratio "
                "of the two blasts' mean");
   app.add_option("--raw-seconds", o.raw_seconds, "duration of the --raw-udp blast")
