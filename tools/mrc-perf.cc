@@ -605,10 +605,7 @@ NetResult<RawResult> run_raw(Session& cs, SideChannel& ch, const Options& o) {
   // STEV/UDP modes with GSO (DriverConfig::gso): one UDP_SEGMENT send per path and batch,
   // `per_msg` datagrams each, so that the blast uses what MRC's driver uses.
   const bool gso = mode != ev::FormatMode::kSrv6 && cs.config().driver.gso;
-  struct alignas(cmsghdr) GsoControl {
-    uint8_t bytes[CMSG_SPACE(sizeof(uint16_t))];
-  };
-  std::vector<GsoControl> control(gso ? P * kBatch : 0);
+  std::vector<UdpSegmentControl> control(gso ? P * kBatch : 0);
   std::vector<size_t> per_msg(P, 1);
   std::vector<UniqueFd> fds;
   std::vector<std::vector<sockaddr_in6>> dsts(P);
@@ -655,16 +652,8 @@ NetResult<RawResult> run_raw(Session& cs, SideChannel& ch, const Options& o) {
         h.msg_namelen = sizeof(sockaddr_in6);
         h.msg_iov = iovs[p * kBatch + i * per_msg[p]].data();  // contiguous: 2 per datagram
         h.msg_iovlen = 2 * per_msg[p];
-        if (per_msg[p] > 1) {
-          h.msg_control = control[p * kBatch + i].bytes;
-          h.msg_controllen = sizeof control[p * kBatch + i].bytes;
-          cmsghdr* c = CMSG_FIRSTHDR(&h);
-          c->cmsg_level = SOL_UDP;
-          c->cmsg_type = UDP_SEGMENT;
-          c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-          const uint16_t size = static_cast<uint16_t>(r.datagram_bytes);
-          std::memcpy(CMSG_DATA(c), &size, sizeof size);
-        }
+        if (per_msg[p] > 1)
+          set_udp_segment(h, control[p * kBatch + i], static_cast<uint16_t>(r.datagram_bytes));
       }
     } else {
       msgs[p].resize(kBatch);

@@ -1,6 +1,7 @@
 #include "net/sockets.h"
 
 #include <arpa/inet.h>
+#include <netinet/udp.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -114,6 +115,16 @@ sockaddr_in6 to_sockaddr(const Endpoint& e) {
   s.sin6_addr = e.addr;
   s.sin6_port = htons(e.port);
   return s;
+}
+
+void set_udp_segment(msghdr& h, UdpSegmentControl& room, uint16_t size) {
+  h.msg_control = room.bytes;
+  h.msg_controllen = sizeof room.bytes;
+  cmsghdr* c = CMSG_FIRSTHDR(&h);
+  c->cmsg_level = SOL_UDP;
+  c->cmsg_type = UDP_SEGMENT;
+  c->cmsg_len = CMSG_LEN(sizeof size);
+  std::memcpy(CMSG_DATA(c), &size, sizeof size);
 }
 
 uint64_t monotonic_ns() {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <cstdint>
 #include <expected>
@@ -91,6 +92,14 @@ NetResult<Endpoint> parse_endpoint(std::string_view text, uint16_t default_port)
 std::string format_in6(const in6_addr& a);
 std::string format_endpoint(const Endpoint& e);  // "[addr]:port"
 sockaddr_in6 to_sockaddr(const Endpoint& e);
+
+// Room for one UDP_SEGMENT control message (udp(7)): a message of several datagrams of
+// `size` bytes (the last may be shorter) that the kernel, or a NIC with USO, cuts apart.
+struct alignas(cmsghdr) UdpSegmentControl {
+  uint8_t bytes[CMSG_SPACE(sizeof(uint16_t))];
+};
+// Points `h`'s control at `room` holding UDP_SEGMENT = `size`.
+void set_udp_segment(msghdr& h, UdpSegmentControl& room, uint16_t size);
 
 // Engine time from CLOCK_MONOTONIC, counted from the clock's creation (so 2^64 ps, 213 days,
 // is measured from process start rather than from boot).

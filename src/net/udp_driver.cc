@@ -156,10 +156,7 @@ struct UdpDriver::Impl {
   std::vector<iovec> tx_iov;
   // Per message of a sendmmsg: its UDP_SEGMENT control message and how many datagrams
   // (queued slots) it carries.
-  struct alignas(cmsghdr) GsoControl {
-    uint8_t bytes[CMSG_SPACE(sizeof(uint16_t))];
-  };
-  std::vector<GsoControl> tx_control;
+  std::vector<UdpSegmentControl> tx_control;
   std::vector<uint32_t> tx_msg_datagrams;
 
   uint32_t pong_mask = 0;
@@ -581,16 +578,7 @@ static bool send_queued(UdpDriver::Impl& m, DriverStats& stats, std::vector<uint
       h.msg_namelen = sizeof head.dst;
       h.msg_iov = iov;
       h.msg_iovlen = iovs;
-      if (count > 1) {
-        h.msg_control = m.tx_control[msgs].bytes;
-        h.msg_controllen = sizeof m.tx_control[msgs].bytes;
-        cmsghdr* c = CMSG_FIRSTHDR(&h);
-        c->cmsg_level = SOL_UDP;
-        c->cmsg_type = UDP_SEGMENT;
-        c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-        const uint16_t size = static_cast<uint16_t>(head.bytes);
-        std::memcpy(CMSG_DATA(c), &size, sizeof size);
-      }
+      if (count > 1) set_udp_segment(h, m.tx_control[msgs], static_cast<uint16_t>(head.bytes));
       m.tx_msg_datagrams[msgs++] = static_cast<uint32_t>(count);
       used += count;
     }
