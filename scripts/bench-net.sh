@@ -12,8 +12,8 @@
 #      longest time it was not running, the floor under any stall measured here;
 #   4. the same silent cut (blackhole of a whole plane-0 spine, the one MPTCP's plane-0
 #      subflow hashes onto) during a transfer: the stall of each, the longest gap that ends
-#      after the cut and began within 1 s of it -- MRC's between completions (mrc-perf), MPTCP's between reads that
-#      returned data (tools/mrc-tcp-stall.cc, under mptcpize).
+#      after the cut and began within 1 s of it -- MRC's between completions (mrc-perf),
+#      MPTCP's between reads that returned data (tools/mrc-tcp-stall.cc, under mptcpize).
 # The last line is: ratio_vs_udp=<r> mrc_stall_ms=<ms> mptcp_stall_ms=<ms>
 #   scripts/bench-net.sh [SECONDS]     seconds per throughput run (default 5)
 #   MRC_BIN_DIR=build-x/bin scripts/bench-net.sh     binaries from another build tree

@@ -604,7 +604,7 @@ NetResult<RawResult> run_raw(Session& cs, SideChannel& ch, const Options& o) {
   std::vector<std::array<iovec, 2>> iovs(P * kBatch);
   // STEV/UDP modes with GSO (DriverConfig::gso): one UDP_SEGMENT send per path and batch,
   // `per_msg` datagrams each, so that the blast uses what MRC's driver uses.
-  const bool gso = mode != ev::FormatMode::kSrv6 && cs.config().driver.gso;
+  const bool gso = gso_allowed(cs.config().driver);
   std::vector<UdpSegmentControl> control(gso ? P * kBatch : 0);
   std::vector<size_t> per_msg(P, 1);
   std::vector<UniqueFd> fds;
@@ -643,7 +643,7 @@ NetResult<RawResult> run_raw(Session& cs, SideChannel& ch, const Options& o) {
       // As the driver in these modes: a path's datagrams of one batch in one UDP GSO send.
       const size_t paths_here = std::min(dsts[p].size(), kBatch);
       per_msg[p] = std::max<size_t>(
-          1, std::min({kBatch / paths_here, size_t{64}, (65535 - 8) / r.datagram_bytes}));
+          1, std::min({kBatch / paths_here, kMaxGsoDatagrams, kMaxGsoBytes / r.datagram_bytes}));
       msgs[p].resize(kBatch / per_msg[p]);
       for (size_t i = 0; i < msgs[p].size(); ++i) {
         msghdr& h = msgs[p][i].msg_hdr;

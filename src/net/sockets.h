@@ -100,6 +100,10 @@ struct alignas(cmsghdr) UdpSegmentControl {
 };
 // Points `h`'s control at `room` holding UDP_SEGMENT = `size`.
 void set_udp_segment(msghdr& h, UdpSegmentControl& room, uint16_t size);
+// At most this many datagrams per UDP GSO send (the kernel's UDP_MAX_SEGMENTS is 64 or more),
+// and all of them within one IPv6 payload.
+inline constexpr size_t kMaxGsoDatagrams = 64;
+inline constexpr size_t kMaxGsoBytes = 65535 - 8;
 
 // Engine time from CLOCK_MONOTONIC, counted from the clock's creation (so 2^64 ps, 213 days,
 // is measured from process start rather than from boot).

@@ -225,11 +225,6 @@ NetResult<UniqueFd> open_socket(const PortConfig& pc, const DriverConfig& cfg, u
 
 // A send-only socket of `port` from `src_port` (0: an ephemeral one), outside the epoll set;
 // returns its index in m.sockets.
-// UDP GSO needs UDP checksums, which SRV6 mode turns off (open_socket).
-bool gso_allowed(const DriverConfig& cfg) {
-  return cfg.gso && cfg.ev_mode != ev::FormatMode::kSrv6;
-}
-
 NetResult<uint32_t> add_send_socket(UdpDriver::Impl& m, const DriverConfig& cfg, uint8_t port,
                                     uint16_t src_port) {
   auto fd = open_socket(cfg.ports[port], cfg, src_port, false);
@@ -247,6 +242,10 @@ NetResult<uint32_t> add_send_socket(UdpDriver::Impl& m, const DriverConfig& cfg,
 }
 
 }  // namespace
+
+bool gso_allowed(const DriverConfig& cfg) {
+  return cfg.gso && cfg.ev_mode != ev::FormatMode::kSrv6;  // GSO needs UDP checksums
+}
 
 NetResult<std::unique_ptr<UdpDriver>> UdpDriver::open(Engine& engine, const DriverConfig& cfg) {
   if (cfg.ports.empty() || cfg.ports.size() > 32)
@@ -522,18 +521,13 @@ void receive_ready(UdpDriver& d, UdpDriver::Impl& m, DriverStats& stats, Engine&
 
 }  // namespace
 
-// Sends the slots queued on socket `s` with sendmmsg. Returns false on a hard error.
-// At most this many datagrams per UDP GSO send (the kernel's UDP_MAX_SEGMENTS is 64 or more),
-// and all of them within one IPv6 payload.
-constexpr size_t kMaxGsoDatagrams = 64;
-constexpr size_t kMaxGsoBytes = 65535 - 8;
-
 // Same destination address, port and flow label: one path.
 static bool same_path(const sockaddr_in6& a, const sockaddr_in6& b) {
   return a.sin6_port == b.sin6_port && a.sin6_flowinfo == b.sin6_flowinfo &&
          std::memcmp(&a.sin6_addr, &b.sin6_addr, sizeof a.sin6_addr) == 0;
 }
 
+// Sends the slots queued on socket `s` with sendmmsg. Returns false on a hard error.
 static bool send_queued(UdpDriver::Impl& m, DriverStats& stats, std::vector<uint32_t>& queue,
                         UdpDriver::Impl::Socket& s, NetError& err) {
   size_t done = 0;

@@ -103,6 +103,10 @@ struct DriverConfig {
   Time tx_turn_budget = 250 * kPicosPerMicro;
 };
 
+// Whether the driver sends UDP GSO with `config`: DriverConfig::gso outside SRV6 mode, whose
+// zero UDP checksums Linux refuses GSO with.
+bool gso_allowed(const DriverConfig& config);
+
 // A receive of fewer datagrams than this does not start receive coalescing.
 inline constexpr uint32_t kRxCoalesceMinDatagrams = 2;
 
