@@ -84,6 +84,8 @@ struct Options {
   double rx_coalesce_us = 250;
   // DriverConfig::tx_turn_budget: transmit time per driver turn before the ACKs are read.
   double tx_turn_us = 250;
+  uint32_t batch = 64;       // DriverConfig::batch
+  uint32_t spray_burst = 0;  // SessionConfig::spray_burst (0: the driver's)
   int connect_timeout_ms = 5000;
   int accept_timeout_ms = -1;
   int probe_ms = 2000;
@@ -213,6 +215,8 @@ NetResult<SessionConfig> session_config(const Options& o, const Hello* client_he
   sc.driver.gso = !o.no_gso;
   sc.driver.rx_coalesce = static_cast<Time>(o.rx_coalesce_us * 1e6);
   sc.driver.tx_turn_budget = static_cast<Time>(o.tx_turn_us * 1e6);
+  sc.driver.batch = o.batch;
+  sc.spray_burst = o.spray_burst;
   const size_t P = sc.driver.ports.size();
   if (fabric->planes > 0) {
     sc.spine_usids = fabric->spine_usids;
@@ -602,8 +606,8 @@ NetResult<RawResult> run_raw(Session& cs, SideChannel& ch, const Options& o) {
   const uint64_t pieces = std::max<uint64_t>(1, cs.buffer_bytes() / mtu);
   constexpr size_t kBatch = 64;
   std::vector<std::array<iovec, 2>> iovs(P * kBatch);
-  // STEV/UDP modes with GSO (DriverConfig::gso): one UDP_SEGMENT send per path and batch,
-  // `per_msg` datagrams each, so that the blast uses what MRC's driver uses.
+  // STEV/UDP modes with GSO (DriverConfig::gso): UDP_SEGMENT sends of `per_msg` datagrams,
+  // the run MRC's QPs send on a path before the next (spray_burst), each to the next path.
   const bool gso = gso_allowed(cs.config().driver);
   std::vector<UdpSegmentControl> control(gso ? P * kBatch : 0);
   std::vector<size_t> per_msg(P, 1);
@@ -640,15 +644,12 @@ NetResult<RawResult> run_raw(Session& cs, SideChannel& ch, const Options& o) {
       v[1] = iovec{source, mtu};  // iov_base: set before each sendmmsg below
     }
     if (gso) {
-      // As the driver in these modes: a path's datagrams of one batch in one UDP GSO send.
-      const size_t paths_here = std::min(dsts[p].size(), kBatch);
-      per_msg[p] = std::max<size_t>(
-          1, std::min({kBatch / paths_here, kMaxGsoDatagrams, kMaxGsoBytes / r.datagram_bytes}));
+      // As the driver in these modes: a path's run of datagrams in one UDP GSO send.
+      per_msg[p] = std::clamp<size_t>(spray_burst(cs.config().driver, mtu), 1, kBatch);
       msgs[p].resize(kBatch / per_msg[p]);
       for (size_t i = 0; i < msgs[p].size(); ++i) {
         msghdr& h = msgs[p][i].msg_hdr;
         h = msghdr{};
-        h.msg_name = &dsts[p][i % paths_here];
         h.msg_namelen = sizeof(sockaddr_in6);
         h.msg_iov = iovs[p * kBatch + i * per_msg[p]].data();  // contiguous: 2 per datagram
         h.msg_iovlen = 2 * per_msg[p];
@@ -660,7 +661,6 @@ NetResult<RawResult> run_raw(Session& cs, SideChannel& ch, const Options& o) {
       for (size_t i = 0; i < kBatch; ++i) {
         msghdr& h = msgs[p][i].msg_hdr;
         h = msghdr{};
-        h.msg_name = &dsts[p][i % dsts[p].size()];
         h.msg_namelen = sizeof(sockaddr_in6);
         h.msg_iov = iovs[p * kBatch + i].data();
         h.msg_iovlen = 2;
@@ -668,6 +668,7 @@ NetResult<RawResult> run_raw(Session& cs, SideChannel& ch, const Options& o) {
     }
   }
   uint64_t next_piece = 0;
+  std::vector<size_t> next_path(P, 0);  // per plane: each message goes to the next path
   const double cpu0 = cpu_seconds();
   const uint64_t t0 = monotonic_ns();
   const uint64_t stop = t0 + static_cast<uint64_t>(o.raw_seconds * 1e9);
@@ -675,6 +676,10 @@ NetResult<RawResult> run_raw(Session& cs, SideChannel& ch, const Options& o) {
     for (size_t p = 0; p < P; ++p) {
       for (size_t i = 0; i < kBatch; ++i)
         iovs[p * kBatch + i][1].iov_base = source + (next_piece++ % pieces) * mtu;
+      for (mmsghdr& m : msgs[p]) {
+        m.msg_hdr.msg_name = &dsts[p][next_path[p]];
+        next_path[p] = next_path[p] + 1 == dsts[p].size() ? 0 : next_path[p] + 1;
+      }
       const int n =
           ::sendmmsg(fds[p].get(), msgs[p].data(), static_cast<unsigned>(msgs[p].size()), 0);
       if (n > 0) r.sent += static_cast<uint64_t>(n) * per_msg[p];
@@ -1142,8 +1147,9 @@ int run_client(const Options& o) {
         raw->gbps > 0 ? goodput_gbps / raw->gbps : 0.0);
     if (cs.driver().stats().gso_sends)
       std::printf(
-          " MRC vs raw UDP    : both sent UDP GSO groups, a path's datagrams of a batch each "
-          "(--no-gso: single datagrams)\n");
+          " MRC vs raw UDP    : both sent UDP GSO runs of up to %u datagrams a path "
+          "(--no-gso: single datagrams)\n",
+          spray_burst(cs.config().driver, cs.config().mtu));
   }
   if (raw && raw_after)
     std::printf(" MRC raw UDP blasts: %.2f Gb/s before MRC, %.2f Gb/s after (the mean counts)\n",
@@ -1243,6 +1249,16 @@ int main(int argc, char** argv) {
   app.add_option("--tx-turn-us", o.tx_turn_us,
                  "transmit at most this long per driver turn before reading ACKs (at least one "
                  "batch; 1e9: the old unbounded 64 batches)")
+      ->capture_default_str();
+  app.add_option("--batch", o.batch,
+                 "packets a driver turn produces before sending them, and datagrams per "
+                 "recvmmsg (a UDP GSO send groups a path's datagrams of one batch)")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  app.add_option("--spray-burst", o.spray_burst,
+                 "packets in a row on one path (0: the driver's choice, its UDP GSO run in "
+                 "STEV/UDP modes and 1 in SRV6 mode; 1: per-packet spraying)")
+      ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   app.add_option("--data-port", o.data_port, "UDP port of the data sockets (0: any)");
   app.add_flag("--raw-udp", o.raw_udp,

@@ -134,6 +134,8 @@ NetStatus Session::connect(const Hello& peer) {
     a.timeout = config_.timeout;
     a.reorder_window = config_.reorder_window;
     a.path_policy.probe_interval = config_.probe_interval;
+    a.path_policy.burst =
+        config_.spray_burst ? config_.spray_burst : spray_burst(config_.driver, config_.mtu);
     for (QpState target : {QpState::kInit, QpState::kRtr, QpState::kRts})
       if (auto st = engine_->modify_qp(now, qpns_[i], target, a); !st)
         return engine_fail(std::string("modify_qp to ") + qp_state_name(target), st.error());

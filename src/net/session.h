@@ -39,6 +39,9 @@ struct SessionConfig {
   // probes (a blackholed spine drew 136,638 probes in 6 s and goodput fell fivefold).
   Time probe_interval = ms(1);
   uint8_t timeout = 14;  // ACK timeout exponent (QpAttr::timeout)
+  // Packets in a row on one path (PathPolicy::burst); 0: the driver's (spray_burst: its UDP
+  // GSO run in STEV/UDP modes, 1 in SRV6 mode).
+  uint32_t spray_burst = 0;
   uint64_t seed = 1;
 };
 

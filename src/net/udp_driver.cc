@@ -247,6 +247,14 @@ bool gso_allowed(const DriverConfig& cfg) {
   return cfg.gso && cfg.ev_mode != ev::FormatMode::kSrv6;  // GSO needs UDP checksums
 }
 
+uint32_t spray_burst(const DriverConfig& cfg, uint32_t mtu) {
+  if (!gso_allowed(cfg)) return 1;
+  // The largest data datagram: BTH, RETH, immediate, MRC data extension, payload, pad, ICRC.
+  const size_t datagram = wire::kBthBytes + wire::kRethBytes + wire::kImmDtBytes +
+                          wire::kDataExtBytes + mtu + 3 + wire::kIcrcBytes;
+  return static_cast<uint32_t>(std::clamp<size_t>(kMaxGsoBytes / datagram, 1, kMaxGsoDatagrams));
+}
+
 NetResult<std::unique_ptr<UdpDriver>> UdpDriver::open(Engine& engine, const DriverConfig& cfg) {
   if (cfg.ports.empty() || cfg.ports.size() > 32)
     return net_fail(NetErrc::kInvalidArgument, "1 to 32 ports required");

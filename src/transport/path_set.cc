@@ -11,6 +11,8 @@ void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t
   slot_of_.clear();
   assumed_bad_.clear();
   policy_ = policy;
+  burst_path_ = kNone;
+  burst_left_ = 0;
   min_active_ = min_active;
   port_up_mask_ = num_ports >= 32 ? ~0u : ((1u << num_ports) - 1);
   num_ports_ = num_ports;
@@ -65,6 +67,15 @@ int PathSet::pick(Time now, uint32_t port_mask, int exclude) {
   const size_t n = order_.size();
   if (n == 0) return kNone;
   const uint32_t mask = port_mask & port_up_mask_;
+  if (burst_left_ > 0) {
+    const Slot& slot = order_[slot_of_[static_cast<size_t>(burst_path_)]];
+    if (burst_path_ != exclude && slot.state == ev::EvState::kGood && ((mask >> slot.port) & 1) &&
+        !(slot.cool_until > now && policy_.ecn_steering)) {
+      --burst_left_;
+      return burst_path_;
+    }
+    burst_left_ = 0;
+  }
   // First pass: usable, port allowed, not cooling, not excluded. Second pass: allow cooling
   // paths (every path is congested: spraying evenly is the best we can do). Last resort:
   // the excluded path.
@@ -88,6 +99,8 @@ int PathSet::pick(Time now, uint32_t port_mask, int exclude) {
       continue;
     }
     cursor_ = pos + 1 == n ? 0 : pos + 1;
+    burst_path_ = i;
+    burst_left_ = policy_.burst - 1;
     return i;
   }
   if (fallback != kNone) {
@@ -169,6 +182,7 @@ Status PathSet::replace(int i, const PathDesc& desc) {
   }
   Path& p = paths_[static_cast<size_t>(i)];
   const bool port_changed = p.desc.port != desc.port;
+  if (i == burst_path_) burst_left_ = 0;  // a burst is for the old EV
   p = Path{};
   p.desc = desc;
   p.state = desc.state;

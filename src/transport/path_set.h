@@ -32,6 +32,14 @@ struct PathPolicy {
   bool loss_marking = true;      // mark EVs ASSUMED_BAD on loss (false: keep using them)
   Time ecn_cooldown = us(8);     // how long an ECN-marked EV is skipped
   Time probe_interval = us(50);  // between probes of an ASSUMED_BAD EV
+  // Consecutive picks that stay on one path before the round-robin moves on. 1 (MRC's
+  // per-packet spraying, the simulator): every pick takes the next path. A software driver
+  // that hands the kernel a path's consecutive datagrams as one UDP GSO send asks for its GSO
+  // run (UdpDriver::spray_burst): the load then moves in bursts of that many packets, and
+  // rounds of a driver's batch cover fewer paths, so each path's share of a round leaves in
+  // one send. A burst ends early when its path stops being usable, cools down after ECN, is
+  // masked or is excluded.
+  uint32_t burst = 1;
 };
 
 struct Path {
@@ -62,7 +70,8 @@ class PathSet {
   // The next path in round-robin order that is usable now, whose port is in `port_mask`,
   // preferring paths that are not cooling down after ECN and avoiding `exclude` (a
   // retransmission's previous path) unless it is the only choice. kNone if no path can be
-  // used (every port down or masked).
+  // used (every port down or masked). With PathPolicy::burst > 1, the last path the
+  // round-robin chose is picked again until the burst is used up, if it still qualifies.
   int pick(Time now, uint32_t port_mask, int exclude = kNone);
 
   // Path `i` saw ECN in an ACK echo: recycle it (skip it for a while).
@@ -126,6 +135,8 @@ class PathSet {
   std::vector<uint16_t> slot_of_;      // path index -> position in order_
   std::vector<uint16_t> assumed_bad_;  // indices of ASSUMED_BAD paths (probing)
   size_t cursor_ = 0;
+  int burst_path_ = kNone;   // the round-robin's last choice (PathPolicy::burst)
+  uint32_t burst_left_ = 0;  // picks it may still take
   uint32_t usable_ = 0;
   uint32_t min_active_ = 0;
   uint32_t port_up_mask_ = 0;

@@ -106,6 +106,7 @@ Status Qp::to_init(const QpAttr& a) {
     }
   }
   if (a.ev_min_active > a.paths.size()) return fail(Error::kInvalidArgument);
+  if (a.path_policy.burst == 0) return fail(Error::kInvalidArgument);
   switch (a.cc.algorithm) {
     case CcAlgorithm::kNscc:
       if (a.cc.nscc.base_rtt == 0) return fail(Error::kInvalidArgument);

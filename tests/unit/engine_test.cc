@@ -698,6 +698,10 @@ TEST(Engine, modify_qp__illegal_transitions_and_values_rejected_without_change) 
   bad.paths[0].port = 5;
   EXPECT_EQ(net.e(0).modify_qp(0, qpn, QpState::kInit, bad).error(), Error::kInvalidArgument);
   EXPECT_EQ(*net.e(0).qp_state(qpn), QpState::kReset);
+  bad = a;
+  bad.path_policy.burst = 0;
+  EXPECT_EQ(net.e(0).modify_qp(0, qpn, QpState::kInit, bad).error(), Error::kInvalidArgument);
+  EXPECT_EQ(*net.e(0).qp_state(qpn), QpState::kReset);
   ASSERT_TRUE(net.e(0).modify_qp(0, qpn, QpState::kInit, a));
   bad = a;
   bad.mpr_dest = 0;

@@ -43,6 +43,44 @@ TEST(PathSet, pick__respects_port_mask_and_exclude) {
   EXPECT_EQ(one.pick(0, 0x1, 0), 0);
 }
 
+TEST(PathSet, pick__burst_stays_on_a_path_then_moves_on_in_round_robin_order) {
+  PathSet single, burst;
+  PathPolicy pol;
+  single.init(paths(8, 2), 1, 2, pol, 7);
+  pol.burst = 3;
+  burst.init(paths(8, 2), 1, 2, pol, 7);
+  // Every third pick is the next path of per-packet spraying, and the two in between repeat it.
+  for (int k = 0; k < 2 * 8; ++k) {
+    const int next = single.pick(0, 0x3);
+    for (int j = 0; j < 3; ++j)
+      EXPECT_EQ(burst.pick(0, 0x3), next) << "burst " << k << " pick " << j;
+  }
+}
+
+TEST(PathSet, pick__burst_ends_when_its_path_no_longer_qualifies) {
+  PathPolicy pol;
+  pol.burst = 4;
+  pol.ecn_cooldown = us(5);
+  PathSet s;
+  s.init(paths(4, 2), 1, 2, pol, 1);
+  const int a = s.pick(0, 0x3);
+  EXPECT_EQ(s.pick(0, 0x3), a);
+  s.on_ecn(a, 0);  // cooling down: the burst ends, and the new path starts one
+  const int b = s.pick(us(1), 0x3);
+  EXPECT_NE(b, a);
+  EXPECT_EQ(s.pick(us(1), 0x3), b);
+  EXPECT_NE(s.pick(us(1), 0x3, b), b);  // a retransmission avoids its old path
+  const int c = s.pick(us(1), 0x3);
+  ASSERT_EQ(s.on_loss(c, us(1)).to, ev::EvState::kAssumedBad);
+  const int d = s.pick(us(1), 0x3);
+  EXPECT_NE(d, c);
+  const uint32_t other_port = 1u << (1 - s.path(d).desc.port);
+  EXPECT_NE(s.path(s.pick(us(1), other_port)).desc.port, s.path(d).desc.port);
+  const int e = s.pick(us(1), 0x3);
+  ASSERT_TRUE(s.replace(e, PathDesc{.port = s.path(e).desc.port}));
+  EXPECT_NE(s.pick(us(1), 0x3), e);  // a replaced EV is not the one the burst was for
+}
+
 TEST(PathSet, on_ecn__recycles_path_for_cooldown) {
   PathSet s;
   PathPolicy pol;
@@ -185,11 +223,16 @@ RC_GTEST_PROP(PathSet, pick_only_returns_usable_paths, ()) {
   const int n = *rc::gen::inRange(1, 64);
   const int ports = *rc::gen::inRange(1, 8);
   PathSet s;
-  s.init(paths(n, ports), 0, static_cast<uint8_t>(ports), PathPolicy{},
-         *rc::gen::arbitrary<uint64_t>());
-  const auto ops = *rc::gen::container<std::vector<int>>(rc::gen::inRange(0, 3 * n + ports));
+  PathPolicy pol;
+  pol.burst = *rc::gen::inRange<uint32_t>(1, 17);
+  s.init(paths(n, ports), 0, static_cast<uint8_t>(ports), pol, *rc::gen::arbitrary<uint64_t>());
+  const auto ops = *rc::gen::container<std::vector<int>>(rc::gen::inRange(0, 4 * n + ports));
   for (int op : ops) {
-    if (op < n) {
+    if (op >= 3 * n + ports) {
+      // A pick between changes, so that a burst is under way when its path changes.
+      const int i = s.pick(0, ~0u);
+      if (i != PathSet::kNone) RC_ASSERT(s.path(i).state == ev::EvState::kGood);
+    } else if (op < n) {
       s.on_loss(op, 0);
     } else if (op < 2 * n) {
       s.set_denied(op - n, true);

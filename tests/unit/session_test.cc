@@ -160,8 +160,9 @@ TEST(Session, WriteOverTwoPlanesVerified) {
 }
 
 // STEV and UDP modes group a path's datagrams into UDP GSO sends (the kernel cuts them at
-// the receiving socket here); the bytes placed are the same with and without, and a send
-// that carried several datagrams counts each in the port's packets.
+// the receiving socket here); the bytes placed are the same with and without, a send that
+// carried several datagrams counts each in the port's packets, and with GSO the QPs send in
+// bursts per path, so the sends are long.
 TEST(Session, UdpGsoGroupsAPathsDatagramsAndChangesNoByte) {
   for (ev::FormatMode mode : {ev::FormatMode::kStev, ev::FormatMode::kUdp}) {
     for (const bool gso : {true, false}) {
@@ -178,6 +179,9 @@ TEST(Session, UdpGsoGroupsAPathsDatagramsAndChangesNoByte) {
       EXPECT_EQ(ds.gso_fallbacks, 0u);
       if (gso) {
         EXPECT_GT(ds.gso_sends, 0u);
+        // Each QP sends a GSO run's worth of packets on a path before moving on (spray_burst):
+        // ~10 datagrams per send here against ~5 when every packet takes the next path.
+        EXPECT_GE(sent, 7 * ds.sendmmsg_calls);
       } else {
         EXPECT_EQ(ds.gso_sends, 0u);
       }
@@ -385,7 +389,9 @@ constexpr int kIpv6Flowinfo = 11;  // linux/in6.h: receive each datagram's flow 
 TEST(Session, DatagramsCarryTheirPathsFlowLabel) {
   for (ev::FormatMode mode : {ev::FormatMode::kStev, ev::FormatMode::kUdp}) {
     SCOPED_TRACE(ev::format_mode_name(mode));
-    auto c = Session::create(loopback_config(mode, kSize));
+    SessionConfig cfg = loopback_config(mode, kSize);
+    cfg.spray_burst = 1;  // each of the 8 packets on the next path (GSO runs would take one)
+    auto c = Session::create(cfg);
     ASSERT_TRUE(c);
     Session& client = **c;
     Hello peer = client.hello(HelloRole::kServer);

@@ -202,6 +202,20 @@ TEST(UdpDriver, DeclaresTheTransmitOrderItKeeps) {
   }
 }
 
+TEST(UdpDriver, SprayBurstIsTheGsoRunWhereItSendsGso) {
+  DriverConfig c;
+  c.ev_mode = ev::FormatMode::kSrv6;
+  EXPECT_EQ(spray_burst(c, 4096), 1u);  // zero UDP checksums: no GSO
+  c.ev_mode = ev::FormatMode::kStev;
+  EXPECT_EQ(spray_burst(c, 4096),
+            15u);  // 15 datagrams of <= 4,159 B fit one 64 KiB send, 16 do not
+  EXPECT_EQ(spray_burst(c, 1024), 60u);
+  EXPECT_EQ(spray_burst(c, 256), kMaxGsoDatagrams);
+  EXPECT_EQ(spray_burst(c, 9000), 7u);
+  c.gso = false;
+  EXPECT_EQ(spray_burst(c, 4096), 1u);
+}
+
 TEST(Ping, FormatIsRecognisedOnlyAtItsExactSize) {
   uint8_t ping[kPingBytes] = {};
   std::memcpy(ping, kPingMagic, 8);
