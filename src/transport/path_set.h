@@ -106,6 +106,7 @@ class PathSet {
   // Paths usable for traffic: GOOD on an up port.
   uint32_t usable_count() const { return usable_; }
   uint32_t min_active() const { return min_active_; }
+  const PathPolicy& policy() const { return policy_; }
   size_t size() const { return paths_.size(); }
   const Path& path(int i) const { return paths_[static_cast<size_t>(i)]; }
   void count_sent(int i) { ++paths_[static_cast<size_t>(i)].packets_sent; }
