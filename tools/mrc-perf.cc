@@ -1145,11 +1145,13 @@ int run_client(const Options& o) {
         raw->gbps, static_cast<unsigned long>(raw->received), static_cast<unsigned long>(raw->sent),
         raw->datagram_bytes, raw->client_cycles_per_byte, goodput_gbps,
         raw->gbps > 0 ? goodput_gbps / raw->gbps : 0.0);
-    if (cs.driver().stats().gso_sends)
+    if (cs.driver().stats().gso_sends) {
+      const PathSet* ps = cs.engine().qp_paths(cs.qpns()[0]);
       std::printf(
-          " MRC vs raw UDP    : both sent UDP GSO runs of up to %u datagrams a path "
-          "(--no-gso: single datagrams)\n",
-          spray_burst(cs.config().driver, cs.config().mtu));
+          " MRC vs raw UDP    : both sent UDP GSO: the blast runs of %u datagrams a path, MRC "
+          "runs of up to %u (--spray-burst; --no-gso: single datagrams)\n",
+          spray_burst(cs.config().driver, cs.config().mtu), ps ? ps->policy().burst : 1u);
+    }
   }
   if (raw && raw_after)
     std::printf(" MRC raw UDP blasts: %.2f Gb/s before MRC, %.2f Gb/s after (the mean counts)\n",

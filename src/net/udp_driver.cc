@@ -249,10 +249,12 @@ bool gso_allowed(const DriverConfig& cfg) {
 
 uint32_t spray_burst(const DriverConfig& cfg, uint32_t mtu) {
   if (!gso_allowed(cfg)) return 1;
-  // The largest data datagram: BTH, RETH, immediate, MRC data extension, payload, pad, ICRC.
+  // The largest full data datagram: BTH, RETH, immediate, MRC data extension, payload, its
+  // pad, ICRC. A run is also cut at the end of a batch (send_queued).
   const size_t datagram = wire::kBthBytes + wire::kRethBytes + wire::kImmDtBytes +
-                          wire::kDataExtBytes + mtu + 3 + wire::kIcrcBytes;
-  return static_cast<uint32_t>(std::clamp<size_t>(kMaxGsoBytes / datagram, 1, kMaxGsoDatagrams));
+                          wire::kDataExtBytes + mtu + ((0u - mtu) & 3u) + wire::kIcrcBytes;
+  return static_cast<uint32_t>(std::clamp<size_t>(
+      kMaxGsoBytes / datagram, 1, std::min<size_t>(kMaxGsoDatagrams, std::max(cfg.batch, 1u))));
 }
 
 NetResult<std::unique_ptr<UdpDriver>> UdpDriver::open(Engine& engine, const DriverConfig& cfg) {

@@ -109,8 +109,10 @@ bool gso_allowed(const DriverConfig& config);
 
 // How many packets in a row a QP with path MTU `mtu` should send on one path for this driver
 // (PathPolicy::burst): where it sends UDP GSO (gso_allowed), as many full data datagrams as one
-// GSO send carries (kMaxGsoDatagrams, kMaxGsoBytes), so that each path's share of a batch
-// leaves in one send and a batch visits few sockets; else 1 (per-packet spraying).
+// GSO send carries (kMaxGsoDatagrams, kMaxGsoBytes; at most a batch), so that each path's
+// share of a batch leaves in one send and a batch visits few sockets; else 1 (per-packet
+// spraying). A socket that falls back from GSO at run time (gso_fallbacks) keeps its QPs'
+// bursts: they then cost nothing but coarser spraying.
 uint32_t spray_burst(const DriverConfig& config, uint32_t mtu);
 
 // A receive of fewer datagrams than this does not start receive coalescing.

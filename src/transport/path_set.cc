@@ -11,6 +11,7 @@ void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t
   slot_of_.clear();
   assumed_bad_.clear();
   policy_ = policy;
+  policy_.burst = std::max<uint32_t>(1, policy.burst);  // 0 means no burst, as 1 does
   burst_path_ = kNone;
   burst_left_ = 0;
   min_active_ = min_active;

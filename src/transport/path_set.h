@@ -35,10 +35,13 @@ struct PathPolicy {
   // Consecutive picks that stay on one path before the round-robin moves on. 1 (MRC's
   // per-packet spraying, the simulator): every pick takes the next path. A software driver
   // that hands the kernel a path's consecutive datagrams as one UDP GSO send asks for its GSO
-  // run (UdpDriver::spray_burst): the load then moves in bursts of that many packets, and
-  // rounds of a driver's batch cover fewer paths, so each path's share of a round leaves in
-  // one send. A burst ends early when its path stops being usable, cools down after ECN, is
-  // masked or is excluded.
+  // run (net::spray_burst): the load then moves in bursts of that many packets, and rounds of
+  // a driver's batch cover fewer paths, so each path's share of a round leaves in one send.
+  // A burst ends early when its path stops being usable, cools down after ECN, is masked or
+  // is excluded (whatever the pick that found it so: a control packet's pick restricted to
+  // one port ends a data burst on another, which only shortens a GSO run); the round-robin's
+  // next choice starts a new one. Picks that fall back to a cooling path (every path saw
+  // ECN) or to the excluded one start none: under congestion spraying stays per packet.
   uint32_t burst = 1;
 };
 

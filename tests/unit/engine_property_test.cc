@@ -60,6 +60,7 @@ struct Schedule {
   int planes = 2;
   uint32_t evs = 8;
   uint32_t ev_min_active = 1;
+  uint32_t burst = 1;  // PathPolicy::burst (a GSO driver's runs per path)
   ev::FormatMode format = ev::FormatMode::kStev;
   uint32_t mtu = 4096;
   uint8_t mpr = 8;
@@ -115,11 +116,11 @@ std::string describe(const Schedule& s) {
          : s.cc == CcAlgorithm::kNone  ? "none"
                                        : "fixed")
      << " planes=" << s.planes << " evs=" << s.evs << " ev_min_active=" << s.ev_min_active
-     << " format=" << ev::format_mode_name(s.format) << " mtu=" << s.mtu << " mpr=" << int(s.mpr)
-     << "/" << int(s.mpr_dest) << " wimm=" << s.max_wimm << "/" << s.max_wimm_dest
-     << " sq_depth=" << s.sq_depth << " psn_a=" << s.psn_a << " psn_b=" << s.psn_b
-     << " timeout=" << int(s.timeout) << " retry=" << int(s.retry_linear) << "+" << int(s.retry_exp)
-     << "\n  msgs=[";
+     << " burst=" << s.burst << " format=" << ev::format_mode_name(s.format) << " mtu=" << s.mtu
+     << " mpr=" << int(s.mpr) << "/" << int(s.mpr_dest) << " wimm=" << s.max_wimm << "/"
+     << s.max_wimm_dest << " sq_depth=" << s.sq_depth << " psn_a=" << s.psn_a
+     << " psn_b=" << s.psn_b << " timeout=" << int(s.timeout) << " retry=" << int(s.retry_linear)
+     << "+" << int(s.retry_exp) << "\n  msgs=[";
   for (const MessageSpec& m : s.msgs)
     os << (m.opcode == WrOpcode::kWriteImm ? "I" : "W") << m.size << " ";
   os << "]\n  link=" << s.link_bps / 1'000'000'000 << "G delay=" << t(s.delay)
@@ -183,6 +184,7 @@ Schedule gen_base(bool few_messages) {
   s.planes = *rc::gen::inRange(1, 5);
   s.evs = *rc::gen::oneOf(rc::gen::inRange<uint32_t>(1, 9), rc::gen::inRange<uint32_t>(1, 65));
   s.ev_min_active = *rc::gen::inRange<uint32_t>(1, std::min<uint32_t>(s.evs, 4) + 1);
+  s.burst = *rc::gen::element<uint32_t>(1, 1, 4, 15);
   s.format = *rc::gen::weightedElement<ev::FormatMode>(
       {{6, ev::FormatMode::kStev}, {3, ev::FormatMode::kSrv6}, {1, ev::FormatMode::kUdp}});
   s.mtu = *rc::gen::element<uint32_t>(256, 1024, 1500, 4096);
@@ -388,6 +390,7 @@ Outcome run_schedule(const Schedule& s) {
   c.planes = static_cast<uint8_t>(s.planes);
   c.evs = s.evs;
   c.ev_min_active = s.ev_min_active;
+  c.path_policy.burst = s.burst;
   c.ev_format = s.format;
   c.path_mtu = s.mtu;
   c.mpr = s.mpr;

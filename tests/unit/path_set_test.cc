@@ -219,35 +219,66 @@ TEST(PathSet, replace__bad_input_changes_nothing) {
   EXPECT_EQ(s.usable_count(), 2u);
 }
 
+// Random changes between picks (so that bursts are under way when their path changes): every
+// pick returns a GOOD path on an up port in its mask, and the excluded path only when no other
+// qualifies.
 RC_GTEST_PROP(PathSet, pick_only_returns_usable_paths, ()) {
   const int n = *rc::gen::inRange(1, 64);
   const int ports = *rc::gen::inRange(1, 8);
   PathSet s;
   PathPolicy pol;
   pol.burst = *rc::gen::inRange<uint32_t>(1, 17);
+  pol.ecn_steering = *rc::gen::arbitrary<bool>();
   s.init(paths(n, ports), 0, static_cast<uint8_t>(ports), pol, *rc::gen::arbitrary<uint64_t>());
-  const auto ops = *rc::gen::container<std::vector<int>>(rc::gen::inRange(0, 4 * n + ports));
-  for (int op : ops) {
-    if (op >= 3 * n + ports) {
-      // A pick between changes, so that a burst is under way when its path changes.
-      const int i = s.pick(0, ~0u);
-      if (i != PathSet::kNone) RC_ASSERT(s.path(i).state == ev::EvState::kGood);
-    } else if (op < n) {
-      s.on_loss(op, 0);
-    } else if (op < 2 * n) {
-      s.set_denied(op - n, true);
-    } else if (op < 3 * n) {
-      s.set_denied(op - 2 * n, false);
-    } else {
-      s.set_port_up(static_cast<uint8_t>(op - 3 * n), false);
+  enum Op { kLoss, kDeny, kAllow, kPortDown, kPortUp, kEcn, kReplace, kPick, kOps };
+  const auto ops = *rc::gen::container<std::vector<std::pair<int, int>>>(
+      rc::gen::pair(rc::gen::inRange(0, static_cast<int>(kOps)), rc::gen::inRange(0, 64)));
+  Time now = 0;
+  for (const auto& [op, arg] : ops) {
+    now += us(1);
+    const int path = arg % n;
+    switch (op) {
+      case kLoss:
+        s.on_loss(path, now);
+        break;
+      case kDeny:
+        s.set_denied(path, true);
+        break;
+      case kAllow:
+        s.set_denied(path, false);
+        break;
+      case kPortDown:
+        s.set_port_up(static_cast<uint8_t>(arg % ports), false);
+        break;
+      case kPortUp:
+        s.set_port_up(static_cast<uint8_t>(arg % ports), true);
+        break;
+      case kEcn:
+        s.on_ecn(path, now);
+        break;
+      case kReplace:
+        RC_ASSERT(static_cast<bool>(
+            s.replace(path, PathDesc{.port = static_cast<uint8_t>((arg / n) % ports)})));
+        break;
+      default: {
+        const uint32_t mask = static_cast<uint32_t>(arg) * 37 % 255 + 1;
+        const int exclude = arg % 3 == 0 ? path : PathSet::kNone;
+        const int i = s.pick(now, mask, exclude);
+        const auto qualifies = [&](int k) {
+          return s.path(k).state == ev::EvState::kGood && s.port_up(s.path(k).desc.port) &&
+                 ((mask >> s.path(k).desc.port) & 1);
+        };
+        if (i == PathSet::kNone) {
+          for (int k = 0; k < n; ++k)
+            RC_ASSERT(!qualifies(k));
+          break;
+        }
+        RC_ASSERT(qualifies(i));
+        if (i == exclude)
+          for (int k = 0; k < n; ++k)
+            RC_ASSERT(k == exclude || !qualifies(k));
+      }
     }
-  }
-  const uint32_t mask = *rc::gen::inRange<uint32_t>(1, 256);
-  const int i = s.pick(0, mask);
-  if (i != PathSet::kNone) {
-    RC_ASSERT(s.path(i).state == ev::EvState::kGood);
-    RC_ASSERT(s.port_up(s.path(i).desc.port));
-    RC_ASSERT(((mask >> s.path(i).desc.port) & 1) == 1u);
   }
 }
 

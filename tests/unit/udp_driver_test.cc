@@ -212,6 +212,10 @@ TEST(UdpDriver, SprayBurstIsTheGsoRunWhereItSendsGso) {
   EXPECT_EQ(spray_burst(c, 1024), 60u);
   EXPECT_EQ(spray_burst(c, 256), kMaxGsoDatagrams);
   EXPECT_EQ(spray_burst(c, 9000), 7u);
+  EXPECT_EQ(spray_burst(c, 1500), 42u);  // 1,500 needs no pad: 1,560 B a datagram
+  c.batch = 8;
+  EXPECT_EQ(spray_burst(c, 4096), 8u);  // a run ends with its batch
+  c.batch = 64;
   c.gso = false;
   EXPECT_EQ(spray_burst(c, 4096), 1u);
 }
