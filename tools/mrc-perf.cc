@@ -85,7 +85,7 @@ struct Options {
   // DriverConfig::tx_turn_budget: transmit time per driver turn before the ACKs are read.
   double tx_turn_us = 250;
   uint32_t batch = 64;       // DriverConfig::batch
-  uint32_t spray_burst = 0;  // SessionConfig::spray_burst (0: the driver's)
+  uint32_t spray_burst = 1;  // SessionConfig::spray_burst (0: the driver's GSO run)
   int connect_timeout_ms = 5000;
   int accept_timeout_ms = -1;
   int probe_ms = 2000;
@@ -1258,8 +1258,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   app.add_option("--spray-burst", o.spray_burst,
-                 "packets in a row on one path (0: the driver's choice, its UDP GSO run in "
-                 "STEV/UDP modes and 1 in SRV6 mode; 1: per-packet spraying)")
+                 "packets in a row on one path (1: per-packet spraying; 0: the driver's UDP GSO "
+                 "run in STEV/UDP modes: faster, slower to find a failed path out)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   app.add_option("--data-port", o.data_port, "UDP port of the data sockets (0: any)");

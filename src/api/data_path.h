@@ -35,12 +35,6 @@ class DataPath {
   // threads").
   virtual void wake() {}
   virtual bool can_wake() const { return false; }
-  // Packets a QP with path MTU `mtu` should send on one path in a row (PathPolicy::burst):
-  // the UDP driver's GSO run where it sends GSO (net::spray_burst), else 1.
-  virtual uint32_t spray_burst(uint32_t mtu) const {
-    (void)mtu;
-    return 1;
-  }
   virtual std::string last_error() const = 0;
 };
 

@@ -419,10 +419,6 @@ MRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc
       def.algorithm = 0;
       apply_cc(def, dev.config.ports.size(), next);
     }
-    // The data path's run per path (its UDP GSO run; 1 without GSO). The path set takes it
-    // here, before the MTU (RTR): sized for the MTU known so far, the RoCE maximum 4096 unless
-    // the QP is being re-initialised.
-    next.path_policy.burst = dev.path->spray_burst(next.path_mtu);
   }
   if (mrc_attr_mask & MRC_QP_MAX_WIMM) next.max_wimm = std::max<uint16_t>(1, mattr->wimm.max_wimm);
   if (mrc_attr_mask & MRC_QP_MAX_WIMM_DEST)

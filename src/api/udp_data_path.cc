@@ -29,9 +29,6 @@ class UdpDataPath final : public DataPath {
   // UdpDriver::wake(): an eventfd in the driver's epoll set, safe from any thread.
   void wake() override { driver_->wake(); }
   bool can_wake() const override { return true; }
-  uint32_t spray_burst(uint32_t mtu) const override {
-    return net::spray_burst(driver_->config(), mtu);
-  }
   std::string last_error() const override { return error_; }
 
  private:

@@ -68,7 +68,12 @@ int PathSet::pick(Time now, uint32_t port_mask, int exclude) {
   const size_t n = order_.size();
   if (n == 0) return kNone;
   const uint32_t mask = port_mask & port_up_mask_;
-  if (burst_left_ > 0) {
+  // Bursts only while nothing is suspected: a retransmission (it has a path to avoid) and
+  // every pick while a path is ASSUMED_BAD go per packet, so that the paths a failure took
+  // are found in one flight, each losing one packet, instead of a run at a time (a blackholed
+  // spine then cost ACK timeouts: docs/linux-driver.md, "Bursts per path where GSO is sent").
+  const bool bursting = exclude == kNone && assumed_bad_.empty();
+  if (burst_left_ > 0 && bursting) {
     const Slot& slot = order_[slot_of_[static_cast<size_t>(burst_path_)]];
     if (burst_path_ != exclude && slot.state == ev::EvState::kGood && ((mask >> slot.port) & 1) &&
         !(slot.cool_until > now && policy_.ecn_steering)) {
@@ -101,7 +106,7 @@ int PathSet::pick(Time now, uint32_t port_mask, int exclude) {
     }
     cursor_ = pos + 1 == n ? 0 : pos + 1;
     burst_path_ = i;
-    burst_left_ = policy_.burst - 1;
+    burst_left_ = bursting ? policy_.burst - 1 : 0;
     return i;
   }
   if (fallback != kNone) {
@@ -127,6 +132,7 @@ void PathSet::on_ecn(int i, Time now) {
 PathStateChange PathSet::on_loss(int i, Time now) {
   Path& p = paths_[static_cast<size_t>(i)];
   ++p.losses;
+  burst_left_ = 0;  // whichever path lost it: the next picks spray (pick)
   if (!policy_.loss_marking || p.state != ev::EvState::kGood) return {};
   // Never drop below ev_min_active usable paths (OCP mrc_ctl_ev_profile_attr.ev_min_active).
   if (usable(p) && usable_ <= min_active_) return {};

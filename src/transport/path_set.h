@@ -37,11 +37,14 @@ struct PathPolicy {
   // that hands the kernel a path's consecutive datagrams as one UDP GSO send asks for its GSO
   // run (net::spray_burst): the load then moves in bursts of that many packets, and rounds of
   // a driver's batch cover fewer paths, so each path's share of a round leaves in one send.
-  // A burst ends early when its path stops being usable, cools down after ECN, is masked or
-  // is excluded (whatever the pick that found it so: a control packet's pick restricted to
-  // one port ends a data burst on another, which only shortens a GSO run); the round-robin's
-  // next choice starts a new one. Picks that fall back to a cooling path (every path saw
-  // ECN) or to the excluded one start none: under congestion spraying stays per packet.
+  // A burst ends early when its path stops being usable, cools down after ECN or is masked
+  // (whatever the pick that found it so: a control packet's pick restricted to one port ends
+  // a data burst on another, which only shortens a GSO run), and at any loss; the
+  // round-robin's next choice starts a new one. No burst is continued or started by a pick
+  // that avoids a path (a retransmission), while any path is ASSUMED_BAD (a failure is being
+  // found out: each path it took must lose a packet, and per-packet spraying gets every one
+  // a packet in one flight), or by a pick that falls back to a cooling path (every path saw
+  // ECN: spraying stays per packet under congestion).
   uint32_t burst = 1;
 };
 

@@ -81,6 +81,31 @@ TEST(PathSet, pick__burst_ends_when_its_path_no_longer_qualifies) {
   EXPECT_NE(s.pick(us(1), 0x3), e);  // a replaced EV is not the one the burst was for
 }
 
+TEST(PathSet, pick__no_burst_while_a_failure_is_being_found_out) {
+  PathPolicy pol;
+  pol.burst = 4;
+  PathSet s, single;
+  s.init(paths(8, 2), 1, 2, pol, 3);
+  single.init(paths(8, 2), 1, 2, PathPolicy{}, 3);
+  const int a = s.pick(0, 0x3);
+  EXPECT_EQ(s.pick(0, 0x3), a);
+  s.on_loss(a, 0);  // a loss ends the burst; ASSUMED_BAD path: per-packet spraying
+  ASSERT_EQ(s.path(a).state, ev::EvState::kAssumedBad);
+  ASSERT_EQ(single.pick(0, 0x3), a);  // the same cursor as s
+  single.on_loss(a, 0);
+  for (int k = 0; k < 7; ++k)
+    EXPECT_EQ(s.pick(0, 0x3), single.pick(0, 0x3)) << k;
+  uint64_t probe = 0;
+  ASSERT_EQ(s.take_due_probe(pol.probe_interval, 0x3, &probe), a);
+  ASSERT_TRUE(s.on_probe_reply(a, probe).changed);  // back in use: bursts again
+  const int b = s.pick(0, 0x3);
+  EXPECT_EQ(s.pick(0, 0x3), b);
+  // A retransmission (a path to avoid) neither continues a burst nor starts one.
+  const int r = s.pick(0, 0x3, b);
+  EXPECT_NE(r, b);
+  EXPECT_NE(s.pick(0, 0x3), r);
+}
+
 TEST(PathSet, on_ecn__recycles_path_for_cooldown) {
   PathSet s;
   PathPolicy pol;
