@@ -41,7 +41,7 @@ struct SessionConfig {
   uint8_t timeout = 14;  // ACK timeout exponent (QpAttr::timeout)
   // Packets in a row on one path (PathPolicy::burst). 1: per-packet spraying. 0: the driver's
   // UDP GSO run (spray_burst(): 15 packets of 4 KiB in STEV/UDP modes, 1 in SRV6 mode), faster
-  // but slower to find a failure out (docs/linux-driver.md, "Bursts per path").
+  // but slower to find a failure out (docs/linux-driver.md, "Bursts per path, opt-in").
   uint32_t spray_burst = 1;
   uint64_t seed = 1;
 };

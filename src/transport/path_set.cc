@@ -11,7 +11,9 @@ void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t
   slot_of_.clear();
   assumed_bad_.clear();
   policy_ = policy;
-  policy_.burst = std::max<uint32_t>(1, policy.burst);  // 0 means no burst, as 1 does
+  // Qp::to_init rejects 0; a PathSet used on its own treats it as 1 rather than as a burst
+  // without end (burst - 1 would wrap).
+  policy_.burst = std::max<uint32_t>(1, policy.burst);
   burst_path_ = kNone;
   burst_left_ = 0;
   min_active_ = min_active;
@@ -71,11 +73,11 @@ int PathSet::pick(Time now, uint32_t port_mask, int exclude) {
   // Bursts only while nothing is suspected: a retransmission (it has a path to avoid) and
   // every pick while a path is ASSUMED_BAD go per packet, so that the paths a failure took
   // are found in one flight, each losing one packet, instead of a run at a time (a blackholed
-  // spine then cost ACK timeouts: docs/linux-driver.md, "Bursts per path where GSO is sent").
+  // spine then cost ACK timeouts: docs/linux-driver.md, "Bursts per path, opt-in").
   const bool bursting = exclude == kNone && assumed_bad_.empty();
   if (burst_left_ > 0 && bursting) {
     const Slot& slot = order_[slot_of_[static_cast<size_t>(burst_path_)]];
-    if (burst_path_ != exclude && slot.state == ev::EvState::kGood && ((mask >> slot.port) & 1) &&
+    if (slot.state == ev::EvState::kGood && ((mask >> slot.port) & 1) &&
         !(slot.cool_until > now && policy_.ecn_steering)) {
       --burst_left_;
       return burst_path_;
