@@ -430,7 +430,7 @@ TEST_F(NetFabric, whole_spine_blackholed_during_a_transfer) {
 // STEV mode: the leaves hash each EV's flow label onto a spine, and the replies come back on
 // other spines (the reverse of an EV hashes anew); the paths a silently dead spine takes are
 // found out and routed around as in SRV6 mode. (With --spray-burst 0, GSO runs of 15 per
-// path, 4 of 6 runs here hit an ACK timeout: docs/linux-driver.md, "Bursts per path".)
+// path, 4 of 6 runs here hit an ACK timeout: docs/linux-driver.md, "Bursts per path, opt-in".)
 TEST_F(NetFabric, whole_spine_blackholed_during_a_stev_transfer) {
   const Json c = fault_during_transfer(
       "spine p0-s1 blackholed, stev", [] { blackhole("p0-s1", true); },

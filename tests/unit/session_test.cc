@@ -188,7 +188,6 @@ TEST(Session, UdpGsoGroupsAPathsDatagramsAndChangesNoByte) {
         ASSERT_NE(ps, nullptr);
         EXPECT_EQ(ps->policy().burst,
                   burst == 0 ? spray_burst(p.client->config().driver, p.client->config().mtu) : 1u);
-        EXPECT_EQ(ps->policy().burst, burst == 0 ? 15u : 1u);
       } else {
         EXPECT_EQ(ds.gso_sends, 0u);
       }
