@@ -84,6 +84,8 @@ struct Options {
   double rx_coalesce_us = 250;
   // DriverConfig::tx_turn_budget: transmit time per driver turn before the ACKs are read.
   double tx_turn_us = 250;
+  // DriverConfig::ack_repeat_after (negative: the EV mode's default).
+  double ack_repeat_us = -1;
   uint32_t batch = 64;       // DriverConfig::batch
   uint32_t spray_burst = 1;  // SessionConfig::spray_burst (0: the driver's GSO run)
   int connect_timeout_ms = 5000;
@@ -215,6 +217,7 @@ NetResult<SessionConfig> session_config(const Options& o, const Hello* client_he
   sc.driver.gso = !o.no_gso;
   sc.driver.rx_coalesce = static_cast<Time>(o.rx_coalesce_us * 1e6);
   sc.driver.tx_turn_budget = static_cast<Time>(o.tx_turn_us * 1e6);
+  if (o.ack_repeat_us >= 0) sc.driver.ack_repeat_after = static_cast<Time>(o.ack_repeat_us * 1e6);
   sc.driver.batch = o.batch;
   sc.spray_burst = o.spray_burst;
   const size_t P = sc.driver.ports.size();
@@ -1252,6 +1255,10 @@ int main(int argc, char** argv) {
                  "transmit at most this long per driver turn before reading ACKs (at least one "
                  "batch; 1e9: the old unbounded 64 batches)")
       ->capture_default_str();
+  app.add_option("--ack-repeat-us", o.ack_repeat_us,
+                 "as responder, send the last ACK again on another plane after this long without "
+                 "a packet (0: never; default: 250 in STEV and UDP modes, whose ACKs hash onto "
+                 "paths of their own, 0 in SRV6 mode)");
   app.add_option("--batch", o.batch,
                  "packets a driver turn produces before sending them, and datagrams per "
                  "recvmmsg (a UDP GSO send groups a path's datagrams of one batch)")

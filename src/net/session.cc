@@ -168,6 +168,7 @@ std::vector<std::pair<std::string, uint64_t>> Session::counters() const {
   out.emplace_back("data_sent", c.data_sent);
   out.emplace_back("retransmits", c.retransmits);
   out.emplace_back("acks_sent", c.acks_sent);
+  out.emplace_back("ack_repeats", c.ack_repeats);
   out.emplace_back("data_received", c.data_received);
   out.emplace_back("duplicates", c.duplicates);
   out.emplace_back("trimmed_received", c.trimmed_received);

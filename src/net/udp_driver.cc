@@ -257,6 +257,10 @@ uint32_t spray_burst(const DriverConfig& cfg, uint32_t mtu) {
       kMaxGsoBytes / datagram, 1, std::min<size_t>(kMaxGsoDatagrams, std::max(cfg.batch, 1u))));
 }
 
+Time default_ack_repeat_after(ev::FormatMode mode) {
+  return mode == ev::FormatMode::kSrv6 ? 0 : 250 * kPicosPerMicro;
+}
+
 NetResult<std::unique_ptr<UdpDriver>> UdpDriver::open(Engine& engine, const DriverConfig& cfg) {
   if (cfg.ports.empty() || cfg.ports.size() > 32)
     return net_fail(NetErrc::kInvalidArgument, "1 to 32 ports required");
@@ -276,6 +280,7 @@ NetResult<std::unique_ptr<UdpDriver>> UdpDriver::open(Engine& engine, const Driv
   // STEV and UDP modes from a socket per UDP source port (per path), one after another.
   engine.set_transmit_order(cfg.ev_mode == ev::FormatMode::kSrv6 ? TransmitOrder::kPerPort
                                                                  : TransmitOrder::kPerPath);
+  engine.set_ack_repeat_after(cfg.ack_repeat_after.value_or(default_ack_repeat_after(cfg.ev_mode)));
   m.epoll = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
   if (!m.epoll) return errno_fail("epoll_create1", errno);
   d->stats_.ports.resize(cfg.ports.size());

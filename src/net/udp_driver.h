@@ -40,6 +40,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -101,7 +102,20 @@ struct DriverConfig {
   // every ACK of that time reached the engine at its end (arrival times never go back behind a
   // `now` the engine has seen), after the ACK timeout had fired (docs/linux-driver.md).
   Time tx_turn_budget = 250 * kPicosPerMicro;
+  // Tail-ACK repeat of this host's responders (Engine::set_ack_repeat_after): unset, the
+  // mode's default (default_ack_repeat_after); 0: off.
+  std::optional<Time> ack_repeat_after;
 };
+
+// The tail-ACK repeat a mode needs (Engine::set_ack_repeat_after). STEV and UDP modes: 250 us.
+// Their ACKs take a flow label or UDP port of their own through the fabric's ECMP hash, so a
+// spine that data has left behind can still eat them, and a requester out of window whose
+// last ACK was lost would otherwise wait for its tail-loss probe, which on a software path
+// has learned milliseconds (docs/linux-driver.md, "Tail-ACK repeat"). 250 us is a few RTTs
+// of a namespace fabric and far below that probe; a streaming responder is never quiet so
+// long, so only the end of a flight pays one extra ACK. SRV6 mode: off (0); an ACK takes the
+// reverse of the SRv6 path its packet demonstrably came by.
+Time default_ack_repeat_after(ev::FormatMode mode);
 
 // Whether the driver sends UDP GSO with `config`: DriverConfig::gso outside SRV6 mode, whose
 // zero UDP checksums Linux refuses GSO with.

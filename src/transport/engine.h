@@ -247,7 +247,8 @@ struct EngineCounters {
   uint64_t data_sent = 0;  // data packets, first transmissions
   uint64_t retransmits = 0;
   uint64_t acks_sent = 0;
-  uint64_t nacks_sent = 0;  // trim NACKs + RoCE sequence NAKs
+  uint64_t ack_repeats = 0;  // tail-ACK repeats (Engine::set_ack_repeat_after), in acks_sent too
+  uint64_t nacks_sent = 0;   // trim NACKs + RoCE sequence NAKs
   uint64_t probes_sent = 0;
   uint64_t probe_replies_sent = 0;
   uint64_t cnps_sent = 0;
@@ -295,6 +296,18 @@ class Engine {
   // A driver declares the order it keeps (TransmitOrder) when it opens; kPerPort until then.
   void set_transmit_order(TransmitOrder order) { transmit_order_ = order; }
   TransmitOrder transmit_order() const { return transmit_order_; }
+  // Tail-ACK repeat (MRC responders; 0, the default: off). Where an ACK's way back is not the
+  // path its packet came by -- ECMP modes, in which the reverse flow label or UDP port hashes
+  // onto a spine of its own -- a dead spine that data avoids can still eat ACKs, and the last
+  // ACK before the requester runs out of window or work has no later ACK to cover for it:
+  // the requester would wait for its tail-loss probe (milliseconds on software paths). So
+  // when no packet has arrived for `after` since an ACK went out, the responder sends its
+  // state once more on another port (another path where there is one port), without echoes
+  // (they were delivered or lost with the first copy; resending them would count their
+  // bytes twice). A driver whose reverse paths are not its forward paths sets this when it
+  // opens (net::UdpDriver in STEV and UDP modes); docs/linux-driver.md, "Tail-ACK repeat".
+  void set_ack_repeat_after(Time after) { ack_repeat_after_ = after > 0 ? after : 0; }
+  Time ack_repeat_after() const { return ack_repeat_after_; }
 
   // ---- Memory -------------------------------------------------------------------------
   // `base` may be nullptr: a phantom region (placement is counted, nothing is copied).
@@ -409,6 +422,7 @@ class Engine {
 
   EngineConfig config_;
   TransmitOrder transmit_order_ = TransmitOrder::kPerPort;
+  Time ack_repeat_after_ = 0;
   MemoryTable memory_;
   std::vector<std::unique_ptr<Qp>> qps_;  // index = qpn - kFirstQpn
   std::vector<uint32_t> free_qp_slots_;

@@ -220,6 +220,8 @@ void Qp::to_err(Time now, WcStatus first_status) {
   echo_count_ = 0;
   ack_now_ = false;
   ack_due_ = kNever;
+  ack_repeat_due_ = kNever;
+  ack_repeat_now_ = false;
   nack_size_ = probe_reply_size_ = 0;
   roce_nak_pending_ = cnp_pending_ = probes_due_ = false;
   pacing_wait_until_ = kNever;
@@ -1361,6 +1363,8 @@ void Qp::queue_echo(Time now, const RxPacket& rx, uint8_t flags) {
   newest_arrival_ = now;
   ack_port_ = rx.port;
   ack_path_ = rx.pkt.data.ev_index;
+  ack_repeat_due_ = kNever;  // this packet's own ACK carries the state: no repeat
+  ack_repeat_now_ = false;
   ++unacked_packets_;
   if (unacked_packets_ >= engine_.config().ack_every || rx.pkt.bth.ack_req ||
       (flags & wire::AckEcho::kDuplicate)) {
@@ -1386,8 +1390,8 @@ void Qp::on_probe(Time now, const RxPacket& rx) {
 // Control packets.
 
 bool Qp::has_control() const {
-  return ack_now_ || nack_size_ > 0 || probe_reply_size_ > 0 || roce_nak_pending_ || cnp_pending_ ||
-         probes_due_;
+  return ack_now_ || ack_repeat_now_ || nack_size_ > 0 || probe_reply_size_ > 0 ||
+         roce_nak_pending_ || cnp_pending_ || probes_due_;
 }
 
 // Control packets go back along the reverse of the path the packet they answer took (EV
@@ -1454,6 +1458,20 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
         roce_nak_pending_ = false;
         ++engine_.counters_.nacks_sent;
       }
+      return true;
+    }
+  }
+  if (ack_repeat_now_) {
+    // Another port than the last ACK's (its plane may be the one eating ACKs); with one
+    // port, the port's next path in round-robin order, another hash through the fabric.
+    const uint8_t port = static_cast<uint8_t>((last_ack_port_ + 1) % engine_.config().num_ports);
+    const int path = control_path(now, port, -1, mask, false);
+    if (path != PathSet::kNone) {
+      ack_repeat_now_ = false;
+      fill_common(out, paths_.path(path).desc.port, path);
+      fill_ack(now, out);        // no echoes: an arrival since the last ACK cancels the repeat
+      ack_repeat_due_ = kNever;  // once per quiet spell
+      ++engine_.counters_.ack_repeats;
       return true;
     }
   }
@@ -1529,6 +1547,9 @@ void Qp::fill_ack(Time now, TxPacket& out) {
   unacked_packets_ = 0;
   ack_now_ = false;
   ack_due_ = kNever;
+  last_ack_port_ = out.port;
+  if (engine_.ack_repeat_after() > 0 && is_mrc())
+    ack_repeat_due_ = now + engine_.ack_repeat_after();
   ++engine_.counters_.acks_sent;
 }
 
@@ -1537,6 +1558,7 @@ void Qp::fill_ack(Time now, TxPacket& out) {
 
 Time Qp::deadline() const {
   Time d = ack_now_ ? kNever : ack_due_;
+  if (!ack_repeat_now_) d = std::min(d, ack_repeat_due_);
   if (state_ != QpState::kRts) return d;
   if (has_outstanding()) d = std::min(d, last_progress_ + rto_interval());
   if (is_mrc() && rec_head_ != rec_tail_) {
@@ -1553,6 +1575,11 @@ void Qp::on_timer(Time now) {
   if (ack_due_ <= now) {
     ack_due_ = kNever;
     ack_now_ = true;
+    engine_.mark_control(this);
+  }
+  if (ack_repeat_due_ <= now) {
+    ack_repeat_due_ = kNever;
+    ack_repeat_now_ = true;
     engine_.mark_control(this);
   }
   if (state_ != QpState::kRts) return;

@@ -342,6 +342,11 @@ class Qp {
   Time newest_arrival_ = 0;
   uint8_t ack_port_ = 0;
   int ack_path_ = -1;  // path index of the newest packet to acknowledge
+  // Tail-ACK repeat (Engine::set_ack_repeat_after): due when no packet arrives by then after
+  // an ACK; pending once due; the port the last ACK took (the repeat takes another).
+  Time ack_repeat_due_ = kNever;
+  bool ack_repeat_now_ = false;
+  uint8_t last_ack_port_ = 0;
   std::vector<TrimNack> nacks_;
   uint32_t nack_head_ = 0, nack_size_ = 0;
   std::vector<ProbeReply> probe_replies_;

@@ -299,6 +299,76 @@ TEST(Engine, pto__probe_leaves_when_every_ack_of_a_full_window_was_lost) {
   EXPECT_LT(net.completions[0][0].time, us(40) + ms(1)) << "waited for the ACK timeout";
 }
 
+// A one-packet WRITE whose ACKs all die on the way back (the ACK's path through the fabric
+// eats them: in ECMP modes an ACK hashes onto a reverse path of its own). With the tail-ACK
+// repeat the responder sends its state again, after a quiet spell, on another port (one
+// port: another path); the requester completes without resending anything. Without it the
+// requester needs its ACK timeout (a lone packet gives no RTT sample for a tail-loss probe).
+TEST(Engine, ack_repeat__a_lost_tail_ack_is_repeated_on_another_port_or_path) {
+  for (int ports : {1, 2}) {
+    for (Time repeat : {Time{0}, us(10)}) {
+      SCOPED_TRACE(::testing::Message() << ports << " ports, repeat after " << repeat);
+      MiniNet net(ports);
+      net.e(1).set_ack_repeat_after(repeat);
+      Pair p = connect(net, ports, 8, 4096);
+      int dead_port = -1, dead_ev = -1;
+      uint64_t acks_dropped = 0;
+      net.hook = [&](int src, const TxPacket& tx) {
+        if (src != 1 || tx.pkt.bth.opcode != wire::Opcode::kAck) return Fate::kDeliver;
+        if (dead_port < 0) dead_port = tx.port, dead_ev = tx.ev_index;
+        if (tx.port != dead_port || tx.ev_index != dead_ev) return Fate::kDeliver;
+        ++acks_dropped;
+        return Fate::kDrop;
+      };
+      ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 4096)));
+      net.run(ms(20));
+      ASSERT_EQ(net.completions[0].size(), 1u);
+      EXPECT_TRUE(data_matches(p));
+      EXPECT_GE(acks_dropped, 1u);
+      if (repeat > 0) {
+        EXPECT_EQ(net.e(1).counters().ack_repeats, 1u);
+        EXPECT_EQ(net.e(0).counters().retransmits, 0u);
+        EXPECT_LT(net.completions[0][0].time, repeat + us(10));
+      } else {
+        EXPECT_EQ(net.e(1).counters().ack_repeats, 0u);
+        // A lone packet has no RTT sample for a tail-loss probe: the ACK timeout resends it.
+        EXPECT_EQ(net.e(0).counters().retransmits, 1u);
+        EXPECT_GT(net.completions[0][0].time, ms(1));
+      }
+    }
+  }
+}
+
+// Without loss a repeat tells the requester nothing new: the same completions at the same
+// times as without repeats, one repeat per quiet spell (after each round, never inside a
+// stream, where every arrival cancels it), and no echo counted twice (no spurious loss, no
+// retransmission, the same congestion window).
+TEST(Engine, ack_repeat__changes_nothing_where_no_ack_is_lost) {
+  std::vector<Time> times[2];
+  uint64_t cwnd[2] = {0, 0};
+  for (int with : {0, 1}) {
+    MiniNet net(2);
+    net.e(1).set_ack_repeat_after(with ? us(20) : 0);
+    Pair p = connect(net, 2, 8, 1 << 20);
+    for (uint64_t round = 0; round < 3; ++round) {
+      // Rounds start on a grid: a run that waits for a repeat returns later.
+      net.advance(ms(2) * static_cast<Time>(round));
+      ASSERT_TRUE(net.e(0).post_write(net.now(), p.qpn[0], write_wr(p, round, 0, 1 << 20)));
+      net.run(net.now() + ms(1));
+    }
+    ASSERT_EQ(net.completions[0].size(), 3u);
+    EXPECT_TRUE(data_matches(p));
+    for (const Completion& c : net.completions[0])
+      times[with].push_back(c.time);
+    EXPECT_EQ(net.e(1).counters().ack_repeats, with ? 3u : 0u);
+    EXPECT_EQ(net.e(0).counters().retransmits, 0u);
+    EXPECT_EQ(net.e(0).counters().spurious_losses, 0u);
+    cwnd[with] = net.e(0).qp_cc(p.qpn[0])->cwnd();
+  }
+  EXPECT_EQ(times[0], times[1]);
+  EXPECT_EQ(cwnd[0], cwnd[1]);
+}
+
 TEST(Engine, rack__a_loss_in_a_batch_sent_at_one_instant_needs_no_later_flight) {
   // A port of unbounded rate: the whole message (8 packets) leaves at t = 0, as a driver
   // hands the kernel a batch with one timestamp. The first packet is lost and nothing is
