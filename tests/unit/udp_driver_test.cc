@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "net/ping.h"
@@ -21,13 +22,15 @@ struct OneDriver {
   std::unique_ptr<UdpDriver> driver;
 };
 
-OneDriver open_loopback(uint8_t ports, ev::FormatMode mode = ev::FormatMode::kSrv6) {
+OneDriver open_loopback(uint8_t ports, ev::FormatMode mode = ev::FormatMode::kSrv6,
+                        std::optional<Time> ack_repeat_after = {}) {
   OneDriver d;
   EngineConfig ec;
   ec.num_ports = ports;
   d.engine = std::make_unique<Engine>(ec);
   DriverConfig dc;
   dc.ev_mode = mode;
+  dc.ack_repeat_after = ack_repeat_after;
   for (uint8_t p = 0; p < ports; ++p)
     dc.ports.push_back(PortConfig{*parse_endpoint("::1", 0), ""});
   auto drv = UdpDriver::open(*d.engine, dc);
@@ -200,6 +203,16 @@ TEST(UdpDriver, DeclaresTheTransmitOrderItKeeps) {
     ASSERT_TRUE(d.driver);
     EXPECT_EQ(d.engine->transmit_order(), order) << static_cast<int>(mode);
   }
+}
+
+// ACKs hash onto reverse paths of their own only in the ECMP modes: only they repeat a tail
+// ACK unless told otherwise (docs/linux-driver.md, "Tail-ACK repeat").
+TEST(UdpDriver, TurnsTheTailAckRepeatOnWhereAcksTakePathsOfTheirOwn) {
+  EXPECT_EQ(open_loopback(2, ev::FormatMode::kSrv6).engine->ack_repeat_after(), 0);
+  EXPECT_EQ(open_loopback(2, ev::FormatMode::kStev).engine->ack_repeat_after(), us(250));
+  EXPECT_EQ(open_loopback(2, ev::FormatMode::kUdp).engine->ack_repeat_after(), us(250));
+  EXPECT_EQ(open_loopback(2, ev::FormatMode::kStev, 0).engine->ack_repeat_after(), 0);
+  EXPECT_EQ(open_loopback(2, ev::FormatMode::kSrv6, us(100)).engine->ack_repeat_after(), us(100));
 }
 
 TEST(UdpDriver, SprayBurstIsTheGsoRunWhereItSendsGso) {
