@@ -60,7 +60,8 @@ struct Schedule {
   int planes = 2;
   uint32_t evs = 8;
   uint32_t ev_min_active = 1;
-  uint32_t burst = 1;  // PathPolicy::burst (a GSO driver's runs per path)
+  uint32_t burst = 1;   // PathPolicy::burst (a GSO driver's runs per path)
+  Time ack_repeat = 0;  // Engine::set_ack_repeat_after, both engines
   ev::FormatMode format = ev::FormatMode::kStev;
   uint32_t mtu = 4096;
   uint8_t mpr = 8;
@@ -116,11 +117,12 @@ std::string describe(const Schedule& s) {
          : s.cc == CcAlgorithm::kNone  ? "none"
                                        : "fixed")
      << " planes=" << s.planes << " evs=" << s.evs << " ev_min_active=" << s.ev_min_active
-     << " burst=" << s.burst << " format=" << ev::format_mode_name(s.format) << " mtu=" << s.mtu
-     << " mpr=" << int(s.mpr) << "/" << int(s.mpr_dest) << " wimm=" << s.max_wimm << "/"
-     << s.max_wimm_dest << " sq_depth=" << s.sq_depth << " psn_a=" << s.psn_a
-     << " psn_b=" << s.psn_b << " timeout=" << int(s.timeout) << " retry=" << int(s.retry_linear)
-     << "+" << int(s.retry_exp) << "\n  msgs=[";
+     << " burst=" << s.burst << " ack_repeat_ns=" << s.ack_repeat / ns(1)
+     << " format=" << ev::format_mode_name(s.format) << " mtu=" << s.mtu << " mpr=" << int(s.mpr)
+     << "/" << int(s.mpr_dest) << " wimm=" << s.max_wimm << "/" << s.max_wimm_dest
+     << " sq_depth=" << s.sq_depth << " psn_a=" << s.psn_a << " psn_b=" << s.psn_b
+     << " timeout=" << int(s.timeout) << " retry=" << int(s.retry_linear) << "+" << int(s.retry_exp)
+     << "\n  msgs=[";
   for (const MessageSpec& m : s.msgs)
     os << (m.opcode == WrOpcode::kWriteImm ? "I" : "W") << m.size << " ";
   os << "]\n  link=" << s.link_bps / 1'000'000'000 << "G delay=" << t(s.delay)
@@ -185,6 +187,7 @@ Schedule gen_base(bool few_messages) {
   s.evs = *rc::gen::oneOf(rc::gen::inRange<uint32_t>(1, 9), rc::gen::inRange<uint32_t>(1, 65));
   s.ev_min_active = *rc::gen::inRange<uint32_t>(1, std::min<uint32_t>(s.evs, 4) + 1);
   s.burst = *rc::gen::element<uint32_t>(1, 1, 4, 15);
+  s.ack_repeat = *rc::gen::element<Time>(0, 0, us(5), us(50));
   s.format = *rc::gen::weightedElement<ev::FormatMode>(
       {{6, ev::FormatMode::kStev}, {3, ev::FormatMode::kSrv6}, {1, ev::FormatMode::kUdp}});
   s.mtu = *rc::gen::element<uint32_t>(256, 1024, 1500, 4096);
@@ -427,6 +430,8 @@ Outcome run_schedule(const Schedule& s) {
   FaultNet net(n);
   net.add_engine(pair_engine_config(c, s.seed * 2 + 1));
   net.add_engine(pair_engine_config(c, s.seed * 2 + 2));
+  for (int h = 0; h < 2; ++h)
+    net.engine(h).set_ack_repeat_after(s.ack_repeat);
   std::vector<Pair> pairs;
   for (size_t i = 0; i < flows.size(); ++i) {
     PairConfig fc = c;
