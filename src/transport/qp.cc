@@ -1415,6 +1415,39 @@ int Qp::control_path(Time now, uint8_t preferred_port, int preferred_path, uint3
   return path;
 }
 
+// The tail-ACK repeat's path: not the way the last ACK went, which may be what ate it. A GOOD
+// path on another up port (another plane's spines), else another path on the same port
+// (another hash through the fabric), else that path itself. It waits (kNone) while a better
+// choice exists on a port outside `mask` rather than fall back. The scan starts after the
+// last ACK's path and leaves the round-robin and burst state of PathSet::pick alone: that
+// state is the data sender's.
+int Qp::ack_repeat_path(uint32_t mask) const {
+  const size_t n = paths_.size();
+  if (n == 0) return PathSet::kNone;
+  const size_t start = last_ack_path_ >= 0 ? static_cast<size_t>(last_ack_path_) : n - 1;
+  bool other_port_exists = false, same_port_exists = false;
+  int same_port = PathSet::kNone;
+  for (size_t k = 1; k <= n; ++k) {
+    const int i = static_cast<int>((start + k) % n);
+    const Path& p = paths_.path(i);
+    if (p.state != ev::EvState::kGood || !paths_.port_up(p.desc.port)) continue;
+    const bool allowed = (mask >> p.desc.port) & 1;
+    if (p.desc.port != last_ack_port_) {
+      if (allowed) return i;
+      other_port_exists = true;
+    } else if (i != last_ack_path_) {
+      if (allowed && same_port == PathSet::kNone) same_port = i;
+      same_port_exists = true;
+    }
+  }
+  if (other_port_exists) return PathSet::kNone;
+  if (same_port != PathSet::kNone || same_port_exists) return same_port;
+  const bool last_ok = last_ack_path_ >= 0 && static_cast<size_t>(last_ack_path_) < n &&
+                       paths_.path(last_ack_path_).state == ev::EvState::kGood &&
+                       paths_.port_up(last_ack_port_) && ((mask >> last_ack_port_) & 1);
+  return last_ok ? last_ack_path_ : PathSet::kNone;
+}
+
 void Qp::fill_common(TxPacket& out, uint8_t port, int path) {
   out.port = port;
   out.ev_index = static_cast<uint16_t>(path);
@@ -1462,12 +1495,8 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
     }
   }
   if (ack_repeat_now_) {
-    // Another port than the last ACK's (its plane may be the one eating ACKs); with one
-    // port, the port's next path in round-robin order, another hash through the fabric.
-    const uint8_t port = static_cast<uint8_t>((last_ack_port_ + 1) % engine_.config().num_ports);
-    const int path = control_path(now, port, -1, mask, false);
+    const int path = ack_repeat_path(mask);
     if (path != PathSet::kNone) {
-      ack_repeat_now_ = false;
       fill_common(out, paths_.path(path).desc.port, path);
       fill_ack(now, out);        // no echoes: an arrival since the last ACK cancels the repeat
       ack_repeat_due_ = kNever;  // once per quiet spell
@@ -1547,7 +1576,9 @@ void Qp::fill_ack(Time now, TxPacket& out) {
   unacked_packets_ = 0;
   ack_now_ = false;
   ack_due_ = kNever;
+  ack_repeat_now_ = false;  // this ACK carries the state a pending repeat would have
   last_ack_port_ = out.port;
+  last_ack_path_ = out.ev_index;
   if (engine_.ack_repeat_after() > 0 && is_mrc())
     ack_repeat_due_ = now + engine_.ack_repeat_after();
   ++engine_.counters_.acks_sent;

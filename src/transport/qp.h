@@ -230,6 +230,7 @@ class Qp {
   int control_path(Time now, uint8_t preferred_port, int preferred_path, uint32_t mask,
                    bool allow_assumed_bad);
   void fill_common(TxPacket& out, uint8_t port, int path);
+  int ack_repeat_path(uint32_t mask) const;
 
   Engine& engine_;
   const uint32_t qpn_;
@@ -343,10 +344,11 @@ class Qp {
   uint8_t ack_port_ = 0;
   int ack_path_ = -1;  // path index of the newest packet to acknowledge
   // Tail-ACK repeat (Engine::set_ack_repeat_after): due when no packet arrives by then after
-  // an ACK; pending once due; the port the last ACK took (the repeat takes another).
+  // an ACK; pending once due; the port and path the last ACK took (the repeat avoids them).
   Time ack_repeat_due_ = kNever;
   bool ack_repeat_now_ = false;
   uint8_t last_ack_port_ = 0;
+  int last_ack_path_ = -1;
   std::vector<TrimNack> nacks_;
   uint32_t nack_head_ = 0, nack_size_ = 0;
   std::vector<ProbeReply> probe_replies_;

@@ -312,10 +312,12 @@ TEST(Engine, ack_repeat__a_lost_tail_ack_is_repeated_on_another_port_or_path) {
       net.e(1).set_ack_repeat_after(repeat);
       Pair p = connect(net, ports, 8, 4096);
       int dead_port = -1, dead_ev = -1;
+      int last_port = -1, last_ev = -1;  // the last ACK's way
       uint64_t acks_dropped = 0;
       net.hook = [&](int src, const TxPacket& tx) {
         if (src != 1 || tx.pkt.bth.opcode != wire::Opcode::kAck) return Fate::kDeliver;
         if (dead_port < 0) dead_port = tx.port, dead_ev = tx.ev_index;
+        last_port = tx.port, last_ev = tx.ev_index;
         if (tx.port != dead_port || tx.ev_index != dead_ev) return Fate::kDeliver;
         ++acks_dropped;
         return Fate::kDrop;
@@ -327,6 +329,10 @@ TEST(Engine, ack_repeat__a_lost_tail_ack_is_repeated_on_another_port_or_path) {
       EXPECT_GE(acks_dropped, 1u);
       if (repeat > 0) {
         EXPECT_EQ(net.e(1).counters().ack_repeats, 1u);
+        if (ports > 1) {
+          EXPECT_NE(last_port, dead_port) << "the repeat took the lost ACK's port";
+        }
+        EXPECT_NE(last_ev, dead_ev) << "the repeat took the lost ACK's path";
         EXPECT_EQ(net.e(0).counters().retransmits, 0u);
         EXPECT_LT(net.completions[0][0].time, repeat + us(10));
       } else {
