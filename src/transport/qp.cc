@@ -1441,7 +1441,7 @@ int Qp::ack_repeat_path(uint32_t mask) const {
     }
   }
   if (other_port_exists) return PathSet::kNone;
-  if (same_port != PathSet::kNone || same_port_exists) return same_port;
+  if (same_port_exists) return same_port;  // kNone while its port is outside the mask
   const bool last_ok = last_ack_path_ >= 0 && static_cast<size_t>(last_ack_path_) < n &&
                        paths_.path(last_ack_path_).state == ev::EvState::kGood &&
                        paths_.port_up(last_ack_port_) && ((mask >> last_ack_port_) & 1);
