@@ -10,6 +10,8 @@ PACKAGES=(
   cmake ninja-build g++ clang libclang-rt-14-dev
   libfmt-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libibverbs-dev
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
+  # mrc-sim over several processes or machines (optional: found by CMake when installed).
+  libopenmpi-dev openmpi-bin
   tshark python3-matplotlib
   iproute2 nftables iputils-ping
   # scripts/bench-net.sh: TCP/MPTCP references (mptcpize is its own package in Debian 12; the

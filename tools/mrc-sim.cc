@@ -26,8 +26,12 @@
 #include <vector>
 
 #include "mrc_git_describe.h"  // generated at build time: cmake/git_describe.cmake
+#include "sim/partition.h"
 #include "sim/runner.h"
 #include "sim/scenario.h"
+#ifdef MRC_HAVE_MPI
+#include "sim/mpi_exchange.h"
+#endif
 
 #ifndef MRC_VERSION
 #define MRC_VERSION "0.0.0"
@@ -472,6 +476,61 @@ file = "{}"
                      nodes, radix, file);
 }
 
+// ---- --ranks-plan ----------------------------------------------------------------------------
+
+// Records the flows a workload adds at its start (the plan's QP count).
+class RecordingSink final : public FlowSink {
+ public:
+  Result<FlowId> add_flow(const FlowSpec& spec) override {
+    flows.push_back(spec);
+    return static_cast<FlowId>(flows.size() - 1);
+  }
+  std::vector<FlowSpec> flows;
+};
+
+// EVs of one QP over all planes, as the simulator gives them (build_paths).
+uint32_t paths_per_qp(const SimConfig& c, const FabricShape& s) {
+  if (c.transport.kind == TransportKind::kRoce) return 1;
+  const uint32_t evs = c.transport.evs_per_plane;
+  if (s.fat_tree) {
+    const uint32_t n = s.ft_spines > 0 ? s.half * s.half * s.half : s.half * s.half;
+    return evs ? std::min(evs, n) : std::min(n, 64u);
+  }
+  return (evs ? std::min(evs, s.spines) : std::min(s.spines, 64u)) * s.planes;
+}
+
+int print_ranks_plan(const Scenario& sc, uint32_t ranks) {
+  auto wl = make_workload(sc.workload, sc.base.topo.hosts, sc.seed);
+  if (!wl) {
+    fmt::print(stderr, "mrc-sim: {}\n", wl.error());
+    return 2;
+  }
+  RecordingSink sink;
+  if (auto st = (*wl)->start(sink); !st) {
+    fmt::print(stderr, "mrc-sim: {}\n", st.error());
+    return 2;
+  }
+  fmt::print("mrc-sim: {} - partition plan for {} ranks (blocks layout, docs/simulator.md)\n",
+             sc.name, ranks);
+  for (const TransportRun& tr : sc.runs) {
+    auto shape = fabric_shape(tr.config.topo);
+    if (!shape) {
+      fmt::print(stderr, "mrc-sim: the simulator rejects this fabric\n");
+      return 2;
+    }
+    auto plan = plan_partition(tr.config, ranks, sink.flows, paths_per_qp(tr.config, *shape));
+    if (!plan) {
+      fmt::print(stderr,
+                 "mrc-sim: --ranks-plan {}: the fabric has {} blocks: at most that many ranks\n",
+                 ranks, BlockLayout(*shape).blocks());
+      return 2;
+    }
+    fmt::print("\n[{}] {} flows at the start, {} paths per QP\n{}", tr.name, sink.flows.size(),
+               paths_per_qp(tr.config, *shape), format_plan(*plan));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -483,6 +542,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> sets;
   uint64_t seed = 0;
   bool quiet = false, print_default = false;
+  uint32_t ranks_plan = 0;
+  std::string partition = "default";
   app.add_option("scenario", scenario_path, "Scenario file (TOML); default: the embedded one")
       ->check(CLI::ExistingFile);
   app.add_option("--set", sets, "Override a key by dotted path: --set topo.hosts=256 (repeatable)")
@@ -496,10 +557,34 @@ int main(int argc, char** argv) {
                  "Comma-separated hosts whose packets go to <out>/<transport>.pcap");
   app.add_flag("--quiet,-q", quiet, "No progress and no table (files only)");
   app.add_flag("--print-default", print_default, "Print the embedded default scenario and exit");
+  app.add_option("--ranks-plan", ranks_plan,
+                 "Print how N ranks would share the fabric (blocks, links between ranks, "
+                 "predicted memory per rank) and exit")
+      ->check(CLI::Range(1u, kMaxBlocks));
+  app.add_option("--partition", partition,
+                 "Partition layout: default, or blocks (the layout of a run under mpirun, which "
+                 "gives the same results on any number of ranks)")
+      ->check(CLI::IsMember({"default", "blocks"}));
   CLI11_PARSE(app, argc, argv);
 
+  // Under mpirun (an MPI build): one process per rank, the blocks layout. Every rank parses
+  // the same arguments and runs the same calls; rank 0 prints and writes the run directory.
+  std::unique_ptr<RankExchange> exchange;
+#ifdef MRC_HAVE_MPI
+  if (MpiExchange::launched_by_mpirun()) exchange = std::make_unique<MpiExchange>(&argc, &argv);
+#endif
+  const uint32_t rank = exchange ? exchange->rank() : 0;
+  const uint32_t ranks = exchange ? exchange->ranks() : 1;
+  // A failure under mpirun stops every rank with this rank's message (never a hang).
+  const auto failed = [&](const std::string& message, int status) {
+    if (exchange) exchange->abort(message, status);
+    fmt::print(stderr, "mrc-sim: {}\n", message);
+    return status;
+  };
+  if (exchange) partition = "blocks";
+
   if (print_default) {
-    fmt::print("{}", default_scenario_toml());
+    if (rank == 0) fmt::print("{}", default_scenario_toml());
     return 0;
   }
   if (seed_opt->count() > 0) sets.push_back("seed=" + std::to_string(seed));
@@ -507,10 +592,7 @@ int main(int argc, char** argv) {
   TextResult<Scenario> parsed = text_error("");
   if (!htsim_path.empty()) {
     auto m = load_htsim_cm(htsim_path);
-    if (!m) {
-      fmt::print(stderr, "mrc-sim: {}\n", m.error());
-      return 2;
-    }
+    if (!m) return failed(m.error(), 2);
     const std::string abs = std::filesystem::absolute(htsim_path).string();
     if (scenario_path.empty()) {
       parsed = parse_scenario(htsim_base_toml(abs, m->nodes), "<htsim>", sets);
@@ -522,9 +604,9 @@ int main(int argc, char** argv) {
         parsed->workload.kind = WorkloadConfig::kHtsim;
         parsed->workload.file = abs;
         if (parsed->base.topo.hosts < m->nodes) {
-          fmt::print(stderr, "mrc-sim: {} has Nodes {} but the scenario's fabric has {} hosts\n",
-                     htsim_path, m->nodes, parsed->base.topo.hosts);
-          return 2;
+          return failed(fmt::format("{} has Nodes {} but the scenario's fabric has {} hosts",
+                                    htsim_path, m->nodes, parsed->base.topo.hosts),
+                        2);
         }
       }
     }
@@ -533,11 +615,20 @@ int main(int argc, char** argv) {
   } else {
     parsed = load_scenario(scenario_path, sets);
   }
-  if (!parsed) {
-    fmt::print(stderr, "mrc-sim: {}\n", parsed.error());
-    return 2;
-  }
+  if (!parsed) return failed(parsed.error(), 2);
   Scenario& sc = *parsed;
+  if (ranks_plan > 0) return rank == 0 ? print_ranks_plan(sc, ranks_plan) : 0;
+  if (ranks > 1) {
+    auto shape = fabric_shape(sc.base.topo);
+    if (shape && BlockLayout(*shape).blocks() < ranks)
+      return failed(fmt::format("{} ranks, but this fabric has {} blocks (one per leaf, or per pod "
+                                "of a fat tree, up to {}): run at most {} ranks",
+                                ranks, BlockLayout(*shape).blocks(), kMaxBlocks,
+                                BlockLayout(*shape).blocks()),
+                    2);
+    if (sc.base.topo.link_delay == 0)
+      return failed("a run over several ranks needs topo.link_delay > 0 (the lookahead)", 2);
+  }
 
   std::vector<HostId> pcap_hosts;
   if (!pcap_hosts_arg.empty()) {
@@ -551,23 +642,23 @@ int main(int argc, char** argv) {
         if (used != item.size() || v >= sc.base.topo.hosts) throw std::out_of_range(item);
         pcap_hosts.push_back(static_cast<HostId>(v));
       } catch (const std::exception&) {
-        fmt::print(stderr,
-                   "mrc-sim: --pcap-hosts: expected host numbers 0..{} separated by "
-                   "commas, got '{}'\n",
-                   sc.base.topo.hosts - 1, item);
-        return 2;
+        return failed(fmt::format("--pcap-hosts: expected host numbers 0..{} separated by "
+                                  "commas, got '{}'",
+                                  sc.base.topo.hosts - 1, item),
+                      2);
       }
       if (c == std::string_view::npos) break;
       s.remove_prefix(c + 1);
     }
   }
 
+  if (exchange && !pcap_hosts.empty())
+    return failed("--pcap-hosts: not available under mpirun (run the scenario serially)", 2);
   if (out_dir.empty()) out_dir = "out/" + sc.name;
-  std::error_code ec;
-  std::filesystem::create_directories(out_dir, ec);
-  if (ec) {
-    fmt::print(stderr, "mrc-sim: cannot create {}: {}\n", out_dir, ec.message());
-    return 2;
+  if (rank == 0) {
+    std::error_code ec;
+    std::filesystem::create_directories(out_dir, ec);
+    if (ec) return failed(fmt::format("cannot create {}: {}", out_dir, ec.message()), 2);
   }
 
   const bool tty = isatty(STDERR_FILENO);
@@ -601,23 +692,22 @@ int main(int argc, char** argv) {
                    tty ? "\r" : "", name, static_cast<double>(now) / kPicosPerMilli, events / 1e6,
                    secs > 0 ? events / secs / 1e6 : 0.0, done, added, eta, tty ? "" : "\n");
       };
+    hooks.block_partitions = partition == "blocks";
+    hooks.exchange = exchange.get();
     if (!pcap_hosts.empty()) {
       hooks.pcap_path = (std::filesystem::path(out_dir) / (tr.name + ".pcap")).string();
       hooks.pcap_hosts = pcap_hosts;
     }
     auto r = run_transport(sc, tr, hooks);
-    if (!quiet && tty) fmt::print(stderr, "\r{:<100}\r", "");
-    if (!r) {
-      fmt::print(stderr, "mrc-sim: {}\n", r.error());
-      return 1;
-    }
+    if (!quiet && tty && rank == 0) fmt::print(stderr, "\r{:<100}\r", "");
+    if (!r) return failed(r.error(), 1);
     Ran ran;
     ran.r = std::move(*r);
     ran.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     ran.leaves = ran.r.leaves;
     ran.spines = ran.r.spines;
     if (!ran.r.workload_error.empty()) status = 1;
-    if (!quiet)
+    if (!quiet && rank == 0)
       fmt::print(stderr, "[{}] done: {:.3f} ms simulated, {:.1f} M events in {:.2f} s\n", tr.name,
                  static_cast<double>(ran.r.sim_time) / kPicosPerMilli, ran.r.stats.events / 1e6,
                  ran.wall_seconds);
@@ -649,11 +739,20 @@ int main(int argc, char** argv) {
   json per = json::object();
   for (const Ran& r : runs)
     per[r.r.name] = r.wall_seconds;
+  // Peak memory of every rank (one entry serially).
+  std::vector<uint64_t> rss(ranks, 0);
+  rss[rank] = peak_rss_bytes();
+  if (exchange) exchange->all_sum(rss);
+  const uint64_t rss_max = *std::max_element(rss.begin(), rss.end());
   j["run"] = {{"wall_seconds", wall},
               {"events_per_second", wall > 0 ? static_cast<double>(events) / wall : 0.0},
-              {"peak_rss_bytes", peak_rss_bytes()},
+              {"peak_rss_bytes", rss_max},
               {"huge_page_bytes", huge_page_bytes()},
-              {"wall_seconds_per_transport", per}};
+              {"wall_seconds_per_transport", per},
+              {"partition", partition},
+              {"ranks", ranks},
+              {"peak_rss_bytes_per_rank", rss}};
+  if (rank != 0) return status;  // rank 0 writes the run directory
 
   const std::filesystem::path dir(out_dir);
   try {
@@ -664,8 +763,7 @@ int main(int argc, char** argv) {
     write_links((dir / "links.csv").string(), runs);
     write_ev_events((dir / "ev_events.jsonl").string(), runs);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "mrc-sim: cannot write the results to {}: {}\n", out_dir, e.what());
-    return 1;
+    return failed(fmt::format("cannot write the results to {}: {}", out_dir, e.what()), 1);
   }
 
   if (!quiet) {

@@ -184,7 +184,9 @@ FlowSummary summarize_flows(const std::vector<FlowResult>& flows) {
 
 TextResult<TransportResult> run_transport(const Scenario& sc, const TransportRun& run,
                                           const RunHooks& hooks) {
-  auto created = Simulation::create(run.config);
+  SimConfig config = run.config;
+  config.block_partitions = config.block_partitions || hooks.block_partitions;
+  auto created = Simulation::create(config, hooks.exchange);
   if (!created)
     return text_error(sc.source + ": transport " + run.name +
                       ": the simulator rejected the configuration (" +

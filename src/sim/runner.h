@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/partition.h"
 #include "sim/scenario.h"
 #include "sim/simulation.h"
 #include "sim/workloads.h"
@@ -78,6 +79,10 @@ struct RunHooks {
   // Writes a pcap of these hosts to pcap_path (empty = none).
   std::string pcap_path;
   std::vector<HostId> pcap_hosts;
+  // The blocks layout (SimConfig::block_partitions), and the other ranks of a distributed
+  // run (implies blocks; every rank calls run_transport alike).
+  bool block_partitions = false;
+  RankExchange* exchange = nullptr;
 };
 
 // One transport of the scenario, start to end.

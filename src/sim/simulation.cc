@@ -9,10 +9,13 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <deque>
+#include <type_traits>
 #include <unordered_map>
 
 #include "sim/event_queue.h"
+#include "sim/partition.h"
 #include "transport/ev_profile.h"
 #include "transport/rng.h"
 #include "wire/codec.h"
@@ -54,6 +57,7 @@ enum SimEventType : uint32_t {
   kFault,         // a = fault action
   kSample,        // a = plane
   kRouteUpdate,   // a = fault action whose routing view change is due
+  kFlowAccept,    // blocks layout: a = flow, b = part; the receiver's QP and receive buffer
 };
 constexpr uint32_t kHostBit = 1u << 31;
 
@@ -290,6 +294,7 @@ struct FaultAction {
   enum Kind : uint8_t { kLinkState, kBlackhole, kLoss, kRate } kind = kLinkState;
   LinkRef link;
   bool host_side = false;  // acts on the host end of a host link (partition 0)
+  uint8_t end = 0;         // switch-switch link: 0 both ends, 1 only a, 2 only b (blocks)
   bool flag = false;       // up / blackhole on
   double value = 0;        // loss probability
   uint64_t bps = 0;
@@ -315,6 +320,31 @@ struct Simulation::Impl {
   uint64_t pfc_xoff = 0, pfc_xon = 0;
   Time lookahead = 0;
   uint32_t num_partitions = 1;
+  // The blocks layout (cfg.block_partitions; partition.h) and, in a run over several ranks,
+  // this rank's share: owned[p] for the partitions this process runs. Events for the others
+  // are serialized into outbound[rank] and exchanged at the end of each window. Events that
+  // every rank schedules alike (setup, workload callbacks) take the key of a partition of
+  // their own (global_origin = num_partitions), so their order never depends on the ranks.
+  bool blocks = false;
+  BlockLayout layout;
+  RankExchange* ex = nullptr;
+  uint32_t rank = 0;
+  std::vector<uint8_t> owned;
+  std::vector<std::vector<uint8_t>> outbound;
+  uint32_t global_origin = 0;
+  std::vector<FlowResult> completed;  // blocks: this window's completions, published at its end
+  // Blocks: routing view changes (ECMP convergence) read by every switch, applied between
+  // windows at their time (windows end there), in (time, fault) order.
+  std::vector<std::pair<Time, uint32_t>> route_actions;
+  size_t next_route_action = 0;
+  std::vector<std::vector<uint32_t>> partition_switches;  // blocks: sampled per partition
+  Time last_event = 0;                                    // latest event run here
+  std::vector<uint64_t> qps_created;                      // blocks: per host, for stats
+  // After a run over several ranks: the whole fabric's results.
+  bool merged = false;
+  SimStats merged_stats;
+  std::vector<LinkSample> merged_samples;
+  std::vector<EvEvent> merged_ev_events;
 
   std::vector<Switch> switches;  // plane-major: leaves then spines
   std::vector<Host> hosts;
@@ -399,6 +429,8 @@ struct Simulation::Impl {
   LinkEnds link_ends(const LinkRef& l) const;
   size_t route_index(const LinkRef& l) const;
   uint32_t plane_partition(uint32_t plane) const { return num_partitions == 1 ? 0 : 1 + plane; }
+  uint32_t host_partition(HostId h) const { return blocks ? layout.host_block(h) : 0; }
+  uint32_t switch_partition(const Switch& s) const;
 
   // Inlined into every caller on the data path: GCC's unit-growth limit otherwise decides,
   // and an out-of-line call here cost ~3% of all instructions in benchmark A.
@@ -411,8 +443,29 @@ struct Simulation::Impl {
     e.a = a;
     e.b = b;
     e.c = c;
+    if (ex != nullptr && !owned[partition]) [[unlikely]] {
+      send_remote(partition, e);
+      return;
+    }
     queues[partition].push(e);
   }
+  // Blocks layout: an event every rank schedules alike (setup, workload callbacks); only the
+  // rank holding `partition` keeps it.
+  void schedule_global(uint32_t partition, Time t, uint32_t type, uint32_t a = 0, uint32_t b = 0) {
+    const uint32_t saved = cur_partition;
+    cur_partition = global_origin;
+    global_scheduled = std::min(global_scheduled, t);
+    if (ex == nullptr || owned[partition]) {
+      schedule(partition, t, type, a, b);
+    } else {
+      ++seq[global_origin];
+    }
+    cur_partition = saved;
+  }
+  void send_remote(uint32_t partition, const SimEvent& e);
+  Time communicate(uint64_t& total_events);
+  Time global_scheduled = kNever;  // earliest event scheduled by schedule_global lately
+  Time outbound_min = kNever;      // earliest event in outbound
 
   std::vector<wire::TransportPacket> controls;
   std::vector<uint32_t> free_controls;
@@ -451,6 +504,9 @@ struct Simulation::Impl {
   void build_fat_tree_switches(bool sample_links);
   void build_paths(HostId src, HostId dst, uint32_t plane, QpAttr& a);
   Result<QpPair> qp_for(HostId src, HostId dst, uint32_t plane);
+  Status configure_qp(Engine& e, uint32_t qpn, HostId me, HostId peer, uint32_t plane,
+                      uint32_t dest_qpn);
+  Result<uint32_t> blocks_qp(HostId me, HostId peer, uint32_t plane);
 
   // data path
   void service_host(HostId h);
@@ -470,6 +526,11 @@ struct Simulation::Impl {
 
   // flows, faults, sampling
   void flow_start(FlowId f);
+  void flow_accept(FlowId f, uint32_t part);
+  void finish_flow(const FlowResult& r);
+  void publish_completions(std::vector<FlowResult> done);
+  Time run_blocks(Time until);
+  void merge_results();
   void on_completion(HostId h, const Completion& c);
   void apply_fault(uint32_t idx);
   void route_update(uint32_t idx);
@@ -548,9 +609,24 @@ Status Simulation::Impl::build() {
   pfc_xon = sw.pfc_xon_bytes ? sw.pfc_xon_bytes : pfc_xoff / 2;
   if (sw.pfc) queue_bytes = std::max(queue_bytes, 4 * pfc_xoff);  // lossless headroom
 
-  // Partitions: hosts in 0, plane p in 1 + p, when links give a lookahead.
+  // Partitions: hosts in 0, plane p in 1 + p, when links give a lookahead; or blocks.
   lookahead = t.link_delay;
   num_partitions = lookahead > 0 ? 1 + P : 1;
+  if (blocks) {
+    if (lookahead == 0) return fail(Error::kInvalidArgument);
+    auto shape = fabric_shape(t);
+    if (!shape) return fail(shape.error());
+    layout = BlockLayout(*shape);
+    num_partitions = layout.blocks();
+    const uint32_t ranks = ex ? ex->ranks() : 1;
+    if (ranks > num_partitions) return fail(Error::kInvalidArgument);
+    rank = ex ? ex->rank() : 0;
+    owned.assign(num_partitions, 0);
+    for (uint32_t b = 0; b < num_partitions; ++b)
+      owned[b] = BlockLayout::rank_of(b, num_partitions, ranks) == rank;
+    outbound.assign(ranks, {});
+  }
+  global_origin = num_partitions;
   queues.clear();
   // Calendar: 8 ns buckets over a horizon that holds a hop's events (link delay, switch
   // latency, serialization) with room to spare, at least 2 us; timers beyond it wait in the
@@ -566,7 +642,7 @@ Status Simulation::Impl::build() {
     queues.emplace_back(width, buckets);
     rngs.emplace_back(cfg.seed * 0x9E3779B97F4A7C15ull + i);
   }
-  seq.assign(num_partitions, 0);
+  seq.assign(num_partitions + 1, 0);  // + the global origin
 
   switches.resize(static_cast<size_t>(P) * (L + S));
   uint32_t link_id = 0;
@@ -630,6 +706,10 @@ Status Simulation::Impl::build() {
   engines.reserve(t.hosts);
   for (HostId h = 0; h < t.hosts; ++h) {
     Host& host = hosts[h];
+    if (ex != nullptr && !owned[host_partition(h)]) {
+      engines.push_back(nullptr);  // another rank's
+      continue;
+    }
     EngineConfig ec;
     ec.num_ports = static_cast<uint8_t>(P);
     ec.seed = cfg.seed * 1000003 + h;
@@ -651,17 +731,66 @@ Status Simulation::Impl::build() {
       hp.delay = t.link_delay;
     }
   }
+  if (blocks) {
+    for (Switch& s : switches)
+      s.partition = switch_partition(s);
+    partition_switches.assign(num_partitions, {});
+    for (uint32_t i = 0; i < switches.size(); ++i)
+      partition_switches[switches[i].partition].push_back(i);
+    qps_created.assign(t.hosts, 0);
+  }
+  if (ex != nullptr) {
+    // Another rank's hosts: only their memory keys are read here (a WRITE names the
+    // destination's rkey), and every engine's first registration gets the same keys.
+    MemoryKeys keys{};
+    for (const Host& host : hosts)
+      if (host.engine) keys = host.keys;
+    for (Host& host : hosts)
+      if (!host.engine) host.keys = keys;
+  }
   if (cfg.sample_interval > 0 && sample_links) {
-    for (uint32_t p = 0; p < P; ++p)
-      schedule(plane_partition(p), cfg.sample_interval, kSample, p);
+    if (blocks) {
+      for (uint32_t b = 0; b < num_partitions; ++b)
+        schedule_global(b, cfg.sample_interval, kSample, b);
+    } else {
+      for (uint32_t p = 0; p < P; ++p)
+        schedule(plane_partition(p), cfg.sample_interval, kSample, p);
+    }
   }
   for (Switch& s : switches) {
     for (Port& port : s.ports) {
-      const uint32_t peer_partition = port.peer_is_host ? 0 : switches[port.peer].partition;
+      const uint32_t peer_partition =
+          port.peer_is_host ? host_partition(port.peer) : switches[port.peer].partition;
       port.chain_ok = cfg.scheduled_departures && !cfg.sw.pfc && peer_partition == s.partition;
     }
   }
+  if (ex != nullptr && !sample_links) {
+    // Another rank's switches are never touched here: keep their names, not their ports.
+    for (Switch& s : switches) {
+      if (owned[s.partition]) continue;
+      std::vector<Port>().swap(s.ports);
+      std::vector<uint64_t>().swap(s.ingress_bytes);
+      std::vector<uint8_t>().swap(s.pause_sent);
+    }
+  }
   return {};
+}
+
+uint32_t Simulation::Impl::switch_partition(const Switch& s) const {
+  if (!blocks) return s.partition;
+  if (!fat_tree)
+    return s.kind == Switch::kLeaf ? layout.leaf_block(s.index) : layout.spine_block(s.index);
+  switch (s.kind) {
+    case Switch::kLeaf:
+      return layout.leaf_block(s.index);
+    case Switch::kAgg:
+      return layout.agg_block(s.index);
+    case Switch::kSpine:
+      return layout.ft_spine_block(s.index);
+    case Switch::kCore:
+      return layout.core_block(s.index);
+  }
+  return 0;
 }
 
 // A fat tree's switches: leaves (host ports, then one uplink per agg of the pod), aggs (one
@@ -869,7 +998,6 @@ Result<QpPair> Simulation::Impl::qp_for(HostId src, HostId dst, uint32_t plane) 
   const uint64_t key = (static_cast<uint64_t>(dst) << 8) | (plane & 0xFF);
   auto it = hosts[src].qps.find(key);
   if (it != hosts[src].qps.end()) return it->second;
-  const TransportConfig& tc = cfg.transport;
   Engine& es = *hosts[src].engine;
   Engine& ed = *hosts[dst].engine;
   QpCreateAttr ca;
@@ -878,13 +1006,43 @@ Result<QpPair> Simulation::Impl::qp_for(HostId src, HostId dst, uint32_t plane) 
   auto qs = es.create_qp(ca);
   auto qd = ed.create_qp(ca);
   if (!qs || !qd) return fail(Error::kNoResources);
+  if (auto s = configure_qp(es, *qs, src, dst, plane, *qd); !s) return fail(s.error());
+  if (auto s = configure_qp(ed, *qd, dst, src, plane, *qs); !s) return fail(s.error());
+  const QpPair fwd{*qs, *qd};
+  hosts[src].qps[key] = fwd;
+  hosts[dst].qps[(static_cast<uint64_t>(src) << 8) | (plane & 0xFF)] = QpPair{*qd, *qs};
+  return fwd;
+}
+
+// The blocks layout: host `me`'s QP for `peer`, created on first use by either end on its
+// own (the sender when a flow starts, the receiver one lookahead later: kFlowAccept), so no
+// partition touches another's engine. Neither end knows the other's QP number: packets are
+// delivered to the receiver's QP for the sender (host_arrive), and dest_qpn stays 0.
+Result<uint32_t> Simulation::Impl::blocks_qp(HostId me, HostId peer, uint32_t plane) {
+  const uint64_t key = (static_cast<uint64_t>(peer) << 8) | (plane & 0xFF);
+  auto it = hosts[me].qps.find(key);
+  if (it != hosts[me].qps.end()) return it->second.local_qpn;
+  Engine& e = *hosts[me].engine;
+  QpCreateAttr ca;
+  ca.sq_depth = 64;  // as qp_for
+  ca.rq_depth = 64;
+  auto q = e.create_qp(ca);
+  if (!q) return fail(Error::kNoResources);
+  if (auto s = configure_qp(e, *q, me, peer, plane, 0); !s) return fail(s.error());
+  hosts[me].qps[key] = QpPair{*q, 0};
+  ++qps_created[me];
+  return *q;
+}
+
+// One end of a QP pair, from RESET to RTS.
+Status Simulation::Impl::configure_qp(Engine& e, uint32_t qpn, HostId me, HostId peer,
+                                      uint32_t plane, uint32_t dest_qpn) {
+  const TransportConfig& tc = cfg.transport;
   const uint64_t link =
       static_cast<uint64_t>(tc.kind == TransportKind::kRoce ? 1 : P) * cfg.topo.link_bps;
   const uint64_t bdp =
       static_cast<uint64_t>(static_cast<__uint128_t>(link) * base_rtt / (8 * kPicosPerSecond));
-  for (int side = 0; side < 2; ++side) {
-    Engine& e = side == 0 ? es : ed;
-    const HostId me = side == 0 ? src : dst, peer = side == 0 ? dst : src;
+  {
     QpAttr a;
     a.transport = tc.kind == TransportKind::kRoce ? TransportMode::kRoce : TransportMode::kMrc;
     build_paths(me, peer, plane, a);
@@ -908,7 +1066,7 @@ Result<QpPair> Simulation::Impl::qp_for(HostId src, HostId dst, uint32_t plane) 
     a.cc.dcqcn.alpha_update_period = us(55);
     a.cc.dcqcn.rate_increase_period = us(55);
     a.cc.fixed_window = 2 * bdp;
-    a.dest_qpn = side == 0 ? *qd : *qs;
+    a.dest_qpn = dest_qpn;
     a.peer = peer;
     a.path_mtu = tc.mtu;
     uint32_t mpr = tc.mpr;
@@ -923,17 +1081,11 @@ Result<QpPair> Simulation::Impl::qp_for(HostId src, HostId dst, uint32_t plane) 
     a.timeout = tc.timeout;
     a.retry_linear = 7;
     a.retry_exp = 7;
-    if (auto s = e.modify_qp(now, side == 0 ? *qs : *qd, QpState::kInit, a); !s)
-      return fail(s.error());
-    if (auto s = e.modify_qp(now, side == 0 ? *qs : *qd, QpState::kRtr, a); !s)
-      return fail(s.error());
-    if (auto s = e.modify_qp(now, side == 0 ? *qs : *qd, QpState::kRts, a); !s)
-      return fail(s.error());
+    if (auto s = e.modify_qp(now, qpn, QpState::kInit, a); !s) return fail(s.error());
+    if (auto s = e.modify_qp(now, qpn, QpState::kRtr, a); !s) return fail(s.error());
+    if (auto s = e.modify_qp(now, qpn, QpState::kRts, a); !s) return fail(s.error());
   }
-  const QpPair fwd{*qs, *qd};
-  hosts[src].qps[key] = fwd;
-  hosts[dst].qps[(static_cast<uint64_t>(src) << 8) | (plane & 0xFF)] = QpPair{*qd, *qs};
-  return fwd;
+  return {};
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1137,7 +1289,7 @@ void Simulation::Impl::service_host(HostId h) {
   const Time d = std::max(e.next_deadline(), now);
   if (d < host.timer_at) {
     host.timer_at = d;
-    schedule(0, d, kHostTimer, h);
+    schedule(host_partition(h), d, kHostTimer, h);
   }
 }
 
@@ -1176,7 +1328,7 @@ void Simulation::Impl::send_from_host(HostId h, const TxPacket& tx) {
   if (pcap && pcap_hosts[h]) tap(h, p);
   const Time ser = hp.rate.serialize(p.wire_bytes);
   hp.busy_until = now + ser;
-  schedule(0, hp.busy_until, kHostPortFree, h, tx.port);
+  schedule(host_partition(h), hp.busy_until, kHostPortFree, h, tx.port);
   if (!hp.up || hp.blackhole || (hp.loss > 0 && rngs[cur_partition].chance(hp.loss))) {
     ++counters.fault_drops;
     ++counters.drops;
@@ -1197,6 +1349,13 @@ void Simulation::Impl::host_arrive(HostId h, uint32_t idx) {
   rx.ecn_ce = p.flags & kCe;
   rx.trimmed = p.flags & kTrimmed;
   to_transport(p, rx.pkt);
+  if (blocks) {
+    // The sender addressed the QP pair, not a QP number (blocks_qp): deliver to this host's
+    // QP for the sender.
+    const uint32_t plane_key = cfg.transport.kind == TransportKind::kRoce ? p.plane : 0xFF;
+    auto it = hosts[h].qps.find((static_cast<uint64_t>(p.src) << 8) | plane_key);
+    if (it != hosts[h].qps.end()) rx.pkt.bth.dest_qp = it->second.local_qpn;
+  }
   free_packet(idx);
   (void)hosts[h].engine->on_packet(now, rx);
   service_host(h);
@@ -1415,7 +1574,7 @@ void Simulation::Impl::start_tx(uint32_t swi, uint32_t port_index) {
   }
   const Time arrive = now + ser + out.delay;
   if (out.peer_is_host) {
-    schedule(0, arrive, kHostArrive, out.peer, 0, idx);
+    schedule(host_partition(out.peer), arrive, kHostArrive, out.peer, 0, idx);
   } else {
     schedule(switches[out.peer].partition, arrive + cfg.topo.switch_latency, kSwitchArrive,
              out.peer, out.peer_port, idx);
@@ -1430,7 +1589,7 @@ void Simulation::Impl::send_pause(uint32_t swi, uint32_t ingress, bool pause) {
   if (sw.kind == Switch::kLeaf && ingress < H) {
     const HostId h = sw.index * H + ingress;
     if (h < hosts.size())
-      schedule(0, now + cfg.topo.link_delay, kPause, h | kHostBit, sw.plane, pause);
+      schedule(host_partition(h), now + cfg.topo.link_delay, kPause, h | kHostBit, sw.plane, pause);
     return;
   }
   const Port& back = sw.ports[ingress];
@@ -1471,14 +1630,22 @@ void Simulation::Impl::flow_start(FlowId f) {
   flow_state[f].parts_left = parts;
   for (uint32_t part = 0; part < parts; ++part) {
     const uint32_t plane = roce ? part : 0xFF;
-    auto qp = qp_for(s.src, s.dst, plane);
+    Result<QpPair> qp = fail(Error::kNoResources);
+    if (blocks) {
+      // The receiver's end is set up in its own partition, one lookahead later: before any
+      // packet of this flow can get there (two links away at least).
+      if (auto q = blocks_qp(s.src, s.dst, plane)) qp = QpPair{*q, 0};
+      schedule(host_partition(s.dst), now + lookahead, kFlowAccept, f, part);
+    } else {
+      qp = qp_for(s.src, s.dst, plane);
+    }
     uint64_t bytes = s.bytes / parts + (part < s.bytes % parts ? 1 : 0);
     if (!qp) {
       flow_state[f].failed = true;
       --flow_state[f].parts_left;
       continue;
     }
-    if (s.with_imm) (void)hosts[s.dst].engine->post_recv(qp->remote_qpn, f);
+    if (s.with_imm && !blocks) (void)hosts[s.dst].engine->post_recv(qp->remote_qpn, f);
     snapshot_qp(flow_state[f], *hosts[s.src].engine, qp->local_qpn);
     WriteWr w;
     w.wr_id = (static_cast<uint64_t>(f) << 8) | part;
@@ -1498,15 +1665,38 @@ void Simulation::Impl::flow_start(FlowId f) {
     }
   }
   if (flow_state[f].parts_left == 0) {
-    FlowResult& r = flows[f];
-    ++flows_done;
+    FlowResult r = flows[f];
     r.end = now;
     r.fct = now - s.start;
     r.ok = false;
-    for (auto& cb : flow_cbs)
-      cb(r);
+    finish_flow(r);
   }
   service_host(s.src);
+}
+
+// Blocks layout: the receiving end of a flow's QP (part `part`) and its receive buffer.
+void Simulation::Impl::flow_accept(FlowId f, uint32_t part) {
+  const FlowSpec& s = flows[f].spec;
+  const uint32_t plane = cfg.transport.kind == TransportKind::kRoce ? part : 0xFF;
+  auto q = blocks_qp(s.dst, s.src, plane);
+  // Without a QP here (out of QPs) the sender's packets are dropped and its QP fails.
+  if (!q) return;
+  if (s.with_imm) (void)hosts[s.dst].engine->post_recv(*q, f);
+  service_host(s.dst);
+}
+
+// A flow is done (r: its result). The default layout tells the workload at once; the blocks
+// layout collects the window's completions and publishes them, on every rank, in (end, flow)
+// order when the window ends (publish_completions).
+void Simulation::Impl::finish_flow(const FlowResult& r) {
+  if (blocks) {
+    completed.push_back(r);
+    return;
+  }
+  flows[r.id] = r;
+  ++flows_done;
+  for (auto& cb : flow_cbs)
+    cb(flows[r.id]);
 }
 
 void Simulation::Impl::on_completion(HostId h, const Completion& c) {
@@ -1524,14 +1714,12 @@ void Simulation::Impl::on_completion(HostId h, const Completion& c) {
   FlowState& st = flow_state[f];
   if (c.status != WcStatus::kSuccess) st.failed = true;
   if (st.parts_left == 0 || --st.parts_left > 0) return;
-  FlowResult& r = flows[f];
-  ++flows_done;
+  FlowResult r = flows[f];
   r.end = now;
   r.fct = now - r.spec.start;
   r.ok = !st.failed;
   count_flow_paths(st, *host.engine, r);
-  for (auto& cb : flow_cbs)
-    cb(r);
+  finish_flow(r);
 }
 
 void Simulation::Impl::snapshot_qp(FlowState& st, const Engine& e, uint32_t qpn) {
@@ -1566,6 +1754,35 @@ void Simulation::Impl::count_flow_paths(FlowState& st, const Engine& e, FlowResu
 }
 
 void Simulation::Impl::add_fault(FaultAction a, Time at) {
+  if (blocks) {
+    // Each end of a link acts in its own partition (a host and its leaf share one); the
+    // routing view (ECMP convergence) changes between windows, for every switch at once.
+    const auto add = [&](const FaultAction& x, uint32_t partition) {
+      faults.push_back(x);
+      schedule_global(partition, at, kFault, static_cast<uint32_t>(faults.size() - 1));
+    };
+    if (a.link.kind == LinkRef::kHostLeaf) {
+      FaultAction host_side = a;
+      host_side.host_side = true;
+      add(host_side, host_partition(a.link.a));
+      add(a, host_partition(a.link.a));
+      return;
+    }
+    const LinkEnds ends = link_ends(a.link);
+    const auto first = static_cast<uint32_t>(faults.size());
+    for (uint8_t end = 1; end <= 2; ++end) {
+      FaultAction one = a;
+      one.end = end;
+      add(one, switches[end == 1 ? ends.sw_a : ends.sw_b].partition);
+    }
+    if (a.kind == FaultAction::kLinkState &&
+        (cfg.transport.path_mode == PathMode::kEcmp ||
+         cfg.transport.kind == TransportKind::kRoce) &&
+        cfg.transport.routing_convergence != kNever) {
+      route_actions.emplace_back(at + cfg.transport.routing_convergence, first);
+    }
+    return;
+  }
   // Host links have two ends in different partitions: one action for each.
   if (a.link.kind == LinkRef::kHostLeaf && a.kind == FaultAction::kLinkState) {
     FaultAction host_side = a;
@@ -1622,15 +1839,17 @@ void Simulation::Impl::apply_fault(uint32_t idx) {
   // Switch-switch link: both directions. Switches never reroute in SRv6 mode; in ECMP mode
   // the routing view follows after the convergence delay.
   const LinkEnds ends = link_ends(l);
-  recall(ends.sw_a, ends.port_a);
-  recall(ends.sw_b, ends.port_b);
-  apply(switches[ends.sw_a].ports[ends.port_a]);
-  apply(switches[ends.sw_b].ports[ends.port_b]);
+  const bool at_a = a.end != 2, at_b = a.end != 1;
+  if (at_a) recall(ends.sw_a, ends.port_a);
+  if (at_b) recall(ends.sw_b, ends.port_b);
+  if (at_a) apply(switches[ends.sw_a].ports[ends.port_a]);
+  if (at_b) apply(switches[ends.sw_b].ports[ends.port_b]);
   if (a.kind == FaultAction::kLinkState) {
     if (a.flag) {
-      start_tx(ends.sw_a, ends.port_a);
-      start_tx(ends.sw_b, ends.port_b);
+      if (at_a) start_tx(ends.sw_a, ends.port_a);
+      if (at_b) start_tx(ends.sw_b, ends.port_b);
     }
+    if (blocks) return;  // route_actions
     if (cfg.transport.path_mode == PathMode::kEcmp || cfg.transport.kind == TransportKind::kRoce) {
       if (cfg.transport.routing_convergence != kNever) {
         schedule(cur_partition, now + cfg.transport.routing_convergence, kRouteUpdate, idx);
@@ -1684,9 +1903,10 @@ void Simulation::Impl::route_update(uint32_t idx) {
   }
 }
 
+// `plane`: the plane sampled (blocks layout: the partition).
 void Simulation::Impl::sample(uint32_t plane) {
   const Time interval = cfg.sample_interval;
-  for (uint32_t i = plane * (L + S); i < (plane + 1) * (L + S); ++i) {
+  const auto sample_switch = [&](uint32_t i) {
     for (Port& port : switches[i].ports) {
       if (port.link_id == UINT32_MAX) continue;
       if (port.waiting) settle(port);
@@ -1697,7 +1917,16 @@ void Simulation::Impl::sample(uint32_t plane) {
       samples.push_back(LinkSample{now, port.link_id, static_cast<float>(bytes / cap),
                                    static_cast<uint32_t>(port.queue_bytes)});
     }
+  };
+  if (blocks) {
+    for (uint32_t i : partition_switches[plane])
+      sample_switch(i);
+    // Completions are published between windows: every rank sees the same count.
+    if (flows_done < flows.size()) schedule(plane, now + interval, kSample, plane);
+    return;
   }
+  for (uint32_t i = plane * (L + S); i < (plane + 1) * (L + S); ++i)
+    sample_switch(i);
   // Keep sampling while anything is still going on.
   bool busy = false;
   for (const FlowResult& f : flows)
@@ -1772,6 +2001,9 @@ void Simulation::Impl::dispatch(const SimEvent& e) {
     case kRouteUpdate:
       route_update(e.a);
       break;
+    case kFlowAccept:
+      flow_accept(e.a, e.b);
+      break;
   }
 }
 
@@ -1804,6 +2036,7 @@ void Simulation::Impl::prefetch_ahead(const EventQueue& q) {
 }
 
 Time Simulation::Impl::run(Time until) {
+  if (blocks) return run_blocks(until);
   uint64_t next_progress = events + (1u << 22);
   while (true) {
     // Done when every flow has finished: probes of paths that stay dead would otherwise keep
@@ -1838,12 +2071,283 @@ Time Simulation::Impl::run(Time until) {
 }
 
 // ---------------------------------------------------------------------------------------
+// 6. The blocks layout's run: windows of one lookahead over the partitions this rank holds,
+// then the events for other ranks' partitions are exchanged and the window's flow
+// completions published (on every rank, in (end, flow) order). The window sequence is the
+// same on any number of ranks (each starts at the earliest event of the whole fabric), and
+// so is every partition's order of events (time, origin partition, origin sequence): results
+// do not depend on the number of ranks. docs/simulator.md, "Running on several machines".
+
+namespace {
+// An event for another rank: where it goes, and the packet it carries (kSwitchArrive).
+struct RemoteHeader {
+  uint32_t partition = 0;
+  uint32_t carries = 0;  // 0 nothing, 1 a data packet, 2 a control packet
+  SimEvent event;
+};
+static_assert(std::is_trivially_copyable_v<SimPacket>);
+static_assert(std::is_trivially_copyable_v<wire::TransportPacket>);
+static_assert(std::is_trivially_copyable_v<FlowResult>);
+static_assert(std::is_trivially_copyable_v<LinkSample>);
+static_assert(std::is_trivially_copyable_v<EvEvent>);
+
+template <typename T>
+void append(std::vector<uint8_t>& out, const T& x) {
+  const size_t n = out.size();
+  out.resize(n + sizeof(T));
+  std::memcpy(out.data() + n, &x, sizeof(T));
+}
+template <typename T>
+T take(const std::vector<uint8_t>& in, size_t& pos) {
+  T x;
+  std::memcpy(&x, in.data() + pos, sizeof(T));
+  pos += sizeof(T);
+  return x;
+}
+template <typename T>
+std::vector<uint8_t> to_bytes(const std::vector<T>& v) {
+  std::vector<uint8_t> out(v.size() * sizeof(T));
+  if (!v.empty()) std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+template <typename T>
+std::vector<T> from_bytes(const std::vector<uint8_t>& in) {
+  std::vector<T> v(in.size() / sizeof(T));
+  if (!v.empty()) std::memcpy(v.data(), in.data(), v.size() * sizeof(T));
+  return v;
+}
+// What a rank sends every other rank at the end of a window, ahead of the events for it.
+struct WindowHeader {
+  Time next = kNever;        // the sender's earliest event after the window (held or sent)
+  uint64_t events = 0;       // events the sender has run so far (progress)
+  uint64_t completions = 0;  // flow results that follow (the window's, to every rank)
+  uint64_t event_bytes = 0;  // then the events for the receiver
+};
+}  // namespace
+
+void Simulation::Impl::send_remote(uint32_t partition, const SimEvent& e) {
+  std::vector<uint8_t>& out =
+      outbound[BlockLayout::rank_of(partition, num_partitions, ex->ranks())];
+  if (out.size() < sizeof(WindowHeader)) out.resize(sizeof(WindowHeader));  // communicate()
+  outbound_min = std::min(outbound_min, e.time);
+  RemoteHeader h;
+  h.partition = partition;
+  h.event = e;
+  if (e.type == kSwitchArrive) {
+    const SimPacket& p = packets[e.c];
+    h.carries = p.is_data ? 1 : 2;
+    append(out, h);
+    append(out, p);
+    if (!p.is_data) append(out, controls[p.control]);
+    free_packet(e.c);
+    return;
+  }
+  append(out, h);
+}
+
+// One exchange per window: events for other ranks' partitions, this window's flow
+// completions (to every rank), the earliest time each rank will need next and its event count.
+// Returns the start of the next window (before the workload adds flows); completions go to
+// `completed` in rank order.
+Time Simulation::Impl::communicate(uint64_t& total_events) {
+  const uint32_t ranks = ex->ranks();
+  WindowHeader mine;
+  for (uint32_t pi = 0; pi < num_partitions; ++pi)
+    if (owned[pi]) mine.next = std::min(mine.next, queues[pi].peek_time());
+  mine.next = std::min(mine.next, outbound_min);  // the earliest event sent
+  mine.events = events;
+  mine.completions = completed.size();
+  // Each rank's buffer starts with room for its header (send_remote appends after it).
+  for (uint32_t r = 0; r < ranks; ++r) {
+    std::vector<uint8_t>& out = outbound[r];
+    if (out.size() < sizeof(WindowHeader)) out.resize(sizeof(WindowHeader));
+    WindowHeader h = mine;
+    h.event_bytes = out.size() - sizeof(WindowHeader);
+    std::memcpy(out.data(), &h, sizeof h);
+    for (const FlowResult& f : completed)
+      append(out, f);
+  }
+  completed.clear();
+  const std::vector<uint8_t> in = ex->exchange(outbound);
+  for (auto& out : outbound)
+    out.resize(sizeof(WindowHeader));
+  outbound_min = kNever;
+  Time next = kNever;
+  total_events = 0;
+  size_t pos = 0;
+  while (pos < in.size()) {
+    const auto h = take<WindowHeader>(in, pos);
+    next = std::min(next, h.next);
+    total_events += h.events;
+    const size_t end = pos + h.event_bytes;
+    while (pos < end) {
+      const auto rh = take<RemoteHeader>(in, pos);
+      SimEvent e = rh.event;
+      if (rh.carries != 0) {
+        const uint32_t idx = alloc_packet();
+        packets[idx] = take<SimPacket>(in, pos);
+        if (rh.carries == 2) {
+          const uint32_t c = alloc_control();
+          controls[c] = take<wire::TransportPacket>(in, pos);
+          packets[idx].control = c;
+        }
+        e.c = idx;
+      }
+      queues[rh.partition].push(e);
+    }
+    for (uint64_t i = 0; i < h.completions; ++i)
+      completed.push_back(take<FlowResult>(in, pos));
+  }
+  return next;
+}
+
+void Simulation::Impl::publish_completions(std::vector<FlowResult> done) {
+  std::sort(done.begin(), done.end(), [](const FlowResult& x, const FlowResult& y) {
+    return x.end != y.end ? x.end < y.end : x.id < y.id;
+  });
+  const Time saved = now;
+  for (const FlowResult& r : done) {
+    flows[r.id] = r;
+    ++flows_done;
+    // The workload hears of the completion one lookahead after it (at the earliest, in the
+    // next window): a flow it adds now starts no earlier than that (add_flow).
+    now = r.end + lookahead;
+    for (auto& cb : flow_cbs)
+      cb(flows[r.id]);
+  }
+  now = saved;
+}
+
+Time Simulation::Impl::run_blocks(Time until) {
+  std::sort(route_actions.begin() + static_cast<std::ptrdiff_t>(next_route_action),
+            route_actions.end());
+  uint64_t next_progress = events + (1u << 22);
+  const auto earliest_here = [&] {
+    Time e = kNever;
+    for (uint32_t pi = 0; pi < num_partitions; ++pi)
+      if (owned[pi]) e = std::min(e, queues[pi].peek_time());
+    return e;
+  };
+  // Each window starts at the earliest event of the whole fabric.
+  Time t = earliest_here();
+  if (ex != nullptr) {
+    std::vector<uint64_t> m{t};
+    ex->all_min(m);
+    t = m[0];
+  }
+  Time stopped = t;
+  while (true) {
+    if (!flows.empty() && flows_done == flows.size()) break;
+    if (t == kNever || t > until) break;
+    stopped = t;
+    // Routing view changes due by then, in order; a window ends at the next one.
+    while (next_route_action < route_actions.size() &&
+           route_actions[next_route_action].first <= t) {
+      route_update(route_actions[next_route_action].second);
+      ++next_route_action;
+    }
+    Time end = t + lookahead;
+    if (next_route_action < route_actions.size())
+      end = std::min(end, route_actions[next_route_action].first);
+    for (uint32_t pi = 0; pi < num_partitions; ++pi) {
+      if (!owned[pi]) continue;
+      EventQueue& q = queues[pi];
+      cur_partition = pi;
+      while (true) {
+        const Time next = q.peek_time();
+        if (next >= end || next > until) break;
+        const SimEvent e = q.pop();
+        prefetch_ahead(q);
+        now = e.time;
+        last_event = std::max(last_event, now);
+        ++events;
+        dispatch(e);
+      }
+    }
+    now = t;
+    uint64_t total_events = events;
+    Time next = kNever;
+    std::vector<FlowResult> done;
+    if (ex != nullptr) next = communicate(total_events);
+    done.swap(completed);
+    global_scheduled = kNever;
+    publish_completions(std::move(done));
+    next = ex != nullptr ? std::min(next, global_scheduled) : earliest_here();
+    if (progress_cb && total_events >= next_progress) {
+      // t: where the slowest rank is (every rank has finished the window before t).
+      if (ex == nullptr || ex->rank() == 0) progress_cb(t, total_events);
+      next_progress = total_events + (1u << 22);
+    }
+    t = next;
+  }
+  // Where the run stopped: the latest event anywhere (at least the last window's start).
+  Time latest = std::max(last_event, stopped == kNever ? 0 : stopped);
+  if (ex != nullptr) {
+    std::vector<uint64_t> m{~latest};
+    ex->all_min(m);
+    latest = ~m[0];
+  }
+  now = std::max(now, latest);
+  merge_results();
+  return now;
+}
+
+// Results of the whole fabric, in an order independent of the ranks: link samples by (time,
+// link), EV events by (time, host) (a host's own events keep their order).
+void Simulation::Impl::merge_results() {
+  if (ex != nullptr) {
+    merged_samples = from_bytes<LinkSample>(ex->all_gather(to_bytes(samples)));
+    merged_ev_events = from_bytes<EvEvent>(ex->all_gather(to_bytes(ev_events)));
+  } else {
+    merged_samples = samples;
+    merged_ev_events = ev_events;
+  }
+  std::stable_sort(merged_samples.begin(), merged_samples.end(),
+                   [](const LinkSample& x, const LinkSample& y) {
+                     return x.time != y.time ? x.time < y.time : x.link < y.link;
+                   });
+  std::stable_sort(merged_ev_events.begin(), merged_ev_events.end(),
+                   [](const EvEvent& x, const EvEvent& y) {
+                     return x.time != y.time ? x.time < y.time : x.host < y.host;
+                   });
+  SimStats s = counters;
+  s.events = events;
+  for (const Host& h : hosts) {
+    if (!h.engine) continue;
+    const EngineCounters& c = h.engine->counters();
+    s.data_packets += c.data_sent;
+    s.retransmits += c.retransmits;
+    s.ev_state_changes += c.ev_state_changes;
+    s.timeouts += c.timeouts;
+  }
+  if (ex != nullptr) {
+    std::vector<uint64_t> v{s.events,           s.data_packets, s.retransmits, s.drops,
+                            s.fault_drops,      s.trims,        s.ecn_marks,   s.pfc_pauses,
+                            s.ev_state_changes, s.timeouts};
+    ex->all_sum(v);
+    s.events = v[0];
+    s.data_packets = v[1];
+    s.retransmits = v[2];
+    s.drops = v[3];
+    s.fault_drops = v[4];
+    s.trims = v[5];
+    s.ecn_marks = v[6];
+    s.pfc_pauses = v[7];
+    s.ev_state_changes = v[8];
+    s.timeouts = v[9];
+  }
+  merged_stats = s;
+  merged = true;
+}
+
+// ---------------------------------------------------------------------------------------
 // Public API.
 
 Simulation::Simulation(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Simulation::~Simulation() = default;
 
-Result<std::unique_ptr<Simulation>> Simulation::create(const SimConfig& cfg) {
+Result<std::unique_ptr<Simulation>> Simulation::create(const SimConfig& cfg,
+                                                       RankExchange* exchange) {
   const TopologyConfig& t = cfg.topo;
   if (t.hosts < 2 || t.planes == 0 || t.planes > 32 || t.radix < 2 || t.link_bps == 0 ||
       cfg.transport.mtu < 64 || cfg.transport.mtu > 9000 || cfg.transport.ack_every == 0) {
@@ -1851,6 +2355,9 @@ Result<std::unique_ptr<Simulation>> Simulation::create(const SimConfig& cfg) {
   }
   auto impl = std::make_unique<Impl>();
   impl->cfg = cfg;
+  impl->ex = exchange;
+  impl->blocks = cfg.block_partitions || exchange != nullptr;
+  impl->cfg.block_partitions = impl->blocks;
   if (cfg.transport.kind == TransportKind::kRoce) {
     // RoCEv2 as deployed: ECMP paths, and switches that drop (or pause, with PFC) rather than
     // trim: a RoCE NIC cannot make use of a trimmed packet.
@@ -2064,6 +2571,10 @@ Result<FlowId> Simulation::add_flow(const FlowSpec& spec) {
   r.ideal_fct = serialization(wire, m.cfg.topo.link_bps * m.P) + m.pair_rtt(spec.src, spec.dst);
   m.flows.push_back(r);
   m.flow_state.emplace_back();
+  if (m.blocks) {
+    m.schedule_global(m.host_partition(spec.src), r.spec.start, kFlowStart, r.id);
+    return r.id;
+  }
   const uint32_t saved = m.cur_partition;
   m.cur_partition = 0;
   m.schedule(0, r.spec.start, kFlowStart, r.id);
@@ -2208,9 +2719,16 @@ const std::vector<FlowResult>& Simulation::flows() const {
 }
 
 SimStats Simulation::stats() const {
+  if (impl_->merged) {
+    SimStats s = impl_->merged_stats;
+    for (const FlowResult& f : impl_->flows)
+      s.qp_errors += (f.end != kNever && !f.ok) ? 1 : 0;
+    return s;
+  }
   SimStats s = impl_->counters;
   s.events = impl_->events;
   for (const Host& h : impl_->hosts) {
+    if (!h.engine) continue;  // another rank's (before run() merged the results)
     const EngineCounters& c = h.engine->counters();
     s.data_packets += c.data_sent;
     s.retransmits += c.retransmits;
@@ -2223,6 +2741,7 @@ SimStats Simulation::stats() const {
 }
 
 const std::vector<LinkSample>& Simulation::link_samples() const {
+  if (impl_->merged) return impl_->merged_samples;
   return impl_->samples;
 }
 
@@ -2264,6 +2783,7 @@ std::vector<std::string> Simulation::link_names() const {
 }
 
 const std::vector<EvEvent>& Simulation::ev_events() const {
+  if (impl_->merged) return impl_->merged_ev_events;
   return impl_->ev_events;
 }
 

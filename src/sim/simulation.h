@@ -5,11 +5,13 @@
 // A Simulation is an ordinary object (no global state: two can run in one process). Time is
 // integer picoseconds. Same configuration + seed -> identical results.
 //
-// Partitioning (for a later MPI run): every element belongs to a partition (plane k's switches
-// to partition k + 1, hosts and NICs to partition 0); elements of different partitions
-// exchange packets only over links whose propagation delay is at least `min_cross_latency`,
-// which is the lookahead a conservative parallel run would use. This build runs all
-// partitions in one process, in time order.
+// Partitioning: every element belongs to a partition; elements of different partitions
+// exchange packets only over links whose propagation delay is at least the lookahead (the
+// link delay), and the run advances in windows of one lookahead, partition by partition.
+// Two layouts: the serial default (plane k's switches in partition k + 1, hosts and NICs in
+// partition 0), and blocks (src/sim/partition.h: groups of leaves with their hosts across all
+// planes, spines split), which a run over several processes (MPI, RankExchange) uses: each
+// rank holds a range of blocks and results do not depend on how many ranks there are.
 #pragma once
 
 #include <cstdint>
@@ -103,6 +105,12 @@ struct SimConfig {
   // and hop) rather than event by event (a port-free event per packet). The same model;
   // results differ only in the order of simultaneous events. false: for validation.
   bool scheduled_departures = true;
+  // The blocks layout (see the top of this file). It differs from the default in the order of
+  // simultaneous events and in two rules a distributed run needs: a flow completion reaches
+  // the workload (on_flow_complete) at the end of the lookahead window it falls in, and a flow
+  // the callback adds starts no earlier than one lookahead after that completion; a receiver's
+  // QP is created one lookahead after the flow starts. Needs link_delay > 0.
+  bool block_partitions = false;
 };
 
 // ---- naming elements -------------------------------------------------------------------
@@ -196,11 +204,18 @@ struct EvEvent {
   ev::EvState from, to;
 };
 
+class RankExchange;  // partition.h
+
 class Simulation {
  public:
   // Validates the configuration (clear error on nonsense: zero hosts, radix too small for
-  // the host count, ...). Errors: kInvalidArgument.
-  static Result<std::unique_ptr<Simulation>> create(const SimConfig& cfg);
+  // the host count, ...). Errors: kInvalidArgument. With `exchange` (a run over several
+  // ranks; implies block_partitions), this process holds its rank's blocks only: the hosts,
+  // engines and switches of other ranks are not built, and every rank must make the same
+  // calls (add_flow, faults, run) in the same order. Results (flows(), stats(),
+  // link_samples(), ev_events()) are those of the whole fabric on every rank after run().
+  static Result<std::unique_ptr<Simulation>> create(const SimConfig& cfg,
+                                                    RankExchange* exchange = nullptr);
   ~Simulation();
 
   const SimConfig& config() const;

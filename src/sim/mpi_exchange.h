@@ -1,0 +1,39 @@
+// RankExchange over MPI (Open MPI from Debian; built only when CMake finds MPI). One object
+// per process: MPI is initialised by the constructor and finalised by the destructor.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sim/partition.h"
+
+namespace mrc::sim {
+
+class MpiExchange final : public RankExchange {
+ public:
+  // Whether this process was started by an MPI launcher (mpirun): the launcher's
+  // environment variables are set. Serial runs never initialise MPI.
+  static bool launched_by_mpirun();
+  MpiExchange(int* argc, char*** argv);
+  ~MpiExchange() override;
+  MpiExchange(const MpiExchange&) = delete;
+  MpiExchange& operator=(const MpiExchange&) = delete;
+
+  uint32_t rank() const override { return rank_; }
+  uint32_t ranks() const override { return ranks_; }
+  std::vector<uint8_t> exchange(const std::vector<std::vector<uint8_t>>& out) override;
+  std::vector<uint8_t> all_gather(const std::vector<uint8_t>& mine) override;
+  void all_min(std::vector<uint64_t>& v) override;
+  void all_sum(std::vector<uint64_t>& v) override;
+  [[noreturn]] void abort(const std::string& message, int status) override;
+  // Every rank waits for the others.
+  void barrier();
+  // Element-wise maximum (peak memory of the ranks).
+  void all_max(std::vector<uint64_t>& v);
+
+ private:
+  uint32_t rank_ = 0, ranks_ = 1;
+};
+
+}  // namespace mrc::sim

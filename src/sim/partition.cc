@@ -1,0 +1,187 @@
+#include "sim/partition.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include <cstdarg>
+#include <cstdio>
+
+namespace mrc::sim {
+
+// The same arithmetic as Simulation's build (simulation_test checks that both agree).
+Result<FabricShape> fabric_shape(const TopologyConfig& t) {
+  FabricShape s;
+  s.hosts = t.hosts;
+  s.planes = t.planes;
+  if (t.hosts < 2 || t.planes == 0 || t.planes > 32 || t.radix < 2) {
+    return fail(Error::kInvalidArgument);
+  }
+  if (t.kind == TopologyKind::kFatTree) {
+    if (t.planes != 1 || (t.tiers != 3 && t.tiers != 4) || t.radix < 4 || t.radix % 2 != 0)
+      return fail(Error::kInvalidArgument);
+    s.fat_tree = true;
+    s.half = t.radix / 2;
+    s.hosts_per_leaf = s.uplinks = s.half;
+    const uint64_t pod_hosts = static_cast<uint64_t>(s.half) * s.half;
+    if (t.tiers == 3) {
+      s.pods = static_cast<uint32_t>((t.hosts + pod_hosts - 1) / pod_hosts);
+      s.cores = s.half * s.half;
+    } else {
+      const uint32_t superpods =
+          static_cast<uint32_t>((t.hosts + pod_hosts * s.half - 1) / (pod_hosts * s.half));
+      s.pods = superpods * s.half;
+      s.ft_spines = superpods * s.half * s.half;
+      s.cores = s.half * s.half * s.half;
+    }
+    s.leaves = s.aggs = s.pods * s.half;
+    return s;
+  }
+  s.hosts_per_leaf = t.hosts_per_leaf ? t.hosts_per_leaf : t.radix / 2;
+  if (s.hosts_per_leaf == 0 || s.hosts_per_leaf >= t.radix) return fail(Error::kInvalidArgument);
+  s.uplinks = t.radix - s.hosts_per_leaf;
+  s.leaves = (t.hosts + s.hosts_per_leaf - 1) / s.hosts_per_leaf;
+  s.spines = t.spines ? t.spines : s.uplinks;
+  if (s.spines == 0 || s.uplinks % s.spines != 0) return fail(Error::kInvalidArgument);
+  return s;
+}
+
+BlockLayout::BlockLayout(const FabricShape& s) : shape_(s) {
+  const uint32_t groups = s.fat_tree ? s.pods : s.leaves;
+  blocks_ = std::max<uint32_t>(1, std::min(groups, kMaxBlocks));
+}
+
+uint32_t BlockLayout::leaf_block(uint32_t leaf) const {
+  if (shape_.fat_tree) return spread(leaf / shape_.half, shape_.pods, blocks_);
+  return spread(leaf, shape_.leaves, blocks_);
+}
+uint32_t BlockLayout::spine_block(uint32_t spine) const {
+  return spread(spine, shape_.spines, blocks_);
+}
+uint32_t BlockLayout::agg_block(uint32_t agg) const {
+  return spread(agg / shape_.half, shape_.pods, blocks_);
+}
+uint32_t BlockLayout::ft_spine_block(uint32_t spine) const {
+  return spread(spine, shape_.ft_spines, blocks_);
+}
+uint32_t BlockLayout::core_block(uint32_t core) const {
+  return spread(core, shape_.cores, blocks_);
+}
+
+Result<PartitionPlan> plan_partition(const SimConfig& cfg, uint32_t ranks,
+                                     const std::vector<FlowSpec>& flows, uint32_t paths_per_qp,
+                                     const MemoryModel& model) {
+  auto shape = fabric_shape(cfg.topo);
+  if (!shape) return fail(shape.error());
+  const FabricShape& s = *shape;
+  const BlockLayout layout(s);
+  if (ranks == 0 || ranks > layout.blocks()) return fail(Error::kInvalidArgument);
+  PartitionPlan p;
+  p.ranks = ranks;
+  p.blocks = layout.blocks();
+  p.lookahead = cfg.topo.link_delay;
+  p.per_rank.resize(ranks);
+  const auto rank = [&](uint32_t block) { return BlockLayout::rank_of(block, p.blocks, ranks); };
+  for (uint32_t b = 0; b < p.blocks; ++b)
+    ++p.per_rank[rank(b)].blocks;
+  for (HostId h = 0; h < s.hosts; ++h)
+    ++p.per_rank[rank(layout.host_block(h))].hosts;
+  // A link between blocks: count it, and whether its ends are on different ranks.
+  const auto link = [&](uint32_t block_a, uint32_t block_b) {
+    ++p.links;
+    if (rank(block_a) != rank(block_b)) ++p.cross_rank_links;
+  };
+  const auto add_switch = [&](uint32_t block, uint64_t ports) {
+    RankPlan& r = p.per_rank[rank(block)];
+    ++r.switches;
+    r.ports += ports;
+  };
+  if (!s.fat_tree) {
+    const uint32_t parallel = s.uplinks / s.spines;
+    for (uint32_t plane = 0; plane < s.planes; ++plane) {
+      for (uint32_t l = 0; l < s.leaves; ++l) {
+        add_switch(layout.leaf_block(l), s.hosts_per_leaf + s.uplinks);
+        for (uint32_t u = 0; u < s.uplinks; ++u)
+          link(layout.leaf_block(l), layout.spine_block(u % s.spines));
+      }
+      for (uint32_t sp = 0; sp < s.spines; ++sp)
+        add_switch(layout.spine_block(sp), static_cast<uint64_t>(s.leaves) * parallel);
+    }
+  } else {
+    const uint32_t half = s.half, sq = half * half;
+    for (uint32_t e = 0; e < s.leaves; ++e) {
+      add_switch(layout.leaf_block(e), 2 * half);
+      for (uint32_t a = 0; a < half; ++a)
+        link(layout.leaf_block(e), layout.agg_block((e / half) * half + a));
+    }
+    for (uint32_t g = 0; g < s.aggs; ++g) {
+      add_switch(layout.agg_block(g), 2 * half);
+      const uint32_t pod = g / half, a = g % half;
+      for (uint32_t i = 0; i < half; ++i) {
+        if (s.ft_spines > 0) {
+          link(layout.agg_block(g), layout.ft_spine_block((pod / half) * sq + a * half + i));
+        } else {
+          link(layout.agg_block(g), layout.core_block(a * half + i));
+        }
+      }
+    }
+    for (uint32_t g = 0; g < s.ft_spines; ++g) {
+      add_switch(layout.ft_spine_block(g), 2 * half);
+      for (uint32_t i = 0; i < half; ++i)
+        link(layout.ft_spine_block(g), layout.core_block((g % sq) * half + i));
+    }
+    const uint32_t core_ports = s.ft_spines > 0 ? s.ft_spines / sq : s.pods;
+    for (uint32_t c = 0; c < s.cores; ++c)
+      add_switch(layout.core_block(c), core_ports);
+  }
+  // QPs: one at each end per host pair (both directions share it), one per plane for RoCE.
+  const uint32_t qps_per_pair = cfg.transport.kind == TransportKind::kRoce ? s.planes : 1;
+  std::unordered_set<uint64_t> pairs;
+  for (const FlowSpec& f : flows) {
+    if (f.src >= s.hosts || f.dst >= s.hosts || f.src == f.dst) continue;
+    const uint64_t lo = std::min(f.src, f.dst), hi = std::max(f.src, f.dst);
+    if (!pairs.insert(lo << 32 | hi).second) continue;
+    p.per_rank[rank(layout.host_block(f.src))].qps += qps_per_pair;
+    p.per_rank[rank(layout.host_block(f.dst))].qps += qps_per_pair;
+  }
+  for (RankPlan& r : p.per_rank) {
+    r.flows = flows.size();
+    r.predicted_bytes = model.base + r.hosts * model.per_host +
+                        r.qps * (model.per_qp_base + paths_per_qp * model.per_qp_path) +
+                        r.ports * model.per_port + r.flows * model.per_flow;
+  }
+  return p;
+}
+
+namespace {
+std::string printf_string(const char* format, ...) {
+  char buf[256];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(buf, sizeof buf, format, args);
+  va_end(args);
+  return buf;
+}
+}  // namespace
+
+std::string format_plan(const PartitionPlan& p) {
+  std::string out = printf_string(
+      "%u ranks, %u blocks; lookahead %.3f us; switch-switch links %llu, across ranks %llu "
+      "(%.1f %%)\n",
+      p.ranks, p.blocks, static_cast<double>(p.lookahead) / kPicosPerMicro,
+      static_cast<unsigned long long>(p.links), static_cast<unsigned long long>(p.cross_rank_links),
+      p.links ? 100.0 * static_cast<double>(p.cross_rank_links) / static_cast<double>(p.links)
+              : 0.0);
+  out += printf_string("%5s %7s %9s %9s %10s %11s %14s\n", "rank", "blocks", "hosts", "switches",
+                       "ports", "QPs", "predicted MB");
+  for (size_t r = 0; r < p.per_rank.size(); ++r) {
+    const RankPlan& x = p.per_rank[r];
+    out += printf_string(
+        "%5zu %7u %9llu %9llu %10llu %11llu %14.0f\n", r, x.blocks,
+        static_cast<unsigned long long>(x.hosts), static_cast<unsigned long long>(x.switches),
+        static_cast<unsigned long long>(x.ports), static_cast<unsigned long long>(x.qps),
+        static_cast<double>(x.predicted_bytes) / (1 << 20));
+  }
+  return out;
+}
+
+}  // namespace mrc::sim

@@ -1,0 +1,123 @@
+// How a distributed (MPI) run divides the fabric: the partition function, the plan that
+// `mrc-sim --ranks-plan N` prints, and the interface a Simulation uses to reach the other
+// ranks (implemented over MPI in mpi_exchange.h; docs/simulator.md, "Running on several
+// machines").
+//
+// The partition function. A run has B blocks (logical partitions), B = min(leaf groups, 64),
+// fixed by the topology alone, never by the number of ranks:
+//   - two-tier Clos: leaf l of *every* plane, with its hosts (engines, QPs), is in block
+//     l * B / L; spine s of every plane in block s * B / S;
+//   - fat tree: the leaves and aggs of pod p in block p * B / pods, spine g in g * B / spines,
+//     core c in c * B / cores.
+// A host and its leaves share a block, so the only links between blocks are switch-switch
+// links (leaf-spine, agg-core, ...), each with the fabric's link delay: that delay is the
+// lookahead of the conservative synchronization. Ranks hold contiguous ranges of blocks
+// (block b on rank b * N / B), so each rank holds about 1/N of the hosts and QPs, of the
+// leaves and of the spines of every plane, and of the packets and events they handle.
+//
+// Events are ordered by (time, origin block, sequence number within the origin block): a key
+// that does not depend on which rank holds a block, which is what makes a run on 1, 2 or N
+// ranks produce the same results.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/simulation.h"
+
+namespace mrc::sim {
+
+constexpr uint32_t kMaxBlocks = 64;
+
+// Counts of a fabric's elements, as Simulation builds it (without building it).
+struct FabricShape {
+  bool fat_tree = false;
+  uint32_t hosts = 0, planes = 0;
+  uint32_t hosts_per_leaf = 0;                                      // H
+  uint32_t uplinks = 0;                                             // per leaf
+  uint32_t leaves = 0;                                              // per plane (fat tree: all)
+  uint32_t spines = 0;                                              // per plane (fat tree: 0)
+  uint32_t pods = 0, half = 0, aggs = 0, ft_spines = 0, cores = 0;  // fat tree
+};
+// Errors: kInvalidArgument (the configuration Simulation::create would reject).
+Result<FabricShape> fabric_shape(const TopologyConfig& t);
+
+// The blocks of a fabric and which rank holds each.
+class BlockLayout {
+ public:
+  BlockLayout() = default;
+  explicit BlockLayout(const FabricShape& s);
+
+  uint32_t blocks() const { return blocks_; }
+  // Leaf index within its plane (fat tree: global leaf index).
+  uint32_t leaf_block(uint32_t leaf) const;
+  uint32_t spine_block(uint32_t spine) const;     // two-tier spine index within its plane
+  uint32_t agg_block(uint32_t agg) const;         // fat tree: global agg index
+  uint32_t ft_spine_block(uint32_t spine) const;  // four-tier fat tree spine
+  uint32_t core_block(uint32_t core) const;       // fat tree core
+  uint32_t host_block(HostId h) const { return leaf_block(h / shape_.hosts_per_leaf); }
+  static uint32_t rank_of(uint32_t block, uint32_t blocks, uint32_t ranks) {
+    return static_cast<uint32_t>(static_cast<uint64_t>(block) * ranks / blocks);
+  }
+
+ private:
+  static uint32_t spread(uint32_t i, uint32_t n, uint32_t blocks) {
+    return n == 0 ? 0 : static_cast<uint32_t>(static_cast<uint64_t>(i) * blocks / n);
+  }
+  FabricShape shape_;
+  uint32_t blocks_ = 1;
+};
+
+// What `mrc-sim --ranks-plan N` prints: per rank, the elements it holds and a prediction of
+// its memory; and the links between ranks.
+struct RankPlan {
+  uint32_t blocks = 0;
+  uint64_t hosts = 0, switches = 0, ports = 0, qps = 0, flows = 0;
+  uint64_t predicted_bytes = 0;
+};
+struct PartitionPlan {
+  uint32_t ranks = 0, blocks = 0;
+  uint64_t cross_rank_links = 0;  // switch-switch links with ends on different ranks
+  uint64_t links = 0;             // all switch-switch links
+  Time lookahead = 0;
+  std::vector<RankPlan> per_rank;
+};
+// Memory model of the prediction (bytes): measured on benchmark-sized runs
+// (docs/performance.md, "Benchmark C"); a QP's cost grows with its paths.
+struct MemoryModel {
+  uint64_t per_host = 2600;     // engine, NIC ports, host record
+  uint64_t per_qp_base = 3900;  // QP, rings of a 1 MiB message, flow bookkeeping
+  uint64_t per_qp_path = 40;    // per path (EV) of a QP
+  uint64_t per_port = 230;      // switch egress port with its queues
+  uint64_t per_flow = 120;      // flow record and result (every rank holds every flow)
+  uint64_t base = 64ull << 20;  // program, event queues, buffers
+};
+// `flows`: the flows the workload adds at its start (dependent workloads add more later; the
+// plan counts what is known). `paths_per_qp`: EVs of a QP over all planes.
+Result<PartitionPlan> plan_partition(const SimConfig& cfg, uint32_t ranks,
+                                     const std::vector<FlowSpec>& flows, uint32_t paths_per_qp,
+                                     const MemoryModel& model = {});
+std::string format_plan(const PartitionPlan& p);
+
+// The other ranks of a distributed run, as a Simulation sees them. Every call is collective:
+// all ranks make the same calls in the same order.
+class RankExchange {
+ public:
+  virtual ~RankExchange() = default;
+  virtual uint32_t rank() const = 0;
+  virtual uint32_t ranks() const = 0;
+  // Sends out[r] to rank r (out.size() == ranks()); returns what every rank sent to this one,
+  // concatenated in rank order.
+  virtual std::vector<uint8_t> exchange(const std::vector<std::vector<uint8_t>>& out) = 0;
+  // Every rank's `mine`, concatenated in rank order, on every rank.
+  virtual std::vector<uint8_t> all_gather(const std::vector<uint8_t>& mine) = 0;
+  // Element-wise minimum / sum over the ranks.
+  virtual void all_min(std::vector<uint64_t>& v) = 0;
+  virtual void all_sum(std::vector<uint64_t>& v) = 0;
+  // Stops every rank: prints "rank R: message" and ends the job with `status` (never
+  // returns). For failures seen by one rank only.
+  [[noreturn]] virtual void abort(const std::string& message, int status) = 0;
+};
+
+}  // namespace mrc::sim

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# A run under mpirun gives the same results as the serial run with the same layout: flows.csv,
+# links.csv, ev_events.jsonl and summary.json (without its "run" section: wall time, memory,
+# ranks) byte for byte, on 1, 2 and 4 ranks (4 oversubscribed on a 2-core machine), for a
+# permutation with a link failure (MRC and RoCE) and a ring AllReduce (flows added by
+# completions). Usage: tests/mpi/identity.sh <mrc-sim> <mpirun> [ranks...]
+set -euo pipefail
+sim=$1
+mpirun=$2
+shift 2
+ranks=("$@")
+[ ${#ranks[@]} -gt 0 ] || ranks=(1 2 4)
+src=$(cd "$(dirname "$0")/../.." && pwd)
+out=$(mktemp -d "${TMPDIR:-/tmp}/mrc-mpi-identity.XXXXXX")
+trap 'rm -rf "$out"' EXIT
+# Root (containers, CI) needs --allow-run-as-root; more ranks than cores --oversubscribe. The
+# shared-memory transport only: no network needed.
+launch=("$mpirun" --oversubscribe --mca btl self,vader)
+[ "$(id -u)" = 0 ] && launch+=(--allow-run-as-root)
+export MRC_SIM_HUGE_PAGES=0 OMPI_MCA_btl_vader_single_copy_mechanism=none
+
+compare() {  # compare <serial dir> <mpi dir> <label>
+  local f
+  for f in flows.csv links.csv ev_events.jsonl; do
+    if ! cmp -s "$1/$f" "$2/$f"; then
+      echo "FAIL $3: $f differs"; diff "$1/$f" "$2/$f" | head -5; return 1
+    fi
+  done
+  python3 - "$1/summary.json" "$2/summary.json" "$3" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+ra, rb = a.pop("run"), b.pop("run")
+if a != b:
+    sys.exit("FAIL %s: summary.json differs" % sys.argv[3])
+if rb["partition"] != "blocks" or ra["partition"] != "blocks":
+    sys.exit("FAIL %s: not the blocks layout" % sys.argv[3])
+PY
+  echo "ok   $3"
+}
+
+run_case() {  # run_case <name> <mrc-sim arguments...>
+  local name=$1 n
+  shift
+  "$sim" -q --partition blocks "$@" --out "$out/$name-serial"
+  for n in "${ranks[@]}"; do
+    "${launch[@]}" -np "$n" "$sim" -q "$@" --out "$out/$name-$n"
+    compare "$out/$name-serial" "$out/$name-$n" "$name on $n ranks"
+  done
+}
+
+run_case default --set topo.hosts=64 --set transport.kinds=[mrc,roce] \
+  --set run.sample_interval=5us
+run_case allreduce "$src/scenarios/claims/allreduce.toml" --set topo.hosts=32 \
+  --set topo.radix=16 --set workload.size=256KiB --set transport.kinds=[mrc]

@@ -1,0 +1,152 @@
+#include "sim/partition.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "sim/simulation.h"
+#include "sim/workloads.h"
+
+namespace mrc::sim {
+namespace {
+
+SimConfig clos(uint32_t hosts, uint32_t planes, uint32_t radix) {
+  SimConfig c;
+  c.topo.hosts = hosts;
+  c.topo.planes = planes;
+  c.topo.radix = radix;
+  c.sample_interval = 0;
+  return c;
+}
+
+SimConfig fat_tree(uint32_t hosts, uint32_t radix, uint32_t tiers) {
+  SimConfig c;
+  c.topo.kind = TopologyKind::kFatTree;
+  c.topo.hosts = hosts;
+  c.topo.planes = 1;
+  c.topo.radix = radix;
+  c.topo.tiers = tiers;
+  c.sample_interval = 0;
+  return c;
+}
+
+TEST(Partition, fabric_shape__agrees_with_the_simulator) {
+  for (const SimConfig& c : {clos(64, 2, 16), clos(100, 4, 16), clos(1024, 1, 64),
+                             fat_tree(128, 8, 3), fat_tree(100, 8, 3), fat_tree(32, 4, 4)}) {
+    auto s = fabric_shape(c.topo);
+    ASSERT_TRUE(s);
+    auto sim = Simulation::create(c);
+    ASSERT_TRUE(sim);
+    EXPECT_EQ(s->leaves, (*sim)->num_leaves());
+    if (s->fat_tree) {
+      EXPECT_EQ(s->pods, (*sim)->num_pods());
+      EXPECT_EQ(s->cores, (*sim)->num_cores());
+      EXPECT_EQ(s->ft_spines, (*sim)->num_fat_tree_spines());
+    } else {
+      EXPECT_EQ(s->spines, (*sim)->num_spines());
+    }
+  }
+}
+
+TEST(Partition, fabric_shape__rejects_what_the_simulator_rejects) {
+  SimConfig c = clos(64, 2, 16);
+  c.topo.hosts_per_leaf = 16;  // no uplinks
+  EXPECT_FALSE(fabric_shape(c.topo));
+  EXPECT_FALSE(Simulation::create(c));
+}
+
+TEST(Partition, layout__blocks_depend_on_the_fabric_only_and_hosts_follow_their_leaf) {
+  auto s = fabric_shape(clos(131072, 8, 512).topo);
+  ASSERT_TRUE(s);
+  const BlockLayout layout(*s);
+  EXPECT_EQ(layout.blocks(), kMaxBlocks);  // 512 leaves: 8 per block
+  for (HostId h = 0; h < s->hosts; h += 997)
+    EXPECT_EQ(layout.host_block(h), layout.leaf_block(h / s->hosts_per_leaf));
+  EXPECT_EQ(layout.leaf_block(0), 0u);
+  EXPECT_EQ(layout.leaf_block(511), kMaxBlocks - 1);
+  EXPECT_EQ(layout.spine_block(255), kMaxBlocks - 1);
+  // Small fabrics: one block per leaf.
+  auto small = fabric_shape(clos(64, 2, 16).topo);
+  EXPECT_EQ(BlockLayout(*small).blocks(), 8u);
+}
+
+TEST(Partition, rank_of__contiguous_ranges_of_nearly_equal_size) {
+  for (uint32_t ranks : {1u, 2u, 3u, 4u, 7u, 64u}) {
+    std::vector<uint32_t> count(ranks, 0);
+    uint32_t last = 0;
+    for (uint32_t b = 0; b < 64; ++b) {
+      const uint32_t r = BlockLayout::rank_of(b, 64, ranks);
+      ASSERT_LT(r, ranks);
+      EXPECT_GE(r, last);  // contiguous
+      last = r;
+      ++count[r];
+    }
+    for (uint32_t c : count)
+      EXPECT_LE(c, 64 / ranks + 1);
+  }
+}
+
+TEST(Partition, plan__splits_hosts_switches_and_qps_evenly) {
+  const SimConfig c = clos(1024, 8, 64);
+  auto flows = permutation_flows(all_hosts(1024), 1 << 20, 0, 1);
+  ASSERT_TRUE(flows);
+  auto plan = plan_partition(c, 2, *flows, 32 * 8);
+  ASSERT_TRUE(plan);
+  ASSERT_EQ(plan->per_rank.size(), 2u);
+  EXPECT_EQ(plan->per_rank[0].hosts + plan->per_rank[1].hosts, 1024u);
+  EXPECT_EQ(plan->per_rank[0].hosts, 512u);
+  EXPECT_EQ(plan->per_rank[0].switches, plan->per_rank[1].switches);
+  // A random permutation: each flow a QP at each end, about half on each rank.
+  const uint64_t qps = plan->per_rank[0].qps + plan->per_rank[1].qps;
+  EXPECT_LE(qps, 2048u);  // a pair's two flows (a 2-cycle) share one QP at each end
+  EXPECT_GE(qps, 1024u);
+  EXPECT_NEAR(static_cast<double>(plan->per_rank[0].qps), qps / 2.0, qps * 0.1);
+  // Leaf-spine links: 8 planes x 32 leaves x 32 uplinks; half of them cross (spines split
+  // like the leaves).
+  EXPECT_EQ(plan->links, 8u * 32 * 32);
+  EXPECT_EQ(plan->cross_rank_links, plan->links / 2);
+  EXPECT_EQ(plan->lookahead, c.topo.link_delay);
+  EXPECT_FALSE(format_plan(*plan).empty());
+}
+
+TEST(Partition, plan__one_rank_has_no_cross_links_and_too_many_ranks_is_an_error) {
+  const SimConfig c = clos(64, 2, 16);  // 8 leaves: 8 blocks
+  auto one = plan_partition(c, 1, {}, 16);
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->cross_rank_links, 0u);
+  EXPECT_TRUE(plan_partition(c, 8, {}, 16));
+  EXPECT_FALSE(plan_partition(c, 9, {}, 16));
+  EXPECT_FALSE(plan_partition(c, 0, {}, 16));
+}
+
+// The blocks layout in one process gives the same results on every run, finishes every flow,
+// and differs from the default layout only by the rules docs/simulator.md names.
+TEST(Partition, blocks_layout__permutation_with_a_link_failure_completes) {
+  SimConfig c = clos(64, 2, 16);
+  c.block_partitions = true;
+  auto run = [&] {
+    auto sim = *Simulation::create(c);
+    auto flows = *permutation_flows(all_hosts(64), 256 << 10, 0, 3);
+    for (const FlowSpec& f : flows)
+      EXPECT_TRUE(sim->add_flow(f));
+    sim->link_down(LinkRef{LinkRef::kLeafSpine, 0, 1, 2, 0}, us(5));
+    sim->run(ms(50));
+    return sim->flows();
+  };
+  const auto a = run(), b = run();
+  ASSERT_EQ(a.size(), 64u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(a[i].ok) << i;
+    EXPECT_EQ(a[i].end, b[i].end) << i;
+  }
+}
+
+TEST(Partition, blocks_layout__needs_a_link_delay) {
+  SimConfig c = clos(64, 2, 16);
+  c.block_partitions = true;
+  c.topo.link_delay = 0;
+  EXPECT_FALSE(Simulation::create(c));
+}
+
+}  // namespace
+}  // namespace mrc::sim
