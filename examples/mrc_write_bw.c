@@ -277,38 +277,81 @@ static void await_port_down(struct mrc_context* mctx, struct event_counts* ec,
 
 static void usage(FILE* f) {
   fprintf(f,
-          "usage: mrc_write_bw [options] [SERVER_HOST]\n"
+          "Usage: mrc_write_bw [options] [SERVER_HOST]\n"
+          "RDMA WRITE bandwidth over the OCP MRC C API (server without SERVER_HOST, client with);\n"
+          "every message is verified. docs/c-api.md, \"Example and end-to-end test\".\n"
+          "Options:\n"
           "  -p, --tcp-port PORT     side-channel TCP port (default 18515)\n"
           "  -d, --ib-dev NAME       device (default: the first, mrc_soft0)\n"
-          "  -i, --ib-port N         port whose GID is exchanged (default 1)\n"
-          "  -s, --size BYTES        message size (default 65536; K/M suffixes)\n"
-          "  -n, --iters N           messages (default 1000)\n"
-          "  -t, --tx-depth N        outstanding writes (default 128)\n"
+          "  -i, --ib-port N         port whose GID is exchanged, 1..255 (default 1)\n"
+          "  -s, --size BYTES        message size, 1 to 256M (default 65536; K/M suffixes)\n"
+          "  -n, --iters N           messages, 1 to 2^31-1 (default 1000)\n"
+          "  -t, --tx-depth N        outstanding writes, 1 to 65536 (default 128)\n"
           "      --imm               RDMA WRITE with immediate (default: RDMA WRITE)\n"
-          "  -e, --ev-profile ID     EV profile (default $MRC_EV_PROFILE_ID)\n"
-          "  -c, --cc-profile ID     CC profile (default $MRC_CC_PROFILE_ID)\n"
+          "  -e, --ev-profile ID     EV profile (default $MRC_QP_EV_PROFILE_ID)\n"
+          "  -c, --cc-profile ID     CC profile (default $MRC_QP_CC_PROFILE_ID)\n"
           "      --pause-at N        client: after N writes, wait (<= 10 s) for a port event\n"
           "      --expect-port-down  exit 1 unless an IBV_EVENT_PORT_ERR arrived (waits <= 5 s)\n"
-          "      --timeout SECONDS   give up after this long (default 120)\n"
-          "  -q, --quiet             only the result line and port events\n"
-          "The client's size, iterations and opcode are used by both sides.\n");
+          "      --timeout SECONDS   give up after this long, 0.1 to 86400 (default 120)\n"
+          "      --quiet             only the result line and port events\n"
+          "  -h, --help              this text\n"
+          "The client's size, iterations and opcode are used by both sides. The profile ids\n"
+          "default to $MRC_QP_EV_PROFILE_ID / $MRC_QP_CC_PROFILE_ID (the names of OCP's\n"
+          "examples; $MRC_EV_PROFILE_ID / $MRC_CC_PROFILE_ID are read too).\n"
+          "Exit status: 0 every message verified, 1 a transfer or check failed, 2 bad arguments\n"
+          "(one line on stderr).\n");
 }
 
-static uint64_t parse_size(const char* s) {
+/* A bad argument: one line and exit status 2. */
+static void bad_argument(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "mrc_write_bw: ");
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, " (see mrc_write_bw --help)\n");
+  va_end(ap);
+  exit(2);
+}
+
+/* An unsigned number in [lo, hi], else a bad argument. */
+static unsigned long long parse_number(const char* what, const char* s, unsigned long long lo,
+                                       unsigned long long hi) {
   char* end = NULL;
-  unsigned long long v = strtoull(s, &end, 0);
-  if (end && (*end == 'K' || *end == 'k'))
-    v <<= 10;
-  else if (end && (*end == 'M' || *end == 'm'))
-    v <<= 20;
-  else if (end && *end)
-    die("bad size '%s'", s);
+  errno = 0;
+  const unsigned long long v = strtoull(s, &end, 0);
+  if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi)
+    bad_argument("%s '%s': expected a number from %llu to %llu", what, s, lo, hi);
   return v;
 }
 
-static uint64_t env_u64(const char* name) {
+#define MAX_SIZE (256ull << 20) /* the server's ring holds at most 256 MiB */
+
+static uint64_t parse_size(const char* s) {
+  char* end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 0);
+  unsigned shift = 0;
+  if (end && (*end == 'K' || *end == 'k'))
+    shift = 10, ++end;
+  else if (end && (*end == 'M' || *end == 'm'))
+    shift = 20, ++end;
+  if (errno || end == s || *end || s[0] == '-' || v == 0 || v > (MAX_SIZE >> shift))
+    bad_argument("--size '%s': expected 1 to 256M bytes", s);
+  return v << shift;
+}
+
+/* A profile id from the environment: OCP's example name first, then the older one. */
+static uint64_t env_profile(const char* name, const char* old_name) {
   const char* v = getenv(name);
-  return v && *v ? strtoull(v, NULL, 0) : 0;
+  const char* which = name;
+  if (!v || !*v) v = getenv(old_name), which = old_name;
+  if (!v || !*v) return 0;
+  char* end = NULL;
+  errno = 0;
+  const unsigned long long id = strtoull(v, &end, 0);
+  if (errno || end == v || *end || v[0] == '-')
+    bad_argument("$%s='%s': expected a profile id (a number)", which, v);
+  return id;
 }
 
 int main(int argc, char** argv) {
@@ -318,9 +361,9 @@ int main(int argc, char** argv) {
                       .tx_depth = 128,
                       .ib_port = 1,
                       .timeout_s = 120,
-                      .ev_profile = env_u64("MRC_EV_PROFILE_ID"),
-                      .cc_profile = env_u64("MRC_CC_PROFILE_ID")};
-  enum { OPT_IMM = 256, OPT_PAUSE, OPT_EXPECT, OPT_TIMEOUT };
+                      .ev_profile = env_profile("MRC_QP_EV_PROFILE_ID", "MRC_EV_PROFILE_ID"),
+                      .cc_profile = env_profile("MRC_QP_CC_PROFILE_ID", "MRC_CC_PROFILE_ID")};
+  enum { OPT_IMM = 256, OPT_PAUSE, OPT_EXPECT, OPT_TIMEOUT, OPT_QUIET };
   static const struct option longopts[] = {{"tcp-port", required_argument, 0, 'p'},
                                            {"ib-dev", required_argument, 0, 'd'},
                                            {"ib-port", required_argument, 0, 'i'},
@@ -333,65 +376,66 @@ int main(int argc, char** argv) {
                                            {"pause-at", required_argument, 0, OPT_PAUSE},
                                            {"expect-port-down", no_argument, 0, OPT_EXPECT},
                                            {"timeout", required_argument, 0, OPT_TIMEOUT},
-                                           {"quiet", no_argument, 0, 'q'},
+                                           {"quiet", no_argument, 0, OPT_QUIET},
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
   int c;
-  while ((c = getopt_long(argc, argv, "p:d:i:s:n:t:e:c:qh", longopts, NULL)) != -1) {
+  opterr = 0; /* one line of our own instead */
+  while ((c = getopt_long(argc, argv, "p:d:i:s:n:t:e:c:h", longopts, NULL)) != -1) {
     switch (c) {
       case 'p':
+        parse_number("--tcp-port", optarg, 1, 65535);
         o.tcp_port = optarg;
         break;
       case 'd':
         o.device = optarg;
         break;
       case 'i':
-        o.ib_port = atoi(optarg);
+        o.ib_port = (int)parse_number("--ib-port", optarg, 1, 255);
         break;
       case 's':
         o.size = (size_t)parse_size(optarg);
         break;
       case 'n':
-        o.iters = (unsigned)strtoul(optarg, NULL, 0);
+        o.iters = (unsigned)parse_number("--iters", optarg, 1, 0x7FFFFFFF);
         break;
       case 't':
-        o.tx_depth = (unsigned)strtoul(optarg, NULL, 0);
+        o.tx_depth = (unsigned)parse_number("--tx-depth", optarg, 1, 65536);
         break;
       case OPT_IMM:
         o.imm = true;
         break;
       case 'e':
-        o.ev_profile = strtoull(optarg, NULL, 0);
+        o.ev_profile = parse_number("--ev-profile", optarg, 0, ~0ull);
         break;
       case 'c':
-        o.cc_profile = strtoull(optarg, NULL, 0);
+        o.cc_profile = parse_number("--cc-profile", optarg, 0, ~0ull);
         break;
       case OPT_PAUSE:
-        o.pause_at = (unsigned)strtoul(optarg, NULL, 0);
+        o.pause_at = (unsigned)parse_number("--pause-at", optarg, 0, 0x7FFFFFFF);
         break;
       case OPT_EXPECT:
         o.expect_port_down = true;
         break;
       case OPT_TIMEOUT:
         o.timeout_s = atof(optarg);
+        if (!(o.timeout_s >= 0.1 && o.timeout_s <= 86400))
+          bad_argument("--timeout '%s': expected 0.1 to 86400 seconds", optarg);
         break;
-      case 'q':
+      case OPT_QUIET:
         o.quiet = true;
         break;
       case 'h':
         usage(stdout);
         return 0;
       default:
-        usage(stderr);
-        return 2;
+        bad_argument("unknown option or missing value: '%s'", argv[optind - 1]);
     }
   }
   if (optind + 1 == argc)
     o.server = argv[optind];
-  else if (optind != argc) {
-    usage(stderr);
-    return 2;
-  }
+  else if (optind != argc)
+    bad_argument("one SERVER_HOST at most, got '%s' and '%s'", argv[optind], argv[optind + 1]);
   const bool client = o.server != NULL;
   if (client && (o.size == 0 || o.iters == 0 || o.tx_depth == 0))
     die("--size, --iters and --tx-depth must be positive");

@@ -1,205 +1,541 @@
-// mrc-ctl: the node's MRC controller over the OCP mrc_ctl.h API (docs/c-api.md).
-//   mrc-ctl apply FILE.toml        configure EV format / EV / CC profiles and bring them ONLINE;
-//                                  profiles already ONLINE get the changes MODIFY_ONLINE allows
-//                                  (EV fields, CC configuration), applied to live QPs
+// mrc-ctl: the node's MRC controller over the OCP mrc_ctl.h API (docs/c-api.md, "mrc-ctl").
+//   mrc-ctl apply FILE.toml        check the whole file, then configure EV format / EV / CC
+//                                  profiles and bring them ONLINE; profiles already ONLINE get
+//                                  the changes MODIFY_ONLINE allows (EV fields, CC
+//                                  configuration), applied to live QPs
+//   mrc-ctl apply --check FILE     check the file only (no device needed)
 //   mrc-ctl show EV_PROFILE_ID     EV array with states
 //   mrc-ctl events [--seconds N]   print EV events as they arrive
-//   mrc-ctl probe --port P --dst ADDR [--count N]   EV probes, RTT in ns
+//   mrc-ctl probe --dst ADDR [--port P] [--count N]   EV probes, RTT in ns
 //   mrc-ctl port P enable|disable
+// Exit status: 0 done, 1 the device refused or is not configured, 2 bad arguments or a bad
+// profile file (nothing applied).
 #include <arpa/inet.h>
 #include <fmt/core.h>
 #include <mrc_ctl.h>
 
 #include <toml++/toml.h>
-#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <optional>
+#include <set>
 #include <thread>
 #include <vector>
 
+#include "api/node_state.h"
+#include "api/soft_device.h"
+#include "cli.h"
+#include "transport/ev_profile.h"
+
 namespace {
 
+namespace api = mrc::api;
+
+// Where the device's configuration comes from, for every "not configured" message.
+constexpr const char* kConfigHint =
+    "set MRC_SOFT_PORTS=ADDR[/PREFIX][%IFNAME],... (one per plane) or write 'ports = ...' in "
+    "$MRC_SOFT_CONFIG (default /etc/mrc/mrc_soft.conf); see docs/c-api.md, \"Configuration\"";
+
+std::string errno_text(int e) {
+  switch (e) {
+    case EPERM:
+      return "not permitted: the controller needs CAP_NET_ADMIN (run as root)";
+    case E2BIG:
+      return "no room: every profile slot or EV entry of the node is taken (docs/c-api.md)";
+    case EBUSY:
+      return "busy: QPs use the profile";
+    case EINVAL:
+      return "the device refused the values (EINVAL)";
+    default:
+      return std::strerror(e);
+  }
+}
+
 int die(const std::string& what) {
-  fmt::print(stderr, "mrc-ctl: {}: {}\n", what, std::strerror(errno));
+  fmt::print(stderr, "mrc-ctl: {}: {}\n", what, errno_text(errno));
   return 1;
 }
 
-struct Session {
+struct Device {
   ibv_context* ctx = nullptr;
   mrc_context* mctx = nullptr;
-  bool open() {
+  uint32_t ports = 0;
+  // 0 when open, else the exit status after a one-line message.
+  int open() {
+    api::DeviceConfig cfg;
+    std::string error;
+    if (!api::load_device_config(cfg, error)) {
+      fmt::print(stderr, "mrc-ctl: no MRC device configured ({}): {}\n", error, kConfigHint);
+      return 1;
+    }
+    ports = static_cast<uint32_t>(cfg.ports.size());
     int n = 0;
     ibv_device** list = ibv_get_device_list(&n);
     if (n > 0) ctx = ibv_open_device(list[0]);
     ibv_free_device_list(list);
-    if (!ctx) return false;
+    if (!ctx) return die(fmt::format("open {}", api::kDeviceName));
     mrc_context_attr a{MRC_API_CURRENT_VERSION, MRC_VENDOR_API_CURRENT_VERSION};
     mctx = mrc_create_context(ctx, &a);
-    return mctx != nullptr;
+    if (!mctx) return die("create an MRC context");
+    return 0;
   }
-  ~Session() {
+  ~Device() {
     if (mctx) mrc_destroy_context(mctx);
     if (ctx) ibv_close_device(ctx);
   }
 };
 
-uint32_t mode_bits(const std::string& s, bool fmt) {
-  if (fmt)
-    return s == "stev"   ? MRC_CTL_EV_FMT_MODE_STEV
-           : s == "srv6" ? MRC_CTL_EV_FMT_MODE_SRV6
-                         : MRC_CTL_EV_FMT_MODE_UDP;
-  return s == "auto"  ? MRC_CTL_EV_MODE_AUTO
-         : s == "exp" ? MRC_CTL_EV_MODE_EXP
-                      : MRC_CTL_EV_MODE_GEN;
-}
+// ---- the profile file ------------------------------------------------------------------------
+// Read and checked as a whole before anything is applied: unknown tables and keys, types,
+// ranges and duplicate ids are errors with file:line, like mrc-sim's scenario files.
 
-int fail_online(const std::string& what) {
-  fmt::print(stderr, "mrc-ctl: {}: cannot change while ONLINE (take it OFFLINE first)\n", what);
-  return 1;
-}
+struct EvFormat {
+  uint64_t id = 0;
+  mrc_ctl_ev_fmt_mode mode = MRC_CTL_EV_FMT_MODE_UDP;
+  std::vector<mrc_ctl_ev_fmt_field> widths;
+};
+struct EvProfile {
+  uint64_t id = 0;
+  mrc_ctl_ev_mode mode = MRC_CTL_EV_MODE_GEN;
+  uint64_t format = 0;
+  uint32_t count = 0, min_active = 1;
+  std::vector<mrc_ctl_ev_field> fields;
+};
+struct CcProfile {
+  uint64_t id = 0;
+  std::string algorithm = "uet-1.0-nscc";
+  mrc_ctl_cc_nscc_cfg cfg{};
+};
+struct ProfileFile {
+  std::vector<EvFormat> formats;
+  std::vector<EvProfile> evs;
+  std::vector<CcProfile> ccs;
+};
 
-int apply_file(Session& s, const std::string& path) {
-  toml::table t;
-  try {
-    t = toml::parse_file(path);
-  } catch (const toml::parse_error& e) {
-    fmt::print(stderr, "mrc-ctl: {}: {}\n", path, e.description());
-    return 1;
+class FileReader {
+ public:
+  explicit FileReader(std::string path) : path_(std::move(path)) {}
+  std::vector<std::string> errors;
+
+  std::string where(const toml::node* n) const {
+    if (n && n->source().begin.line > 0) return fmt::format("{}:{}", path_, n->source().begin.line);
+    return path_;
   }
-  if (auto* arr = t["ev_format"].as_array())
-    for (auto& node : *arr) {
-      auto& p = *node.as_table();
-      const uint64_t id = p["id"].value_or<int64_t>(0);
-      std::vector<mrc_ctl_ev_fmt_field> fields;
-      if (auto* w = p["widths"].as_array())
-        for (auto& x : *w)
-          fields.push_back({static_cast<uint8_t>(x.value_or<int64_t>(0))});
-      mrc_ctl_ev_fmt_profile_attr a{};
-      const auto mode =
-          static_cast<mrc_ctl_ev_fmt_mode>(mode_bits(p["mode"].value_or<std::string>("udp"), true));
-      if (mrc_ctl_query_ev_fmt_profile(s.mctx, id, &a, MRC_CTL_EV_FMT_PROFILE_STATE) != 0)
-        return die(fmt::format("ev_format {} query", id));
-      if (a.profile_state == MRC_CTL_PROFILE_ONLINE) {
-        // A format has nothing MODIFY_ONLINE may change (5.5): it must be what the file says.
-        std::vector<mrc_ctl_ev_fmt_field> have(16);
-        a.ev_fmt_op = {MRC_CTL_EV_FMT_OP_QUERY_FIELDS, have.data(), static_cast<int>(have.size())};
-        if (mrc_ctl_query_ev_fmt_profile(
-                s.mctx, id, &a, MRC_CTL_EV_FMT_PROFILE_MODE | MRC_CTL_EV_FMT_PROFILE_OP) != 0)
-          return die(fmt::format("ev_format {} query", id));
-        have.resize(static_cast<size_t>(a.ev_fmt_op.fmt_field_count));
-        bool same = a.ev_fmt_mode == mode && have.size() == fields.size();
-        for (size_t i = 0; same && i < have.size(); ++i)
-          same = have[i].width == fields[i].width;
-        if (!same) return fail_online(fmt::format("ev_format {}", id));
-        fmt::print("ev_format {} online (unchanged)\n", id);
-        continue;
-      }
-      a.profile_state = MRC_CTL_PROFILE_OFFLINE;
-      a.ev_fmt_mode = mode;
-      a.ev_fmt_op = {MRC_CTL_EV_FMT_OP_MODIFY_FIELDS, fields.data(),
-                     static_cast<int>(fields.size())};
-      if (mrc_ctl_modify_ev_fmt_profile(s.mctx, id, &a,
-                                        MRC_CTL_EV_FMT_PROFILE_STATE | MRC_CTL_EV_FMT_PROFILE_MODE |
-                                            MRC_CTL_EV_FMT_PROFILE_OP) != 0)
-        return die(fmt::format("ev_format {} to OFFLINE", id));
-      a.profile_state = MRC_CTL_PROFILE_ONLINE;
-      if (mrc_ctl_modify_ev_fmt_profile(s.mctx, id, &a, MRC_CTL_EV_FMT_PROFILE_STATE) != 0)
-        return die(fmt::format("ev_format {} to ONLINE", id));
-      fmt::print("ev_format {} online\n", id);
+  void error(const toml::node* n, const std::string& what) {
+    errors.push_back(where(n) + ": " + what);
+  }
+
+  // Every key of `t` must be in `keys`.
+  void known_keys(const toml::table& t, const std::string& table,
+                  std::initializer_list<const char*> keys) {
+    for (auto&& [k, v] : t) {
+      bool ok = false;
+      for (const char* key : keys)
+        ok = ok || k.str() == key;
+      if (ok) continue;
+      std::string valid;
+      for (const char* key : keys)
+        valid += std::string(valid.empty() ? "" : ", ") + key;
+      error(&v, fmt::format("unknown key '{}' in [[{}]] (valid keys: {})", k.str(), table, valid));
     }
-  if (auto* arr = t["ev_profile"].as_array())
-    for (auto& node : *arr) {
-      auto& p = *node.as_table();
-      const uint64_t id = p["id"].value_or<int64_t>(0);
-      std::vector<mrc_ctl_ev_field> fields;
-      if (auto* fa = p["fields"].as_array())
-        for (auto& f : *fa) {
-          auto& ft = *f.as_table();
-          fields.push_back({static_cast<uint32_t>(ft["width"].value_or<int64_t>(0)),
-                            static_cast<uint32_t>(ft["init_val"].value_or<int64_t>(0)),
-                            static_cast<uint32_t>(ft["min_val"].value_or<int64_t>(0)),
-                            static_cast<uint32_t>(ft["max_val"].value_or<int64_t>(0)),
-                            static_cast<uint32_t>(ft["mask"].value_or<int64_t>(0))});
+  }
+
+  // An integer in [lo, hi]; `fallback` when absent (nullopt: required).
+  std::optional<int64_t> integer(const toml::table& t, const std::string& table, const char* key,
+                                 int64_t lo, int64_t hi, std::optional<int64_t> fallback) {
+    const toml::node* n = t.get(key);
+    if (!n) {
+      if (!fallback) error(&t, fmt::format("[[{}]] needs '{}'", table, key));
+      return fallback;
+    }
+    const auto* v = n->as_integer();
+    if (!v) {
+      error(n, fmt::format("{}.{}: expected an integer, got {}", table, key, type_name(*n)));
+      return std::nullopt;
+    }
+    if (v->get() < lo || v->get() > hi) {
+      error(n, fmt::format("{}.{} = {}: out of range [{}, {}]", table, key, v->get(), lo, hi));
+      return std::nullopt;
+    }
+    return v->get();
+  }
+
+  std::optional<std::string> one_of(const toml::table& t, const std::string& table, const char* key,
+                                    std::initializer_list<const char*> allowed,
+                                    const char* fallback) {
+    const toml::node* n = t.get(key);
+    if (!n) return std::string(fallback);
+    const auto* v = n->as_string();
+    std::string list;
+    for (const char* a : allowed)
+      list += std::string(list.empty() ? "" : ", ") + "\"" + a + "\"";
+    if (!v) {
+      error(n, fmt::format("{}.{}: expected one of {}, got {}", table, key, list, type_name(*n)));
+      return std::nullopt;
+    }
+    for (const char* a : allowed)
+      if (v->get() == a) return v->get();
+    error(n, fmt::format("{}.{} = \"{}\": expected one of {}", table, key, v->get(), list));
+    return std::nullopt;
+  }
+
+  static std::string type_name(const toml::node& n) {
+    switch (n.type()) {
+      case toml::node_type::string:
+        return "a string";
+      case toml::node_type::integer:
+        return "an integer";
+      case toml::node_type::floating_point:
+        return "a number with a fraction";
+      case toml::node_type::boolean:
+        return "a boolean";
+      case toml::node_type::array:
+        return "an array";
+      case toml::node_type::table:
+        return "a table";
+      default:
+        return "a date or time";
+    }
+  }
+
+  // The tables of an array of tables `[[name]]`.
+  std::vector<const toml::table*> tables(const toml::table& root, const char* name) {
+    std::vector<const toml::table*> out;
+    const toml::node* n = root.get(name);
+    if (!n) return out;
+    const toml::array* arr = n->as_array();
+    if (!arr) {
+      error(n, fmt::format("'{}' must be an array of tables: write [[{}]]", name, name));
+      return out;
+    }
+    for (const toml::node& e : *arr) {
+      if (const toml::table* t = e.as_table())
+        out.push_back(t);
+      else
+        error(&e, fmt::format("'{}' must be an array of tables: write [[{}]]", name, name));
+    }
+    return out;
+  }
+
+ private:
+  std::string path_;
+};
+
+constexpr int64_t kU32 = 0xFFFFFFFFll;
+// Profile ids are the caller's 64-bit keys (5.5); TOML integers are signed 64-bit.
+constexpr int64_t kMaxId = INT64_MAX;
+
+// Reads `path`; nullopt after printing every problem (file:line).
+std::optional<ProfileFile> read_profile_file(const std::string& path) {
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    if (e.source().begin.line > 0)
+      fmt::print(stderr, "mrc-ctl: {}:{}:{}: {}; nothing applied\n", path, e.source().begin.line,
+                 e.source().begin.column, e.description());
+    else
+      fmt::print(stderr, "mrc-ctl: {}: {}; nothing applied\n", path, e.description());
+    return std::nullopt;
+  }
+  FileReader r(path);
+  for (auto&& [k, v] : root)
+    if (k.str() != "ev_format" && k.str() != "ev_profile" && k.str() != "cc_profile")
+      r.error(&v, fmt::format("unknown table or key '{}' (valid: [[ev_format]], [[ev_profile]], "
+                              "[[cc_profile]])",
+                              k.str()));
+  ProfileFile out;
+  std::set<uint64_t> ids;
+  auto unique = [&](const toml::table& t, const char* table, uint64_t id) {
+    if (!ids.insert(id).second) r.error(&t, fmt::format("[[{}]] id {} appears twice", table, id));
+  };
+  for (const toml::table* t : r.tables(root, "ev_format")) {
+    r.known_keys(*t, "ev_format", {"id", "mode", "widths"});
+    EvFormat f;
+    f.id = static_cast<uint64_t>(
+        r.integer(*t, "ev_format", "id", 0, kMaxId, std::nullopt).value_or(0));
+    unique(*t, "ev_format", f.id);
+    const auto mode = r.one_of(*t, "ev_format", "mode", {"udp", "stev", "srv6"}, "udp");
+    if (mode)
+      f.mode = *mode == "stev"   ? MRC_CTL_EV_FMT_MODE_STEV
+               : *mode == "srv6" ? MRC_CTL_EV_FMT_MODE_SRV6
+                                 : MRC_CTL_EV_FMT_MODE_UDP;
+    const toml::node* w = t->get("widths");
+    if (!w) {
+      r.error(t, "[[ev_format]] needs 'widths' (bits of each field, e.g. widths = [16])");
+    } else if (const toml::array* a = w->as_array();
+               !a || a->empty() || a->size() > api::kMaxProfileFields) {
+      r.error(w, fmt::format("ev_format.widths: expected an array of 1 to {} integers",
+                             api::kMaxProfileFields));
+    } else {
+      int64_t total = 0;
+      for (const toml::node& x : *a) {
+        const auto* v = x.as_integer();
+        if (!v || v->get() < 1 || v->get() > 32) {
+          r.error(&x, "ev_format.widths: each width is an integer of 1 to 32 bits");
+          continue;
         }
-      mrc_ctl_ev_profile_attr a{};
-      a.profile_state = MRC_CTL_PROFILE_OFFLINE;
-      a.ev_mode =
-          static_cast<mrc_ctl_ev_mode>(mode_bits(p["mode"].value_or<std::string>("gen"), false));
-      a.ev_fmt_profile_id = p["format"].value_or<int64_t>(0);
-      a.ev_count = static_cast<uint32_t>(p["count"].value_or<int64_t>(0));
-      a.ev_min_active = static_cast<uint32_t>(p["min_active"].value_or<int64_t>(1));
-      a.ev_event_mask = MRC_CTL_EV_GOOD | MRC_CTL_EV_ASSUMED_BAD;
-      a.ev_fields_op = {MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS, fields.data(),
-                        static_cast<int>(fields.size())};
-      mrc_ctl_ev_profile_attr have{};
-      if (mrc_ctl_query_ev_profile(s.mctx, id, &have,
-                                   MRC_CTL_EV_PROFILE_STATE | MRC_CTL_EV_PROFILE_MODE |
-                                       MRC_CTL_EV_PROFILE_FMT_ID | MRC_CTL_EV_PROFILE_COUNT |
-                                       MRC_CTL_EV_PROFILE_MIN_ACTIVE) != 0)
-        return die(fmt::format("ev_profile {} query", id));
-      if (have.profile_state == MRC_CTL_PROFILE_ONLINE) {
-        // MODIFY_ONLINE (5.5): the fields may change (QPs using the profile follow); mode,
-        // format, count and min_active must be what the file says.
-        const bool auto_mode = a.ev_mode == MRC_CTL_EV_MODE_AUTO;
-        if (have.ev_mode != a.ev_mode || have.ev_min_active != a.ev_min_active ||
-            (!auto_mode &&
-             (have.ev_fmt_profile_id != a.ev_fmt_profile_id || have.ev_count != a.ev_count)))
-          return fail_online(fmt::format("ev_profile {} mode, format, count or min_active", id));
-        if (!auto_mode &&
-            mrc_ctl_modify_ev_profile(s.mctx, id, &a, MRC_CTL_EV_PROFILE_EV_FIELDS_OP) != 0)
-          return die(fmt::format("ev_profile {} fields (ONLINE)", id));
-        fmt::print("ev_profile {} updated online\n", id);
-        continue;
+        total += v->get();
+        f.widths.push_back({static_cast<uint8_t>(v->get())});
       }
-      int mask = MRC_CTL_EV_PROFILE_STATE | MRC_CTL_EV_PROFILE_MODE |
-                 MRC_CTL_EV_PROFILE_MIN_ACTIVE | MRC_CTL_EV_PROFILE_EVENT_MASK;
-      if (a.ev_mode != MRC_CTL_EV_MODE_AUTO)
-        mask |=
-            MRC_CTL_EV_PROFILE_FMT_ID | MRC_CTL_EV_PROFILE_COUNT | MRC_CTL_EV_PROFILE_EV_FIELDS_OP;
-      if (mrc_ctl_modify_ev_profile(s.mctx, id, &a, mask) != 0)
-        return die(fmt::format("ev_profile {} to OFFLINE", id));
-      a.profile_state = MRC_CTL_PROFILE_ONLINE;
-      if (mrc_ctl_modify_ev_profile(s.mctx, id, &a, MRC_CTL_EV_PROFILE_STATE) != 0)
-        return die(fmt::format("ev_profile {} to ONLINE", id));
-      fmt::print("ev_profile {} online\n", id);
+      if (total > static_cast<int64_t>(mrc::ev::kEvBits))
+        r.error(w, fmt::format("ev_format.widths add up to {} bits, more than an EV's {}", total,
+                               mrc::ev::kEvBits));
     }
-  if (auto* arr = t["cc_profile"].as_array())
-    for (auto& node : *arr) {
-      auto& p = *node.as_table();
-      const uint64_t id = p["id"].value_or<int64_t>(0);
-      const std::string algo = p["algorithm"].value_or<std::string>("uet-1.0-nscc");
-      mrc_ctl_cc_nscc_cfg cfg{};
-      cfg.base_rtt = static_cast<uint32_t>(p["base_rtt_ns"].value_or<int64_t>(50'000));
-      cfg.target_delay = static_cast<uint32_t>(p["target_delay_ns"].value_or<int64_t>(0));
-      cfg.max_cwnd = static_cast<uint32_t>(p["max_cwnd"].value_or<int64_t>(0));
-      mrc_ctl_cc_profile_attr a{};
-      a.algorithm = algo == "none" ? nullptr : algo.c_str();
-      a.cc_config = algo == "none" ? nullptr : &cfg;
-      mrc_ctl_cc_profile_attr have{};
-      if (mrc_ctl_query_cc_profile(s.mctx, id, &have,
-                                   MRC_CTL_CC_PROFILE_STATE | MRC_CTL_CC_PROFILE_ALGORITHM) != 0)
-        return die(fmt::format("cc_profile {} query", id));
-      if (have.profile_state == MRC_CTL_PROFILE_ONLINE) {
-        // MODIFY_ONLINE (5.5): CONFIG may change (QPs using the profile are reconfigured in
-        // place), the algorithm not.
-        const std::string had = have.algorithm ? have.algorithm : "none";
-        if (had != algo) return fail_online(fmt::format("cc_profile {} algorithm", id));
-        if (mrc_ctl_modify_cc_profile(s.mctx, id, &a, MRC_CTL_CC_PROFILE_CONFIG) != 0)
-          return die(fmt::format("cc_profile {} config (ONLINE)", id));
-        fmt::print("cc_profile {} updated online\n", id);
-        continue;
+    out.formats.push_back(f);
+  }
+  ids.clear();
+  for (const toml::table* t : r.tables(root, "ev_profile")) {
+    r.known_keys(*t, "ev_profile", {"id", "mode", "format", "count", "min_active", "fields"});
+    EvProfile p;
+    p.id = static_cast<uint64_t>(
+        r.integer(*t, "ev_profile", "id", 0, kMaxId, std::nullopt).value_or(0));
+    unique(*t, "ev_profile", p.id);
+    const auto mode = r.one_of(*t, "ev_profile", "mode", {"gen", "exp", "auto"}, "gen");
+    if (mode)
+      p.mode = *mode == "auto"  ? MRC_CTL_EV_MODE_AUTO
+               : *mode == "exp" ? MRC_CTL_EV_MODE_EXP
+                                : MRC_CTL_EV_MODE_GEN;
+    const bool auto_mode = mode && *mode == "auto";
+    // AUTO profiles take the device's own EVs: format, count and fields are not theirs.
+    const std::optional<int64_t> none = auto_mode ? std::optional<int64_t>(0) : std::nullopt;
+    p.format =
+        static_cast<uint64_t>(r.integer(*t, "ev_profile", "format", 0, kMaxId, none).value_or(0));
+    p.count = static_cast<uint32_t>(
+        r.integer(*t, "ev_profile", "count", 1, api::kMaxEvsPerProfile, none).value_or(1));
+    p.min_active = static_cast<uint32_t>(
+        r.integer(*t, "ev_profile", "min_active", 1, api::kMaxEvsPerProfile, 1).value_or(1));
+    if (!auto_mode && p.min_active > p.count)
+      r.error(t, fmt::format("ev_profile {}: min_active {} is more than count {}", p.id,
+                             p.min_active, p.count));
+    if (const toml::node* fs = t->get("fields")) {
+      const toml::array* a = fs->as_array();
+      if (!a || a->size() > api::kMaxProfileFields) {
+        r.error(fs, fmt::format("ev_profile.fields: expected an array of up to {} tables "
+                                "{{width, init_val, min_val, max_val, mask}}",
+                                api::kMaxProfileFields));
+      } else {
+        for (const toml::node& x : *a) {
+          const toml::table* ft = x.as_table();
+          if (!ft) {
+            r.error(&x,
+                    "ev_profile.fields: each field is a table {width, init_val, min_val, "
+                    "max_val, mask}");
+            continue;
+          }
+          r.known_keys(*ft, "ev_profile.fields",
+                       {"width", "init_val", "min_val", "max_val", "mask"});
+          mrc_ctl_ev_field f{};
+          f.width = static_cast<uint32_t>(
+              r.integer(*ft, "ev_profile.fields", "width", 1, 32, std::nullopt).value_or(1));
+          f.init_val = static_cast<uint32_t>(
+              r.integer(*ft, "ev_profile.fields", "init_val", 0, kU32, 0).value_or(0));
+          f.min_val = static_cast<uint32_t>(
+              r.integer(*ft, "ev_profile.fields", "min_val", 0, kU32, 0).value_or(0));
+          f.max_val = static_cast<uint32_t>(
+              r.integer(*ft, "ev_profile.fields", "max_val", 0, kU32, 0).value_or(0));
+          f.mask = static_cast<uint32_t>(
+              r.integer(*ft, "ev_profile.fields", "mask", 0, kU32, 0).value_or(0));
+          if (f.min_val > f.max_val)
+            r.error(ft, fmt::format("ev_profile.fields: min_val {} is more than max_val {}",
+                                    f.min_val, f.max_val));
+          p.fields.push_back(f);
+        }
       }
-      a.profile_state = MRC_CTL_PROFILE_OFFLINE;
-      if (mrc_ctl_modify_cc_profile(s.mctx, id, &a,
-                                    MRC_CTL_CC_PROFILE_STATE | MRC_CTL_CC_PROFILE_ALGORITHM |
-                                        MRC_CTL_CC_PROFILE_CONFIG) != 0)
-        return die(fmt::format("cc_profile {} to OFFLINE", id));
-      a.profile_state = MRC_CTL_PROFILE_ONLINE;
-      if (mrc_ctl_modify_cc_profile(s.mctx, id, &a, MRC_CTL_CC_PROFILE_STATE) != 0)
-        return die(fmt::format("cc_profile {} to ONLINE", id));
-      fmt::print("cc_profile {} online\n", id);
+    } else if (!auto_mode) {
+      r.error(
+          t, fmt::format("ev_profile {} needs 'fields' (mode \"{}\")", p.id, mode.value_or("gen")));
     }
+    out.evs.push_back(p);
+  }
+  // An EV profile's format: one of this file's, or one already ONLINE on the device (checked
+  // when applying).
+  ids.clear();
+  for (const toml::table* t : r.tables(root, "cc_profile")) {
+    r.known_keys(*t, "cc_profile",
+                 {"id", "algorithm", "base_rtt_ns", "target_delay_ns", "max_cwnd"});
+    CcProfile c;
+    c.id = static_cast<uint64_t>(
+        r.integer(*t, "cc_profile", "id", 0, kMaxId, std::nullopt).value_or(0));
+    unique(*t, "cc_profile", c.id);
+    c.algorithm = r.one_of(*t, "cc_profile", "algorithm", {"uet-1.0-nscc", "none"}, "uet-1.0-nscc")
+                      .value_or("uet-1.0-nscc");
+    c.cfg.base_rtt = static_cast<uint32_t>(
+        r.integer(*t, "cc_profile", "base_rtt_ns", 1, kU32, 50'000).value_or(1));
+    c.cfg.target_delay = static_cast<uint32_t>(
+        r.integer(*t, "cc_profile", "target_delay_ns", 0, kU32, 0).value_or(0));
+    c.cfg.max_cwnd =
+        static_cast<uint32_t>(r.integer(*t, "cc_profile", "max_cwnd", 0, kU32, 0).value_or(0));
+    if (c.algorithm == "none")
+      for (const char* k : {"base_rtt_ns", "target_delay_ns", "max_cwnd"})
+        if (t->get(k))
+          r.error(t->get(k), fmt::format("cc_profile {}: '{}' needs an algorithm, "
+                                         "not \"none\"",
+                                         c.id, k));
+    out.ccs.push_back(c);
+  }
+  if (out.formats.empty() && out.evs.empty() && out.ccs.empty() && r.errors.empty())
+    r.error(nullptr,
+            "no profiles: expected [[ev_format]], [[ev_profile]] or [[cc_profile]] "
+            "tables (examples/profiles.toml)");
+  for (const std::string& e : r.errors)
+    fmt::print(stderr, "mrc-ctl: {}\n", e);
+  if (!r.errors.empty()) {
+    fmt::print(stderr, "mrc-ctl: {}: {} error(s), nothing applied\n", path, r.errors.size());
+    return std::nullopt;
+  }
+  return out;
+}
+
+// ---- applying -----------------------------------------------------------------------------
+// Two passes: the first only queries the device and finds every conflict with profiles already
+// ONLINE (what MODIFY_ONLINE may not change, 5.5) and every EV profile whose format is neither
+// in the file nor ONLINE; only a file without any is applied.
+
+bool format_online(Device& d, uint64_t id) {
+  mrc_ctl_ev_fmt_profile_attr a{};
+  return mrc_ctl_query_ev_fmt_profile(d.mctx, id, &a, MRC_CTL_EV_FMT_PROFILE_STATE) == 0 &&
+         a.profile_state == MRC_CTL_PROFILE_ONLINE;
+}
+
+// The conflicts of `f` with the device (empty: it can be applied); -1 on a query failure.
+int check_against_device(Device& d, const ProfileFile& f, std::vector<std::string>& conflicts) {
+  const std::string online = "cannot change while ONLINE (take it OFFLINE first)";
+  for (const EvFormat& e : f.formats) {
+    mrc_ctl_ev_fmt_profile_attr a{};
+    if (mrc_ctl_query_ev_fmt_profile(d.mctx, e.id, &a, MRC_CTL_EV_FMT_PROFILE_STATE) != 0)
+      return die(fmt::format("ev_format {} query", e.id)), -1;
+    if (a.profile_state != MRC_CTL_PROFILE_ONLINE) continue;
+    // A format has nothing MODIFY_ONLINE may change (5.5): it must be what the file says.
+    std::vector<mrc_ctl_ev_fmt_field> have(api::kMaxProfileFields);
+    a.ev_fmt_op = {MRC_CTL_EV_FMT_OP_QUERY_FIELDS, have.data(), static_cast<int>(have.size())};
+    if (mrc_ctl_query_ev_fmt_profile(d.mctx, e.id, &a,
+                                     MRC_CTL_EV_FMT_PROFILE_MODE | MRC_CTL_EV_FMT_PROFILE_OP) != 0)
+      return die(fmt::format("ev_format {} query", e.id)), -1;
+    have.resize(static_cast<size_t>(a.ev_fmt_op.fmt_field_count));
+    bool same = a.ev_fmt_mode == e.mode && have.size() == e.widths.size();
+    for (size_t i = 0; same && i < have.size(); ++i)
+      same = have[i].width == e.widths[i].width;
+    if (!same) conflicts.push_back(fmt::format("ev_format {}: mode or widths {}", e.id, online));
+  }
+  for (const EvProfile& p : f.evs) {
+    if (p.mode != MRC_CTL_EV_MODE_AUTO) {
+      bool in_file = false;
+      for (const EvFormat& e : f.formats)
+        in_file = in_file || e.id == p.format;
+      if (!in_file && !format_online(d, p.format))
+        conflicts.push_back(
+            fmt::format("ev_profile {}: format {} is neither in the file nor ONLINE on the device",
+                        p.id, p.format));
+    }
+    mrc_ctl_ev_profile_attr have{};
+    if (mrc_ctl_query_ev_profile(d.mctx, p.id, &have,
+                                 MRC_CTL_EV_PROFILE_STATE | MRC_CTL_EV_PROFILE_MODE |
+                                     MRC_CTL_EV_PROFILE_FMT_ID | MRC_CTL_EV_PROFILE_COUNT |
+                                     MRC_CTL_EV_PROFILE_MIN_ACTIVE) != 0)
+      return die(fmt::format("ev_profile {} query", p.id)), -1;
+    if (have.profile_state != MRC_CTL_PROFILE_ONLINE) continue;
+    // MODIFY_ONLINE (5.5): the fields may change (QPs using the profile follow); mode, format,
+    // count and min_active must be what the file says.
+    const bool auto_mode = p.mode == MRC_CTL_EV_MODE_AUTO;
+    if (have.ev_mode != p.mode || have.ev_min_active != p.min_active ||
+        (!auto_mode && (have.ev_fmt_profile_id != p.format || have.ev_count != p.count)))
+      conflicts.push_back(
+          fmt::format("ev_profile {}: mode, format, count or min_active {}", p.id, online));
+  }
+  for (const CcProfile& c : f.ccs) {
+    mrc_ctl_cc_profile_attr have{};
+    if (mrc_ctl_query_cc_profile(d.mctx, c.id, &have,
+                                 MRC_CTL_CC_PROFILE_STATE | MRC_CTL_CC_PROFILE_ALGORITHM) != 0)
+      return die(fmt::format("cc_profile {} query", c.id)), -1;
+    if (have.profile_state != MRC_CTL_PROFILE_ONLINE) continue;
+    // MODIFY_ONLINE (5.5): CONFIG may change (QPs using the profile are reconfigured in place),
+    // the algorithm not.
+    const std::string had = have.algorithm ? have.algorithm : "none";
+    if (had != c.algorithm)
+      conflicts.push_back(fmt::format("cc_profile {}: algorithm {}", c.id, online));
+  }
+  return 0;
+}
+
+int apply(Device& d, const ProfileFile& f) {
+  for (EvFormat e : f.formats) {
+    if (format_online(d, e.id)) {
+      fmt::print("ev_format {} online (unchanged)\n", e.id);
+      continue;
+    }
+    mrc_ctl_ev_fmt_profile_attr a{};
+    a.profile_state = MRC_CTL_PROFILE_OFFLINE;
+    a.ev_fmt_mode = e.mode;
+    a.ev_fmt_op = {MRC_CTL_EV_FMT_OP_MODIFY_FIELDS, e.widths.data(),
+                   static_cast<int>(e.widths.size())};
+    if (mrc_ctl_modify_ev_fmt_profile(d.mctx, e.id, &a,
+                                      MRC_CTL_EV_FMT_PROFILE_STATE | MRC_CTL_EV_FMT_PROFILE_MODE |
+                                          MRC_CTL_EV_FMT_PROFILE_OP) != 0)
+      return die(fmt::format("ev_format {} to OFFLINE", e.id));
+    a.profile_state = MRC_CTL_PROFILE_ONLINE;
+    if (mrc_ctl_modify_ev_fmt_profile(d.mctx, e.id, &a, MRC_CTL_EV_FMT_PROFILE_STATE) != 0)
+      return die(fmt::format("ev_format {} to ONLINE", e.id));
+    fmt::print("ev_format {} online\n", e.id);
+  }
+  for (EvProfile p : f.evs) {
+    mrc_ctl_ev_profile_attr a{};
+    a.profile_state = MRC_CTL_PROFILE_OFFLINE;
+    a.ev_mode = p.mode;
+    a.ev_fmt_profile_id = p.format;
+    a.ev_count = p.count;
+    a.ev_min_active = p.min_active;
+    a.ev_event_mask = MRC_CTL_EV_GOOD | MRC_CTL_EV_ASSUMED_BAD;
+    a.ev_fields_op = {MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS, p.fields.data(),
+                      static_cast<int>(p.fields.size())};
+    const bool auto_mode = p.mode == MRC_CTL_EV_MODE_AUTO;
+    mrc_ctl_ev_profile_attr have{};
+    if (mrc_ctl_query_ev_profile(d.mctx, p.id, &have, MRC_CTL_EV_PROFILE_STATE) != 0)
+      return die(fmt::format("ev_profile {} query", p.id));
+    if (have.profile_state == MRC_CTL_PROFILE_ONLINE) {
+      if (!auto_mode &&
+          mrc_ctl_modify_ev_profile(d.mctx, p.id, &a, MRC_CTL_EV_PROFILE_EV_FIELDS_OP) != 0)
+        return die(fmt::format("ev_profile {} fields (ONLINE)", p.id));
+      fmt::print("ev_profile {} updated online\n", p.id);
+      continue;
+    }
+    int mask = MRC_CTL_EV_PROFILE_STATE | MRC_CTL_EV_PROFILE_MODE | MRC_CTL_EV_PROFILE_MIN_ACTIVE |
+               MRC_CTL_EV_PROFILE_EVENT_MASK;
+    if (!auto_mode)
+      mask |=
+          MRC_CTL_EV_PROFILE_FMT_ID | MRC_CTL_EV_PROFILE_COUNT | MRC_CTL_EV_PROFILE_EV_FIELDS_OP;
+    if (mrc_ctl_modify_ev_profile(d.mctx, p.id, &a, mask) != 0)
+      return die(fmt::format("ev_profile {} to OFFLINE", p.id));
+    a.profile_state = MRC_CTL_PROFILE_ONLINE;
+    if (mrc_ctl_modify_ev_profile(d.mctx, p.id, &a, MRC_CTL_EV_PROFILE_STATE) != 0)
+      return die(fmt::format("ev_profile {} to ONLINE", p.id));
+    fmt::print("ev_profile {} online\n", p.id);
+  }
+  for (CcProfile c : f.ccs) {
+    const bool none = c.algorithm == "none";
+    mrc_ctl_cc_profile_attr a{};
+    a.algorithm = none ? nullptr : c.algorithm.c_str();
+    a.cc_config = none ? nullptr : &c.cfg;
+    mrc_ctl_cc_profile_attr have{};
+    if (mrc_ctl_query_cc_profile(d.mctx, c.id, &have, MRC_CTL_CC_PROFILE_STATE) != 0)
+      return die(fmt::format("cc_profile {} query", c.id));
+    if (have.profile_state == MRC_CTL_PROFILE_ONLINE) {
+      if (mrc_ctl_modify_cc_profile(d.mctx, c.id, &a, MRC_CTL_CC_PROFILE_CONFIG) != 0)
+        return die(fmt::format("cc_profile {} config (ONLINE)", c.id));
+      fmt::print("cc_profile {} updated online\n", c.id);
+      continue;
+    }
+    a.profile_state = MRC_CTL_PROFILE_OFFLINE;
+    if (mrc_ctl_modify_cc_profile(d.mctx, c.id, &a,
+                                  MRC_CTL_CC_PROFILE_STATE | MRC_CTL_CC_PROFILE_ALGORITHM |
+                                      MRC_CTL_CC_PROFILE_CONFIG) != 0)
+      return die(fmt::format("cc_profile {} to OFFLINE", c.id));
+    a.profile_state = MRC_CTL_PROFILE_ONLINE;
+    if (mrc_ctl_modify_cc_profile(d.mctx, c.id, &a, MRC_CTL_CC_PROFILE_STATE) != 0)
+      return die(fmt::format("cc_profile {} to ONLINE", c.id));
+    fmt::print("cc_profile {} online\n", c.id);
+  }
   return 0;
 }
 
@@ -208,6 +544,10 @@ const char* state_name(int s) {
          : s == MRC_CTL_EV_ASSUMED_BAD ? "assumed_bad"
          : s == MRC_CTL_EV_DENIED      ? "denied"
                                        : "unknown";
+}
+
+const char* profile_state_name(int s) {
+  return s == MRC_CTL_PROFILE_ONLINE ? "ONLINE" : s == MRC_CTL_PROFILE_OFFLINE ? "OFFLINE" : "INIT";
 }
 
 std::string ev_hex(const mrc_ctl_ev& ev) {
@@ -220,98 +560,180 @@ std::string ev_hex(const mrc_ctl_ev& ev) {
   return s;
 }
 
+int show(Device& d, uint64_t id) {
+  mrc_ctl_ev_profile_attr a{};
+  if (mrc_ctl_query_ev_profile(
+          d.mctx, id, &a,
+          MRC_CTL_EV_PROFILE_STATE | MRC_CTL_EV_PROFILE_MODE | MRC_CTL_EV_PROFILE_COUNT) != 0)
+    return die(fmt::format("ev_profile {} query", id));
+  if (a.profile_state == MRC_CTL_PROFILE_INIT) {
+    fmt::print(stderr,
+               "mrc-ctl: ev_profile {} is not configured on this node (state INIT): "
+               "'mrc-ctl apply FILE' configures profiles (examples/profiles.toml)\n",
+               id);
+    return 1;
+  }
+  if (a.ev_mode == MRC_CTL_EV_MODE_AUTO) {
+    fmt::print("ev_profile {} state={} mode=auto (the device's own EVs: no array)\n", id,
+               profile_state_name(a.profile_state));
+    return 0;
+  }
+  const int mask = MRC_CTL_EV_PROFILE_STATE | MRC_CTL_EV_PROFILE_MODE | MRC_CTL_EV_PROFILE_COUNT |
+                   MRC_CTL_EV_PROFILE_EV_OP;
+  a.ev_op = {MRC_CTL_EV_OP_QUERY_EV_ARRAY, nullptr, 0};
+  if (mrc_ctl_query_ev_profile(d.mctx, id, &a, mask) != 0 && errno != E2BIG)
+    return die(fmt::format("ev_profile {} EV array", id));
+  std::vector<mrc_ctl_ev_op_entry> entries(static_cast<size_t>(std::max(0, a.ev_op.entry_count)));
+  a.ev_op = {MRC_CTL_EV_OP_QUERY_EV_ARRAY, entries.data(), static_cast<int>(entries.size())};
+  if (mrc_ctl_query_ev_profile(d.mctx, id, &a, mask) != 0)
+    return die(fmt::format("ev_profile {} EV array", id));
+  fmt::print("ev_profile {} state={} count={}\n", id, profile_state_name(a.profile_state),
+             a.ev_count);
+  for (size_t i = 0; i < entries.size(); ++i)
+    fmt::print("  {:4} port {} ev {} {}\n", i, entries[i].ev.port, ev_hex(entries[i].ev),
+               state_name(entries[i].state));
+  return 0;
+}
+
+int events(Device& d, double seconds) {
+  mrc_cq* cq = mrc_ctl_create_ev_event_cq(d.mctx, 1024, nullptr, nullptr, 0);
+  if (!cq) return die("create EV event CQ");
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  mrc_ctl_ev_event ev[64];
+  while (std::chrono::steady_clock::now() < end) {
+    const int n = mrc_ctl_poll_ev_event(cq, 64, ev);
+    if (n < 0) break;
+    for (int i = 0; i < n; ++i)
+      fmt::print("profile {} port {} ev {} -> {} dropped {}\n", ev[i].profile_id, ev[i].ev.port,
+                 ev_hex(ev[i].ev), state_name(ev[i].state), ev[i].drop_count);
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  mrc_destroy_cq(cq);
+  return 0;
+}
+
+int probe(Device& d, int port, const std::string& dst, int count) {
+  in6_addr dgid{};
+  if (inet_pton(AF_INET6, dst.c_str(), &dgid) != 1) {
+    fmt::print(stderr, "mrc-ctl: probe --dst {}: not an IPv6 address\n", dst);
+    return 2;
+  }
+  std::vector<mrc_ctl_ep_req> req(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    req[i].req_id = static_cast<uint16_t>(i + 1);
+    if (ibv_query_gid(d.ctx, static_cast<uint8_t>(port), 0, &req[i].sgid) != 0)
+      return die(fmt::format("local GID of port {}", port));
+    std::memcpy(req[i].dgid.raw, &dgid, 16);
+    req[i].ev_fmt_mode = MRC_CTL_EV_FMT_MODE_STEV;
+    req[i].req_ev.port = static_cast<uint8_t>(port);
+  }
+  std::vector<mrc_ctl_ep_rsp> rsp(req.size());
+  int n = 0;
+  const int rc = mrc_ctl_ep_batch_send_wait(d.mctx, 0, MRC_CTL_EP_OP_EV_PROBE, req.data(), count,
+                                            1'000'000'000, rsp.data(), &n);
+  for (int i = 0; i < n; ++i)
+    fmt::print("req {} port {} rtt_ns={}\n", rsp[i].req_id, rsp[i].port, rsp[i].rtt);
+  if (rc == 0) return 0;
+  fmt::print(stderr, "mrc-ctl: probe: {} of {} answered within 1 s{}\n", n, count,
+             n == 0 ? " (the target answers only while a process holds its device open)" : "");
+  return 1;
+}
+
+// A port number the device has (1..ports), else exit status 2 after a message.
+int check_port(const Device& d, int port, const char* what) {
+  if (port >= 1 && static_cast<uint32_t>(port) <= d.ports) return 0;
+  fmt::print(stderr, "mrc-ctl: {}: port {} does not exist: this device has {} port{} (1..{})\n",
+             what, port, d.ports, d.ports == 1 ? "" : "s", d.ports);
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"mrc-ctl: MRC controller (OCP mrc_ctl.h) for the mrc_soft0 device"};
+  CLI::App app{
+      "mrc-ctl: the node's MRC controller (OCP mrc_ctl.h) for the mrc_soft0 device.\n"
+      "The device is configured by MRC_SOFT_PORTS or $MRC_SOFT_CONFIG "
+      "(docs/c-api.md); every command except 'apply --check' needs it and "
+      "CAP_NET_ADMIN.",
+      "mrc-ctl"};
+  mrc::tools::set_exit_codes(app, "0 done, 1 the device is not configured or refused a change");
   app.require_subcommand(1);
   std::string file;
-  auto* apply_cmd = app.add_subcommand("apply", "configure profiles from a TOML file");
-  apply_cmd->add_option("file", file)->required();
+  bool check_only = false;
+  auto* apply_cmd = app.add_subcommand(
+      "apply",
+      "Check a TOML profile file as a whole, then configure its [[ev_format]], "
+      "[[ev_profile]] and [[cc_profile]] profiles and bring them ONLINE (nothing is "
+      "applied if the file has an error)");
+  apply_cmd->add_option("file", file, "Profile file (TOML), e.g. examples/profiles.toml")
+      ->required();
+  apply_cmd->add_flag("--check", check_only, "Only check the file (no device needed)");
   uint64_t show_id = 0;
   auto* show_cmd = app.add_subcommand("show", "EV array and states of an EV profile");
-  show_cmd->add_option("id", show_id)->required();
+  show_cmd->add_option("id", show_id, "EV profile id")->required();
   double seconds = 10;
-  auto* events_cmd = app.add_subcommand("events", "print EV events");
-  events_cmd->add_option("--seconds", seconds);
+  auto* events_cmd = app.add_subcommand("events", "Print EV events as they arrive");
+  events_cmd->add_option("--seconds", seconds, "How long to listen (0.001 to 86400)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 86400.0));
   int probe_port = 1, probe_count = 1;
   std::string probe_dst;
   auto* probe_cmd = app.add_subcommand("probe", "EV probes to a node, RTT in ns");
-  probe_cmd->add_option("--port", probe_port);
-  probe_cmd->add_option("--dst", probe_dst)->required();
-  probe_cmd->add_option("--count", probe_count);
+  probe_cmd->add_option("--port", probe_port, "Local port (plane) to probe from")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 255));
+  probe_cmd->add_option("--dst", probe_dst, "The target node's IPv6 address")->required();
+  probe_cmd->add_option("--count", probe_count, "Probes to send (1 to 1024)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   int port_num = 0;
   std::string port_action;
-  auto* port_cmd = app.add_subcommand("port", "enable or disable a port (plane)");
-  port_cmd->add_option("port", port_num)->required();
-  port_cmd->add_option("action", port_action)
+  auto* port_cmd = app.add_subcommand("port", "Enable or disable a port (plane) of this node");
+  port_cmd->add_option("port", port_num, "Port number (1..ports)")
+      ->required()
+      ->check(CLI::Range(1, 255));
+  port_cmd->add_option("action", port_action, "enable or disable")
       ->required()
       ->check(CLI::IsMember({"enable", "disable"}));
-  CLI11_PARSE(app, argc, argv);
+  if (const int rc = mrc::tools::parse(app, argc, argv); rc >= 0) return rc;
 
-  Session s;
-  if (!s.open()) return die("open mrc_soft0");
-  if (*apply_cmd) return apply_file(s, file);
-  if (*show_cmd) {
-    mrc_ctl_ev_profile_attr a{};
-    a.ev_op = {MRC_CTL_EV_OP_QUERY_EV_ARRAY, nullptr, 0};
-    const int mask = MRC_CTL_EV_PROFILE_STATE | MRC_CTL_EV_PROFILE_MODE | MRC_CTL_EV_PROFILE_COUNT |
-                     MRC_CTL_EV_PROFILE_EV_OP;
-    if (mrc_ctl_query_ev_profile(s.mctx, show_id, &a, mask) != 0 && errno != E2BIG)
-      return die("query");
-    std::vector<mrc_ctl_ev_op_entry> entries(static_cast<size_t>(a.ev_op.entry_count));
-    a.ev_op = {MRC_CTL_EV_OP_QUERY_EV_ARRAY, entries.data(), static_cast<int>(entries.size())};
-    if (mrc_ctl_query_ev_profile(s.mctx, show_id, &a, mask) != 0) return die("query");
-    fmt::print("ev_profile {} state={} count={}\n", show_id, static_cast<int>(a.profile_state),
-               a.ev_count);
-    for (size_t i = 0; i < entries.size(); ++i)
-      fmt::print("  {:4} port {} ev {} {}\n", i, entries[i].ev.port, ev_hex(entries[i].ev),
-                 state_name(entries[i].state));
-    return 0;
-  }
-  if (*events_cmd) {
-    mrc_cq* cq = mrc_ctl_create_ev_event_cq(s.mctx, 1024, nullptr, nullptr, 0);
-    if (!cq) return die("create EV event CQ");
-    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-    mrc_ctl_ev_event ev[64];
-    while (std::chrono::steady_clock::now() < end) {
-      const int n = mrc_ctl_poll_ev_event(cq, 64, ev);
-      if (n < 0) break;
-      for (int i = 0; i < n; ++i)
-        fmt::print("profile {} port {} ev {} -> {} dropped {}\n", ev[i].profile_id, ev[i].ev.port,
-                   ev_hex(ev[i].ev), state_name(ev[i].state), ev[i].drop_count);
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::optional<ProfileFile> profiles;
+  if (*apply_cmd) {
+    profiles = read_profile_file(file);
+    if (!profiles) return 2;
+    if (check_only) {
+      fmt::print("{}: {} ev_format, {} ev_profile, {} cc_profile: ok\n", file,
+                 profiles->formats.size(), profiles->evs.size(), profiles->ccs.size());
+      return 0;
     }
-    mrc_destroy_cq(cq);
-    return 0;
   }
+  Device d;
+  if (const int rc = d.open(); rc != 0) return rc;
+  if (*apply_cmd) {
+    std::vector<std::string> conflicts;
+    if (check_against_device(d, *profiles, conflicts) != 0) return 1;
+    for (const std::string& c : conflicts)
+      fmt::print(stderr, "mrc-ctl: {}\n", c);
+    if (!conflicts.empty()) {
+      fmt::print(stderr, "mrc-ctl: {}: nothing applied\n", file);
+      return 1;
+    }
+    return apply(d, *profiles);
+  }
+  if (*show_cmd) return show(d, show_id);
+  if (*events_cmd) return events(d, seconds);
   if (*probe_cmd) {
-    std::vector<mrc_ctl_ep_req> req(static_cast<size_t>(probe_count));
-    for (int i = 0; i < probe_count; ++i) {
-      req[i].req_id = static_cast<uint16_t>(i + 1);
-      if (ibv_query_gid(s.ctx, static_cast<uint8_t>(probe_port), 0, &req[i].sgid) != 0)
-        return die("local GID");
-      if (inet_pton(AF_INET6, probe_dst.c_str(), req[i].dgid.raw) != 1) {
-        fmt::print(stderr, "mrc-ctl: bad address {}\n", probe_dst);
-        return 1;
-      }
-      req[i].ev_fmt_mode = MRC_CTL_EV_FMT_MODE_STEV;
-      req[i].req_ev.port = static_cast<uint8_t>(probe_port);
-    }
-    std::vector<mrc_ctl_ep_rsp> rsp(req.size());
-    int n = 0;
-    const int rc = mrc_ctl_ep_batch_send_wait(s.mctx, 0, MRC_CTL_EP_OP_EV_PROBE, req.data(),
-                                              probe_count, 1'000'000'000, rsp.data(), &n);
-    for (int i = 0; i < n; ++i)
-      fmt::print("req {} port {} rtt_ns={}\n", rsp[i].req_id, rsp[i].port, rsp[i].rtt);
-    return rc == 0 ? 0 : die(fmt::format("{} of {} answered", n, probe_count));
+    if (const int rc = check_port(d, probe_port, "probe --port"); rc != 0) return rc;
+    return probe(d, probe_port, probe_dst, probe_count);
   }
   if (*port_cmd) {
+    if (const int rc = check_port(d, port_num, "port"); rc != 0) return rc;
     mrc_ctl_port_attr a{port_action == "enable" ? MRC_CTL_PORT_ADMIN_ENABLED
                                                 : MRC_CTL_PORT_ADMIN_DISABLED};
-    if (mrc_ctl_modify_port(s.mctx, static_cast<uint8_t>(port_num), &a, MRC_CTL_PORT_ADMIN_STATE) !=
+    if (mrc_ctl_modify_port(d.mctx, static_cast<uint8_t>(port_num), &a, MRC_CTL_PORT_ADMIN_STATE) !=
         0)
-      return die("modify port");
+      return die(fmt::format("port {} {}", port_num, port_action));
     fmt::print("port {} {}d\n", port_num, port_action);
     return 0;
   }

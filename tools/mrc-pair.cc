@@ -20,12 +20,16 @@
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "support/pair.h"
 
 namespace {
 
 using namespace mrc;
 using namespace mrc::testnet;
+
+constexpr uint64_t kMaxMessageBytes = uint64_t{1} << 30;
+constexpr uint64_t kMaxRegionBytes = uint64_t{4} << 30;
 
 struct Options {
   uint64_t size = 64 * 1024;
@@ -311,8 +315,12 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  CLI::App app{"mrc-pair: two MRC engines over an in-memory fault network, data verified"};
-  app.add_option("-s,--size", o.size, "message size in bytes")->capture_default_str();
+  CLI::App app{"mrc-pair: two MRC engines over an in-memory fault network, data verified",
+               "mrc-pair"};
+  mrc::tools::set_exit_codes(app, "0 every message arrived and verified, 1 a check failed");
+  app.add_option("-s,--size", o.size, "message size in bytes (1 to 1 GiB)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, kMaxMessageBytes));
   app.add_option("-n,--count", o.count, "number of messages")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
@@ -356,7 +364,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--port-up-at", o.port_up_at_us, "port recovery time, us (< 0: never)")
       ->capture_default_str();
-  app.add_option("--port", o.port, "port (plane) that fails")
+  app.add_option("--port", o.port, "port (plane) that fails, 0..planes-1")
       ->capture_default_str()
       ->check(CLI::Range(0, 7));
   app.add_option("--seed", o.seed, "seed (network faults, engines, payload)")
@@ -375,12 +383,15 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.001, 1e7));
   app.add_option("--pcap", o.pcap, "write delivered datagrams to this pcap file");
   app.add_flag("--json", o.json, "print one JSON object instead of the summary");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
-  }
+  if (const int rc = mrc::tools::parse(app, argc, argv); rc >= 0) return rc;
+  if (app.count("--port") > 0 && o.port >= o.planes)
+    return mrc::tools::bad_argument(app, "--port {}: there are {} plane(s), ports 0..{}", o.port,
+                                    o.planes, o.planes - 1);
+  // Both engines hold a region of every message (plus gaps): bound the memory asked for.
+  if (o.size * o.count > kMaxRegionBytes)
+    return mrc::tools::bad_argument(
+        app, "--size {} x --count {} = {} bytes per region, more than {} (4 GiB)", o.size, o.count,
+        o.size * o.count, kMaxRegionBytes);
   // RoCEv2's own congestion control unless one was asked for.
   if (o.transport == "roce" && app.count("--cc") == 0) o.cc = "dcqcn";
   return run(o);

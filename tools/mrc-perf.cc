@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "net/pattern.h"
 #include "net/session.h"
 #include "net/side_channel.h"
@@ -1207,37 +1208,69 @@ int run_client(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  CLI::App app{"mrc-perf: RDMA WRITE bandwidth over MRC on Linux UDP/IPv6 (like ib_write_bw)"};
+  CLI::App app{
+      "mrc-perf: RDMA WRITE bandwidth over MRC on Linux UDP/IPv6 (like ib_write_bw); "
+      "docs/linux-driver.md",
+      "mrc-perf"};
+  mrc::tools::set_exit_codes(app, "0 the transfer completed (and verified), 1 it failed");
   app.add_option("server", o.server, "server to connect to (client mode); none = be the server");
-  app.add_option("-p,--port", o.side_port, "side-channel TCP port")->capture_default_str();
-  app.add_option("-s,--size", o.size, "bytes per message")->capture_default_str();
+  app.add_option("-p,--port", o.side_port, "side-channel TCP port")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65535));
+  app.add_option("-s,--size", o.size, "bytes per message (1 to 1 GiB)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 30));
   app.add_flag("-a,--all", o.all_sizes, "sweep sizes 2 .. 2^23");
-  app.add_option("-n,--iters", o.iters, "messages per size")->capture_default_str();
-  app.add_option("-D,--duration", o.duration_s, "seconds per size (instead of -n)");
-  app.add_option("-q,--qp", o.qps, "QPs")->capture_default_str();
+  app.add_option("-n,--iters", o.iters, "messages per size")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+  app.add_option("-D,--duration", o.duration_s, "seconds per size (instead of -n)")
+      ->check(CLI::Range(0.0, 86400.0));
+  app.add_option("-q,--qp", o.qps, "QPs (1 to 1024)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1024u));
   app.add_option("--local", o.local,
                  "local address per plane, ADDR or [ADDR]:PORT (comma separated)")
       ->delimiter(',');
   app.add_option("--ifname", o.ifnames, "interface per plane (SO_BINDTODEVICE)")->delimiter(',');
   app.add_option("--fabric", o.fabric,
                  "mrc-fabric fabric.json: this host's plane addresses, leaf and spine uSIDs");
-  app.add_option("--host", o.host, "this host's index in --fabric");
-  app.add_option("--spines", o.spines, "spines per plane (without --fabric)");
-  app.add_option("--leaf", o.leaf, "this host's leaf index (without --fabric)");
-  app.add_option("--ev-mode", o.ev_mode, "srv6 | stev | udp")->capture_default_str();
-  app.add_option("--evs", o.evs, "EVs per plane")->capture_default_str();
-  app.add_option("-m,--mtu", o.mtu, "path MTU (payload bytes per packet)")->capture_default_str();
+  app.add_option("--host", o.host, "this host's index in --fabric")->check(CLI::Range(0, 1 << 20));
+  app.add_option("--spines", o.spines, "spines per plane (without --fabric)")
+      ->check(CLI::Range(0u, 65535u));
+  app.add_option("--leaf", o.leaf, "this host's leaf index (without --fabric)")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--ev-mode", o.ev_mode, "srv6 | stev | udp")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"srv6", "stev", "udp"}));
+  app.add_option("--evs", o.evs, "EVs per plane (1 to 4096)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 4096u));
+  app.add_option("-m,--mtu", o.mtu, "path MTU (payload bytes per packet)")
+      ->capture_default_str()
+      ->check(CLI::Range(256u, 9000u));
   app.add_flag("--report_gbits", o.gbits, "report Gb/sec instead of MB/sec");
   app.add_flag("--write-imm", o.write_imm, "RDMA WRITE with immediate");
   app.add_flag("--verify", o.verify, "check every payload byte at the server");
   app.add_option("--json", o.json_path, "write results as JSON");
-  app.add_option("-t,--tx-depth", o.tx_depth, "messages outstanding")->capture_default_str();
-  app.add_option("--cc", o.cc, "nscc | fixed | none")->capture_default_str();
+  app.add_option("-t,--tx-depth", o.tx_depth, "messages outstanding (1 to 65536)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 65536u));
+  app.add_option("--cc", o.cc, "nscc | fixed | none")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"nscc", "fixed", "none"}));
   app.add_option("--link-gbps", o.link_gbps, "per-plane line rate for the CC")
-      ->capture_default_str();
-  app.add_option("--base-rtt-us", o.base_rtt_us, "unloaded RTT for the CC")->capture_default_str();
-  app.add_option("--reorder-us", o.reorder_us, "RACK reordering window")->capture_default_str();
-  app.add_option("--mpr", o.mpr, "outstanding PSNs, units of 128")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 100000.0));
+  app.add_option("--base-rtt-us", o.base_rtt_us, "unloaded RTT for the CC")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 1e7));
+  app.add_option("--reorder-us", o.reorder_us, "RACK reordering window")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e7));
+  app.add_option("--mpr", o.mpr, "outstanding PSNs, units of 128")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 512u));
   app.add_flag("--no-icrc-verify", o.no_icrc_verify,
                "do not check the ICRC on receive (the UDP checksum still covers the payload; "
                "refused in SRV6 mode, which sends zero UDP checksums)");
@@ -1250,11 +1283,13 @@ int main(int argc, char** argv) {
                "asks for them the kernel stamps every packet at every hop of the machine)");
   app.add_option("--rx-coalesce-us", o.rx_coalesce_us,
                  "read a stream at most this often (0: every datagram at once)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
   app.add_option("--tx-turn-us", o.tx_turn_us,
                  "transmit at most this long per driver turn before reading ACKs (at least one "
                  "batch; 1e9: the old unbounded 64 batches)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e9));
   app.add_option("--ack-repeat-us", o.ack_repeat_us,
                  "as responder, send the last ACK again on another plane after this long without "
                  "a packet (0: never; default: 250 in STEV and UDP modes, whose ACKs hash onto "
@@ -1276,12 +1311,22 @@ int main(int argc, char** argv) {
                "--raw-seconds before and again after MRC, and report MRC's goodput as a ratio "
                "of the two blasts' mean");
   app.add_option("--raw-seconds", o.raw_seconds, "duration of the --raw-udp blast")
-      ->capture_default_str();
-  app.add_option("--connect-timeout-ms", o.connect_timeout_ms)->capture_default_str();
-  app.add_option("--accept-timeout-ms", o.accept_timeout_ms, "server: give up (-1: never)");
-  app.add_option("--probe-ms", o.probe_ms, "data-path reachability timeout")->capture_default_str();
-  app.add_option("--seed", o.seed)->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  app.add_option("--connect-timeout-ms", o.connect_timeout_ms,
+                 "client: give up connecting to the server's side channel after this long")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 86400000));
+  app.add_option("--accept-timeout-ms", o.accept_timeout_ms, "server: give up (-1: never)")
+      ->check(CLI::Range(-1, 86400000));
+  app.add_option("--probe-ms", o.probe_ms, "data-path reachability timeout")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 86400000));
+  app.add_option("--seed", o.seed,
+                 "seed of the engines' random choices and of the --verify payload pattern")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{0}, uint64_t{INT64_MAX}));
+  if (const int rc = mrc::tools::parse(app, argc, argv); rc >= 0) return rc;
   if (o.size == 0 && !o.all_sizes) o.size = 1;
   if (o.no_icrc_verify && o.ev_mode == "srv6" && !o.server.empty()) {
     // SRV6 sends zero UDP checksums: the ICRC is the only check left (docs/linux-driver.md).

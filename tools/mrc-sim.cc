@@ -12,8 +12,10 @@
 // a run failed (bad fault, workload error), 2 on bad arguments or scenario errors.
 #include <fmt/core.h>
 #include <fmt/os.h>
+#include <fmt/ranges.h>
 #include <sys/resource.h>
 #include <unistd.h>
+#include "cli.h"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -322,6 +324,71 @@ void write_ev_events(const std::string& path, const std::vector<Ran>& runs) {
 
 // ---- the table -------------------------------------------------------------------------------
 
+// "switch_reboot p0/spine1 at 500us for 1ms": what, where, when and for how long.
+std::string describe_fault(const FaultConfig& f) {
+  std::string s =
+      fmt::format("{} {} at {}", fault_kind_name(f.kind), f.target, format_duration(f.at));
+  switch (f.kind) {
+    case FaultConfig::kSwitchReboot:
+      s += " for " + format_duration(f.duration);
+      break;
+    case FaultConfig::kFlap:
+      s += fmt::format(", {} cycle(s) of {}", f.count, format_duration(f.period));
+      break;
+    case FaultConfig::kGrayLoss:
+      s += fmt::format(", loss {:g}", f.probability);
+      break;
+    case FaultConfig::kDegrade:
+      s += ", rate " + format_rate(f.rate_bps);
+      break;
+    default:
+      break;
+  }
+  if (f.until != kNever)
+    s += " until " + format_duration(f.until);
+  else if (f.kind == FaultConfig::kLinkDown || f.kind == FaultConfig::kBlackhole ||
+           f.kind == FaultConfig::kBlackholeSwitch || f.kind == FaultConfig::kGrayLoss ||
+           f.kind == FaultConfig::kDegrade)
+    s += " (for the rest of the run)";
+  return s;
+}
+
+// Host ports : uplinks of a leaf (two-tier fabrics; docs/simulator.md, [topo]).
+std::string leaf_oversubscription(const TopologyConfig& t) {
+  const uint32_t h = t.hosts_per_leaf ? t.hosts_per_leaf : t.radix / 2;
+  const uint32_t u = t.radix > h ? t.radix - h : 0;
+  if (h == 0 || u == 0) return "?";
+  if (h == u) return "1:1 (non-blocking)";
+  return fmt::format("{:.2g}:1 ({} host ports : {} uplinks per leaf)", static_cast<double>(h) / u,
+                     h, u);
+}
+
+// The overrides a reader must know of to read the header: --set keys other than the seed.
+std::vector<std::string> setting_overrides(const Scenario& sc) {
+  std::vector<std::string> out;
+  for (const std::string& o : sc.overrides)
+    if (o.rfind("seed=", 0) != 0) out.push_back(o);
+  return out;
+}
+
+// An incast's slowest flow against its fair share: all the senders' bytes through the
+// receiver's NIC (every plane at line rate) is the least time the last flow can take. The
+// per-flow ideal (a flow alone on the fabric) is `senders` times smaller.
+double incast_max_vs_fair_share(const Scenario& sc, const TransportResult& r) {
+  if (sc.workload.kind != WorkloadConfig::kIncast || r.flows.empty()) return 0;
+  double bytes = 0;
+  Time first = kNever, last = 0;
+  for (const FlowResult& f : r.flows) {
+    bytes += static_cast<double>(f.spec.bytes);
+    first = std::min(first, f.spec.start);
+    if (f.end != kNever) last = std::max(last, f.end);
+  }
+  const double rate = static_cast<double>(sc.base.topo.link_bps) * sc.base.topo.planes;
+  const double fair_s = bytes * 8 / rate;
+  if (last <= first || fair_s <= 0) return 0;
+  return static_cast<double>(last - first) / kPicosPerSecond / fair_s;
+}
+
 std::string num(double v, int prec = 1) {
   if (v == 0) return "0";
   return fmt::format("{:.{}f}", v, prec);
@@ -329,15 +396,25 @@ std::string num(double v, int prec = 1) {
 
 void print_table(const Scenario& sc, const std::vector<Ran>& runs) {
   const SimConfig& b = sc.base;
-  fmt::print("\nmrc-sim: {}{}{} (seed {})\n", sc.name, sc.description.empty() ? "" : " - ",
-             sc.description, sc.seed);
+  // With --set overrides the scenario's description may no longer hold ("128 GPUs" after
+  // topo.hosts=512): name the overrides instead; the fabric and workload lines are what ran.
+  const std::vector<std::string> sets = setting_overrides(sc);
+  if (sets.empty())
+    fmt::print("\nmrc-sim: {}{}{} (seed {})\n", sc.name, sc.description.empty() ? "" : " - ",
+               sc.description, sc.seed);
+  else
+    fmt::print("\nmrc-sim: {} with --set {} (seed {})\n", sc.name, fmt::join(sets, " --set "),
+               sc.seed);
   if (!runs.empty() && runs[0].r.pods > 0)
     fmt::print("fabric:   {} hosts, {}, {} links, {} per link\n", b.topo.hosts, runs[0].r.fabric,
                format_rate(b.topo.link_bps), format_duration(b.topo.link_delay));
   else if (!runs.empty())
-    fmt::print("fabric:   {} hosts, {} plane{} x ({} leaves + {} spines), {} links, {} per link\n",
-               b.topo.hosts, b.topo.planes, b.topo.planes == 1 ? "" : "s", runs[0].leaves,
-               runs[0].spines, format_rate(b.topo.link_bps), format_duration(b.topo.link_delay));
+    fmt::print(
+        "fabric:   {} hosts, {} plane{} x ({} leaves + {} spines), {} links, {} per link, "
+        "oversubscription {}\n",
+        b.topo.hosts, b.topo.planes, b.topo.planes == 1 ? "" : "s", runs[0].leaves, runs[0].spines,
+        format_rate(b.topo.link_bps), format_duration(b.topo.link_delay),
+        leaf_oversubscription(b.topo));
   fmt::print("workload: {}", workload_kind_name(sc.workload.kind));
   if (sc.workload.kind == WorkloadConfig::kHtsim)
     fmt::print(" {}", sc.workload.file);
@@ -350,7 +427,7 @@ void print_table(const Scenario& sc, const std::vector<Ran>& runs) {
   if (!runs.empty()) fmt::print(", {} flows", runs[0].r.summary.count);
   fmt::print("\n");
   for (const FaultConfig& f : sc.faults)
-    fmt::print("fault:    {} {} at {}\n", fault_kind_name(f.kind), f.target, format_duration(f.at));
+    fmt::print("fault:    {}\n", describe_fault(f));
   fmt::print("\n");
 
   const char* hdr =
@@ -405,6 +482,14 @@ void print_table(const Scenario& sc, const std::vector<Ran>& runs) {
                  r.job_aborted ? "  JOB ABORTED (AllReduce failed)" : "");
     }
   }
+  if (sc.workload.kind == WorkloadConfig::kIncast && !runs.empty()) {
+    fmt::print(
+        "\nincast: max/ideal above compares with a flow alone on the fabric; against the "
+        "fair share (all senders' bytes at the receiver's line rate), last done / fair:");
+    for (const Ran& ran : runs)
+      fmt::print(" {} {}", ran.r.name, num(incast_max_vs_fair_share(sc, ran.r), 2));
+    fmt::print("\n");
+  }
   for (const Ran& ran : runs) {
     const FlowSummary& s = ran.r.summary;
     if (s.unfinished > 0)
@@ -429,6 +514,11 @@ Time estimated_end(const Scenario& sc) {
                    : w.ranks        ? static_cast<double>(w.ranks)
                                     : hosts;
   const double size = static_cast<double>(w.size);
+  // A collective moves in steps, each waiting for the last: a step costs its transfer plus the
+  // fabric's round trip (4 links and 3 switches each way in a two-tier fabric).
+  const Time rtt = 2 * (4 * sc.base.topo.link_delay + 3 * sc.base.topo.switch_latency);
+  const double steps = 2 * std::max(1.0, n - 1);  // ring AllReduce: reduce-scatter, all-gather
+  const Time allreduce = static_cast<Time>(steps) * (xfer(size / std::max(1.0, n)) + rtt);
   switch (w.kind) {
     case WorkloadConfig::kPermutation:
       return w.start + xfer(size);
@@ -439,9 +529,9 @@ Time estimated_end(const Scenario& sc) {
     case WorkloadConfig::kAllToAll:
       return w.start + xfer(size * (n - 1) / n);
     case WorkloadConfig::kAllReduce:
-      return w.start + xfer(2 * size * (n - 1) / n);
+      return w.start + allreduce;
     case WorkloadConfig::kTraining:
-      return w.start + w.iterations * (w.compute + xfer(2 * size * (n - 1) / n));
+      return w.start + w.iterations * (w.compute + allreduce);
     case WorkloadConfig::kHtsim:
       return 0;
   }
@@ -537,7 +627,11 @@ int main(int argc, char** argv) {
   reexec_with_huge_pages(argv);
   CLI::App app{
       "mrc-sim: MRC against RoCEv2/ECMP on a multi-plane fabric, packet by packet.\n"
-      "Without a scenario it runs the embedded default (see --print-default)."};
+      "Without a scenario it runs the embedded default (see --print-default); docs/simulator.md "
+      "describes scenarios, outputs and the table.",
+      "mrc-sim"};
+  mrc::tools::set_exit_codes(app,
+                             "0 every transport ran, 1 a run failed (bad fault, workload error)");
   std::string scenario_path, out_dir, htsim_path, pcap_hosts_arg;
   std::vector<std::string> sets;
   uint64_t seed = 0;
@@ -549,13 +643,15 @@ int main(int argc, char** argv) {
   app.add_option("--set", sets, "Override a key by dotted path: --set topo.hosts=256 (repeatable)")
       ->allow_extra_args(false)  // one value per --set: a scenario file may follow
       ->take_all();
-  auto* seed_opt = app.add_option("--seed", seed, "Random seed (overrides the scenario's)");
+  auto* seed_opt =
+      app.add_option("--seed", seed, "Random seed, 0 to 2^63-1 (overrides the scenario's)")
+          ->check(CLI::Range(int64_t{0}, INT64_MAX));
   app.add_option("--out", out_dir, "Output directory (default out/<scenario name>)");
   app.add_option("--htsim", htsim_path, "Run an htsim connection matrix (.cm)")
       ->check(CLI::ExistingFile);
   app.add_option("--pcap-hosts", pcap_hosts_arg,
                  "Comma-separated hosts whose packets go to <out>/<transport>.pcap");
-  app.add_flag("--quiet,-q", quiet, "No progress and no table (files only)");
+  app.add_flag("--quiet", quiet, "No progress and no table (files only)");
   app.add_flag("--print-default", print_default, "Print the embedded default scenario and exit");
   app.add_option("--ranks-plan", ranks_plan,
                  "Print how N ranks would share the fabric (blocks, links between ranks, "
@@ -565,7 +661,7 @@ int main(int argc, char** argv) {
                  "Partition layout: default, or blocks (the layout of a run under mpirun, which "
                  "gives the same results on any number of ranks)")
       ->check(CLI::IsMember({"default", "blocks"}));
-  CLI11_PARSE(app, argc, argv);
+  if (const int rc = mrc::tools::parse(app, argc, argv); rc >= 0) return rc;
 
   // Under mpirun (an MPI build): one process per rank, the blocks layout. Every rank parses
   // the same arguments and runs the same calls; rank 0 prints and writes the run directory.
@@ -663,6 +759,9 @@ int main(int argc, char** argv) {
 
   const bool tty = isatty(STDERR_FILENO);
   const Time est_end = estimated_end(sc);
+  const bool collective = sc.workload.kind == WorkloadConfig::kAllReduce ||
+                          sc.workload.kind == WorkloadConfig::kAllToAll ||
+                          sc.workload.kind == WorkloadConfig::kTraining;
   const auto t0 = Clock::now();
   std::vector<Ran> runs;
   int status = 0;
@@ -679,7 +778,10 @@ int main(int argc, char** argv) {
         const double secs = std::chrono::duration<double>(wall - start).count();
         // Progress: the larger of the flows done and the simulated time against a rough
         // (optimistic) estimate of the end; capped, as the estimate ignores congestion.
-        double frac = added ? static_cast<double>(done) / static_cast<double>(added) : 0;
+        // Collectives add their flows step by step: flows done / added says nothing of the
+        // whole, so their progress is the simulated time alone.
+        double frac =
+            added && !collective ? static_cast<double>(done) / static_cast<double>(added) : 0;
         if (est_end > 0)
           frac = std::max(frac,
                           std::min(0.95, static_cast<double>(now) / static_cast<double>(est_end)));
@@ -733,8 +835,11 @@ int main(int argc, char** argv) {
   j["sim_time_ps"] = sim_time;
   j["events"] = events;
   json tj = json::array();
-  for (const Ran& r : runs)
+  for (const Ran& r : runs) {
     tj.push_back(transport_json(r));
+    if (sc.workload.kind == WorkloadConfig::kIncast)
+      tj.back()["slowdown"]["last_done_vs_fair_share"] = incast_max_vs_fair_share(sc, r.r);
+  }
   j["transports"] = tj;
   json per = json::object();
   for (const Ran& r : runs)

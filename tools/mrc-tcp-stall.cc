@@ -29,6 +29,8 @@
 #include <utility>
 #include <vector>
 
+#include "cli.h"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -42,7 +44,7 @@ double cpu_seconds() {
 
 int fail(const char* what) {
   std::fprintf(stderr, "mrc-tcp-stall: %s: %s\n", what, std::strerror(errno));
-  return 2;
+  return 1;
 }
 
 int run_recv(uint16_t port) {
@@ -143,20 +145,28 @@ int run_send(const std::string& address, uint16_t port, double duration_s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"mrc-tcp-stall: longest gap in received bytes of one TCP/MPTCP connection"};
+  CLI::App app{
+      "mrc-tcp-stall: longest gap in received bytes of one TCP/MPTCP connection "
+      "(scripts/bench-net.sh)",
+      "mrc-tcp-stall"};
+  mrc::tools::set_exit_codes(app, "0 measured, 1 a socket call failed");
   uint16_t port = 5300;
   double duration_s = 6;
   std::string address;
-  app.add_option("--port", port, "TCP port")->capture_default_str();
+  app.add_option("--port", port, "TCP port (1 to 65535)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65535));
   auto* recv = app.add_subcommand("recv", "accept one connection, read to EOF, report the stall");
   auto* send = app.add_subcommand("send", "connect and write for -D seconds");
   send->add_option("address", address, "receiver's IPv6 address")->required();
-  send->add_option("-D,--duration", duration_s, "seconds")->capture_default_str();
+  send->add_option("-D,--duration", duration_s, "seconds of writing (0.1 to 3600)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
   // --port and --fabric may follow the subcommand.
   send->fallthrough();
   recv->fallthrough();
   app.require_subcommand(1);
-  CLI11_PARSE(app, argc, argv);
+  if (const int rc = mrc::tools::parse(app, argc, argv); rc >= 0) return rc;
   (void)recv;
   return send->parsed() ? run_send(address, port, duration_s) : run_recv(port);
 }

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "common/types.h"
 #include "sim/topo_math.h"
 
@@ -65,8 +66,10 @@ std::string grouped(uint64_t v) {
 
 std::string per_tier(const ClosSizing& s) {
   std::string out;
-  for (size_t i = 0; i < s.switches_per_tier.size(); ++i)
-    out += (i ? "+" : "") + grouped(s.switches_per_tier[i]);
+  for (size_t i = 0; i < s.switches_per_tier.size(); ++i) {
+    if (i != 0) out += '+';
+    out += grouped(s.switches_per_tier[i]);
+  }
   return out;
 }
 
@@ -266,60 +269,83 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app{
       "mrc-topo: switches, links, optics, hops and power of a multi-plane two-tier fabric "
-      "against a conventional single-plane fat tree (closed form; see docs/topology.md)"};
+      "against a conventional single-plane fat tree (closed form; see docs/topology.md)",
+      "mrc-topo"};
+  mrc::tools::set_exit_codes(app, "0 every size fits, 1 a size needs more tiers than allowed");
   app.add_option("--gpus", o.gpus, "GPU counts (one NIC each); several give a table")
       ->required()
       ->expected(1, -1)
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
-  app.add_option("--planes", o.mp.planes, "multi-plane: NIC ports = planes")->capture_default_str();
-  app.add_option("--link-gbps", o.mp.link_gbps, "multi-plane: port and link speed")
-      ->capture_default_str();
-  app.add_option("--radix", o.mp.radix, "multi-plane: switch ports at --link-gbps")
-      ->capture_default_str();
+  app.add_option("--planes", o.mp.planes, "multi-plane: NIC ports = planes (1 to 64)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 64u));
+  app.add_option("--link-gbps", o.mp.link_gbps, "multi-plane: port and link speed (Gb/s)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 100000u));
+  app.add_option("--radix", o.mp.radix, "multi-plane: switch ports at --link-gbps (4 to 65536)")
+      ->capture_default_str()
+      ->check(CLI::Range(4u, 65536u));
   app.add_option("--max-tiers", o.mp.max_tiers,
-                 "multi-plane: refuse sizes that need more tiers than this")
-      ->capture_default_str();
-  app.add_option("--conventional-gbps", o.cv.link_gbps, "conventional: NIC and link speed")
-      ->capture_default_str();
-  app.add_option("--conventional-radix", o.cv.radix, "conventional: switch ports")
-      ->capture_default_str();
-  app.add_option("--conventional-max-tiers", o.cv.max_tiers, "conventional: most tiers")
-      ->capture_default_str();
+                 "multi-plane: refuse sizes that need more tiers than this (1 to 8)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 8u));
+  app.add_option("--conventional-gbps", o.cv.link_gbps, "conventional: NIC and link speed (Gb/s)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 100000u));
+  app.add_option("--conventional-radix", o.cv.radix, "conventional: switch ports (4 to 65536)")
+      ->capture_default_str()
+      ->check(CLI::Range(4u, 65536u));
+  app.add_option("--conventional-max-tiers", o.cv.max_tiers, "conventional: most tiers (1 to 8)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 8u));
   app.add_option("--oversub", o.oversub,
-                 "leaf oversubscription (host ports : uplinks), both designs")
-      ->capture_default_str();
+                 "leaf oversubscription (host ports : uplinks), both designs (1 to 1000)")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 1000.0));
   app.add_flag("--min-switches", o.min_switches,
                "partial pods with the fewest switches (uneven parallel links) instead of equal "
                "parallel links to every switch");
   app.add_option("--host-link-m", o.a.host_link_m, "NIC-leaf cable length (m)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
   app.add_option("--copper-reach-m", o.a.copper_reach_m,
                  "host links up to this length are passive copper (no transceivers)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
   app.add_option("--packaging", o.packaging,
                  "optics: 'breakout' (lanes packed into modules per device) or 'per-port' (one "
                  "pluggable per link end)")
       ->check(CLI::IsMember({"breakout", "per-port"}))
       ->capture_default_str();
-  app.add_option("--lane-gbps", o.a.lane_gbps, "SerDes/optical lane speed")->capture_default_str();
+  app.add_option("--lane-gbps", o.a.lane_gbps, "SerDes/optical lane speed")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 100000.0));
   app.add_option("--module-lanes", o.a.module_lanes, "lanes per optical module")
-      ->capture_default_str();
-  app.add_option("--switch-w", o.a.switch_w, "W per switch without optics")->capture_default_str();
-  app.add_option("--xcvr-100g-w", o.a.xcvr_100g_w, "W per 100G transceiver")->capture_default_str();
-  app.add_option("--xcvr-200g-w", o.a.xcvr_200g_w, "W per 200G transceiver")->capture_default_str();
-  app.add_option("--xcvr-400g-w", o.a.xcvr_400g_w, "W per 400G transceiver")->capture_default_str();
-  app.add_option("--xcvr-800g-w", o.a.xcvr_800g_w, "W per 800G transceiver")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 64u));
+  app.add_option("--switch-w", o.a.switch_w, "W per switch without optics")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--xcvr-100g-w", o.a.xcvr_100g_w, "W per 100G transceiver")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--xcvr-200g-w", o.a.xcvr_200g_w, "W per 200G transceiver")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--xcvr-400g-w", o.a.xcvr_400g_w, "W per 400G transceiver")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--xcvr-800g-w", o.a.xcvr_800g_w, "W per 800G transceiver")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
   app.add_option("--xcvr-1600g-w", o.a.xcvr_1600g_w, "W per 1.6T transceiver")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
   app.add_option("--copper-end-w", o.a.copper_end_w, "W per end of a copper host link")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
   app.add_flag("--json", o.json, "one JSON object instead of the tables");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
-  }
+  if (const int rc = mrc::tools::parse(app, argc, argv); rc >= 0) return rc;
   o.a.packaging =
       o.packaging == "per-port" ? OpticsPackaging::kPerPort : OpticsPackaging::kBreakout;
   for (DesignParams* p : {&o.mp, &o.cv}) {

@@ -91,8 +91,14 @@ MRC_EXPORT mrc_context* mrc_create_context(ibv_context* vcontext, mrc_context_at
     const uint32_t vendor = context_attr->mrc_vendor_api_version_used;
     const bool bad = version > static_cast<uint32_t>(MRC_API_CURRENT_VERSION) ||
                      vendor > static_cast<uint32_t>(MRC_VENDOR_API_CURRENT_VERSION);
-    if (bad && !dev->config.lenient) return fail_null<mrc_context>(EINVAL);
-    if (bad) version = 0;  // lenient: an implausible version is "unspecified" (section 8)
+    if (bad && dev->config.strict) return fail_null<mrc_context>(EINVAL);
+    if (bad) {  // an implausible version is "unspecified" (section 8)
+      warn_once(Leniency::kVersion,
+                "mrc_create_context: API version 0x%x is newer than this library's 0x%x: read as "
+                "unspecified",
+                version, static_cast<unsigned>(MRC_API_CURRENT_VERSION));
+      version = 0;
+    }
   }
   auto* ctx = new mrc_context();
   ctx->dev = dev;

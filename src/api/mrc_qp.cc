@@ -279,10 +279,15 @@ MRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc
                              int mrc_attr_mask) {
   if (!qp || (vattr_mask && !vattr) || (mrc_attr_mask && !mattr)) return fail_b(EINVAL);
   SoftDevice& dev = *qp->ctx->dev;
-  const bool lenient = dev.config.lenient;
+  const bool lenient = !dev.config.strict;
   if (vattr_mask & ~(kSupportedVerbsMask | kUnsupportedVerbsMask)) return fail_b(EINVAL);
   if (vattr_mask & kUnsupportedVerbsMask) {
-    if (!lenient) return fail_b(EINVAL);  // strict mode (3.7); lenient ignores them (8)
+    if (!lenient) return fail_b(EINVAL);  // strict mode (3.7); by default ignored (8)
+    warn_once(Leniency::kVerbsBits,
+              "mrc_modify_qp: ignoring verbs attributes MRC does not use (mask 0x%x: "
+              "IBV_QP_PORT, IBV_QP_TIMEOUT, IBV_QP_RETRY_CNT, IBV_QP_RNR_RETRY, ... as mrc.h "
+              "lists them)",
+              static_cast<unsigned>(vattr_mask & kUnsupportedVerbsMask));
     vattr_mask &= ~kUnsupportedVerbsMask;
   }
   if (mrc_attr_mask & ~kMrcMaskAll) return fail_b(EINVAL);
@@ -302,7 +307,12 @@ MRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc
   if (mrc_attr_mask & MRC_QP_CAP) {
     const uint32_t known = MRC_QP_CAP_TRIM_NACK_DEST_UNSUPPORTED | MRC_QP_CAP_DYNAMIC_MPR |
                            MRC_QP_CAP_SVC_TIME_DEST_UNSUPPORTED;
-    // No MRC_DEVICE_CAP_DYNAMIC_MPR on this device: asking for it is EINVAL (3.7).
+    // No MRC_DEVICE_CAP_DYNAMIC_MPR on this device: asking for it is EINVAL (3.7), said once
+    // on stderr too, since OCP's QP example requests it without checking the device's caps.
+    if (mattr->cap & MRC_QP_CAP_DYNAMIC_MPR)
+      warn_once(Leniency::kDynamicMpr,
+                "mrc_modify_qp: MRC_QP_CAP_DYNAMIC_MPR refused (EINVAL): this device does not "
+                "offer MRC_DEVICE_CAP_DYNAMIC_MPR (docs/c-api.md, Limitations)");
     if ((mattr->cap & ~known) || (mattr->cap & MRC_QP_CAP_DYNAMIC_MPR)) return fail_b(EINVAL);
   }
   if (mrc_attr_mask & MRC_QP_HINT && mattr->qp_hint && mattr->qp_hint->ctx != qp->ctx)
@@ -323,6 +333,15 @@ MRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc
     return (have_mrc & need_mrc) != need_mrc || (have_verbs & need_verbs) != need_verbs;
   };
   const bool moving = target != cur;
+  if (lenient && moving &&
+      ((target == IBV_QPS_INIT &&
+        missing(MRC_QP_HINT | MRC_QP_EV_PROFILE_ID | MRC_QP_CC_PROFILE_ID, 0)) ||
+       (target == IBV_QPS_RTR && missing(MRC_QP_MAX_WIMM_DEST | MRC_QP_MPR_DEST, 0)) ||
+       (target == IBV_QPS_RTS &&
+        missing(MRC_QP_MAX_WIMM | MRC_QP_MPR | MRC_QP_RETRY_CNT | MRC_QP_TIMEOUT, 0))))
+    warn_once(Leniency::kDefaults,
+              "mrc_modify_qp: MRC attributes 3.8 requires were not given: the device's defaults "
+              "are used (AUTO paths and NSCC without profile ids; MRC_SOFT_STRICT=1 refuses)");
   if (moving && target == IBV_QPS_INIT && !lenient &&
       missing(MRC_QP_HINT | MRC_QP_EV_PROFILE_ID | MRC_QP_CC_PROFILE_ID, 0))
     return fail_b(EINVAL);

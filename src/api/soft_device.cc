@@ -3,13 +3,17 @@
 #include "api/soft_device.h"
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <linux/capability.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdarg>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -91,8 +95,15 @@ bool apply_setting(DeviceConfig& cfg, const std::string& key, const std::string&
       error = "bad ev_mode '" + value + "' (udp, stev, srv6)";
       return false;
     }
-  } else if (key == "lenient") {
-    cfg.lenient = value == "1" || value == "true" || value == "yes";
+  } else if (key == "strict" || key == "lenient") {
+    const bool on = value == "1" || value == "true" || value == "yes";
+    const bool off = value == "0" || value == "false" || value == "no";
+    if (!on && !off) {
+      error = "bad " + key + " '" + value + "' (1 or 0)";
+      return false;
+    }
+    // `lenient` is the older name of the opposite setting (lenient = 1 is now the default).
+    cfg.strict = key == "strict" ? on : off;
   } else if (key == "auto_evs_per_plane") {
     const int v = std::atoi(value.c_str());
     if (v <= 0 || v > 1024) {
@@ -105,6 +116,24 @@ bool apply_setting(DeviceConfig& cfg, const std::string& key, const std::string&
     return false;
   }
   return true;
+}
+
+// An application linked against rdma-core's libibverbs before libmrc (-libverbs -lmrc) gets
+// libibverbs's ibv_* functions (the first library in load order wins) and never sees
+// mrc_soft0, only a puzzling "no device". Said once, when the library is loaded.
+[[gnu::constructor]] void check_verbs_symbols_are_ours() {
+  void* theirs = ::dlsym(RTLD_DEFAULT, "ibv_get_device_list");
+  Dl_info t{}, o{};
+  if (!theirs || !::dladdr(theirs, &t) ||
+      !::dladdr(reinterpret_cast<void*>(&check_verbs_symbols_are_ours), &o) ||
+      t.dli_fbase == o.dli_fbase)
+    return;
+  std::fprintf(stderr,
+               "%s: ibv_get_device_list resolves to %s, not to %s: link -lmrc before -libverbs "
+               "(or without -libverbs), else the device is not listed (docs/c-api.md, \"Build "
+               "and link\")\n",
+               kDeviceName, t.dli_fname ? t.dli_fname : "another library",
+               o.dli_fname ? o.dli_fname : "libmrc");
 }
 
 const char* env(const char* name) {
@@ -146,6 +175,8 @@ bool load_device_config(DeviceConfig& out, std::string& error) {
     return false;
   if (const char* v = env("MRC_SOFT_LENIENT"); v && !apply_setting(cfg, "lenient", v, error))
     return false;
+  if (const char* v = env("MRC_SOFT_STRICT"); v && !apply_setting(cfg, "strict", v, error))
+    return false;
   if (cfg.ports.empty()) {
     error = "no ports: set MRC_SOFT_PORTS=addr[/prefix][%ifname],... or MRC_SOFT_CONFIG";
     return false;
@@ -167,6 +198,17 @@ in6_addr peer_address(const DeviceConfig& cfg, const in6_addr& gid, size_t p) {
     if (src[bit / 8] & m) out.s6_addr[bit / 8] |= m;
   }
   return out;
+}
+
+void warn_once(Leniency what, const char* fmt, ...) {
+  static std::atomic<bool> said[static_cast<size_t>(Leniency::kCount)];
+  if (said[static_cast<size_t>(what)].exchange(true)) return;
+  va_list ap;
+  va_start(ap, fmt);
+  std::fprintf(stderr, "%s: ", kDeviceName);
+  std::vfprintf(stderr, fmt, ap);
+  std::fprintf(stderr, "\n");
+  va_end(ap);
 }
 
 bool has_cap_net_admin() {
@@ -655,7 +697,7 @@ MRC_EXPORT int ibv_query_port(ibv_context* context, uint8_t port_num,
   attr->state = disabled ? IBV_PORT_DOWN : IBV_PORT_ACTIVE;
   attr->max_mtu = IBV_MTU_4096;
   attr->active_mtu = IBV_MTU_4096;
-  attr->gid_tbl_len = 1;
+  attr->gid_tbl_len = kGidTableLength;
   attr->max_msg_sz = 0x80000000u;
   attr->pkey_tbl_len = 1;
   attr->active_width = 1;
@@ -667,7 +709,11 @@ MRC_EXPORT int ibv_query_port(ibv_context* context, uint8_t port_num,
 
 MRC_EXPORT int ibv_query_gid(ibv_context* context, uint8_t port_num, int index, ibv_gid* gid) {
   SoftDevice* dev = device_of(context);
-  if (!dev || !gid || port_num < 1 || port_num > dev->config.ports.size() || index != 0) {
+  // A port has one address; it answers at every index a RoCE NIC's GID table has for one
+  // address (0-3: v1/v2 x link-local/global), as OCP's benchmark asks for index 3 (mlx5's
+  // RoCEv2 entry).
+  if (!dev || !gid || port_num < 1 || port_num > dev->config.ports.size() || index < 0 ||
+      index >= kGidTableLength) {
     errno = EINVAL;
     return -1;
   }

@@ -28,12 +28,18 @@ namespace mrc::api {
 
 inline constexpr const char* kDeviceName = "mrc_soft0";
 inline constexpr uint16_t kDefaultUdpBasePort = 4791;
+inline constexpr int kGidTableLength = 4;  // ibv_query_gid indices 0..3: the port's address
 
 struct DeviceConfig {
   std::vector<SoftPortConfig> ports;  // index = 0-based port (plane)
   uint16_t udp_base_port = kDefaultUdpBasePort;
   ev::FormatMode ev_mode = ev::FormatMode::kUdp;
-  bool lenient = false;  // accept the published benchmark (ocp-mrc-api.md section 8)
+  // Strict (conformance testing): verbs attribute bits mrc.h lists as unsupported, missing
+  // required attributes of 3.8 and implausible API versions are EINVAL. Otherwise (the
+  // default) OCP's own programs run as shipped: those bits are ignored, missing profiles and
+  // WIMM/MPR/timeout/retry take the device's defaults, an implausible version is "unspecified"
+  // (reference section 8), and each is reported once per process on stderr.
+  bool strict = false;
   uint32_t auto_evs_per_plane = 8;
 };
 
@@ -205,6 +211,10 @@ bool is_cq_event(ibv_event_type t);
 void retire_async_events(mrc_context* ctx, const void* object, int& unacked);
 void notify_cq(mrc_cq* cq);  // CQ has a new entry: raise the channel event if armed
 bool has_cap_net_admin();
+// What the default (not strict) mode accepts from OCP's programs, each reported once per
+// process on stderr ("mrc_soft0: ..."): DeviceConfig::strict.
+enum class Leniency : uint8_t { kVerbsBits, kDefaults, kVersion, kDynamicMpr, kCount };
+[[gnu::format(printf, 2, 3)]] void warn_once(Leniency what, const char* fmt, ...);
 // Address of `gid`'s host on 0-based port p, by the prefix rule (docs/c-api.md).
 in6_addr peer_address(const DeviceConfig& cfg, const in6_addr& gid, size_t p);
 

@@ -290,11 +290,13 @@ std::optional<uint32_t> numbered(std::string_view s, std::string_view prefix) {
 }
 
 constexpr const char* kLinkForms =
-    "a link like \"p0/leaf3-spine7\" (leaf-spine) or \"p1/host5\" (host-leaf); in a fat tree "
+    "a link like \"p0/leaf3-spine7\" or \"p0-l3-s7\" (leaf-spine), \"p1/host5\" or \"h5-p1\" "
+    "(host-leaf); in a fat tree "
     "\"pod1/leaf0-agg2\", \"pod1/agg2-core9\" or \"host5\" (four tiers: \"pod1/agg2-spine9\", "
     "\"spine9-core37\")";
 constexpr const char* kSwitchForms =
-    "a switch like \"p0/spine2\" or \"p1/leaf5\"; in a fat tree \"pod1/leaf0\", \"pod1/agg2\" "
+    "a switch like \"p0/spine2\" or \"p1/leaf5\" (also \"p0-s2\", \"p1-l5\"); in a fat tree "
+    "\"pod1/leaf0\", \"pod1/agg2\" "
     "or \"core9\" (four tiers also \"spine9\")";
 
 // "<a>-<b>" or "<a>-><b>" -> (a, b).
@@ -309,9 +311,43 @@ std::optional<std::pair<std::string_view, std::string_view>> link_ends(std::stri
   return std::pair{s.substr(0, dash), s.substr(dash + skip)};
 }
 
+// mrc-fabric's names for the same links and switches (docs/fabric.md): "p0-l3-s7" (leaf-spine),
+// "h5-p1" (host-leaf), "p0-s2" and "p1-l5" (switches), written the simulator's way; nullopt for
+// anything else. Accepting both lets a fault be copied from one tool to the other.
+std::optional<std::string> from_fabric_name(std::string_view s) {
+  std::vector<std::string_view> parts;
+  while (parts.size() < 4) {
+    const size_t dash = s.find('-');
+    parts.push_back(s.substr(0, dash));
+    if (dash == std::string_view::npos) break;
+    s.remove_prefix(dash + 1);
+  }
+  if (parts.size() == 3) {
+    auto p = numbered(parts[0], "p"), l = numbered(parts[1], "l"), sp = numbered(parts[2], "s");
+    if (p && l && sp)
+      return "p" + std::to_string(*p) + "/leaf" + std::to_string(*l) + "-spine" +
+             std::to_string(*sp);
+  }
+  if (parts.size() == 2) {
+    if (auto h = numbered(parts[0], "h"), p = numbered(parts[1], "p"); h && p)
+      return "p" + std::to_string(*p) + "/host" + std::to_string(*h);
+    if (auto p = numbered(parts[0], "p")) {
+      if (auto l = numbered(parts[1], "l"))
+        return "p" + std::to_string(*p) + "/leaf" + std::to_string(*l);
+      if (auto sp = numbered(parts[1], "s"))
+        return "p" + std::to_string(*p) + "/spine" + std::to_string(*sp);
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 TextResult<LinkRef> parse_link_name(std::string_view s) {
+  if (auto ours = from_fabric_name(s)) {
+    if (ours->find('-') != std::string::npos || ours->find("/host") != std::string::npos)
+      return parse_link_name(*ours);
+  }
   const size_t slash = s.find('/');
   auto bad = [&] {
     return text_error("expected " + std::string(kLinkForms) + ", got \"" + std::string(s) + "\"");
@@ -355,6 +391,9 @@ TextResult<LinkRef> parse_link_name(std::string_view s) {
 }
 
 TextResult<SwitchRef> parse_switch_name(std::string_view s) {
+  if (auto ours = from_fabric_name(s);
+      ours && ours->find('-') == std::string::npos && ours->find("/host") == std::string::npos)
+    return parse_switch_name(*ours);
   const size_t slash = s.find('/');
   auto bad = [&] {
     return text_error("expected " + std::string(kSwitchForms) + ", got \"" + std::string(s) + "\"");

@@ -83,6 +83,26 @@ TEST(Scenario, names__links_and_switches) {
   expect_error(parse_switch_name("p1/router4"), {"expected a switch"});
 }
 
+TEST(Scenario, names__mrc_fabric_forms_name_the_same_links_and_switches) {
+  auto l = parse_link_name("p2-l3-s7");
+  ASSERT_TRUE(l) << l.error();
+  EXPECT_EQ(link_name(*l), "p2/leaf3-spine7");
+  auto h = parse_link_name("h5-p1");
+  ASSERT_TRUE(h) << h.error();
+  EXPECT_EQ(h->kind, LinkRef::kHostLeaf);
+  EXPECT_EQ(h->plane, 1u);
+  EXPECT_EQ(h->a, 5u);
+  auto sp = parse_switch_name("p1-s4");
+  ASSERT_TRUE(sp) << sp.error();
+  EXPECT_EQ(switch_name(*sp), "p1/spine4");
+  auto lf = parse_switch_name("p0-l2");
+  ASSERT_TRUE(lf) << lf.error();
+  EXPECT_EQ(switch_name(*lf), "p0/leaf2");
+  expect_error(parse_link_name("p0-l3"), {"expected a link", "p0-l3-s7"});
+  expect_error(parse_switch_name("p0-l3-s7"), {"expected a switch"});
+  expect_error(parse_link_name("p0-x3-s7"), {"expected a link"});
+}
+
 // ---- parsing -------------------------------------------------------------------------------
 
 TEST(Scenario, default__parses_and_compares_three_transports) {
