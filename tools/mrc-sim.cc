@@ -103,6 +103,15 @@ std::string version() {
 
 // ---- scenario echo ---------------------------------------------------------------------------
 
+json ecn_last_hop_json(SwitchConfig::EcnLastHop v) {
+  if (v == SwitchConfig::EcnLastHop::kAuto) return "auto";
+  return v == SwitchConfig::EcnLastHop::kOn;
+}
+
+bool ecn_last_hop_on(const TransportResult& r) {
+  return r.config.sw.ecn_last_hop == SwitchConfig::EcnLastHop::kOn;
+}
+
 json echo_config(const Scenario& sc) {
   const SimConfig& b = sc.base;
   json j;
@@ -125,7 +134,8 @@ json echo_config(const Scenario& sc) {
                  {"trim_threshold", b.sw.trim_threshold_bytes},
                  {"pfc", b.sw.pfc},
                  {"pfc_xoff", b.sw.pfc_xoff_bytes},
-                 {"pfc_xon", b.sw.pfc_xon_bytes}};
+                 {"pfc_xon", b.sw.pfc_xon_bytes},
+                 {"ecn_last_hop", ecn_last_hop_json(b.sw.ecn_last_hop)}};
   const TransportConfig& t = b.transport;
 
   j["transport"] = {{"kinds", sc.kinds},
@@ -139,6 +149,14 @@ json echo_config(const Scenario& sc) {
                     {"probe_interval", format_duration(t.probe_interval)},
                     {"ecn_cooldown", format_duration(t.ecn_cooldown)},
                     {"routing_convergence", format_duration(t.routing_convergence)}};
+  if (sc.qps_per_kind.empty()) {
+    j["transport"]["qps_per_flow"] = t.qps_per_flow;
+  } else {
+    json q = json::object();
+    for (const auto& [kind, n] : sc.qps_per_kind)
+      q[kind] = n;
+    j["transport"]["qps_per_flow"] = q;
+  }
   const WorkloadConfig& w = sc.workload;
   json wj = {{"kind", workload_kind_name(w.kind)}};
   using K = WorkloadConfig;
@@ -167,6 +185,25 @@ json echo_config(const Scenario& sc) {
     wj["compute"] = format_duration(w.compute);
   }
   if (w.kind == K::kHtsim) wj["file"] = std::filesystem::path(w.file).filename().string();
+  if (w.kind == K::kSteady) {
+    wj["ranks"] = w.ranks;
+    if (!w.group.empty()) wj["group"] = w.group;
+    wj["until"] = format_duration(w.until);
+  }
+  if (w.kind == K::kSteady || w.kind == K::kFlows) wj["depth"] = w.depth;
+  if (w.kind == K::kFlows) {
+    json fl = json::array();
+    for (const WorkloadConfig::Flow& f : w.flow_list) {
+      json fj = {{"src", f.src},
+                 {"dst", f.dst},
+                 {"size", f.size},
+                 {"start", format_duration(f.start)},
+                 {"until", format_duration(f.until)}};
+      if (!f.path_names.empty()) fj["paths"] = f.path_names;
+      fl.push_back(fj);
+    }
+    wj["flow"] = fl;
+  }
   j["workload"] = wj;
   json faults = json::array();
   for (const FaultConfig& f : sc.faults) {
@@ -180,11 +217,22 @@ json echo_config(const Scenario& sc) {
     }
     if (f.kind == FaultConfig::kGrayLoss) fj["probability"] = f.probability;
     if (f.kind == FaultConfig::kDegrade) fj["rate"] = format_rate(f.rate_bps);
+    if (f.kind == FaultConfig::kPathLoss) {
+      fj["src"] = f.src;
+      fj["dst"] = f.dst;
+      fj["probability"] = f.probability;
+    }
+    if (f.kind == FaultConfig::kBlackholeReboot) {
+      fj["reboot_at"] = format_duration(f.reboot_at);
+      fj["duration"] = format_duration(f.duration);
+    }
     faults.push_back(fj);
   }
   j["faults"] = faults;
   j["run"] = {{"until", format_duration(sc.until)},
-              {"sample_interval", format_duration(b.sample_interval)}};
+              {"sample_interval", format_duration(b.sample_interval)},
+              {"sample_host_links", b.sample_host_links},
+              {"throughput_interval", format_duration(b.throughput_interval)}};
   return j;
 }
 
@@ -213,7 +261,10 @@ json transport_json(const Ran& ran) {
                            r.config.transport.path_mode == PathMode::kEcmp
                        ? "ecmp"
                        : "srv6";
-  j["switch"] = {{"trimming", r.config.sw.trimming}, {"pfc", r.config.sw.pfc}};
+  j["switch"] = {{"trimming", r.config.sw.trimming},
+                 {"pfc", r.config.sw.pfc},
+                 {"ecn_last_hop", ecn_last_hop_on(r)}};
+  j["qps_per_flow"] = r.config.transport.qps_per_flow;
   j["sim_time_ps"] = r.sim_time;
   j["makespan_ps"] = r.makespan;
   j["events"] = r.stats.events;
@@ -311,6 +362,30 @@ void write_links(const std::string& path, const std::vector<Ran>& runs) {
     }
 }
 
+// Throughput series: per receiving host (rx), per sending host (tx) and per pair (flow), in
+// Gb/s of payload placed at the receiver over each interval; idle rows are left out.
+void write_flows_ts(const std::string& path, const std::vector<Ran>& runs, Time interval) {
+  auto f = fmt::output_file(path);
+  f.print("transport,time_ns,kind,src,dst,gbps\n");
+  if (interval == 0) return;
+  const double secs = static_cast<double>(interval) / kPicosPerSecond;
+  for (const Ran& ran : runs)
+    for (const ThroughputSample& s : ran.r.throughput) {
+      const double gbps = static_cast<double>(s.bytes) * 8 / secs / 1e9;
+      switch (s.kind) {
+        case ThroughputSample::kHostRx:
+          f.print("{},{:.3f},host_rx,,{},{:.3f}\n", ran.r.name, to_ns(s.time), s.dst, gbps);
+          break;
+        case ThroughputSample::kHostTx:
+          f.print("{},{:.3f},host_tx,{},,{:.3f}\n", ran.r.name, to_ns(s.time), s.src, gbps);
+          break;
+        case ThroughputSample::kPair:
+          f.print("{},{:.3f},flow,{},{},{:.3f}\n", ran.r.name, to_ns(s.time), s.src, s.dst, gbps);
+          break;
+      }
+    }
+}
+
 void write_ev_events(const std::string& path, const std::vector<Ran>& runs) {
   auto f = fmt::output_file(path);
   for (const Ran& ran : runs)
@@ -341,6 +416,13 @@ std::string describe_fault(const FaultConfig& f) {
     case FaultConfig::kDegrade:
       s += ", rate " + format_rate(f.rate_bps);
       break;
+    case FaultConfig::kPathLoss:
+      s += fmt::format(" (host {} -> host {}), loss {:g}", f.src, f.dst, f.probability);
+      break;
+    case FaultConfig::kBlackholeReboot:
+      s += fmt::format(", rebooted at {} for {}", format_duration(f.reboot_at),
+                       format_duration(f.duration));
+      break;
     default:
       break;
   }
@@ -348,7 +430,7 @@ std::string describe_fault(const FaultConfig& f) {
     s += " until " + format_duration(f.until);
   else if (f.kind == FaultConfig::kLinkDown || f.kind == FaultConfig::kBlackhole ||
            f.kind == FaultConfig::kBlackholeSwitch || f.kind == FaultConfig::kGrayLoss ||
-           f.kind == FaultConfig::kDegrade)
+           f.kind == FaultConfig::kDegrade || f.kind == FaultConfig::kPathLoss)
     s += " (for the rest of the run)";
   return s;
 }
@@ -418,8 +500,13 @@ void print_table(const Scenario& sc, const std::vector<Ran>& runs) {
   fmt::print("workload: {}", workload_kind_name(sc.workload.kind));
   if (sc.workload.kind == WorkloadConfig::kHtsim)
     fmt::print(" {}", sc.workload.file);
+  else if (sc.workload.kind == WorkloadConfig::kFlows)
+    fmt::print(", {} listed", sc.workload.flow_list.size());
   else
     fmt::print(", {}", format_size(sc.workload.size));
+  if (sc.workload.kind == WorkloadConfig::kSteady)
+    fmt::print(" messages, {} in flight per stream, until {}", sc.workload.depth,
+               format_duration(sc.workload.until));
   if (sc.workload.algorithm == WorkloadConfig::kRing2d &&
       (sc.workload.kind == WorkloadConfig::kAllReduce ||
        sc.workload.kind == WorkloadConfig::kTraining))
@@ -428,6 +515,22 @@ void print_table(const Scenario& sc, const std::vector<Ran>& runs) {
   fmt::print("\n");
   for (const FaultConfig& f : sc.faults)
     fmt::print("fault:    {}\n", describe_fault(f));
+  // Which runs mark ECN on the last hop (leaf -> host): the paper's MRC fabric does not (2.1),
+  // DCQCN needs it.
+  std::string on, off;
+  for (const Ran& ran : runs)
+    (ecn_last_hop_on(ran.r) ? on : off) +=
+        (ecn_last_hop_on(ran.r) ? on : off).empty() ? ran.r.name : ", " + ran.r.name;
+  fmt::print("switch:   ECN on the last hop (leaf->host){}: {}{}{}\n",
+             sc.base.sw.ecn_last_hop == SwitchConfig::EcnLastHop::kAuto ? " (auto)" : "",
+             on.empty() ? "" : "on for " + on, !on.empty() && !off.empty() ? "; " : "",
+             off.empty() ? "" : "off for " + off);
+  std::string qps;
+  for (const Ran& ran : runs)
+    if (ran.r.config.transport.qps_per_flow != 1)
+      qps += fmt::format("{}{} {}", qps.empty() ? "" : ", ", ran.r.name,
+                         ran.r.config.transport.qps_per_flow);
+  if (!qps.empty()) fmt::print("qps/flow: {} (the others 1)\n", qps);
   fmt::print("\n");
 
   const char* hdr =
@@ -532,7 +635,10 @@ Time estimated_end(const Scenario& sc) {
       return w.start + allreduce;
     case WorkloadConfig::kTraining:
       return w.start + w.iterations * (w.compute + allreduce);
+    case WorkloadConfig::kSteady:
+      return w.until;
     case WorkloadConfig::kHtsim:
+    case WorkloadConfig::kFlows:
       return 0;
   }
   return 0;
@@ -867,6 +973,8 @@ int main(int argc, char** argv) {
     write_flows((dir / "flows.csv").string(), runs);
     write_links((dir / "links.csv").string(), runs);
     write_ev_events((dir / "ev_events.jsonl").string(), runs);
+    if (sc.base.throughput_interval > 0)
+      write_flows_ts((dir / "flows_ts.csv").string(), runs, sc.base.throughput_interval);
   } catch (const std::exception& e) {
     return failed(fmt::format("cannot write the results to {}: {}", out_dir, e.what()), 1);
   }

@@ -65,6 +65,32 @@ TextResult<std::unique_ptr<Workload>> make_workload(const WorkloadConfig& w, uin
       if (w.kind == K::kAllReduce) return std::make_unique<RingAllReduce>(*g, w.size, w.start, row);
       return std::make_unique<TrainingLoop>(*g, w.size, w.compute, w.iterations, w.start, row);
     }
+    case K::kSteady: {
+      auto g = collective_group(w, hosts);
+      if (!g) return std::unexpected(g.error());
+      if (g->size() < 2) return text_error("workload: steady streams need at least 2 hosts");
+      auto streams = steady_permutation(*g, w.size, w.start, w.until, w.depth, seed);
+      if (!streams) return text_error("workload: " + streams.error());
+      return std::make_unique<SteadyStreams>("steady", std::move(*streams));
+    }
+    case K::kFlows: {
+      // Pinned path sets are numbered 1, 2, ... in file order (run_transport registers them
+      // in the same order).
+      std::vector<SteadyStreams::Stream> streams;
+      uint16_t path_set = 0;
+      for (size_t i = 0; i < w.flow_list.size(); ++i) {
+        const WorkloadConfig::Flow& f = w.flow_list[i];
+        for (HostId h : {f.src, f.dst})
+          if (h >= hosts)
+            return text_error("workload.flow[" + std::to_string(i) + "]: host " +
+                              std::to_string(h) + " out of range (the fabric has " +
+                              std::to_string(hosts) + " hosts)");
+        const uint16_t set = f.paths.empty() ? 0 : ++path_set;
+        streams.push_back(
+            {f.src, f.dst, f.size, f.start, f.until, f.until > f.start ? w.depth : 1, set});
+      }
+      return std::make_unique<SteadyStreams>("flows", std::move(streams));
+    }
     case K::kHtsim: {
       auto m = load_htsim_cm(w.file);
       if (!m) return std::unexpected(m.error());
@@ -82,10 +108,46 @@ TextStatus apply_faults(Simulation& sim, const Scenario& sc) {
   for (const FaultConfig& f : sc.faults) {
     const std::string where = sc.source + ":" + std::to_string(f.line) + ": fault '" +
                               fault_kind_name(f.kind) + "' on " + f.target + ": ";
-    const bool on_switch =
-        f.kind == FaultConfig::kSwitchReboot || f.kind == FaultConfig::kBlackholeSwitch;
-    const std::string missing = on_switch ? sim.check_switch(f.sw) : sim.check_link(f.link);
-    if (!missing.empty()) return text_error(where + missing);
+    const bool on_switch = f.kind == FaultConfig::kSwitchReboot ||
+                           f.kind == FaultConfig::kBlackholeSwitch ||
+                           f.kind == FaultConfig::kBlackholeReboot;
+    if (f.kind == FaultConfig::kPathLoss) {
+      if (sim.num_pods() > 0)
+        return text_error(where +
+                          "path_loss names a two-tier Clos path (a plane's spine); the "
+                          "fabric is a fat tree");
+      const std::string missing =
+          sim.check_switch(SwitchRef{SwitchRef::kSpine, f.path.plane, f.path.spine, 0});
+      if (!missing.empty()) return text_error(where + missing);
+      for (HostId h : {f.src, f.dst})
+        if (h >= sim.num_hosts())
+          return text_error(where + "host " + std::to_string(h) + " does not exist (" +
+                            std::to_string(sim.num_hosts()) + " hosts)");
+      sim.path_loss(f.src, f.dst, f.path, f.probability, f.at, f.until);
+      continue;
+    }
+    if (on_switch) {
+      if (const std::string missing = sim.check_switch(f.sw); !missing.empty())
+        return text_error(where + missing);
+    } else {
+      for (const LinkRef& l : f.links)
+        if (const std::string missing = sim.check_link(l); !missing.empty())
+          return text_error(where + (f.links.size() > 1 ? link_name(l) + ": " : "") + missing);
+    }
+    if (!on_switch && f.links.size() != 1) {
+      // Several links, the same fault on each at the same times (a transceiver or line card
+      // taking its links down together).
+      Scenario one;
+      FaultConfig g = f;
+      for (const LinkRef& l : f.links) {
+        g.link = l;
+        g.links = {l};
+        one.faults = {g};
+        one.source = sc.source;
+        if (auto st = apply_faults(sim, one); !st) return st;
+      }
+      continue;
+    }
     switch (f.kind) {
       case FaultConfig::kLinkDown:
         sim.link_down(f.link, f.at);
@@ -111,6 +173,14 @@ TextStatus apply_faults(Simulation& sim, const Scenario& sc) {
       case FaultConfig::kFlap:
         sim.flap(f.link, f.at, f.period, f.count);
         break;
+      case FaultConfig::kBlackholeReboot:
+        // The reboot's link-down events are scheduled first, so at reboot_at the links are
+        // down before the blackhole lifts (same time, earlier sequence).
+        sim.switch_reboot(f.sw, f.reboot_at, f.duration);
+        sim.blackhole_switch(f.sw, f.at, f.reboot_at);
+        break;
+      case FaultConfig::kPathLoss:
+        break;  // above
     }
   }
   return {};
@@ -186,6 +256,14 @@ TextResult<TransportResult> run_transport(const Scenario& sc, const TransportRun
                                           const RunHooks& hooks) {
   SimConfig config = run.config;
   config.block_partitions = config.block_partitions || hooks.block_partitions;
+  if ((config.block_partitions || hooks.exchange != nullptr) &&
+      (config.transport.qps_per_flow != 1 || config.throughput_interval > 0 ||
+       std::any_of(sc.workload.flow_list.begin(), sc.workload.flow_list.end(),
+                   [](const WorkloadConfig::Flow& f) { return !f.paths.empty(); })))
+    return text_error(sc.source + ": transport " + run.name +
+                      ": the blocks partition layout (and MPI runs) take one QP per pair: "
+                      "transport.qps_per_flow, pinned paths (workload.flow[].paths) and "
+                      "run.throughput_interval need the default layout");
   auto created = Simulation::create(config, hooks.exchange);
   if (!created)
     return text_error(sc.source + ": transport " + run.name +
@@ -206,6 +284,25 @@ TextResult<TransportResult> run_transport(const Scenario& sc, const TransportRun
   }
   auto st = apply_faults(sim, sc);
   if (!st) return std::unexpected(st.error());
+  for (size_t i = 0; i < sc.workload.flow_list.size(); ++i) {
+    const WorkloadConfig::Flow& f = sc.workload.flow_list[i];
+    if (f.paths.empty()) continue;
+    const std::string where = sc.source + ":" + std::to_string(f.line) + ": workload.flow[" +
+                              std::to_string(i) + "].paths: ";
+    if (sim.num_pods() > 0)
+      return text_error(where +
+                        "pinned paths name a two-tier Clos's spines; the fabric is a fat "
+                        "tree");
+    for (size_t k = 0; k < f.paths.size(); ++k) {
+      const std::string missing =
+          sim.check_switch(SwitchRef{SwitchRef::kSpine, f.paths[k].plane, f.paths[k].spine, 0});
+      if (!missing.empty()) return text_error(where + f.path_names[k] + ": " + missing);
+    }
+    if (!sim.add_path_set(f.paths))
+      return text_error(where + "transport " + run.name +
+                        ": pinned paths need path_mode = \"srv6\" (an ECMP entropy names no "
+                        "spine)");
+  }
 
   if (!hooks.pcap_path.empty()) {
     auto p = sim.enable_pcap(hooks.pcap_path, hooks.pcap_hosts);
@@ -227,7 +324,7 @@ TextResult<TransportResult> run_transport(const Scenario& sc, const TransportRun
 
   TransportResult r;
   r.name = run.name;
-  r.config = run.config;
+  r.config = sim.config();  // resolved: switch.ecn_last_hop "auto" is on or off here
   r.leaves = sim.num_leaves();
   r.spines = sim.num_spines();
   r.fabric = sim.fabric_description();
@@ -246,6 +343,7 @@ TextResult<TransportResult> run_transport(const Scenario& sc, const TransportRun
   // Names only when there are samples: a 131k-GPU fabric has millions of ports.
   if (!sim.link_samples().empty()) r.link_names = sim.link_names();
   r.link_samples = sim.link_samples();
+  r.throughput = sim.throughput_samples();
   r.ev_events = sim.ev_events();
   for (const auto& w : driver.workloads()) {
     r.collectives.insert(r.collectives.end(), w->collectives().begin(), w->collectives().end());

@@ -62,6 +62,7 @@ struct TransportResult {
   std::vector<FlowResult> flows;
   std::vector<std::string> link_names;
   std::vector<LinkSample> link_samples;
+  std::vector<ThroughputSample> throughput;
   std::vector<EvEvent> ev_events;
   std::vector<CollectiveResult> collectives;
   std::vector<IterationResult> iterations;

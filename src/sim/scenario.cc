@@ -76,6 +76,10 @@ const char* workload_kind_name(WorkloadConfig::Kind k) {
       return "training";
     case WorkloadConfig::kHtsim:
       return "htsim";
+    case WorkloadConfig::kSteady:
+      return "steady";
+    case WorkloadConfig::kFlows:
+      return "flows";
   }
   return "unknown";
 }
@@ -102,6 +106,10 @@ const char* fault_kind_name(FaultConfig::Kind k) {
       return "degrade";
     case FaultConfig::kFlap:
       return "flap";
+    case FaultConfig::kPathLoss:
+      return "path_loss";
+    case FaultConfig::kBlackholeReboot:
+      return "blackhole_reboot";
   }
   return "unknown";
 }
@@ -467,6 +475,7 @@ class TableReader {
       : t_(t), path_(std::move(path)), o_(o) {}
 
   const std::string& path() const { return path_; }
+  const Origin& origin() const { return o_; }
   std::string key_path(std::string_view key) const {
     return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
   }
@@ -698,13 +707,24 @@ TextStatus read_switch(TableReader& r, SwitchConfig& s) {
   TRY(r.boolean("pfc", s.pfc));
   TRY(r.size("pfc_xoff", s.pfc_xoff_bytes));
   TRY(r.size("pfc_xon", s.pfc_xon_bytes));
+  if (const toml::node* n = r.node("ecn_last_hop")) {
+    using Lh = SwitchConfig::EcnLastHop;
+    if (n->is_boolean()) {
+      s.ecn_last_hop = n->as_boolean()->get() ? Lh::kOn : Lh::kOff;
+    } else if (n->is_string() && n->as_string()->get() == "auto") {
+      s.ecn_last_hop = Lh::kAuto;
+    } else {
+      return r.expected("ecn_last_hop", n,
+                        "true, false or \"auto\" (off for MRC transports, on for RoCE)");
+    }
+  }
   return r.finish();
 }
 
 constexpr std::initializer_list<const char*> kKinds = {"mrc", "mrc_oblivious", "roce", "roce_pfc"};
 
 TextStatus read_transport(TableReader& r, TransportConfig& t, std::vector<std::string>& kinds,
-                          std::string& cc_name) {
+                          std::string& cc_name, std::map<std::string, uint32_t>& qps_per_kind) {
   if (const toml::node* n = r.node("kinds")) {
     std::string list;
     for (const char* c : kKinds)
@@ -742,11 +762,74 @@ TextStatus read_transport(TableReader& r, TransportConfig& t, std::vector<std::s
   TRY(r.duration("probe_interval", t.probe_interval));
   TRY(r.duration("ecn_cooldown", t.ecn_cooldown));
   TRY(r.duration("routing_convergence", t.routing_convergence, true));
+  // An integer for every kind, or a table per kind ({roce = 8, roce_pfc = 8}: the paper's
+  // RoCE QP-scaling baseline next to MRC's one QP).
+  if (const toml::node* n = r.node("qps_per_flow")) {
+    const std::string what = "an integer in 1..256, or a table of transport kinds like {roce = 8}";
+    auto count = [&](const toml::node& v) -> std::optional<uint32_t> {
+      if (!v.is_integer() || v.as_integer()->get() < 1 || v.as_integer()->get() > 256)
+        return std::nullopt;
+      return static_cast<uint32_t>(v.as_integer()->get());
+    };
+    if (n->is_table()) {
+      qps_per_kind.clear();
+      for (auto&& [k, v] : *n->as_table()) {
+        const std::string kind(k.str());
+        if (std::find_if(kKinds.begin(), kKinds.end(), [&](const char* c) { return kind == c; }) ==
+            kKinds.end())
+          return r.err("qps_per_flow", n,
+                       "unknown transport kind \"" + kind +
+                           "\" (expected mrc, mrc_oblivious, roce, roce_pfc)");
+        auto c = count(v);
+        if (!c)
+          return r.err("qps_per_flow", n,
+                       "expected " + what + ", got " + kind + " = " + describe(v));
+        qps_per_kind[kind] = *c;
+      }
+    } else {
+      auto c = count(*n);
+      if (!c) return r.expected("qps_per_flow", n, what);
+      t.qps_per_flow = *c;
+    }
+  }
   return r.finish();
 }
 
 constexpr std::initializer_list<const char*> kWorkloadKinds = {
-    "permutation", "uniform", "incast", "all_to_all", "allreduce", "training", "htsim"};
+    "permutation", "uniform", "incast", "all_to_all", "allreduce",
+    "training",    "htsim",   "steady", "flows"};
+
+TextResult<PathRef> parse_path_name(std::string_view s);
+
+// One [[workload.flow]] entry.
+TextStatus read_flow_entry(TableReader& r, WorkloadConfig::Flow& f) {
+  for (const char* key : {"src", "dst"}) {
+    r.allow(key);
+    if (!r.has(key)) return r.missing(key, "a host number");
+  }
+  TRY(r.uint("src", f.src));
+  TRY(r.uint("dst", f.dst));
+  if (f.src == f.dst) return r.err("dst", r.node("dst"), "must differ from 'src'");
+  TRY(r.size("size", f.size));
+  if (r.has("size") && f.size == 0) return r.err("size", r.node("size"), "size must be > 0");
+  TRY(r.duration("start", f.start));
+  TRY(r.duration("until", f.until));
+  if (const toml::node* n = r.node("paths")) {
+    const std::string what =
+        "a non-empty array of paths, the spines their EVs name, like "
+        "[\"p0/spine0\", \"p0/spine1\", \"p1/spine0\"]";
+    if (!n->is_array() || n->as_array()->empty()) return r.expected("paths", n, what);
+    for (const toml::node& e : *n->as_array()) {
+      if (!e.is_string())
+        return r.err("paths", n, "expected " + what + ", got an element " + describe(e));
+      auto p = parse_path_name(e.as_string()->get());
+      if (!p) return r.err("paths", n, p.error());
+      f.paths.push_back(*p);
+      f.path_names.push_back(e.as_string()->get());
+    }
+  }
+  return r.finish();
+}
 
 TextStatus read_workload(TableReader& r, WorkloadConfig& w, const std::string& base_dir) {
   if (!r.has("kind")) {
@@ -774,16 +857,19 @@ TextStatus read_workload(TableReader& r, WorkloadConfig& w, const std::string& b
                  "does not apply to workload kind '" + kind + "' (it is for: " + list + ")");
   };
   using K = WorkloadConfig;
-  TRY(only("size",
-           {K::kPermutation, K::kUniform, K::kIncast, K::kAllToAll, K::kAllReduce, K::kTraining}));
-  TRY(only("start",
-           {K::kPermutation, K::kUniform, K::kIncast, K::kAllToAll, K::kAllReduce, K::kTraining}));
+  TRY(only("size", {K::kPermutation, K::kUniform, K::kIncast, K::kAllToAll, K::kAllReduce,
+                    K::kTraining, K::kSteady}));
+  TRY(only("start", {K::kPermutation, K::kUniform, K::kIncast, K::kAllToAll, K::kAllReduce,
+                     K::kTraining, K::kSteady}));
+  TRY(only("until", {K::kSteady}));
+  TRY(only("depth", {K::kSteady, K::kFlows}));
+  TRY(only("flow", {K::kFlows}));
   TRY(only("flows", {K::kUniform}));
   TRY(only("spread", {K::kUniform}));
   TRY(only("senders", {K::kIncast}));
   TRY(only("dst", {K::kIncast}));
-  TRY(only("ranks", {K::kAllToAll, K::kAllReduce, K::kTraining}));
-  TRY(only("group", {K::kAllToAll, K::kAllReduce, K::kTraining}));
+  TRY(only("ranks", {K::kAllToAll, K::kAllReduce, K::kTraining, K::kSteady}));
+  TRY(only("group", {K::kAllToAll, K::kAllReduce, K::kTraining, K::kSteady}));
   TRY(only("iterations", {K::kTraining}));
   TRY(only("compute", {K::kTraining}));
   TRY(only("algorithm", {K::kAllReduce, K::kTraining}));
@@ -830,6 +916,32 @@ TextStatus read_workload(TableReader& r, WorkloadConfig& w, const std::string& b
                        std::to_string(ranks) + " ranks of the group (workload." +
                        (w.group.empty() ? "ranks" : "group") + ")");
   }
+  r.allow("until");
+  if (w.kind == K::kSteady && !r.has("until"))
+    return r.missing("until", "when the streams stop starting messages, like \"100ms\"");
+  TRY(r.duration("until", w.until));
+  if (w.kind == K::kSteady && w.until <= w.start)
+    return r.err("until", r.node("until"),
+                 "must be later than 'start' (" + format_duration(w.start) + ")");
+  TRY(r.uint("depth", w.depth, 1, 64));
+  if (w.kind == K::kFlows) {
+    const toml::node* n = r.node("flow");
+    if (!n)
+      return r.missing("flow",
+                       "[[workload.flow]] tables, each with src, dst and optionally size, "
+                       "start, until, paths");
+    if (!n->is_array_of_tables() || n->as_array()->empty())
+      return r.expected("flow", n, "an array of tables ([[workload.flow]] sections)");
+    uint32_t i = 0;
+    for (const toml::node& e : *n->as_array()) {
+      WorkloadConfig::Flow f;
+      f.line = e.source().begin.line;
+      TableReader fr(e.as_table(), r.key_path("flow") + "[" + std::to_string(i++) + "]",
+                     r.origin());
+      TRY(read_flow_entry(fr, f));
+      w.flow_list.push_back(std::move(f));
+    }
+  }
   TRY(r.string("file", w.file));
   if (w.kind == K::kHtsim) {
     if (w.file.empty()) return r.missing("file", "the htsim connection matrix (.cm) to run");
@@ -840,8 +952,19 @@ TextStatus read_workload(TableReader& r, WorkloadConfig& w, const std::string& b
 }
 
 constexpr std::initializer_list<const char*> kFaultKinds = {
-    "link_down",        "link_up",   "switch_reboot", "blackhole",
-    "blackhole_switch", "gray_loss", "degrade",       "flap"};
+    "link_down", "link_up", "switch_reboot", "blackhole", "blackhole_switch",
+    "gray_loss", "degrade", "flap",          "path_loss", "blackhole_reboot"};
+
+// A spine named as a path ("p0/spine3": the plane and the spine an EV names).
+TextResult<PathRef> parse_path_name(std::string_view s) {
+  auto sw = parse_switch_name(s);
+  if (!sw || sw->kind != SwitchRef::kSpine)
+    return text_error(
+        "expected a path as the spine its EV names, like \"p0/spine3\" (plane 0, "
+        "spine 3), got \"" +
+        std::string(s) + "\"");
+  return PathRef{sw->plane, sw->index};
+}
 
 TextStatus read_fault(TableReader& r, FaultConfig& f) {
   if (!r.has("kind")) {
@@ -855,26 +978,72 @@ TextStatus read_fault(TableReader& r, FaultConfig& f) {
   TRY(r.choice("kind", kFaultKinds, k));
   f.kind = static_cast<FaultConfig::Kind>(k);
   using F = FaultConfig;
-  const bool on_switch = f.kind == F::kSwitchReboot || f.kind == F::kBlackholeSwitch;
-  const char* target = on_switch ? "switch" : "link";
-  r.allow(on_switch ? "link" : "switch");
-  if (r.has(on_switch ? "link" : "switch"))
-    return r.err(on_switch ? "link" : "switch", r.node(on_switch ? "link" : "switch"),
-                 std::string("a ") + fault_kind_name(f.kind) + " fault names a " + target +
-                     ", not a " + (on_switch ? "link" : "switch"));
-  if (!r.has(target)) {
-    r.allow(target);
-    return r.missing(target, on_switch ? kSwitchForms : kLinkForms);
+  const bool on_switch =
+      f.kind == F::kSwitchReboot || f.kind == F::kBlackholeSwitch || f.kind == F::kBlackholeReboot;
+  const bool on_path = f.kind == F::kPathLoss;
+  const char* target = on_switch ? "switch" : on_path ? "path" : "link";
+  // Keys that name another kind of target.
+  for (const char* other : {"link", "links", "switch", "path"}) {
+    r.allow(other);
+    const bool mine = std::string_view(other) == target ||
+                      (std::string_view(other) == "links" && !on_switch && !on_path);
+    if (!mine && r.has(other))
+      return r.err(other, r.node(other),
+                   std::string("a ") + fault_kind_name(f.kind) + " fault names a " + target +
+                       ", not a " + (std::string_view(other) == "links" ? "link" : other));
   }
-  TRY(r.string(target, f.target));
+  if (!on_switch && !on_path && r.has("link") && r.has("links"))
+    return r.err("links", r.node("links"), "give 'link' (one) or 'links' (several), not both");
+  if (!r.has(target) && !(!on_switch && !on_path && r.has("links"))) {
+    return r.missing(target, on_switch ? std::string(kSwitchForms)
+                             : on_path ? "the spine the lossy EV names, like \"p0/spine3\""
+                                       : std::string(kLinkForms) +
+                                             ", or 'links': an array of them (they fail together)");
+  }
   if (on_switch) {
+    TRY(r.string(target, f.target));
     auto s = parse_switch_name(f.target);
     if (!s) return r.err(target, r.node(target), s.error());
     f.sw = *s;
-  } else {
+  } else if (on_path) {
+    TRY(r.string(target, f.target));
+    auto p = parse_path_name(f.target);
+    if (!p) return r.err(target, r.node(target), p.error());
+    f.path = *p;
+  } else if (r.has("link")) {
+    TRY(r.string("link", f.target));
     auto l = parse_link_name(f.target);
-    if (!l) return r.err(target, r.node(target), l.error());
+    if (!l) return r.err("link", r.node("link"), l.error());
     f.link = *l;
+    f.links = {*l};
+  } else {
+    const toml::node* n = r.node("links");
+    const std::string what = "a non-empty array of links (" + std::string(kLinkForms) + ")";
+    if (!n->is_array() || n->as_array()->empty()) return r.expected("links", n, what);
+    for (const toml::node& e : *n->as_array()) {
+      if (!e.is_string())
+        return r.err("links", n, "expected " + what + ", got an element " + describe(e));
+      auto l = parse_link_name(e.as_string()->get());
+      if (!l) return r.err("links", n, l.error());
+      f.links.push_back(*l);
+      f.target += (f.target.empty() ? "" : ", ") + e.as_string()->get();
+    }
+    f.link = f.links.front();
+  }
+  r.allow("src");
+  r.allow("dst");
+  if (on_path) {
+    if (!r.has("src")) return r.missing("src", "the sending host of the pair whose path is lossy");
+    if (!r.has("dst")) return r.missing("dst", "the receiving host of the pair");
+    TRY(r.uint("src", f.src));
+    TRY(r.uint("dst", f.dst));
+    if (f.src == f.dst) return r.err("dst", r.node("dst"), "must differ from 'src'");
+  } else {
+    for (const char* key : {"src", "dst"})
+      if (r.has(key))
+        return r.err(key, r.node(key),
+                     std::string("does not apply to a ") + fault_kind_name(f.kind) +
+                         " fault (it is for: path_loss)");
   }
   if (!r.has("at")) {
     r.allow("at");
@@ -890,15 +1059,23 @@ TextStatus read_fault(TableReader& r, FaultConfig& f) {
     return {};
   };
   const bool windowed = f.kind == F::kBlackhole || f.kind == F::kBlackholeSwitch ||
-                        f.kind == F::kGrayLoss || f.kind == F::kDegrade;
+                        f.kind == F::kGrayLoss || f.kind == F::kDegrade || f.kind == F::kPathLoss;
   if (!windowed) TRY(need("until", false, ""));
-  TRY(need("duration", f.kind == F::kSwitchReboot, "how long the switch is down, like \"1ms\""));
+  TRY(need("duration", f.kind == F::kSwitchReboot || f.kind == F::kBlackholeReboot,
+           "how long the switch is down, like \"1ms\""));
+  TRY(need("reboot_at", f.kind == F::kBlackholeReboot,
+           "when the silent switch is rebooted (its links go down), like \"2ms\""));
   TRY(need("period", f.kind == F::kFlap, "the flap period, like \"100us\""));
   TRY(need("count", f.kind == F::kFlap, "the number of down/up cycles"));
-  TRY(need("probability", f.kind == F::kGrayLoss, "the loss probability, 0..1"));
+  TRY(need("probability", f.kind == F::kGrayLoss || f.kind == F::kPathLoss,
+           "the loss probability, 0..1"));
   TRY(need("rate", f.kind == F::kDegrade, "the degraded link rate, like \"25Gbps\""));
   TRY(r.duration("until", f.until, true));
   TRY(r.duration("duration", f.duration));
+  TRY(r.duration("reboot_at", f.reboot_at));
+  if (f.kind == F::kBlackholeReboot && f.reboot_at <= f.at)
+    return r.err("reboot_at", r.node("reboot_at"),
+                 "must be later than 'at' (" + format_duration(f.at) + ")");
   TRY(r.duration("period", f.period));
   TRY(r.uint("count", f.count, 1));
   TRY(r.real("probability", f.probability, 0, 1));
@@ -1120,7 +1297,7 @@ TextResult<Scenario> parse_scenario(std::string_view text, std::string_view file
   if (!tp) return std::unexpected(tp.error());
   TableReader pr(*tp, "transport", origin);
   sc.kinds = {"mrc", "roce"};
-  TRY(read_transport(pr, b.transport, sc.kinds, sc.cc));
+  TRY(read_transport(pr, b.transport, sc.kinds, sc.cc, sc.qps_per_kind));
 
   auto wl = subtable(top, "workload");
   if (!wl) return std::unexpected(wl.error());
@@ -1153,6 +1330,8 @@ TextResult<Scenario> parse_scenario(std::string_view text, std::string_view file
   TRY(rr.duration("until", sc.until, true));
   TRY(rr.duration("sample_interval", b.sample_interval));
   TRY(rr.boolean("scheduled_departures", b.scheduled_departures));
+  TRY(rr.boolean("sample_host_links", b.sample_host_links));
+  TRY(rr.duration("throughput_interval", b.throughput_interval));
   TRY(rr.finish());
   TRY(top.finish());
 
@@ -1172,6 +1351,7 @@ TextResult<Scenario> parse_scenario(std::string_view text, std::string_view file
       run_cfg.config.sw.trimming = false;
       if (k == "roce_pfc") run_cfg.config.sw.pfc = true;
     }
+    if (auto q = sc.qps_per_kind.find(k); q != sc.qps_per_kind.end()) t.qps_per_flow = q->second;
     sc.runs.push_back(std::move(run_cfg));
   }
   return sc;

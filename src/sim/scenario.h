@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,8 @@ struct WorkloadConfig {
     kAllReduce,
     kTraining,
     kHtsim,
+    kSteady,  // long-running streams of messages (SteadyStreams) over a permutation
+    kFlows,   // an explicit list of flows or streams, optionally with pinned EVs
   } kind = kPermutation;
   uint64_t size = 1 << 20;  // bytes per flow (permutation/uniform/incast) or per rank
   Time start = 0;
@@ -42,8 +45,21 @@ struct WorkloadConfig {
   Time compute = 0;           // training: compute time per iteration
   // allreduce, training: the flat ring or the two-level ring of `row` ranks per row.
   enum Algorithm : uint8_t { kRing, kRing2d } algorithm = kRing;
-  uint32_t row = 0;  // ring2d: ranks per row (consecutive ranks of the group)
-  std::string file;  // htsim: .cm path (relative paths: to the scenario file)
+  uint32_t row = 0;    // ring2d: ranks per row (consecutive ranks of the group)
+  std::string file;    // htsim: .cm path (relative paths: to the scenario file)
+  Time until = 0;      // steady: no message starts at or after this time
+  uint32_t depth = 2;  // steady, flows: messages in flight per stream
+  // flows: [[workload.flow]] entries. A flow with `until` is a stream of messages until then.
+  struct Flow {
+    HostId src = 0, dst = 0;
+    uint64_t size = 1 << 20;
+    Time start = 0;
+    Time until = 0;                       // 0: one message
+    std::vector<PathRef> paths;           // pinned EVs (empty: the transport's own)
+    std::vector<std::string> path_names;  // as written
+    uint32_t line = 0;
+  };
+  std::vector<Flow> flow_list;
 };
 const char* workload_kind_name(WorkloadConfig::Kind k);
 const char* allreduce_algorithm_name(WorkloadConfig::Algorithm a);  // "ring", "ring2d"
@@ -58,17 +74,23 @@ struct FaultConfig {
     kGrayLoss,
     kDegrade,
     kFlap,
+    kPathLoss,         // loss on one path (EV) of one pair only
+    kBlackholeReboot,  // a switch stops forwarding, then is rebooted
   } kind = kLinkDown;
-  LinkRef link;
+  LinkRef link;                // the link (with `links`: the first)
+  std::vector<LinkRef> links;  // link faults: every link it acts on (`link` or `links`)
   SwitchRef sw;
+  HostId src = 0, dst = 0;  // path_loss: the pair
+  PathRef path;             // path_loss: the spine (plane, spine) its EV names
+  Time reboot_at = 0;       // blackhole_reboot: forwarding stops at `at`, the reboot starts here
   Time at = 0;
   Time until = kNever;     // blackhole, blackhole_switch, gray_loss, degrade
-  Time duration = 0;       // switch_reboot
+  Time duration = 0;       // switch_reboot, blackhole_reboot (the reboot's length)
   Time period = 0;         // flap
   uint32_t count = 0;      // flap
   double probability = 0;  // gray_loss
   uint64_t rate_bps = 0;   // degrade
-  std::string target;      // the link or switch as written ("p0/leaf1-spine2")
+  std::string target;      // the link(s), switch or path as written ("p0/leaf1-spine2")
   uint32_t line = 0;
 };
 const char* fault_kind_name(FaultConfig::Kind k);
@@ -86,7 +108,10 @@ struct Scenario {
   uint64_t seed = 1;
   SimConfig base;  // topo, switch, transport settings shared by every run
   std::vector<std::string> kinds;
-  std::string cc = "default";      // as written: "default" = NSCC for MRC, DCQCN for RoCE
+  std::string cc = "default";  // as written: "default" = NSCC for MRC, DCQCN for RoCE
+  // transport.qps_per_flow written as a table per kind ({roce = 8}): those kinds' values
+  // (the others keep base.transport.qps_per_flow, 1). Empty when written as one integer.
+  std::map<std::string, uint32_t> qps_per_kind;
   std::vector<TransportRun> runs;  // one per kind, in order
   WorkloadConfig workload;
   std::vector<FaultConfig> faults;

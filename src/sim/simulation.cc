@@ -58,6 +58,7 @@ enum SimEventType : uint32_t {
   kSample,        // a = plane
   kRouteUpdate,   // a = fault action whose routing view change is due
   kFlowAccept,    // blocks layout: a = flow, b = part; the receiver's QP and receive buffer
+  kThroughput,    // throughput sample (partition 0)
 };
 constexpr uint32_t kHostBit = 1u << 31;
 
@@ -291,7 +292,8 @@ struct FlowState {
 };
 
 struct FaultAction {
-  enum Kind : uint8_t { kLinkState, kBlackhole, kLoss, kRate } kind = kLinkState;
+  // kPathLoss: path_losses[bps] gets loss probability `value`.
+  enum Kind : uint8_t { kLinkState, kBlackhole, kLoss, kRate, kPathLoss } kind = kLinkState;
   LinkRef link;
   bool host_side = false;  // acts on the host end of a host link (partition 0)
   uint8_t end = 0;         // switch-switch link: 0 both ends, 1 only a, 2 only b (blocks)
@@ -318,6 +320,7 @@ struct Simulation::Impl {
   Time same_superpod_rtt = 0;  // four-tier fat tree: via a spine, both ways
   uint64_t queue_bytes = 0, ecn_kmin = 0, ecn_kmax = 0, trim_threshold = 0;
   uint64_t pfc_xoff = 0, pfc_xon = 0;
+  bool ecn_last_hop = true;  // cfg.sw.ecn_last_hop, resolved
   Time lookahead = 0;
   uint32_t num_partitions = 1;
   // The blocks layout (cfg.block_partitions; partition.h) and, in a run over several ranks,
@@ -374,6 +377,26 @@ struct Simulation::Impl {
 
   std::vector<LinkSample> samples;
   std::vector<EvEvent> ev_events;
+
+  // Simulation::path_loss rules; checked at leaves only while one is active.
+  struct PathLoss {
+    HostId src = 0, dst = 0;
+    PathRef path;
+    double probability = 0;
+  };
+  std::vector<PathLoss> path_losses;
+  uint32_t path_losses_active = 0;
+  bool path_lost(const Switch& sw, uint32_t egress, const SimPacket& p);
+
+  // Throughput series (cfg.throughput_interval): bytes placed since the last sample.
+  std::vector<uint64_t> rx_placed, tx_placed;          // per host
+  std::unordered_map<uint64_t, uint64_t> pair_placed;  // src << 32 | dst
+  std::vector<ThroughputSample> throughput;
+  void sample_throughput();
+  // After a run: the bytes placed since the last sample go to the interval they fall in.
+  void flush_throughput();
+  void emit_throughput();       // a row per busy series at `now`, counters reset
+  Time throughput_flushed = 0;  // the interval end flush_throughput() last wrote
   SimStats counters;
 
   std::unique_ptr<wire::PcapWriter> pcap;
@@ -502,10 +525,19 @@ struct Simulation::Impl {
 
   Status build();
   void build_fat_tree_switches(bool sample_links);
-  void build_paths(HostId src, HostId dst, uint32_t plane, QpAttr& a);
-  Result<QpPair> qp_for(HostId src, HostId dst, uint32_t plane);
+  // qp_index: which of a flow's QPs (transport.qps_per_flow); path_set: pinned EVs (0: none).
+  void build_paths(HostId src, HostId dst, uint32_t plane, uint32_t qp_index, uint16_t path_set,
+                   QpAttr& a);
+  Result<QpPair> qp_for(HostId src, HostId dst, uint32_t plane, uint32_t qp_index = 0,
+                        uint16_t path_set = 0);
+  // QP table key: peer, pinned path set, QP index, plane (0xFF: every plane).
+  static uint64_t qp_key(HostId peer, uint32_t plane, uint32_t qp_index, uint16_t path_set) {
+    return (static_cast<uint64_t>(peer) << 32) | (static_cast<uint64_t>(path_set) << 16) |
+           ((qp_index & 0xFF) << 8) | (plane & 0xFF);
+  }
+  std::vector<std::vector<PathRef>> path_sets;  // Simulation::add_path_set, id = index + 1
   Status configure_qp(Engine& e, uint32_t qpn, HostId me, HostId peer, uint32_t plane,
-                      uint32_t dest_qpn);
+                      uint32_t dest_qpn, uint32_t qp_index = 0, uint16_t path_set = 0);
   Result<uint32_t> blocks_qp(HostId me, HostId peer, uint32_t plane);
 
   // data path
@@ -731,6 +763,18 @@ Status Simulation::Impl::build() {
       hp.delay = t.link_delay;
     }
   }
+  // The last hop's queues, numbered after the switch-switch links.
+  const uint64_t host_links = static_cast<uint64_t>(t.hosts) * P;
+  const bool sample_host_links =
+      cfg.sample_interval > 0 && cfg.sample_host_links && host_links <= 65536;
+  if (sample_host_links) {
+    uint32_t next_id = sample_links ? static_cast<uint32_t>(sampled_links) : 0;
+    for (Switch& s : switches) {
+      if (s.kind != Switch::kLeaf) continue;
+      for (Port& port : s.ports)
+        if (port.peer_is_host && port.peer < t.hosts) port.link_id = next_id++;
+    }
+  }
   if (blocks) {
     for (Switch& s : switches)
       s.partition = switch_partition(s);
@@ -748,7 +792,7 @@ Status Simulation::Impl::build() {
     for (Host& host : hosts)
       if (!host.engine) host.keys = keys;
   }
-  if (cfg.sample_interval > 0 && sample_links) {
+  if (cfg.sample_interval > 0 && (sample_links || sample_host_links)) {
     if (blocks) {
       for (uint32_t b = 0; b < num_partitions; ++b)
         schedule_global(b, cfg.sample_interval, kSample, b);
@@ -756,6 +800,11 @@ Status Simulation::Impl::build() {
       for (uint32_t p = 0; p < P; ++p)
         schedule(plane_partition(p), cfg.sample_interval, kSample, p);
     }
+  }
+  if (cfg.throughput_interval > 0) {
+    rx_placed.assign(t.hosts, 0);
+    tx_placed.assign(t.hosts, 0);
+    schedule(0, cfg.throughput_interval, kThroughput);
   }
   for (Switch& s : switches) {
     for (Port& port : s.ports) {
@@ -916,12 +965,15 @@ uint16_t Simulation::Impl::ft_path(const ev::ExpandedEv& carrier) const {
 
 // The paths of a QP from src to dst on `plane` (RoCE: one QP per plane) or on every plane
 // (MRC: plane = UINT32_MAX).
-void Simulation::Impl::build_paths(HostId src, HostId dst, uint32_t plane, QpAttr& a) {
+void Simulation::Impl::build_paths(HostId src, HostId dst, uint32_t plane, uint32_t qp_index,
+                                   uint16_t path_set, QpAttr& a) {
   const TransportConfig& tc = cfg.transport;
   // Seeded by the unordered pair: both ends of a QP pair draw the same choices, so path i
-  // names the same plane and spine in both directions (control packets rely on that).
+  // names the same plane and spine in both directions (control packets rely on that). The
+  // further QPs of a flow (qps_per_flow) draw their own.
   const uint64_t lo = std::min(src, dst), hi = std::max(src, dst);
-  Rng rng(cfg.seed ^ (lo << 32 | hi) ^ 0xA5A5A5A5ull);
+  Rng rng(cfg.seed ^ (lo << 32 | hi) ^ 0xA5A5A5A5ull ^
+          (qp_index ? mix32(qp_index) * 0x9E3779B97F4A7C15ull : 0));
   auto entropy_ev = [&](uint32_t v) {
     ev::ExpandedEv e{};
     e[0] = static_cast<uint8_t>(v >> 24);
@@ -936,6 +988,22 @@ void Simulation::Impl::build_paths(HostId src, HostId dst, uint32_t plane, QpAtt
     d.ev = entropy_ev(static_cast<uint32_t>(rng.next()));
     a.paths.push_back(d);
     a.ev_min_active = 1;
+    return;
+  }
+  if (path_set != 0) {
+    // Pinned EVs (add_path_set checked them: two-tier, SRv6): exactly the listed paths.
+    for (const PathRef& r : path_sets[path_set - 1]) {
+      PathDesc d;
+      d.port = static_cast<uint8_t>(r.plane);
+      std::vector<uint16_t> usids;
+      if (leaf_of(src) != leaf_of(dst))
+        usids.push_back(static_cast<uint16_t>(kSpineUsidBase + r.spine));
+      usids.push_back(static_cast<uint16_t>(kLeafUsidBase + leaf_of(dst)));
+      usids.push_back(static_cast<uint16_t>(kHostUsidBase + dst % H));
+      d.ev = *ev::srv6_carrier(kLocatorBlock, usids);
+      a.paths.push_back(d);
+    }
+    a.ev_min_active = std::max<uint32_t>(1, static_cast<uint32_t>(a.paths.size()) / 8);
     return;
   }
   if (fat_tree) {
@@ -994,8 +1062,9 @@ void Simulation::Impl::build_paths(HostId src, HostId dst, uint32_t plane, QpAtt
   a.ev_min_active = std::max<uint32_t>(1, static_cast<uint32_t>(a.paths.size()) / 8);
 }
 
-Result<QpPair> Simulation::Impl::qp_for(HostId src, HostId dst, uint32_t plane) {
-  const uint64_t key = (static_cast<uint64_t>(dst) << 8) | (plane & 0xFF);
+Result<QpPair> Simulation::Impl::qp_for(HostId src, HostId dst, uint32_t plane, uint32_t qp_index,
+                                        uint16_t path_set) {
+  const uint64_t key = qp_key(dst, plane, qp_index, path_set);
   auto it = hosts[src].qps.find(key);
   if (it != hosts[src].qps.end()) return it->second;
   Engine& es = *hosts[src].engine;
@@ -1006,11 +1075,13 @@ Result<QpPair> Simulation::Impl::qp_for(HostId src, HostId dst, uint32_t plane) 
   auto qs = es.create_qp(ca);
   auto qd = ed.create_qp(ca);
   if (!qs || !qd) return fail(Error::kNoResources);
-  if (auto s = configure_qp(es, *qs, src, dst, plane, *qd); !s) return fail(s.error());
-  if (auto s = configure_qp(ed, *qd, dst, src, plane, *qs); !s) return fail(s.error());
+  if (auto s = configure_qp(es, *qs, src, dst, plane, *qd, qp_index, path_set); !s)
+    return fail(s.error());
+  if (auto s = configure_qp(ed, *qd, dst, src, plane, *qs, qp_index, path_set); !s)
+    return fail(s.error());
   const QpPair fwd{*qs, *qd};
   hosts[src].qps[key] = fwd;
-  hosts[dst].qps[(static_cast<uint64_t>(src) << 8) | (plane & 0xFF)] = QpPair{*qd, *qs};
+  hosts[dst].qps[qp_key(src, plane, qp_index, path_set)] = QpPair{*qd, *qs};
   return fwd;
 }
 
@@ -1036,7 +1107,8 @@ Result<uint32_t> Simulation::Impl::blocks_qp(HostId me, HostId peer, uint32_t pl
 
 // One end of a QP pair, from RESET to RTS.
 Status Simulation::Impl::configure_qp(Engine& e, uint32_t qpn, HostId me, HostId peer,
-                                      uint32_t plane, uint32_t dest_qpn) {
+                                      uint32_t plane, uint32_t dest_qpn, uint32_t qp_index,
+                                      uint16_t path_set) {
   const TransportConfig& tc = cfg.transport;
   const uint64_t link =
       static_cast<uint64_t>(tc.kind == TransportKind::kRoce ? 1 : P) * cfg.topo.link_bps;
@@ -1045,7 +1117,7 @@ Status Simulation::Impl::configure_qp(Engine& e, uint32_t qpn, HostId me, HostId
   {
     QpAttr a;
     a.transport = tc.kind == TransportKind::kRoce ? TransportMode::kRoce : TransportMode::kMrc;
-    build_paths(me, peer, plane, a);
+    build_paths(me, peer, plane, qp_index, path_set, a);
     a.path_policy.ecn_steering = tc.kind == TransportKind::kMrc;
     // Recycle an ECN-marked path for a few round-robin visits, not a whole RTT: with tens
     // of paths a long cooldown parks most of them and piles traffic on the rest (measured:
@@ -1356,8 +1428,20 @@ void Simulation::Impl::host_arrive(HostId h, uint32_t idx) {
     auto it = hosts[h].qps.find((static_cast<uint64_t>(p.src) << 8) | plane_key);
     if (it != hosts[h].qps.end()) rx.pkt.bth.dest_qp = it->second.local_qpn;
   }
+  const HostId src = p.src;
   free_packet(idx);
-  (void)hosts[h].engine->on_packet(now, rx);
+  if (cfg.throughput_interval > 0) [[unlikely]] {
+    Engine& e = *hosts[h].engine;
+    const uint64_t before = e.counters().bytes_placed;
+    (void)e.on_packet(now, rx);
+    if (const uint64_t placed = e.counters().bytes_placed - before; placed > 0) {
+      rx_placed[h] += placed;
+      tx_placed[src] += placed;
+      pair_placed[(static_cast<uint64_t>(src) << 32) | h] += placed;
+    }
+  } else {
+    (void)hosts[h].engine->on_packet(now, rx);
+  }
   service_host(h);
 }
 
@@ -1365,6 +1449,12 @@ void Simulation::Impl::switch_arrive(uint32_t swi, uint32_t ingress, uint32_t id
   Switch& sw = switches[swi];
   SimPacket& p = packets[idx];
   const uint32_t egress = forward(sw, p);
+  if (path_losses_active > 0 && path_lost(sw, egress, p)) [[unlikely]] {
+    ++counters.fault_drops;
+    ++counters.drops;
+    free_packet(idx);
+    return;
+  }
   Port& out = sw.ports[egress];
   bool high = p.flags & kHigh;
   const SwitchConfig& sc = cfg.sw;
@@ -1382,8 +1472,9 @@ void Simulation::Impl::switch_arrive(uint32_t swi, uint32_t ingress, uint32_t id
       ++counters.drops;
       free_packet(idx);
       return;
-    } else if (p.flags & kEct) {
-      // RED-style marking on the queue the packet joins.
+    } else if ((p.flags & kEct) && (ecn_last_hop || !out.peer_is_host)) {
+      // RED-style marking on the queue the packet joins (not on the last hop unless
+      // switch.ecn_last_hop: paper 2.1).
       const uint64_t q = out.queue_bytes;
       if (q >= ecn_kmax) {
         p.flags |= kCe;
@@ -1626,18 +1717,22 @@ void Simulation::Impl::handle_pause(uint32_t node, uint32_t port, bool pause) {
 void Simulation::Impl::flow_start(FlowId f) {
   const FlowSpec& s = flows[f].spec;
   const bool roce = cfg.transport.kind == TransportKind::kRoce;
-  const uint32_t parts = roce ? P : 1;
+  // RoCE: a QP per plane; either way transport.qps_per_flow QPs (per plane), the bytes split
+  // evenly over them.
+  const uint32_t per_qp = roce ? P : 1;
+  const uint32_t parts = per_qp * cfg.transport.qps_per_flow;
   flow_state[f].parts_left = parts;
   for (uint32_t part = 0; part < parts; ++part) {
-    const uint32_t plane = roce ? part : 0xFF;
+    const uint32_t plane = roce ? part % P : 0xFF;
     Result<QpPair> qp = fail(Error::kNoResources);
     if (blocks) {
       // The receiver's end is set up in its own partition, one lookahead later: before any
-      // packet of this flow can get there (two links away at least).
+      // packet of this flow can get there (two links away at least). One QP per pair (and
+      // plane): Simulation::create refuses qps_per_flow > 1 and add_path_set pinned EVs here.
       if (auto q = blocks_qp(s.src, s.dst, plane)) qp = QpPair{*q, 0};
       schedule(host_partition(s.dst), now + lookahead, kFlowAccept, f, part);
     } else {
-      qp = qp_for(s.src, s.dst, plane);
+      qp = qp_for(s.src, s.dst, plane, part / per_qp, roce ? 0 : s.path_set);
     }
     uint64_t bytes = s.bytes / parts + (part < s.bytes % parts ? 1 : 0);
     if (!qp) {
@@ -1648,7 +1743,7 @@ void Simulation::Impl::flow_start(FlowId f) {
     if (s.with_imm && !blocks) (void)hosts[s.dst].engine->post_recv(qp->remote_qpn, f);
     snapshot_qp(flow_state[f], *hosts[s.src].engine, qp->local_qpn);
     WriteWr w;
-    w.wr_id = (static_cast<uint64_t>(f) << 8) | part;
+    w.wr_id = (static_cast<uint64_t>(f) << 16) | part;
     w.opcode = s.with_imm ? WrOpcode::kWriteImm : WrOpcode::kWrite;
     w.lkey = hosts[s.src].keys.lkey;
     w.length = bytes;
@@ -1709,7 +1804,7 @@ void Simulation::Impl::on_completion(HostId h, const Completion& c) {
       if (it->second.empty()) host.backlog.erase(it);
     }
   }
-  const FlowId f = static_cast<FlowId>(c.wr_id >> 8);
+  const FlowId f = static_cast<FlowId>(c.wr_id >> 16);
   if (f >= flows.size()) return;
   FlowState& st = flow_state[f];
   if (c.status != WcStatus::kSuccess) st.failed = true;
@@ -1799,8 +1894,24 @@ void Simulation::Impl::add_fault(FaultAction a, Time at) {
   schedule(plane_partition(a.link.plane), at, kFault, static_cast<uint32_t>(faults.size() - 1));
 }
 
+bool Simulation::Impl::path_lost(const Switch& sw, uint32_t egress, const SimPacket& p) {
+  if (fat_tree || sw.kind != Switch::kLeaf || egress < H) return false;
+  const uint32_t spine = (egress - H) % S;
+  for (const PathLoss& r : path_losses)
+    if (r.probability > 0 && r.src == p.src && r.dst == p.dst && r.path.plane == sw.plane &&
+        r.path.spine == spine)
+      return rngs[cur_partition].chance(r.probability);
+  return false;
+}
+
 void Simulation::Impl::apply_fault(uint32_t idx) {
   const FaultAction& a = faults[idx];
+  if (a.kind == FaultAction::kPathLoss) {
+    PathLoss& r = path_losses[a.bps];
+    if ((r.probability > 0) != (a.value > 0)) path_losses_active += a.value > 0 ? 1 : -1;
+    r.probability = a.value;
+    return;
+  }
   const LinkRef& l = a.link;
   auto apply = [&](auto& port) {
     switch (a.kind) {
@@ -1816,6 +1927,8 @@ void Simulation::Impl::apply_fault(uint32_t idx) {
       case FaultAction::kRate:
         port.rate.set(a.bps);
         break;
+      case FaultAction::kPathLoss:
+        break;  // not a port's state (path_losses)
     }
   };
   if (l.kind == LinkRef::kHostLeaf) {
@@ -1912,6 +2025,7 @@ void Simulation::Impl::sample(uint32_t plane) {
       if (port.waiting) settle(port);
       const uint64_t bytes = port.tx_bytes - port.sampled_tx_bytes;
       port.sampled_tx_bytes = port.tx_bytes;
+      if (bytes == 0 && port.queue_bytes == 0) continue;  // idle: no sample (links.csv omits it)
       const double cap = static_cast<double>(port.rate.bps()) * static_cast<double>(interval) /
                          (8.0 * static_cast<double>(kPicosPerSecond));
       samples.push_back(LinkSample{now, port.link_id, static_cast<float>(bytes / cap),
@@ -1927,11 +2041,46 @@ void Simulation::Impl::sample(uint32_t plane) {
   }
   for (uint32_t i = plane * (L + S); i < (plane + 1) * (L + S); ++i)
     sample_switch(i);
-  // Keep sampling while anything is still going on.
-  bool busy = false;
-  for (const FlowResult& f : flows)
-    busy |= f.end == kNever;
-  if (busy) schedule(plane_partition(plane), now + interval, kSample, plane);
+  // Keep sampling while anything is still going on (a flow ends when it is counted done).
+  if (flows_done < flows.size()) schedule(plane_partition(plane), now + interval, kSample, plane);
+}
+
+void Simulation::Impl::flush_throughput() {
+  if (cfg.throughput_interval == 0 || now == 0) return;
+  const Time end =
+      (now + cfg.throughput_interval - 1) / cfg.throughput_interval * cfg.throughput_interval;
+  const Time saved = now;
+  now = end;
+  emit_throughput();
+  now = saved;
+  throughput_flushed = end;
+}
+
+void Simulation::Impl::sample_throughput() {
+  // An interval that flush_throughput() already wrote (the run stopped inside it) gets its
+  // later bytes in the next one.
+  if (now > throughput_flushed) emit_throughput();
+  if (flows_done < flows.size()) schedule(0, now + cfg.throughput_interval, kThroughput);
+}
+
+void Simulation::Impl::emit_throughput() {
+  for (HostId h = 0; h < hosts.size(); ++h) {
+    if (rx_placed[h] > 0)
+      throughput.push_back({now, ThroughputSample::kHostRx, 0, h, rx_placed[h]});
+    rx_placed[h] = 0;
+  }
+  for (HostId h = 0; h < hosts.size(); ++h) {
+    if (tx_placed[h] > 0)
+      throughput.push_back({now, ThroughputSample::kHostTx, h, 0, tx_placed[h]});
+    tx_placed[h] = 0;
+  }
+  // In pair order, whatever the hash table's.
+  std::vector<std::pair<uint64_t, uint64_t>> pairs(pair_placed.begin(), pair_placed.end());
+  std::sort(pairs.begin(), pairs.end());
+  for (const auto& [key, bytes] : pairs)
+    throughput.push_back({now, ThroughputSample::kPair, static_cast<HostId>(key >> 32),
+                          static_cast<HostId>(key & 0xFFFFFFFF), bytes});
+  pair_placed.clear();
 }
 
 void Simulation::Impl::tap(HostId h, const SimPacket& p) {
@@ -2003,6 +2152,9 @@ void Simulation::Impl::dispatch(const SimEvent& e) {
       break;
     case kFlowAccept:
       flow_accept(e.a, e.b);
+      break;
+    case kThroughput:
+      sample_throughput();
       break;
   }
 }
@@ -2350,7 +2502,8 @@ Result<std::unique_ptr<Simulation>> Simulation::create(const SimConfig& cfg,
                                                        RankExchange* exchange) {
   const TopologyConfig& t = cfg.topo;
   if (t.hosts < 2 || t.planes == 0 || t.planes > 32 || t.radix < 2 || t.link_bps == 0 ||
-      cfg.transport.mtu < 64 || cfg.transport.mtu > 9000 || cfg.transport.ack_every == 0) {
+      cfg.transport.mtu < 64 || cfg.transport.mtu > 9000 || cfg.transport.ack_every == 0 ||
+      cfg.transport.qps_per_flow == 0 || cfg.transport.qps_per_flow > 256) {
     return fail(Error::kInvalidArgument);
   }
   auto impl = std::make_unique<Impl>();
@@ -2358,12 +2511,20 @@ Result<std::unique_ptr<Simulation>> Simulation::create(const SimConfig& cfg,
   impl->ex = exchange;
   impl->blocks = cfg.block_partitions || exchange != nullptr;
   impl->cfg.block_partitions = impl->blocks;
+  // The blocks layout finds a receiver's QP by its sender alone (one QP per pair and plane)
+  // and counts arrivals per rank: no QP scaling, pinned EVs or throughput series there yet.
+  if (impl->blocks && (cfg.transport.qps_per_flow != 1 || cfg.throughput_interval > 0))
+    return fail(Error::kInvalidArgument);
   if (cfg.transport.kind == TransportKind::kRoce) {
     // RoCEv2 as deployed: ECMP paths, and switches that drop (or pause, with PFC) rather than
     // trim: a RoCE NIC cannot make use of a trimmed packet.
     impl->cfg.transport.path_mode = PathMode::kEcmp;
     impl->cfg.sw.trimming = false;
   }
+  using Lh = SwitchConfig::EcnLastHop;
+  if (impl->cfg.sw.ecn_last_hop == Lh::kAuto)
+    impl->cfg.sw.ecn_last_hop = cfg.transport.kind == TransportKind::kRoce ? Lh::kOn : Lh::kOff;
+  impl->ecn_last_hop = impl->cfg.sw.ecn_last_hop == Lh::kOn;
   if (auto s = impl->build(); !s) return fail(s.error());
   return std::unique_ptr<Simulation>(new Simulation(std::move(impl)));
 }
@@ -2555,7 +2716,7 @@ std::string Simulation::check_switch(const SwitchRef& s) const {
 Result<FlowId> Simulation::add_flow(const FlowSpec& spec) {
   Impl& m = *impl_;
   if (spec.src >= m.hosts.size() || spec.dst >= m.hosts.size() || spec.src == spec.dst ||
-      spec.bytes > (1ull << 31)) {
+      spec.bytes > (1ull << 31) || spec.path_set > m.path_sets.size()) {
     return fail(Error::kInvalidArgument);
   }
   FlowResult r;
@@ -2580,6 +2741,19 @@ Result<FlowId> Simulation::add_flow(const FlowSpec& spec) {
   m.schedule(0, r.spec.start, kFlowStart, r.id);
   m.cur_partition = saved;
   return r.id;
+}
+
+Result<uint16_t> Simulation::add_path_set(std::vector<PathRef> paths) {
+  Impl& m = *impl_;
+  const bool mrc_ecmp =
+      m.cfg.transport.kind != TransportKind::kRoce && m.cfg.transport.path_mode == PathMode::kEcmp;
+  if (paths.empty() || paths.size() > 4096 || m.fat_tree || mrc_ecmp || m.blocks ||
+      m.path_sets.size() >= 0xFFFF)
+    return fail(Error::kInvalidArgument);
+  for (const PathRef& r : paths)
+    if (r.plane >= m.P || r.spine >= m.S) return fail(Error::kInvalidArgument);
+  m.path_sets.push_back(std::move(paths));
+  return static_cast<uint16_t>(m.path_sets.size());
 }
 
 void Simulation::on_flow_complete(std::function<void(const FlowResult&)> cb) {
@@ -2706,7 +2880,9 @@ void Simulation::flap(LinkRef l, Time start, Time period, uint32_t count) {
 }
 
 Time Simulation::run(Time until) {
-  return impl_->run(until);
+  const Time t = impl_->run(until);
+  impl_->flush_throughput();
+  return t;
 }
 Time Simulation::now() const {
   return impl_->now;
@@ -2744,6 +2920,25 @@ const std::vector<LinkSample>& Simulation::link_samples() const {
   if (impl_->merged) return impl_->merged_samples;
   return impl_->samples;
 }
+const std::vector<ThroughputSample>& Simulation::throughput_samples() const {
+  return impl_->throughput;
+}
+
+void Simulation::path_loss(HostId src, HostId dst, PathRef path, double probability, Time from,
+                           Time until) {
+  Impl& m = *impl_;
+  FaultAction a;
+  a.kind = FaultAction::kPathLoss;
+  a.link = LinkRef{LinkRef::kLeafSpine, path.plane, 0, 0};  // scheduled in the plane's partition
+  a.bps = m.path_losses.size();
+  m.path_losses.push_back(Impl::PathLoss{src, dst, path, 0});
+  a.value = probability;
+  m.add_fault(a, from);
+  if (until != kNever) {
+    a.value = 0;
+    m.add_fault(a, until);
+  }
+}
 
 std::vector<std::string> Simulation::link_names() const {
   const Impl& m = *impl_;
@@ -2752,6 +2947,17 @@ std::vector<std::string> Simulation::link_names() const {
     for (const Port& port : s.ports) {
       if (port.link_id == UINT32_MAX) continue;
       if (names.size() <= port.link_id) names.resize(port.link_id + 1);
+      if (port.peer_is_host) {
+        // The last hop: "p0/leaf3->host5", fat trees "pod1/leaf0->host5".
+        std::string n = m.fat_tree ? "pod" : "p";
+        n += std::to_string(m.fat_tree ? s.index / m.half : s.plane);
+        n += "/leaf";
+        n += std::to_string(m.fat_tree ? s.index % m.half : s.index);
+        n += "->host";
+        n += std::to_string(port.peer);
+        names[port.link_id] = std::move(n);
+        continue;
+      }
       const Switch& peer = m.switches[port.peer];
       if (m.fat_tree) {
         // Leaves and aggs by pod and index within it, cores by number.

@@ -65,6 +65,14 @@ struct SwitchConfig {
   bool pfc = false;                   // lossless (RoCE baseline): pause upstream above xoff
   uint64_t pfc_xoff_bytes = 0;        // 0 = derived
   uint64_t pfc_xon_bytes = 0;
+  // ECN marking on the last hop, the leaf's egress port towards the receiving host. Paper
+  // 2.1: an MRC fabric marks ECN "in the normal randomized manner, but disable[s] ECN on the
+  // last hop to the receiver": ECN steers load away from congested inner queues, and incast
+  // at the last hop is handled by trimming. DCQCN (RoCE) needs the last hop's marks, as
+  // deployed. kAuto: off for MRC transports, on for RoCE (Simulation::create resolves it, and
+  // config() reports kOn or kOff).
+  enum class EcnLastHop : uint8_t { kAuto, kOn, kOff };
+  EcnLastHop ecn_last_hop = EcnLastHop::kAuto;
 };
 
 enum class TransportKind : uint8_t {
@@ -93,6 +101,11 @@ struct TransportConfig {
   // ECMP mode: after a link dies, switches remove it from their ECMP groups after this
   // delay (models BGP convergence). kNever = never.
   Time routing_convergence = kNever;
+  // QPs per flow: the flow's bytes are split evenly over this many QPs between the pair (per
+  // plane for RoCE), each with its own EVs (RoCE: its own ECMP hash), as NCCL's QP scaling
+  // does (NCCL_IB_QPS_PER_CONNECTION). RoCE's multi-QP baseline 1/4/8/16 (paper 5.2.7); an
+  // MRC QP sprays, so MRC needs 1.
+  uint32_t qps_per_flow = 1;
 };
 
 struct SimConfig {
@@ -111,6 +124,12 @@ struct SimConfig {
   // the callback adds starts no earlier than one lookahead after that completion; a receiver's
   // QP is created one lookahead after the flow starts. Needs link_delay > 0.
   bool block_partitions = false;
+  // Also sample the last hop's queues (leaf -> host ports, where incast queues build) into
+  // link_samples(), named "p0/leaf3->host5", when the fabric has at most 65,536 of them.
+  bool sample_host_links = true;
+  // Throughput time series (throughput_samples()): bytes placed at the receivers per host
+  // and per (src, dst) pair over each interval; 0 = off.
+  Time throughput_interval = 0;
 };
 
 // ---- naming elements -------------------------------------------------------------------
@@ -160,6 +179,15 @@ struct FlowSpec {
   Time start = 0;
   bool with_imm = false;
   uint32_t tag = 0;  // workload's own label (collective step, iteration, ...)
+  // Pinned EVs: a path set of Simulation::add_path_set (0 = the transport's own EV set). The
+  // flow gets QPs of its own, whose EVs are exactly that set's paths (MRC; RoCE ignores it).
+  uint16_t path_set = 0;
+};
+
+// One path of a pinned EV set (two-tier Clos, SRv6): the plane and the spine the EV names.
+struct PathRef {
+  uint32_t plane = 0;
+  uint32_t spine = 0;
 };
 
 struct FlowResult {
@@ -193,6 +221,16 @@ struct LinkSample {
   uint32_t link = 0;         // index into link_names()
   float utilization = 0;     // fraction of capacity used since the previous sample
   uint32_t queue_bytes = 0;  // egress queue at the sample time
+};
+
+// One throughput sample: payload bytes placed at receivers (duplicates excluded) in the
+// interval ending at `time`: per receiving host (kHostRx, src unused), per sending host
+// (kHostTx, dst unused), per ordered pair (kPair: the flows of a pair, one series).
+struct ThroughputSample {
+  Time time = 0;
+  enum Kind : uint8_t { kHostRx, kHostTx, kPair } kind = kPair;
+  HostId src = 0, dst = 0;
+  uint64_t bytes = 0;
 };
 
 struct EvEvent {
@@ -245,6 +283,11 @@ class Simulation {
   // A WRITE of spec.bytes from src to dst at spec.start (one QP per ordered host pair per
   // transport, created on first use). Errors: kInvalidArgument (bad host, src == dst).
   Result<FlowId> add_flow(const FlowSpec& spec);
+  // Registers a pinned EV set for FlowSpec::path_set; returns its id (1, 2, ...). Errors:
+  // kInvalidArgument (empty, more than 4096 paths, a plane or spine the fabric does not
+  // have, a fat tree, MRC with path_mode ecmp: an entropy names no spine, or the blocks
+  // layout).
+  Result<uint16_t> add_path_set(std::vector<PathRef> paths);
   // Called when a flow completes (successfully or not), in simulated-time order; may add
   // flows (dependent workloads: collectives, training iterations).
   void on_flow_complete(std::function<void(const FlowResult&)> cb);
@@ -258,6 +301,11 @@ class Simulation {
   void gray_loss(LinkRef l, double probability, Time from, Time until);
   void degrade(LinkRef l, uint64_t bps, Time from, Time until);
   void flap(LinkRef l, Time start, Time period, uint32_t count);  // down/up every period
+  // Loss on one path only: the packets from `src` to `dst` that the source's leaf sends up
+  // to `path`'s spine are dropped with `probability` (the paper's EV-level error injection,
+  // 5.2.4; other pairs on the same link are untouched). Two-tier fabrics (check_switch on
+  // the spine first; a fat tree ignores it).
+  void path_loss(HostId src, HostId dst, PathRef path, double probability, Time from, Time until);
 
   // ---- running ----
   // Runs until every flow added so far is done (flows added by on_flow_complete callbacks
@@ -270,7 +318,9 @@ class Simulation {
   // ---- results ----
   const std::vector<FlowResult>& flows() const;
   SimStats stats() const;
+  // Busy samples only: an idle link direction (nothing sent, empty queue) has no sample.
   const std::vector<LinkSample>& link_samples() const;
+  const std::vector<ThroughputSample>& throughput_samples() const;
   // "p0/leaf3->spine7", "p0/spine7->leaf3"; fat trees "pod1/leaf0->agg2", "pod1/agg2->leaf0",
   // "pod1/agg2->core9", "core9->pod1/agg2"; four tiers "pod1/agg0->spine1", "spine1->core2",
   // and back.

@@ -176,6 +176,62 @@ TextStatus StaticFlows::on_complete(const FlowResult&, FlowSink&) {
   return {};
 }
 
+// ---- SteadyStreams --------------------------------------------------------------------------
+
+SteadyStreams::SteadyStreams(std::string name, std::vector<Stream> streams)
+    : name_(std::move(name)), streams_(std::move(streams)) {}
+
+TextStatus SteadyStreams::post(uint32_t stream, Time at, FlowSink& sink) {
+  const Stream& st = streams_[stream];
+  FlowSpec f;
+  f.src = st.src;
+  f.dst = st.dst;
+  f.bytes = st.bytes;
+  f.start = at;
+  f.path_set = st.path_set;
+  f.tag = stream;
+  auto id = add(sink, name_, f);
+  if (!id) return std::unexpected(id.error());
+  stream_of_[*id] = stream;
+  ++in_flight_;
+  ++messages_;
+  return {};
+}
+
+TextStatus SteadyStreams::start(FlowSink& sink) {
+  started_ = true;
+  for (uint32_t i = 0; i < streams_.size(); ++i) {
+    if (streams_[i].depth == 0 || streams_[i].bytes == 0)
+      return text_error(name_ + ": stream " + std::to_string(i) +
+                        " needs depth >= 1 and bytes > 0");
+    for (uint32_t d = 0; d < streams_[i].depth; ++d)
+      if (auto st = post(i, streams_[i].start, sink); !st) return st;
+  }
+  return {};
+}
+
+TextStatus SteadyStreams::on_complete(const FlowResult& r, FlowSink& sink) {
+  auto it = stream_of_.find(r.id);
+  if (it == stream_of_.end()) return {};
+  const uint32_t stream = it->second;
+  stream_of_.erase(it);
+  --in_flight_;
+  if (r.ok && r.end < streams_[stream].until) return post(stream, r.end, sink);
+  return {};
+}
+
+TextResult<std::vector<SteadyStreams::Stream>> steady_permutation(const std::vector<HostId>& hosts,
+                                                                  uint64_t bytes, Time start,
+                                                                  Time until, uint32_t depth,
+                                                                  uint64_t seed) {
+  auto flows = permutation_flows(hosts, bytes, start, seed);
+  if (!flows) return std::unexpected(flows.error());
+  std::vector<SteadyStreams::Stream> v;
+  for (const FlowSpec& f : *flows)
+    v.push_back(SteadyStreams::Stream{f.src, f.dst, bytes, start, until, depth, 0});
+  return v;
+}
+
 // ---- AllToAll ------------------------------------------------------------------------------
 
 AllToAll::AllToAll(std::vector<HostId> group, uint64_t bytes_per_rank, Time start)

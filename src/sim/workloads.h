@@ -146,6 +146,45 @@ class StaticFlows final : public Workload {
   size_t completed_ = 0;
 };
 
+// Long-running bulk streams, as ib_write_bw runs them: each stream sends messages of `bytes`
+// from src to dst back to back, `depth` of them posted at once (the message rate a NIC
+// sustains with a few WRs in flight), from `start`; a completion posts the next message while
+// its time is before `until`. A stream with until <= start sends `depth` messages. A failed
+// message (QP error) ends its stream. Every message is a flow (tag = the stream's index), so a
+// fault timeline cuts through the traffic wherever it falls.
+class SteadyStreams final : public Workload {
+ public:
+  struct Stream {
+    HostId src = 0, dst = 0;
+    uint64_t bytes = 0;
+    Time start = 0;
+    Time until = 0;
+    uint32_t depth = 1;
+    uint16_t path_set = 0;  // FlowSpec::path_set of its messages
+  };
+  SteadyStreams(std::string name, std::vector<Stream> streams);
+  std::string_view name() const override { return name_; }
+  TextStatus start(FlowSink& sink) override;
+  TextStatus on_complete(const FlowResult& r, FlowSink& sink) override;
+  bool done() const override { return started_ && in_flight_ == 0; }
+  uint64_t messages() const { return messages_; }  // posted so far
+
+ private:
+  TextStatus post(uint32_t stream, Time at, FlowSink& sink);
+  std::string name_;
+  std::vector<Stream> streams_;
+  std::unordered_map<FlowId, uint32_t> stream_of_;
+  uint64_t in_flight_ = 0;
+  uint64_t messages_ = 0;
+  bool started_ = false;
+};
+
+// Every host of `hosts` streams to a random derangement partner (permutation_flows' pairs).
+TextResult<std::vector<SteadyStreams::Stream>> steady_permutation(const std::vector<HostId>& hosts,
+                                                                  uint64_t bytes, Time start,
+                                                                  Time until, uint32_t depth,
+                                                                  uint64_t seed);
+
 // All-to-all as a collective: all flows at once; reports time, algbw and busbw.
 class AllToAll final : public Workload {
  public:

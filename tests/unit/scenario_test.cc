@@ -804,3 +804,341 @@ sample_interval = "2us"
 
 }  // namespace
 }  // namespace mrc::sim
+
+// ---- paper experiments: switch, transport, workload and fault keys -----------------------------
+
+namespace mrc::sim {
+namespace {
+
+TEST(Scenario, ecn_last_hop__auto_resolves_per_transport_and_explicit_values_apply_to_all) {
+  using Lh = SwitchConfig::EcnLastHop;
+  auto sc = parse_scenario(std::string(kMinimal) + "[transport]\nkinds = [\"mrc\", \"roce_pfc\"]\n",
+                           "s.toml");
+  ASSERT_TRUE(sc) << sc.error();
+  EXPECT_EQ(sc->base.sw.ecn_last_hop, Lh::kAuto);
+  // Simulation::create resolves "auto": off for MRC (paper 2.1), on for RoCE (DCQCN).
+  auto mrc = Simulation::create(sc->runs[0].config);
+  auto roce = Simulation::create(sc->runs[1].config);
+  ASSERT_TRUE(mrc && roce);
+  EXPECT_EQ((*mrc)->config().sw.ecn_last_hop, Lh::kOff);
+  EXPECT_EQ((*roce)->config().sw.ecn_last_hop, Lh::kOn);
+  auto on = parse_scenario(kMinimal, "s.toml", {"switch.ecn_last_hop=true"});
+  ASSERT_TRUE(on) << on.error();
+  EXPECT_EQ((*Simulation::create(on->runs[0].config))->config().sw.ecn_last_hop, Lh::kOn);
+  auto off = parse_scenario(kMinimal, "s.toml", {"switch.ecn_last_hop=false"});
+  ASSERT_TRUE(off) << off.error();
+  EXPECT_EQ((*Simulation::create(off->runs[1].config))->config().sw.ecn_last_hop, Lh::kOff);
+  EXPECT_TRUE(parse_scenario(kMinimal, "s.toml", {"switch.ecn_last_hop=auto"}));
+  expect_error(
+      parse_scenario(std::string(kMinimal) + "[switch]\necn_last_hop = \"yes\"\n", "s.toml"),
+      {"s.toml:8:", "key 'switch.ecn_last_hop'", "true, false or \"auto\"", "\"yes\""});
+}
+
+TEST(Scenario, qps_per_flow__an_integer_for_every_kind_or_a_table_per_kind) {
+  auto all = parse_scenario(kMinimal, "s.toml", {"transport.qps_per_flow=4"});
+  ASSERT_TRUE(all) << all.error();
+  for (const TransportRun& r : all->runs)
+    EXPECT_EQ(r.config.transport.qps_per_flow, 4u) << r.name;
+  auto per = parse_scenario(std::string(kMinimal) +
+                                "[transport]\nkinds = [\"mrc\", \"roce\", \"roce_pfc\"]\n"
+                                "qps_per_flow = {roce = 8, roce_pfc = 16}\n",
+                            "s.toml");
+  ASSERT_TRUE(per) << per.error();
+  EXPECT_EQ(per->runs[0].config.transport.qps_per_flow, 1u);
+  EXPECT_EQ(per->runs[1].config.transport.qps_per_flow, 8u);
+  EXPECT_EQ(per->runs[2].config.transport.qps_per_flow, 16u);
+  auto set = parse_scenario(kMinimal, "s.toml", {"transport.qps_per_flow.roce=2"});
+  ASSERT_TRUE(set) << set.error();
+  EXPECT_EQ(set->runs[1].config.transport.qps_per_flow, 2u);
+  expect_error(parse_scenario(kMinimal, "s.toml", {"transport.qps_per_flow=0"}),
+               {"--set transport.qps_per_flow=0", "an integer in 1..256, or a table"});
+  expect_error(
+      parse_scenario(std::string(kMinimal) + "[transport]\nqps_per_flow = {rocky = 2}\n", "s.toml"),
+      {"s.toml:8:", "unknown transport kind \"rocky\""});
+  expect_error(parse_scenario(std::string(kMinimal) + "[transport]\nqps_per_flow = {roce = 999}\n",
+                              "s.toml"),
+               {"s.toml:8:", "roce = integer 999"});
+}
+
+constexpr const char* kTwoFlows = R"(name = "f"
+[topo]
+hosts = 16
+radix = 8
+[workload]
+kind = "flows"
+depth = 3
+[[workload.flow]]
+src = 0
+dst = 8
+size = "64KiB"
+until = "2ms"
+paths = ["p0/spine0", "p1/spine1"]
+[[workload.flow]]
+src = 1
+dst = 9
+start = "1ms"
+)";
+
+TEST(Scenario, flows_workload__entries_streams_and_pinned_paths) {
+  auto sc = parse_scenario(kTwoFlows, "f.toml");
+  ASSERT_TRUE(sc) << sc.error();
+  const WorkloadConfig& w = sc->workload;
+  EXPECT_EQ(w.kind, WorkloadConfig::kFlows);
+  EXPECT_EQ(w.depth, 3u);
+  ASSERT_EQ(w.flow_list.size(), 2u);
+  EXPECT_EQ(w.flow_list[0].src, 0u);
+  EXPECT_EQ(w.flow_list[0].dst, 8u);
+  EXPECT_EQ(w.flow_list[0].size, 64u << 10);
+  EXPECT_EQ(w.flow_list[0].until, ms(2));
+  ASSERT_EQ(w.flow_list[0].paths.size(), 2u);
+  EXPECT_EQ(w.flow_list[0].paths[1].plane, 1u);
+  EXPECT_EQ(w.flow_list[0].paths[1].spine, 1u);
+  EXPECT_EQ(w.flow_list[0].line, 8u);
+  EXPECT_EQ(w.flow_list[1].size, 1u << 20);  // default
+  EXPECT_EQ(w.flow_list[1].start, ms(1));
+  EXPECT_TRUE(w.flow_list[1].paths.empty());
+  const std::string base = R"(name = "f"
+[topo]
+hosts = 16
+radix = 8
+[workload]
+kind = "flows"
+)";
+  expect_error(parse_scenario(base, "f.toml"),
+               {"f.toml:5:", "[workload] is missing required key 'flow'"});
+  expect_error(parse_scenario(base + "[[workload.flow]]\nsrc = 1\n", "f.toml"),
+               {"f.toml:7:", "[workload.flow[0]] is missing required key 'dst'"});
+  expect_error(parse_scenario(base + "[[workload.flow]]\nsrc = 1\ndst = 1\n", "f.toml"),
+               {"f.toml:9:", "key 'workload.flow[0].dst': must differ from 'src'"});
+  expect_error(parse_scenario(base + "[[workload.flow]]\nsrc = 1\ndst = 2\nsink = 3\n", "f.toml"),
+               {"f.toml:10:", "unknown key 'workload.flow[0].sink'", "valid keys", "paths"});
+  expect_error(
+      parse_scenario(base + "[[workload.flow]]\nsrc = 1\ndst = 2\npaths = [\"p0/leaf1\"]\n",
+                     "f.toml"),
+      {"f.toml:10:", "key 'workload.flow[0].paths'", "like \"p0/spine3\"", "\"p0/leaf1\""});
+  expect_error(parse_scenario(base + "[[workload.flow]]\nsrc = 1\ndst = 2\npaths = []\n", "f.toml"),
+               {"key 'workload.flow[0].paths': expected a non-empty array of paths"});
+  expect_error(
+      parse_scenario(std::string(kMinimal) + "depth = 2\n", "s.toml"),
+      {"key 'workload.depth'", "does not apply to workload kind 'permutation'", "steady, flows"});
+}
+
+TEST(Scenario, flows_workload__a_spine_the_fabric_lacks_fails_when_the_run_starts) {
+  auto sc = parse_scenario(kTwoFlows, "f.toml", {"workload.flow.0.paths=[p0/spine9]"});
+  ASSERT_TRUE(sc) << sc.error();
+  auto r = run_transport(*sc, sc->runs[0]);
+  expect_error(r, {"f.toml:8: workload.flow[0].paths: p0/spine9: spine 9 does not exist"});
+  auto ecmp = parse_scenario(kTwoFlows, "f.toml", {"transport.path_mode=ecmp"});
+  ASSERT_TRUE(ecmp);
+  expect_error(run_transport(*ecmp, ecmp->runs[0]), {"pinned paths need path_mode = \"srv6\""});
+  // RoCE ignores the pinning (one ECMP hash per QP).
+  auto roce = run_transport(*ecmp, ecmp->runs[1]);
+  ASSERT_TRUE(roce) << roce.error();
+}
+
+TEST(Scenario, steady_workload__until_is_required_and_later_than_start) {
+  const std::string base =
+      std::string(kMinimal).substr(0, std::string(kMinimal).find("kind")) + "kind = \"steady\"\n";
+  auto sc = parse_scenario(base + "size = \"256KiB\"\nuntil = \"1ms\"\nranks = 8\n", "s.toml");
+  ASSERT_TRUE(sc) << sc.error();
+  EXPECT_EQ(sc->workload.kind, WorkloadConfig::kSteady);
+  EXPECT_EQ(sc->workload.until, ms(1));
+  EXPECT_EQ(sc->workload.depth, 2u);
+  EXPECT_EQ(sc->workload.ranks, 8u);
+  expect_error(parse_scenario(base, "s.toml"),
+               {"s.toml:5:", "[workload] is missing required key 'until'", "\"100ms\""});
+  expect_error(parse_scenario(base + "start = \"2ms\"\nuntil = \"1ms\"\n", "s.toml"),
+               {"s.toml:8:", "key 'workload.until': must be later than 'start' (2ms)"});
+  expect_error(parse_scenario(base + "until = \"1ms\"\ndepth = 0\n", "s.toml"),
+               {"s.toml:8:", "key 'workload.depth': expected an integer in 1..64"});
+  expect_error(parse_scenario(std::string(kMinimal) + "until = \"1ms\"\n", "s.toml"),
+               {"key 'workload.until'", "does not apply to workload kind 'permutation'"});
+}
+
+TEST(Scenario, faults__several_links_path_loss_and_blackhole_reboot) {
+  auto sc = parse_scenario(std::string(kMinimal) + R"(
+[[fault]]
+kind = "flap"
+links = ["p0/leaf0-spine1", "p0/leaf1-spine1", "p1/host3"]
+at = "10us"
+period = "20us"
+count = 2
+[[fault]]
+kind = "path_loss"
+path = "p1/spine2"
+src = 0
+dst = 9
+probability = 0.2
+at = "5us"
+until = "1ms"
+[[fault]]
+kind = "blackhole_reboot"
+switch = "p0/spine3"
+at = "50us"
+reboot_at = "150us"
+duration = "100us"
+)",
+                           "s.toml");
+  ASSERT_TRUE(sc) << sc.error();
+  ASSERT_EQ(sc->faults.size(), 3u);
+  const FaultConfig& flap = sc->faults[0];
+  ASSERT_EQ(flap.links.size(), 3u);
+  EXPECT_EQ(flap.links[2].kind, LinkRef::kHostLeaf);
+  EXPECT_EQ(flap.target, "p0/leaf0-spine1, p0/leaf1-spine1, p1/host3");
+  const FaultConfig& loss = sc->faults[1];
+  EXPECT_EQ(loss.kind, FaultConfig::kPathLoss);
+  EXPECT_EQ(loss.path.plane, 1u);
+  EXPECT_EQ(loss.path.spine, 2u);
+  EXPECT_EQ(loss.dst, 9u);
+  EXPECT_DOUBLE_EQ(loss.probability, 0.2);
+  EXPECT_EQ(loss.until, ms(1));
+  const FaultConfig& hang = sc->faults[2];
+  EXPECT_EQ(hang.kind, FaultConfig::kBlackholeReboot);
+  EXPECT_EQ(hang.reboot_at, us(150));
+  EXPECT_EQ(hang.duration, us(100));
+
+  const std::string f = std::string(kMinimal) + "[[fault]]\n";
+  expect_error(parse_scenario(f + "kind = \"flap\"\nlink = \"p0/host1\"\nlinks = [\"p0/host2\"]\n"
+                                  "at = 0\nperiod = \"1us\"\ncount = 1\n",
+                              "s.toml"),
+               {"s.toml:10:", "key 'fault[0].links': give 'link' (one) or 'links' (several)"});
+  expect_error(
+      parse_scenario(f + "kind = \"link_down\"\nlinks = [\"p0/leaf1\"]\nat = 0\n", "s.toml"),
+      {"s.toml:9:", "key 'fault[0].links'", "\"p0/leaf1\""});
+  expect_error(parse_scenario(f + "kind = \"link_down\"\nat = 0\n", "s.toml"),
+               {"s.toml:7:", "missing required key 'link'", "or 'links'"});
+  expect_error(parse_scenario(f + "kind = \"switch_reboot\"\nswitch = \"p0/spine1\"\n"
+                                  "links = [\"p0/host2\"]\nat = 0\nduration = \"1us\"\n",
+                              "s.toml"),
+               {"key 'fault[0].links': a switch_reboot fault names a switch, not a link"});
+  expect_error(parse_scenario(f + "kind = \"path_loss\"\npath = \"p0/spine1\"\nsrc = 0\n"
+                                  "probability = 0.1\nat = 0\n",
+                              "s.toml"),
+               {"s.toml:7:", "missing required key 'dst'"});
+  expect_error(parse_scenario(f + "kind = \"path_loss\"\npath = \"p0/leaf1\"\nsrc = 0\ndst = 1\n"
+                                  "probability = 0.1\nat = 0\n",
+                              "s.toml"),
+               {"s.toml:9:", "key 'fault[0].path'", "like \"p0/spine3\""});
+  expect_error(parse_scenario(f + "kind = \"path_loss\"\nlink = \"p0/host1\"\nat = 0\n", "s.toml"),
+               {"key 'fault[0].link': a path_loss fault names a path, not a link"});
+  expect_error(
+      parse_scenario(f + "kind = \"link_down\"\nlink = \"p0/host1\"\nsrc = 2\nat = 0\n", "s.toml"),
+      {"s.toml:10:", "key 'fault[0].src': does not apply to a link_down fault"});
+  expect_error(
+      parse_scenario(f + "kind = \"blackhole_reboot\"\nswitch = \"p0/spine1\"\nat = \"2us\"\n"
+                         "duration = \"1us\"\n",
+                     "s.toml"),
+      {"missing required key 'reboot_at'"});
+  expect_error(
+      parse_scenario(f + "kind = \"blackhole_reboot\"\nswitch = \"p0/spine1\"\nat = \"2us\"\n"
+                         "reboot_at = \"1us\"\nduration = \"1us\"\n",
+                     "s.toml"),
+      {"s.toml:11:", "key 'fault[0].reboot_at': must be later than 'at' (2us)"});
+}
+
+TEST(Scenario, faults__several_links_and_path_loss_are_checked_when_the_run_starts) {
+  auto sc = parse_scenario(std::string(kMinimal) +
+                               "[[fault]]\nkind = \"link_down\"\nlinks = [\"p0/leaf1-spine1\", "
+                               "\"p0/leaf9-spine1\"]\nat = 0\n",
+                           "s.toml");
+  ASSERT_TRUE(sc) << sc.error();
+  expect_error(run_transport(*sc, sc->runs[0]),
+               {"s.toml:7: fault 'link_down'", "p0/leaf9-spine1: no such link"});
+  auto loss = parse_scenario(std::string(kMinimal) +
+                                 "[[fault]]\nkind = \"path_loss\"\npath = \"p0/spine1\"\nsrc = 0\n"
+                                 "dst = 99\nprobability = 0.5\nat = 0\n",
+                             "s.toml");
+  ASSERT_TRUE(loss) << loss.error();
+  expect_error(run_transport(*loss, loss->runs[0]), {"host 99 does not exist (16 hosts)"});
+}
+
+TEST(Scenario, run__host_link_samples_and_throughput_interval) {
+  auto sc = parse_scenario(
+      std::string(kMinimal) + "[run]\nthroughput_interval = \"5us\"\nsample_host_links = false\n",
+      "s.toml");
+  ASSERT_TRUE(sc) << sc.error();
+  EXPECT_EQ(sc->base.throughput_interval, us(5));
+  EXPECT_FALSE(sc->base.sample_host_links);
+  auto d = parse_scenario(kMinimal, "s.toml");
+  EXPECT_EQ(d->base.throughput_interval, 0u);
+  EXPECT_TRUE(d->base.sample_host_links);
+}
+
+TEST(Scenario, blackhole_reboot__drops_silently_then_reboots_and_mrc_finishes) {
+  auto sc = parse_scenario(std::string(kMinimal) + R"(
+[transport]
+kinds = ["mrc"]
+[[fault]]
+kind = "blackhole_reboot"
+switch = "p0/spine1"
+at = "5us"
+reboot_at = "40us"
+duration = "50us"
+)",
+                           "s.toml", {"workload.size=2MiB"});
+  ASSERT_TRUE(sc) << sc.error();
+  auto r = run_transport(*sc, sc->runs[0]);
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_EQ(r->summary.completed, 16u);
+  EXPECT_GT(r->stats.fault_drops, 0u);
+  EXPECT_EQ(r->stats.qp_errors, 0u);
+}
+
+TEST(MrcSimCli, paper_keys__steady_streams_write_throughput_series_and_state_last_hop_ecn) {
+  const std::filesystem::path bin = std::filesystem::path(MRC_BINARY_DIR) / "bin" / "mrc-sim";
+  if (!std::filesystem::exists(bin))
+    FAIL() << "build mrc-sim first (the tools are part of the default build): " << bin;
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("mrc_sim_paper_test_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream f(dir / "steady.toml");
+    f << R"(name = "steady"
+[topo]
+hosts = 16
+radix = 8
+[transport]
+kinds = ["mrc", "roce"]
+qps_per_flow = {roce = 4}
+[workload]
+kind = "steady"
+size = "128KiB"
+until = "200us"
+[[fault]]
+kind = "flap"
+links = ["p0/leaf0-spine1", "p0/leaf1-spine1"]
+at = "50us"
+period = "20us"
+count = 2
+[run]
+until = "20ms"
+throughput_interval = "10us"
+)";
+  }
+  const std::string cmd = bin.string() + " " + (dir / "steady.toml").string() + " --out " +
+                          (dir / "o").string() + " > " + (dir / "o.log").string() + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << slurp(dir / "o.log");
+  const std::string log = slurp(dir / "o.log");
+  EXPECT_NE(log.find("ECN on the last hop (leaf->host) (auto): on for roce; off for mrc"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("qps/flow: roce 4"), std::string::npos) << log;
+  auto j = nlohmann::json::parse(slurp(dir / "o" / "summary.json"));
+  EXPECT_EQ(j["config"]["switch"]["ecn_last_hop"], "auto");
+  EXPECT_EQ(j["transports"][0]["switch"]["ecn_last_hop"], false);
+  EXPECT_EQ(j["transports"][1]["switch"]["ecn_last_hop"], true);
+  EXPECT_EQ(j["transports"][1]["qps_per_flow"], 4);
+  EXPECT_EQ(j["config"]["workload"]["until"], "200us");
+  // Streams: more messages than hosts, throughput rows per flow and host, last-hop queues.
+  EXPECT_GT(j["transports"][0]["flows"]["count"].get<int>(), 16);
+  const std::string ts = slurp(dir / "o" / "flows_ts.csv");
+  EXPECT_EQ(ts.rfind("transport,time_ns,kind,src,dst,gbps\n", 0), 0u);
+  EXPECT_NE(ts.find(",flow,"), std::string::npos);
+  EXPECT_NE(ts.find(",host_rx,"), std::string::npos);
+  EXPECT_NE(slurp(dir / "o" / "links.csv").find("->host"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace mrc::sim

@@ -617,3 +617,138 @@ TEST(FourTierFatTree, determinism__same_seed_same_results) {
 
 }  // namespace
 }  // namespace mrc::sim
+
+// ---- paper experiments: last-hop ECN, QP scaling, pinned EVs, path loss, series -------------
+
+namespace mrc::sim {
+namespace {
+
+// Three senders on the receiver's own leaf: every queue they share is the last hop's.
+SimStats same_leaf_incast(TransportKind kind, SwitchConfig::EcnLastHop lh) {
+  SimConfig c = small_fabric(kind);
+  c.sw.ecn_last_hop = lh;
+  c.sw.pfc = kind == TransportKind::kRoce;  // lossless RoCE, as deployed
+  auto sim = make(c);
+  for (uint32_t i = 1; i < 4; ++i)
+    EXPECT_TRUE(sim->add_flow(FlowSpec{i, 0, 1u << 20, 0, false, 0}));
+  sim->run(ms(100));
+  expect_every_flow_ok(*sim);
+  return sim->stats();
+}
+
+TEST(Simulation, ecn_last_hop__mrc_marks_none_on_the_last_hop_by_default_roce_does) {
+  using Lh = SwitchConfig::EcnLastHop;
+  EXPECT_EQ(same_leaf_incast(TransportKind::kMrc, Lh::kAuto).ecn_marks, 0u);
+  EXPECT_GT(same_leaf_incast(TransportKind::kMrc, Lh::kOn).ecn_marks, 0u);
+  EXPECT_GT(same_leaf_incast(TransportKind::kRoce, Lh::kAuto).ecn_marks, 0u);
+  EXPECT_EQ(same_leaf_incast(TransportKind::kRoce, Lh::kOff).ecn_marks, 0u);
+}
+
+TEST(Simulation, qps_per_flow__splits_a_flow_over_qps_with_their_own_ecmp_paths) {
+  SimConfig c = small_fabric(TransportKind::kRoce, 32, 1);
+  c.transport.qps_per_flow = 8;
+  c.sw.pfc = true;
+  auto sim = make(c);
+  ASSERT_TRUE(sim->add_flow(FlowSpec{0, 31, (1u << 20) + 5, 0, false, 0}));
+  sim->run(ms(50));
+  const FlowResult& f = sim->flows()[0];
+  EXPECT_TRUE(f.ok);
+  // One ECMP path (its own hash) per QP, 8 QPs.
+  EXPECT_EQ(f.paths_used, 8u);
+  c.transport.qps_per_flow = 0;
+  EXPECT_FALSE(Simulation::create(c));
+  c.transport.qps_per_flow = 257;
+  EXPECT_FALSE(Simulation::create(c));
+}
+
+TEST(Simulation, add_path_set__pins_a_flow_to_the_listed_evs) {
+  SimConfig c = small_fabric(TransportKind::kMrc);
+  auto sim = make(c);
+  auto set = sim->add_path_set({PathRef{0, 1}, PathRef{1, 2}});
+  ASSERT_TRUE(set);
+  EXPECT_EQ(*set, 1u);
+  FlowSpec pinned{0, 31, 1u << 20, 0, false, 0};
+  pinned.path_set = *set;
+  ASSERT_TRUE(sim->add_flow(pinned));
+  ASSERT_TRUE(sim->add_flow(FlowSpec{0, 31, 1u << 20, 0, false, 0}));  // same pair, own EVs
+  sim->run(ms(50));
+  expect_every_flow_ok(*sim);
+  EXPECT_EQ(sim->flows()[0].paths_used, 2u);
+  EXPECT_GT(sim->flows()[1].paths_used, 2u);
+  FlowSpec unknown = pinned;
+  unknown.path_set = 2;
+  EXPECT_FALSE(sim->add_flow(unknown));
+  EXPECT_FALSE(sim->add_path_set({}));
+  EXPECT_FALSE(sim->add_path_set({PathRef{2, 0}}));  // plane 2 of 2
+  EXPECT_FALSE(sim->add_path_set({PathRef{0, 4}}));  // spine 4 of 4
+  c.transport.path_mode = PathMode::kEcmp;
+  EXPECT_FALSE(make(c)->add_path_set({PathRef{0, 1}}));
+}
+
+TEST(Simulation, path_loss__drops_only_that_pairs_packets_on_that_path_and_mrc_maps_it_out) {
+  auto sim = make(small_fabric(TransportKind::kMrc));
+  auto set = sim->add_path_set({PathRef{0, 0}, PathRef{0, 1}, PathRef{1, 0}, PathRef{1, 1}});
+  ASSERT_TRUE(set);
+  FlowSpec lossy{0, 31, 4u << 20, 0, false, 0};
+  lossy.path_set = *set;
+  ASSERT_TRUE(sim->add_flow(lossy));
+  // Another pair on the same spine of the same plane, and the reverse direction: untouched.
+  FlowSpec other{1, 30, 4u << 20, 0, false, 0};
+  other.path_set = *set;
+  ASSERT_TRUE(sim->add_flow(other));
+  FlowSpec back{31, 0, 4u << 20, 0, false, 0};
+  back.path_set = *set;
+  ASSERT_TRUE(sim->add_flow(back));
+  sim->path_loss(0, 31, PathRef{0, 1}, 0.2, us(10), kNever);
+  sim->run(ms(100));
+  expect_every_flow_ok(*sim);
+  EXPECT_GT(sim->stats().fault_drops, 0u);
+  // Only host 0 (the lossy pair's sender) marks EVs bad, and mostly the lossy one (index 1 of
+  // its set); another EV may be caught once by a loss detector while the set shrinks.
+  uint32_t on_lossy = 0, others = 0;
+  for (const EvEvent& e : sim->ev_events()) {
+    if (e.to != ev::EvState::kAssumedBad) continue;
+    EXPECT_EQ(e.host, 0u);
+    (e.ev_index == 1 ? on_lossy : others) += 1;
+  }
+  EXPECT_GE(on_lossy, 2u);
+  EXPECT_LT(others, on_lossy);
+}
+
+TEST(Simulation, throughput_samples__add_up_to_the_bytes_placed) {
+  SimConfig c = small_fabric(TransportKind::kMrc);
+  c.throughput_interval = us(5);
+  c.sample_interval = us(5);
+  auto sim = make(c);
+  ASSERT_TRUE(sim->add_flow(FlowSpec{0, 31, 1u << 20, 0, false, 0}));
+  ASSERT_TRUE(sim->add_flow(FlowSpec{5, 31, 1u << 20, 0, false, 0}));
+  sim->run(ms(50));
+  expect_every_flow_ok(*sim);
+  uint64_t pair = 0, rx = 0, tx = 0, samples_0 = 0;
+  for (const ThroughputSample& s : sim->throughput_samples()) {
+    EXPECT_EQ(s.time % us(5), 0u);
+    if (s.kind == ThroughputSample::kPair) {
+      pair += s.bytes;
+      EXPECT_EQ(s.dst, 31u);
+    }
+    if (s.kind == ThroughputSample::kHostRx) rx += s.bytes;
+    if (s.kind == ThroughputSample::kHostTx) {
+      tx += s.bytes;
+      samples_0 += s.src == 0;
+    }
+  }
+  EXPECT_EQ(pair, 2u << 20);
+  EXPECT_EQ(rx, 2u << 20);
+  EXPECT_EQ(tx, 2u << 20);
+  EXPECT_GE(samples_0, 5u);  // a series, not one lump
+  // The last hop is sampled: the incast onto host 31 queues at its leaf.
+  const auto names = sim->link_names();
+  uint32_t queued = 0;
+  for (const LinkSample& s : sim->link_samples())
+    if (names[s.link].find("->host31") != std::string::npos && s.queue_bytes > 0) ++queued;
+  EXPECT_GT(queued, 0u);
+  EXPECT_NE(std::find(names.begin(), names.end(), "p1/leaf7->host31"), names.end());
+}
+
+}  // namespace
+}  // namespace mrc::sim

@@ -775,3 +775,99 @@ TEST(Workloads, percentile__nearest_rank) {
 
 }  // namespace
 }  // namespace mrc::sim
+
+// ---- long-running streams ----------------------------------------------------------------------
+
+namespace mrc::sim {
+namespace {
+
+TEST(Workloads, steady_streams__depth_in_flight_back_to_back_until_the_deadline) {
+  FakeNet net;
+  WorkloadDriver d(net);
+  // 128 KiB at 100 Gb/s + 1 us: each message takes 11.49 us.
+  std::vector<SteadyStreams::Stream> streams = {
+      {0, 1, 128u << 10, us(10), us(100), 2, 0},
+      {2, 3, 128u << 10, 0, 0, 1, 7},  // until <= start: one message
+  };
+  auto& w = d.add(std::make_unique<SteadyStreams>("steady", streams));
+  ASSERT_TRUE(d.start());
+  EXPECT_EQ(net.flows.size(), 3u);  // depth 2 + 1
+  EXPECT_FALSE(w.done());
+  net.run(d);
+  EXPECT_TRUE(w.done());
+  std::vector<Time> starts;
+  for (const FlowResult& f : net.flows) {
+    if (f.spec.src == 2) {
+      EXPECT_EQ(f.spec.path_set, 7u);
+      EXPECT_EQ(f.spec.tag, 1u);
+      continue;
+    }
+    EXPECT_EQ(f.spec.tag, 0u);
+    starts.push_back(f.spec.start);
+  }
+  // Two at 10 us, then each completion posts the next while before 100 us: a message starts
+  // at every completion time < 100 us, none at or after it.
+  std::sort(starts.begin(), starts.end());
+  EXPECT_EQ(starts[0], us(10));
+  EXPECT_EQ(starts[1], us(10));
+  for (size_t i = 2; i < starts.size(); ++i)
+    EXPECT_LT(starts[i], us(100));
+  const Time msg = (128u << 10) * 8 * kPicosPerSecond / 100'000'000'000ull + us(1);
+  EXPECT_EQ(starts.size(), 2 + 2 * ((us(100) - us(10) - 1) / msg));
+  EXPECT_EQ(static_cast<const SteadyStreams&>(w).messages(), net.flows.size());
+}
+
+TEST(Workloads, steady_streams__a_failed_message_ends_its_stream) {
+  FakeNet net;
+  net.fail_ids = {1};
+  WorkloadDriver d(net);
+  auto& w = d.add(std::make_unique<SteadyStreams>(
+      "steady", std::vector<SteadyStreams::Stream>{{0, 1, 1u << 20, 0, ms(10), 1, 0}}));
+  ASSERT_TRUE(d.start());
+  net.run(d);
+  EXPECT_TRUE(w.done());
+  EXPECT_EQ(net.flows.size(), 2u);  // the first, then the failed second: no third
+  FakeNet bad;
+  WorkloadDriver d2(bad);
+  d2.add(std::make_unique<SteadyStreams>(
+      "steady", std::vector<SteadyStreams::Stream>{{0, 1, 1u << 20, 0, ms(10), 0, 0}}));
+  EXPECT_FALSE(d2.start());
+}
+
+TEST(Workloads, steady_permutation__every_host_streams_to_its_derangement_partner) {
+  auto s = steady_permutation(all_hosts(16), 1u << 20, us(5), ms(1), 3, 11);
+  ASSERT_TRUE(s) << s.error();
+  auto p = permutation_flows(all_hosts(16), 1u << 20, us(5), 11);
+  ASSERT_EQ(s->size(), 16u);
+  for (size_t i = 0; i < s->size(); ++i) {
+    EXPECT_EQ((*s)[i].src, (*p)[i].src);
+    EXPECT_EQ((*s)[i].dst, (*p)[i].dst);
+    EXPECT_EQ((*s)[i].until, ms(1));
+    EXPECT_EQ((*s)[i].depth, 3u);
+  }
+}
+
+TEST(WorkloadsSim, steady_and_flows_kinds_run_through_the_runner) {
+  auto sc = parse_scenario(R"(name = "s"
+[topo]
+hosts = 16
+radix = 8
+[transport]
+kinds = ["mrc"]
+[workload]
+kind = "steady"
+size = "64KiB"
+until = "100us"
+)",
+                           "s.toml");
+  ASSERT_TRUE(sc) << sc.error();
+  auto r = run_transport(*sc, sc->runs[0]);
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_GT(r->summary.count, 16u * 4);  // several messages per stream
+  EXPECT_EQ(r->summary.completed, r->summary.count);
+  for (const FlowResult& f : r->flows)
+    EXPECT_LT(f.spec.start, us(100));
+}
+
+}  // namespace
+}  // namespace mrc::sim
