@@ -31,9 +31,9 @@ if [ "${which,,}" = c ]; then
   [ "$(id -u)" = 0 ] && launch+=(--allow-run-as-root)
   [ "$(nproc)" -lt 2 ] && launch+=(--oversubscribe)
   t0=$(date +%s.%N)
-  build/bin/mrc-sim "$scenario" "${extra[@]}" --partition blocks -q --out "$out/serial"
+  build/bin/mrc-sim "$scenario" "${extra[@]}" --partition blocks --quiet --out "$out/serial"
   t1=$(date +%s.%N)
-  "${launch[@]}" build/bin/mrc-sim "$scenario" "${extra[@]}" -q --out "$out/ranks2"
+  "${launch[@]}" build/bin/mrc-sim "$scenario" "${extra[@]}" --quiet --out "$out/ranks2"
   t2=$(date +%s.%N)
   python3 - "$out" "$t0" "$t1" "$t2" <<'PY'
 import filecmp, json, sys

@@ -41,9 +41,9 @@ PY
 run_case() {  # run_case <name> <mrc-sim arguments...>
   local name=$1 n
   shift
-  "$sim" -q --partition blocks "$@" --out "$out/$name-serial"
+  "$sim" --quiet --partition blocks "$@" --out "$out/$name-serial"
   for n in "${ranks[@]}"; do
-    "${launch[@]}" -np "$n" "$sim" -q "$@" --out "$out/$name-$n"
+    "${launch[@]}" -np "$n" "$sim" --quiet "$@" --out "$out/$name-$n"
     compare "$out/$name-serial" "$out/$name-$n" "$name on $n ranks"
   done
 }
