@@ -865,9 +865,12 @@ int main(int argc, char** argv) {
 
   const bool tty = isatty(STDERR_FILENO);
   const Time est_end = estimated_end(sc);
+  // (and streams, which post their messages one by one)
   const bool collective = sc.workload.kind == WorkloadConfig::kAllReduce ||
                           sc.workload.kind == WorkloadConfig::kAllToAll ||
-                          sc.workload.kind == WorkloadConfig::kTraining;
+                          sc.workload.kind == WorkloadConfig::kTraining ||
+                          sc.workload.kind == WorkloadConfig::kSteady ||
+                          sc.workload.kind == WorkloadConfig::kFlows;
   const auto t0 = Clock::now();
   std::vector<Ran> runs;
   int status = 0;

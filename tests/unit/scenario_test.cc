@@ -1084,6 +1084,14 @@ duration = "50us"
   EXPECT_EQ(r->stats.qp_errors, 0u);
 }
 
+TEST(Scenario, paper__committed_scenarios_parse) {
+  for (const char* f : {"steady_faults.toml", "paper/fig08-t1-blackhole-reboot.toml",
+                        "paper/fig12-13-lossy-ev.toml", "paper/fig14-two-flows-one-ev.toml"}) {
+    auto sc = load_scenario(std::string(MRC_SOURCE_DIR) + "/scenarios/" + f);
+    EXPECT_TRUE(sc) << f << ": " << (sc ? "" : sc.error());
+  }
+}
+
 TEST(MrcSimCli, paper_keys__steady_streams_write_throughput_series_and_state_last_hop_ecn) {
   const std::filesystem::path bin = std::filesystem::path(MRC_BINARY_DIR) / "bin" / "mrc-sim";
   if (!std::filesystem::exists(bin))
