@@ -14,9 +14,11 @@
 //
 // Every command takes --name (default "mrc"). Exit status: 0 ok, 1 failure, 2 bad arguments.
 #include <fmt/core.h>
+#include <signal.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -25,16 +27,39 @@
 #include <vector>
 
 #include "net/fabric.h"
+#include "net/fabric_live.h"
+#include "net/fabric_probe.h"
+#include "net/netns_exec.h"
 
 namespace {
 
 using namespace mrc::net;
 
-int report(const FabricStatus& s) {
+int report(const NetStatus& s) {
   if (s) return 0;
-  fmt::print(stderr, "mrc-fabric: {}\n", s.error());
+  fmt::print(stderr, "mrc-fabric: {}\n", s.error().message);
   return 1;
 }
+
+// Set by SIGINT/SIGTERM/SIGHUP during `up`: it stops between steps and removes what it built.
+volatile std::sig_atomic_t g_up_interrupted = 0;
+void on_up_signal(int) {
+  g_up_interrupted = 1;
+}
+
+constexpr const char* kExecUsage =
+    "Usage: mrc-fabric exec [--name NAME] HOST COMMAND [ARGS...]\n"
+    "\n"
+    "Runs COMMAND in host HOST's network namespace (`ip netns exec`), with the namespace's\n"
+    "/sys view. Everything after HOST belongs to COMMAND (put `--` first if it starts with a\n"
+    "dash).\n"
+    "\n"
+    "  HOST          h0 .. h<hosts-1>, or the bare number\n"
+    "  --name NAME   fabric name (default mrc)\n"
+    "  -h, --help    this text\n"
+    "\n"
+    "Example: mrc-fabric exec h0 ping -6 -c 1 fcbb:bb00:4001::\n"
+    "Exit status: COMMAND's own; 1 if the fabric is missing or exec fails, 2 bad arguments.\n";
 
 // HOST as "h3" or "3".
 std::optional<int> parse_host(const FabricPlan& plan, std::string text) {
@@ -117,8 +142,12 @@ int run_exec(std::string name, std::vector<std::string> args) {
       i += 1;
     }
   }
+  if (i < args.size() && (args[i] == "--help" || args[i] == "-h")) {
+    fmt::print("{}", kExecUsage);
+    return 0;
+  }
   if (i >= args.size()) {
-    fmt::print(stderr, "usage: mrc-fabric exec [--name NAME] HOST command [args...]\n");
+    fmt::print(stderr, "{}", kExecUsage);
     return 2;
   }
   const std::string host = args[i++];
@@ -182,6 +211,12 @@ int main(int argc, char** argv) {
   up->add_option("--mtu", spec.mtu, "MTU of every link")->capture_default_str();
   up->add_option("--rate", rate_text, "per-link rate limit (tbf), e.g. 10gbit");
   up->add_flag("--replace", replace, "tear down an existing fabric of that name first");
+  int forwarding_timeout_ms = 10'000;
+  up->add_option("--wait-ms", forwarding_timeout_ms,
+                 "return once every path forwards (UDP probes), or fail and remove the fabric "
+                 "after this long; 0 skips the check")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 600'000));
 
   auto* down = app.add_subcommand("down", "remove the fabric (idempotent, also after a crash)");
   bool kill_processes = false;
@@ -249,7 +284,14 @@ int main(int argc, char** argv) {
       if (!r) return report(std::unexpected(r.error()));
       spec.rate_bps = *r;
     }
-    auto plan = fabric_up(spec, {.replace = replace});
+    struct sigaction sa {};
+    sa.sa_handler = on_up_signal;
+    sigemptyset(&sa.sa_mask);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP})
+      sigaction(sig, &sa, nullptr);
+    auto plan = fabric_up(spec, {.replace = replace,
+                                 .forwarding_timeout_ms = forwarding_timeout_ms,
+                                 .interrupted = &g_up_interrupted});
     if (!plan) return report(std::unexpected(plan.error()));
     fmt::print(
         "fabric '{}' up: {} hosts, {} planes x ({} leaves + {} spines), {} links, mtu {}{}\n", name,
@@ -275,7 +317,12 @@ int main(int argc, char** argv) {
   }
   if (*show) {
     std::ifstream f(state_dir(name) + "/fabric.json");
-    if (!f) return report(mrc::net::fabric_error("no fabric '" + name + "' (run up first)"));
+    if (!f) {
+      const auto plan = load_fabric(name);  // says why: missing, or an `up` that did not finish
+      fmt::print(stderr, "mrc-fabric: {}\n",
+                 plan ? "cannot read " + state_dir(name) + "/fabric.json" : plan.error().message);
+      return 1;
+    }
     std::cout << f.rdbuf();
     return 0;
   }

@@ -36,6 +36,7 @@
 #include "net/pattern.h"
 #include "net/session.h"
 #include "net/side_channel.h"
+#include "wire/address_plan.h"
 #include "wire/codec.h"
 
 namespace {
@@ -229,9 +230,9 @@ NetResult<SessionConfig> session_config(const Options& o, const Hello* client_he
     for (size_t p = 0; p < P; ++p) {
       std::vector<uint16_t> sp;
       for (uint32_t s = 0; s < o.spines; ++s)
-        sp.push_back(static_cast<uint16_t>(0x8000 + s));
+        sp.push_back(wire::spine_usid(static_cast<int>(s)));
       sc.spine_usids.push_back(sp);
-      sc.leaf_usids.push_back(o.leaf >= 0 ? static_cast<uint16_t>(0x0001 + o.leaf) : 0);
+      sc.leaf_usids.push_back(o.leaf >= 0 ? wire::leaf_usid(o.leaf) : 0);
     }
   }
   sc.evs_per_plane = o.evs;
@@ -496,7 +497,7 @@ uint16_t bound_port(int fd) {
 // While it lives, the driver's sockets do not ask for kernel arrival times: one socket that
 // does makes the kernel stamp every packet at every hop of the namespace fabric
 // (UdpDriver::set_rx_timestamps), ~6% of the blast's sending core on mrc-fabric, a cost of
-// MRC's that the path's limit must not carry (docs/performance.md, "Session 7").
+// MRC's that the path's limit must not carry (docs/perf-log.md, "Linux driver: an honest blast").
 class RxTimestampsOff {
  public:
   explicit RxTimestampsOff(UdpDriver& d) : d_(d), was_on_(d.config().rx_timestamps) {

@@ -1,69 +1,32 @@
+// The PLAN half of mrc-fabric (net/fabric.h): pure functions, no root, no system calls
+// besides inet_pton/ntop.
 #include "net/fabric.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
-#include <net/if.h>
-#include <netinet/in.h>
-#include <netinet/udp.h>
-#include <poll.h>
-#include <sched.h>
-#include <signal.h>
-#include <sys/ioctl.h>
-#include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <array>
-#include <cerrno>
 #include <charconv>
-#include <chrono>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <functional>
-#include <optional>
-#include <random>
-#include <sstream>
 
-#include "net/route_netlink.h"
-#include "net/sockets.h"
 #include "wire/usid.h"
 
 namespace mrc::net {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 using nlohmann::ordered_json;
 
 namespace {
 
+// Plan errors are bad input: a spec, a rate, a duration or a description that does not fit.
+std::unexpected<NetError> plan_error(std::string msg) {
+  return net_fail(NetErrc::kInvalidArgument, std::move(msg));
+}
+
 std::string hex4(uint32_t v) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "%04x", v);
   return buf;
-}
-
-std::string join(const std::vector<std::string>& parts, std::string_view sep = " ") {
-  std::string out;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (i) out += sep;
-    out += parts[i];
-  }
-  return out;
-}
-
-std::string joined_lines(const std::vector<std::string>& lines) {
-  std::string out;
-  for (const auto& l : lines) {
-    out += l;
-    out += '\n';
-  }
-  return out;
 }
 
 bool all_digits(std::string_view s) {
@@ -108,31 +71,30 @@ LinkEnd make_end(const Node& node, std::string ifname, const wire::Ipv6Addr& add
 // ---------------------------------------------------------------------------------------------
 // Shape and address plan
 
-FabricStatus validate(const FabricSpec& s) {
+NetStatus validate(const FabricSpec& s) {
   if (s.name.empty() || s.name.size() > size_t(kMaxNameLength))
-    return fabric_error("fabric name must have 1.." + std::to_string(kMaxNameLength) +
-                        " characters");
+    return plan_error("fabric name must have 1.." + std::to_string(kMaxNameLength) + " characters");
   for (char c : s.name) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                     c == '_' || c == '-';
     if (!ok)
-      return fabric_error("fabric name '" + s.name +
-                          "' may hold only letters, digits, '_' and '-' (it prefixes namespace "
-                          "names and is passed to ip)");
+      return plan_error("fabric name '" + s.name +
+                        "' may hold only letters, digits, '_' and '-' (it prefixes namespace "
+                        "names and is passed to ip)");
   }
   if (s.hosts < 2 || s.hosts > kMaxHosts)
-    return fabric_error("--hosts must be in 2.." + std::to_string(kMaxHosts));
+    return plan_error("--hosts must be in 2.." + std::to_string(kMaxHosts));
   if (s.planes < 1 || s.planes > kMaxPlanes)
-    return fabric_error("--planes must be in 1.." + std::to_string(kMaxPlanes));
+    return plan_error("--planes must be in 1.." + std::to_string(kMaxPlanes));
   if (s.leaves < 1 || s.leaves > kMaxLeaves)
-    return fabric_error("--leaves must be in 1.." + std::to_string(kMaxLeaves));
+    return plan_error("--leaves must be in 1.." + std::to_string(kMaxLeaves));
   if (s.spines < 1 || s.spines > kMaxSpines)
-    return fabric_error("--spines must be in 1.." + std::to_string(kMaxSpines));
+    return plan_error("--spines must be in 1.." + std::to_string(kMaxSpines));
   if (s.leaves > s.hosts)
-    return fabric_error("--leaves (" + std::to_string(s.leaves) + ") exceeds --hosts (" +
-                        std::to_string(s.hosts) + "): a leaf would have no host");
+    return plan_error("--leaves (" + std::to_string(s.leaves) + ") exceeds --hosts (" +
+                      std::to_string(s.hosts) + "): a leaf would have no host");
   if (s.mtu < 1280 || s.mtu > 65535)
-    return fabric_error("--mtu must be in 1280..65535 (IPv6 needs at least 1280)");
+    return plan_error("--mtu must be in 1280..65535 (IPv6 needs at least 1280)");
   return {};
 }
 
@@ -238,7 +200,7 @@ std::vector<const Link*> FabricPlan::links_in(std::string_view ns) const {
   return out;
 }
 
-FabricResult<FabricPlan> plan_fabric(const FabricSpec& spec) {
+NetResult<FabricPlan> plan_fabric(const FabricSpec& spec) {
   if (auto ok = validate(spec); !ok) return std::unexpected(ok.error());
   FabricPlan plan;
   plan.spec = spec;
@@ -505,7 +467,7 @@ std::vector<std::string> tbf_args(std::string_view ifname, uint64_t rate_bps, in
           "limit", std::to_string(limit)};
 }
 
-FabricResult<uint64_t> parse_rate(std::string_view text) {
+NetResult<uint64_t> parse_rate(std::string_view text) {
   if (text == "0" || text == "off" || text == "none") return 0;
   static const std::pair<std::string_view, double> units[] = {
       {"tbit", 1e12}, {"gbit", 1e9}, {"mbit", 1e6}, {"kbit", 1e3}, {"bit", 1}};
@@ -522,8 +484,8 @@ FabricResult<uint64_t> parse_rate(std::string_view text) {
   const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), v);
   if (ec != std::errc() || end != number.data() + number.size() || !(v > 0) || v * scale < 8000 ||
       v * scale > 1e13)
-    return fabric_error("bad rate '" + std::string(text) +
-                        "' (expected e.g. 10gbit, 100mbit, 800kbit; at least 8kbit; or 0/off)");
+    return plan_error("bad rate '" + std::string(text) +
+                      "' (expected e.g. 10gbit, 100mbit, 800kbit; at least 8kbit; or 0/off)");
   return uint64_t(std::llround(v * scale));
 }
 
@@ -544,7 +506,7 @@ std::string format_rate(uint64_t bps) {
   return std::to_string(bps) + "bit";
 }
 
-FabricResult<uint64_t> parse_duration_us(std::string_view text) {
+NetResult<uint64_t> parse_duration_us(std::string_view text) {
   static const std::pair<std::string_view, double> units[] = {{"us", 1}, {"ms", 1e3}, {"s", 1e6}};
   for (const auto& [suffix, factor] : units) {
     if (text.size() > suffix.size() && text.ends_with(suffix)) {
@@ -556,7 +518,7 @@ FabricResult<uint64_t> parse_duration_us(std::string_view text) {
       break;
     }
   }
-  return fabric_error("bad duration '" + std::string(text) + "' (expected e.g. 100ms, 2s, 500us)");
+  return plan_error("bad duration '" + std::string(text) + "' (expected e.g. 100ms, 2s, 500us)");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -573,7 +535,7 @@ ordered_json FaultState::to_json() const {
   return j;
 }
 
-FabricResult<FaultState> FaultState::from_json(const json& j) {
+NetResult<FaultState> FaultState::from_json(const json& j) {
   FaultState s;
   try {
     if (j.contains("links")) {
@@ -589,7 +551,7 @@ FabricResult<FaultState> FaultState::from_json(const json& j) {
       for (const auto& sw : j.at("blackholed_switches"))
         s.blackholed_switches.insert(sw);
   } catch (const json::exception& e) {
-    return fabric_error(std::string("faults.json: ") + e.what());
+    return plan_error(std::string("faults.json: ") + e.what());
   }
   return s;
 }
@@ -629,8 +591,12 @@ ordered_json describe(const FabricPlan& plan) {
   j["name"] = s.name;
   j["spec"] = {{"hosts", s.hosts},   {"planes", s.planes}, {"leaves", s.leaves},
                {"spines", s.spines}, {"mtu", s.mtu},       {"rate_bps", s.rate_bps}};
-  j["usid"] = {{"format", "F3216"},        {"block_bits", 32},         {"usid_bits", 16},
-               {"leaf_usid_base", 0x0001}, {"host_usid_base", 0x4000}, {"spine_usid_base", 0x8000}};
+  j["usid"] = {{"format", "F3216"},
+               {"block_bits", 32},
+               {"usid_bits", 16},
+               {"leaf_usid_base", wire::kLeafUsidBase},
+               {"host_usid_base", wire::kHostUsidBase},
+               {"spine_usid_base", wire::kSpineUsidBase}};
   j["multipath_hash"] = {
       {"policy", kMultipathHashPolicy},
       {"fields", kMultipathHashFields},
@@ -711,11 +677,11 @@ ordered_json describe(const FabricPlan& plan) {
   return j;
 }
 
-FabricResult<FabricSpec> spec_from_description(const json& j) {
+NetResult<FabricSpec> spec_from_description(const json& j) {
   FabricSpec s;
   try {
     if (j.value("schema", std::string()) != "mrc-fabric/1")
-      return fabric_error("fabric.json: unknown schema (expected mrc-fabric/1)");
+      return plan_error("fabric.json: unknown schema (expected mrc-fabric/1)");
     s.name = j.at("name").get<std::string>();
     const auto& js = j.at("spec");
     s.hosts = js.at("hosts").get<int>();
@@ -725,1111 +691,10 @@ FabricResult<FabricSpec> spec_from_description(const json& j) {
     s.mtu = js.at("mtu").get<int>();
     s.rate_bps = js.at("rate_bps").get<uint64_t>();
   } catch (const json::exception& e) {
-    return fabric_error(std::string("fabric.json: ") + e.what());
+    return plan_error(std::string("fabric.json: ") + e.what());
   }
-  if (auto ok = validate(s); !ok) return std::unexpected("fabric.json: " + ok.error());
+  if (auto ok = validate(s); !ok) return plan_error("fabric.json: " + ok.error().message);
   return s;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Apply
-
-namespace {
-
-// `ip`, `tc` and `nft` live in /usr/sbin, which a non-login root shell's PATH may lack.
-std::string resolve_tool(const std::string& name) {
-  if (name.find('/') != std::string::npos) return name;
-  std::string path = getenv("PATH") ? getenv("PATH") : "";
-  path += ":/usr/sbin:/sbin:/usr/bin:/bin";
-  std::stringstream ss(path);
-  std::string dir;
-  while (std::getline(ss, dir, ':')) {
-    if (dir.empty()) continue;
-    const std::string candidate = dir + "/" + name;
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return name;
-}
-
-// Writes a child's complaint to its stderr without allocating (after fork).
-void child_complain(const char* what, const char* detail) {
-  const char* err = strerror(errno);
-  for (const char* s : {what, " ", detail, ": ", err, "\n"}) {
-    if (write(2, s, strlen(s)) < 0) break;
-  }
-}
-
-int enter_netns(const std::string& netns) {
-  const std::string path = "/run/netns/" + netns;
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  const int rc = setns(fd, CLONE_NEWNET);
-  close(fd);
-  return rc;
-}
-
-// A child's stdin, stdout and stderr are anonymous memory files, not pipes: the parent writes
-// the whole input before the fork and reads the output after the exit, so children can run
-// side by side without a poll loop and none can block on a full pipe.
-int memfd_with(std::string_view data) {
-  const int fd = memfd_create("mrc-fabric", MFD_CLOEXEC);
-  if (fd < 0) return -1;
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t w = write(fd, data.data() + done, data.size() - done);
-    if (w <= 0) {
-      close(fd);
-      return -1;
-    }
-    done += size_t(w);
-  }
-  lseek(fd, 0, SEEK_SET);
-  return fd;
-}
-
-std::string read_memfd(int fd) {
-  std::string out;
-  char buf[8192];
-  off_t off = 0;
-  while (true) {
-    const ssize_t r = pread(fd, buf, sizeof buf, off);
-    if (r <= 0) break;
-    out.append(buf, size_t(r));
-    off += r;
-  }
-  return out;
-}
-
-struct Spawned {
-  pid_t pid = -1;
-  int out_fd = -1;
-  int err_fd = -1;
-};
-
-// fork and run `child` (which returns an exit code or execs) with `input` on its stdin.
-template <typename ChildFn>
-FabricResult<Spawned> spawn_child(ChildFn child, std::string_view input, const std::string& what) {
-  const int in = memfd_with(input);
-  const int out = memfd_with({});
-  const int err = memfd_with({});
-  if (in < 0 || out < 0 || err < 0) {
-    for (int fd : {in, out, err})
-      if (fd >= 0) close(fd);
-    return fabric_error(what + ": memfd: " + strerror(errno));
-  }
-  const pid_t pid = fork();
-  if (pid < 0) {
-    for (int fd : {in, out, err})
-      close(fd);
-    return fabric_error(what + ": fork: " + strerror(errno));
-  }
-  if (pid == 0) {
-    dup2(in, 0);
-    dup2(out, 1);
-    dup2(err, 2);
-    _exit(child());
-  }
-  close(in);
-  return Spawned{pid, out, err};
-}
-
-CommandOutput wait_child(const Spawned& s) {
-  int status = 0;
-  while (waitpid(s.pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  CommandOutput result;
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  result.out = read_memfd(s.out_fd);
-  result.err = read_memfd(s.err_fd);
-  close(s.out_fd);
-  close(s.err_fd);
-  return result;
-}
-
-template <typename ChildFn>
-FabricResult<CommandOutput> run_child(ChildFn child, std::string_view input,
-                                      const std::string& what) {
-  auto s = spawn_child(child, input, what);
-  if (!s) return std::unexpected(s.error());
-  return wait_child(*s);
-}
-
-std::string trimmed(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
-    s.pop_back();
-  return s;
-}
-
-// One unit of apply work, run in a child process: a command (argv), or when argv is empty,
-// sysctl writes. Both inside `netns` when it is set.
-struct Job {
-  std::string netns;
-  std::vector<std::string> argv;
-  std::string input;
-  std::vector<Sysctl> sysctls;
-
-  std::string what() const {
-    std::string w = argv.empty() ? "sysctl" : join(argv);
-    if (!netns.empty()) w += " (in " + netns + ")";
-    return w;
-  }
-};
-
-// Everything a job's child needs, allocated before the fork.
-struct PreparedJob {
-  const Job* job = nullptr;
-  std::string tool;
-  std::vector<char*> cargv;
-  std::vector<std::string> paths;  // /proc/sys/... for each sysctl
-
-  explicit PreparedJob(const Job& j) : job(&j) {
-    if (!j.argv.empty()) {
-      tool = resolve_tool(j.argv[0]);
-      for (const auto& a : j.argv)
-        cargv.push_back(const_cast<char*>(a.c_str()));
-      cargv.push_back(nullptr);
-    }
-    for (const auto& s : j.sysctls) {
-      // /proc/sys/net shows the network namespace of the task that opens it: the child
-      // writes after entering `netns`.
-      std::string path = "/proc/sys/" + s.key;
-      std::replace(path.begin() + 10, path.end(), '.', '/');
-      paths.push_back(std::move(path));
-    }
-  }
-
-  int run_in_child() {
-    if (!job->netns.empty() && enter_netns(job->netns) != 0) {
-      child_complain("setns", job->netns.c_str());
-      return 126;
-    }
-    if (!cargv.empty()) {
-      execv(tool.c_str(), cargv.data());
-      child_complain("exec", tool.c_str());
-      return 127;
-    }
-    for (size_t i = 0; i < paths.size(); ++i) {
-      const Sysctl& s = job->sysctls[i];
-      const int fd = open(paths[i].c_str(), O_WRONLY | O_CLOEXEC);
-      if (fd < 0) {
-        if (s.optional && errno == ENOENT) continue;
-        child_complain("open", paths[i].c_str());
-        return 1;
-      }
-      const bool ok = write(fd, s.value.data(), s.value.size()) == ssize_t(s.value.size());
-      close(fd);
-      if (!ok && !s.optional) {
-        child_complain("write", paths[i].c_str());
-        return 1;
-      }
-    }
-    return 0;
-  }
-};
-
-std::string trimmed(std::string s);
-
-// Runs jobs side by side, at most `parallel` at a time (namespaces are independent; on a
-// loaded machine a process start costs 10-30 ms, so a serial `up` would take seconds).
-// Every job's output, in job order; a job that could not be started has an error. With
-// `stop_on_failure`, no job is started after one has failed (those say "not run").
-std::vector<FabricResult<CommandOutput>> run_jobs_collect(const std::vector<Job>& jobs,
-                                                          bool stop_on_failure,
-                                                          size_t parallel = 8) {
-  std::vector<PreparedJob> prepared;
-  prepared.reserve(jobs.size());
-  for (const auto& j : jobs)
-    prepared.emplace_back(j);
-  std::vector<FabricResult<CommandOutput>> results(jobs.size(),
-                                                   fabric_error("not run (an earlier job failed)"));
-  std::vector<std::pair<size_t, Spawned>> running;
-  bool failed = false;
-  const auto reap_one = [&] {
-    const auto [index, spawned] = running.front();
-    running.erase(running.begin());
-    results[index] = wait_child(spawned);
-    failed = failed || results[index]->exit_code != 0;
-  };
-  for (size_t i = 0; i < prepared.size(); ++i) {
-    if (running.size() >= parallel) reap_one();
-    if (stop_on_failure && failed) break;
-    auto s = spawn_child([&] { return prepared[i].run_in_child(); }, jobs[i].input, jobs[i].what());
-    if (!s) {
-      results[i] = std::unexpected(s.error());
-      failed = true;
-      continue;
-    }
-    running.emplace_back(i, *s);
-  }
-  while (!running.empty())
-    reap_one();
-  return results;
-}
-
-// The same, stopping at the first failure, which it returns.
-FabricStatus run_jobs(const std::vector<Job>& jobs) {
-  const auto results = run_jobs_collect(jobs, /*stop_on_failure=*/true);
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    if (!results[i]) {
-      if (results[i].error().starts_with("not run")) continue;
-      return std::unexpected(results[i].error());
-    }
-    if (results[i]->exit_code != 0)
-      return fabric_error(jobs[i].what() + " exited with " + std::to_string(results[i]->exit_code) +
-                          ": " + trimmed(results[i]->err + results[i]->out));
-  }
-  return {};
-}
-
-std::vector<std::string> list_netns() {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/run/netns", ec))
-    out.push_back(e.path().filename());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-std::vector<std::string> fabric_namespaces(std::string_view name) {
-  std::vector<std::string> out;
-  for (auto& ns : list_netns())
-    if (is_fabric_namespace(name, ns)) out.push_back(std::move(ns));
-  return out;
-}
-
-// `ip -batch` inside `ns` (entered by setns in the child: `ip -n` would also build a private
-// mount namespace and remount /sys, about 10 ms per call that link flapping cannot afford).
-FabricStatus ip_batch(const std::string& ns, const std::vector<std::string>& lines,
-                      bool force = false) {
-  std::vector<std::string> argv{"ip"};
-  if (force) argv.push_back("-force");
-  argv.insert(argv.end(), {"-batch", "-"});
-  return run_checked(argv, joined_lines(lines), ns);
-}
-
-FabricStatus write_file_atomically(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream f(tmp);
-    f << text;
-    if (!f) return fabric_error("cannot write " + tmp.string());
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return fabric_error("cannot rename " + tmp.string() + ": " + ec.message());
-  return {};
-}
-
-FabricResult<json> read_json(const fs::path& path) {
-  std::ifstream f(path);
-  if (!f) return fabric_error("cannot read " + path.string());
-  try {
-    return json::parse(f);
-  } catch (const json::exception& e) {
-    return fabric_error(path.string() + ": " + e.what());
-  }
-}
-
-FabricStatus save_faults(std::string_view name, const FaultState& faults) {
-  return write_file_atomically(fs::path(state_dir(name)) / "faults.json",
-                               faults.to_json().dump(2) + "\n");
-}
-
-FabricStatus apply_nft(const FabricPlan& plan, const FaultState& faults, const std::string& ns) {
-  return run_checked({"nft", "-f", "-"}, nft_script(plan, faults, ns), ns);
-}
-
-FabricStatus apply_rate(const FabricPlan& plan, const Link& link, uint64_t rate_bps) {
-  for (const LinkEnd* e : {&link.upper, &link.lower}) {
-    std::vector<std::string> argv{"tc"};
-    for (auto& a : tbf_args(e->ifname, rate_bps, plan.spec.mtu))
-      argv.push_back(std::move(a));
-    if (rate_bps == 0) {
-      // Deleting a root qdisc that is not there fails; that is the state we want anyway.
-      auto r = run_command(argv, {}, e->ns);
-      if (!r) return std::unexpected(r.error());
-      continue;
-    }
-    if (auto ok = run_checked(argv, {}, e->ns); !ok) return ok;
-  }
-  return {};
-}
-
-std::string known_names_hint(const FabricPlan& plan, bool switches) {
-  std::string hint = " (links look like " + plan.links.front().name + ", " + plan.links.back().name;
-  if (switches) hint += "; switches like " + leaf_id(0, 0) + ", " + spine_id(0, 0);
-  return hint + ")";
-}
-
-// A socket that lives in `ns`: enter the namespace on this thread, create, come back.
-// (A socket stays in the namespace it was created in.)
-FabricResult<int> socket_in_netns(const std::string& ns,
-                                  const std::function<FabricResult<int>()>& open_socket) {
-  const int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-  if (self < 0) return fabric_error(std::string("open own netns: ") + strerror(errno));
-  const std::string path = "/run/netns/" + ns;
-  const int target = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (target < 0) {
-    close(self);
-    return fabric_error("open " + path + ": " + strerror(errno));
-  }
-  int fd = -1;
-  std::string err;
-  if (setns(target, CLONE_NEWNET) != 0) {
-    err = "setns " + ns + ": " + strerror(errno);
-  } else {
-    auto opened = open_socket();
-    if (opened)
-      fd = *opened;
-    else
-      err = opened.error();
-    if (setns(self, CLONE_NEWNET) != 0) {
-      // Stuck in the wrong namespace: nothing after this could be trusted.
-      std::perror("setns back to the original network namespace");
-      std::abort();
-    }
-  }
-  close(self);
-  close(target);
-  if (fd < 0) return fabric_error(err);
-  return fd;
-}
-
-FabricResult<int> udp_socket_in_netns(const std::string& ns) {
-  return socket_in_netns(ns, []() -> FabricResult<int> {
-    const int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) return fabric_error(std::string("socket: ") + strerror(errno));
-    return fd;
-  });
-}
-
-FabricResult<int> interface_index(int sock, const std::string& ifname) {
-  ifreq ifr{};
-  std::snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", ifname.c_str());
-  if (ioctl(sock, SIOCGIFINDEX, &ifr) != 0)
-    return fabric_error("interface " + ifname + ": " + strerror(errno));
-  return ifr.ifr_ifindex;
-}
-
-FabricResult<short> interface_flags(int sock, const std::string& ifname) {
-  ifreq ifr{};
-  std::snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", ifname.c_str());
-  if (ioctl(sock, SIOCGIFFLAGS, &ifr) != 0)
-    return fabric_error("interface " + ifname + ": " + strerror(errno));
-  return ifr.ifr_flags;
-}
-
-FabricResult<bool> interface_is_up(int sock, const std::string& ifname) {
-  auto flags = interface_flags(sock, ifname);
-  if (!flags) return std::unexpected(flags.error());
-  return (*flags & IFF_UP) != 0;
-}
-
-FabricResult<bool> interface_is_running(int sock, const std::string& ifname) {
-  auto flags = interface_flags(sock, ifname);
-  if (!flags) return std::unexpected(flags.error());
-  return (*flags & IFF_RUNNING) != 0;
-}
-
-FabricStatus set_interface_up(int sock, const std::string& ifname, bool up) {
-  auto flags = interface_flags(sock, ifname);
-  if (!flags) return std::unexpected(flags.error());
-  ifreq ifr{};
-  std::snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", ifname.c_str());
-  ifr.ifr_flags = *flags;
-  if (up)
-    ifr.ifr_flags = short(ifr.ifr_flags | IFF_UP);
-  else
-    ifr.ifr_flags = short(ifr.ifr_flags & ~IFF_UP);
-  if (ioctl(sock, SIOCSIFFLAGS, &ifr) != 0)
-    return fabric_error("set " + ifname + (up ? " up: " : " down: ") + strerror(errno));
-  return {};
-}
-
-}  // namespace
-
-FabricResult<CommandOutput> run_command(const std::vector<std::string>& argv,
-                                        std::string_view input, std::string_view netns) {
-  if (argv.empty()) return fabric_error("run_command: empty argv");
-  const Job job{std::string(netns), argv, {}, {}};
-  PreparedJob prepared(job);
-  return run_child([&] { return prepared.run_in_child(); }, input, job.what());
-}
-
-FabricStatus run_checked(const std::vector<std::string>& argv, std::string_view input,
-                         std::string_view netns) {
-  auto r = run_command(argv, input, netns);
-  if (!r) return std::unexpected(r.error());
-  if (r->exit_code != 0) {
-    std::string msg = join(argv);
-    if (!netns.empty()) msg += " (in " + std::string(netns) + ")";
-    msg += " exited with " + std::to_string(r->exit_code) + ": " + trimmed(r->err + r->out);
-    return fabric_error(msg);
-  }
-  return {};
-}
-
-FabricStatus check_privileges() {
-  if (geteuid() != 0) return fabric_error("mrc-fabric needs root (it creates network namespaces)");
-  auto r = run_command({"ip", "netns", "list"});
-  if (!r) return std::unexpected(r.error());
-  if (r->exit_code != 0)
-    return fabric_error("`ip netns` is unavailable: " + trimmed(r->err) + " (install iproute2)");
-  return {};
-}
-
-std::string state_dir(std::string_view name) {
-  return "/run/mrc-fabric/" + std::string(name);
-}
-
-FabricResult<FabricPlan> fabric_up(const FabricSpec& spec, const UpOptions& options) {
-  auto plan = plan_fabric(spec);
-  if (!plan) return plan;
-  if (auto ok = check_privileges(); !ok) return std::unexpected(ok.error());
-  if (const auto existing = fabric_namespaces(spec.name); !existing.empty()) {
-    if (!options.replace)
-      return fabric_error("fabric '" + spec.name + "' already exists (" + existing.front() +
-                          ", ...): run `mrc-fabric down --name " + spec.name +
-                          "` first, or pass --replace");
-    if (auto down = fabric_down(spec.name); !down) return std::unexpected(down.error());
-  }
-  const auto fail_and_clean = [&](const std::string& msg) -> FabricResult<FabricPlan> {
-    (void)fabric_down(spec.name);
-    return fabric_error("up failed, fabric removed again: " + msg);
-  };
-  std::error_code ec;
-  fs::create_directories(state_dir(spec.name), ec);
-  if (ec) return fabric_error("cannot create " + state_dir(spec.name) + ": " + ec.message());
-
-  if (auto ok = ip_batch({}, netns_add_lines(*plan)); !ok) return fail_and_clean(ok.error());
-  // Sysctls before the veths exist: conf/default/* applies to interfaces created later.
-  std::vector<Job> sysctl_jobs;
-  for (const auto& n : plan->nodes)
-    sysctl_jobs.push_back({n.ns, {}, {}, sysctls_for(n)});
-  if (auto ok = run_jobs(sysctl_jobs); !ok) return fail_and_clean(ok.error());
-  if (auto ok = ip_batch({}, veth_lines(*plan)); !ok) return fail_and_clean(ok.error());
-  std::vector<Job> setup_jobs;
-  for (const auto& n : plan->nodes)
-    setup_jobs.push_back(
-        {n.ns, {"ip", "-batch", "-"}, joined_lines(node_setup_lines(*plan, n)), {}});
-  if (auto ok = run_jobs(setup_jobs); !ok) {
-    std::string msg = ok.error();
-    if (msg.find("seg6local") != std::string::npos)
-      msg +=
-          " (the kernel needs SRv6 seg6local End with the NEXT-C-SID flavour: Linux >= 6.1"
-          " with CONFIG_IPV6_SEG6_LWTUNNEL, and iproute2 >= 6.1)";
-    return fail_and_clean(msg);
-  }
-  if (spec.rate_bps > 0) {
-    std::vector<Job> tc_jobs;
-    for (const auto& n : plan->nodes) {
-      std::vector<std::string> lines;
-      for (const Link* l : plan->links_in(n.ns)) {
-        const LinkEnd& e = l->upper.ns == n.ns ? l->upper : l->lower;
-        lines.push_back(join(tbf_args(e.ifname, spec.rate_bps, spec.mtu)));
-      }
-      tc_jobs.push_back({n.ns, {"tc", "-batch", "-"}, joined_lines(lines), {}});
-    }
-    if (auto ok = run_jobs(tc_jobs); !ok) return fail_and_clean(ok.error());
-  }
-  const fs::path dir = state_dir(spec.name);
-  if (auto ok = write_file_atomically(dir / "fabric.json", describe(*plan).dump(2) + "\n"); !ok)
-    return fail_and_clean(ok.error());
-  if (auto ok = save_faults(spec.name, {}); !ok) return fail_and_clean(ok.error());
-  return plan;
-}
-
-std::vector<int> fabric_processes(std::string_view name) {
-  // Like `ip netns pids`: a process is in a namespace when its /proc/PID/ns/net is the same
-  // nsfs inode as the namespace's bind mount under /run/netns.
-  std::set<std::pair<dev_t, ino_t>> inodes;
-  for (const auto& ns : fabric_namespaces(name)) {
-    struct stat st {};
-    if (stat(("/run/netns/" + ns).c_str(), &st) == 0) inodes.insert({st.st_dev, st.st_ino});
-  }
-  std::vector<int> pids;
-  if (inodes.empty()) return pids;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/proc", ec)) {
-    const std::string pid = e.path().filename();
-    if (!all_digits(pid)) continue;
-    struct stat st {};
-    if (stat(("/proc/" + pid + "/ns/net").c_str(), &st) == 0 &&
-        inodes.contains({st.st_dev, st.st_ino}))
-      pids.push_back(std::stoi(pid));
-  }
-  return pids;
-}
-
-FabricResult<int> fabric_down(std::string_view name, bool kill_processes) {
-  const std::string fabric(name);
-  FabricSpec probe;
-  probe.name = fabric;
-  // Only the name matters here; validate it so that nothing odd reaches ip or rm.
-  probe.hosts = 2;
-  probe.leaves = 1;
-  if (auto ok = validate(probe); !ok) return std::unexpected(ok.error());
-  if (geteuid() != 0) return fabric_error("mrc-fabric needs root (it removes network namespaces)");
-  const fs::path dir = state_dir(fabric);
-  // Background flappers of this fabric (processes this tool started; each left its pid).
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string file = e.path().filename();
-    if (!file.starts_with("flap-") || !file.ends_with(".pid")) continue;
-    std::ifstream f(e.path());
-    pid_t pid = 0;
-    if (f >> pid && pid > 1) {
-      // Only if the pid still names an mrc-fabric flapper (pids are reused).
-      std::ifstream cmd("/proc/" + std::to_string(pid) + "/cmdline");
-      std::string cmdline((std::istreambuf_iterator<char>(cmd)), {});
-      if (cmdline.find("flap") != std::string::npos) kill(pid, SIGTERM);
-    }
-  }
-  if (kill_processes) {
-    // Processes inside keep a deleted namespace (and its veths) alive until they exit.
-    auto pids = fabric_processes(fabric);
-    for (int pid : pids)
-      kill(pid, SIGTERM);
-    for (int wait_ms = 0; !pids.empty() && wait_ms < 1000; wait_ms += 20) {
-      usleep(20'000);
-      pids = fabric_processes(fabric);
-    }
-    for (int pid : pids)
-      kill(pid, SIGKILL);
-  }
-  const auto namespaces = fabric_namespaces(fabric);
-  if (!namespaces.empty()) {
-    std::vector<std::string> lines;
-    for (const auto& ns : namespaces)
-      lines.push_back("netns del " + ns);
-    (void)ip_batch({}, lines, /*force=*/true);
-  }
-  fs::remove_all(dir, ec);
-  if (const auto left = fabric_namespaces(fabric); !left.empty())
-    return fabric_error("could not remove namespace " + left.front() + " (and " +
-                        std::to_string(left.size() - 1) + " more)");
-  return int(namespaces.size());
-}
-
-FabricResult<FabricPlan> load_fabric(std::string_view name) {
-  const fs::path file = fs::path(state_dir(name)) / "fabric.json";
-  if (!fs::exists(file))
-    return fabric_error("no fabric '" + std::string(name) + "' (" + file.string() +
-                        " missing): run `mrc-fabric up` first");
-  auto j = read_json(file);
-  if (!j) return std::unexpected(j.error());
-  auto spec = spec_from_description(*j);
-  if (!spec) return std::unexpected(spec.error());
-  return plan_fabric(*spec);
-}
-
-FabricResult<FaultState> load_faults(std::string_view name) {
-  const fs::path file = fs::path(state_dir(name)) / "faults.json";
-  if (!fs::exists(file)) return FaultState{};
-  auto j = read_json(file);
-  if (!j) return std::unexpected(j.error());
-  return FaultState::from_json(*j);
-}
-
-FabricResult<std::set<std::string>> down_interfaces(const FabricPlan& plan, std::string_view ns) {
-  auto sock = udp_socket_in_netns(std::string(ns));
-  if (!sock) return std::unexpected(sock.error());
-  std::set<std::string> down;
-  std::string err;
-  for (const Link* l : plan.links_in(ns)) {
-    const LinkEnd& e = l->upper.ns == ns ? l->upper : l->lower;
-    auto up = interface_is_up(*sock, e.ifname);
-    if (!up) {
-      err = std::string(ns) + ": " + up.error();
-      break;
-    }
-    if (!*up) down.insert(e.ifname);
-  }
-  close(*sock);
-  if (!err.empty()) return fabric_error(err);
-  return down;
-}
-
-// A planned forwarding route as rtnetlink takes it, without nexthops through `down`
-// interfaces (nullopt when none is left); `sock` lives in the route's namespace.
-FabricResult<std::optional<NetlinkRoute>> netlink_route(const Route& r, int sock,
-                                                        const std::set<std::string>& down) {
-  NetlinkRoute nr;
-  if (auto ok = parse_route_prefix(r.prefix, nr); !ok) return fabric_error(ok.error());
-  for (const Nexthop& nh : r.nexthops) {
-    if (down.contains(nh.dev)) continue;
-    NetlinkNexthop n;
-    if (inet_pton(AF_INET6, nh.via.c_str(), &n.gateway) != 1)
-      return fabric_error("bad gateway '" + nh.via + "'");
-    auto index = interface_index(sock, nh.dev);
-    if (!index) return std::unexpected(index.error());
-    n.ifindex = *index;
-    nr.nexthops.push_back(n);
-  }
-  if (!r.src.empty()) {
-    nr.src.emplace();
-    if (inet_pton(AF_INET6, r.src.c_str(), &*nr.src) != 1)
-      return fabric_error("bad source '" + r.src + "'");
-  }
-  if (nr.nexthops.empty()) return std::nullopt;
-  return nr;
-}
-
-// Re-installs `ns`'s planned forwarding routes without nexthops through interfaces that are
-// down (see set_link_admin).
-FabricStatus restore_forward_routes(const FabricPlan& plan, const std::string& ns) {
-  auto down = down_interfaces(plan, ns);
-  if (!down) return std::unexpected(down.error());
-  auto sock = udp_socket_in_netns(ns);
-  if (!sock) return std::unexpected(sock.error());
-  const UniqueFd sock_fd(*sock);
-  std::vector<NetlinkRoute> routes;
-  for (const Route& r : plan.routes) {
-    if (r.ns != ns || r.kind != RouteKind::kForward) continue;
-    auto nr = netlink_route(r, sock_fd.get(), *down);
-    if (!nr) return fabric_error(ns + ": " + nr.error());
-    if (*nr) routes.push_back(std::move(**nr));
-  }
-  auto nl = socket_in_netns(ns, open_route_netlink);
-  if (!nl) return std::unexpected(nl.error());
-  const UniqueFd nl_fd(*nl);
-  if (auto ok = replace_routes(nl_fd.get(), routes); !ok)
-    return fabric_error(ns + ": " + ok.error());
-  return {};
-}
-
-FabricStatus set_link_admin(const FabricPlan& plan, std::string_view name, bool up) {
-  const Link* link = plan.link(name);
-  if (!link)
-    return fabric_error("unknown link '" + std::string(name) + "'" + known_names_hint(plan, false));
-  // Interface flags by ioctl from sockets in the two namespaces: no process per change, so a
-  // link can flap every few milliseconds.
-  const std::array<const LinkEnd*, 2> ends{&link->upper, &link->lower};
-  std::array<UniqueFd, 2> socks;
-  for (size_t i = 0; i < ends.size(); ++i) {
-    auto sock = udp_socket_in_netns(ends[i]->ns);
-    if (!sock) return std::unexpected(sock.error());
-    socks[i] = UniqueFd(*sock);
-    if (auto ok = set_interface_up(*sock, ends[i]->ifname, up); !ok)
-      return fabric_error(ends[i]->ns + ": " + ok.error());
-  }
-  if (!up) return {};
-  // The kernel activates an interface's queue when linkwatch has seen the carrier come up,
-  // from a workqueue shortly after the flag change; until then it drops every packet,
-  // neighbour solicitations included, and a lost solicitation is retried only after a second
-  // (RetransTimer). Return once both ends run, so that "up" means traffic flows.
-  for (int waited_us = 0;; waited_us += 100) {
-    bool running = true;
-    for (size_t i = 0; i < ends.size() && running; ++i) {
-      auto r = interface_is_running(socks[i].get(), ends[i]->ifname);
-      if (!r) return fabric_error(ends[i]->ns + ": " + r.error());
-      running = *r;
-    }
-    if (running) break;
-    if (waited_us >= 2'000'000)
-      return fabric_error("link '" + std::string(name) + "' is up but not running after 2 s");
-    const timespec step{0, 100'000};
-    nanosleep(&step, nullptr);
-  }
-  // The kernel deleted every static route through the interface when it went down, and
-  // does not bring them back: restore the planned forwarding routes of both ends (replace is
-  // idempotent), leaving out nexthops through interfaces that are still down. Over
-  // rtnetlink from this process (net/route_netlink.h says why not `ip`); the SRv6 End
-  // routes sit on the SID device, which never goes down.
-  for (const LinkEnd* e : ends) {
-    if (auto ok = restore_forward_routes(plan, e->ns); !ok) return ok;
-  }
-  return {};
-}
-
-FabricStatus set_blackhole(const FabricPlan& plan, std::string_view target, bool on) {
-  auto faults = load_faults(plan.spec.name);
-  if (!faults) return std::unexpected(faults.error());
-  std::vector<std::string> namespaces;
-  if (const Link* link = plan.link(target)) {
-    faults->links[link->name].blackhole = on;
-    namespaces = {link->upper.ns, link->lower.ns};
-  } else if (const Node* node = plan.node(target); node && node->kind != NodeKind::kHost) {
-    if (on)
-      faults->blackholed_switches.insert(node->id);
-    else
-      faults->blackholed_switches.erase(node->id);
-    namespaces = {node->ns};
-  } else {
-    return fabric_error("unknown link or switch '" + std::string(target) + "'" +
-                        known_names_hint(plan, true));
-  }
-  std::erase_if(faults->links, [](const auto& kv) { return kv.second == LinkFaults{}; });
-  if (auto ok = save_faults(plan.spec.name, *faults); !ok) return ok;
-  for (const auto& ns : namespaces)
-    if (auto ok = apply_nft(plan, *faults, ns); !ok) return ok;
-  return {};
-}
-
-FabricStatus set_loss(const FabricPlan& plan, std::string_view name, int percent) {
-  const Link* link = plan.link(name);
-  if (!link)
-    return fabric_error("unknown link '" + std::string(name) + "'" + known_names_hint(plan, false));
-  if (percent < 0 || percent > 100) return fabric_error("loss must be 0..100 percent");
-  auto faults = load_faults(plan.spec.name);
-  if (!faults) return std::unexpected(faults.error());
-  faults->links[link->name].loss_percent = percent;
-  std::erase_if(faults->links, [](const auto& kv) { return kv.second == LinkFaults{}; });
-  if (auto ok = save_faults(plan.spec.name, *faults); !ok) return ok;
-  for (const auto& ns : {link->upper.ns, link->lower.ns})
-    if (auto ok = apply_nft(plan, *faults, ns); !ok) return ok;
-  return {};
-}
-
-FabricStatus set_rate(const FabricPlan& plan, std::string_view name, uint64_t rate_bps) {
-  const Link* link = plan.link(name);
-  if (!link)
-    return fabric_error("unknown link '" + std::string(name) + "'" + known_names_hint(plan, false));
-  auto faults = load_faults(plan.spec.name);
-  if (!faults) return std::unexpected(faults.error());
-  faults->links[link->name].rate_bps = rate_bps;
-  std::erase_if(faults->links, [](const auto& kv) { return kv.second == LinkFaults{}; });
-  if (auto ok = save_faults(plan.spec.name, *faults); !ok) return ok;
-  return apply_rate(plan, *link, rate_bps ? rate_bps : plan.spec.rate_bps);
-}
-
-namespace {
-volatile sig_atomic_t g_stop_flapping = 0;
-void on_stop_signal(int) {
-  g_stop_flapping = 1;
-}
-
-// Sleeps until `deadline` (CLOCK_MONOTONIC) unless a stop signal arrives first.
-void sleep_until(const timespec& deadline) {
-  while (!g_stop_flapping &&
-         clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &deadline, nullptr) == EINTR) {
-  }
-}
-
-timespec add_us(timespec t, uint64_t us) {
-  t.tv_sec += time_t(us / 1000000);
-  t.tv_nsec += long(us % 1000000) * 1000;
-  if (t.tv_nsec >= 1000000000) {
-    t.tv_sec += 1;
-    t.tv_nsec -= 1000000000;
-  }
-  return t;
-}
-}  // namespace
-
-FabricStatus flap_link(const FabricPlan& plan, std::string_view name, uint64_t period_us, int count,
-                       uint64_t duration_us) {
-  if (!plan.link(name))
-    return fabric_error("unknown link '" + std::string(name) + "'" + known_names_hint(plan, false));
-  if (period_us < 2000) return fabric_error("flap period must be at least 2ms");
-  g_stop_flapping = 0;
-  struct sigaction sa {
-  }, old_int{}, old_term{};
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
-  timespec start{};
-  clock_gettime(CLOCK_MONOTONIC, &start);
-  const timespec end = add_us(start, duration_us);
-  FabricStatus status;
-  timespec next = start;
-  for (int i = 0; !g_stop_flapping && (count == 0 || i < count); ++i) {
-    if (duration_us > 0 && count == 0) {
-      timespec now{};
-      clock_gettime(CLOCK_MONOTONIC, &now);
-      if (now.tv_sec > end.tv_sec || (now.tv_sec == end.tv_sec && now.tv_nsec >= end.tv_nsec))
-        break;
-    }
-    if (status = set_link_admin(plan, name, false); !status) break;
-    next = add_us(next, period_us / 2);
-    sleep_until(next);
-    if (status = set_link_admin(plan, name, true); !status) break;
-    next = add_us(next, period_us - period_us / 2);
-    sleep_until(next);
-  }
-  // Always leave the link up (also after a signal between the two halves).
-  auto restored = set_link_admin(plan, name, true);
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
-  if (!status) return status;
-  return restored;
-}
-
-FabricResult<ordered_json> fabric_status(const FabricPlan& plan) {
-  auto faults = load_faults(plan.spec.name);
-  if (!faults) return std::unexpected(faults.error());
-  // Per namespace: interface flags and counters, and the nft drop counters per chain.
-  std::map<std::string, std::map<std::string, json>> devs;       // ns -> ifname -> ip -j
-  std::map<std::string, std::map<std::string, uint64_t>> drops;  // ns -> ifname -> packets
-  std::vector<Job> jobs;
-  for (const auto& n : plan.nodes) {
-    jobs.push_back({n.ns, {"ip", "-s", "-j", "link", "show"}, {}, {}});
-    jobs.push_back(
-        {n.ns, {"nft", "-j", "list", "table", "netdev", std::string(kNftTable)}, {}, {}});
-  }
-  const auto outputs = run_jobs_collect(jobs, /*stop_on_failure=*/false);
-  for (size_t ni = 0; ni < plan.nodes.size(); ++ni) {
-    const Node& n = plan.nodes[ni];
-    const auto& r = outputs[2 * ni];
-    if (!r) return std::unexpected(r.error());
-    if (r->exit_code != 0)
-      return fabric_error("namespace " + n.ns + " is missing or broken: " + trimmed(r->err));
-    try {
-      const json listing = json::parse(r->out);
-      for (const auto& d : listing)
-        devs[n.ns][d.at("ifname")] = d;
-    } catch (const json::exception& e) {
-      return fabric_error("ip -j in " + n.ns + ": " + e.what());
-    }
-    const auto& nft = outputs[2 * ni + 1];
-    if (!nft || nft->exit_code != 0) continue;  // no table: no faults there
-    try {
-      const json listing = json::parse(nft->out);
-      for (const auto& item : listing.at("nftables")) {
-        if (!item.contains("rule")) continue;
-        const auto& rule = item["rule"];
-        std::string chain = rule.value("chain", "");
-        if (!chain.starts_with("in_")) continue;
-        for (const auto& expr : rule.at("expr"))
-          if (expr.contains("counter"))
-            drops[n.ns][chain.substr(3)] += expr["counter"].value("packets", uint64_t(0));
-      }
-    } catch (const json::exception&) {
-      // Counters are a convenience; a format change must not break status.
-    }
-  }
-  ordered_json out;
-  out["name"] = plan.spec.name;
-  out["blackholed_switches"] = faults->blackholed_switches;
-  ordered_json links = ordered_json::array();
-  for (const auto& l : plan.links) {
-    ordered_json o;
-    o["name"] = l.name;
-    LinkFaults f;
-    if (auto it = faults->links.find(l.name); it != faults->links.end()) f = it->second;
-    bool all_up = true, any_up = false;
-    ordered_json ends = ordered_json::array();
-    for (const LinkEnd* e : {&l.upper, &l.lower}) {
-      ordered_json je;
-      je["node"] = e->node;
-      je["interface"] = e->ifname;
-      const auto nsit = devs.find(e->ns);
-      const json* d = nullptr;
-      if (nsit != devs.end())
-        if (auto it = nsit->second.find(e->ifname); it != nsit->second.end()) d = &it->second;
-      bool up = false;
-      if (d) {
-        const auto& flags = d->at("flags");
-        up = std::find(flags.begin(), flags.end(), "UP") != flags.end();
-        je["operstate"] = d->value("operstate", "");
-        const json stats = d->value("stats64", json::object());
-        const json rx = stats.value("rx", json::object());
-        const json tx = stats.value("tx", json::object());
-        je["tx_packets"] = tx.value("packets", uint64_t(0));
-        je["tx_bytes"] = tx.value("bytes", uint64_t(0));
-        je["tx_dropped"] = tx.value("dropped", uint64_t(0));
-        je["rx_packets"] = rx.value("packets", uint64_t(0));
-        je["rx_bytes"] = rx.value("bytes", uint64_t(0));
-        je["rx_dropped"] = rx.value("dropped", uint64_t(0));
-      } else {
-        je["operstate"] = "MISSING";
-      }
-      je["admin_up"] = up;
-      uint64_t fault_drops = 0;
-      if (auto it = drops.find(e->ns); it != drops.end())
-        if (auto jt = it->second.find(e->ifname); jt != it->second.end()) fault_drops = jt->second;
-      je["fault_dropped"] = fault_drops;
-      all_up = all_up && up;
-      any_up = any_up || up;
-      ends.push_back(je);
-    }
-    o["state"] = all_up ? "up" : (any_up ? "half-down" : "down");
-    const bool switch_dark = faults->blackholed_switches.contains(l.upper.node) ||
-                             faults->blackholed_switches.contains(l.lower.node);
-    o["blackhole"] = f.blackhole || switch_dark;
-    o["loss_percent"] = f.loss_percent;
-    o["rate_bps"] = f.rate_bps ? f.rate_bps : plan.spec.rate_bps;
-    o["upper"] = ends[0];
-    o["lower"] = ends[1];
-    links.push_back(o);
-  }
-  out["links"] = links;
-  return out;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Probes
-
-std::string Probe::label() const {
-  std::string s = host_id(src_host) + "->" + host_id(dst_host) + " p" + std::to_string(plane);
-  switch (via) {
-    case Via::kSpine:
-      return s + " via s" + std::to_string(spine);
-    case Via::kSameLeaf:
-      return s + " same-leaf";
-    case Via::kPlain:
-      return s + " plain";
-  }
-  return s;
-}
-
-std::vector<Probe> all_probes(const FabricSpec& spec) {
-  std::vector<Probe> out;
-  for (int p = 0; p < spec.planes; ++p) {
-    for (int a = 0; a < spec.hosts; ++a) {
-      for (int b = 0; b < spec.hosts; ++b) {
-        if (a == b) continue;
-        Probe pr;
-        pr.src_host = a;
-        pr.dst_host = b;
-        pr.plane = p;
-        for (int s = 0; s < spec.spines; ++s) {
-          pr.via = Probe::Via::kSpine;
-          pr.spine = s;
-          out.push_back(pr);
-        }
-        pr.spine = -1;
-        if (leaf_of_host(spec, a) == leaf_of_host(spec, b)) {
-          pr.via = Probe::Via::kSameLeaf;
-          out.push_back(pr);
-        }
-        pr.via = Probe::Via::kPlain;
-        out.push_back(pr);
-      }
-    }
-  }
-  return out;
-}
-
-namespace {
-
-struct FdCloser {
-  std::vector<int> fds;
-  ~FdCloser() {
-    for (int fd : fds)
-      if (fd >= 0) close(fd);
-  }
-};
-
-constexpr uint32_t kProbeMagic = 0x4D524350;  // "MRCP"
-
-struct ProbePayload {
-  uint32_t magic;
-  uint32_t index;
-  uint64_t nonce;
-};
-
-}  // namespace
-
-FabricStatus run_probes(const FabricPlan& plan, std::vector<Probe>& probes, int count,
-                        int wait_ms) {
-  const FabricSpec& spec = plan.spec;
-  FdCloser fds;
-  // One receiver per host (any address, any plane), one sender per host port.
-  std::vector<int> rx(size_t(spec.hosts), -1);
-  std::vector<uint16_t> rx_port(size_t(spec.hosts), 0);
-  std::vector<int> tx(size_t(spec.hosts * spec.planes), -1);
-  const int one = 1;
-  for (int h = 0; h < spec.hosts; ++h) {
-    const std::string& ns = plan.nodes[size_t(h)].ns;
-    auto r = udp_socket_in_netns(ns);
-    if (!r) return std::unexpected(r.error());
-    fds.fds.push_back(*r);
-    rx[size_t(h)] = *r;
-    // Zero checksums are accepted: see UDP_NO_CHECK6_TX below.
-    setsockopt(*r, IPPROTO_UDP, UDP_NO_CHECK6_RX, &one, sizeof one);
-    const int rcvbuf = 4 << 20;
-    setsockopt(*r, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
-    sockaddr_in6 any{};
-    any.sin6_family = AF_INET6;
-    any.sin6_addr = in6addr_any;
-    if (bind(*r, reinterpret_cast<sockaddr*>(&any), sizeof any) != 0)
-      return fabric_error("bind in " + ns + ": " + strerror(errno));
-    socklen_t len = sizeof any;
-    getsockname(*r, reinterpret_cast<sockaddr*>(&any), &len);
-    rx_port[size_t(h)] = ntohs(any.sin6_port);
-    for (int p = 0; p < spec.planes; ++p) {
-      auto t = udp_socket_in_netns(ns);
-      if (!t) return std::unexpected(t.error());
-      fds.fds.push_back(*t);
-      tx[size_t(h * spec.planes + p)] = *t;
-      // The DA is rewritten hop by hop (uSID shift), so a checksum over the sender's DA would
-      // be wrong where the packet ends; IPv6 UDP allows zero checksums with this opt-in.
-      setsockopt(*t, IPPROTO_UDP, UDP_NO_CHECK6_TX, &one, sizeof one);
-      sockaddr_in6 src{};
-      src.sin6_family = AF_INET6;
-      const auto a = host_address(p, h);
-      std::memcpy(&src.sin6_addr, a.data(), 16);
-      if (bind(*t, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0)
-        return fabric_error("bind " + format_ipv6(a) + " in " + ns + ": " + strerror(errno));
-    }
-  }
-  for (auto& pr : probes) {
-    if (pr.src_host < 0 || pr.src_host >= spec.hosts || pr.dst_host < 0 ||
-        pr.dst_host >= spec.hosts || pr.plane < 0 || pr.plane >= spec.planes ||
-        (pr.via == Probe::Via::kSpine && (pr.spine < 0 || pr.spine >= spec.spines)))
-      return fabric_error("probe " + pr.label() + " is outside the fabric");
-    switch (pr.via) {
-      case Probe::Via::kSpine:
-        pr.destination = format_ipv6(srv6_address(spec, pr.plane, pr.spine, pr.dst_host));
-        break;
-      case Probe::Via::kSameLeaf:
-        pr.destination = format_ipv6(srv6_address(spec, pr.plane, std::nullopt, pr.dst_host));
-        break;
-      case Probe::Via::kPlain:
-        pr.destination = format_ipv6(host_address(pr.plane, pr.dst_host));
-        break;
-    }
-    pr.sent = pr.received = 0;
-  }
-  const uint64_t nonce = std::random_device{}() | (uint64_t(std::random_device{}()) << 32);
-  const auto drain = [&] {
-    for (int fd : rx) {
-      ProbePayload msg;
-      while (true) {
-        const ssize_t n = recv(fd, &msg, sizeof msg, 0);
-        if (n < 0) break;
-        if (n == sizeof msg && msg.magic == kProbeMagic && msg.nonce == nonce &&
-            msg.index < probes.size())
-          ++probes[msg.index].received;
-      }
-    }
-  };
-  for (int round = 0; round < count; ++round) {
-    for (size_t i = 0; i < probes.size(); ++i) {
-      Probe& pr = probes[i];
-      sockaddr_in6 dst{};
-      dst.sin6_family = AF_INET6;
-      const auto addr = parse_ipv6(pr.destination);
-      std::memcpy(&dst.sin6_addr, addr->data(), 16);
-      dst.sin6_port = htons(rx_port[size_t(pr.dst_host)]);
-      const ProbePayload msg{kProbeMagic, uint32_t(i), nonce};
-      ++pr.sent;
-      // Failures (no route while a port is down) are lost probes, not errors.
-      (void)sendto(tx[size_t(pr.src_host * spec.planes + pr.plane)], &msg, sizeof msg, 0,
-                   reinterpret_cast<sockaddr*>(&dst), sizeof dst);
-    }
-    drain();
-    // Pace rounds a little so that no queue on the way (veth backlog, socket) overflows.
-    if (round + 1 < count) usleep(100);
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
-  while (std::chrono::steady_clock::now() < deadline) {
-    std::vector<pollfd> pfds;
-    for (int fd : rx)
-      pfds.push_back({fd, POLLIN, 0});
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (poll(pfds.data(), nfds_t(pfds.size()), int(std::max<int64_t>(1, left.count()))) <= 0)
-      continue;
-    drain();
-    bool all = true;
-    for (const auto& pr : probes)
-      all = all && pr.received >= pr.sent;
-    if (all) break;
-  }
-  return {};
 }
 
 }  // namespace mrc::net

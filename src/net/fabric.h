@@ -1,16 +1,19 @@
 // mrc-fabric: multi-plane two-tier Clos fabrics built from Linux network namespaces, with the
 // kernel's SRv6 data plane (seg6local End, NEXT-C-SID flavour) forwarding uSID carriers.
 //
-// Two halves:
-//   PLAN  (pure, no root): FabricSpec -> FabricPlan, the namespaces, veth links, addresses,
-//         sysctls and routes, and the `ip`/`tc`/`nft` lines that realise them.
-//   APPLY (root): runs `ip -batch`, `tc -batch`, `nft -f` and writes sysctls in each namespace
-//         (fork + setns + exec, never a shell), records the fabric in
-//         /run/mrc-fabric/<name>/fabric.json, and injects faults.
+// Four parts, one header each:
+//   net/fabric.h        PLAN (pure, no root, tested by fabric_test): FabricSpec -> FabricPlan,
+//                       the namespaces, veth links, addresses, sysctls and routes, the
+//                       `ip`/`tc`/`nft` lines that realise them, faults.json and fabric.json.
+//   net/netns_exec.h    running commands and opening sockets inside namespaces (root).
+//   net/fabric_live.h   APPLY and read back (root): up, down, faults, status, recorded in
+//                       /run/mrc-fabric/<name>/.
+//   net/fabric_probe.h  UDP reachability probes between host namespaces (root).
+// The root parts are tested by fabric_live_test on a real fabric.
 //
 // The address plan is a contract with the Linux driver and mrc-perf (docs/fabric.md):
 //   plane p's locator block           fcbb:bbPP::/32            (PP = p, two hex digits)
-//   leaf l / spine s / host h uSIDs   0x0001+l / 0x8000+s / 0x4000+h
+//   leaf l / spine s / host h uSIDs   0x0001+l / 0x8000+s / 0x4000+h (wire/address_plan.h)
 //   host h's port on plane p          fcbb:bbPP:(4000+h)::/128  (interface pP in the host)
 //   SRv6 DA a->b via spine s          fcbb:bbPP:(8000+s):(1+leaf(b)):(4000+b)::
 //   SRv6 DA a->b on the same leaf     fcbb:bbPP:(1+leaf(b)):(4000+b)::
@@ -29,17 +32,14 @@
 #include <string_view>
 #include <vector>
 
+#include "net/sockets.h"
+#include "wire/address_plan.h"
 #include "wire/headers.h"
 
 namespace mrc::net {
 
-// Errors carry a message for a person: which command, which namespace, what the tool said.
-template <typename T>
-using FabricResult = std::expected<T, std::string>;
-using FabricStatus = std::expected<void, std::string>;
-inline std::unexpected<std::string> fabric_error(std::string msg) {
-  return std::unexpected<std::string>(std::move(msg));
-}
+// Errors are NetError (net/sockets.h) with a message for a person: which spec field, which
+// command, which namespace, what the tool said.
 
 // ---------------------------------------------------------------------------------------------
 // Shape and address plan (the contract)
@@ -57,25 +57,18 @@ struct FabricSpec {
 
 // Limits that keep every uSID and link address inside its 16-bit field.
 inline constexpr int kMaxPlanes = 256;
-inline constexpr int kMaxHosts = 0x4000 - 1;   // host uSIDs 0x4000.. stay below 0x8000
-inline constexpr int kMaxLeaves = 0x4000 - 2;  // leaf uSIDs 0x0001.. stay below 0x4000
-inline constexpr int kMaxSpines = 0x8000;      // spine uSIDs 0x8000..0xffff
+inline constexpr int kMaxHosts = wire::kMaxHostUsids - 1;
+inline constexpr int kMaxLeaves = wire::kMaxLeafUsids - 1;
+inline constexpr int kMaxSpines = wire::kMaxSpineUsids;
 inline constexpr int kMaxNameLength = 32;
 
-FabricStatus validate(const FabricSpec& spec);
+NetStatus validate(const FabricSpec& spec);
 
-inline constexpr uint32_t plane_block(int plane) {
-  return 0xFCBBBB00u | uint32_t(plane);
-}
-inline constexpr uint16_t leaf_usid(int leaf) {
-  return uint16_t(0x0001 + leaf);
-}
-inline constexpr uint16_t spine_usid(int spine) {
-  return uint16_t(0x8000 + spine);
-}
-inline constexpr uint16_t host_usid(int host) {
-  return uint16_t(0x4000 + host);
-}
+// The uSID address plan (one definition, wire/address_plan.h).
+using wire::host_usid;
+using wire::leaf_usid;
+using wire::plane_block;
+using wire::spine_usid;
 
 // Hosts are split evenly over the leaves: leaf(h) = h / ceil(H / L), the same in every plane.
 int hosts_per_leaf(const FabricSpec& spec);
@@ -197,7 +190,7 @@ inline constexpr std::string_view kSidPeerDevice = "sid1";
 inline constexpr int kMultipathHashPolicy = 3;
 inline constexpr int kMultipathHashFields = 0x3F;
 
-FabricResult<FabricPlan> plan_fabric(const FabricSpec& spec);
+NetResult<FabricPlan> plan_fabric(const FabricSpec& spec);
 
 std::vector<Sysctl> sysctls_for(const Node& node);
 
@@ -224,10 +217,10 @@ std::vector<std::string> tbf_args(std::string_view ifname, uint64_t rate_bps, in
 
 // Rates as tc spells them: "10gbit", "100mbit", "1.5gbit", "800kbit", "1000bit" or a plain
 // number of bit/s; "0", "off" and "none" mean unlimited (0).
-FabricResult<uint64_t> parse_rate(std::string_view text);
+NetResult<uint64_t> parse_rate(std::string_view text);
 std::string format_rate(uint64_t bps);
 // Durations "100ms", "1s", "250us", "2.5s" -> microseconds.
-FabricResult<uint64_t> parse_duration_us(std::string_view text);
+NetResult<uint64_t> parse_duration_us(std::string_view text);
 
 // ---------------------------------------------------------------------------------------------
 // Faults (recorded in faults.json; admin-down state is read back from the kernel)
@@ -243,7 +236,7 @@ struct FaultState {
   std::map<std::string, LinkFaults> links;  // by link name; absent = no fault
   std::set<std::string> blackholed_switches;
   nlohmann::ordered_json to_json() const;
-  static FabricResult<FaultState> from_json(const nlohmann::json& j);
+  static NetResult<FaultState> from_json(const nlohmann::json& j);
 };
 
 inline constexpr std::string_view kNftTable = "mrc_fabric";
@@ -254,87 +247,6 @@ std::string nft_script(const FabricPlan& plan, const FaultState& faults, std::st
 
 // The machine-readable description written to fabric.json (schema in docs/fabric.md).
 nlohmann::ordered_json describe(const FabricPlan& plan);
-FabricResult<FabricSpec> spec_from_description(const nlohmann::json& j);
-
-// ---------------------------------------------------------------------------------------------
-// Apply (root)
-
-struct CommandOutput {
-  int exit_code = 0;
-  std::string out;
-  std::string err;
-};
-
-// fork + (setns into `netns` when not empty) + execvp; stdin from `input`, output captured.
-FabricResult<CommandOutput> run_command(const std::vector<std::string>& argv,
-                                        std::string_view input = {}, std::string_view netns = {});
-// The same, but a non-zero exit is an error carrying the command and its stderr.
-FabricStatus run_checked(const std::vector<std::string>& argv, std::string_view input = {},
-                         std::string_view netns = {});
-
-// Can this process build fabrics (root, `ip netns` works)? The message says why not.
-FabricStatus check_privileges();
-
-std::string state_dir(std::string_view name);  // /run/mrc-fabric/<name>
-
-struct UpOptions {
-  bool replace = false;  // tear down an existing fabric of that name first
-};
-
-FabricResult<FabricPlan> fabric_up(const FabricSpec& spec, const UpOptions& options = {});
-// Removes every namespace of the fabric (found by name pattern), background flappers, and the
-// state directory. Idempotent. Returns the number of namespaces removed. Processes still
-// running inside keep their namespace alive after its name is gone: with `kill_processes`
-// they get SIGTERM, and SIGKILL after a second.
-FabricResult<int> fabric_down(std::string_view name, bool kill_processes = false);
-// The pids of processes running in any namespace of the fabric.
-std::vector<int> fabric_processes(std::string_view name);
-// The plan of a running fabric, from its fabric.json.
-FabricResult<FabricPlan> load_fabric(std::string_view name);
-FabricResult<FaultState> load_faults(std::string_view name);
-
-FabricStatus set_link_admin(const FabricPlan& plan, std::string_view link, bool up);
-// `target` is a link name or a switch id ("p0-s1", "p0-l0").
-FabricStatus set_blackhole(const FabricPlan& plan, std::string_view target, bool on);
-FabricStatus set_loss(const FabricPlan& plan, std::string_view link, int percent);
-// rate_bps 0 = back to the fabric's rate (or unlimited).
-FabricStatus set_rate(const FabricPlan& plan, std::string_view link, uint64_t rate_bps);
-
-// Toggles a link: down for half of `period_us`, up for the other half, `count` times (0 =
-// until `duration_us` passes, or forever when both are 0, or until SIGINT/SIGTERM). Always
-// leaves the link up.
-FabricStatus flap_link(const FabricPlan& plan, std::string_view link, uint64_t period_us, int count,
-                       uint64_t duration_us);
-
-// Per-link counters and fault state (the `status` command), from every namespace.
-FabricResult<nlohmann::ordered_json> fabric_status(const FabricPlan& plan);
-
-// The fabric interfaces in `ns` that are administratively down.
-FabricResult<std::set<std::string>> down_interfaces(const FabricPlan& plan, std::string_view ns);
-
-// ---------------------------------------------------------------------------------------------
-// Reachability probes (tests and `mrc-fabric check`): UDP datagrams between host namespaces.
-
-struct Probe {
-  int src_host = 0;
-  int dst_host = 0;
-  int plane = 0;
-  enum class Via { kSpine, kSameLeaf, kPlain } via = Via::kPlain;
-  int spine = -1;  // kSpine
-  int sent = 0;
-  int received = 0;
-  std::string destination;  // filled in by run_probes
-
-  std::string label() const;
-};
-
-// The probes covering every ordered host pair on every plane: one per spine, the same-leaf
-// route where the pair shares a leaf, and the plain address.
-std::vector<Probe> all_probes(const FabricSpec& spec);
-
-// Sends `count` datagrams per probe (zero UDP checksum: the DA changes on the way, so a
-// checksum over the sender's DA would be wrong at the receiver), waits up to `wait_ms` after
-// the last send for stragglers, and fills in sent/received.
-FabricStatus run_probes(const FabricPlan& plan, std::vector<Probe>& probes, int count, int wait_ms);
+NetResult<FabricSpec> spec_from_description(const nlohmann::json& j);
 
 }  // namespace mrc::net

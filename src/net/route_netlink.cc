@@ -12,8 +12,11 @@
 namespace mrc::net {
 namespace {
 
-std::unexpected<std::string> fail(std::string msg) {
-  return std::unexpected(std::move(msg));
+std::unexpected<NetError> bad_route(std::string msg) {
+  return net_fail(NetErrc::kInvalidArgument, std::move(msg));
+}
+std::unexpected<NetError> fail(std::string msg) {
+  return net_fail(NetErrc::kSystem, std::move(msg));
 }
 
 // Appends netlink attributes to a message, keeping every header 4-byte aligned (NLA_ALIGN /
@@ -86,34 +89,33 @@ std::string extended_ack_message(const nlmsghdr* h) {
 
 }  // namespace
 
-std::expected<void, std::string> parse_route_prefix(const std::string& text, NetlinkRoute& r) {
+NetStatus parse_route_prefix(const std::string& text, NetlinkRoute& r) {
   const size_t slash = text.find('/');
   const std::string addr = text.substr(0, slash);
   in6_addr dst{};
   if (inet_pton(AF_INET6, addr.c_str(), &dst) != 1)
-    return fail("bad IPv6 prefix '" + text + "': not an address");
+    return bad_route("bad IPv6 prefix '" + text + "': not an address");
   int len = 128;
   if (slash != std::string::npos) {
     const std::string digits = text.substr(slash + 1);
     if (digits.empty() || digits.size() > 3 ||
         digits.find_first_not_of("0123456789") != std::string::npos || std::stoi(digits) > 128)
-      return fail("bad IPv6 prefix '" + text + "': length must be 0..128");
+      return bad_route("bad IPv6 prefix '" + text + "': length must be 0..128");
     len = std::stoi(digits);
   }
   for (int bit = len; bit < 128; ++bit)
     if (dst.s6_addr[bit / 8] & (0x80 >> (bit % 8)))
-      return fail("bad IPv6 prefix '" + text + "': host bits set");
+      return bad_route("bad IPv6 prefix '" + text + "': host bits set");
   r.dst = dst;
   r.prefix_len = static_cast<uint8_t>(len);
   return {};
 }
 
-std::expected<std::vector<uint8_t>, std::string> encode_route_replace(const NetlinkRoute& r,
-                                                                      uint32_t seq) {
+NetResult<std::vector<uint8_t>> encode_route_replace(const NetlinkRoute& r, uint32_t seq) {
   if (r.nexthops.empty())
-    return fail("route " + address_text(r.dst) + "/" + std::to_string(r.prefix_len) +
-                " has no nexthop");
-  if (r.prefix_len > 128) return fail("prefix length above 128");
+    return bad_route("route " + address_text(r.dst) + "/" + std::to_string(r.prefix_len) +
+                     " has no nexthop");
+  if (r.prefix_len > 128) return bad_route("prefix length above 128");
   MessageWriter w;
   nlmsghdr h{};
   h.nlmsg_type = RTM_NEWROUTE;
@@ -150,7 +152,7 @@ std::expected<std::vector<uint8_t>, std::string> encode_route_replace(const Netl
   return w.take();
 }
 
-std::expected<int, std::string> open_route_netlink() {
+NetResult<int> open_route_netlink() {
   const int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
   if (fd < 0) return fail(std::string("netlink socket: ") + std::strerror(errno));
   const int one = 1;
@@ -160,13 +162,13 @@ std::expected<int, std::string> open_route_netlink() {
   return fd;
 }
 
-std::expected<void, std::string> replace_routes(int fd, std::span<const NetlinkRoute> routes) {
+NetStatus replace_routes(int fd, std::span<const NetlinkRoute> routes) {
   if (routes.empty()) return {};
   // All requests in one datagram: the kernel handles them in order and acknowledges each.
   std::vector<uint8_t> batch;
   for (size_t i = 0; i < routes.size(); ++i) {
     auto msg = encode_route_replace(routes[i], static_cast<uint32_t>(i + 1));
-    if (!msg) return fail(msg.error());
+    if (!msg) return std::unexpected(msg.error());
     batch.insert(batch.end(), msg->begin(), msg->end());
   }
   sockaddr_nl kernel{};

@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "net/sockets.h"
+
 namespace mrc::net {
 
 struct NetlinkNexthop {
@@ -37,20 +39,22 @@ struct NetlinkRoute {
   std::optional<in6_addr> src;           // RTA_PREFSRC
 };
 
+// Errors are NetError: kInvalidArgument for a bad prefix or route, kSystem for the socket and
+// the kernel's answers.
+
 // Parses "ADDR/LEN" (LEN 0..128) into dst and prefix_len; host bits must be zero, as the
 // kernel refuses them ("Invalid prefix for given prefix length").
-std::expected<void, std::string> parse_route_prefix(const std::string& text, NetlinkRoute& r);
+NetStatus parse_route_prefix(const std::string& text, NetlinkRoute& r);
 
 // The RTM_NEWROUTE request that creates or replaces `r` (NLM_F_REQUEST | NLM_F_ACK |
 // NLM_F_CREATE | NLM_F_REPLACE, sequence number `seq`). Fails on a route without nexthops.
-std::expected<std::vector<uint8_t>, std::string> encode_route_replace(const NetlinkRoute& r,
-                                                                      uint32_t seq);
+NetResult<std::vector<uint8_t>> encode_route_replace(const NetlinkRoute& r, uint32_t seq);
 
 // A NETLINK_ROUTE socket in the calling thread's network namespace (close it with close(2)).
-std::expected<int, std::string> open_route_netlink();
+NetResult<int> open_route_netlink();
 
 // Sends one request per route on `fd` and reads every acknowledgement; the first kernel
 // error names its route's position and the errno text. Routes before it are in place.
-std::expected<void, std::string> replace_routes(int fd, std::span<const NetlinkRoute> routes);
+NetStatus replace_routes(int fd, std::span<const NetlinkRoute> routes);
 
 }  // namespace mrc::net

@@ -307,7 +307,8 @@ NetResult<std::unique_ptr<UdpDriver>> UdpDriver::open(Engine& engine, const Driv
   // SRV6 mode transmits on a second socket per port, one that epoll does not watch. With the
   // data socket in an epoll set its wait queue is never empty, so every sent datagram's
   // release (sock_wfree) woke it: a wait-queue lock with interrupts off per packet, 3-4% of
-  // the sender's CPU on this VM (perf; docs/performance.md, "Session 6"). The ACKs still come
+  // the sender's CPU on a namespace fabric (perf; docs/perf-log.md, "Linux driver: where the
+  // remaining stalls come from"). The ACKs still come
   // to the data socket: the peer addresses the port exchanged at setup, whatever the source
   // port (the STEV/UDP modes' source-port sockets already rely on that).
   if (cfg.ev_mode == ev::FormatMode::kSrv6) {

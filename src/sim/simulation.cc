@@ -18,6 +18,7 @@
 #include "sim/partition.h"
 #include "transport/ev_profile.h"
 #include "transport/rng.h"
+#include "wire/address_plan.h"
 #include "wire/codec.h"
 #include "wire/pcap.h"
 
@@ -30,19 +31,18 @@ namespace {
 // real one.
 constexpr uint32_t kIpUdpBytes = wire::kIpv6HeaderBytes + wire::kUdpHeaderBytes;
 constexpr uint32_t kEthernetOverhead = 38;
-// The uSID locator block of the fabric (fcbb:bb00::/32, as in the SRv6 uSID examples) and
-// disjoint uSID ranges, so a switch never mistakes another tier's uSID for its own.
-constexpr uint32_t kLocatorBlock = 0xFCBBBB00;
-constexpr uint16_t kLeafUsidBase = 0x0001;
-constexpr uint16_t kHostUsidBase = 0x4000;
-constexpr uint16_t kSpineUsidBase = 0x8000;
+// The uSID address plan (wire/address_plan.h): one block for every plane, disjoint uSID
+// ranges per tier.
+constexpr uint32_t kLocatorBlock = wire::kFabricLocatorBlock;
+using wire::kAggUsidBase;
+using wire::kCoreUsidBase;
+using wire::kHostUsidBase;
+using wire::kLeafUsidBase;
+using wire::kSpineUsidBase;
 constexpr uint16_t kNoSpine = 0xFFFF;
-// Fat trees: leaves and hosts as above, aggregation switches and cores in the upper half.
-constexpr uint16_t kAggUsidBase = 0x8000;
-constexpr uint16_t kCoreUsidBase = 0xC000;
 constexpr uint32_t kMaxFatTreeSwitchesPerTier = 0x3FFF;  // each tier's uSID range
 // Four tiers: the aggs' range is split with the spines (tier 3).
-constexpr uint16_t kFtSpineUsidBase = 0xA000;
+constexpr uint16_t kFtSpineUsidBase = wire::kFatTreeSpineUsidBase;
 constexpr uint32_t kMaxFourTierAggsOrSpines = 0x2000;
 
 enum SimEventType : uint32_t {

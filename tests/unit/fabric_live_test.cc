@@ -21,6 +21,9 @@
 #include <vector>
 
 #include "net/fabric.h"
+#include "net/fabric_live.h"
+#include "net/fabric_probe.h"
+#include "net/netns_exec.h"
 
 namespace mrc::net {
 namespace {
@@ -29,7 +32,7 @@ class FabricLive : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (auto ok = check_privileges(); !ok) {
-      skip_reason_ = ok.error();
+      skip_reason_ = ok.error().message;
       return;
     }
     spec_.name = "ftest" + std::to_string(getpid());
@@ -40,7 +43,7 @@ class FabricLive : public ::testing::Test {
     spec_.mtu = 9000;
     auto plan = fabric_up(spec_);
     if (!plan) {
-      up_error_ = plan.error();
+      up_error_ = plan.error().message;
       return;
     }
     plan_ = new FabricPlan(std::move(*plan));
@@ -122,7 +125,7 @@ TEST_F(FabricLive, every_host_reaches_every_host_on_every_plane_and_path) {
   const std::string file = state_dir(spec_.name) + "/fabric.json";
   ASSERT_TRUE(std::filesystem::exists(file));
   auto loaded = load_fabric(spec_.name);
-  ASSERT_TRUE(loaded) << loaded.error();
+  ASSERT_TRUE(loaded) << loaded.error().message;
   EXPECT_EQ(loaded->spec, spec_);
 }
 
@@ -131,7 +134,7 @@ TEST_F(FabricLive, ping_over_the_plain_address) {
   // addresses answer.
   auto r = run_command({"ping", "-6", "-c", "1", "-W", "2", format_ipv6(host_address(1, 3))}, {},
                        plan_->nodes[0].ns);
-  ASSERT_TRUE(r) << r.error();
+  ASSERT_TRUE(r) << r.error().message;
   if (r->exit_code == 127) GTEST_SKIP() << "ping is not installed (iputils-ping)";
   EXPECT_EQ(r->exit_code, 0) << r->out << r->err;
 }
@@ -165,7 +168,7 @@ TEST_F(FabricLive, blackhole_drops_silently_with_the_link_up) {
   EXPECT_EQ(operstate(spec_.name + "-p1-s0", "l1"), "UP");
   EXPECT_NE(routes(spec_.name + "-p1-l1").find("fcbb:bb01:8000::/48"), std::string::npos);
   auto st = fabric_status(*plan_);
-  ASSERT_TRUE(st) << st.error();
+  ASSERT_TRUE(st) << st.error().message;
   bool seen = false;
   for (const auto& l : (*st)["links"]) {
     if (l["name"] != link) continue;
@@ -243,6 +246,65 @@ TEST_F(FabricLive, cli_status_and_exec) {
   auto check = run_command({tool, "check", "--name", spec_.name});
   ASSERT_TRUE(check);
   EXPECT_EQ(check->exit_code, 0) << check->out;
+  auto help = run_command({tool, "exec", "--help"});
+  ASSERT_TRUE(help);
+  EXPECT_EQ(help->exit_code, 0) << help->err;
+  EXPECT_NE(help->out.find("Usage: mrc-fabric exec"), std::string::npos) << help->out;
+}
+
+// An `up` that died part-way (here: one namespace and the marker, no fabric.json): status
+// (load_fabric) says the fabric is incomplete and how to remove it, and down removes it.
+TEST_F(FabricLive, load_fabric__incomplete_up_is_reported_and_down_removes_it) {
+  const std::string name = spec_.name + "x";
+  ASSERT_TRUE(run_checked({"ip", "netns", "add", name + "-h0"}));
+  auto loaded = load_fabric(name);
+  ASSERT_FALSE(loaded);
+  EXPECT_NE(loaded.error().message.find("incomplete"), std::string::npos) << loaded.error().message;
+  EXPECT_NE(loaded.error().message.find("mrc-fabric down"), std::string::npos);
+  auto n = fabric_down(name);
+  ASSERT_TRUE(n) << n.error().message;
+  EXPECT_EQ(*n, 1);
+  EXPECT_TRUE(fabric_namespaces(name).empty());
+  EXPECT_NE(load_fabric(name).error().message.find("no fabric"), std::string::npos);
+}
+
+// `mrc-fabric up` stopped by SIGTERM at several points of its work: it either finished before
+// the signal (then status works) or removed everything it had built; down and status agree.
+TEST_F(FabricLive, cli_up__interrupted_leaves_nothing_behind) {
+  const std::string tool = std::string(MRC_BINARY_DIR) + "/bin/mrc-fabric";
+  if (access(tool.c_str(), X_OK) != 0) GTEST_SKIP() << tool << " not built";
+  const std::string name = spec_.name + "i";
+  for (const int delay_ms : {5, 40, 150}) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      const int devnull = open("/dev/null", O_WRONLY);
+      dup2(devnull, 1);
+      dup2(devnull, 2);
+      execl(tool.c_str(), tool.c_str(), "up", "--name", name.c_str(), "--hosts", "4", "--planes",
+            "2", nullptr);
+      _exit(127);
+    }
+    usleep(useconds_t(delay_ms) * 1000);
+    kill(pid, SIGTERM);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    // Killed outright (the signal came before the handler was installed, before any work) or
+    // exited: either way what exists must be a whole fabric or nothing.
+    auto loaded = load_fabric(name);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+      EXPECT_TRUE(loaded) << loaded.error().message;
+    } else {
+      EXPECT_TRUE(fabric_namespaces(name).empty()) << "delay " << delay_ms << " ms";
+      EXPECT_FALSE(std::filesystem::exists(state_dir(name))) << "delay " << delay_ms << " ms";
+      ASSERT_FALSE(loaded);
+      EXPECT_NE(loaded.error().message.find("no fabric"), std::string::npos)
+          << loaded.error().message;
+    }
+    auto n = fabric_down(name);
+    ASSERT_TRUE(n) << n.error().message;
+    EXPECT_TRUE(fabric_namespaces(name).empty());
+  }
 }
 
 // Runs last (gtest keeps declaration order): down, also after a "crash" that left a stray
@@ -267,13 +329,13 @@ TEST_F(FabricLive, zz_down_removes_everything_even_after_a_crash) {
   int status = 0;
   EXPECT_EQ(waitpid(sleeper, &status, 0), sleeper);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
-  ASSERT_TRUE(n) << n.error();
+  ASSERT_TRUE(n) << n.error().message;
   EXPECT_EQ(*n, int(plan_->nodes.size()) + 1);
   for (const auto& e : std::filesystem::directory_iterator("/run/netns"))
     EXPECT_FALSE(is_fabric_namespace(spec_.name, e.path().filename().string())) << e.path();
   EXPECT_FALSE(std::filesystem::exists(state_dir(spec_.name)));
   auto again = fabric_down(spec_.name);
-  ASSERT_TRUE(again) << again.error();
+  ASSERT_TRUE(again) << again.error().message;
   EXPECT_EQ(*again, 0);
 }
 

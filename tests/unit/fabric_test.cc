@@ -2,6 +2,7 @@
 // hop by hop through a model of the kernel's forwarding, command lines, faults, description.
 // The live half (namespaces, kernel forwarding, faults) is tests/unit/fabric_live_test.cc.
 #include "net/fabric.h"
+#include "net/fabric_probe.h"
 
 #include <gtest/gtest.h>
 
@@ -133,7 +134,7 @@ TEST(FabricPlan, namespace_ownership_is_by_exact_pattern) {
 
 TEST(FabricPlan, nodes_links_and_names) {
   auto plan = plan_fabric(small_spec());
-  ASSERT_TRUE(plan) << plan.error();
+  ASSERT_TRUE(plan) << plan.error().message;
   EXPECT_EQ(plan->nodes.size(), 4u + 2 * (2 + 2));
   EXPECT_EQ(plan->links.size(), 4u * 2 + 2 * 2 * 2);
   std::set<std::string> namespaces;
@@ -172,7 +173,7 @@ TEST(FabricPlan, interface_names_fit_and_are_unique_per_namespace) {
   s.spines = 20;
   s.planes = 1;
   auto plan = plan_fabric(s);
-  ASSERT_TRUE(plan) << plan.error();
+  ASSERT_TRUE(plan) << plan.error().message;
   std::map<std::string, std::set<std::string>> names;
   std::set<std::string> ips;
   for (const auto& l : plan->links) {
@@ -280,7 +281,7 @@ TEST(FabricPlan, every_srv6_path_is_forwarded_through_exactly_its_links) {
                                 return x;
                               }()}) {
     auto plan = plan_fabric(s);
-    ASSERT_TRUE(plan) << plan.error();
+    ASSERT_TRUE(plan) << plan.error().message;
     for (int p = 0; p < s.planes; ++p) {
       for (int a = 0; a < s.hosts; ++a) {
         for (int b = 0; b < s.hosts; ++b) {
@@ -512,7 +513,7 @@ TEST(FabricFaults, json_round_trip) {
   f.links["h1-p0"] = LinkFaults{true, 7, 1'000'000'000ull};
   f.blackholed_switches.insert("p0-s1");
   const auto back = FaultState::from_json(nlohmann::json::parse(f.to_json().dump()));
-  ASSERT_TRUE(back) << back.error();
+  ASSERT_TRUE(back) << back.error().message;
   EXPECT_EQ(back->links, f.links);
   EXPECT_EQ(back->blackholed_switches, f.blackholed_switches);
   EXPECT_FALSE(FaultState::from_json(nlohmann::json::parse(R"({"links": {"x": 3}})")));
@@ -554,7 +555,7 @@ TEST(FabricDescription, schema_fields) {
   EXPECT_EQ(fl["upper"]["interface"], "l1");
   EXPECT_EQ(fl["lower"]["interface"], "s1");
   const auto spec = spec_from_description(nlohmann::json::parse(j.dump()));
-  ASSERT_TRUE(spec) << spec.error();
+  ASSERT_TRUE(spec) << spec.error().message;
   EXPECT_EQ(*spec, s);
   EXPECT_FALSE(spec_from_description(nlohmann::json::parse(R"({"schema": "other"})")));
 }

@@ -46,7 +46,8 @@
 #include <thread>
 #include <vector>
 
-#include "net/fabric.h"
+#include "net/fabric_live.h"
+#include "net/netns_exec.h"
 #include "net/pattern.h"
 #include "net/session.h"
 #include "net/side_channel.h"
@@ -58,7 +59,7 @@ namespace {
 using Json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// The target is 5 ms. On the shared 2-core CI machine (load ~5, several test programs
+// The target is 5 ms. On the shared 2-core CI machine (load ~5, several test programs
 // side by side, ASan) the scheduler alone makes gaps of tens of ms even without a fault (see
 // docs/performance.md, "Linux driver"), so the test asserts what separates MRC from a
 // transport that waits for a retransmission timeout: every stall well below MPTCP's ~1 s and
@@ -172,7 +173,7 @@ class NetFabric : public ::testing::Test {
 
   static void SetUpTestSuite() {
     if (auto ok = check_privileges(); !ok) {
-      skip_reason_ = "needs root and `ip netns`: " + ok.error();
+      skip_reason_ = "needs root and `ip netns`: " + ok.error().message;
       return;
     }
     for (const char* t : {"mrc-fabric", "mrc-perf"})
@@ -187,7 +188,7 @@ class NetFabric : public ::testing::Test {
     auto up = run_command({tool("mrc-fabric"), "up", "--name", name_, "--hosts", "4", "--planes",
                            "2", "--leaves", "2", "--spines", "2"});
     if (!up || up->exit_code != 0) {
-      up_error_ = up ? up->out + up->err : up.error();
+      up_error_ = up ? up->out + up->err : up.error().message;
       return;
     }
     fabric_up_ = true;
@@ -227,12 +228,12 @@ class NetFabric : public ::testing::Test {
   // run on, right at the moment the fault begins, and the stall measured would be partly the
   // injector's (docs/fabric.md, pitfall 17). The tool's commands are the same functions.
   static const FabricPlan& plan() {
-    static const FabricResult<FabricPlan> plan = load_fabric(name_);
-    if (!plan) ADD_FAILURE() << "load_fabric " << name_ << ": " << plan.error();
+    static const NetResult<FabricPlan> plan = load_fabric(name_);
+    if (!plan) ADD_FAILURE() << "load_fabric " << name_ << ": " << plan.error().message;
     return *plan;
   }
-  static void expect_ok(const FabricStatus& st, const std::string& what) {
-    ASSERT_TRUE(st) << what << ": " << st.error();
+  static void expect_ok(const NetStatus& st, const std::string& what) {
+    ASSERT_TRUE(st) << what << ": " << st.error().message;
   }
   static void link(const std::string& name, bool up) {
     expect_ok(set_link_admin(plan(), name, up), "link " + name);

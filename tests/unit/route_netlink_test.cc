@@ -19,7 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include "net/fabric.h"
+#include "net/fabric_live.h"
+#include "net/netns_exec.h"
 
 namespace mrc::net {
 namespace {
@@ -47,7 +48,7 @@ TEST(RouteNetlink, parses_prefixes_and_refuses_bad_ones) {
     auto st = parse_route_prefix(bad, before);
     EXPECT_FALSE(st) << bad;
     if (!st) {
-      EXPECT_NE(st.error().find(bad), std::string::npos) << st.error();
+      EXPECT_NE(st.error().message.find(bad), std::string::npos) << st.error().message;
     }
     EXPECT_EQ(before.prefix_len, 7) << bad << ": a refused prefix changes nothing";
   }
@@ -76,7 +77,7 @@ TEST(RouteNetlink, encodes_a_single_nexthop_route_as_ip_route_replace_does) {
   ASSERT_TRUE(parse_route_prefix("fcbb:bb00:8001::/48", r));
   r.nexthops.push_back({addr("fd00:0:8001:1::1"), 7});
   auto msg = encode_route_replace(r, 42);
-  ASSERT_TRUE(msg) << msg.error();
+  ASSERT_TRUE(msg) << msg.error().message;
   alignas(nlmsghdr) std::vector<uint8_t> bytes = *msg;
   const auto* h = reinterpret_cast<const nlmsghdr*>(bytes.data());
   EXPECT_EQ(h->nlmsg_len, bytes.size());
@@ -109,7 +110,7 @@ TEST(RouteNetlink, encodes_ecmp_nexthops_as_one_multipath_attribute) {
   r.nexthops.push_back({addr("fd00:0:8001:1::1"), 4});
   r.src = addr("fcbb:bb00:4000::");
   auto msg = encode_route_replace(r, 1);
-  ASSERT_TRUE(msg) << msg.error();
+  ASSERT_TRUE(msg) << msg.error().message;
   const auto attrs = attrs_of(*msg);
   ASSERT_EQ(attrs.size(), 3u);
   EXPECT_EQ(attrs[0].type, RTA_DST);
@@ -142,7 +143,7 @@ TEST(RouteNetlink, refuses_a_route_without_nexthops) {
   ASSERT_TRUE(parse_route_prefix("fcbb::/32", r));
   auto msg = encode_route_replace(r, 1);
   ASSERT_FALSE(msg);
-  EXPECT_NE(msg.error().find("fcbb::/32"), std::string::npos) << msg.error();
+  EXPECT_NE(msg.error().message.find("fcbb::/32"), std::string::npos) << msg.error().message;
 }
 
 // Root only: a scratch namespace with two interfaces (veth pairs kept inside it).
@@ -150,7 +151,7 @@ class RouteNetlinkLive : public ::testing::Test {
  protected:
   void SetUp() override {
     if (auto ok = check_privileges(); !ok)
-      GTEST_SKIP() << "needs root and `ip netns`: " << ok.error();
+      GTEST_SKIP() << "needs root and `ip netns`: " << ok.error().message;
     ns_ = "rtnl" + std::to_string(getpid());
     ASSERT_TRUE(run_checked({"ip", "netns", "add", ns_}));
     const char* setup =
@@ -164,7 +165,7 @@ class RouteNetlinkLive : public ::testing::Test {
         "addr add fd00:1::1/64 dev d1 nodad\n"
         "addr add fcbb:bb00:4000::/128 dev d0 nodad\n";
     auto ok = run_checked({"ip", "-batch", "-"}, setup, ns_);
-    ASSERT_TRUE(ok) << ok.error();
+    ASSERT_TRUE(ok) << ok.error().message;
   }
   void TearDown() override {
     if (!ns_.empty()) (void)run_command({"ip", "netns", "del", ns_});
@@ -185,12 +186,12 @@ class RouteNetlinkLive : public ::testing::Test {
   // Replaces `rs` (built inside the namespace, where the interface indexes are) `times`
   // times over one netlink socket of the namespace.
   template <typename MakeRoutes>
-  std::expected<void, std::string> replace_in_namespace(MakeRoutes make, int times = 1) {
-    return in_namespace([&]() -> std::expected<void, std::string> {
+  NetStatus replace_in_namespace(MakeRoutes make, int times = 1) {
+    return in_namespace([&]() -> NetStatus {
       const std::vector<NetlinkRoute> rs = make();
       auto fd = open_route_netlink();
       if (!fd) return std::unexpected(fd.error());
-      std::expected<void, std::string> ok;
+      NetStatus ok;
       for (int i = 0; i < times && ok; ++i)
         ok = replace_routes(*fd, rs);
       close(*fd);
@@ -199,7 +200,7 @@ class RouteNetlinkLive : public ::testing::Test {
   }
   std::string routes() {
     auto r = run_command({"ip", "-6", "route", "show"}, {}, ns_);
-    return r ? r->out : r.error();
+    return r ? r->out : r.error().message;
   }
   std::string ns_;
 };
@@ -218,7 +219,7 @@ TEST_F(RouteNetlinkLive, replaces_single_and_multipath_routes) {
         return std::vector<NetlinkRoute>{single, multi};
       },
       2);
-  ASSERT_TRUE(st) << st.error();
+  ASSERT_TRUE(st) << st.error().message;
   const std::string table = routes();
   EXPECT_NE(table.find("fcbb:bb00:8001::/48 via fd00::2 dev d0"), std::string::npos) << table;
   EXPECT_NE(table.find("fcbb:bb00:4002::/48 src fcbb:bb00:4000::"), std::string::npos) << table;
@@ -236,8 +237,8 @@ TEST_F(RouteNetlinkLive, reports_the_kernels_error_and_keeps_the_routes_before_i
     return std::vector<NetlinkRoute>{good, bad};
   });
   ASSERT_FALSE(st);
-  EXPECT_NE(st.error().find("fcbb:2::/48"), std::string::npos) << st.error();
-  EXPECT_NE(st.error().find("No such device"), std::string::npos) << st.error();
+  EXPECT_NE(st.error().message.find("fcbb:2::/48"), std::string::npos) << st.error().message;
+  EXPECT_NE(st.error().message.find("No such device"), std::string::npos) << st.error().message;
   const std::string table = routes();
   EXPECT_NE(table.find("fcbb:1::/48"), std::string::npos) << table;
   EXPECT_EQ(table.find("fcbb:2::/48"), std::string::npos) << table;
