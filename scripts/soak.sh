@@ -39,7 +39,11 @@ echo "soak: $((cases * batches * props)) schedules: $batches batch(es) x $props 
 start=$(date +%s)
 
 run_batch() {
-  local i=$1 seed=$((base_seed + i))
+  # Two statements: in `local i=$1 seed=$((base_seed + i))` the arithmetic expands before `i`
+  # is assigned, which gave every batch the same seed.
+  local i=$1
+  local seed=$((base_seed + i))
+  echo "$seed" >"$logs/batch-$i.seed"
   # MRC_PROPERTY_SCALE is ignored when RC_PARAMS names max_success.
   if RC_PARAMS="max_success=$cases seed=$seed" "$bin" >"$logs/batch-$i.log" 2>&1; then
     echo "ok" >"$logs/batch-$i.status"
@@ -70,6 +74,15 @@ for ((i = 0; i < batches; i++)); do
     fi
   fi
 done
+# The seeds rapidcheck actually used (it prints its configuration at the start of each run):
+# every batch must differ, or the schedules repeat.
+used=$(cat "$logs"/batch-*.seed | sort -u | wc -l)
+reported=$(grep -ho 'seed=[0-9]*' "$logs"/batch-*.log | sort -u | wc -l)
+echo "soak: $batches batch(es), $used distinct seed(s) given, $reported distinct seed(s) reported by rapidcheck"
+if [ "$used" -ne "$batches" ]; then
+  echo "soak: batches share a seed" >&2
+  failures=$((failures + 1))
+fi
 echo "soak: $(($(date +%s) - start)) s"
 echo "failures=$failures"
 [ "$failures" -eq 0 ]
