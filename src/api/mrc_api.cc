@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "api/api_errors.h"
 #include "api/soft_device.h"
 
 using namespace mrc;
@@ -18,25 +19,9 @@ using namespace mrc::api;
 
 namespace {
 
-constexpr uint16_t kMaxWimm = 1024;
-constexpr uint8_t kMaxMpr = 64;  // units of 128 PSNs
 constexpr uint8_t kMprResolution = 1;
 constexpr uint32_t kMaxQpHints = 1024;
 constexpr int kMaxCqe = 1 << 20;
-
-int fail_a(int e) {  // convention (A)
-  errno = e;
-  return -1;
-}
-int fail_b(int e) {  // convention (B)
-  errno = e;
-  return e;
-}
-template <typename T>
-T* fail_null(int e) {
-  errno = e;
-  return nullptr;
-}
 
 void fill_device_attr(mrc_device_attr* attr) {
   *attr = mrc_device_attr{};
@@ -57,8 +42,8 @@ void fill_device_attr(mrc_device_attr* attr) {
 
 MRC_EXPORT int mrc_query_device_ex(ibv_context* context, mrc_context* mcontext,
                                    mrc_device_attr* attr, int* supported) {
-  if (!context || !attr || !supported) return fail_a(EINVAL);
-  if (mcontext && mcontext->vctx != context) return fail_a(EINVAL);
+  if (!context || !attr || !supported) return fail_minus_one(EINVAL);
+  if (mcontext && mcontext->vctx != context) return fail_minus_one(EINVAL);
   fill_device_attr(attr);
   *supported = device_of(context) != nullptr;
   if (!*supported) *attr = mrc_device_attr{};  // not MRC: not an error (3.7)
@@ -111,12 +96,12 @@ MRC_EXPORT mrc_context* mrc_create_context(ibv_context* vcontext, mrc_context_at
 
 // Interpretation (3.7): EBUSY while children exist; the examples destroy QPs and CQs first.
 MRC_EXPORT int mrc_destroy_context(mrc_context* ctx) {
-  if (!ctx) return fail_a(EINVAL);
+  if (!ctx) return fail_minus_one(EINVAL);
   SoftDevice* dev = ctx->dev;
   DeviceLock lk(*dev);
   {
     std::lock_guard clk(ctx->mu);
-    if (ctx->children > 0) return fail_a(EBUSY);
+    if (ctx->children > 0) return fail_minus_one(EBUSY);
   }
   std::erase(dev->contexts, ctx);
   delete ctx;
@@ -126,9 +111,9 @@ MRC_EXPORT int mrc_destroy_context(mrc_context* ctx) {
 // ---- Completion channels ----------------------------------------------------------------------
 
 MRC_EXPORT int mrc_create_comp_channel(mrc_context* ctx, mrc_comp_channel** channel) {
-  if (!ctx || !channel) return fail_b(EINVAL);
+  if (!ctx || !channel) return fail_errno(EINVAL);
   const int fd = ::eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);
-  if (fd < 0) return fail_b(errno);
+  if (fd < 0) return fail_errno(errno);
   auto* ch = new mrc_comp_channel();
   ch->ctx = ctx;
   ch->fd = fd;
@@ -139,18 +124,18 @@ MRC_EXPORT int mrc_create_comp_channel(mrc_context* ctx, mrc_comp_channel** chan
 }
 
 MRC_EXPORT int mrc_get_comp_channel_fd(mrc_comp_channel* channel, int* fd) {
-  if (!channel || !fd) return fail_a(EINVAL);
+  if (!channel || !fd) return fail_minus_one(EINVAL);
   *fd = channel->fd;
   return 0;
 }
 
 MRC_EXPORT int mrc_destroy_comp_channel(mrc_comp_channel* channel) {
-  if (!channel) return fail_b(EINVAL);
+  if (!channel) return fail_errno(EINVAL);
   mrc_context* ctx = channel->ctx;
   DeviceLock dlk(*ctx->dev);  // no delivery in flight
   {
     std::lock_guard lk(channel->mu);
-    if (channel->cq_refs > 0) return fail_b(EBUSY);
+    if (channel->cq_refs > 0) return fail_errno(EBUSY);
   }
   ::close(channel->fd);
   delete channel;
@@ -210,12 +195,12 @@ MRC_EXPORT int mrc_poll_cq(mrc_cq* cq, int num_entries, ibv_wc* wc) {
 
 // Waits for every delivered completion event to be acknowledged (3.7).
 MRC_EXPORT int mrc_destroy_cq(mrc_cq* cq) {
-  if (!cq) return fail_b(EINVAL);
+  if (!cq) return fail_errno(EINVAL);
   mrc_context* ctx = cq->ctx;
   {
     DeviceLock dlk(*ctx->dev);
     std::lock_guard lk(cq->mu);
-    if (cq->qp_refs > 0) return fail_b(EBUSY);
+    if (cq->qp_refs > 0) return fail_errno(EBUSY);
     std::lock_guard clk(ctx->mu);
     std::erase(ctx->ev_cqs, cq);  // no further EV events
   }
@@ -240,7 +225,7 @@ MRC_EXPORT int mrc_destroy_cq(mrc_cq* cq) {
 }
 
 MRC_EXPORT int mrc_req_notify_cq(mrc_cq* cq, int solicited_only) {
-  if (!cq || !cq->channel) return fail_b(EINVAL);
+  if (!cq || !cq->channel) return fail_errno(EINVAL);
   std::lock_guard lk(cq->mu);
   cq->armed = true;
   cq->solicited_only = solicited_only != 0;
@@ -303,10 +288,10 @@ MRC_EXPORT mrc_qp_hint* mrc_create_qp_hint(mrc_context* ctx, mrc_qp_hint_init_at
 }
 
 MRC_EXPORT int mrc_destroy_qp_hint(mrc_qp_hint* hint) {
-  if (!hint) return fail_a(EINVAL);
+  if (!hint) return fail_minus_one(EINVAL);
   mrc_context* ctx = hint->ctx;
   DeviceLock dlk(*ctx->dev);
-  if (hint->qp_refs > 0) return fail_a(EBUSY);
+  if (hint->qp_refs > 0) return fail_minus_one(EBUSY);
   --g_hint_count;
   delete hint;
   std::lock_guard lk(ctx->mu);
@@ -315,7 +300,7 @@ MRC_EXPORT int mrc_destroy_qp_hint(mrc_qp_hint* hint) {
 }
 
 MRC_EXPORT int mrc_query_qp_hint(mrc_qp_hint* hint, mrc_qp_hint_attr* attr, int mask) {
-  if (!hint || !attr || (mask & ~kHintMaskAll)) return fail_a(EINVAL);
+  if (!hint || !attr || (mask & ~kHintMaskAll)) return fail_minus_one(EINVAL);
   DeviceLock dlk(*hint->ctx->dev);
   if (mask & MRC_QP_HINT_NUM_QPS_PER_PEER) attr->num_qps_per_peer = hint->attr.num_qps_per_peer;
   if (mask & MRC_QP_HINT_NUM_SEND_PEERS) attr->num_send_peers = hint->attr.num_send_peers;
@@ -328,7 +313,7 @@ MRC_EXPORT int mrc_query_qp_hint(mrc_qp_hint* hint, mrc_qp_hint_attr* attr, int 
 
 MRC_EXPORT int mrc_modify_qp_hint(mrc_qp_hint* hint, mrc_qp_hint_attr* attr, int mask) {
   if (!hint || !attr || (mask & ~kHintMaskAll) || !hint_values_ok(*attr, mask))
-    return fail_a(EINVAL);
+    return fail_minus_one(EINVAL);
   DeviceLock dlk(*hint->ctx->dev);
   if (mask & MRC_QP_HINT_NUM_QPS_PER_PEER) hint->attr.num_qps_per_peer = attr->num_qps_per_peer;
   if (mask & MRC_QP_HINT_NUM_SEND_PEERS) hint->attr.num_send_peers = attr->num_send_peers;

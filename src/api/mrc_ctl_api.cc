@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 
+#include "api/api_errors.h"
 #include "api/soft_device.h"
 #include "net/ping.h"
 
@@ -41,9 +42,9 @@ constexpr uint32_t kOptAttr = MRC_CTL_OPT_CAP_EV_PROFILE_MODIFY_ONLINE |
                               MRC_CTL_OPT_CAP_EV_EVENT_PRECISE_DROP_CNT |
                               MRC_CTL_OPT_CAP_EP_OP_EV_PROBE;
 
+// Controller calls follow convention (A): 0, or -1 with errno (api_errors.h).
 int fail(int e) {
-  errno = e;
-  return -1;
+  return fail_minus_one(e);
 }
 
 // The profile state machine shared by EV format, EV and CC profiles (5.5):
@@ -54,6 +55,24 @@ bool legal_profile_transition(ProfileState cur, ProfileState target) {
   return (cur == ProfileState::kInit && target == ProfileState::kOffline) ||
          cur == ProfileState::kOffline ||
          (cur == ProfileState::kOnline && target == ProfileState::kOffline);
+}
+
+// Where a profile modify starts, the same for EV format, EV and CC profiles (5.5): the
+// profile's state now (INIT when it does not exist), the caller's claim about it
+// (CUR_STATE, checked when set), the state asked for (STATE, else staying put) and the
+// transition rule. nullopt: EINVAL.
+struct ProfileMove {
+  ProfileState cur;
+  ProfileState target;
+  bool moving;
+};
+std::optional<ProfileMove> profile_move(ProfileState cur, bool check_cur,
+                                        mrc_ctl_profile_state claimed_cur, bool set_state,
+                                        mrc_ctl_profile_state requested) {
+  if (check_cur && claimed_cur != static_cast<mrc_ctl_profile_state>(cur)) return std::nullopt;
+  const auto target = set_state ? static_cast<ProfileState>(requested) : cur;
+  if (target > ProfileState::kOnline || !legal_profile_transition(cur, target)) return std::nullopt;
+  return ProfileMove{cur, target, target != cur};
 }
 
 // Every controller call needs CAP_NET_ADMIN (5: EPERM otherwise).
@@ -220,21 +239,17 @@ MRC_EXPORT int mrc_ctl_modify_ev_fmt_profile(mrc_context* ctx, uint64_t id,
   NodeLock guard(node);
   NodeStateLayout& s = node.get();
   ShmFmtProfile* p = node.find_fmt(id);
-  const auto cur = p ? static_cast<ProfileState>(p->state) : ProfileState::kInit;
-  if ((mask & MRC_CTL_EV_FMT_PROFILE_CUR_STATE) &&
-      attr->cur_profile_state != static_cast<mrc_ctl_profile_state>(cur))
-    return fail(EINVAL);
-  const auto target =
-      (mask & MRC_CTL_EV_FMT_PROFILE_STATE) ? static_cast<ProfileState>(attr->profile_state) : cur;
-  if (target > ProfileState::kOnline) return fail(EINVAL);
+  const auto move = profile_move(p ? static_cast<ProfileState>(p->state) : ProfileState::kInit,
+                                 mask & MRC_CTL_EV_FMT_PROFILE_CUR_STATE, attr->cur_profile_state,
+                                 mask & MRC_CTL_EV_FMT_PROFILE_STATE, attr->profile_state);
+  if (!move) return fail(EINVAL);
+  const auto [cur, target, moving] = *move;
   const bool op = mask & MRC_CTL_EV_FMT_PROFILE_OP;
   const bool modify_fields = op && attr->ev_fmt_op.op == MRC_CTL_EV_FMT_OP_MODIFY_FIELDS;
   const bool query_fields = op && attr->ev_fmt_op.op == MRC_CTL_EV_FMT_OP_QUERY_FIELDS;
   if (op && !modify_fields && !query_fields) return fail(EINVAL);
   const bool changes = (mask & MRC_CTL_EV_FMT_PROFILE_MODE) || modify_fields;
 
-  const bool moving = target != cur;
-  if (!legal_profile_transition(cur, target)) return fail(EINVAL);
   if (cur == ProfileState::kInit && !moving && (changes || query_fields)) return fail(EINVAL);
   if (cur == ProfileState::kOnline && changes) return fail(EINVAL);
   if (cur != ProfileState::kInit && (changes || (moving && target != ProfileState::kOnline)) &&
@@ -462,15 +477,11 @@ MRC_EXPORT int mrc_ctl_modify_ev_profile(mrc_context* ctx, uint64_t id,
   NodeLock guard(node);
   NodeStateLayout& s = node.get();
   ShmEvProfile* p = node.find_ev(id);
-  const auto cur = p ? static_cast<ProfileState>(p->state) : ProfileState::kInit;
-  if ((mask & MRC_CTL_EV_PROFILE_CUR_STATE) &&
-      attr->cur_profile_state != static_cast<mrc_ctl_profile_state>(cur))
-    return fail(EINVAL);
-  const auto target =
-      (mask & MRC_CTL_EV_PROFILE_STATE) ? static_cast<ProfileState>(attr->profile_state) : cur;
-  if (target > ProfileState::kOnline) return fail(EINVAL);
-  const bool moving = target != cur;
-  if (!legal_profile_transition(cur, target)) return fail(EINVAL);
+  const auto move = profile_move(p ? static_cast<ProfileState>(p->state) : ProfileState::kInit,
+                                 mask & MRC_CTL_EV_PROFILE_CUR_STATE, attr->cur_profile_state,
+                                 mask & MRC_CTL_EV_PROFILE_STATE, attr->profile_state);
+  if (!move) return fail(EINVAL);
+  const auto [cur, target, moving] = *move;
   constexpr int kAttrBits = MRC_CTL_EV_PROFILE_MODE | MRC_CTL_EV_PROFILE_FMT_ID |
                             MRC_CTL_EV_PROFILE_COUNT | MRC_CTL_EV_PROFILE_MIN_ACTIVE |
                             MRC_CTL_EV_PROFILE_EVENT_MASK;
@@ -649,8 +660,6 @@ MRC_EXPORT int mrc_ctl_query_ev_profile(mrc_context* ctx, uint64_t id,
 // ---- CC profiles (5.5) ------------------------------------------------------------------------
 
 namespace {
-std::mutex g_cc_query_mu;
-std::map<uint64_t, std::unique_ptr<mrc_ctl_cc_nscc_cfg>> g_cc_query_storage;
 constexpr int kCcKnown = MRC_CTL_CC_PROFILE_STATE | MRC_CTL_CC_PROFILE_CUR_STATE |
                          MRC_CTL_CC_PROFILE_ALGORITHM | MRC_CTL_CC_PROFILE_CONFIG |
                          MRC_CTL_CC_PROFILE_VENDOR_CFG;
@@ -663,15 +672,11 @@ MRC_EXPORT int mrc_ctl_modify_cc_profile(mrc_context* ctx, uint64_t id,
   NodeState& node = *ctx->dev->node;
   NodeLock guard(node);
   ShmCcProfile* p = node.find_cc(id);
-  const auto cur = p ? static_cast<ProfileState>(p->state) : ProfileState::kInit;
-  if ((mask & MRC_CTL_CC_PROFILE_CUR_STATE) &&
-      attr->cur_profile_state != static_cast<mrc_ctl_profile_state>(cur))
-    return fail(EINVAL);
-  const auto target =
-      (mask & MRC_CTL_CC_PROFILE_STATE) ? static_cast<ProfileState>(attr->profile_state) : cur;
-  if (target > ProfileState::kOnline) return fail(EINVAL);
-  const bool moving = target != cur;
-  if (!legal_profile_transition(cur, target)) return fail(EINVAL);
+  const auto move = profile_move(p ? static_cast<ProfileState>(p->state) : ProfileState::kInit,
+                                 mask & MRC_CTL_CC_PROFILE_CUR_STATE, attr->cur_profile_state,
+                                 mask & MRC_CTL_CC_PROFILE_STATE, attr->profile_state);
+  if (!move) return fail(EINVAL);
+  const auto [cur, target, moving] = *move;
   const bool changes = mask & (MRC_CTL_CC_PROFILE_ALGORITHM | MRC_CTL_CC_PROFILE_CONFIG);
   if (cur == ProfileState::kInit && !moving && changes) return fail(EINVAL);
   // ONLINE: CONFIG may change (MRC_CTL_OPT_CAP_CC_PROFILE_MODIFY_ONLINE, 5.5), ALGORITHM not;
@@ -736,8 +741,10 @@ MRC_EXPORT int mrc_ctl_query_cc_profile(mrc_context* ctx, uint64_t id,
   if (mask & MRC_CTL_CC_PROFILE_CONFIG) {
     attr->cc_config = nullptr;
     if (p && p->config_set && p->algorithm >= 0) {
-      std::lock_guard lk(g_cc_query_mu);
-      auto& slot = g_cc_query_storage[id];
+      // The pointer handed out stays valid until the context is closed (or the next query
+      // of this profile on it): one result per context and profile id, not a global store.
+      std::lock_guard lk(ctx->cc_query_mu);
+      auto& slot = ctx->cc_query_results[id];
       if (!slot) slot = std::make_unique<mrc_ctl_cc_nscc_cfg>();
       std::memcpy(slot.get(), p->config, sizeof(mrc_ctl_cc_nscc_cfg));
       attr->cc_config = slot.get();

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "api/api_errors.h"
 #include "api/soft_device.h"
 
 using namespace mrc;
@@ -17,19 +18,7 @@ using namespace mrc::api;
 
 namespace {
 
-constexpr uint16_t kMaxWimm = 1024;
-constexpr uint8_t kMaxMpr = 64;
 constexpr uint32_t kMaxQueueDepth = 65536;
-
-int fail_b(int e) {
-  errno = e;
-  return e;
-}
-template <typename T>
-T* fail_null(int e) {
-  errno = e;
-  return nullptr;
-}
 
 // libibverbs attributes MRC does not support (3.7 mrc_modify_qp).
 constexpr int kUnsupportedVerbsMask =
@@ -212,12 +201,12 @@ MRC_EXPORT mrc_qp* mrc_create_qp(mrc_context* ctx, mrc_qp_init_attr* a) {
 }
 
 MRC_EXPORT int mrc_destroy_qp(mrc_qp* qp) {
-  if (!qp) return fail_b(EINVAL);
+  if (!qp) return fail_errno(EINVAL);
   mrc_context* ctx = qp->ctx;
   SoftDevice& dev = *ctx->dev;
   {
     DeviceLock dlk(dev);
-    if (!dev.engine->destroy_qp(qp->engine_qpn)) return fail_b(EINVAL);
+    if (!dev.engine->destroy_qp(qp->engine_qpn)) return fail_errno(EINVAL);
     dev.qps.erase(qp->engine_qpn);  // no further async events about it
     release_profiles(dev, qp);
     if (qp->hint) --qp->hint->qp_refs;
@@ -246,7 +235,7 @@ MRC_EXPORT int mrc_get_qpn(mrc_qp* qp, uint32_t* qpn) {
 MRC_EXPORT int mrc_query_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc_qp_attr* mattr,
                             int mrc_attr_mask, mrc_qp_init_attr* init_attr) {
   if (!qp || (vattr_mask && !vattr) || (mrc_attr_mask && !mattr) || (mrc_attr_mask & ~kMrcMaskAll))
-    return fail_b(EINVAL);
+    return fail_errno(EINVAL);
   DeviceLock dlk(*qp->ctx->dev);
   if (vattr) {  // like ibv_query_qp: every field, whatever the mask
     *vattr = qp->vattr;
@@ -277,12 +266,12 @@ MRC_EXPORT int mrc_query_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc_
 
 MRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc_qp_attr* mattr,
                              int mrc_attr_mask) {
-  if (!qp || (vattr_mask && !vattr) || (mrc_attr_mask && !mattr)) return fail_b(EINVAL);
+  if (!qp || (vattr_mask && !vattr) || (mrc_attr_mask && !mattr)) return fail_errno(EINVAL);
   SoftDevice& dev = *qp->ctx->dev;
   const bool lenient = !dev.config.strict;
-  if (vattr_mask & ~(kSupportedVerbsMask | kUnsupportedVerbsMask)) return fail_b(EINVAL);
+  if (vattr_mask & ~(kSupportedVerbsMask | kUnsupportedVerbsMask)) return fail_errno(EINVAL);
   if (vattr_mask & kUnsupportedVerbsMask) {
-    if (!lenient) return fail_b(EINVAL);  // strict mode (3.7); by default ignored (8)
+    if (!lenient) return fail_errno(EINVAL);  // strict mode (3.7); by default ignored (8)
     warn_once(Leniency::kVerbsBits,
               "mrc_modify_qp: ignoring verbs attributes MRC does not use (mask 0x%x: "
               "IBV_QP_PORT, IBV_QP_TIMEOUT, IBV_QP_RETRY_CNT, IBV_QP_RNR_RETRY, ... as mrc.h "
@@ -290,20 +279,20 @@ MRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc
               static_cast<unsigned>(vattr_mask & kUnsupportedVerbsMask));
     vattr_mask &= ~kUnsupportedVerbsMask;
   }
-  if (mrc_attr_mask & ~kMrcMaskAll) return fail_b(EINVAL);
+  if (mrc_attr_mask & ~kMrcMaskAll) return fail_errno(EINVAL);
   // Value ranges (3.7).
-  if (mrc_attr_mask & MRC_QP_TIMEOUT && mattr->timeout > 24) return fail_b(EINVAL);
+  if (mrc_attr_mask & MRC_QP_TIMEOUT && mattr->timeout > 24) return fail_errno(EINVAL);
   if (mrc_attr_mask & MRC_QP_RETRY_CNT &&
       (mattr->retry.linear_cnt > 7 || mattr->retry.exp_cnt > 25))
-    return fail_b(EINVAL);
+    return fail_errno(EINVAL);
   if (mrc_attr_mask & MRC_QP_MPR && (mattr->mpr.mpr == 0 || mattr->mpr.mpr > kMaxMpr))
-    return fail_b(EINVAL);
+    return fail_errno(EINVAL);
   if (mrc_attr_mask & MRC_QP_MPR_DEST &&
       (mattr->mpr.mpr_dest == 0 || mattr->mpr.mpr_dest > kMaxMpr))
-    return fail_b(EINVAL);
-  if (mrc_attr_mask & MRC_QP_MAX_WIMM && mattr->wimm.max_wimm > kMaxWimm) return fail_b(EINVAL);
+    return fail_errno(EINVAL);
+  if (mrc_attr_mask & MRC_QP_MAX_WIMM && mattr->wimm.max_wimm > kMaxWimm) return fail_errno(EINVAL);
   if (mrc_attr_mask & MRC_QP_MAX_WIMM_DEST && mattr->wimm.max_wimm_dest > kMaxWimm)
-    return fail_b(EINVAL);
+    return fail_errno(EINVAL);
   if (mrc_attr_mask & MRC_QP_CAP) {
     const uint32_t known = MRC_QP_CAP_TRIM_NACK_DEST_UNSUPPORTED | MRC_QP_CAP_DYNAMIC_MPR |
                            MRC_QP_CAP_SVC_TIME_DEST_UNSUPPORTED;
@@ -313,18 +302,18 @@ MRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc
       warn_once(Leniency::kDynamicMpr,
                 "mrc_modify_qp: MRC_QP_CAP_DYNAMIC_MPR refused (EINVAL): this device does not "
                 "offer MRC_DEVICE_CAP_DYNAMIC_MPR (docs/c-api.md, Limitations)");
-    if ((mattr->cap & ~known) || (mattr->cap & MRC_QP_CAP_DYNAMIC_MPR)) return fail_b(EINVAL);
+    if ((mattr->cap & ~known) || (mattr->cap & MRC_QP_CAP_DYNAMIC_MPR)) return fail_errno(EINVAL);
   }
   if (mrc_attr_mask & MRC_QP_HINT && mattr->qp_hint && mattr->qp_hint->ctx != qp->ctx)
-    return fail_b(EINVAL);
-  if (vattr_mask & IBV_QP_PATH_MTU && !mtu_bytes(vattr->path_mtu)) return fail_b(EINVAL);
+    return fail_errno(EINVAL);
+  if (vattr_mask & IBV_QP_PATH_MTU && !mtu_bytes(vattr->path_mtu)) return fail_errno(EINVAL);
 
   DeviceLock dlk(dev);
   const ibv_qp_state cur = qp->state;
-  if (vattr_mask & IBV_QP_CUR_STATE && vattr->cur_qp_state != cur) return fail_b(EINVAL);
+  if (vattr_mask & IBV_QP_CUR_STATE && vattr->cur_qp_state != cur) return fail_errno(EINVAL);
   const ibv_qp_state target = vattr_mask & IBV_QP_STATE ? vattr->qp_state : cur;
-  if (!legal_transition(cur, target) && target != cur) return fail_b(EINVAL);
-  if (vattr_mask & IBV_QP_STATE && !legal_transition(cur, target)) return fail_b(EINVAL);
+  if (!legal_transition(cur, target) && target != cur) return fail_errno(EINVAL);
+  if (vattr_mask & IBV_QP_STATE && !legal_transition(cur, target)) return fail_errno(EINVAL);
 
   // Required attributes per target (3.8): supplied now or in an earlier call.
   const int have_mrc = qp->mrc_attr_set | mrc_attr_mask;
@@ -344,20 +333,20 @@ MRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc
               "are used (AUTO paths and NSCC without profile ids; MRC_SOFT_STRICT=1 refuses)");
   if (moving && target == IBV_QPS_INIT && !lenient &&
       missing(MRC_QP_HINT | MRC_QP_EV_PROFILE_ID | MRC_QP_CC_PROFILE_ID, 0))
-    return fail_b(EINVAL);
+    return fail_errno(EINVAL);
   if (moving && target == IBV_QPS_RTR &&
       missing(lenient ? 0 : MRC_QP_MAX_WIMM_DEST | MRC_QP_MPR_DEST,
               IBV_QP_AV | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_PATH_MTU))
-    return fail_b(EINVAL);
+    return fail_errno(EINVAL);
   if (moving && target == IBV_QPS_RTS &&
       missing(lenient ? 0 : MRC_QP_MAX_WIMM | MRC_QP_MPR | MRC_QP_RETRY_CNT | MRC_QP_TIMEOUT,
               IBV_QP_SQ_PSN))
-    return fail_b(EINVAL);
+    return fail_errno(EINVAL);
   // Profiles change at RESET -> INIT, or INIT -> INIT (an attribute-only modify in INIT, as
   // libibverbs allows INIT -> INIT): the engine QP is then re-initialised, which nothing can
   // observe in INIT (no traffic, no receives before RTR). Not later (EBUSY rules of 5.5).
   const bool profile_change = mrc_attr_mask & (MRC_QP_EV_PROFILE_ID | MRC_QP_CC_PROFILE_ID);
-  if (profile_change && target != IBV_QPS_INIT) return fail_b(EINVAL);
+  if (profile_change && target != IBV_QPS_INIT) return fail_errno(EINVAL);
   const bool reinit = !moving && cur == IBV_QPS_INIT && profile_change;
   // Attribute-only modifies in RTR / RTS (no IBV_QP_STATE, or RTS -> RTS). 3.8's table names
   // the MRC attributes of each target state, and the header's prose says they "may be changed"
@@ -382,7 +371,7 @@ MRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc
          differs(MRC_QP_MPR_DEST, true, mattr->mpr.mpr_dest == c.mpr.mpr_dest) ||
          differs(MRC_QP_CAP, true, mattr->cap == c.cap) ||
          differs(MRC_QP_MPR, rts, mattr->mpr.mpr == c.mpr.mpr)))
-      return fail_b(EINVAL);
+      return fail_errno(EINVAL);
     if (rts) {
       if (mrc_attr_mask & MRC_QP_TIMEOUT) live.timeout = mattr->timeout;
       if (mrc_attr_mask & MRC_QP_RETRY_CNT) {
@@ -400,7 +389,7 @@ MRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc
         ((vattr_mask & IBV_QP_SQ_PSN) && rts && vattr->sq_psn != v.sq_psn) ||
         ((vattr_mask & IBV_QP_AV) &&
          std::memcmp(vattr->ah_attr.grh.dgid.raw, v.ah_attr.grh.dgid.raw, 16) != 0))
-      return fail_b(EINVAL);
+      return fail_errno(EINVAL);
   }
 
   QpAttr next = qp->engine_attr;
@@ -418,18 +407,18 @@ MRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc
                                : qp->mrc_attr.profile.cc_profile_id;
     if (have_ev) {
       ShmEvProfile* p = dev.node->find_ev(ev_id);
-      if (!p || p->state != static_cast<uint8_t>(ProfileState::kOnline)) return fail_b(EINVAL);
-      if (int e = build_paths(dev, *p, s, next, auto_paths)) return fail_b(e);
+      if (!p || p->state != static_cast<uint8_t>(ProfileState::kOnline)) return fail_errno(EINVAL);
+      if (int e = build_paths(dev, *p, s, next, auto_paths)) return fail_errno(e);
       ev_index = static_cast<int>(p - s.ev);
       qp->ev_generation = p->generation;
     } else {  // lenient default: the device's own AUTO paths
       ShmEvProfile autop{};
       autop.mode = MRC_CTL_EV_MODE_AUTO;
-      if (int e = build_paths(dev, autop, s, next, auto_paths)) return fail_b(e);
+      if (int e = build_paths(dev, autop, s, next, auto_paths)) return fail_errno(e);
     }
     if (have_cc) {
       ShmCcProfile* p = dev.node->find_cc(cc_id);
-      if (!p || p->state != static_cast<uint8_t>(ProfileState::kOnline)) return fail_b(EINVAL);
+      if (!p || p->state != static_cast<uint8_t>(ProfileState::kOnline)) return fail_errno(EINVAL);
       apply_cc(*p, dev.config.ports.size(), next);
       cc_index = static_cast<int>(p - s.cc);
       qp->cc_generation = p->generation;
@@ -457,8 +446,8 @@ MRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc
     // IBV_QP_AV (3.7): the peer is the GID's host; its UDP port comes from the slot in the
     // destination QPN (docs/c-api.md "QP numbers"); its address on every plane from the
     // prefix rule.
-    if (!vattr->ah_attr.is_global) return fail_b(EINVAL);
-    if (!(vattr_mask & IBV_QP_DEST_QPN)) return fail_b(EINVAL);
+    if (!vattr->ah_attr.is_global) return fail_errno(EINVAL);
+    if (!(vattr_mask & IBV_QP_DEST_QPN)) return fail_errno(EINVAL);
     in6_addr gid;
     std::memcpy(gid.s6_addr, vattr->ah_attr.grh.dgid.raw, 16);
     const uint32_t peer_slot = (vattr->dest_qp_num >> 16) & 0xFF;
@@ -477,7 +466,7 @@ MRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc
       if (!dev.path->set_peer(it->second, addrs,
                               static_cast<uint16_t>(dev.config.udp_base_port + peer_slot))) {
         dev.peers.erase(it);
-        return fail_b(EINVAL);
+        return fail_errno(EINVAL);
       }
     }
     next.peer = it->second;
@@ -487,16 +476,16 @@ MRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc
     if (auto st =
             dev.engine->modify_qp(dev.path->now(), qp->engine_qpn, engine_state(target), next);
         !st)
-      return fail_b(EINVAL);
+      return fail_errno(EINVAL);
   } else if (auto st = dev.engine->update_qp(dev.path->now(), qp->engine_qpn, live); !st) {
-    return fail_b(EINVAL);  // the values were range-checked above: only a QP gone to ERR
+    return fail_errno(EINVAL);  // the values were range-checked above: only a QP gone to ERR
   }
   if (reinit) {  // INIT -> INIT with other profiles: RESET + INIT of the engine QP
     const Time now = dev.path->now();
     (void)dev.engine->modify_qp(now, qp->engine_qpn, QpState::kReset, next);
     if (!dev.engine->modify_qp(now, qp->engine_qpn, QpState::kInit, next)) {
       (void)dev.engine->modify_qp(now, qp->engine_qpn, QpState::kInit, qp->engine_attr);
-      return fail_b(EINVAL);
+      return fail_errno(EINVAL);
     }
     release_profiles(dev, qp);  // the new references are taken below
   }
@@ -577,7 +566,7 @@ MRC_EXPORT int mrc_post_recv(mrc_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) 
 }
 
 MRC_EXPORT int mrc_post_send(mrc_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
-  if (!qp || !wr || !bad_wr) return fail_b(EINVAL);
+  if (!qp || !wr || !bad_wr) return fail_errno(EINVAL);
   SoftDevice& dev = *qp->ctx->dev;
   DeviceLock dlk(dev);
   const Time now = dev.path->now();
@@ -609,7 +598,7 @@ MRC_EXPORT int mrc_post_send(mrc_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) 
     }
     if (err) {
       *bad_wr = w;
-      return fail_b(err);
+      return fail_errno(err);
     }
   }
   return 0;

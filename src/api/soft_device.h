@@ -13,6 +13,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -135,6 +136,10 @@ struct mrc_context {
   std::deque<mrc_async_event> async_events;
   int children = 0;  // CQs, channels, hints, QPs
   std::vector<mrc_cq*> ev_cqs;
+  // mrc_ctl_query_cc_profile's CONFIG results: it returns a pointer the caller does not own,
+  // valid while the context lives. One per profile id, freed with the context.
+  std::mutex cc_query_mu;
+  std::map<uint64_t, std::unique_ptr<mrc_ctl_cc_nscc_cfg>> cc_query_results;
 };
 
 namespace mrc::api {
