@@ -1,6 +1,7 @@
 // libFuzzer target for the whole receive path of a connected QP pair.
 //
-// Per input (cheap: small windows, small rings): engines A and B (2 ports, 8 EVs each QP),
+// Per input (cheap: small windows, small rings; the harness is built once and reset before
+// each input, Harness::reset): engines A and B (2 ports, 8 EVs each QP),
 // one QP each, connected both ways (each QP is requester and responder); each engine has a
 // local-only source buffer and a remote-writable destination buffer with 64 guard bytes on
 // either side; A has a 3-packet WRITE and a WRITE-with-immediate to B in flight, B has two
@@ -96,6 +97,11 @@ struct Guarded {
     std::fill(bytes.begin() + kGuard, bytes.end() - kGuard, fill);
   }
   uint8_t* inner() { return bytes.data() + kGuard; }
+  void fill(uint8_t v) {
+    std::fill(bytes.begin(), bytes.begin() + kGuard, kGuardByte);
+    std::fill(bytes.begin() + kGuard, bytes.end() - kGuard, v);
+    std::fill(bytes.end() - kGuard, bytes.end(), kGuardByte);
+  }
   void check(const char* what) const {
     for (size_t i = 0; i < kGuard; ++i) {
       if (bytes[i] != kGuardByte) violation(what, i, bytes[i]);
@@ -173,7 +179,17 @@ bool encode_to(const wire::Datagram& d, std::vector<uint8_t>& out) {
 
 class Harness {
  public:
-  Harness() {
+  Harness() { reset(); }
+
+  // Back to the state every input starts from: fresh engines (constructing one is cheap and
+  // keeps each input's run independent of the inputs before it, as libFuzzer needs to replay
+  // a crash on its own), the buffers refilled in place, the crafted templates kept. Everything
+  // else the harness owns is reused, so that an input costs its run, not an allocation of every
+  // buffer and a re-encoding of every template.
+  void reset() {
+    now_ = us(1);
+    held_.clear();
+    dyn_next_ = 0;
     for (int i = 0; i < 2; ++i) {
       EngineConfig cfg;
       cfg.num_ports = kPorts;
@@ -183,9 +199,21 @@ class Harness {
       cfg.event_capacity = 64;
       Side& s = side_[i];
       s.eng = std::make_unique<Engine>(cfg);
-      for (size_t k = 0; k < kBufBytes; ++k)
-        s.src.inner()[k] = static_cast<uint8_t>(k * 7 + i);
-      s.src_copy.assign(s.src.bytes.begin(), s.src.bytes.end());
+      if (s.src_copy.empty()) {
+        for (size_t k = 0; k < kBufBytes; ++k)
+          s.src.inner()[k] = static_cast<uint8_t>(k * 7 + i);
+        s.src_copy.assign(s.src.bytes.begin(), s.src.bytes.end());
+      } else {
+        std::copy(s.src_copy.begin(), s.src_copy.end(), s.src.bytes.begin());
+      }
+      s.dst.fill(kInitDst);
+      s.sends.clear();
+      s.recvs.clear();
+      s.writes.clear();
+      s.posted = 0;
+      s.next_wr = 1;
+      s.completions = 0;
+      s.forged = false;
       s.src_keys = *s.eng->register_memory(s.src.inner(), kBufBytes, kSrcIova, kLocalWrite);
       s.dst_keys =
           *s.eng->register_memory(s.dst.inner(), kBufBytes, kDstIova, kLocalWrite | kRemoteWrite);
@@ -206,7 +234,17 @@ class Harness {
     post_recv(1);
     post_recv(1);
     post_write(1, 0, 2 * kMtu, 0, false);
-    build_static_templates();
+    // The crafted templates name QPNs and rkeys, which fresh engines hand out the same way
+    // every time; built once, rebuilt should that ever change.
+    const std::array<uint32_t, 4> ids{side_[0].qpn, side_[1].qpn, side_[0].dst_keys.rkey,
+                                      side_[1].dst_keys.rkey};
+    if (templates_.size() < kStaticTemplates || ids != template_ids_) {
+      templates_.clear();
+      build_static_templates();
+      template_ids_ = ids;
+    } else {
+      templates_.resize(kStaticTemplates);
+    }
     check();
   }
 
@@ -638,6 +676,7 @@ class Harness {
 
   Side side_[2];
   std::vector<Template> templates_;
+  std::array<uint32_t, 4> template_ids_{};  // QPNs and rkeys the crafted templates name
   size_t dyn_next_ = 0;
   std::deque<Template> held_;
   Time now_ = us(1);
@@ -664,7 +703,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  mrc::Harness h;
-  h.run(data, size);
+  // One harness for the whole campaign, reset before each input (see Harness::reset).
+  static mrc::Harness* h = new mrc::Harness;
+  h->reset();
+  h->run(data, size);
   return 0;
 }
