@@ -15,7 +15,7 @@
 // timing, so the untimed driver work (copying TxPacket into RxPacket, reposting work) costs
 // nothing. Counter `ns_per_packet` = that stage's nanoseconds / data packets of the batch.
 //
-// Settings (the "realistic" ones): 4096-byte MTU, 8 planes, 128 EVs, NSCC with
+// Settings (realistic ones for an 800G NIC): 4096-byte MTU, 8 planes, 128 EVs, NSCC with
 // base_rtt 4 us and link 800 Gb/s, mpr = mpr_dest = 64, 1 MiB writes, ack_every 4.
 #include <benchmark/benchmark.h>
 
@@ -38,7 +38,7 @@ namespace {
 
 // ---- clock --------------------------------------------------------------------------------
 // The stages are short (a few hundred ns per group of 4 packets): the TSC costs a few ns to
-// read where clock_gettime on this VM (kvm-clock) costs tens. Its rate is calibrated once
+// read where clock_gettime on a KVM guest (kvm-clock) costs tens. Its rate is calibrated once
 // against steady_clock and the cost of one read is subtracted from every interval.
 
 inline uint64_t ticks() {

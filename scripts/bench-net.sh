@@ -24,7 +24,7 @@
 # to another (taskset): the sender does the whole fabric's forwarding in its own softirq, and
 # unpinned the blast sometimes got part of it done on the second CPU (7.3 or 11 Gb/s from one
 # run to the next on this 2-CPU VM), which made any ratio to it a coin toss. Pinned, the
-# blast repeats within ~3%. docs/performance.md, "Session 6".
+# blast repeats within ~3%. docs/perf-log.md, "Linux driver: where the remaining stalls come from".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-5}
@@ -107,7 +107,7 @@ echo "fabric $name: 4 hosts, 2 planes x (2 leaves + 2 spines); h$client -> h$ser
 # No stall measured here can be shorter than the longest time the machine stops running a
 # process that wants to run. oslat (rt-tests) spins on the transfer's CPUs with nothing else
 # running and reports the longest gap between two reads of the clock: on this KVM guest 3-5 ms
-# per 10 s on an idle machine, with no steal time accounted (docs/performance.md, "Session 8").
+# per 10 s on an idle machine, with no steal time accounted (docs/perf-log.md, "Linux driver: what the fault-free gaps are").
 oslat_cpus=$cpus
 [ "$cpus" = none ] && oslat_cpus=0-$(($(nproc) - 1))
 oslat -c "$oslat_cpus" -C "${oslat_cpus%%[,-]*}" -D "${MRC_BENCH_OSLAT_SECONDS:-10}" -q \
@@ -210,7 +210,7 @@ echo "mptcp: stall ${mptcp_stall} ms after the cut at $(json "$work/cut_mptcp.js
 # none reads as 1 ms, an upper bound). Then a control: the same
 # transfer and the same injection aimed at a link no transfer uses (idle host h1's plane-0
 # port): the stall the injection itself causes (mrc-fabric and nft need ~20 ms of CPU on this
-# 2-CPU machine; docs/performance.md, "Session 7").
+# 2-CPU machine; docs/perf-log.md, "Linux driver: an honest blast").
 mrc_cut() {  # LABEL PORT TARGET: the cut's stall in ms; prints a line about it
   local label=$1 port=$2 target=$3
   # SCHED_IDLE: the injector runs in the time the transfer leaves idle (the server's core has

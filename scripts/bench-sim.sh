@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Whole-run simulator benchmarks (issue 3, section 8). Runs mrc-sim on a committed scenario and
+# Whole-run simulator benchmarks (docs/performance.md). Runs mrc-sim on a committed scenario and
 # ends with one line:
 #   wall_s=<s> peak_rss_mb=<MB> fct_p50_us=<us> fct_max_us=<us> ideal_us=<us>
 # Usage: scripts/bench-sim.sh A|B|C (A: 1024 hosts at 400G; B: 131,072 GPUs, 8 planes; C: B

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The claims study (issue 5): regenerate docs/results.md and docs/results/*.png from the
+# The claims study: regenerate docs/results.md and docs/results/*.png from the
 # scenarios in scenarios/claims/.
 #
-#   scripts/report.sh           full mode (issue scales, <= 2 h, includes 131,072 GPUs)
+#   scripts/report.sh           full mode (target scales, <= 2 h, includes 131,072 GPUs)
 #   scripts/report.sh --quick   small scales, <= 10 min on the 2-core development machine
 #   scripts/report.sh --smoke   two tiny runs through the whole pipeline into a scratch
 #                               directory (CI: ctest report_smoke); docs/ is not touched

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(
-  cmake ninja-build g++ clang libclang-rt-14-dev
+  cmake ninja-build g++ clang libclang-rt-14-dev clang-format
   libfmt-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libibverbs-dev
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
   # mrc-sim over several processes or machines (optional: found by CMake when installed).

@@ -1,4 +1,4 @@
-// End to end over the C API with separate processes (issue 6): a controller process
+// End to end over the C API with separate processes: a controller process
 // (`mrc-ctl apply` of a TOML file with EV format / EV / CC profiles) and two application
 // processes (examples/mrc_write_bw, server and client) exchange WRITE_IMM over 2 planes while
 // a second `mrc-ctl apply` changes the ONLINE EV and CC profiles under their live QPs

@@ -1252,7 +1252,8 @@ uint64_t xinuse_with_a_dirty_upper_half() {
 // The VPCLMULQDQ path must return with clean upper register halves. Left dirty, every later
 // legacy-SSE instruction on an Intel core merges into them: it cost the SRV6 sender 1.8% of
 // its core at the first SSE load after the ICRC, and MRC's goodput ratio to the raw UDP blast
-// moved 0.87 -> 0.94 with the VZEROUPPER (docs/performance.md, "Session 10").
+// moved 0.87 -> 0.94 with the VZEROUPPER (docs/perf-log.md, "Linux driver: the ICRC left dirty
+// upper ZMM halves").
 TEST(Crc32, vclmul_path_returns_with_clean_upper_register_halves) {
   if (!crc32_path_available(Crc32Path::kVclmul) || !have_xinuse())
     GTEST_SKIP() << "no VPCLMULQDQ path or no XINUSE on this CPU";

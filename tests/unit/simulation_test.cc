@@ -1,4 +1,4 @@
-// Fidelity tests of the fabric simulator (issue 3, section 7), on small fabrics.
+// Fidelity tests of the fabric simulator (docs/simulator.md), on small fabrics.
 #include "sim/simulation.h"
 
 #include <gtest/gtest.h>

@@ -646,7 +646,7 @@ sample_interval = 0
   }
 }
 
-// Fidelity (issue 3, section 7) through the workload and scenario paths a user takes.
+// Fidelity (docs/simulator.md) through the workload and scenario paths a user takes.
 
 TEST(WorkloadsSim, ring_allreduce__busbw_near_the_nic_rate_for_large_messages) {
   auto sim = Simulation::create(small(TransportKind::kMrc));
