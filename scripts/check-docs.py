@@ -25,6 +25,8 @@ PATH_RE = re.compile(r"(?<![\w./-])((?:%s)/[\w./*{},+-]*[\w*}])" % "|".join(re.e
 BIN_RE = re.compile(r"build[\w-]*/bin/([\w-]+)")
 TOOL_RE = re.compile(r"(?<![\w/.-])(mrc-[a-z][a-z0-9-]*)(?![\w.-]*[/=])")
 LINK_RE = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+# Paths in other repositories that the docs name as such ("OCP's `examples/benchmark`").
+EXTERNAL = {"examples/benchmark"}
 # Namespaces and fabric names of the docs' examples (mrc-h0, mrc-p0-l1, a fabric "mrc-x").
 NAMESPACE_RE = re.compile(r"^mrc-(h\d+|p\d+-[ls]\d+|x)$")
 # Names that look like tools but are not programs of this repository.
@@ -44,7 +46,7 @@ def expand_braces(text):
 def path_exists(ref):
     ref = ref.rstrip(".,;:")
     ref = re.sub(r":\d+(-\d+)?$", "", ref)
-    if "<" in ref or "NAME" in ref or "..." in ref:
+    if "<" in ref or "NAME" in ref or "..." in ref or ref in EXTERNAL:
         return True
     if re.match(r"examples/[\w-]+$", ref) and tool_exists(ref.split("/")[1]):
         return True  # an example program, by the name it is built as
