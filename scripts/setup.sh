@@ -12,7 +12,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
   # mrc-sim over several processes or machines (optional: found by CMake when installed).
   libopenmpi-dev openmpi-bin
-  tshark python3-matplotlib
+  tshark python3-matplotlib python3-numpy
   iproute2 nftables iputils-ping
   # scripts/bench-net.sh: TCP/MPTCP references (mptcpize is its own package in Debian 12; the
   # in-kernel path manager is driven with `ip mptcp`, so mptcpd itself is not needed) and
