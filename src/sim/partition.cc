@@ -138,6 +138,7 @@ Result<PartitionPlan> plan_partition(const SimConfig& cfg, uint32_t ranks,
   std::unordered_set<uint64_t> pairs;
   for (const FlowSpec& f : flows) {
     if (f.src >= s.hosts || f.dst >= s.hosts || f.src == f.dst) continue;
+    p.per_rank[rank(layout.host_block(f.src))].sent_bytes += std::min<uint64_t>(f.bytes, 1 << 20);
     const uint64_t lo = std::min(f.src, f.dst), hi = std::max(f.src, f.dst);
     if (!pairs.insert(lo << 32 | hi).second) continue;
     p.per_rank[rank(layout.host_block(f.src))].qps += qps_per_pair;
@@ -145,9 +146,11 @@ Result<PartitionPlan> plan_partition(const SimConfig& cfg, uint32_t ranks,
   }
   for (RankPlan& r : p.per_rank) {
     r.flows = flows.size();
-    r.predicted_bytes = model.base + r.hosts * model.per_host +
-                        r.qps * (model.per_qp_base + paths_per_qp * model.per_qp_path) +
-                        r.ports * model.per_port + r.flows * model.per_flow;
+    r.predicted_bytes =
+        model.base + r.hosts * model.per_host +
+        r.qps * (model.per_qp_base + paths_per_qp * model.per_qp_path) + r.ports * model.per_port +
+        r.flows * model.per_flow +
+        static_cast<uint64_t>(static_cast<double>(r.sent_bytes) * model.in_flight_share);
   }
   return p;
 }
