@@ -142,6 +142,9 @@ json echo_config(const Scenario& sc) {
                     {"path_mode", t.path_mode == PathMode::kSrv6 ? "srv6" : "ecmp"},
                     {"mtu", t.mtu},
                     {"evs_per_plane", t.evs_per_plane},
+                    {"backup_evs_per_plane", t.backup_evs_per_plane == TransportConfig::kAutoBackup
+                                                 ? json("auto")
+                                                 : json(t.backup_evs_per_plane)},
                     {"cc", sc.cc},
                     {"mpr", t.mpr},
                     {"timeout", t.timeout},
@@ -290,7 +293,15 @@ json transport_json(const Ran& ran) {
                    {"pfc_pauses", st.pfc_pauses},
                    {"qp_errors", st.qp_errors},
                    {"ev_state_changes", st.ev_state_changes},
+                   {"ev_swaps", st.ev_swaps},
                    {"timeouts", st.timeouts}};
+  j["evs"] = {{"active_per_plane", st.evs_active_per_plane},
+              {"backup_per_plane", st.evs_backup_per_plane}};
+  // Engine::qp_memory at the end of the run, per QP (docs/performance.md, "Bytes per QP").
+  j["qp_memory"] = {
+      {"qps", st.qps},
+      {"bytes_per_qp", st.qps ? static_cast<double>(st.qp_bytes) / st.qps : 0.0},
+      {"path_bytes_per_qp", st.qps ? static_cast<double>(st.qp_path_bytes) / st.qps : 0.0}};
   json coll = json::array();
   for (const CollectiveResult& c : r.collectives)
     coll.push_back({{"kind", collective_name(c.kind)},
@@ -389,12 +400,22 @@ void write_flows_ts(const std::string& path, const std::vector<Ran>& runs, Time 
 void write_ev_events(const std::string& path, const std::vector<Ran>& runs) {
   auto f = fmt::output_file(path);
   for (const Ran& ran : runs)
-    for (const EvEvent& e : ran.r.ev_events)
+    for (const EvEvent& e : ran.r.ev_events) {
+      if (e.replaced >= 0) {
+        // A swap: backup `ev` took the active slot of `replaced` (same plane).
+        f.print(
+            "{{\"transport\":\"{}\",\"time_ns\":{:.3f},\"host\":{},\"qpn\":{},\"ev\":{},"
+            "\"plane\":{},\"swap_out\":{},\"swap_out_state\":\"{}\"}}\n",
+            ran.r.name, to_ns(e.time), e.host, e.qpn, e.ev_index, e.plane, e.replaced,
+            ev::ev_state_name(e.from));
+        continue;
+      }
       f.print(
           "{{\"transport\":\"{}\",\"time_ns\":{:.3f},\"host\":{},\"qpn\":{},\"ev\":{},"
           "\"plane\":{},\"from\":\"{}\",\"to\":\"{}\"}}\n",
           ran.r.name, to_ns(e.time), e.host, e.qpn, e.ev_index, e.plane, ev::ev_state_name(e.from),
           ev::ev_state_name(e.to));
+    }
 }
 
 // ---- the table -------------------------------------------------------------------------------

@@ -477,6 +477,10 @@ void SoftDevice::dispatch_event(const Event& e) {
       node->push_event(ne);
       return;
     }
+    case EventType::kEvSwap:
+      // Active/backup membership is the QP's own: the profile's entry states (above) say
+      // all the controller is told. The C API's QPs configure no backup set.
+      return;
   }
 }
 

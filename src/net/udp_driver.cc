@@ -724,7 +724,7 @@ NetStatus UdpDriver::poll(Time max_wait) {
         const Endpoint& peer = pit->second[tx.port];
         in6_addr dst = peer.addr;
         // Every mode labels the path (a hash of the EV outside STEV: a few ns a packet).
-        const uint32_t flow_label = ev::path_flow_label(config_.ev_mode, *tx.ev);
+        const uint32_t flow_label = ev::path_flow_label(config_.ev_mode, tx.ev);
         uint16_t src_port = m.local[tx.port].port;
         uint32_t sock = tx.port;
         if (config_.ev_mode == ev::FormatMode::kSrv6) {
@@ -732,8 +732,8 @@ NetStatus UdpDriver::poll(Time max_wait) {
           // peer's address.
           bool zero = true;
           for (int i = 0; i < 16; ++i)
-            zero = zero && (*tx.ev)[static_cast<size_t>(i)] == 0;
-          if (!zero) std::memcpy(&dst, tx.ev->data(), 16);
+            zero = zero && tx.ev[static_cast<size_t>(i)] == 0;
+          if (!zero) std::memcpy(&dst, tx.ev.data(), 16);
           sock = m.tx_socket[tx.port];
           src_port = m.sockets[sock].src_port;
         } else {
@@ -742,7 +742,7 @@ NetStatus UdpDriver::poll(Time max_wait) {
           wire::SrhHeader srh;
           bool has_srh = false;
           udp.src_port = src_port;
-          ev::apply_to_envelope(config_.ev_mode, *tx.ev, ip, udp, srh, has_srh);
+          ev::apply_to_envelope(config_.ev_mode, tx.ev, ip, udp, srh, has_srh);
           if (udp.src_port != src_port) {
             sock = socket_for(m, config_, stats_, tx.port, udp.src_port);
             src_port = m.sockets[sock].src_port;

@@ -539,6 +539,13 @@ struct Simulation::Impl {
   Status configure_qp(Engine& e, uint32_t qpn, HostId me, HostId peer, uint32_t plane,
                       uint32_t dest_qpn, uint32_t qp_index = 0, uint16_t path_set = 0);
   Result<uint32_t> blocks_qp(HostId me, HostId peer, uint32_t plane);
+  // EVs per plane of an MRC QP on a two-tier Clos (TransportConfig::evs_per_plane and
+  // backup_evs_per_plane resolved against the fabric).
+  uint32_t active_evs_per_plane() const;
+  uint32_t backup_evs_per_plane() const;
+  // Simulation::stats parts: engine counters and QP memory of this rank's hosts; EV counts.
+  void add_engine_stats(SimStats& s) const;
+  void add_ev_counts(SimStats& s) const;
 
   // data path
   void service_host(HostId h);
@@ -1033,21 +1040,38 @@ void Simulation::Impl::build_paths(HostId src, HostId dst, uint32_t plane, uint3
     a.ev_min_active = std::max<uint32_t>(1, per / 8);
     return;
   }
-  const uint32_t per_plane = tc.evs_per_plane ? std::min(tc.evs_per_plane, S) : std::min(S, 64u);
+  const uint32_t per_plane = active_evs_per_plane();
+  const uint32_t backups = backup_evs_per_plane();
   const bool same_leaf = leaf_of(src) == leaf_of(dst);
   // With fewer EVs than spines, each QP gets its own evenly spaced subset (rotated by a
   // per-pair offset), so that together the QPs of a fabric use every spine.
   std::vector<uint32_t> offset(P);
   for (uint32_t p = 0; p < P; ++p)
     offset[p] = static_cast<uint32_t>(rng.below(S));
-  for (uint32_t e = 0; e < per_plane; ++e) {
+  // Backup b of plane p: the spines the active set leaves out, evenly spaced (paper 2.4).
+  std::vector<uint8_t> taken;
+  auto backup_spine = [&](uint32_t p, uint32_t b) {
+    taken.assign(S, 0);
+    for (uint32_t e = 0; e < per_plane; ++e)
+      taken[(e * S / per_plane + offset[p]) % S] = 1;
+    const uint32_t free = S - per_plane;
+    const uint32_t k = static_cast<uint32_t>(static_cast<uint64_t>(b) * free / backups);
+    for (uint32_t s = 0, seen = 0; s < S; ++s) {
+      const uint32_t spine = (offset[p] + s) % S;
+      if (taken[spine]) continue;
+      if (seen++ == k) return spine;
+    }
+    return offset[p];  // not reached: backups <= free
+  };
+  for (uint32_t e = 0; e < per_plane + backups; ++e) {
     for (uint32_t p = 0; p < P; ++p) {
       PathDesc d;
       d.port = static_cast<uint8_t>(p);
       if (tc.path_mode == PathMode::kSrv6) {
         // EV e names a spine (the destination's leaf and host uSIDs follow). Same-leaf
         // destinations need no spine.
-        const uint32_t spine_index = (e * S / per_plane + offset[p]) % S;
+        const uint32_t spine_index =
+            e < per_plane ? (e * S / per_plane + offset[p]) % S : backup_spine(p, e - per_plane);
         const uint16_t spine = static_cast<uint16_t>(kSpineUsidBase + spine_index);
         const uint16_t leaf = static_cast<uint16_t>(kLeafUsidBase + leaf_of(dst));
         const uint16_t host = static_cast<uint16_t>(kHostUsidBase + dst % H);
@@ -1062,7 +1086,22 @@ void Simulation::Impl::build_paths(HostId src, HostId dst, uint32_t plane, uint3
       a.paths.push_back(d);
     }
   }
-  a.ev_min_active = std::max<uint32_t>(1, static_cast<uint32_t>(a.paths.size()) / 8);
+  a.path_policy.active_per_plane = backups ? per_plane : 0;
+  a.ev_min_active = std::max<uint32_t>(1, per_plane * P / 8);
+}
+
+uint32_t Simulation::Impl::active_evs_per_plane() const {
+  const uint32_t by_paper = std::max<uint32_t>(1, 256 / P);
+  return cfg.transport.evs_per_plane ? std::min(cfg.transport.evs_per_plane, S)
+                                     : std::min(S, by_paper);
+}
+
+uint32_t Simulation::Impl::backup_evs_per_plane() const {
+  const uint32_t active = active_evs_per_plane();
+  const uint32_t want = cfg.transport.backup_evs_per_plane == TransportConfig::kAutoBackup
+                            ? (active + 3) / 4
+                            : cfg.transport.backup_evs_per_plane;
+  return std::min(want, S - active);
 }
 
 Result<QpPair> Simulation::Impl::qp_for(HostId src, HostId dst, uint32_t plane, uint32_t qp_index,
@@ -1357,6 +1396,9 @@ void Simulation::Impl::service_host(HostId h) {
   while (e.poll_event(ev)) {
     if (ev.type == mrc::EventType::kEvStateChange) {
       ev_events.push_back(EvEvent{now, h, ev.qpn, ev.ev_index, ev.port, ev.from, ev.to});
+    } else if (ev.type == mrc::EventType::kEvSwap) {
+      ev_events.push_back(EvEvent{now, h, ev.qpn, ev.ev_index, ev.port, ev.from, ev.to,
+                                  static_cast<int32_t>(ev.replaced)});
     }
   }
   // A deadline already in the past fires now; timer_at must hold the event's own time, or
@@ -1388,14 +1430,14 @@ void Simulation::Impl::send_from_host(HostId h, const TxPacket& tx) {
   p.dst = tx.peer;
   p.plane = tx.port;
   p.flags = data ? kEct : kHigh;
-  p.entropy = (static_cast<uint32_t>((*tx.ev)[0]) << 24) | ((*tx.ev)[1] << 16) |
-              ((*tx.ev)[2] << 8) | (*tx.ev)[3];
+  p.entropy =
+      (static_cast<uint32_t>(tx.ev[0]) << 24) | (tx.ev[1] << 16) | (tx.ev[2] << 8) | tx.ev[3];
   p.spine = kNoSpine;
   if (cfg.transport.path_mode == PathMode::kSrv6 && cfg.transport.kind != TransportKind::kRoce) {
     if (fat_tree) [[unlikely]] {
-      p.spine = ft_path(*tx.ev);
+      p.spine = ft_path(tx.ev);
     } else {
-      const uint16_t first = ev::usid_at(*tx.ev, 0);
+      const uint16_t first = ev::usid_at(tx.ev, 0);
       if (first >= kSpineUsidBase) p.spine = static_cast<uint16_t>((first - kSpineUsidBase) % S);
     }
   }
@@ -2467,19 +2509,17 @@ void Simulation::Impl::merge_results() {
                    });
   SimStats s = counters;
   s.events = events;
-  for (const Host& h : hosts) {
-    if (!h.engine) continue;
-    const EngineCounters& c = h.engine->counters();
-    s.data_packets += c.data_sent;
-    s.retransmits += c.retransmits;
-    s.ev_state_changes += c.ev_state_changes;
-    s.timeouts += c.timeouts;
-  }
+  add_engine_stats(s);
   if (ex != nullptr) {
     std::vector<uint64_t> v{s.events,           s.data_packets, s.retransmits, s.drops,
                             s.fault_drops,      s.trims,        s.ecn_marks,   s.pfc_pauses,
-                            s.ev_state_changes, s.timeouts};
+                            s.ev_state_changes, s.timeouts,     s.ev_swaps,    s.qps,
+                            s.qp_bytes,         s.qp_path_bytes};
     ex->all_sum(v);
+    s.ev_swaps = v[10];
+    s.qps = v[11];
+    s.qp_bytes = v[12];
+    s.qp_path_bytes = v[13];
     s.events = v[0];
     s.data_packets = v[1];
     s.retransmits = v[2];
@@ -2902,21 +2942,43 @@ SimStats Simulation::stats() const {
     SimStats s = impl_->merged_stats;
     for (const FlowResult& f : impl_->flows)
       s.qp_errors += (f.end != kNever && !f.ok) ? 1 : 0;
+    impl_->add_ev_counts(s);
     return s;
   }
   SimStats s = impl_->counters;
   s.events = impl_->events;
-  for (const Host& h : impl_->hosts) {
-    if (!h.engine) continue;  // another rank's (before run() merged the results)
+  impl_->add_engine_stats(s);
+  for (const FlowResult& f : impl_->flows)
+    s.qp_errors += (f.end != kNever && !f.ok) ? 1 : 0;
+  impl_->add_ev_counts(s);
+  return s;
+}
+
+// The engines' counters and QP memory of this rank's hosts (another rank's have no engine).
+void Simulation::Impl::add_engine_stats(SimStats& s) const {
+  for (const Host& h : hosts) {
+    if (!h.engine) continue;
     const EngineCounters& c = h.engine->counters();
     s.data_packets += c.data_sent;
     s.retransmits += c.retransmits;
     s.ev_state_changes += c.ev_state_changes;
+    s.ev_swaps += c.ev_swaps;
     s.timeouts += c.timeouts;
+    for (const auto& [key, pair] : h.qps) {
+      if (auto m = h.engine->qp_memory(pair.local_qpn)) {
+        ++s.qps;
+        s.qp_bytes += m->total();
+        s.qp_path_bytes += m->paths;
+      }
+    }
   }
-  for (const FlowResult& f : impl_->flows)
-    s.qp_errors += (f.end != kNever && !f.ok) ? 1 : 0;
-  return s;
+}
+
+void Simulation::Impl::add_ev_counts(SimStats& s) const {
+  if (!fat_tree && cfg.transport.kind != TransportKind::kRoce) {
+    s.evs_active_per_plane = active_evs_per_plane();
+    s.evs_backup_per_plane = backup_evs_per_plane();
+  }
 }
 
 const std::vector<LinkSample>& Simulation::link_samples() const {

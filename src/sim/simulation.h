@@ -91,10 +91,18 @@ struct TransportConfig {
   TransportKind kind = TransportKind::kMrc;
   PathMode path_mode = PathMode::kSrv6;  // forced to kEcmp for kRoce
   uint32_t mtu = 4096;                   // payload bytes per packet
-  uint32_t evs_per_plane = 0;            // 0 = one per spine, at most 64 (fat tree: per core)
-  CcAlgorithm cc = CcAlgorithm::kNscc;   // kRoce uses kDcqcn unless set otherwise
-  uint8_t mpr = 0;                       // 0 = derived from the BDP
-  uint8_t timeout = 12;                  // ACK timeout exponent (4.2 ms)
+  // Active EVs per plane of an MRC QP. 0: min(spines, 256 / planes) -- the paper's 128-256
+  // EVs per QP (2.1), equal per plane, but never two EVs on one spine (a repeated SRv6 path
+  // adds no diversity); fat trees: min(paths, 64). docs/engine.md, "decisions".
+  uint32_t evs_per_plane = 0;
+  // Backup EVs per plane (paper 2.4): spines outside the active set, evenly spaced; a
+  // mapped-out active EV is swapped for one of its plane's backups. kAutoBackup:
+  // min(spines - active, ceil(active / 4)); 0: none (a mapped-out EV is only skipped).
+  static constexpr uint32_t kAutoBackup = UINT32_MAX;
+  uint32_t backup_evs_per_plane = kAutoBackup;
+  CcAlgorithm cc = CcAlgorithm::kNscc;  // kRoce uses kDcqcn unless set otherwise
+  uint8_t mpr = 0;                      // 0 = derived from the BDP
+  uint8_t timeout = 12;                 // ACK timeout exponent (4.2 ms)
   uint32_t ack_every = 4;
   Time probe_interval = us(20);
   Time ecn_cooldown = 0;  // 0 = base RTT / 16 (a few round-robin visits)
@@ -212,7 +220,16 @@ struct SimStats {
   uint64_t pfc_pauses = 0;
   uint64_t qp_errors = 0;
   uint64_t ev_state_changes = 0;
+  uint64_t ev_swaps = 0;  // mapped-out active EVs replaced by a backup of their plane
   uint64_t timeouts = 0;
+  // QP memory at the end of the run (Engine::qp_memory, summed over every QP of every host).
+  uint64_t qps = 0;
+  uint64_t qp_bytes = 0;
+  uint64_t qp_path_bytes = 0;  // of which per-path state (QpMemory::paths)
+  // An MRC QP's EVs per plane on a two-tier Clos (TransportConfig::evs_per_plane and
+  // backup_evs_per_plane resolved; 0 for RoCE and fat trees).
+  uint32_t evs_active_per_plane = 0;
+  uint32_t evs_backup_per_plane = 0;
 };
 
 // One sample of a link direction's state (time series, every sample_interval).
@@ -240,6 +257,7 @@ struct EvEvent {
   uint16_t ev_index;
   uint8_t plane;
   ev::EvState from, to;
+  int32_t replaced = -1;  // a swap (EventType::kEvSwap): the EV that left; -1: a state change
 };
 
 class RankExchange;  // partition.h

@@ -188,6 +188,10 @@ enum class EventType : uint8_t {
   kEvStateChange,  // a path changed state (GOOD <-> ASSUMED_BAD, DENIED)
   kQpError,        // a QP entered ERR
   kPortChange,     // set_port_up changed a port
+  // A backup EV replaced a mapped-out active EV of the same plane (PathPolicy::
+  // active_per_plane): ev_index is the backup that became active, `replaced` the EV that
+  // left; from/to are their states.
+  kEvSwap,
 };
 
 struct Event {
@@ -198,15 +202,16 @@ struct Event {
   ev::EvState from = ev::EvState::kGood;
   ev::EvState to = ev::EvState::kGood;
   Time time = 0;
+  uint16_t replaced = 0;  // kEvSwap: the EV that left the active set
 };
 
 // One packet for the driver to send. `pkt.payload` points into registered memory (nullptr
 // for phantom regions) and stays valid until the next engine call.
 struct TxPacket {
-  uint8_t port = 0;                    // NIC port (plane)
-  uint16_t ev_index = 0;               // path index within the QP's set
-  const ev::ExpandedEv* ev = nullptr;  // expanded EV (the path on the wire)
-  uint32_t peer = 0;                   // QpAttr::peer of the sending QP
+  uint8_t port = 0;       // NIC port (plane)
+  uint16_t ev_index = 0;  // path index within the QP's set
+  ev::ExpandedEv ev{};    // expanded EV (the path on the wire)
+  uint32_t peer = 0;      // QpAttr::peer of the sending QP
   uint32_t src_qpn = 0;
   uint32_t transport_bytes = 0;  // BTH .. payload + ICRC: what crosses the wire above UDP
   wire::TransportPacket pkt;
@@ -276,6 +281,7 @@ struct EngineCounters {
   uint64_t timeouts = 0;  // ACK timeout (RTO) expirations
   uint64_t trim_nacks_received = 0;
   uint64_t ev_state_changes = 0;
+  uint64_t ev_swaps = 0;  // mapped-out active EVs replaced by a backup (kEvSwap)
   uint64_t completions = 0;
   uint64_t completion_errors = 0;
   uint64_t completions_dropped = 0;  // completion buffer overflow (must stay 0)

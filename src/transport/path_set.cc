@@ -4,12 +4,31 @@
 
 namespace mrc {
 
+namespace {
+
+uint32_t read_window(const ev::ExpandedEv& e, uint8_t offset) {
+  return (static_cast<uint32_t>(e[offset]) << 24) | (static_cast<uint32_t>(e[offset + 1]) << 16) |
+         (static_cast<uint32_t>(e[offset + 2]) << 8) | e[offset + 3];
+}
+
+// True if `e` equals `base` outside bytes [offset, offset + 4).
+bool fits(const ev::ExpandedEv& base, uint8_t offset, const ev::ExpandedEv& e) {
+  for (size_t b = 0; b < e.size(); ++b) {
+    if ((b < offset || b >= offset + 4u) && e[b] != base[b]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t num_ports,
                    const PathPolicy& policy, uint64_t seed) {
-  paths_.clear();
+  evs_.clear();
+  table_.clear();
   order_.clear();
   slot_of_.clear();
   assumed_bad_.clear();
+  swaps_ = 0;
   policy_ = policy;
   // Qp::to_init rejects 0; a PathSet used on its own treats it as 1 rather than as a burst
   // without end (burst - 1 would wrap).
@@ -19,13 +38,59 @@ void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t
   min_active_ = min_active;
   port_up_mask_ = num_ports >= 32 ? ~0u : ((1u << num_ports) - 1);
   num_ports_ = num_ports;
-  for (const PathDesc& d : paths) {
-    Path p;
-    p.desc = d;
-    p.state = d.state == ev::EvState::kDenied ? ev::EvState::kDenied : ev::EvState::kGood;
-    paths_.push_back(p);
+  // The template: the first EV, with a 4-byte window over every byte in which the EVs differ
+  // (an SRv6 carrier's spine uSID, an STEV's 32 bits). EVs that differ more widely are kept
+  // whole in table_ (an explicit profile through the C API, fat-tree carriers).
+  tmpl_ = EvTemplate{};
+  if (!paths.empty()) {
+    tmpl_.base = paths[0].ev;
+    size_t lo = tmpl_.base.size(), hi = 0;
+    for (const PathDesc& d : paths) {
+      for (size_t b = 0; b < d.ev.size(); ++b) {
+        if (d.ev[b] != tmpl_.base[b]) {
+          lo = std::min(lo, b);
+          hi = std::max(hi, b);
+        }
+      }
+    }
+    if (lo > hi) {
+      tmpl_.offset = 0;
+    } else if (hi - lo < 4) {
+      tmpl_.offset = static_cast<uint8_t>(std::min<size_t>(lo, tmpl_.base.size() - 4));
+    } else {
+      tmpl_.table = true;
+    }
+  }
+  evs_.resize(paths.size());
+  if (tmpl_.table) table_.resize(paths.size());
+  for (size_t i = 0; i < paths.size(); ++i) {
+    EvRec& e = evs_[i];
+    e.port = paths[i].port;
+    e.state = paths[i].state == ev::EvState::kDenied ? ev::EvState::kDenied : ev::EvState::kGood;
+    if (tmpl_.table) {
+      table_[i] = paths[i].ev;
+      e.value = static_cast<uint32_t>(i);
+    } else {
+      e.value = read_window(paths[i].ev, tmpl_.offset);
+    }
+  }
+  // The active set: the first active_per_plane paths of each port (all with 0).
+  slot_of_.assign(paths.size(), kBackup);
+  std::vector<uint32_t> per_port(32, 0);
+  for (size_t i = 0; i < paths.size(); ++i) {
+    uint32_t& n = per_port[evs_[i].port & 31];
+    if (policy_.active_per_plane == 0 || n < policy_.active_per_plane) {
+      slot_of_[i] = 0;  // active; build_order assigns the slot
+      ++n;
+    }
   }
   build_order();
+  // A path denied at configuration leaves the active set if a GOOD backup can take its slot.
+  for (size_t i = 0; i < paths.size(); ++i) {
+    if (slot_of_[i] != kBackup && evs_[i].state != ev::EvState::kGood) {
+      if (swap_out(static_cast<int>(i)) != kNone) --swaps_;  // configuration, not a swap
+    }
+  }
   Rng rng(seed);
   cursor_ = order_.empty() ? 0 : rng.below(order_.size());
   probe_seq_ = rng.next() & 0xFFFFFFFFull;
@@ -33,28 +98,72 @@ void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t
 }
 
 size_t PathSet::heap_bytes() const {
-  return paths_.capacity() * sizeof(Path) + order_.capacity() * sizeof(Slot) +
-         (slot_of_.capacity() + assumed_bad_.capacity()) * sizeof(uint16_t);
+  return evs_.capacity() * sizeof(EvRec) + table_.capacity() * sizeof(ev::ExpandedEv) +
+         order_.capacity() * sizeof(Slot) + slot_of_.capacity() * sizeof(uint16_t) +
+         assumed_bad_.capacity() * sizeof(Probe);
+}
+
+Path PathSet::path(int i) const {
+  const EvRec& e = evs_[static_cast<size_t>(i)];
+  Path p;
+  p.desc.ev = ev(i);
+  p.desc.port = e.port;
+  p.desc.state = e.state == ev::EvState::kDenied ? ev::EvState::kDenied : ev::EvState::kGood;
+  p.state = e.state;
+  p.active = active(i);
+  p.packets_sent = e.packets_sent;
+  p.losses = e.losses;
+  return p;
+}
+
+ev::ExpandedEv PathSet::ev(int i) const {
+  const EvRec& e = evs_[static_cast<size_t>(i)];
+  if (tmpl_.table) return table_[e.value];
+  ev::ExpandedEv out = tmpl_.base;
+  out[tmpl_.offset] = static_cast<uint8_t>(e.value >> 24);
+  out[tmpl_.offset + 1] = static_cast<uint8_t>(e.value >> 16);
+  out[tmpl_.offset + 2] = static_cast<uint8_t>(e.value >> 8);
+  out[tmpl_.offset + 3] = static_cast<uint8_t>(e.value);
+  return out;
+}
+
+void PathSet::store_ev(int i, const ev::ExpandedEv& e) {
+  if (!tmpl_.table && fits(tmpl_.base, tmpl_.offset, e)) {
+    evs_[static_cast<size_t>(i)].value = read_window(e, tmpl_.offset);
+    return;
+  }
+  if (!tmpl_.table) {
+    table_.resize(evs_.size());
+    for (size_t k = 0; k < evs_.size(); ++k)
+      table_[k] = ev(static_cast<int>(k));
+    for (size_t k = 0; k < evs_.size(); ++k)
+      evs_[k].value = static_cast<uint32_t>(k);
+    tmpl_.table = true;
+  }
+  table_[static_cast<size_t>(i)] = e;
+  evs_[static_cast<size_t>(i)].value = static_cast<uint32_t>(i);
 }
 
 void PathSet::build_order() {
-  // Interleave by port: take the first path of every port, then the second of every port,
-  // and so on, so that consecutive picks alternate planes.
-  std::vector<Time> cool(paths_.size(), 0);
+  // Interleave by port: take the first active path of every port, then the second of every
+  // port, and so on, so that consecutive picks alternate planes.
+  std::vector<Time> cool(evs_.size(), 0);
   for (const Slot& slot : order_)
     if (slot.index < cool.size()) cool[slot.index] = slot.cool_until;
   order_.clear();
   std::vector<std::vector<uint16_t>> by_port(32);
-  for (size_t i = 0; i < paths_.size(); ++i) {
-    by_port[paths_[i].desc.port & 31].push_back(static_cast<uint16_t>(i));
+  for (size_t i = 0; i < evs_.size(); ++i) {
+    if (slot_of_[i] != kBackup) by_port[evs_[i].port & 31].push_back(static_cast<uint16_t>(i));
   }
-  slot_of_.resize(paths_.size());
-  for (size_t round = 0; order_.size() < paths_.size(); ++round) {
+  size_t n_active = 0;
+  for (const auto& bucket : by_port)
+    n_active += bucket.size();
+  for (size_t round = 0; order_.size() < n_active; ++round) {
     for (auto& bucket : by_port) {
       if (round >= bucket.size()) continue;
       const uint16_t i = bucket[round];
       slot_of_[i] = static_cast<uint16_t>(order_.size());
-      order_.push_back(Slot{cool[i], i, paths_[i].desc.port, paths_[i].state});
+      order_.push_back(Slot{cool[i], i, evs_[i].port, evs_[i].state});
     }
   }
   if (cursor_ >= order_.size()) cursor_ = 0;
@@ -62,8 +171,8 @@ void PathSet::build_order() {
 
 void PathSet::recount() {
   usable_ = 0;
-  for (const Path& p : paths_)
-    usable_ += usable(p) ? 1 : 0;
+  for (size_t i = 0; i < evs_.size(); ++i)
+    usable_ += usable_active(static_cast<int>(i)) ? 1 : 0;
 }
 
 int PathSet::pick(Time now, uint32_t port_mask, int exclude) {
@@ -120,89 +229,172 @@ int PathSet::pick(Time now, uint32_t port_mask, int exclude) {
 }
 
 void PathSet::set_state(int i, ev::EvState s) {
-  paths_[static_cast<size_t>(i)].state = s;
-  order_[slot_of_[static_cast<size_t>(i)]].state = s;
+  evs_[static_cast<size_t>(i)].state = s;
+  const uint16_t slot = slot_of_[static_cast<size_t>(i)];
+  if (slot != kBackup) order_[slot].state = s;
+}
+
+PathSet::Probe* PathSet::probe_of(int i) {
+  for (Probe& p : assumed_bad_)
+    if (p.index == i) return &p;
+  return nullptr;
+}
+
+void PathSet::start_probing(int i, Time now) {
+  assumed_bad_.push_back(Probe{static_cast<uint16_t>(i), now + policy_.probe_interval, 0});
+}
+
+void PathSet::stop_probing(int i) {
+  std::erase_if(assumed_bad_, [i](const Probe& p) { return p.index == i; });
+}
+
+int PathSet::find_backup(uint8_t port, int after) const {
+  const size_t n = evs_.size();
+  for (size_t k = 1; k <= n; ++k) {
+    const size_t j = (static_cast<size_t>(after) + k) % n;
+    if (slot_of_[j] == kBackup && evs_[j].port == port && evs_[j].state == ev::EvState::kGood)
+      return static_cast<int>(j);
+  }
+  return kNone;
+}
+
+void PathSet::exchange(int out, int in) {
+  const uint16_t pos = slot_of_[static_cast<size_t>(out)];
+  Slot& slot = order_[pos];
+  slot.index = static_cast<uint16_t>(in);
+  slot.state = evs_[static_cast<size_t>(in)].state;
+  slot.cool_until = 0;  // nothing learned about the old EV applies to the new one
+  slot_of_[static_cast<size_t>(in)] = pos;
+  slot_of_[static_cast<size_t>(out)] = kBackup;
+  if (burst_path_ == out) burst_left_ = 0;
+  ++swaps_;
+}
+
+int PathSet::swap_out(int i) {
+  if (policy_.active_per_plane == 0 || slot_of_[static_cast<size_t>(i)] == kBackup) return kNone;
+  const int j = find_backup(evs_[static_cast<size_t>(i)].port, i);
+  if (j == kNone) return kNone;
+  exchange(i, j);
+  return j;
+}
+
+int PathSet::swap_in(int j) {
+  if (policy_.active_per_plane == 0 || slot_of_[static_cast<size_t>(j)] != kBackup) return kNone;
+  const uint8_t port = evs_[static_cast<size_t>(j)].port;
+  for (const Slot& slot : order_) {
+    if (slot.port == port && slot.state != ev::EvState::kGood) {
+      const int out = slot.index;
+      exchange(out, j);
+      return out;
+    }
+  }
+  return kNone;
 }
 
 void PathSet::on_ecn(int i, Time now) {
-  Path& p = paths_[static_cast<size_t>(i)];
-  ++p.ecn_echoes;
-  if (policy_.ecn_steering)
-    order_[slot_of_[static_cast<size_t>(i)]].cool_until = now + policy_.ecn_cooldown;
+  const uint16_t slot = slot_of_[static_cast<size_t>(i)];
+  if (policy_.ecn_steering && slot != kBackup) order_[slot].cool_until = now + policy_.ecn_cooldown;
 }
 
 PathStateChange PathSet::on_loss(int i, Time now) {
-  Path& p = paths_[static_cast<size_t>(i)];
-  ++p.losses;
+  EvRec& e = evs_[static_cast<size_t>(i)];
+  if (e.losses != UINT16_MAX) ++e.losses;
   burst_left_ = 0;  // whichever path lost it: the next picks spray (pick)
-  if (!policy_.loss_marking || p.state != ev::EvState::kGood) return {};
-  // Never drop below ev_min_active usable paths (OCP mrc_ctl_ev_profile_attr.ev_min_active).
-  if (usable(p) && usable_ <= min_active_) return {};
+  if (!policy_.loss_marking || e.state != ev::EvState::kGood) return {};
+  // Never drop below ev_min_active usable paths (OCP mrc_ctl_ev_profile_attr.ev_min_active),
+  // unless a backup takes the path's place.
+  const bool counted = usable_active(i);
+  if (counted && usable_ <= min_active_ &&
+      (policy_.active_per_plane == 0 || find_backup(e.port, i) == kNone)) {
+    return {};
+  }
   set_state(i, ev::EvState::kAssumedBad);
-  p.next_probe_at = now + policy_.probe_interval;
-  p.probe_id = 0;
-  assumed_bad_.push_back(static_cast<uint16_t>(i));
+  start_probing(i, now);
+  PathStateChange c{true, ev::EvState::kGood, ev::EvState::kAssumedBad};
+  c.swapped_in = swap_out(i);
+  if (c.swapped_in != kNone) c.replaced = i;
   recount();
-  return {true, ev::EvState::kGood, ev::EvState::kAssumedBad};
+  return c;
 }
 
 PathStateChange PathSet::on_probe_reply(int i, uint64_t probe_id) {
-  if (i < 0 || static_cast<size_t>(i) >= paths_.size()) return {};
-  Path& p = paths_[static_cast<size_t>(i)];
-  if (p.state != ev::EvState::kAssumedBad || probe_id == 0 || p.probe_id != probe_id) return {};
+  if (i < 0 || static_cast<size_t>(i) >= evs_.size()) return {};
+  Probe* pr = probe_of(i);
+  if (evs_[static_cast<size_t>(i)].state != ev::EvState::kAssumedBad || probe_id == 0 ||
+      pr == nullptr || pr->probe_id != probe_id) {
+    return {};
+  }
   set_state(i, ev::EvState::kGood);
-  p.probe_id = 0;
-  order_[slot_of_[static_cast<size_t>(i)]].cool_until = 0;
-  std::erase(assumed_bad_, static_cast<uint16_t>(i));
+  const uint16_t slot = slot_of_[static_cast<size_t>(i)];
+  if (slot != kBackup) order_[slot].cool_until = 0;
+  stop_probing(i);
+  PathStateChange c{true, ev::EvState::kAssumedBad, ev::EvState::kGood};
+  c.replaced = swap_in(i);
+  if (c.replaced != kNone) c.swapped_in = i;
   recount();
-  return {true, ev::EvState::kAssumedBad, ev::EvState::kGood};
+  return c;
 }
 
 PathStateChange PathSet::on_delivered(int i) {
-  if (i < 0 || static_cast<size_t>(i) >= paths_.size()) return {};
-  Path& p = paths_[static_cast<size_t>(i)];
-  if (p.state != ev::EvState::kAssumedBad) return {};
+  if (i < 0 || static_cast<size_t>(i) >= evs_.size()) return {};
+  if (evs_[static_cast<size_t>(i)].state != ev::EvState::kAssumedBad) return {};
   set_state(i, ev::EvState::kGood);
-  p.probe_id = 0;
-  std::erase(assumed_bad_, static_cast<uint16_t>(i));
+  stop_probing(i);
+  PathStateChange c{true, ev::EvState::kAssumedBad, ev::EvState::kGood};
+  c.replaced = swap_in(i);
+  if (c.replaced != kNone) c.swapped_in = i;
   recount();
-  return {true, ev::EvState::kAssumedBad, ev::EvState::kGood};
+  return c;
 }
 
 PathStateChange PathSet::set_denied(int i, bool denied) {
-  Path& p = paths_[static_cast<size_t>(i)];
-  const ev::EvState from = p.state;
+  const ev::EvState from = evs_[static_cast<size_t>(i)].state;
+  PathStateChange c;
   if (denied) {
     if (from == ev::EvState::kDenied) return {};
     set_state(i, ev::EvState::kDenied);
-    std::erase(assumed_bad_, static_cast<uint16_t>(i));
+    stop_probing(i);
+    c.swapped_in = swap_out(i);
+    if (c.swapped_in != kNone) c.replaced = i;
   } else {
     if (from != ev::EvState::kDenied) return {};
     set_state(i, ev::EvState::kGood);
+    c.replaced = swap_in(i);
+    if (c.replaced != kNone) c.swapped_in = i;
   }
   recount();
-  return {true, from, p.state};
+  c.changed = true;
+  c.from = from;
+  c.to = evs_[static_cast<size_t>(i)].state;
+  return c;
 }
 
 Status PathSet::replace(int i, const PathDesc& desc) {
-  if (i < 0 || static_cast<size_t>(i) >= paths_.size() || desc.port >= num_ports_ ||
+  if (i < 0 || static_cast<size_t>(i) >= evs_.size() || desc.port >= num_ports_ ||
       (desc.state != ev::EvState::kGood && desc.state != ev::EvState::kDenied)) {
     return fail(Error::kInvalidArgument);
   }
-  Path& p = paths_[static_cast<size_t>(i)];
-  const bool port_changed = p.desc.port != desc.port;
+  EvRec& e = evs_[static_cast<size_t>(i)];
+  const bool port_changed = e.port != desc.port;
   if (i == burst_path_) burst_left_ = 0;  // a burst is for the old EV
-  p = Path{};
-  p.desc = desc;
-  p.state = desc.state;
-  std::erase(assumed_bad_, static_cast<uint16_t>(i));  // its probe was for the old EV
-  if (port_changed) {
-    order_[slot_of_[static_cast<size_t>(i)]].cool_until = 0;
-    build_order();  // keep consecutive picks alternating planes
+  e = EvRec{};
+  e.port = desc.port;
+  e.state = desc.state;
+  store_ev(i, desc.ev);
+  stop_probing(i);  // its probe was for the old EV
+  const uint16_t slot = slot_of_[static_cast<size_t>(i)];
+  if (slot != kBackup) {
+    order_[slot].cool_until = 0;
+    order_[slot].state = e.state;
+    order_[slot].port = e.port;
+    if (port_changed) build_order();  // keep consecutive picks alternating planes
+  }
+  // The path keeps its membership; with a backup set, a denied active path still gives its
+  // slot to a GOOD backup and a GOOD backup still fills a slot left bad (swaps counted).
+  if (e.state == ev::EvState::kGood) {
+    swap_in(i);
   } else {
-    Slot& slot = order_[slot_of_[static_cast<size_t>(i)]];
-    slot.cool_until = 0;
-    slot.state = p.state;
+    swap_out(i);
   }
   recount();
   return {};
@@ -219,25 +411,22 @@ void PathSet::set_port_up(uint8_t port, bool up) {
 
 Time PathSet::next_probe_time() const {
   Time t = kNever;
-  for (uint16_t i : assumed_bad_) {
-    const Path& p = paths_[i];
-    if (port_up(p.desc.port)) t = std::min(t, p.next_probe_at);
+  for (const Probe& p : assumed_bad_) {
+    if (port_up(evs_[p.index].port)) t = std::min(t, p.next_probe_at);
   }
   return t;
 }
 
 int PathSet::take_due_probe(Time now, uint32_t port_mask, uint64_t* probe_id) {
-  for (uint16_t i : assumed_bad_) {
-    Path& p = paths_[i];
-    if (p.next_probe_at > now || !port_up(p.desc.port) || !((port_mask >> p.desc.port) & 1)) {
-      continue;
-    }
+  for (Probe& p : assumed_bad_) {
+    const uint8_t port = evs_[p.index].port;
+    if (p.next_probe_at > now || !port_up(port) || !((port_mask >> port) & 1)) continue;
     // A probe id names the path and is fresh each time, so a late reply to an old probe
     // cannot revive a path that failed again since.
-    p.probe_id = (static_cast<uint64_t>(i) << 48) | (++probe_seq_ & 0xFFFFFFFFFFFFull);
+    p.probe_id = (static_cast<uint64_t>(p.index) << 48) | (++probe_seq_ & 0xFFFFFFFFFFFFull);
     p.next_probe_at = now + policy_.probe_interval;
     *probe_id = p.probe_id;
-    return i;
+    return p.index;
   }
   return kNone;
 }

@@ -7,7 +7,17 @@
 // - an EV whose ACK echoes ECN is recycled: skipped for `ecn_cooldown`;
 // - a loss marks the EV ASSUMED_BAD at once; only probes use it until a probe succeeds;
 // - never fewer than `min_active` usable EVs (a loss that would go below is not marked);
-// - DENIED EVs (controller) are never used; a port that is down removes its EVs at once.
+// - DENIED EVs (controller) are never used; a port that is down removes its EVs at once;
+// - an active set and a backup set per plane (paper 2.1, 2.4, 4): with
+//   PathPolicy::active_per_plane set, the first that many EVs of each port are active (the
+//   round-robin sprays over them) and the rest wait as backups; an active EV mapped out
+//   (ASSUMED_BAD, DENIED) is swapped with a GOOD backup of the same port, so every plane keeps
+//   the same number of usable EVs.
+//
+// Memory (paper 2.1: "a few bits of state about path health"; 2.3: EVs expanded from a
+// template): a path holds its compact EV value, port, state and counters (12 bytes) and,
+// while active, its round-robin slot (16 bytes); the expanded EV is rebuilt from the set's
+// template when a packet leaves (ev()). docs/performance.md, "Bytes per QP".
 #pragma once
 
 #include <cstdint>
@@ -46,22 +56,28 @@ struct PathPolicy {
   // a packet in one flight), or by a pick that falls back to a cooling path (every path saw
   // ECN: spraying stays per packet under congestion).
   uint32_t burst = 1;
+  // EVs of each port that are active; the rest are its backup set (paper 2.4). 0: every EV
+  // is active and nothing is swapped (a mapped-out EV is skipped and its plane carries less).
+  uint32_t active_per_plane = 0;
 };
 
+// A path as PathSet::path() reports it (built on demand: the set stores it compactly).
 struct Path {
-  PathDesc desc;
+  PathDesc desc;  // desc.ev expanded from the set's template
   ev::EvState state = ev::EvState::kGood;
-  Time next_probe_at = 0;
-  uint64_t probe_id = 0;  // outstanding probe (0: none)
-  uint64_t packets_sent = 0;
-  uint64_t ecn_echoes = 0;
-  uint64_t losses = 0;
+  bool active = true;         // in the round-robin set (false: a backup)
+  uint64_t packets_sent = 0;  // counted modulo 2^32
+  uint64_t losses = 0;        // saturates at 65535
 };
 
 struct PathStateChange {
   bool changed = false;
   ev::EvState from = ev::EvState::kGood;
   ev::EvState to = ev::EvState::kGood;
+  // An active EV left the round-robin set and this backup of the same port took its slot
+  // (kNone: no swap). `replaced` is the EV that left.
+  int swapped_in = -1;
+  int replaced = -1;
 };
 
 class PathSet {
@@ -109,38 +125,93 @@ class PathSet {
   // for it and schedules the next one. kNone if none is due.
   int take_due_probe(Time now, uint32_t port_mask, uint64_t* probe_id);
 
-  // Paths usable for traffic: GOOD on an up port.
+  // Active paths usable for traffic: GOOD on an up port.
   uint32_t usable_count() const { return usable_; }
   uint32_t min_active() const { return min_active_; }
   const PathPolicy& policy() const { return policy_; }
-  size_t size() const { return paths_.size(); }
-  const Path& path(int i) const { return paths_[static_cast<size_t>(i)]; }
-  void count_sent(int i) { ++paths_[static_cast<size_t>(i)].packets_sent; }
+  size_t size() const { return evs_.size(); }
+  // Path `i` as configured and as it stands (expands its EV: not for per-packet use).
+  Path path(int i) const;
+  // Per-packet accessors.
+  uint8_t port_of(int i) const { return evs_[static_cast<size_t>(i)].port; }
+  ev::EvState state_of(int i) const { return evs_[static_cast<size_t>(i)].state; }
+  bool active(int i) const { return slot_of_[static_cast<size_t>(i)] != kBackup; }
+  // The expanded EV of path `i`: the template with the path's compact value written in.
+  ev::ExpandedEv ev(int i) const;
+  void count_sent(int i) { ++evs_[static_cast<size_t>(i)].packets_sent; }
+  // Swaps of a mapped-out active EV for a backup since init.
+  uint64_t swaps() const { return swaps_; }
   // Bytes of the per-path arrays (capacities).
   size_t heap_bytes() const;
 
  private:
-  bool usable(const Path& p) const { return p.state == ev::EvState::kGood && port_up(p.desc.port); }
+  static constexpr uint16_t kBackup = 0xFFFF;  // slot_of_ of a path outside the active set
+
+  // One path, compactly. `value` is the EV's bytes at the template's window (or, once EVs
+  // differ outside one 4-byte window, an index into table_).
+  struct EvRec {
+    uint32_t value = 0;
+    uint32_t packets_sent = 0;
+    uint16_t losses = 0;
+    uint8_t port = 0;
+    ev::EvState state = ev::EvState::kGood;
+  };
+  // The expanded EV of every path is `base` with bytes [offset, offset + 4) replaced by the
+  // path's value, big-endian (paper 2.3: a per-QP template specialised per packet).
+  struct EvTemplate {
+    ev::ExpandedEv base{};
+    uint8_t offset = 0;
+    bool table = false;  // EVs differ in more than one 4-byte window: table_ holds them
+  };
+  struct Probe {
+    uint16_t index = 0;
+    Time next_probe_at = 0;
+    uint64_t probe_id = 0;  // outstanding probe (0: none)
+  };
+
+  bool usable_active(int i) const {
+    const EvRec& e = evs_[static_cast<size_t>(i)];
+    return slot_of_[static_cast<size_t>(i)] != kBackup && e.state == ev::EvState::kGood &&
+           port_up(e.port);
+  }
   void recount();
   void set_state(int i, ev::EvState s);
-  // Rebuilds order_/slot_of_ from paths_ (interleaved by port), keeping each slot's ECN
-  // cool-down; the cursor stays where it is (clamped).
+  Probe* probe_of(int i);
+  void start_probing(int i, Time now);
+  void stop_probing(int i);
+  // Rebuilds order_/slot_of_ from the active paths (interleaved by port), keeping each slot's
+  // ECN cool-down; the cursor stays where it is (clamped).
   void build_order();
+  // Writes `ev` as path i's compact value (switching to a table if it does not fit the
+  // template).
+  void store_ev(int i, const ev::ExpandedEv& ev);
+  // A GOOD backup on `port` (scanning from after `after`), or kNone.
+  int find_backup(uint8_t port, int after) const;
+  // Active path `i` was mapped out: a GOOD backup of its port takes its slot. Returns the
+  // backup's index or kNone.
+  int swap_out(int i);
+  // Backup `j` became GOOD: it takes the slot of an active path of its port that is not
+  // GOOD, if there is one. Returns the index it replaced or kNone.
+  int swap_in(int j);
+  void exchange(int out, int in);
 
   // What pick() reads, in round-robin order, 16 bytes a path: a pick scans consecutive slots
   // instead of ~90-byte Path records scattered over the QP's memory (in the simulator, with
   // thousands of QPs per run, that load missed the cache on nearly every packet).
   struct Slot {
     Time cool_until = 0;  // ECN recycling: skipped until then
-    uint16_t index = 0;   // into paths_
+    uint16_t index = 0;   // into evs_
     uint8_t port = 0;
-    ev::EvState state = ev::EvState::kGood;  // mirrors paths_[index].state (set_state)
+    ev::EvState state = ev::EvState::kGood;  // mirrors evs_[index].state (set_state)
   };
 
-  std::vector<Path> paths_;
-  std::vector<Slot> order_;            // round-robin order, interleaved by port
-  std::vector<uint16_t> slot_of_;      // path index -> position in order_
-  std::vector<uint16_t> assumed_bad_;  // indices of ASSUMED_BAD paths (probing)
+  std::vector<EvRec> evs_;
+  EvTemplate tmpl_;
+  std::vector<ev::ExpandedEv> table_;  // only when the template cannot describe the EVs
+  std::vector<Slot> order_;            // round-robin order of the active set, interleaved by port
+  std::vector<uint16_t> slot_of_;      // path index -> position in order_ (kBackup: none)
+  std::vector<Probe> assumed_bad_;     // ASSUMED_BAD paths (probing)
+  uint64_t swaps_ = 0;
   size_t cursor_ = 0;
   int burst_path_ = kNone;   // the round-robin's last choice (PathPolicy::burst)
   uint32_t burst_left_ = 0;  // picks it may still take

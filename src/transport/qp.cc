@@ -516,14 +516,14 @@ void Qp::grow_and_start_new_packet(Time now, SendWr& w, uint32_t bytes) {
 
 // RoCEv2 baseline: one path, PSN order, go-back-N from gbn_next_ after a NAK or timeout.
 Qp::DataResult Qp::produce_roce_data(Time now, uint32_t mask, TxPacket& out) {
-  const Path& path = paths_.path(0);
-  const bool port_ok = paths_.port_up(path.desc.port);
+  const uint8_t path_port = paths_.port_of(0);
+  const bool port_ok = paths_.port_up(path_port);
   if (psn_lt(gbn_next_, next_psn_)) {
     const uint32_t psn = gbn_next_;
     TxPkt& p = pkt(psn);
     if (!cc_allows(now, p.bytes)) return blocked_by_cc(now);
     if (!port_ok) return DataResult::kIdle;
-    if (!((mask >> path.desc.port) & 1)) return DataResult::kPortsBusy;
+    if (!((mask >> path_port) & 1)) return DataResult::kPortsBusy;
     gbn_next_ = psn_add(gbn_next_, 1);
     fill_data(now, psn, 0, true, out);
     return DataResult::kSent;
@@ -533,7 +533,7 @@ Qp::DataResult Qp::produce_roce_data(Time now, uint32_t mask, TxPacket& out) {
   SendWr* w = sendable_new_packet(now, bytes, why_not);
   if (!w) return why_not;
   if (!port_ok) return DataResult::kIdle;
-  if (!((mask >> path.desc.port) & 1)) return DataResult::kPortsBusy;
+  if (!((mask >> path_port) & 1)) return DataResult::kPortsBusy;
   start_new_packet(now, *w, bytes);
   gbn_next_ = next_psn_;
   fill_data(now, psn_add(next_psn_, -1), 0, false, out);
@@ -545,7 +545,7 @@ void Qp::fill_data(Time now, uint32_t psn, int path, bool retransmit, TxPacket& 
   const SendWr& w = wr_at(p.wr_seq);
   const uint64_t off = static_cast<uint64_t>(p.pkt_index) * mtu_;
   const bool last = p.pkt_index + 1 == w.npkts;
-  fill_common(out, paths_.path(path).desc.port, path);
+  fill_common(out, paths_.port_of(path), path);
   wire::TransportPacket& t = out.pkt;
   t.bth.opcode = w.with_imm ? wire::Opcode::kWriteOnlyImm : wire::Opcode::kWriteOnly;
   t.bth.psn = psn;
@@ -659,7 +659,7 @@ void Qp::note_delivered(Time sent_at, uint32_t seq, uint16_t ev) {
 }
 
 uint32_t Qp::transmit_queue(uint16_t ev) const {
-  return engine_.transmit_order() == TransmitOrder::kPerPort ? paths_.path(ev).desc.port : ev;
+  return engine_.transmit_order() == TransmitOrder::kPerPort ? paths_.port_of(ev) : ev;
 }
 
 Time Qp::rack_tie_due(uint32_t seq) const {
@@ -1099,7 +1099,19 @@ void Qp::report_path_change(Time now, int ev, const PathStateChange& c) {
   if (!c.changed) return;
   ++engine_.counters_.ev_state_changes;
   engine_.emit_event(Event{EventType::kEvStateChange, qpn_, static_cast<uint16_t>(ev),
-                           paths_.path(ev).desc.port, c.from, c.to, now});
+                           paths_.port_of(ev), c.from, c.to, now});
+  if (c.swapped_in == PathSet::kNone) return;
+  // A backup of the same plane took the mapped-out EV's place in the active set (paper 2.4).
+  ++engine_.counters_.ev_swaps;
+  Event swap{EventType::kEvSwap,
+             qpn_,
+             static_cast<uint16_t>(c.swapped_in),
+             paths_.port_of(c.swapped_in),
+             paths_.state_of(c.replaced),
+             paths_.state_of(c.swapped_in),
+             now};
+  swap.replaced = static_cast<uint16_t>(c.replaced);
+  engine_.emit_event(swap);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1402,10 +1414,11 @@ bool Qp::has_control() const {
 int Qp::control_path(Time now, uint8_t preferred_port, int preferred_path, uint32_t mask,
                      bool allow_assumed_bad) {
   if (preferred_path >= 0 && static_cast<size_t>(preferred_path) < paths_.size()) {
-    const Path& p = paths_.path(preferred_path);
+    const ev::EvState st = paths_.state_of(preferred_path);
+    const uint8_t port = paths_.port_of(preferred_path);
     const bool state_ok =
-        p.state == ev::EvState::kGood || (allow_assumed_bad && p.state == ev::EvState::kAssumedBad);
-    if (state_ok && paths_.port_up(p.desc.port) && ((mask >> p.desc.port) & 1)) {
+        st == ev::EvState::kGood || (allow_assumed_bad && st == ev::EvState::kAssumedBad);
+    if (state_ok && paths_.port_up(port) && ((mask >> port) & 1)) {
       return preferred_path;
     }
   }
@@ -1429,10 +1442,11 @@ int Qp::ack_repeat_path(uint32_t mask) const {
   int same_port = PathSet::kNone;
   for (size_t k = 1; k <= n; ++k) {
     const int i = static_cast<int>((start + k) % n);
-    const Path& p = paths_.path(i);
-    if (p.state != ev::EvState::kGood || !paths_.port_up(p.desc.port)) continue;
-    const bool allowed = (mask >> p.desc.port) & 1;
-    if (p.desc.port != last_ack_port_) {
+    const uint8_t port = paths_.port_of(i);
+    if (paths_.state_of(i) != ev::EvState::kGood || !paths_.active(i) || !paths_.port_up(port))
+      continue;
+    const bool allowed = (mask >> port) & 1;
+    if (port != last_ack_port_) {
       if (allowed) return i;
       other_port_exists = true;
     } else if (i != last_ack_path_) {
@@ -1443,7 +1457,7 @@ int Qp::ack_repeat_path(uint32_t mask) const {
   if (other_port_exists) return PathSet::kNone;
   if (same_port_exists) return same_port;  // kNone while its port is outside the mask
   const bool last_ok = last_ack_path_ >= 0 && static_cast<size_t>(last_ack_path_) < n &&
-                       paths_.path(last_ack_path_).state == ev::EvState::kGood &&
+                       paths_.state_of(last_ack_path_) == ev::EvState::kGood &&
                        paths_.port_up(last_ack_port_) && ((mask >> last_ack_port_) & 1);
   return last_ok ? last_ack_path_ : PathSet::kNone;
 }
@@ -1451,7 +1465,7 @@ int Qp::ack_repeat_path(uint32_t mask) const {
 void Qp::fill_common(TxPacket& out, uint8_t port, int path) {
   out.port = port;
   out.ev_index = static_cast<uint16_t>(path);
-  out.ev = &paths_.path(path).desc.ev;
+  out.ev = paths_.ev(path);
   out.peer = peer_;
   out.src_qpn = qpn_;
   out.pkt.bth = wire::Bth{};
@@ -1471,7 +1485,7 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
     if (path != PathSet::kNone) {
       nack_head_ = ring_wrap(nack_head_ + 1, nacks_.size());
       --nack_size_;
-      fill_common(out, paths_.path(path).desc.port, path);
+      fill_common(out, paths_.port_of(path), path);
       t.bth.opcode = wire::Opcode::kTrimNack;
       t.bth.psn = n.psn;
       t.aeth = wire::Aeth{kAethNakSeqErr, msg_base_ & kPsnMask};
@@ -1484,7 +1498,7 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
   if (roce_nak_pending_ || ack_now_) {
     const int path = control_path(now, ack_port_, ack_path_, mask, false);
     if (path != PathSet::kNone) {
-      fill_common(out, paths_.path(path).desc.port, path);
+      fill_common(out, paths_.port_of(path), path);
       fill_ack(now, out);
       if (roce_nak_pending_) {
         t.aeth.syndrome = kAethNakSeqErr;
@@ -1497,7 +1511,7 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
   if (ack_repeat_now_) {
     const int path = ack_repeat_path(mask);
     if (path != PathSet::kNone) {
-      fill_common(out, paths_.path(path).desc.port, path);
+      fill_common(out, paths_.port_of(path), path);
       fill_ack(now, out);        // no echoes: an arrival since the last ACK cancels the repeat
       ack_repeat_due_ = kNever;  // once per quiet spell
       ++engine_.counters_.ack_repeats;
@@ -1510,7 +1524,7 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
       cnp_pending_ = false;
       cnp_ever_ = true;
       last_cnp_ = now;
-      fill_common(out, paths_.path(path).desc.port, path);
+      fill_common(out, paths_.port_of(path), path);
       t.bth.opcode = wire::Opcode::kCnp;
       t.bth.becn = true;
       out.transport_bytes = kCnpWireBytes;
@@ -1525,7 +1539,7 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
     if (path != PathSet::kNone) {
       probe_reply_head_ = ring_wrap(probe_reply_head_ + 1, probe_replies_.size());
       --probe_reply_size_;
-      fill_common(out, paths_.path(path).desc.port, path);
+      fill_common(out, paths_.port_of(path), path);
       t.bth.opcode = wire::Opcode::kProbeReply;
       t.probe = r.probe;
       t.probe.service_time_ns = static_cast<uint32_t>((now - r.arrived) / kPicosPerNano);
@@ -1539,7 +1553,7 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
     const int path = paths_.take_due_probe(now, mask, &id);
     if (path != PathSet::kNone) {
       probes_due_ = paths_.next_probe_time() <= now;
-      const uint8_t port = paths_.path(path).desc.port;
+      const uint8_t port = paths_.port_of(path);
       fill_common(out, port, path);
       t.bth.opcode = wire::Opcode::kProbe;
       t.probe = wire::ProbeExt{id, now, 0, static_cast<uint16_t>(path), port, 0};
@@ -1642,7 +1656,7 @@ void Qp::set_port_up(Time now, uint8_t port, bool up) {
     // themselves are not to blame, so they keep their state for when the port returns.
     for (uint32_t seq = rec_head_; seq != rec_tail_; ++seq) {
       const TxRecord& r = recs_[seq & rec_mask_];
-      if (paths_.path(r.ev).desc.port == port && record_current(seq))
+      if (paths_.port_of(r.ev) == port && record_current(seq))
         declare_lost(now, r.psn, false, LossCause::kOther);
     }
   }

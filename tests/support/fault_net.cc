@@ -387,11 +387,11 @@ void FaultNet::send(HostId h, const TxPacket& tx) {
   dg.ip.src = address(h, tx.port);
   dg.ip.dst = address(p.to, tx.port);
   dg.udp.src_port = 0xC000;
-  if (tx.ev != nullptr) {
+  {
     const auto& formats = hosts_[idx(h)].formats;
     auto it = formats.find(tx.src_qpn);
     const ev::FormatMode mode = it == formats.end() ? ev::FormatMode::kStev : it->second;
-    ev::apply_to_envelope(mode, *tx.ev, dg.ip, dg.udp, dg.srh, dg.has_srh);
+    ev::apply_to_envelope(mode, tx.ev, dg.ip, dg.udp, dg.srh, dg.has_srh);
   }
   dg.pkt = tx.pkt;  // the payload pointer is read by encode() below, before any engine call
   p.bytes.resize(wire::encoded_size(dg));

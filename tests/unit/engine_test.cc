@@ -159,7 +159,8 @@ QpAttr mrc_attr(int ports, int evs, uint32_t dest_qpn) {
 }
 
 Pair connect(MiniNet& net, int ports, int evs, size_t bytes,
-             TransportMode mode = TransportMode::kMrc, uint32_t sq_psn = 0) {
+             TransportMode mode = TransportMode::kMrc, uint32_t sq_psn = 0,
+             uint32_t active_per_plane = 0) {
   Pair p;
   p.src.resize(bytes);
   p.dst.assign(bytes + 128, 0xEE);  // 64 guard bytes each side
@@ -180,6 +181,7 @@ Pair connect(MiniNet& net, int ports, int evs, size_t bytes,
     }
     a.sq_psn = sq_psn;
     a.rq_psn = sq_psn;
+    a.path_policy.active_per_plane = active_per_plane;
     EXPECT_TRUE(net.e(i).modify_qp(0, p.qpn[i], QpState::kInit, a));
     EXPECT_TRUE(net.e(i).modify_qp(0, p.qpn[i], QpState::kRtr, a));
     EXPECT_TRUE(net.e(i).modify_qp(0, p.qpn[i], QpState::kRts, a));
@@ -669,6 +671,39 @@ TEST(Engine, blackhole__path_goes_bad_then_probes_restore_it) {
   EXPECT_TRUE(data_matches(p));
 }
 
+// Paper 2.4 / 4: the mapped-out EV's slot goes to a backup of the same plane, so both planes
+// keep spraying over the same number of EVs; the swap is an event and a counter.
+TEST(Engine, blackhole__a_backup_of_the_same_plane_replaces_the_dead_ev) {
+  MiniNet net(2);
+  // 12 EVs on 2 ports: 4 active per port (0-7), backups 8, 10 (port 0) and 9, 11 (port 1).
+  Pair p = connect(net, 2, 12, 512 * 1024, TransportMode::kMrc, 0, 4);
+  net.hook = [&](int src, const TxPacket& tx) {
+    return src == 0 && tx.ev_index == 3 ? Fate::kDrop : Fate::kDeliver;
+  };
+  ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 512 * 1024)));
+  net.run(ms(2));
+  ASSERT_EQ(net.completions[0].size(), 1u);
+  EXPECT_TRUE(data_matches(p));
+  const PathSet* ps = net.e(0).qp_paths(p.qpn[0]);
+  EXPECT_EQ(ps->path(3).state, ev::EvState::kAssumedBad);
+  EXPECT_FALSE(ps->path(3).active);
+  EXPECT_TRUE(ps->path(9).active);
+  EXPECT_GT(ps->path(9).packets_sent, 0u);
+  EXPECT_EQ(ps->path(11).packets_sent, 0u);  // one backup was enough
+  EXPECT_EQ(net.e(0).counters().ev_swaps, 1u);
+  int swaps = 0;
+  for (const Event& e : net.events[0]) {
+    if (e.type != EventType::kEvSwap) continue;
+    ++swaps;
+    EXPECT_EQ(e.ev_index, 9);
+    EXPECT_EQ(e.replaced, 3);
+    EXPECT_EQ(e.port, 1);
+  }
+  EXPECT_EQ(swaps, 1);
+  // Port 1 still sprays over four usable EVs, as port 0 does.
+  EXPECT_EQ(ps->usable_count(), 8u);
+}
+
 TEST(Engine, port_down__traffic_moves_to_other_plane_without_loss_of_data) {
   MiniNet net(2);
   Pair p = connect(net, 2, 8, 1 << 20);
@@ -946,7 +981,7 @@ TEST(Engine, replace_path__new_ev_carries_traffic_mid_transfer) {
   Pair p = connect(net, 2, 4, 1 << 20);  // EV i = {i}, port i % 2
   std::map<uint8_t, int> per_ev;
   net.hook = [&](int src, const TxPacket& tx) {
-    if (src == 0 && tx.pkt.payload_len) ++per_ev[(*tx.ev)[0]];
+    if (src == 0 && tx.pkt.payload_len) ++per_ev[tx.ev[0]];
     return Fate::kDeliver;
   };
   ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 1 << 20)));

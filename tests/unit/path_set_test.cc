@@ -307,5 +307,178 @@ RC_GTEST_PROP(PathSet, pick_only_returns_usable_paths, ()) {
   }
 }
 
+// ---- active and backup sets (paper 2.1, 2.4, 4) --------------------------------------------
+
+// Usable active paths per port.
+std::vector<int> usable_per_port(const PathSet& s, int ports) {
+  std::vector<int> n(static_cast<size_t>(ports), 0);
+  for (int i = 0; i < static_cast<int>(s.size()); ++i) {
+    if (s.active(i) && s.state_of(i) == ev::EvState::kGood && s.port_up(s.port_of(i)))
+      ++n[s.port_of(i)];
+  }
+  return n;
+}
+
+TEST(PathSet, init__active_per_plane_sprays_the_first_evs_of_each_port_and_keeps_the_rest_back) {
+  PathSet s;
+  PathPolicy pol;
+  pol.active_per_plane = 2;
+  s.init(paths(12, 4), 1, 4, pol, 3);  // 3 per port: 2 active, 1 backup
+  EXPECT_EQ(s.usable_count(), 8u);
+  for (int i = 0; i < 12; ++i)
+    EXPECT_EQ(s.active(i), i < 8) << i;
+  std::set<int> seen;
+  for (int k = 0; k < 32; ++k)
+    seen.insert(s.pick(0, 0xF));
+  EXPECT_EQ(seen, (std::set<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+}
+
+TEST(PathSet, on_loss__a_backup_of_the_same_port_takes_the_mapped_out_evs_slot) {
+  PathSet s;
+  PathPolicy pol;
+  pol.active_per_plane = 2;
+  s.init(paths(12, 4), 1, 4, pol, 3);
+  const PathStateChange c = s.on_loss(5, us(1));  // port 1
+  EXPECT_TRUE(c.changed);
+  EXPECT_EQ(c.replaced, 5);
+  EXPECT_EQ(c.swapped_in, 9);  // port 1's backup
+  EXPECT_FALSE(s.active(5));
+  EXPECT_TRUE(s.active(9));
+  EXPECT_EQ(s.swaps(), 1u);
+  EXPECT_EQ(usable_per_port(s, 4), (std::vector<int>{2, 2, 2, 2}));  // planes stay equal
+  // Port 1 has no backup left: its next loss leaves it one short, as without a backup set.
+  const PathStateChange d = s.on_loss(1, us(2));
+  EXPECT_TRUE(d.changed);
+  EXPECT_EQ(d.swapped_in, PathSet::kNone);
+  EXPECT_EQ(usable_per_port(s, 4), (std::vector<int>{2, 1, 2, 2}));
+  // The probed EV 5 answers: it is a GOOD backup now, and refills the slot EV 1 left bad.
+  uint64_t id = 0;
+  int probed = PathSet::kNone;
+  while ((probed = s.take_due_probe(us(100), 0xF, &id)) != 5)
+    ASSERT_NE(probed, PathSet::kNone);
+  const PathStateChange r = s.on_probe_reply(5, id);
+  EXPECT_TRUE(r.changed);
+  EXPECT_EQ(r.swapped_in, 5);
+  EXPECT_EQ(r.replaced, 1);
+  EXPECT_EQ(usable_per_port(s, 4), (std::vector<int>{2, 2, 2, 2}));
+}
+
+TEST(PathSet, on_loss__without_backups_a_mapped_out_ev_is_only_skipped) {
+  PathSet s;
+  s.init(paths(12, 4), 1, 4, PathPolicy{}, 3);
+  const PathStateChange c = s.on_loss(5, us(1));
+  EXPECT_TRUE(c.changed);
+  EXPECT_EQ(c.swapped_in, PathSet::kNone);
+  EXPECT_EQ(usable_per_port(s, 4), (std::vector<int>{3, 2, 3, 3}));
+  EXPECT_EQ(s.swaps(), 0u);
+}
+
+TEST(PathSet, set_denied__swaps_a_backup_in_and_a_denied_ev_at_init_starts_as_a_backup) {
+  std::vector<PathDesc> v = paths(8, 2);
+  v[0].state = ev::EvState::kDenied;
+  PathSet s;
+  PathPolicy pol;
+  pol.active_per_plane = 3;
+  s.init(v, 1, 2, pol, 1);
+  EXPECT_FALSE(s.active(0));
+  EXPECT_TRUE(s.active(6));  // port 0's backup took the denied EV's slot
+  EXPECT_EQ(s.swaps(), 0u);  // configuration, not a swap
+  EXPECT_EQ(usable_per_port(s, 2), (std::vector<int>{3, 3}));
+  const PathStateChange c = s.set_denied(3, true);  // port 1
+  EXPECT_EQ(c.swapped_in, 7);
+  EXPECT_EQ(usable_per_port(s, 2), (std::vector<int>{3, 3}));
+}
+
+TEST(PathSet, ev__expands_the_template_and_keeps_evs_that_differ_widely_whole) {
+  std::vector<PathDesc> v(4);
+  for (int i = 0; i < 4; ++i) {
+    v[static_cast<size_t>(i)].ev[0] = 0x20;
+    v[static_cast<size_t>(i)].ev[4] = 0x11;
+    v[static_cast<size_t>(i)].ev[5] = static_cast<uint8_t>(i);  // a spine uSID
+    v[static_cast<size_t>(i)].ev[9] = 0x33;
+  }
+  PathSet s;
+  s.init(v, 1, 1, PathPolicy{}, 1);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(s.ev(i), v[static_cast<size_t>(i)].ev);
+  const size_t compact = s.heap_bytes();
+  // An EV differing in bytes 0 and 31: no 4-byte window holds the difference.
+  PathDesc wide = v[2];
+  wide.ev[31] = 0xEE;
+  wide.ev[0] = 0x21;
+  ASSERT_TRUE(s.replace(2, wide));
+  EXPECT_EQ(s.ev(2), wide.ev);
+  EXPECT_EQ(s.ev(1), v[1].ev);
+  EXPECT_EQ(s.ev(3), v[3].ev);
+  // Later replacements in table form keep their own entries.
+  PathDesc other = v[0];
+  other.ev[20] = 0x5A;
+  ASSERT_TRUE(s.replace(3, other));
+  EXPECT_EQ(s.ev(3), other.ev);
+  EXPECT_EQ(s.ev(0), v[0].ev);
+  EXPECT_EQ(s.ev(2), wide.ev);
+  EXPECT_GT(s.heap_bytes(), compact);  // the table costs 32 bytes a path
+}
+
+// Whatever happens, a port never has a GOOD backup while one of its active EVs is not GOOD,
+// and the active set of a port never grows beyond active_per_plane (replace keeps ports here).
+RC_GTEST_PROP(PathSet, backups__fill_every_active_slot_they_can, ()) {
+  const int ports = *rc::gen::inRange(1, 5);
+  const int per_port = *rc::gen::inRange(1, 6);
+  const int n = ports * per_port;
+  PathPolicy pol;
+  pol.active_per_plane = static_cast<uint32_t>(*rc::gen::inRange(1, per_port + 1));
+  PathSet s;
+  s.init(paths(n, ports), 0, static_cast<uint8_t>(ports), pol, *rc::gen::arbitrary<uint64_t>());
+  enum Op { kLoss, kDeny, kAllow, kProbe, kDelivered, kReplace, kOps };
+  const auto ops = *rc::gen::container<std::vector<std::pair<int, int>>>(
+      rc::gen::pair(rc::gen::inRange(0, static_cast<int>(kOps)), rc::gen::inRange(0, 64)));
+  Time now = 0;
+  for (const auto& [op, arg] : ops) {
+    now += us(60);
+    const int path = arg % n;
+    switch (op) {
+      case kLoss:
+        s.on_loss(path, now);
+        break;
+      case kDeny:
+        s.set_denied(path, true);
+        break;
+      case kAllow:
+        s.set_denied(path, false);
+        break;
+      case kProbe: {
+        uint64_t id = 0;
+        const int p = s.take_due_probe(now, ~0u, &id);
+        if (p != PathSet::kNone) s.on_probe_reply(p, id);
+        break;
+      }
+      case kDelivered:
+        s.on_delivered(path);
+        break;
+      default: {
+        PathDesc d{.port = s.port_of(path)};
+        d.state = arg % 2 ? ev::EvState::kGood : ev::EvState::kDenied;
+        RC_ASSERT(static_cast<bool>(s.replace(path, d)));
+      }
+    }
+    for (int port = 0; port < ports; ++port) {
+      int active = 0, active_bad = 0, good_backups = 0;
+      for (int i = 0; i < n; ++i) {
+        if (s.port_of(i) != port) continue;
+        const bool good = s.state_of(i) == ev::EvState::kGood;
+        if (s.active(i)) {
+          ++active;
+          active_bad += good ? 0 : 1;
+        } else {
+          good_backups += good ? 1 : 0;
+        }
+      }
+      RC_ASSERT(active == static_cast<int>(pol.active_per_plane));
+      RC_ASSERT(active_bad == 0 || good_backups == 0);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mrc

@@ -275,6 +275,32 @@ TEST(QpRings, memory_follows_what_is_in_flight) {
   EXPECT_GT(small.mem_a.cc, 0u);
 }
 
+// Paper 2.1: "for each EV, MRC keeps a few bits of state about path health"; 2.3: EVs are
+// expanded from a per-QP template. The per-path bytes (PathSet's arrays and the requester's
+// per-path FIFOs) after a small message, at 32 and 256 EVs (docs/performance.md, "Bytes per
+// QP").
+TEST(QpMemory, per_path_state_is_compact_at_32_and_256_evs) {
+  for (const uint32_t evs : {32u, 256u}) {
+    Case s;
+    s.pair.planes = 8;
+    s.pair.evs = evs;
+    s.pair.sq_depth = s.pair.rq_depth = 64;
+    s.work = writes(1, 16 * 1024);
+    const Outcome o = run(s, 4);
+    ASSERT_EQ(o.failure, "");
+    std::printf("QP bytes at %u EVs: total %llu (object %llu, paths %llu, rings %llu, cc %llu)\n",
+                evs, static_cast<unsigned long long>(o.mem_a.total()),
+                static_cast<unsigned long long>(o.mem_a.object),
+                static_cast<unsigned long long>(o.mem_a.paths),
+                static_cast<unsigned long long>(o.mem_a.rings),
+                static_cast<unsigned long long>(o.mem_a.cc));
+    // 12 bytes of EV record, a 16-byte round-robin slot, its index and the 8-byte path FIFO:
+    // 38 bytes a path (it was ~114 with the expanded EV and probe state in every path).
+    EXPECT_LE(o.mem_a.paths, 40u * evs);
+    EXPECT_LE(o.mem_b.paths, 40u * evs);
+  }
+}
+
 // Any workload and fault schedule: growing rings do exactly what whole rings do.
 RC_GTEST_PROP(QpRings, random_schedules_match_whole_rings, ()) {
   Case s;
