@@ -119,7 +119,7 @@ class FabricLive : public ::testing::Test {
   static inline std::string up_error_;
 };
 
-TEST_F(FabricLive, every_host_reaches_every_host_on_every_plane_and_path) {
+TEST_F(FabricLive, fabric_up__every_host_reaches_every_host_on_every_plane_and_path) {
   expect_all_reach(all_probes(spec_), "fresh fabric");
   // The description is where the driver reads it.
   const std::string file = state_dir(spec_.name) + "/fabric.json";
@@ -129,7 +129,7 @@ TEST_F(FabricLive, every_host_reaches_every_host_on_every_plane_and_path) {
   EXPECT_EQ(loaded->spec, spec_);
 }
 
-TEST_F(FabricLive, ping_over_the_plain_address) {
+TEST_F(FabricLive, fabric_up__ping_over_the_plain_address) {
   // ICMP through an SRv6 DA fails by design (the echo checksum covers the first DA); plain
   // addresses answer.
   auto r = run_command({"ping", "-6", "-c", "1", "-W", "2", format_ipv6(host_address(1, 3))}, {},
@@ -139,7 +139,7 @@ TEST_F(FabricLive, ping_over_the_plain_address) {
   EXPECT_EQ(r->exit_code, 0) << r->out << r->err;
 }
 
-TEST_F(FabricLive, link_down_cuts_exactly_its_paths_and_up_restores_the_routes) {
+TEST_F(FabricLive, set_link_admin__down_cuts_exactly_its_paths_and_up_restores_the_routes) {
   const std::string link = "p0-l0-s1";
   ASSERT_NE(routes(spec_.name + "-p0-l0").find("fcbb:bb00:8001::/48"), std::string::npos);
   ASSERT_TRUE(set_link_admin(*plan_, link, false));
@@ -152,7 +152,7 @@ TEST_F(FabricLive, link_down_cuts_exactly_its_paths_and_up_restores_the_routes) 
   expect_all_reach(all_probes(spec_), "after p0-l0-s1 up");
 }
 
-TEST_F(FabricLive, host_port_down_cuts_that_plane_of_the_host) {
+TEST_F(FabricLive, set_link_admin__host_port_down_cuts_that_plane_of_the_host) {
   const std::string link = "h2-p1";
   ASSERT_TRUE(set_link_admin(*plan_, link, false));
   expect_exactly_broken("h2-p1 down", [&](const Probe& p) { return crosses(p, link); });
@@ -160,7 +160,7 @@ TEST_F(FabricLive, host_port_down_cuts_that_plane_of_the_host) {
   expect_all_reach(all_probes(spec_), "after h2-p1 up");
 }
 
-TEST_F(FabricLive, blackhole_drops_silently_with_the_link_up) {
+TEST_F(FabricLive, set_blackhole__drops_silently_with_the_link_up) {
   const std::string link = "p1-l1-s0";
   ASSERT_TRUE(set_blackhole(*plan_, link, true));
   expect_exactly_broken("p1-l1-s0 blackholed", [&](const Probe& p) { return crosses(p, link); });
@@ -184,7 +184,7 @@ TEST_F(FabricLive, blackhole_drops_silently_with_the_link_up) {
   expect_all_reach(srv6_probes(), "after the blackhole is lifted");
 }
 
-TEST_F(FabricLive, blackholed_switch_cuts_every_path_through_it) {
+TEST_F(FabricLive, set_blackhole__switch_cuts_every_path_through_it) {
   ASSERT_TRUE(set_blackhole(*plan_, "p0-s1", true));
   expect_exactly_broken("p0-s1 blackholed",
                         [&](const Probe& p) { return crosses_switch(p, "p0-s1"); });
@@ -194,7 +194,7 @@ TEST_F(FabricLive, blackholed_switch_cuts_every_path_through_it) {
   EXPECT_FALSE(set_blackhole(*plan_, "h0", true));
 }
 
-TEST_F(FabricLive, loss_50_loses_about_half) {
+TEST_F(FabricLive, set_loss__50_percent_loses_about_half) {
   ASSERT_TRUE(set_loss(*plan_, "p0-l0-s0", 50));
   // h0 (leaf 0) -> h2 (leaf 1) through spine 0 crosses p0-l0-s0 once.
   std::vector<Probe> probes(1);
@@ -213,7 +213,7 @@ TEST_F(FabricLive, loss_50_loses_about_half) {
   EXPECT_FALSE(set_loss(*plan_, "p0-l0-s0", 101));
 }
 
-TEST_F(FabricLive, rate_limit_installs_and_removes_tbf) {
+TEST_F(FabricLive, set_rate__installs_and_removes_tbf) {
   ASSERT_TRUE(set_rate(*plan_, "h1-p0", 100'000'000));
   auto r = run_command({"tc", "qdisc", "show", "dev", "p0"}, {}, spec_.name + "-h1");
   ASSERT_TRUE(r);
@@ -225,13 +225,13 @@ TEST_F(FabricLive, rate_limit_installs_and_removes_tbf) {
   EXPECT_EQ(r->out.find("tbf"), std::string::npos) << r->out;
 }
 
-TEST_F(FabricLive, flap_ends_with_the_link_up_and_routes_back) {
+TEST_F(FabricLive, flap_link__ends_with_the_link_up_and_routes_back) {
   ASSERT_TRUE(flap_link(*plan_, "p1-l0-s1", 20'000, 3, 0));
   EXPECT_NE(routes(spec_.name + "-p1-l0").find("fcbb:bb01:8001::/48"), std::string::npos);
   expect_all_reach(all_probes(spec_), "after flapping");
 }
 
-TEST_F(FabricLive, cli_status_and_exec) {
+TEST_F(FabricLive, cli__status_exec_check_and_exec_help) {
   const std::string tool = std::string(MRC_BINARY_DIR) + "/bin/mrc-fabric";
   if (access(tool.c_str(), X_OK) != 0) GTEST_SKIP() << tool << " not built";
   auto st = run_command({tool, "status", "--json", "--name", spec_.name});
@@ -309,7 +309,7 @@ TEST_F(FabricLive, cli_up__interrupted_leaves_nothing_behind) {
 
 // Runs last (gtest keeps declaration order): down, also after a "crash" that left a stray
 // namespace and no state file.
-TEST_F(FabricLive, zz_down_removes_everything_even_after_a_crash) {
+TEST_F(FabricLive, zz_fabric_down__removes_everything_even_after_a_crash) {
   ASSERT_TRUE(run_checked({"ip", "netns", "add", spec_.name + "-p0-s9"}));
   std::filesystem::remove_all(state_dir(spec_.name));
   // A process left inside a host: found, and stopped by down(kill_processes).

@@ -32,7 +32,7 @@ bool contains(const std::vector<std::string>& v, const std::string& x) {
 // ---------------------------------------------------------------------------------------------
 // Shape and address plan
 
-TEST(FabricSpec, validate_accepts_the_default_and_rejects_bad_shapes) {
+TEST(FabricSpec, validate__accepts_the_default_and_rejects_bad_shapes) {
   EXPECT_TRUE(validate(FabricSpec{}).has_value());
   auto bad = [](auto mutate) {
     FabricSpec s;
@@ -53,7 +53,7 @@ TEST(FabricSpec, validate_accepts_the_default_and_rejects_bad_shapes) {
   EXPECT_FALSE(bad([](FabricSpec& s) { s.planes = 256; }));
 }
 
-TEST(FabricPlan, hosts_split_evenly_over_leaves) {
+TEST(FabricPlan, leaf_of_host__splits_hosts_evenly_over_leaves) {
   FabricSpec s = small_spec();
   EXPECT_EQ(hosts_per_leaf(s), 2);
   EXPECT_EQ(leaf_of_host(s, 0), 0);
@@ -66,7 +66,7 @@ TEST(FabricPlan, hosts_split_evenly_over_leaves) {
   EXPECT_EQ(leaf_of_host(s, 4), 1);
 }
 
-TEST(FabricPlan, usids_and_blocks_follow_the_contract) {
+TEST(FabricPlan, plan_fabric__usids_and_blocks_follow_the_address_plan) {
   EXPECT_EQ(plane_block(0), 0xFCBBBB00u);
   EXPECT_EQ(plane_block(1), 0xFCBBBB01u);
   EXPECT_EQ(plane_block(255), 0xFCBBBBFFu);
@@ -78,7 +78,7 @@ TEST(FabricPlan, usids_and_blocks_follow_the_contract) {
   EXPECT_EQ(host_usid(18), 0x4012);
 }
 
-TEST(FabricPlan, host_and_srv6_addresses) {
+TEST(FabricPlan, srv6_address__host_and_srv6_addresses_follow_the_address_plan) {
   const FabricSpec s = small_spec();
   EXPECT_EQ(format_ipv6(host_address(0, 0)), "fcbb:bb00:4000::");
   EXPECT_EQ(format_ipv6(host_address(1, 2)), "fcbb:bb01:4002::");
@@ -96,7 +96,7 @@ TEST(FabricPlan, host_and_srv6_addresses) {
   EXPECT_EQ(v.usids[2], 0x4002);
 }
 
-TEST(FabricPlan, parse_ipv6_round_trips) {
+TEST(FabricPlan, parse_ipv6__round_trips_format_ipv6) {
   const auto a = parse_ipv6("fcbb:bb01:8000:2:4003::");
   ASSERT_TRUE(a);
   EXPECT_EQ(format_ipv6(*a), "fcbb:bb01:8000:2:4003::");
@@ -104,7 +104,7 @@ TEST(FabricPlan, parse_ipv6_round_trips) {
   EXPECT_FALSE(parse_ipv6(""));
 }
 
-TEST(FabricPlan, names) {
+TEST(FabricPlan, host_id__names_hosts_switches_and_links) {
   EXPECT_EQ(host_id(2), "h2");
   EXPECT_EQ(leaf_id(1, 0), "p1-l0");
   EXPECT_EQ(spine_id(0, 3), "p0-s3");
@@ -112,7 +112,7 @@ TEST(FabricPlan, names) {
   EXPECT_EQ(fabric_link_name(0, 1, 3), "p0-l1-s3");
 }
 
-TEST(FabricPlan, namespace_ownership_is_by_exact_pattern) {
+TEST(FabricPlan, is_fabric_namespace__matches_by_exact_pattern) {
   EXPECT_TRUE(is_fabric_namespace("mrc", "mrc-h0"));
   EXPECT_TRUE(is_fabric_namespace("mrc", "mrc-h12"));
   EXPECT_TRUE(is_fabric_namespace("mrc", "mrc-p0-l1"));
@@ -132,7 +132,7 @@ TEST(FabricPlan, namespace_ownership_is_by_exact_pattern) {
 // ---------------------------------------------------------------------------------------------
 // The plan
 
-TEST(FabricPlan, nodes_links_and_names) {
+TEST(FabricPlan, plan_fabric__nodes_links_and_names) {
   auto plan = plan_fabric(small_spec());
   ASSERT_TRUE(plan) << plan.error().message;
   EXPECT_EQ(plan->nodes.size(), 4u + 2 * (2 + 2));
@@ -166,7 +166,7 @@ TEST(FabricPlan, nodes_links_and_names) {
   EXPECT_EQ(plan->link("p0-l2-s0"), nullptr);
 }
 
-TEST(FabricPlan, interface_names_fit_and_are_unique_per_namespace) {
+TEST(FabricPlan, plan_fabric__interface_names_fit_and_are_unique_per_namespace) {
   FabricSpec s = small_spec();
   s.hosts = 1000;
   s.leaves = 40;
@@ -185,7 +185,7 @@ TEST(FabricPlan, interface_names_fit_and_are_unique_per_namespace) {
   }
 }
 
-TEST(FabricPlan, addresses_include_the_host_identity) {
+TEST(FabricPlan, plan_fabric__addresses_include_the_host_identity) {
   auto plan = plan_fabric(small_spec());
   ASSERT_TRUE(plan);
   int found = 0;
@@ -271,7 +271,7 @@ Walk walk(const FabricPlan& plan, const std::string& from_ns, wire::Ipv6Addr da,
   return w;
 }
 
-TEST(FabricPlan, every_srv6_path_is_forwarded_through_exactly_its_links) {
+TEST(FabricPlan, plan_fabric__every_srv6_path_is_forwarded_through_exactly_its_links) {
   for (const FabricSpec& s : {small_spec(), [] {
                                 FabricSpec x = small_spec();
                                 x.hosts = 7;
@@ -310,7 +310,7 @@ TEST(FabricPlan, every_srv6_path_is_forwarded_through_exactly_its_links) {
   }
 }
 
-TEST(FabricPlan, a_down_link_breaks_exactly_the_paths_through_it) {
+TEST(FabricPlan, route_lines__a_down_link_breaks_exactly_the_paths_through_it) {
   const FabricSpec s = small_spec();
   auto plan = plan_fabric(s);
   ASSERT_TRUE(plan);
@@ -326,7 +326,7 @@ TEST(FabricPlan, a_down_link_breaks_exactly_the_paths_through_it) {
       }
 }
 
-TEST(FabricPlan, routes_per_node) {
+TEST(FabricPlan, plan_fabric__routes_per_node) {
   auto plan = plan_fabric(small_spec());
   ASSERT_TRUE(plan);
   const auto leaf = route_lines(*plan, "t-p1-l0", {});
@@ -350,7 +350,7 @@ TEST(FabricPlan, routes_per_node) {
                 "route replace fcbb:bb01::/32 via fd00:1:4002::1 dev p1 src fcbb:bb01:4002::"}));
 }
 
-TEST(FabricPlan, route_lines_leave_out_down_interfaces) {
+TEST(FabricPlan, route_lines__leave_out_down_interfaces) {
   auto plan = plan_fabric(small_spec());
   ASSERT_TRUE(plan);
   const auto leaf = route_lines(*plan, "t-p1-l0", {"s1"});
@@ -363,7 +363,7 @@ TEST(FabricPlan, route_lines_leave_out_down_interfaces) {
   EXPECT_EQ(both.front().find("seg6local") != std::string::npos, true);
 }
 
-TEST(FabricPlan, setup_lines_bring_up_interfaces_then_address_then_route) {
+TEST(FabricPlan, node_setup_lines__bring_up_interfaces_then_address_then_route) {
   auto plan = plan_fabric(small_spec());
   ASSERT_TRUE(plan);
   const auto lines = node_setup_lines(*plan, *plan->node("p0-l0"));
@@ -385,7 +385,7 @@ TEST(FabricPlan, setup_lines_bring_up_interfaces_then_address_then_route) {
     EXPECT_EQ(l.find("sid0"), std::string::npos);
 }
 
-TEST(FabricPlan, netns_and_veth_lines) {
+TEST(FabricPlan, veth_lines__one_namespace_per_node_and_both_link_ends_in_theirs) {
   auto plan = plan_fabric(small_spec());
   ASSERT_TRUE(plan);
   const auto ns = netns_add_lines(*plan);
@@ -398,7 +398,7 @@ TEST(FabricPlan, netns_and_veth_lines) {
       contains(veths, "link add name s1 netns t-p0-l0 type veth peer name l0 netns t-p0-s1"));
 }
 
-TEST(FabricPlan, sysctls) {
+TEST(FabricPlan, sysctls_for__routers_and_hosts) {
   auto plan = plan_fabric(small_spec());
   ASSERT_TRUE(plan);
   const auto find = [](const std::vector<Sysctl>& v, const std::string& key) -> std::string {
@@ -420,7 +420,7 @@ TEST(FabricPlan, sysctls) {
   EXPECT_EQ(find(host, "net.ipv6.fib_multipath_hash_policy"), "<absent>");
 }
 
-TEST(FabricPlan, path_links) {
+TEST(FabricPlan, path_links__lists_the_links_in_order) {
   const FabricSpec s = small_spec();
   EXPECT_EQ(path_links(s, 1, 0, 3, 1),
             (std::vector<std::string>{"h0-p1", "p1-l0-s1", "p1-l1-s1", "h3-p1"}));
@@ -429,7 +429,7 @@ TEST(FabricPlan, path_links) {
   EXPECT_EQ(path_links(s, 0, 0, 1, std::nullopt), (std::vector<std::string>{"h0-p0", "h1-p0"}));
 }
 
-TEST(FabricPlan, all_probes_cover_every_path) {
+TEST(FabricPlan, all_probes__cover_every_path) {
   const FabricSpec s = small_spec();
   const auto probes = all_probes(s);
   // Per plane: 12 ordered pairs x (2 spines + plain) + 4 same-leaf pairs.
@@ -440,7 +440,7 @@ TEST(FabricPlan, all_probes_cover_every_path) {
 // ---------------------------------------------------------------------------------------------
 // tc, rates, durations
 
-TEST(FabricRate, parse_and_format) {
+TEST(FabricRate, parse_rate__parses_and_format_rate_formats) {
   EXPECT_EQ(parse_rate("10gbit").value(), 10'000'000'000ull);
   EXPECT_EQ(parse_rate("1.5gbit").value(), 1'500'000'000ull);
   EXPECT_EQ(parse_rate("100mbit").value(), 100'000'000ull);
@@ -457,7 +457,7 @@ TEST(FabricRate, parse_and_format) {
   EXPECT_EQ(format_rate(0), "unlimited");
 }
 
-TEST(FabricRate, tbf_bucket_holds_a_frame_and_a_millisecond) {
+TEST(FabricRate, tbf_args__bucket_holds_a_frame_and_a_millisecond) {
   const auto args = tbf_args("s0", 10'000'000'000ull, 9000);
   ASSERT_EQ(args.size(), 12u);
   EXPECT_EQ(args[1], "replace");
@@ -470,7 +470,7 @@ TEST(FabricRate, tbf_bucket_holds_a_frame_and_a_millisecond) {
             (std::vector<std::string>{"qdisc", "del", "dev", "h1", "root"}));
 }
 
-TEST(FabricRate, durations) {
+TEST(FabricRate, parse_duration_us__units_and_errors) {
   EXPECT_EQ(parse_duration_us("100ms").value(), 100'000ull);
   EXPECT_EQ(parse_duration_us("2s").value(), 2'000'000ull);
   EXPECT_EQ(parse_duration_us("2.5s").value(), 2'500'000ull);
@@ -482,7 +482,7 @@ TEST(FabricRate, durations) {
 // ---------------------------------------------------------------------------------------------
 // Faults and description
 
-TEST(FabricFaults, nft_script_for_blackhole_loss_and_switch) {
+TEST(FabricFaults, nft_script__blackhole_loss_and_switch) {
   auto plan = plan_fabric(small_spec());
   ASSERT_TRUE(plan);
   FaultState f;
@@ -508,7 +508,7 @@ TEST(FabricFaults, nft_script_for_blackhole_loss_and_switch) {
   EXPECT_EQ(nft_script(*plan, sw, "t-p1-l0").find("chain"), std::string::npos);
 }
 
-TEST(FabricFaults, json_round_trip) {
+TEST(FabricFaults, to_json__round_trips_through_from_json) {
   FaultState f;
   f.links["h1-p0"] = LinkFaults{true, 7, 1'000'000'000ull};
   f.blackholed_switches.insert("p0-s1");
@@ -519,7 +519,7 @@ TEST(FabricFaults, json_round_trip) {
   EXPECT_FALSE(FaultState::from_json(nlohmann::json::parse(R"({"links": {"x": 3}})")));
 }
 
-TEST(FabricDescription, schema_fields) {
+TEST(FabricDescription, describe__schema_fields) {
   FabricSpec s = small_spec();
   s.rate_bps = 10'000'000'000ull;
   auto plan = plan_fabric(s);

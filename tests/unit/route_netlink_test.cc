@@ -31,7 +31,7 @@ in6_addr addr(const char* text) {
   return a;
 }
 
-TEST(RouteNetlink, parses_prefixes_and_refuses_bad_ones) {
+TEST(RouteNetlink, parse_route_prefix__parses_prefixes_and_refuses_bad_ones) {
   NetlinkRoute r;
   ASSERT_TRUE(parse_route_prefix("fcbb:bb00:8001::/48", r));
   EXPECT_EQ(r.prefix_len, 48);
@@ -72,7 +72,7 @@ std::vector<Attr> attrs_of(const std::vector<uint8_t>& msg) {
   return out;
 }
 
-TEST(RouteNetlink, encodes_a_single_nexthop_route_as_ip_route_replace_does) {
+TEST(RouteNetlink, encode_route_replace__single_nexthop_as_ip_route_replace_does) {
   NetlinkRoute r;
   ASSERT_TRUE(parse_route_prefix("fcbb:bb00:8001::/48", r));
   r.nexthops.push_back({addr("fd00:0:8001:1::1"), 7});
@@ -103,7 +103,7 @@ TEST(RouteNetlink, encodes_a_single_nexthop_route_as_ip_route_replace_does) {
   EXPECT_EQ(oif, 7);
 }
 
-TEST(RouteNetlink, encodes_ecmp_nexthops_as_one_multipath_attribute) {
+TEST(RouteNetlink, encode_route_replace__ecmp_nexthops_as_one_multipath_attribute) {
   NetlinkRoute r;
   ASSERT_TRUE(parse_route_prefix("fcbb:bb00:4002::/48", r));
   r.nexthops.push_back({addr("fd00:0:8000:1::1"), 3});
@@ -138,7 +138,7 @@ TEST(RouteNetlink, encodes_ecmp_nexthops_as_one_multipath_attribute) {
   EXPECT_EQ(left, 0);
 }
 
-TEST(RouteNetlink, refuses_a_route_without_nexthops) {
+TEST(RouteNetlink, encode_route_replace__refuses_a_route_without_nexthops) {
   NetlinkRoute r;
   ASSERT_TRUE(parse_route_prefix("fcbb::/32", r));
   auto msg = encode_route_replace(r, 1);
@@ -205,7 +205,7 @@ class RouteNetlinkLive : public ::testing::Test {
   std::string ns_;
 };
 
-TEST_F(RouteNetlinkLive, replaces_single_and_multipath_routes) {
+TEST_F(RouteNetlinkLive, replace_routes__single_and_multipath_routes) {
   // Twice: replacing again is idempotent, as `ip route replace` is.
   auto st = replace_in_namespace(
       [] {
@@ -227,7 +227,7 @@ TEST_F(RouteNetlinkLive, replaces_single_and_multipath_routes) {
   EXPECT_NE(table.find("nexthop via fd00:1::2 dev d1 weight 1"), std::string::npos) << table;
 }
 
-TEST_F(RouteNetlinkLive, reports_the_kernels_error_and_keeps_the_routes_before_it) {
+TEST_F(RouteNetlinkLive, replace_routes__reports_the_kernels_error_and_keeps_the_routes_before_it) {
   auto st = replace_in_namespace([] {
     NetlinkRoute good, bad;
     (void)parse_route_prefix("fcbb:1::/48", good);
