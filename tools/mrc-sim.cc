@@ -987,6 +987,20 @@ int main(int argc, char** argv) {
               {"partition", partition},
               {"ranks", ranks},
               {"peak_rss_bytes_per_rank", rss}};
+  if (exchange) {
+    // What the end-of-window exchange cost each rank (every transport together).
+    const RankExchange::Cost c = exchange->cost();
+    std::vector<uint64_t> bytes(ranks, 0), wall_ns(ranks, 0);
+    bytes[rank] = c.bytes_sent;
+    wall_ns[rank] = c.wall_ns;
+    exchange->all_sum(bytes);
+    exchange->all_sum(wall_ns);
+    json secs = json::array();
+    for (uint64_t ns : wall_ns)
+      secs.push_back(static_cast<double>(ns) / 1e9);
+    j["run"]["exchange"] = {
+        {"windows", c.calls}, {"bytes_sent_per_rank", bytes}, {"seconds_per_rank", secs}};
+  }
   if (rank != 0) return status;  // rank 0 writes the run directory
 
   const std::filesystem::path dir(out_dir);

@@ -40,6 +40,7 @@ MpiExchange::~MpiExchange() {
 }
 
 std::vector<uint8_t> MpiExchange::exchange(const std::vector<std::vector<uint8_t>>& out) {
+  const double t0 = MPI_Wtime();
   const int n = static_cast<int>(ranks_);
   std::vector<int> send_counts(n), recv_counts(n);
   for (int r = 0; r < n; ++r)
@@ -68,6 +69,10 @@ std::vector<uint8_t> MpiExchange::exchange(const std::vector<std::vector<uint8_t
     std::copy(out[rank_].begin(), out[rank_].end(),
               in.begin() + static_cast<std::ptrdiff_t>(offset[rank_]));
   MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+  ++cost_.calls;
+  for (int r = 0; r < n; ++r)
+    if (r != static_cast<int>(rank_)) cost_.bytes_sent += out[r].size();
+  cost_.wall_ns += static_cast<uint64_t>((MPI_Wtime() - t0) * 1e9);
   return in;
 }
 

@@ -27,6 +27,7 @@ class MpiExchange final : public RankExchange {
   void all_min(std::vector<uint64_t>& v) override;
   void all_sum(std::vector<uint64_t>& v) override;
   [[noreturn]] void abort(const std::string& message, int status) override;
+  Cost cost() const override { return cost_; }
   // Every rank waits for the others.
   void barrier();
   // Element-wise maximum (peak memory of the ranks).
@@ -34,6 +35,7 @@ class MpiExchange final : public RankExchange {
 
  private:
   uint32_t rank_ = 0, ranks_ = 1;
+  Cost cost_;
 };
 
 }  // namespace mrc::sim

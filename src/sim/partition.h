@@ -125,6 +125,12 @@ class RankExchange {
   // Stops every rank: prints "rank R: message" and ends the job with `status` (never
   // returns). For failures seen by one rank only.
   [[noreturn]] virtual void abort(const std::string& message, int status) = 0;
+  // What exchange() has cost this rank so far: calls (windows), bytes sent to other ranks,
+  // and wall time inside it (sending, receiving, waiting for the slowest rank).
+  struct Cost {
+    uint64_t calls = 0, bytes_sent = 0, wall_ns = 0;
+  };
+  virtual Cost cost() const = 0;
 };
 
 }  // namespace mrc::sim
