@@ -1953,7 +1953,8 @@ void Simulation::Impl::apply_fault(uint32_t idx) {
   const FaultAction& a = faults[idx];
   if (a.kind == FaultAction::kPathLoss) {
     PathLoss& r = path_losses[a.bps];
-    if ((r.probability > 0) != (a.value > 0)) path_losses_active += a.value > 0 ? 1 : -1;
+    if (r.probability == 0 && a.value > 0) ++path_losses_active;
+    if (r.probability > 0 && a.value == 0) --path_losses_active;
     r.probability = a.value;
     return;
   }
