@@ -150,6 +150,7 @@ json echo_config(const Scenario& sc) {
                     {"timeout", t.timeout},
                     {"ack_every", t.ack_every},
                     {"probe_interval", format_duration(t.probe_interval)},
+                    {"port_remap_delay", format_duration(t.port_remap_delay)},
                     {"ecn_cooldown", format_duration(t.ecn_cooldown)},
                     {"routing_convergence", format_duration(t.routing_convergence)}};
   if (sc.qps_per_kind.empty()) {
@@ -294,6 +295,7 @@ json transport_json(const Ran& ran) {
                    {"qp_errors", st.qp_errors},
                    {"ev_state_changes", st.ev_state_changes},
                    {"ev_swaps", st.ev_swaps},
+                   {"peer_port_changes", st.peer_port_changes},
                    {"timeouts", st.timeouts}};
   j["evs"] = {{"active_per_plane", st.evs_active_per_plane},
               {"backup_per_plane", st.evs_backup_per_plane}};

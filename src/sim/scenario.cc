@@ -761,6 +761,7 @@ TextStatus read_transport(TableReader& r, TransportConfig& t, std::vector<std::s
   TRY(r.uint("timeout", t.timeout, 0, 24));
   TRY(r.uint("ack_every", t.ack_every, 1, 8));
   TRY(r.duration("probe_interval", t.probe_interval));
+  TRY(r.duration("port_remap_delay", t.port_remap_delay));
   TRY(r.duration("ecn_cooldown", t.ecn_cooldown));
   TRY(r.duration("routing_convergence", t.routing_convergence, true));
   // An integer for every kind, or a table per kind ({roce = 8, roce_pfc = 8}: the paper's

@@ -760,6 +760,7 @@ Status Simulation::Impl::build() {
     ec.completion_capacity = 64;
     ec.event_capacity = 64;
     ec.ack_every = cfg.transport.ack_every;
+    ec.port_remap_delay = cfg.transport.port_remap_delay;
     host.engine = std::make_unique<Engine>(ec);
     engines.push_back(host.engine.get());
     // One phantom region covers all of this GPU's memory: placement is counted, not copied.
@@ -2512,11 +2513,12 @@ void Simulation::Impl::merge_results() {
   s.events = events;
   add_engine_stats(s);
   if (ex != nullptr) {
-    std::vector<uint64_t> v{s.events,           s.data_packets, s.retransmits, s.drops,
-                            s.fault_drops,      s.trims,        s.ecn_marks,   s.pfc_pauses,
-                            s.ev_state_changes, s.timeouts,     s.ev_swaps,    s.qps,
-                            s.qp_bytes,         s.qp_path_bytes};
+    std::vector<uint64_t> v{s.events,           s.data_packets,  s.retransmits,      s.drops,
+                            s.fault_drops,      s.trims,         s.ecn_marks,        s.pfc_pauses,
+                            s.ev_state_changes, s.timeouts,      s.ev_swaps,         s.qps,
+                            s.qp_bytes,         s.qp_path_bytes, s.peer_port_changes};
     ex->all_sum(v);
+    s.peer_port_changes = v[14];
     s.ev_swaps = v[10];
     s.qps = v[11];
     s.qp_bytes = v[12];
@@ -2964,6 +2966,7 @@ void Simulation::Impl::add_engine_stats(SimStats& s) const {
     s.retransmits += c.retransmits;
     s.ev_state_changes += c.ev_state_changes;
     s.ev_swaps += c.ev_swaps;
+    s.peer_port_changes += c.peer_port_changes;
     s.timeouts += c.timeouts;
     for (const auto& [key, pair] : h.qps) {
       if (auto m = h.engine->qp_memory(pair.local_qpn)) {

@@ -100,6 +100,9 @@ struct TransportConfig {
   // min(spines - active, ceil(active / 4)); 0: none (a mapped-out EV is only skipped).
   static constexpr uint32_t kAutoBackup = UINT32_MAX;
   uint32_t backup_evs_per_plane = kAutoBackup;
+  // How long a NIC takes to remap a dead port's EVs to its other ports (EngineConfig::
+  // port_remap_delay; paper 3). Packets it sends on the port until then are lost.
+  Time port_remap_delay = 0;
   CcAlgorithm cc = CcAlgorithm::kNscc;  // kRoce uses kDcqcn unless set otherwise
   uint8_t mpr = 0;                      // 0 = derived from the BDP
   uint8_t timeout = 12;                 // ACK timeout exponent (4.2 ms)
@@ -220,7 +223,8 @@ struct SimStats {
   uint64_t pfc_pauses = 0;
   uint64_t qp_errors = 0;
   uint64_t ev_state_changes = 0;
-  uint64_t ev_swaps = 0;  // mapped-out active EVs replaced by a backup of their plane
+  uint64_t ev_swaps = 0;           // mapped-out active EVs replaced by a backup of their plane
+  uint64_t peer_port_changes = 0;  // ACK port-state bitmaps that changed a QP's view (paper 3)
   uint64_t timeouts = 0;
   // QP memory at the end of the run (Engine::qp_memory, summed over every QP of every host).
   uint64_t qps = 0;

@@ -334,6 +334,26 @@ bool Engine::poll_transmit(Time now, uint32_t port_mask, TxPacket& out) {
 
 void Engine::set_port_up(Time now, uint8_t port, bool up) {
   if (port >= config_.num_ports) return;
+  if (up) {
+    // Back within the delay: nothing was remapped.
+    std::erase_if(remaps_, [port](const PendingRemap& r) { return r.port == port; });
+  } else if (config_.port_remap_delay > 0 && ((port_up_mask_ >> port) & 1)) {
+    // Paper 3: the NIC remaps the port's EVs after a while; its QPs use the port until then.
+    for (const PendingRemap& r : remaps_)
+      if (r.port == port) return;
+    remaps_.push_back(PendingRemap{now + config_.port_remap_delay, port});
+    next_remap_ = std::min(next_remap_, now + config_.port_remap_delay);
+    return;
+  }
+  apply_port_state(now, port, up);
+}
+
+uint32_t Engine::ports_down_bitmap() const {
+  const uint32_t all = config_.num_ports >= 32 ? ~0u : (1u << config_.num_ports) - 1;
+  return ~port_up_mask_ & all & ((1u << wire::kSackPortsDownBits) - 1);
+}
+
+void Engine::apply_port_state(Time now, uint8_t port, bool up) {
   const bool was_up = (port_up_mask_ >> port) & 1;
   if (was_up == up) return;
   if (up) {
@@ -429,14 +449,28 @@ Time Engine::next_deadline() {
   while (!timers_.empty()) {
     const TimerEntry& top = timers_.front();
     const Qp* qp = find_qp(top.qpn);
-    if (qp && qp->armed == top.at) return top.at;
+    if (qp && qp->armed == top.at) return std::min(top.at, next_remap_);
     std::pop_heap(timers_.begin(), timers_.end(), std::greater<>());
     timers_.pop_back();
   }
-  return kNever;
+  return next_remap_;
 }
 
 void Engine::on_timer(Time now) {
+  if (next_remap_ <= now) {
+    next_remap_ = kNever;
+    std::vector<PendingRemap> due;
+    for (const PendingRemap& r : remaps_) {
+      if (r.at <= now) {
+        due.push_back(r);
+      } else {
+        next_remap_ = std::min(next_remap_, r.at);
+      }
+    }
+    std::erase_if(remaps_, [now](const PendingRemap& r) { return r.at <= now; });
+    for (const PendingRemap& r : due)
+      apply_port_state(now, r.port, false);
+  }
   while (!timers_.empty() && timers_.front().at <= now) {
     const TimerEntry top = timers_.front();
     std::pop_heap(timers_.begin(), timers_.end(), std::greater<>());

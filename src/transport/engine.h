@@ -93,6 +93,11 @@ struct EngineConfig {
   // ~a million QPs carrying a few packets each). A value at or above the limits allocates
   // each ring whole when the QP first sends / receives.
   uint32_t qp_initial_ring = 4;
+  // How long the NIC takes to remap a dead port's EVs to its other ports after it sees the
+  // link go down (paper 3: remapping the EVs of many QPs "is not instantaneous"). Until then
+  // QPs keep sending on the port and those packets are lost. A port that comes back is used
+  // at once; one that comes back within the delay was never remapped. 0: at once.
+  Time port_remap_delay = 0;
 };
 
 // Attributes of modify_qp(), grouped by the transition that requires them
@@ -282,6 +287,8 @@ struct EngineCounters {
   uint64_t trim_nacks_received = 0;
   uint64_t ev_state_changes = 0;
   uint64_t ev_swaps = 0;  // mapped-out active EVs replaced by a backup (kEvSwap)
+  // ACKs whose port-state bitmap changed what a QP knows of its peer's ports (paper 3).
+  uint64_t peer_port_changes = 0;
   uint64_t completions = 0;
   uint64_t completion_errors = 0;
   uint64_t completions_dropped = 0;  // completion buffer overflow (must stay 0)
@@ -417,8 +424,13 @@ class Engine {
   void mark_ready(Qp* qp);    // QP may have data to send
   void mark_control(Qp* qp);  // QP has a control packet to send
   void rearm(Qp* qp);         // QP's deadline may have changed
+  // The port-state bitmap ACKs carry (wire::SackExt::ports_down): ports this NIC has taken
+  // out of use, the first 24.
+  uint32_t ports_down_bitmap() const;
 
  private:
+  // Applies a port state to every QP (Engine::set_port_up, at once or after the remap delay).
+  void apply_port_state(Time now, uint8_t port, bool up);
   Qp* find_qp(uint32_t qpn) const;
 
   struct TimerEntry {
@@ -442,6 +454,14 @@ class Engine {
   std::vector<Event> events_;
   size_t event_head_ = 0, event_size_ = 0;
   uint32_t port_up_mask_;
+  // Ports seen down and not yet remapped (EngineConfig::port_remap_delay), with when to
+  // remap them (a short list: empty but for a fault).
+  struct PendingRemap {
+    Time at;
+    uint8_t port;
+  };
+  std::vector<PendingRemap> remaps_;
+  Time next_remap_ = kNever;
   Rng rng_;
   EngineCounters counters_;
 

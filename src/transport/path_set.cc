@@ -37,6 +37,7 @@ void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t
   burst_left_ = 0;
   min_active_ = min_active;
   port_up_mask_ = num_ports >= 32 ? ~0u : ((1u << num_ports) - 1);
+  peer_down_mask_ = 0;
   num_ports_ = num_ports;
   // The template: the first EV, with a 4-byte window over every byte in which the EVs differ
   // (an SRv6 carrier's spine uSID, an STEV's 32 bits). EVs that differ more widely are kept
@@ -178,7 +179,7 @@ void PathSet::recount() {
 int PathSet::pick(Time now, uint32_t port_mask, int exclude) {
   const size_t n = order_.size();
   if (n == 0) return kNone;
-  const uint32_t mask = port_mask & port_up_mask_;
+  const uint32_t mask = port_mask & port_up_mask_ & ~peer_down_mask_;
   // Bursts only while nothing is suspected: a retransmission (it has a path to avoid) and
   // every pick while a path is ASSUMED_BAD go per packet, so that the paths a failure took
   // are found in one flight, each losing one packet, instead of a run at a time (a blackholed
@@ -406,6 +407,11 @@ void PathSet::set_port_up(uint8_t port, bool up) {
   } else {
     port_up_mask_ &= ~(1u << port);
   }
+  recount();
+}
+
+void PathSet::set_peer_ports_down(uint32_t mask) {
+  peer_down_mask_ = mask;
   recount();
 }
 

@@ -117,7 +117,13 @@ class PathSet {
   // beyond the configured ports, or desc.state kAssumedBad (only the NIC marks paths bad).
   Status replace(int i, const PathDesc& desc);
   void set_port_up(uint8_t port, bool up);
-  bool port_up(uint8_t port) const { return (port_up_mask_ >> port) & 1; }
+  // The peer's NIC ports that are down (the port-state bitmap of its ACKs, paper 3): a plane
+  // is usable only while the port at both ends is up, so paths on these ports are skipped
+  // (not marked) and not probed.
+  void set_peer_ports_down(uint32_t mask);
+  uint32_t peer_ports_down() const { return peer_down_mask_; }
+  // Port `port` can carry this QP's packets: up here and at the peer.
+  bool port_up(uint8_t port) const { return ((port_up_mask_ & ~peer_down_mask_) >> port) & 1; }
 
   // Earliest time a probe is due (kNever if none).
   Time next_probe_time() const;
@@ -218,6 +224,7 @@ class PathSet {
   uint32_t usable_ = 0;
   uint32_t min_active_ = 0;
   uint32_t port_up_mask_ = 0;
+  uint32_t peer_down_mask_ = 0;
   uint8_t num_ports_ = 0;
   uint64_t probe_seq_ = 0;
   PathPolicy policy_;

@@ -720,6 +720,7 @@ Status Qp::validate_ack(const wire::SackExt& s) const {
 void Qp::on_ack(Time now, const RxPacket& rx) {
   const wire::SackExt& s = rx.pkt.sack;
   bool progress = false;
+  if (s.ports_down != paths_.peer_ports_down()) on_peer_ports(now, s.ports_down);
   learn_pto_floor_from_echoes(now, s);
   // 1. Cumulative part.
   if (psn_diff(s.cum_psn, snd_una_) > 0) {
@@ -1584,6 +1585,7 @@ void Qp::fill_ack(Time now, TxPacket& out) {
   s.service_time_ns =
       static_cast<uint32_t>(std::min<Time>((now - newest_arrival_) / kPicosPerNano, UINT32_MAX));
   s.echo_count = static_cast<uint8_t>(echo_count_);
+  s.ports_down = engine_.ports_down_bitmap();
   std::copy(echoes_.begin(), echoes_.begin() + echo_count_, s.echo.begin());
   out.transport_bytes = kAckWireBytes;
   echo_count_ = 0;
@@ -1657,6 +1659,25 @@ void Qp::set_port_up(Time now, uint8_t port, bool up) {
     for (uint32_t seq = rec_head_; seq != rec_tail_; ++seq) {
       const TxRecord& r = recs_[seq & rec_mask_];
       if (paths_.port_of(r.ev) == port && record_current(seq))
+        declare_lost(now, r.psn, false, LossCause::kOther);
+    }
+  }
+  engine_.mark_ready(this);
+}
+
+// Paper 3: "MRC then uses a port state bitmap in SACK packets to notify remote QP endpoints
+// that the port is down, so they also remap their EVs to avoid the failed plane." Packets
+// already sent towards a dead peer port are resent elsewhere at once, as for a local port;
+// no path is marked (the paths are fine, the peer's port is not), so none is probed while
+// the port is down, and the plane is used again when an ACK says the port is back.
+void Qp::on_peer_ports(Time now, uint32_t ports_down) {
+  const uint32_t newly_down = ports_down & ~paths_.peer_ports_down();
+  paths_.set_peer_ports_down(ports_down);
+  ++engine_.counters_.peer_port_changes;
+  if (newly_down && state_ == QpState::kRts) {
+    for (uint32_t seq = rec_head_; seq != rec_tail_; ++seq) {
+      const TxRecord& r = recs_[seq & rec_mask_];
+      if (((newly_down >> paths_.port_of(r.ev)) & 1) && record_current(seq))
         declare_lost(now, r.psn, false, LossCause::kOther);
     }
   }

@@ -61,6 +61,8 @@ class Qp {
   Status reconfigure_cc(const CcSpec& cc);
   const cc::CongestionControl* congestion_control() const { return cc_.get(); }
   void set_port_up(Time now, uint8_t port, bool up);
+  // The peer's port-state bitmap (from its ACKs) changed: stop using its dead ports' planes.
+  void on_peer_ports(Time now, uint32_t ports_down);
 
   // Control packets (ACK, NACK, CNP, probe, probe reply) pending?
   bool has_control() const;

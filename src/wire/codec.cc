@@ -155,7 +155,8 @@ Error check_fields(const TransportPacket& p, const OpcodeInfo& info, bool may_be
     }
   } else if (parts & kPartSackExt) {
     const SackExt& s = p.sack;
-    if (s.cum_psn > kMax24 || s.sack_base > kMax24 || s.echo_count > kMaxAckEchoes) {
+    if (s.cum_psn > kMax24 || s.sack_base > kMax24 || s.echo_count > kMaxAckEchoes ||
+        s.ports_down > kMax24) {
       return Error::kBadExtension;
     }
     for (int i = 0; i < s.echo_count; ++i) {
@@ -217,7 +218,7 @@ void write_transport(const TransportPacket& p, const OpcodeInfo& info, uint8_t* 
     put64(x + 16, s.bitmap[1]);
     put64(x + 24, s.received_bytes);
     put32(x + 32, s.service_time_ns);
-    put32(x + 36, uint32_t{s.echo_count} << 24);
+    put32(x + 36, uint32_t{s.echo_count} << 24 | s.ports_down);
     for (int i = 0; i < kMaxAckEchoes; ++i) {
       uint8_t* e = x + 40 + i * kAckEchoBytes;
       if (i < s.echo_count) {
@@ -315,6 +316,7 @@ Error parse_transport(const uint8_t* in, size_t size, TransportPacket& p) {
     s.received_bytes = get64(x + 24);
     s.service_time_ns = get32(x + 32);
     s.echo_count = x[36];
+    s.ports_down = get32(x + 36) & kMax24;
     // Entries past echo_count are reserved: left at their defaults. A count above the
     // maximum is reported by check_fields; parse only what fits.
     const int echoes = s.echo_count < kMaxAckEchoes ? s.echo_count : kMaxAckEchoes;

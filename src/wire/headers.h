@@ -173,9 +173,14 @@ struct SackExt {
   uint64_t received_bytes = 0;   // payload bytes received on this QP (running count)
   uint32_t service_time_ns = 0;  // time the responder held the newest echoed packet
   uint8_t echo_count = 0;        // valid entries in `echo`
+  // Port-state bitmap (paper 3): bit i set = the sender's NIC port i is down, so the peer
+  // stops spraying on that plane. 24 bits (ports 0-23); all zero = every port up, which is
+  // also what a sender that predates the field writes (it was reserved).
+  uint32_t ports_down = 0;
   std::array<AckEcho, kMaxAckEchoes> echo{};
   friend bool operator==(const SackExt&, const SackExt&) = default;
 };
+inline constexpr uint32_t kSackPortsDownBits = 24;
 
 // MRC trim NACK extension, after AETH: "PSN `psn` arrived trimmed on EV `ev_index`; resend".
 struct TrimNackExt {

@@ -320,6 +320,7 @@ TransportPacket example_ack() {
   s.received_bytes = 0x100000000;
   s.service_time_ns = 1500;
   s.echo_count = 2;
+  s.ports_down = 0x2;  // port 1 down
   s.echo[0] = {.psn = 0x102, .ev_index = 7, .flags = AckEcho::kEcnCe};
   s.echo[1] = {.psn = 0x164, .ev_index = 0x123, .flags = AckEcho::kTrimmed | AckEcho::kRetransmit};
   return p;
@@ -330,7 +331,7 @@ constexpr std::string_view kAckGolden = R"(
   00000100 00000101                                    # SACK: cumulative PSN, bitmap base
   8000000000000005 0000000000000001                    # bitmap words 0, 1
   0000000100000000 000005DC                            # received bytes, service time 1500 ns
-  02 000000                                            # echo count, reserved
+  02 000002                                            # echo count, ports down: port 1
   00000102 0007 01 00                                  # echo 0: PSN, EV, ECN CE
   00000164 0123 06 00                                  # echo 1: trimmed | retransmit
   0000000000000000 0000000000000000 0000000000000000   # echoes 2-7: zero
@@ -629,6 +630,9 @@ TEST(Encode, rejects_invalid_datagrams) {
   ack = example_ack();
   ack.sack.echo[1].psn = 1 << 24;
   EXPECT_EQ(error_of(encode(envelope(ack), buf)), Error::kBadExtension);
+  ack = example_ack();
+  ack.sack.ports_down = 1 << wire::kSackPortsDownBits;  // port 24: beyond the bitmap
+  EXPECT_EQ(error_of(encode(envelope(ack), buf)), Error::kBadExtension);
   TransportPacket nack = example_trim_nack();
   nack.nack.cum_psn = 1 << 24;
   EXPECT_EQ(error_of(encode(envelope(nack), buf)), Error::kBadExtension);
@@ -699,7 +703,6 @@ TEST(Decode, reserved_bits_are_ignored) {
   EXPECT_EQ(got->pkt.bth.psn, 0xABCDEFu);
 
   Bytes ack = encode_or_die(envelope(example_ack()));
-  ack[48 + 16 + 37] = 0xFF;          // reserved after echo count
   ack[48 + 16 + 40 + 6] |= 0xF0;     // echo 0 flags: reserved bits
   ack[48 + 16 + 40 + 7] = 0xFF;      // echo 0 reserved byte
   ack[48 + 16 + 40 + 8 * 5] = 0xFF;  // echo 5, beyond echo_count
@@ -1044,6 +1047,7 @@ void random_transport(Opcode op, bool trimmed, TransportPacket& p, Bytes& payloa
     s.bitmap = {*rc::gen::arbitrary<uint64_t>(), *rc::gen::arbitrary<uint64_t>()};
     s.received_bytes = *rc::gen::arbitrary<uint64_t>();
     s.service_time_ns = *rc::gen::arbitrary<uint32_t>();
+    s.ports_down = gen24();
     s.echo_count = *rc::gen::inRange<uint8_t>(0, kMaxAckEchoes + 1);
     for (int i = 0; i < s.echo_count; ++i) {
       s.echo[i].psn = gen24();

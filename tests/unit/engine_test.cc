@@ -32,11 +32,12 @@ enum class Fate { kDeliver, kDrop, kTrim, kEcn };
 
 class MiniNet {
  public:
-  MiniNet(int ports, uint64_t bps = 100'000'000'000ull, Time delay = us(1))
+  MiniNet(int ports, uint64_t bps = 100'000'000'000ull, Time delay = us(1), Time remap_delay = 0)
       : ports_(ports), bps_(bps), delay_(delay) {
     for (int i = 0; i < 2; ++i) {
       EngineConfig cfg;
       cfg.num_ports = static_cast<uint8_t>(ports);
+      cfg.port_remap_delay = remap_delay;
       cfg.seed = 100 + i;
       eng_[i] = std::make_unique<Engine>(cfg);
       busy_[i].assign(ports, 0);
@@ -715,6 +716,97 @@ TEST(Engine, port_down__traffic_moves_to_other_plane_without_loss_of_data) {
   ASSERT_EQ(net.completions[0].size(), 1u);
   EXPECT_EQ(net.completions[0][0].status, WcStatus::kSuccess);
   EXPECT_TRUE(data_matches(p));
+}
+
+// Paper 3: the NIC remaps a dead port's EVs only after a while; until then it keeps sending
+// on the port (those packets are lost), and its ACKs do not yet report the port down.
+TEST(Engine, port_down__the_port_is_used_until_the_remap_delay_has_passed) {
+  MiniNet net(2, 100'000'000'000ull, us(1), us(20));
+  Pair p = connect(net, 2, 8, 1 << 20);
+  Time port1_last_send = 0;
+  Time down_at = kNever;
+  int sent_on_dead_port = 0;
+  net.hook = [&](int src, const TxPacket& tx) {
+    if (src == 0 && tx.port == 1) {
+      port1_last_send = net.now();
+      if (net.now() >= down_at) {
+        ++sent_on_dead_port;
+        return Fate::kDrop;  // the link is dead
+      }
+    }
+    return Fate::kDeliver;
+  };
+  ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 1 << 20)));
+  net.run(us(10));
+  down_at = net.now();
+  net.e(0).set_port_up(net.now(), 1, false);
+  EXPECT_EQ(net.e(0).next_deadline() <= down_at + us(20), true);
+  net.run(ms(20));
+  ASSERT_EQ(net.completions[0].size(), 1u);
+  EXPECT_EQ(net.completions[0][0].status, WcStatus::kSuccess);
+  EXPECT_TRUE(data_matches(p));
+  // Still sprayed on port 1 within the delay (loss detection maps its EVs out one by one,
+  // as for any dead path), and never after it: no probe goes out on a remapped port.
+  EXPECT_GT(sent_on_dead_port, 0);
+  EXPECT_LE(port1_last_send, down_at + us(20));
+  int port_events = 0;
+  for (const Event& e : net.events[0]) {
+    if (e.type != EventType::kPortChange) continue;
+    ++port_events;
+    EXPECT_EQ(e.time, down_at + us(20));
+  }
+  EXPECT_EQ(port_events, 1);
+}
+
+// Paper 3, 5.2.2: the responder's port 1 dies; its ACKs say so (port-state bitmap) and the
+// requester stops spraying on plane 1 without marking or probing its EVs, then uses the
+// plane again once an ACK says the port is back.
+TEST(Engine, peer_port_down__the_requester_leaves_the_plane_until_the_peer_reports_it_back) {
+  MiniNet net(2);
+  Pair p = connect(net, 2, 8, 4 << 20);
+  bool dead = false;
+  uint64_t sent_on_1_while_dead = 0;
+  net.hook = [&](int src, const TxPacket& tx) {
+    if (src == 0 && tx.port == 1 && dead) {
+      ++sent_on_1_while_dead;
+      return Fate::kDrop;
+    }
+    return Fate::kDeliver;
+  };
+  ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 2 << 20)));
+  net.run(us(20));
+  dead = true;
+  net.e(1).set_port_up(net.now(), 1, false);
+  net.run(net.now() + ms(5));
+  ASSERT_EQ(net.completions[0].size(), 1u);
+  EXPECT_EQ(net.completions[0][0].status, WcStatus::kSuccess);
+  EXPECT_GE(net.e(0).counters().peer_port_changes, 1u);
+  const PathSet* ps = net.e(0).qp_paths(p.qpn[0]);
+  EXPECT_EQ(ps->peer_ports_down(), 2u);
+  EXPECT_FALSE(ps->port_up(1));
+  // Only what was in flight when the port died was lost on it: at most one flight's worth of
+  // packets, and no probes after the bitmap arrived.
+  const uint64_t probes = net.e(0).counters().probes_sent;
+  EXPECT_LT(sent_on_1_while_dead, 64u);
+  EXPECT_EQ(net.e(0).counters().timeouts, 0u);
+  // Back: the next ACK clears the bit and plane 1 carries data again.
+  dead = false;
+  net.e(1).set_port_up(net.now(), 1, true);
+  uint64_t sent_on_1_before = 0;
+  for (size_t i = 0; i < ps->size(); ++i)
+    if (ps->port_of(static_cast<int>(i)) == 1)
+      sent_on_1_before += ps->path(static_cast<int>(i)).packets_sent;
+  ASSERT_TRUE(net.e(0).post_write(net.now(), p.qpn[0], write_wr(p, 2, 2 << 20, 2 << 20)));
+  net.run(net.now() + ms(5));
+  ASSERT_EQ(net.completions[0].size(), 2u);
+  EXPECT_TRUE(data_matches(p));
+  EXPECT_EQ(ps->peer_ports_down(), 0u);
+  uint64_t sent_on_1_after = 0;
+  for (size_t i = 0; i < ps->size(); ++i)
+    if (ps->port_of(static_cast<int>(i)) == 1)
+      sent_on_1_after += ps->path(static_cast<int>(i)).packets_sent;
+  EXPECT_GT(sent_on_1_after, sent_on_1_before + 100);
+  EXPECT_LE(net.e(0).counters().probes_sent, probes + 8);
 }
 
 TEST(Engine, all_ports_down__qp_errors_and_every_wr_completes_with_error) {

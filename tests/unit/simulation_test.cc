@@ -176,6 +176,39 @@ TEST(Simulation, link_failure_and_spine_reboot__mrc_finishes_without_qp_errors) 
               (unsigned long long)sim->stats().retransmits);
 }
 
+// Paper 3, 5.2.2: a NIC-T0 link dies (host 0's plane 1). Host 0's NIC remaps its EVs after
+// the remap delay, and its ACKs' port-state bitmap tells every sender to leave plane 1 for it,
+// so the senders neither lose a packet on every EV of the plane nor probe it for ever.
+TEST(Simulation, host_link_down__peers_learn_the_dead_port_from_acks_and_finish_in_time) {
+  SimConfig c = small_fabric(TransportKind::kMrc, 16, 4, 8);
+  c.transport.port_remap_delay = us(5);
+  auto sim = make(c);
+  for (uint32_t i = 1; i < 9; ++i)
+    ASSERT_TRUE(sim->add_flow(FlowSpec{i, 0, 1u << 20, 0, false, 0}));
+  sim->link_down(LinkRef{LinkRef::kHostLeaf, 1, 0, 0}, us(20));
+  sim->run(ms(50));
+  expect_every_flow_ok(*sim);
+  const SimStats st = sim->stats();
+  Time last = 0;
+  for (const FlowResult& f : sim->flows())
+    last = std::max(last, f.end);
+  std::printf(
+      "host link down: last flow %.1f us, fault drops %llu, ev changes %llu, peer port "
+      "changes %llu, timeouts %llu\n",
+      static_cast<double>(last) / 1e6, (unsigned long long)st.fault_drops,
+      (unsigned long long)st.ev_state_changes, (unsigned long long)st.peer_port_changes,
+      (unsigned long long)st.timeouts);
+  EXPECT_EQ(st.timeouts, 0u);
+  EXPECT_GE(st.peer_port_changes, 8u);  // every sender's QP heard of it
+  // 8 MiB into one host over 4 x 100G, then 3 x 100G after 20 us: ~285 us at line rate.
+  EXPECT_LT(last, us(420));
+  // Each of the 8 senders' 4 EVs on plane 1 is marked at most once and never probed back:
+  // the plane is out of use for host 0 (without the bitmap every sender would probe its 4
+  // EVs every 20 us until the end, each probe a fault drop).
+  EXPECT_LE(st.ev_state_changes, 32u);
+  EXPECT_LT(st.fault_drops, 200u);
+}
+
 TEST(Simulation, incast_with_trimming__no_timeouts) {
   auto sim = make(small_fabric(TransportKind::kMrc));
   for (uint32_t i = 1; i < 17; ++i)
