@@ -179,7 +179,7 @@ void PathSet::recount() {
 int PathSet::pick(Time now, uint32_t port_mask, int exclude) {
   const size_t n = order_.size();
   if (n == 0) return kNone;
-  const uint32_t mask = port_mask & port_up_mask_ & ~peer_down_mask_;
+  const uint32_t mask = port_mask & usable_ports();
   // Bursts only while nothing is suspected: a retransmission (it has a path to avoid) and
   // every pick while a path is ASSUMED_BAD go per packet, so that the paths a failure took
   // are found in one flight, each losing one packet, instead of a run at a time (a blackholed

@@ -122,8 +122,14 @@ class PathSet {
   // (not marked) and not probed.
   void set_peer_ports_down(uint32_t mask);
   uint32_t peer_ports_down() const { return peer_down_mask_; }
-  // Port `port` can carry this QP's packets: up here and at the peer.
-  bool port_up(uint8_t port) const { return ((port_up_mask_ & ~peer_down_mask_) >> port) & 1; }
+  // Port `port` can carry this QP's packets: up here and at the peer. If the peer's bitmap
+  // leaves no port up here, it is ignored: only an ACK can clear it, and none comes back
+  // while nothing is sent (a stale bitmap must not stop the QP for good).
+  bool port_up(uint8_t port) const { return (usable_ports() >> port) & 1; }
+  uint32_t usable_ports() const {
+    const uint32_t both = port_up_mask_ & ~peer_down_mask_;
+    return both ? both : port_up_mask_;
+  }
 
   // Earliest time a probe is due (kNever if none).
   Time next_probe_time() const;
