@@ -1761,7 +1761,9 @@ void Simulation::Impl::handle_pause(uint32_t node, uint32_t port, bool pause) {
 // 5. Flows, faults, sampling, the event loop.
 
 void Simulation::Impl::flow_start(FlowId f) {
-  const FlowSpec& s = flows[f].spec;
+  // A copy: a flow that fails here completes at once, and the workload's callback may add
+  // flows (growing `flows`) before service_host(s.src) below.
+  const FlowSpec s = flows[f].spec;
   const bool roce = cfg.transport.kind == TransportKind::kRoce;
   // RoCE: a QP per plane; either way transport.qps_per_flow QPs (per plane), the bytes split
   // evenly over them.
