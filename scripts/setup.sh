@@ -12,6 +12,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
   # mrc-sim over several processes or machines (optional: found by CMake when installed).
   libopenmpi-dev openmpi-bin
+  # src/net/psk.cc: HMAC-SHA256 for the side channel's optional shared secret (mrc-perf --psk).
+  nettle-dev
   tshark python3-matplotlib python3-numpy
   iproute2 nftables iputils-ping
   # scripts/bench-net.sh: TCP/MPTCP references (mptcpize is its own package in Debian 12; the

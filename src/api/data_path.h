@@ -9,6 +9,8 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/types.h"
 #include "transport/engine.h"
@@ -36,6 +38,8 @@ class DataPath {
   virtual void wake() {}
   virtual bool can_wake() const { return false; }
   virtual std::string last_error() const = 0;
+  // What the data path and `engine` counted (net::driver_counters' names).
+  virtual std::vector<std::pair<std::string, uint64_t>> counters(const Engine& engine) const = 0;
 };
 
 // The Linux UDP driver (src/net/udp_driver.h): one socket per port bound to addr:udp_port.

@@ -2,12 +2,16 @@
 // as section 3.6 says: (A) 0 / -1 + errno, (B) 0 / positive errno (also set in errno), (C) count.
 #include <arpa/inet.h>
 #include <mrc.h>
+#include <mrc_soft.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "api/api_errors.h"
 #include "api/soft_device.h"
@@ -52,6 +56,25 @@ MRC_EXPORT int mrc_query_device_ex(ibv_context* context, mrc_context* mcontext,
 
 MRC_EXPORT int mrc_query_device(ibv_context* context, mrc_device_attr* attr, int* supported) {
   return mrc_query_device_ex(context, nullptr, attr, supported);  // 1.0.0 semantics = 1.0.1's
+}
+
+MRC_EXPORT int mrc_soft_query_counters(ibv_context* context, mrc_soft_counter* out, int max) {
+  if (!context || max < 0 || (!out && max > 0)) return fail_minus_one(EINVAL);
+  SoftDevice* dev = device_of(context);
+  if (!dev) return fail_minus_one(EOPNOTSUPP);
+  std::vector<std::pair<std::string, uint64_t>> all;
+  {
+    DeviceLock lk(*dev);
+    all = dev->path->counters(*dev->engine);
+  }
+  for (int i = 0; i < max && i < static_cast<int>(all.size()); ++i) {
+    mrc_soft_counter& c = out[i];
+    std::memset(c.name, 0, sizeof c.name);
+    std::memcpy(c.name, all[static_cast<size_t>(i)].first.data(),
+                std::min(all[static_cast<size_t>(i)].first.size(), sizeof c.name - 1));
+    c.value = all[static_cast<size_t>(i)].second;
+  }
+  return static_cast<int>(all.size());
 }
 
 MRC_EXPORT void mrc_query_version(uint32_t* current_version, uint32_t* last_supported_version,

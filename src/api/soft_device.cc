@@ -20,6 +20,8 @@
 #include <optional>
 #include <sstream>
 
+#include "net/secure_random.h"
+
 // verbs.h wraps some calls in macros / inline helpers that end up calling these symbols.
 #undef ibv_query_port
 #undef ibv_reg_mr
@@ -608,6 +610,17 @@ MRC_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   EngineConfig ec;
   ec.num_ports = static_cast<uint8_t>(dev->config.ports.size());
   ec.seed = static_cast<uint64_t>(::getpid()) * 7919 + static_cast<uint64_t>(dev->slot);
+  // QPNs and memory keys a host off the path cannot guess (docs/linux-driver.md, "Security");
+  // QPNs of 16 bits: the process slot is in the bits above (docs/c-api.md, "QP numbers").
+  ec.qpn_bits = 16;
+  auto key = net::secure_random_u64();
+  if (!key) {
+    std::fprintf(stderr, "mrc_soft0: %s\n", key.error().message.c_str());
+    dev->node->release_slot(dev->slot);
+    errno = EIO;
+    return nullptr;
+  }
+  ec.identifier_key = *key;
   dev->engine = std::make_unique<Engine>(ec);
   dev->path = open_udp_data_path(*dev->engine, dev->config.ports,
                                  static_cast<uint16_t>(dev->config.udp_base_port + dev->slot),

@@ -30,6 +30,9 @@ class UdpDataPath final : public DataPath {
   void wake() override { driver_->wake(); }
   bool can_wake() const override { return true; }
   std::string last_error() const override { return error_; }
+  std::vector<std::pair<std::string, uint64_t>> counters(const Engine& engine) const override {
+    return net::driver_counters(driver_->stats(), engine.counters());
+  }
 
  private:
   std::unique_ptr<net::UdpDriver> driver_;
@@ -46,6 +49,9 @@ std::unique_ptr<DataPath> open_udp_data_path(Engine& engine, std::span<const Sof
     cfg.ports.push_back(net::PortConfig{{p.addr, udp_port}, p.ifname});
   cfg.ev_mode = mode;
   cfg.socket_buffer = 4 << 20;
+  // The slot-0 data socket is the node's EV-probe responder (docs/c-api.md): any controller
+  // may probe it, peer or not.
+  cfg.pings_from_anyone = true;
   auto driver = net::UdpDriver::open(engine, cfg);
   if (!driver) {
     if (error) *error = driver.error().message;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "transport/ev_profile.h"
 #include "wire/crc32.h"
 
 namespace mrc::net {
@@ -115,7 +116,59 @@ std::vector<uint8_t> encode_hello(const Hello& h) {
   return out;
 }
 
+std::vector<uint8_t> encode_refusal(std::string_view why) {
+  std::vector<uint8_t> out;
+  Writer w(out);
+  w.u32(kRefusalMagic);
+  for (char c : why.substr(0, kRefusalMaxChars))
+    w.u8(c >= 0x20 && c < 0x7F ? static_cast<uint8_t>(c) : '?');
+  return out;
+}
+
+NetStatus check_client_hello(const Hello& h, const HelloLimits& l) {
+  auto refuse = [](const std::string& why) { return net_fail(NetErrc::kIncompatible, why); };
+  if (h.role != HelloRole::kClient) return refuse("the hello is not a client's");
+  const auto mode = static_cast<ev::FormatMode>(h.ev_mode);
+  if (mode != ev::FormatMode::kSrv6 && mode != ev::FormatMode::kStev &&
+      mode != ev::FormatMode::kUdp)
+    return refuse("EV mode " + std::to_string(h.ev_mode) + " unknown");
+  if (h.evs_per_plane == 0 || h.evs_per_plane > l.max_evs_per_plane)
+    return refuse("EVs per plane must be 1.." + std::to_string(l.max_evs_per_plane) + ", not " +
+                  std::to_string(h.evs_per_plane));
+  if (h.mtu < 256 || h.mtu > 9000) return refuse("MTU must be 256..9000");
+  if (h.qps.empty()) return refuse("no QPs");
+  if (h.mpr_dest == 0) return refuse("MPR 0");
+  if (h.max_wimm_dest == 0) return refuse("WRITE_IMM limit 0");
+  const uint64_t paths = uint64_t{h.qps.size()} * h.planes.size() * h.evs_per_plane;
+  if (paths > l.max_paths)
+    return refuse(std::to_string(paths) +
+                  " paths (QPs x planes x EVs) above this server's limit of " +
+                  std::to_string(l.max_paths));
+  if (h.msg_size == 0 || h.slots == 0) return refuse("message size and slots must be positive");
+  uint64_t per_qp = 0, buffer = 0;
+  if (__builtin_mul_overflow(h.msg_size, h.slots, &per_qp) ||
+      __builtin_mul_overflow(per_qp, uint64_t{h.qps.size()}, &buffer) ||
+      buffer > l.max_buffer_bytes)
+    return refuse("a buffer of " + std::to_string(h.msg_size) + " B x " + std::to_string(h.slots) +
+                  " slots x " + std::to_string(h.qps.size()) +
+                  " QPs is above this server's limit of " + std::to_string(l.max_buffer_bytes) +
+                  " B (--max-buffer-mib)");
+  return {};
+}
+
 NetResult<Hello> decode_hello(std::span<const uint8_t> bytes) {
+  if (bytes.size() >= 4) {
+    const uint32_t magic = Reader(bytes).u32();
+    if (magic == kRefusalMagic) {
+      std::string why;
+      for (uint8_t c : bytes.subspan(4).first(std::min(bytes.size() - 4, kRefusalMaxChars)))
+        why += c >= 0x20 && c < 0x7F ? static_cast<char>(c) : '?';
+      return net_fail(NetErrc::kRefused, "the server refused: " + why);
+    }
+    if (magic == kChallengeMagic)
+      return net_fail(NetErrc::kRefused,
+                      "the server asks for a shared secret: run the client with its --psk");
+  }
   if (bytes.size() < kPrefixBytes + 4)
     return net_fail(NetErrc::kBadHello,
                     "hello truncated (" + std::to_string(bytes.size()) + " bytes)");

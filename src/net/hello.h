@@ -11,6 +11,7 @@
 #include <array>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "net/sockets.h"
@@ -66,9 +67,33 @@ struct Hello {
 
 std::vector<uint8_t> encode_hello(const Hello& h);
 
+// A server's refusal instead of its hello: magic "MRCR", then a line of text saying why
+// (printable ASCII, at most kRefusalMaxChars). decode_hello returns it as kRefused.
+inline constexpr uint32_t kRefusalMagic = 0x4D524352;  // "MRCR"
+inline constexpr size_t kRefusalMaxChars = 300;
+std::vector<uint8_t> encode_refusal(std::string_view why);
+
+// A server with a shared secret (--psk) greets each connection with a challenge before
+// anything is read: magic "MRCC" and kChallengeBytes from the CSPRNG. decode_hello of it is
+// kRefused ("needs --psk"), for a client without the secret.
+inline constexpr uint32_t kChallengeMagic = 0x4D524343;  // "MRCC"
+inline constexpr size_t kChallengeBytes = 32;
+
+// What a server accepts in a client's hello: everything the server sizes from it is bounded
+// here, before anything is allocated (docs/linux-driver.md, "Security").
+struct HelloLimits {
+  uint64_t max_buffer_bytes = 1ull << 30;  // msg_size x slots x QPs: the server's buffer
+  uint32_t max_evs_per_plane = 256;
+  uint64_t max_paths = 1 << 16;  // QPs x planes x EVs per plane: the path sets' memory
+};
+// kIncompatible naming the first field out of bounds (or that overflows), with a message
+// fit to be sent back as a refusal.
+NetStatus check_client_hello(const Hello& h, const HelloLimits& limits);
+
 // Strict inverse of encode_hello. Errors: kBadHello (truncated, wrong magic, body length or
 // counts out of range, trailing bytes, CRC mismatch, a role/enum byte out of range),
-// kVersionMismatch (a well-framed hello of another version).
+// kVersionMismatch (a well-framed hello of another version), kRefused (a refusal or a
+// challenge, see above).
 NetResult<Hello> decode_hello(std::span<const uint8_t> bytes);
 
 }  // namespace mrc::net

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "net/secure_random.h"
+
 namespace mrc::net {
 
 NetResult<std::unique_ptr<Session>> Session::create(const SessionConfig& config) {
@@ -18,6 +20,11 @@ NetResult<std::unique_ptr<Session>> Session::create(const SessionConfig& config)
   EngineConfig ec;
   ec.num_ports = static_cast<uint8_t>(P);
   ec.seed = config.seed;
+  if (config.random_identifiers) {
+    auto key = secure_random_u64();
+    if (!key) return std::unexpected(key.error());
+    ec.identifier_key = *key;
+  }
   s->engine_ = std::make_unique<Engine>(ec);
   auto d = UdpDriver::open(*s->engine_, config.driver);
   if (!d) return std::unexpected(d.error());
@@ -36,11 +43,15 @@ NetResult<std::unique_ptr<Session>> Session::create(const SessionConfig& config)
     auto q = s->engine_->create_qp(ca);
     if (!q) return engine_fail("create_qp", q.error());
     s->qpns_.push_back(*q);
-    // A PSN start that differs per QP and run (like perftest's lrand48() & 0xffffff).
-    s->first_psn_.push_back(
-        static_cast<uint32_t>((config.seed * 0x9E3779B97F4A7C15ull + i * 0xBF58476D1CE4E5B9ull) >>
-                              40) &
-        0xFFFFFF);
+    // A PSN start that differs per QP and run (like perftest's lrand48() & 0xffffff); from the
+    // CSPRNG unless fixed: a host off the path must not know the window's position.
+    uint64_t r = config.seed * 0x9E3779B97F4A7C15ull + i * 0xBF58476D1CE4E5B9ull;
+    if (config.random_identifiers) {
+      auto v = secure_random_u64();
+      if (!v) return std::unexpected(v.error());
+      r = *v;
+    }
+    s->first_psn_.push_back(static_cast<uint32_t>(r >> 40) & 0xFFFFFF);
   }
   return s;
 }
@@ -144,54 +155,7 @@ NetStatus Session::connect(const Hello& peer) {
 }
 
 std::vector<std::pair<std::string, uint64_t>> Session::counters() const {
-  std::vector<std::pair<std::string, uint64_t>> out;
-  const DriverStats& ds = driver_->stats();
-  for (size_t p = 0; p < ds.ports.size(); ++p) {
-    const PortStats& ps = ds.ports[p];
-    const std::string pre = "plane" + std::to_string(p) + "_";
-    out.emplace_back(pre + "tx_packets", ps.tx_packets);
-    out.emplace_back(pre + "tx_bytes", ps.tx_bytes);
-    out.emplace_back(pre + "rx_packets", ps.rx_packets);
-    out.emplace_back(pre + "rx_bytes", ps.rx_bytes);
-    out.emplace_back(pre + "rx_ce", ps.rx_ce);
-    out.emplace_back(pre + "tx_blocked", ps.tx_blocked);
-    out.emplace_back(pre + "tx_errors", ps.tx_errors);
-  }
-  out.emplace_back("decode_drops", ds.decode_drops);
-  out.emplace_back("driver_wakeups", ds.wakeups);
-  out.emplace_back("driver_rx_holds", ds.rx_holds);
-  out.emplace_back("sendmmsg_calls", ds.sendmmsg_calls);
-  out.emplace_back("recvmmsg_calls", ds.recvmmsg_calls);
-  out.emplace_back("gso_sends", ds.gso_sends);
-  out.emplace_back("gso_fallbacks", ds.gso_fallbacks);
-  const EngineCounters& c = engine_->counters();
-  out.emplace_back("data_sent", c.data_sent);
-  out.emplace_back("retransmits", c.retransmits);
-  out.emplace_back("acks_sent", c.acks_sent);
-  out.emplace_back("ack_repeats", c.ack_repeats);
-  out.emplace_back("data_received", c.data_received);
-  out.emplace_back("duplicates", c.duplicates);
-  out.emplace_back("trimmed_received", c.trimmed_received);
-  out.emplace_back("trim_nacks_received", c.trim_nacks_received);
-  out.emplace_back("ecn_received", c.ecn_received);
-  out.emplace_back("bytes_placed", c.bytes_placed);
-  out.emplace_back("losses_detected", c.losses_detected);
-  out.emplace_back("losses_path_order", c.losses_path_order);
-  out.emplace_back("losses_rack", c.losses_rack);
-  out.emplace_back("losses_pto", c.losses_pto);
-  out.emplace_back("losses_rto", c.losses_rto);
-  out.emplace_back("losses_other", c.losses_other);
-  out.emplace_back("spurious_losses", c.spurious_losses);
-  out.emplace_back("losses_undone", c.losses_undone);
-  out.emplace_back("duplicate_retransmits", c.duplicate_retransmits);
-  out.emplace_back("timeouts", c.timeouts);
-  out.emplace_back("probes_sent", c.probes_sent);
-  out.emplace_back("ev_state_changes", c.ev_state_changes);
-  out.emplace_back("completion_errors", c.completion_errors);
-  for (int r = 0; r < static_cast<int>(DropReason::kCount); ++r)
-    out.emplace_back(std::string("drop_") + drop_reason_name(static_cast<DropReason>(r)),
-                     c.drops[r]);
-  return out;
+  return driver_counters(driver_->stats(), engine_->counters());
 }
 
 }  // namespace mrc::net

@@ -43,7 +43,12 @@ struct SessionConfig {
   // UDP GSO run (spray_burst(): 15 packets of 4 KiB in STEV/UDP modes, 1 in SRV6 mode), faster
   // but slower to find a failure out (docs/linux-driver.md, "Bursts per path, opt-in").
   uint32_t spray_burst = 1;
-  uint64_t seed = 1;
+  uint64_t seed = 1;  // the engine's generator (path order, probe ids); first PSNs if fixed
+  // QPNs, memory keys and first PSNs from the kernel's CSPRNG (secure_random), so that a host
+  // that did not see the hellos cannot name them (docs/linux-driver.md, "Security"). false:
+  // derived from `seed` (reproducible runs and tests; QPNs and keys count up as in the
+  // simulator).
+  bool random_identifiers = true;
 };
 
 class Session {

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -111,11 +112,28 @@ NetStatus SideChannel::send_frame(std::span<const uint8_t> payload, int timeout_
   return {};
 }
 
+FrameView parse_frame(std::span<const uint8_t> b, uint32_t max_frame) {
+  if (b.size() < 4) return {};
+  const uint32_t n = static_cast<uint32_t>(b[0]) << 24 | static_cast<uint32_t>(b[1]) << 16 |
+                     static_cast<uint32_t>(b[2]) << 8 | b[3];
+  if (n > max_frame) return {FrameStatus::kTooLarge, n};
+  if (b.size() - 4 < n) return {FrameStatus::kNeedMore, n};
+  return {FrameStatus::kFrame, n};
+}
+
+bool SideChannel::peer_closed() {
+  if (!closed_) (void)read_available();
+  return closed_;
+}
+
 NetResult<bool> SideChannel::read_available() {
   uint8_t tmp[16384];
   bool any = false;
-  while (true) {
-    const ssize_t r = ::recv(fd_.get(), tmp, sizeof tmp, MSG_DONTWAIT);
+  // Never more than one frame of the limit (and its length) beyond what is taken: a peer
+  // that sends without end fills its own socket buffer, not our memory.
+  const size_t cap = size_t{max_frame_} + 4 + sizeof tmp;
+  while (rx_.size() < cap) {
+    const ssize_t r = ::recv(fd_.get(), tmp, std::min(sizeof tmp, cap - rx_.size()), MSG_DONTWAIT);
     if (r > 0) {
       rx_.insert(rx_.end(), tmp, tmp + r);
       any = true;
@@ -131,31 +149,31 @@ NetResult<bool> SideChannel::read_available() {
     if (errno == EINTR) continue;
     return errno_fail("side channel receive from " + peer_, errno);
   }
+  return any;
 }
 
 std::optional<std::vector<uint8_t>> SideChannel::take_frame() {
-  if (rx_.size() < 4) return std::nullopt;
-  const uint32_t n = static_cast<uint32_t>(rx_[0]) << 24 | static_cast<uint32_t>(rx_[1]) << 16 |
-                     static_cast<uint32_t>(rx_[2]) << 8 | rx_[3];
-  if (rx_.size() < 4 + static_cast<size_t>(n)) return std::nullopt;
-  std::vector<uint8_t> frame(rx_.begin() + 4, rx_.begin() + 4 + n);
-  rx_.erase(rx_.begin(), rx_.begin() + 4 + n);
+  const FrameView v = parse_frame(rx_, max_frame_);
+  if (v.status != FrameStatus::kFrame) return std::nullopt;
+  std::vector<uint8_t> frame(rx_.begin() + 4, rx_.begin() + 4 + v.length);
+  rx_.erase(rx_.begin(), rx_.begin() + 4 + v.length);
   return frame;
 }
 
 NetResult<std::optional<std::vector<uint8_t>>> SideChannel::try_recv_frame() {
   if (auto f = take_frame()) return f;
-  if (closed_) return net_fail(NetErrc::kPeerClosed, "side channel closed by " + peer_);
-  auto r = read_available();
-  if (!r) return std::unexpected(r.error());
-  if (rx_.size() >= 4) {
-    const uint32_t n = static_cast<uint32_t>(rx_[0]) << 24 | static_cast<uint32_t>(rx_[1]) << 16 |
-                       static_cast<uint32_t>(rx_[2]) << 8 | rx_[3];
-    if (n > kMaxFrameBytes)
-      return net_fail(NetErrc::kBadHello, "side-channel frame of " + std::to_string(n) +
-                                              " bytes from " + peer_ + ": not an MRC peer?");
+  if (!closed_) {
+    auto r = read_available();
+    if (!r) return std::unexpected(r.error());
   }
-  return take_frame();
+  const FrameView v = parse_frame(rx_, max_frame_);
+  if (v.status == FrameStatus::kTooLarge)
+    return net_fail(NetErrc::kBadHello, "side-channel frame of " + std::to_string(v.length) +
+                                            " bytes from " + peer_ + " (limit " +
+                                            std::to_string(max_frame_) + "): not an MRC peer?");
+  if (auto f = take_frame()) return f;
+  if (closed_) return net_fail(NetErrc::kPeerClosed, "side channel closed by " + peer_);
+  return std::optional<std::vector<uint8_t>>{};
 }
 
 NetResult<std::vector<uint8_t>> SideChannel::recv_frame(int timeout_ms) {
@@ -186,11 +204,135 @@ NetResult<SideListener> SideListener::listen(uint16_t port) {
   a.sin6_port = htons(port);
   if (::bind(l.fd_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
     return errno_fail("bind side channel port " + std::to_string(port), errno);
-  if (::listen(l.fd_.get(), 4) != 0) return errno_fail("listen", errno);
+  // A backlog for clients that arrive while garbage connections are being served.
+  if (::listen(l.fd_.get(), 128) != 0) return errno_fail("listen", errno);
   socklen_t len = sizeof a;
   ::getsockname(l.fd_.get(), reinterpret_cast<sockaddr*>(&a), &len);
   l.port_ = ntohs(a.sin6_port);
   return l;
+}
+
+namespace {
+
+// One accepted connection, non-blocking, with TCP_NODELAY; its peer's name.
+NetResult<SideChannel> accept_one(int listen_fd) {
+  sockaddr_in6 peer{};
+  socklen_t len = sizeof peer;
+  UniqueFd fd(
+      ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_CLOEXEC | SOCK_NONBLOCK));
+  if (!fd) return errno_fail("accept", errno);
+  const int one = 1;
+  ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return SideChannel(std::move(fd),
+                     format_endpoint(Endpoint{peer.sin6_addr, ntohs(peer.sin6_port)}));
+}
+
+}  // namespace
+
+NetResult<SideChannel> SideListener::accept_handshake(
+    int timeout_ms, const HandshakeLimits& limits,
+    const std::function<HandshakeVerdict(SideChannel&, std::span<const uint8_t>)>& first_frame,
+    std::vector<uint8_t>& frame, const std::function<void(const std::string&)>& log) {
+  struct Pending {
+    SideChannel ch;
+    uint64_t deadline_ns;
+  };
+  std::vector<Pending> pending;
+  const auto note = [&](const std::string& line) {
+    if (log) log(line);
+  };
+  const uint64_t end =
+      timeout_ms < 0 ? UINT64_MAX : monotonic_ns() + static_cast<uint64_t>(timeout_ms) * 1'000'000;
+  const size_t max_pending = std::max<size_t>(limits.max_pending, 1);
+  std::vector<pollfd> fds;
+  while (true) {
+    const uint64_t now = monotonic_ns();
+    if (now >= end)
+      return net_fail(NetErrc::kTimeout, "no client completed a handshake on side-channel port " +
+                                             std::to_string(port_) + " within " +
+                                             std::to_string(timeout_ms) + " ms");
+    // Expired handshakes go first: an idle connection holds nothing for long.
+    for (size_t i = 0; i < pending.size();) {
+      if (now >= pending[i].deadline_ns) {
+        note("side channel: " + pending[i].ch.peer_name() + " sent no hello within " +
+             std::to_string(limits.handshake_timeout_ms) + " ms: closed");
+        pending.erase(pending.begin() + static_cast<ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
+    uint64_t wake = end;
+    for (const Pending& p : pending)
+      wake = std::min(wake, p.deadline_ns);
+    fds.clear();
+    fds.push_back(pollfd{fd_.get(), POLLIN, 0});
+    for (const Pending& p : pending)
+      fds.push_back(pollfd{p.ch.fd(), POLLIN, 0});
+    const uint64_t wait_ns = wake > now ? wake - now : 0;
+    const int wait_ms =
+        wake == UINT64_MAX
+            ? -1
+            : static_cast<int>(std::min<uint64_t>((wait_ns + 999'999) / 1'000'000, INT32_MAX));
+    const int n = ::poll(fds.data(), fds.size(), wait_ms);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno_fail("poll", errno);
+    }
+    if (n == 0) continue;
+    // Pending connections that have something (in order; the list changes below).
+    std::vector<int> readable;
+    for (size_t i = 1; i < fds.size(); ++i)
+      if (fds[i].revents) readable.push_back(fds[i].fd);
+    for (int fd : readable) {
+      auto it = std::find_if(pending.begin(), pending.end(),
+                             [&](const Pending& p) { return p.ch.fd() == fd; });
+      if (it == pending.end()) continue;
+      auto f = it->ch.try_recv_frame();
+      if (!f) {
+        note("side channel: " + it->ch.peer_name() + ": " + f.error().message + ": closed");
+        pending.erase(it);
+        continue;
+      }
+      if (!*f) continue;  // not whole yet
+      if (first_frame(it->ch, **f) == HandshakeVerdict::kTake) {
+        SideChannel taken = std::move(it->ch);
+        taken.set_max_frame(kMaxFrameBytes);
+        frame = std::move(**f);
+        return taken;
+      }
+      pending.erase(it);
+    }
+    if (fds[0].revents & POLLIN) {
+      // Every connection waiting in the backlog, not just one per turn.
+      for (int k = 0; k < 64; ++k) {
+        pollfd lp{fd_.get(), POLLIN, 0};
+        if (k > 0 && ::poll(&lp, 1, 0) <= 0) break;
+        auto ch = accept_one(fd_.get());
+        if (!ch) {
+          if (ch.error().code == NetErrc::kSystem && (errno == EMFILE || errno == ENFILE)) {
+            // Out of descriptors: make room by closing the oldest handshake.
+            if (!pending.empty()) pending.erase(pending.begin());
+          }
+          break;
+        }
+        if (pending.size() >= max_pending) {
+          note("side channel: " + std::to_string(pending.size()) +
+               " connections in handshake: the oldest, " + pending.front().ch.peer_name() +
+               ", closed");
+          pending.erase(pending.begin());
+        }
+        ch->set_max_frame(limits.max_first_frame);
+        if (limits.greeting) {
+          ch->greeting_ = limits.greeting();
+          if (!ch->greeting_.empty()) (void)ch->send_frame(ch->greeting_, 100);
+        }
+        pending.push_back(Pending{
+            std::move(*ch),
+            monotonic_ns() +
+                static_cast<uint64_t>(std::max(limits.handshake_timeout_ms, 1)) * 1'000'000});
+      }
+    }
+  }
 }
 
 NetResult<SideChannel> SideListener::accept(int timeout_ms) {

@@ -140,7 +140,8 @@ struct UdpDriver::Impl {
   std::vector<mmsghdr> rx_msgs;
   std::vector<iovec> rx_iov;
   std::vector<sockaddr_in6> rx_from;
-  // Per datagram: IPV6_TCLASS (20 bytes) and SCM_TIMESTAMPING (64 bytes), each aligned.
+  // Per datagram: IPV6_TCLASS (20 bytes), SCM_TIMESTAMPING (64 bytes) and SO_RXQ_OVFL (20
+  // bytes), each aligned.
   std::vector<std::array<uint8_t, 128>> rx_control;
   std::vector<RxEntry> rx_entries;
   uint32_t rx_per_port = 0;       // pool share of one port per turn
@@ -164,6 +165,12 @@ struct UdpDriver::Impl {
   bool sticky_error = false;
   NetError error;
 
+  bool is_peer_address(const in6_addr& a) const {
+    for (const auto& [id, eps] : peers)
+      for (const Endpoint& e : eps)
+        if (std::memcmp(&e.addr, &a, 16) == 0) return true;
+    return false;
+  }
   uint8_t* tx_data(uint32_t slot) { return tx_mem.data() + size_t{slot} * kSlotBytes; }
   uint8_t* rx_data(uint32_t slot) { return rx_mem.data() + size_t{slot} * kSlotBytes; }
 };
@@ -212,6 +219,9 @@ NetResult<UniqueFd> open_socket(const PortConfig& pc, const DriverConfig& cfg, u
   }
   if (data_socket) {
     ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof one);
+    // The kernel's count of datagrams it dropped for this socket (receive buffer full)
+    // arrives with each datagram read (PortStats::rx_kernel_drops).
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof one);
     if (cfg.rx_timestamps) {
       if (auto st = set_timestamping(fd.get(), true); !st) return std::unexpected(st.error());
     }
@@ -351,6 +361,65 @@ NetResult<std::unique_ptr<UdpDriver>> UdpDriver::open(Engine& engine, const Driv
   return d;
 }
 
+std::vector<std::pair<std::string, uint64_t>> driver_counters(const DriverStats& ds,
+                                                              const EngineCounters& c) {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (size_t p = 0; p < ds.ports.size(); ++p) {
+    const PortStats& ps = ds.ports[p];
+    const std::string pre = "plane" + std::to_string(p) + "_";
+    out.emplace_back(pre + "tx_packets", ps.tx_packets);
+    out.emplace_back(pre + "tx_bytes", ps.tx_bytes);
+    out.emplace_back(pre + "rx_packets", ps.rx_packets);
+    out.emplace_back(pre + "rx_bytes", ps.rx_bytes);
+    out.emplace_back(pre + "rx_ce", ps.rx_ce);
+    out.emplace_back(pre + "tx_blocked", ps.tx_blocked);
+    out.emplace_back(pre + "tx_errors", ps.tx_errors);
+  }
+  uint64_t kernel_drops = 0;
+  for (size_t p = 0; p < ds.ports.size(); ++p) {
+    out.emplace_back("plane" + std::to_string(p) + "_rx_kernel_drops", ds.ports[p].rx_kernel_drops);
+    kernel_drops += ds.ports[p].rx_kernel_drops;
+  }
+  // Every reason a datagram that reached us was not used is a drop_<reason> counter (the
+  // engine's, then the driver's own), and what the kernel dropped before we could read it.
+  out.emplace_back("drop_kernel_rcvbuf", kernel_drops);
+  out.emplace_back("drop_ping_from_stranger", ds.pings_from_strangers);
+  out.emplace_back("decode_drops", ds.decode_drops);
+  out.emplace_back("driver_wakeups", ds.wakeups);
+  out.emplace_back("driver_rx_holds", ds.rx_holds);
+  out.emplace_back("sendmmsg_calls", ds.sendmmsg_calls);
+  out.emplace_back("recvmmsg_calls", ds.recvmmsg_calls);
+  out.emplace_back("gso_sends", ds.gso_sends);
+  out.emplace_back("gso_fallbacks", ds.gso_fallbacks);
+  out.emplace_back("data_sent", c.data_sent);
+  out.emplace_back("retransmits", c.retransmits);
+  out.emplace_back("acks_sent", c.acks_sent);
+  out.emplace_back("ack_repeats", c.ack_repeats);
+  out.emplace_back("data_received", c.data_received);
+  out.emplace_back("duplicates", c.duplicates);
+  out.emplace_back("trimmed_received", c.trimmed_received);
+  out.emplace_back("trim_nacks_received", c.trim_nacks_received);
+  out.emplace_back("ecn_received", c.ecn_received);
+  out.emplace_back("bytes_placed", c.bytes_placed);
+  out.emplace_back("losses_detected", c.losses_detected);
+  out.emplace_back("losses_path_order", c.losses_path_order);
+  out.emplace_back("losses_rack", c.losses_rack);
+  out.emplace_back("losses_pto", c.losses_pto);
+  out.emplace_back("losses_rto", c.losses_rto);
+  out.emplace_back("losses_other", c.losses_other);
+  out.emplace_back("spurious_losses", c.spurious_losses);
+  out.emplace_back("losses_undone", c.losses_undone);
+  out.emplace_back("duplicate_retransmits", c.duplicate_retransmits);
+  out.emplace_back("timeouts", c.timeouts);
+  out.emplace_back("probes_sent", c.probes_sent);
+  out.emplace_back("ev_state_changes", c.ev_state_changes);
+  out.emplace_back("completion_errors", c.completion_errors);
+  for (int r = 0; r < static_cast<int>(DropReason::kCount); ++r)
+    out.emplace_back(std::string("drop_") + drop_reason_name(static_cast<DropReason>(r)),
+                     c.drops[r]);
+  return out;
+}
+
 const Endpoint& UdpDriver::local(uint8_t port) const {
   return impl_->local.at(port);
 }
@@ -372,6 +441,13 @@ NetStatus UdpDriver::set_peer(uint32_t peer, std::span<const Endpoint> ports) {
                                                 " planes, we have " +
                                                 std::to_string(config_.ports.size()));
   impl_->peers[peer] = std::vector<Endpoint>(ports.begin(), ports.end());
+  std::vector<Ipv6Address> addresses;
+  for (const Endpoint& e : ports) {
+    Ipv6Address a;
+    std::memcpy(a.data(), &e.addr, 16);
+    if (std::find(addresses.begin(), addresses.end(), a) == addresses.end()) addresses.push_back(a);
+  }
+  engine_.set_peer_addresses(peer, addresses);
   return {};
 }
 
@@ -442,6 +518,12 @@ void receive_ready(UdpDriver& d, UdpDriver::Impl& m, DriverStats& stats, Engine&
           e.port = port;
           const msghdr& h = m.rx_msgs[i].msg_hdr;
           for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(const_cast<msghdr*>(&h), c)) {
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL) {
+              uint32_t dropped = 0;  // since the socket was opened
+              std::memcpy(&dropped, CMSG_DATA(c), sizeof dropped);
+              PortStats& ps = stats.ports[port];
+              ps.rx_kernel_drops = std::max<uint64_t>(ps.rx_kernel_drops, dropped);
+            }
             if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPING) {
               // struct scm_timestamping: ts[0] is the software stamp (the others are zero).
               timespec ts{};
@@ -491,6 +573,11 @@ void receive_ready(UdpDriver& d, UdpDriver::Impl& m, DriverStats& stats, Engine&
     const sockaddr_in6& from = m.rx_from[e.slot];
     ++ps.rx_packets;
     ps.rx_bytes += len;
+    if ((is_ping(payload, len) || is_pong(payload, len)) && !cfg.pings_from_anyone &&
+        !m.is_peer_address(from.sin6_addr)) {
+      ++stats.pings_from_strangers;
+      continue;
+    }
     if (is_ping(payload, len)) {
       std::memcpy(payload, kPongMagic, 8);
       sockaddr_in6 to = from;
@@ -525,6 +612,8 @@ void receive_ready(UdpDriver& d, UdpDriver::Impl& m, DriverStats& stats, Engine&
     }
     RxPacket rx;
     rx.port = port;
+    rx.source_known = true;
+    std::memcpy(rx.source.data(), &from.sin6_addr, 16);
     rx.ecn_ce = (tclass & 0x3) == wire::kEcnCe;
     rx.trimmed = (tclass >> 2) == wire::kDscpTrimmed;
     ps.rx_ce += rx.ecn_ce;

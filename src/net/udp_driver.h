@@ -43,6 +43,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "net/sockets.h"
@@ -102,6 +103,11 @@ struct DriverConfig {
   // every ACK of that time reached the engine at its end (arrival times never go back behind a
   // `now` the engine has seen), after the ACK timeout had fired (docs/linux-driver.md).
   Time tx_turn_budget = 250 * kPicosPerMicro;
+  // Whom the driver answers pings from: its peers' addresses only (set_peer), so that it cannot
+  // be made to reflect traffic at an address an attacker names; or anyone, where the data
+  // socket is a node's probe responder for hosts it has no QP with (the C API: a controller
+  // probes any endpoint, OCP 5.2 EV_PROBE).
+  bool pings_from_anyone = false;
   // Tail-ACK repeat of this host's responders (Engine::set_ack_repeat_after): unset, the
   // mode's default (default_ack_repeat_after); 0: off.
   std::optional<Time> ack_repeat_after;
@@ -140,6 +146,10 @@ struct PortStats {
   uint64_t tx_blocked = 0;  // sendmmsg returned EAGAIN (queued, resent later)
   uint64_t tx_errors = 0;   // other send errors (packet lost; the engine recovers)
   uint64_t src_port_fallbacks = 0;
+  // Datagrams the kernel dropped for this port's data socket because its receive buffer was
+  // full (SO_RXQ_OVFL: Udp6RcvbufErrors of this socket alone). A flood of junk at the port
+  // shows here, not in the engine's drops: those datagrams were never read.
+  uint64_t rx_kernel_drops = 0;
 };
 
 struct DriverStats {
@@ -149,6 +159,9 @@ struct DriverStats {
   std::array<uint64_t, 64> decode_errors{};
   uint64_t decode_drops = 0;
   uint64_t pings_answered = 0, pongs_received = 0;
+  // Pings and pongs from an address that is no peer's (set_peer): not answered, not believed
+  // (the driver would otherwise reflect traffic at any address an attacker names).
+  uint64_t pings_from_strangers = 0;
   uint64_t wakeups = 0;   // poll turns that went on to wait
   uint64_t rx_holds = 0;  // of those: waits that held a readable port (rx_coalesce)
   // System calls, for the batch sizes actually achieved (packets / calls).
@@ -158,6 +171,14 @@ struct DriverStats {
   uint64_t wake_calls_seen = 0;  // polls ended early by wake()
 };
 
+// The counters of a driver and its engine as (name, value) pairs, names stable for scripts and
+// the same wherever they are reported (Session::counters, mrc-perf --json, the C API's
+// mrc_soft_query_counters): plane<p>_tx_bytes, ..., retransmits, and drop_<reason> for every
+// reason a datagram that reached a data socket was not used (the engine's DropReason, the
+// driver's ping_from_stranger) or never read (kernel_rcvbuf: SO_RXQ_OVFL).
+std::vector<std::pair<std::string, uint64_t>> driver_counters(const DriverStats& driver,
+                                                              const EngineCounters& engine);
+
 class UdpDriver {
  public:
   // Opens the sockets of every port. `engine.config().num_ports` must equal the port count.
@@ -166,7 +187,10 @@ class UdpDriver {
   UdpDriver(const UdpDriver&) = delete;
   UdpDriver& operator=(const UdpDriver&) = delete;
 
-  // Where QpAttr::peer `peer` listens on each port (index = port).
+  // Where QpAttr::peer `peer` listens on each port (index = port). Its addresses become the
+  // only sources its QPs accept packets from (Engine::set_peer_addresses: any of them, for
+  // any plane; the UDP source port is not bound, STEV/UDP modes send from one per path), and
+  // the only ones the driver answers pings from.
   NetStatus set_peer(uint32_t peer, std::span<const Endpoint> ports);
 
   Time now() const { return clock_.now(); }

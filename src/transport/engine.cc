@@ -58,6 +58,10 @@ const char* drop_reason_name(DropReason r) {
       return "bad_opcode";
     case DropReason::kInconsistent:
       return "inconsistent";
+    case DropReason::kWrongPeer:
+      return "wrong_peer";
+    case DropReason::kPayloadTooLong:
+      return "payload_too_long";
     case DropReason::kCount:
       break;
   }
@@ -66,6 +70,9 @@ const char* drop_reason_name(DropReason r) {
 
 Engine::Engine(const EngineConfig& config)
     : config_(config),
+      memory_(config.identifier_key),
+      qpn_cipher_(config.identifier_key ? config.identifier_key * 0x9E3779B97F4A7C15ull | 1 : 0,
+                  std::clamp<int>(config.qpn_bits & ~1, 8, 24)),
       port_up_mask_(config.num_ports >= 32 ? ~0u : (1u << config.num_ports) - 1),
       rng_(config.seed) {
   config_.num_ports = std::clamp<uint8_t>(config_.num_ports, 1, 32);
@@ -94,9 +101,13 @@ Status Engine::deregister_memory(uint32_t lkey) {
 // ---- QPs ------------------------------------------------------------------------------
 
 Qp* Engine::find_qp(uint32_t qpn) const {
-  if (qpn < kFirstQpn) return nullptr;
-  const size_t slot = qpn - kFirstQpn;
-  return slot < qps_.size() ? qps_[slot].get() : nullptr;
+  if (qpn < kFirstQpn || qpn > qpn_cipher_.mask()) return nullptr;
+  const uint32_t index = qpn_cipher_.decrypt(qpn);
+  if (index < kFirstQpn) return nullptr;
+  const size_t slot = index - kFirstQpn;
+  if (slot >= qps_.size()) return nullptr;
+  Qp* qp = qps_[slot].get();
+  return qp && qp->qpn() == qpn ? qp : nullptr;
 }
 
 Result<uint32_t> Engine::create_qp(const QpCreateAttr& attr) {
@@ -104,15 +115,21 @@ Result<uint32_t> Engine::create_qp(const QpCreateAttr& attr) {
     return fail(Error::kInvalidArgument);
   }
   size_t slot;
-  if (!free_qp_slots_.empty()) {
-    slot = free_qp_slots_.back();
-    free_qp_slots_.pop_back();
-  } else {
-    if (qps_.size() >= config_.max_qps) return fail(Error::kNoResources);
-    slot = qps_.size();
-    qps_.emplace_back();
+  uint32_t qpn;
+  while (true) {
+    if (!free_qp_slots_.empty()) {
+      slot = free_qp_slots_.back();
+      free_qp_slots_.pop_back();
+    } else {
+      if (qps_.size() >= std::min<uint32_t>(config_.max_qps, qpn_cipher_.mask() - kFirstQpn))
+        return fail(Error::kNoResources);
+      slot = qps_.size();
+      qps_.emplace_back();
+    }
+    qpn = qpn_cipher_.encrypt(kFirstQpn + static_cast<uint32_t>(slot));
+    // QPN 0 and 1 are InfiniBand's special QPs: a slot the key maps there stays unused.
+    if (qpn >= kFirstQpn) break;
   }
-  const uint32_t qpn = kFirstQpn + static_cast<uint32_t>(slot);
   qps_[slot] = std::make_unique<Qp>(*this, qpn, attr, rng_.next());
   return qpn;
 }
@@ -127,7 +144,7 @@ Status Engine::modify_qp(Time now, uint32_t qpn, QpState target, const QpAttr& a
     fresh->in_ready = qp->in_ready;
     fresh->in_control = qp->in_control;
     fresh->armed = qp->armed;
-    qps_[qpn - kFirstQpn] = std::move(fresh);
+    qps_[qpn_cipher_.decrypt(qpn) - kFirstQpn] = std::move(fresh);
     return {};
   }
   auto s = qp->modify(now, target, attr);
@@ -149,8 +166,9 @@ Status Engine::destroy_qp(uint32_t qpn) {
   };
   purge(ready_ring_, ready_head_, ready_size_);
   purge(control_ring_, control_head_, control_size_);
-  qps_[qpn - kFirstQpn].reset();
-  free_qp_slots_.push_back(qpn - kFirstQpn);
+  const uint32_t slot = qpn_cipher_.decrypt(qpn) - kFirstQpn;
+  qps_[slot].reset();
+  free_qp_slots_.push_back(slot);
   return {};
 }
 
@@ -242,6 +260,22 @@ Status Engine::post_recv(uint32_t qpn, uint64_t wr_id) {
 
 // ---- network --------------------------------------------------------------------------
 
+void Engine::set_peer_addresses(uint32_t peer, std::span<const Ipv6Address> addresses) {
+  if (addresses.empty()) {
+    peer_addresses_.erase(peer);
+    return;
+  }
+  peer_addresses_[peer].assign(addresses.begin(), addresses.end());
+}
+
+bool Engine::from_peer(uint32_t peer, const RxPacket& rx) const {
+  if (peer_addresses_.empty()) return true;
+  const auto it = peer_addresses_.find(peer);
+  if (it == peer_addresses_.end()) return true;
+  if (!rx.source_known) return false;
+  return std::find(it->second.begin(), it->second.end(), rx.source) != it->second.end();
+}
+
 Status Engine::on_packet(Time now, const RxPacket& rx) {
   if (rx.port >= config_.num_ports) {
     ++counters_.drops[static_cast<int>(DropReason::kDecode)];
@@ -251,6 +285,11 @@ Status Engine::on_packet(Time now, const RxPacket& rx) {
   if (!qp) {
     ++counters_.drops[static_cast<int>(DropReason::kUnknownQp)];
     return fail(Error::kUnknownQp);
+  }
+  // Peer binding before anything else about the packet is looked at (set_peer_addresses).
+  if (!from_peer(qp->peer(), rx)) {
+    ++counters_.drops[static_cast<int>(DropReason::kWrongPeer)];
+    return fail(Error::kInvalidArgument);
   }
   auto s = qp->on_packet(now, rx);
   rearm(qp);
@@ -265,6 +304,8 @@ Status Engine::on_datagram(Time now, uint8_t port, std::span<const uint8_t> byte
   }
   RxPacket rx;
   rx.port = port;
+  rx.source_known = true;
+  rx.source = d->ip.src;
   rx.ecn_ce = d->ip.ecn() == wire::kEcnCe;
   rx.trimmed = d->ip.dscp() == wire::kDscpTrimmed;
   rx.pkt = d->pkt;

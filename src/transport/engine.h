@@ -22,15 +22,18 @@
 // With the same inputs at the same times and the same seed, the outputs are identical.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "common/types.h"
 #include "transport/cc/cc.h"
 #include "transport/ev_profile.h"
+#include "transport/id_cipher.h"
 #include "transport/memory_table.h"
 #include "transport/path_set.h"
 #include "wire/headers.h"
@@ -77,6 +80,16 @@ enum class TransmitOrder : uint8_t { kPerPort, kPerPath };
 struct EngineConfig {
   uint8_t num_ports = 1;  // NIC ports (planes), at most 32
   uint64_t seed = 1;
+  // 0: QPNs count up from kFirstQpn and memory keys name their slot (the simulator and tests:
+  // readable and reproducible). Otherwise both are a permutation keyed by this value
+  // (IdCipher), so that a host that was not handed them at setup cannot name them; drivers
+  // on real networks pass a key drawn from a CSPRNG (net::secure_random_u64), docs/
+  // linux-driver.md, "Security". The engine itself never draws randomness.
+  uint64_t identifier_key = 0;
+  // Width of the QPNs the engine hands out (even, 8..24): the C API puts its process slot in
+  // the bits above 16 of the QPN it shows (docs/c-api.md, "QP numbers"), so its engine's
+  // QPNs (keyed or not) must fit in 16. At most 2^bits - 2 QPs.
+  uint8_t qpn_bits = 24;
   uint32_t max_qps = 4096;
   uint32_t completion_capacity = 1 << 16;  // completions buffered before poll
   uint32_t event_capacity = 4096;          // async events buffered; overflow is counted as dropped
@@ -222,10 +235,17 @@ struct TxPacket {
   wire::TransportPacket pkt;
 };
 
+// An IPv6 address as the engine compares it (network byte order).
+using Ipv6Address = wire::Ipv6Addr;
+
 // A received packet, already parsed (the simulator hands these over directly; the Linux
 // driver uses on_datagram, which decodes and calls on_packet).
 struct RxPacket {
   uint8_t port = 0;
+  // The datagram's IPv6 source, when the driver knows it. A QP whose peer has addresses
+  // (Engine::set_peer_addresses) accepts packets only from one of them (kWrongPeer).
+  bool source_known = false;
+  Ipv6Address source{};
   bool ecn_ce = false;   // IPv6 ECN field was CE
   bool trimmed = false;  // a switch cut the payload (DSCP kDscpTrimmed)
   wire::TransportPacket pkt;
@@ -248,7 +268,9 @@ enum class DropReason : uint8_t {
   kBadAck,          // ACK/NACK for PSNs never sent
   kWimmExceeded,    // responder: more WRITE-with-imm in flight than max_wimm_dest
   kBadOpcode,
-  kInconsistent,  // fields contradict what the QP knows (e.g. message size changed)
+  kInconsistent,    // fields contradict what the QP knows (e.g. message size changed)
+  kWrongPeer,       // source address is not one of the QP's peer's (Engine::set_peer_addresses)
+  kPayloadTooLong,  // payload (or a trimmed packet's announced length) above the path MTU
   kCount
 };
 const char* drop_reason_name(DropReason r);
@@ -387,6 +409,15 @@ class Engine {
   Status post_recv(uint32_t qpn, uint64_t wr_id);
 
   // ---- Network ------------------------------------------------------------------------
+  // The addresses `peer` (QpAttr::peer) sends from: any of its planes' addresses; in SRV6
+  // mode the source of a packet is the peer's port address, the uSID carrier being only the
+  // destination. From then on every QP of that peer drops (kWrongPeer) a packet whose
+  // RxPacket::source is not one of them or is unknown, before anything else about it is
+  // looked at. A peer without addresses is not checked (the simulator, whose packets come
+  // from its own fabric). Stricter than a RoCE NIC, which accepts any source that names the
+  // QP: we run over UDP on networks that are not closed (docs/linux-driver.md, "Security").
+  // An empty span forgets the peer's addresses.
+  void set_peer_addresses(uint32_t peer, std::span<const Ipv6Address> addresses);
   // Processes one received packet. Returns the drop reason as an error if it was dropped
   // (already counted); a dropped packet changes no state.
   Status on_packet(Time now, const RxPacket& rx);
@@ -432,6 +463,8 @@ class Engine {
   // Applies a port state to every QP (Engine::set_port_up, at once or after the remap delay).
   void apply_port_state(Time now, uint8_t port, bool up);
   Qp* find_qp(uint32_t qpn) const;
+  // Whether `rx` may come from `peer` (set_peer_addresses).
+  bool from_peer(uint32_t peer, const RxPacket& rx) const;
 
   struct TimerEntry {
     Time at;
@@ -443,7 +476,9 @@ class Engine {
   TransmitOrder transmit_order_ = TransmitOrder::kPerPort;
   Time ack_repeat_after_ = 0;
   MemoryTable memory_;
-  std::vector<std::unique_ptr<Qp>> qps_;  // index = qpn - kFirstQpn
+  IdCipher qpn_cipher_;                   // slot + kFirstQpn <-> QPN (EngineConfig::identifier_key)
+  std::vector<std::unique_ptr<Qp>> qps_;  // index = slot (qpn_cipher_.decrypt(qpn) - kFirstQpn)
+  std::unordered_map<uint32_t, std::vector<Ipv6Address>> peer_addresses_;
   std::vector<uint32_t> free_qp_slots_;
   // FIFO rings of QPNs (each QP at most once in each, guarded by flags on the QP).
   std::vector<uint32_t> ready_ring_, control_ring_;

@@ -25,12 +25,12 @@ Result<MemoryKeys> MemoryTable::register_region(void* base, uint64_t length, uin
     regions_.emplace_back();
   }
   MemoryRegion& r = regions_[slot];
-  const uint32_t generation = ((r.key & 0xFF) + 1) & 0xFF;
+  const uint32_t generation = ((cipher_.decrypt(r.key) & 0xFF) + 1) & 0xFF;
   r.base = static_cast<uint8_t*>(base);
   r.iova = iova;
   r.length = length;
   r.access = access;
-  r.key = (slot << 8) | generation;
+  r.key = cipher_.encrypt((slot << 8) | generation);
   r.valid = true;
   ++live_;
   return MemoryKeys{r.key, r.key};
@@ -39,14 +39,15 @@ Result<MemoryKeys> MemoryTable::register_region(void* base, uint64_t length, uin
 Status MemoryTable::deregister(uint32_t key) {
   const MemoryRegion* r = find(key);
   if (!r) return fail(Error::kNotFound);
-  regions_[key >> 8].valid = false;
-  free_slots_.push_back(key >> 8);
+  const uint32_t slot = cipher_.decrypt(key) >> 8;
+  regions_[slot].valid = false;
+  free_slots_.push_back(slot);
   --live_;
   return {};
 }
 
 const MemoryRegion* MemoryTable::find(uint32_t key) const {
-  const uint32_t slot = key >> 8;
+  const uint32_t slot = cipher_.decrypt(key) >> 8;
   if (slot >= regions_.size()) return nullptr;
   const MemoryRegion& r = regions_[slot];
   return (r.valid && r.key == key) ? &r : nullptr;

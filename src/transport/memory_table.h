@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/types.h"
+#include "transport/id_cipher.h"
 
 namespace mrc {
 
@@ -27,12 +28,17 @@ struct MemoryRegion {
   uint64_t iova = 0;        // address peers use in RETH.va
   uint64_t length = 0;
   uint32_t access = 0;
-  uint32_t key = 0;  // lkey == rkey == key (as soft-RoCE does)
+  uint32_t key = 0;  // lkey == rkey == key (as soft-RoCE does), as handed out
   bool valid = false;
 };
 
 class MemoryTable {
  public:
+  // `key` 0: a region's key is its slot and generation as they are (below); otherwise they
+  // pass through a keyed permutation (IdCipher) so that a key cannot be guessed from the
+  // order of registration (EngineConfig::identifier_key).
+  explicit MemoryTable(uint64_t key = 0) : cipher_(key, 32) {}
+
   // Registers [iova, iova + length) backed by `base` (nullptr: phantom). Keys encode the
   // slot index in the high 24 bits and a generation byte in the low 8 bits, so a stale key
   // of a deregistered region does not name its successor. Errors: kInvalidArgument
@@ -51,6 +57,7 @@ class MemoryTable {
 
  private:
   const MemoryRegion* find(uint32_t key) const;
+  IdCipher cipher_;
   std::vector<MemoryRegion> regions_;
   std::vector<uint32_t> free_slots_;
   size_t live_ = 0;

@@ -698,10 +698,14 @@ void Qp::learn_pto_floor_from_echoes(Time now, const wire::SackExt& s) {
 }
 
 Status Qp::validate_ack(const wire::SackExt& s) const {
-  // An ACK may be old (reordered behind newer ones) but never for PSNs not yet sent.
-  if (psn_diff(next_psn_, s.cum_psn) < 0) return fail(Error::kBadExtension);
+  // An ACK may be old (reordered behind newer ones) but never for PSNs not yet sent, nor name
+  // a path this QP does not have. Such an ACK is dropped whole, before any of it is used, and
+  // the QP goes on as if it never came (a forged one must not stop the real ones).
+  if (psn_diff(next_psn_, s.cum_psn) < 0 || psn_diff(next_psn_, s.sack_base) < 0)
+    return fail(Error::kBadExtension);
   for (int i = 0; i < s.echo_count; ++i) {
-    if (psn_diff(next_psn_, s.echo[static_cast<size_t>(i)].psn) <= 0) {
+    const wire::AckEcho& e = s.echo[static_cast<size_t>(i)];
+    if (psn_diff(next_psn_, e.psn) <= 0 || e.ev_index >= paths_.size()) {
       return fail(Error::kBadExtension);
     }
   }
@@ -1144,14 +1148,22 @@ Status Qp::on_packet(Time now, const RxPacket& rx) {
     case wire::Opcode::kTrimNack:
       if (!sending) return drop(DropReason::kBadState, Error::kBadQpState);
       if (!is_mrc()) return drop(DropReason::kBadOpcode, Error::kBadOpcode);
+      // A NACK for a PSN never sent, or on a path we do not have, is as bad as such an ACK.
+      if (psn_diff(next_psn_, t.nack.psn) <= 0 || t.nack.ev_index >= paths_.size())
+        return drop(DropReason::kBadAck, Error::kBadExtension);
       on_trim_nack(now, rx);
       return {};
     case wire::Opcode::kProbe:
       if (!receiving) return drop(DropReason::kBadState, Error::kBadQpState);
+      // The reply goes back on the path the probe names: one we have, on a port we have.
+      if (t.probe.ev_index >= paths_.size() || t.probe.port >= engine_.config().num_ports)
+        return drop(DropReason::kInconsistent, Error::kBadExtension);
       on_probe(now, rx);
       return {};
     case wire::Opcode::kProbeReply:
       if (!sending) return drop(DropReason::kBadState, Error::kBadQpState);
+      if (t.probe.ev_index >= paths_.size())
+        return drop(DropReason::kInconsistent, Error::kBadExtension);
       on_probe_reply(now, rx);
       return {};
     case wire::Opcode::kCnp:
@@ -1200,23 +1212,41 @@ void Qp::advance_rcv_base() {
   }
 }
 
-// Checks everything about a data packet whose PSN is acceptable, then places it. Returns
-// the drop reason; on error nothing has changed.
-Status Qp::accept_data(Time now, const RxPacket& rx) {
+// The checks every data packet passes before it has any effect, a duplicate's ACK or a trimmed
+// packet's NACK included (a forged trimmed packet would otherwise make the requester resend
+// at will): framing, payload within the path MTU, rkey with remote write access and the range
+// it names (a trimmed packet's announced length, its payload being cut). Counts the drop.
+Result<const MemoryRegion*> Qp::check_data(const RxPacket& rx) {
+  const wire::TransportPacket& t = rx.pkt;
+  if (t.data.pkt_count == 0 || t.data.pkt_index >= t.data.pkt_count ||
+      (!rx.trimmed && t.payload_len != t.reth.dma_len)) {
+    return fail(drop(DropReason::kInconsistent, Error::kBadExtension).error());
+  }
+  if (t.reth.dma_len > mtu_ || t.payload_len > mtu_)
+    return fail(drop(DropReason::kPayloadTooLong, Error::kInvalidArgument).error());
+  auto region = engine_.memory().check_remote_write(t.reth.rkey, t.reth.va, t.reth.dma_len);
+  if (!region) {
+    ++engine_.counters_.drops[static_cast<int>(
+        region.error() == Error::kBadRkey ? DropReason::kBadRkey : DropReason::kBadAddress)];
+    return fail(region.error());
+  }
+  return region;
+}
+
+// Checks what a data packet whose PSN is acceptable says about its message, then places it
+// into `r` (what check_data found). Returns the drop reason; on error nothing has changed.
+Status Qp::accept_data(Time now, const RxPacket& rx, const MemoryRegion* r) {
   const wire::TransportPacket& t = rx.pkt;
   const bool with_imm = t.bth.opcode == wire::Opcode::kWriteOnlyImm;
   const uint32_t msg = t.data.msg_num;
   if (msg - msg_base_ >= rcv_limit_)
     return drop(DropReason::kPsnOutOfWindow, Error::kPsnOutOfWindow);
-  if (msg - msg_base_ > msg_mask_) grow_msg_ring(msg - msg_base_);
-  if (t.data.pkt_count == 0 || t.data.pkt_index >= t.data.pkt_count) {
-    return drop(DropReason::kInconsistent, Error::kBadExtension);
-  }
   const uint32_t last_psn =
       psn_add(t.bth.psn, static_cast<int64_t>(t.data.pkt_count) - 1 - t.data.pkt_index);
-  RxMessage& m = rx_msgs_[msg & msg_mask_];
-  const bool known = m.seen && m.msg_num == msg;
-  if (known && (m.last_psn != last_psn || m.with_imm != with_imm)) {
+  // A message beyond the ring is not known (its slot holds another message number).
+  const RxMessage& seen = rx_msgs_[msg & msg_mask_];
+  const bool known = seen.seen && seen.msg_num == msg;
+  if (known && (seen.last_psn != last_psn || seen.with_imm != with_imm)) {
     return drop(DropReason::kInconsistent, Error::kBadExtension);
   }
   // Over the limit a WRITE-with-imm is dropped (the requester resends it), except the message
@@ -1239,13 +1269,8 @@ Status Qp::accept_data(Time now, const RxPacket& rx) {
     }
     return {};
   }
-  if (t.payload_len != t.reth.dma_len) return drop(DropReason::kInconsistent, Error::kBadExtension);
-  auto region = engine_.memory().check_remote_write(t.reth.rkey, t.reth.va, t.payload_len);
-  if (!region) {
-    return drop(region.error() == Error::kBadRkey ? DropReason::kBadRkey : DropReason::kBadAddress,
-                region.error());
-  }
-  const MemoryRegion* r = *region;
+  if (msg - msg_base_ > msg_mask_) grow_msg_ring(msg - msg_base_);
+  RxMessage& m = rx_msgs_[msg & msg_mask_];
   if (r->base && t.payload && t.payload_len) {
     std::memcpy(r->base + (t.reth.va - r->iova), t.payload, t.payload_len);
   }
@@ -1276,36 +1301,37 @@ Status Qp::on_data(Time now, const RxPacket& rx) {
   ensure_responder_rings();
   const uint32_t psn = rx.pkt.bth.psn;
   const int32_t d = psn_diff(psn, rcv_base_);
+  if (d < -static_cast<int32_t>(rcv_limit_) || d >= static_cast<int32_t>(mpr_dest_psns_)) {
+    return drop(DropReason::kPsnOutOfWindow, Error::kPsnOutOfWindow);  // stale or beyond
+  }
+  const auto region = check_data(rx);
+  if (!region) return fail(region.error());
   // The bitmap grows here only, for a PSN inside the window but beyond the ring (unsigned:
   // a duplicate's negative offset is beyond both).
   const uint32_t offset = static_cast<uint32_t>(d);
   if (offset > rcv_mask_ && offset < mpr_dest_psns_) [[unlikely]] {
     grow_rcv_ring(offset);
   }
-  if (d < 0 || (d < static_cast<int32_t>(mpr_dest_psns_) && rcv_bit(psn))) {
-    if (d < -static_cast<int32_t>(rcv_limit_)) {
-      return drop(DropReason::kPsnOutOfWindow, Error::kPsnOutOfWindow);  // stale
-    }
+  if (d < 0 || rcv_bit(psn)) {
     // Received before: never placed or completed twice, but acknowledged again (the
     // earlier ACK may have been lost).
     ++engine_.counters_.duplicates;
     queue_echo(now, rx, wire::AckEcho::kDuplicate);
     return {};
   }
-  if (d >= static_cast<int32_t>(mpr_dest_psns_)) {
-    return drop(DropReason::kPsnOutOfWindow, Error::kPsnOutOfWindow);
-  }
-  return accept_data(now, rx);
+  return accept_data(now, rx, *region);
 }
 
 Status Qp::on_roce_data(Time now, const RxPacket& rx) {
   ensure_responder_rings();
   const uint32_t psn = rx.pkt.bth.psn;
   const int32_t d = psn_diff(psn, rcv_base_);
+  if (d < -static_cast<int32_t>(rcv_limit_) || d >= static_cast<int32_t>(mpr_dest_psns_)) {
+    return drop(DropReason::kPsnOutOfWindow, Error::kPsnOutOfWindow);
+  }
+  const auto region = check_data(rx);
+  if (!region) return fail(region.error());
   if (d < 0) {
-    if (d < -static_cast<int32_t>(rcv_limit_)) {
-      return drop(DropReason::kPsnOutOfWindow, Error::kPsnOutOfWindow);
-    }
     ++engine_.counters_.duplicates;
     queue_echo(now, rx, wire::AckEcho::kDuplicate);
     ack_now_ = true;
@@ -1330,7 +1356,7 @@ Status Qp::on_roce_data(Time now, const RxPacket& rx) {
     }
   }
   const uint32_t before = rcv_base_;
-  auto s = accept_data(now, rx);
+  auto s = accept_data(now, rx, *region);
   if (s && rcv_base_ != before) roce_nak_sent_for_base_ = false;
   return s;
 }

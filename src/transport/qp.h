@@ -44,6 +44,7 @@ class Qp {
   ~Qp();
 
   uint32_t qpn() const { return qpn_; }
+  uint32_t peer() const { return peer_; }  // QpAttr::peer (0 before RTR)
   QpState state() const { return state_; }
   const PathSet& paths() const { return paths_; }
   const QpStats& stats() const { return stats_; }
@@ -220,7 +221,8 @@ class Qp {
   Status drop(DropReason reason, Error error);
   Status on_data(Time now, const RxPacket& rx);
   Status on_roce_data(Time now, const RxPacket& rx);
-  Status accept_data(Time now, const RxPacket& rx);
+  Result<const MemoryRegion*> check_data(const RxPacket& rx);
+  Status accept_data(Time now, const RxPacket& rx, const MemoryRegion* region);
   void on_probe(Time now, const RxPacket& rx);
   bool rcv_bit(uint32_t psn) const;
   void set_rcv_bit(uint32_t psn, bool v);

@@ -1,7 +1,9 @@
-/* Compiled as C11 (-std=c11 -pedantic-errors): every name of the four OCP MRC headers, the
+/* Compiled as C11 (-std=c11 -pedantic-errors): every name of the four OCP MRC headers (and
+ * the device's vendor extension, mrc_soft.h), the
  * version macros, and the LP64 layout of ocp-mrc-api.md section 9. Linked into
  * test_api_headers, which calls mrc_headers_c11_names(). */
 #include <mrc_ctl.h>
+#include <mrc_soft.h>
 #include <stddef.h>
 
 #define CHECK_SIZE(type, size) _Static_assert(sizeof(type) == (size), #type " size")

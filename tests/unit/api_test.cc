@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <mrc_ctl.h>
+#include <mrc_soft.h>
 #include <poll.h>
 #include <sched.h>
 #include <sys/mman.h>
@@ -22,6 +23,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -694,6 +696,25 @@ TEST(SoftDevice, WriteImmOverTwoPlanesWithAPlaneDisabledMidRun) {
   }
   for (int m = 0; m < kMessages; ++m)
     ASSERT_EQ(std::memcmp(dst.data() + m * kMsg, src.data(), kMsg), 0) << "message " << m;
+  // The device's counters (mrc_soft_query_counters): every drop reason and the kernel's
+  // receive-buffer drops, under the names mrc-perf --json uses.
+  {
+    EXPECT_EQ(mrc_soft_query_counters(nullptr, nullptr, 0), -1);
+    const int total = mrc_soft_query_counters(b.ctx, nullptr, 0);
+    ASSERT_GT(total, 0);
+    std::vector<mrc_soft_counter> counters(static_cast<size_t>(total));
+    ASSERT_EQ(mrc_soft_query_counters(b.ctx, counters.data(), total), total);
+    std::map<std::string, uint64_t> byname;
+    for (const mrc_soft_counter& c : counters)
+      byname[c.name] = c.value;
+    for (int r = 0; r < static_cast<int>(mrc::DropReason::kCount); ++r)
+      EXPECT_TRUE(byname.count(std::string("drop_") +
+                               mrc::drop_reason_name(static_cast<mrc::DropReason>(r))));
+    EXPECT_TRUE(byname.count("drop_kernel_rcvbuf"));
+    EXPECT_TRUE(byname.count("drop_ping_from_stranger"));
+    EXPECT_GE(byname["bytes_placed"], static_cast<uint64_t>(kMessages) * kMsg);
+    EXPECT_EQ(byname["drop_wrong_peer"], 0u);
+  }
 
   ASSERT_TRUE(changed_live);
   EXPECT_TRUE(engine_eventually(ends[0].qp, [](mrc::Engine& eng, uint32_t qpn) {

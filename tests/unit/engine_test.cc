@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <queue>
+#include <set>
 #include <vector>
 
 #include "transport/cc/nscc.h"
@@ -32,18 +33,27 @@ enum class Fate { kDeliver, kDrop, kTrim, kEcn };
 
 class MiniNet {
  public:
-  MiniNet(int ports, uint64_t bps = 100'000'000'000ull, Time delay = us(1), Time remap_delay = 0)
+  MiniNet(int ports, uint64_t bps = 100'000'000'000ull, Time delay = us(1), Time remap_delay = 0,
+          uint64_t identifier_key = 0)
       : ports_(ports), bps_(bps), delay_(delay) {
     for (int i = 0; i < 2; ++i) {
       EngineConfig cfg;
       cfg.num_ports = static_cast<uint8_t>(ports);
       cfg.port_remap_delay = remap_delay;
       cfg.seed = 100 + i;
+      cfg.identifier_key = identifier_key ? identifier_key + static_cast<uint64_t>(i) : 0;
       eng_[i] = std::make_unique<Engine>(cfg);
       busy_[i].assign(ports, 0);
     }
   }
   Engine& e(int i) { return *eng_[i]; }
+  // The source address of engine i's packets (fc00::i+1).
+  static Ipv6Address address_of(int i) {
+    Ipv6Address a{};
+    a[0] = 0xfc;
+    a[15] = static_cast<uint8_t>(i + 1);
+    return a;
+  }
 
   std::function<Fate(int src, const TxPacket&)> hook;
   // Extra one-way delay of one packet (reordering); none when unset.
@@ -102,6 +112,8 @@ class MiniNet {
           const Time extra = extra_delay ? extra_delay(i, tx) : 0;
           InFlight f{now_ + ser + delay_ + extra, seq_++, 1 - i, RxPacket{}, {}};
           f.rx.port = tx.port;
+          f.rx.source_known = true;
+          f.rx.source = address_of(i);
           f.rx.pkt = tx.pkt;
           if (tx.pkt.payload && tx.pkt.payload_len) {
             f.payload.assign(tx.pkt.payload, tx.pkt.payload + tx.pkt.payload_len);
@@ -889,6 +901,253 @@ TEST(Engine, on_packet__bad_rkey_and_address_are_dropped_and_counted) {
   ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 4096)));
   net.run(ms(1));
   EXPECT_EQ(net.completions[0].size(), 1u);
+  EXPECT_TRUE(data_matches(p));
+}
+
+// ---- hostile input (docs/linux-driver.md, "Security") -------------------------------------
+
+// A WRITE_ONLY of `len` bytes to the responder of `p` at PSN `psn`, well-formed unless the
+// caller changes it.
+RxPacket forged_write(const Pair& p, uint32_t psn, uint32_t len, const uint8_t* payload) {
+  RxPacket rx;
+  rx.source_known = true;
+  rx.source = MiniNet::address_of(0);
+  rx.pkt.bth.opcode = wire::Opcode::kWriteOnly;
+  rx.pkt.bth.dest_qp = p.qpn[1];
+  rx.pkt.bth.psn = psn;
+  rx.pkt.data = wire::DataExt{0, 0, 1, 0, 0, 0};
+  rx.pkt.payload = payload;
+  rx.pkt.payload_len = len;
+  rx.pkt.reth = wire::Reth{0x800000, p.dst_keys.rkey, len};
+  return rx;
+}
+
+uint64_t drops(Engine& e, DropReason r) {
+  return e.counters().drops[static_cast<int>(r)];
+}
+
+TEST(Engine, on_packet__a_source_other_than_the_peers_addresses_is_dropped_first) {
+  MiniNet net(2);
+  Pair p = connect(net, 2, 4, 4096);
+  const Ipv6Address peer_addrs[] = {MiniNet::address_of(0), MiniNet::address_of(7)};
+  net.e(1).set_peer_addresses(0, peer_addrs);
+  std::vector<uint8_t> junk(64, 0xAB);
+  RxPacket rx = forged_write(p, 0, 64, junk.data());
+  rx.source[15] = 0x99;  // a host that is not the peer, everything else right
+  EXPECT_FALSE(net.e(1).on_packet(0, rx));
+  rx.source_known = false;  // a driver that cannot tell
+  EXPECT_FALSE(net.e(1).on_packet(0, rx));
+  rx.trimmed = true;  // a forged trim asks for no NACK either
+  rx.pkt.payload_len = 0;
+  EXPECT_FALSE(net.e(1).on_packet(0, rx));
+  EXPECT_EQ(drops(net.e(1), DropReason::kWrongPeer), 3u);
+  EXPECT_EQ(net.e(1).counters().bytes_placed, 0u);
+  EXPECT_EQ(net.e(1).counters().trimmed_received, 0u);
+  EXPECT_EQ(junk[0], 0xAB);
+  EXPECT_EQ(p.dst[64], 0xEE);
+  // The peer's other address is its own too; the real transfer is unaffected.
+  ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 4096)));
+  net.run(ms(1));
+  ASSERT_EQ(net.completions[0].size(), 1u);
+  EXPECT_EQ(net.completions[0][0].status, WcStatus::kSuccess);
+  EXPECT_TRUE(data_matches(p));
+  EXPECT_EQ(drops(net.e(1), DropReason::kWrongPeer), 3u);
+  // Forgetting the addresses turns the check off (the simulator's case).
+  net.e(1).set_peer_addresses(0, {});
+  rx = forged_write(p, 1, 64, junk.data());
+  rx.source[15] = 0x99;
+  rx.pkt.reth.rkey ^= 0x100;
+  EXPECT_EQ(net.e(1).on_packet(net.now(), rx).error(), Error::kBadRkey);
+}
+
+TEST(Engine, on_packet__a_trimmed_packet_is_checked_in_full_before_its_nack) {
+  MiniNet net(1);
+  Pair p = connect(net, 1, 2, 4096);
+  RxPacket rx = forged_write(p, 3, 4096, nullptr);
+  rx.trimmed = true;
+  rx.pkt.payload_len = 0;
+  rx.pkt.reth.rkey ^= 0x100;
+  EXPECT_EQ(net.e(1).on_packet(0, rx).error(), Error::kBadRkey);
+  rx.pkt.reth = wire::Reth{0x800000 + 64, p.dst_keys.rkey, 4096};  // runs past the region
+  EXPECT_EQ(net.e(1).on_packet(0, rx).error(), Error::kBadAddress);
+  rx.pkt.reth = wire::Reth{0x800000, p.dst_keys.rkey, 8192};  // above the path MTU
+  EXPECT_EQ(net.e(1).on_packet(0, rx).error(), Error::kInvalidArgument);
+  rx.pkt.reth = wire::Reth{0x800000, p.dst_keys.rkey, 4096};
+  rx.pkt.bth.psn = 5000;  // beyond the window
+  EXPECT_EQ(net.e(1).on_packet(0, rx).error(), Error::kPsnOutOfWindow);
+  EXPECT_EQ(drops(net.e(1), DropReason::kBadRkey), 1u);
+  EXPECT_EQ(drops(net.e(1), DropReason::kBadAddress), 1u);
+  EXPECT_EQ(drops(net.e(1), DropReason::kPayloadTooLong), 1u);
+  EXPECT_EQ(drops(net.e(1), DropReason::kPsnOutOfWindow), 1u);
+  EXPECT_EQ(net.e(1).counters().trimmed_received, 0u);
+  net.run(ms(1));
+  EXPECT_EQ(net.e(1).counters().nacks_sent, 0u);
+  EXPECT_EQ(net.e(1).counters().acks_sent, 0u);
+  // A well-formed one is NACKed.
+  rx.pkt.bth.psn = 3;
+  EXPECT_TRUE(net.e(1).on_packet(net.now(), rx));
+  net.run(ms(2));
+  EXPECT_EQ(net.e(1).counters().trimmed_received, 1u);
+  EXPECT_EQ(net.e(1).counters().nacks_sent, 1u);
+}
+
+TEST(Engine, on_packet__a_payload_above_the_path_mtu_is_dropped_before_the_copy) {
+  MiniNet net(1);
+  Pair p = connect(net, 1, 2, 16384);
+  std::vector<uint8_t> big(4097, 0xAB);
+  RxPacket rx = forged_write(p, 0, 4097, big.data());
+  EXPECT_EQ(net.e(1).on_packet(0, rx).error(), Error::kInvalidArgument);
+  rx.pkt.reth.dma_len = 4096;  // length fields that disagree
+  EXPECT_EQ(net.e(1).on_packet(0, rx).error(), Error::kBadExtension);
+  EXPECT_EQ(drops(net.e(1), DropReason::kPayloadTooLong), 1u);
+  EXPECT_EQ(drops(net.e(1), DropReason::kInconsistent), 1u);
+  EXPECT_EQ(net.e(1).counters().bytes_placed, 0u);
+  EXPECT_EQ(p.dst[64], 0xEE);
+}
+
+TEST(Engine, on_packet__a_duplicate_with_a_bad_rkey_is_not_acknowledged) {
+  MiniNet net(1);
+  Pair p = connect(net, 1, 2, 4096);
+  ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 4096)));
+  net.run(ms(1));
+  ASSERT_EQ(net.completions[0].size(), 1u);
+  const uint64_t acks = net.e(1).counters().acks_sent;
+  std::vector<uint8_t> junk(64, 0xAB);
+  RxPacket rx = forged_write(p, 0, 64, junk.data());  // PSN 0 arrived already
+  rx.pkt.reth.rkey ^= 0x100;
+  EXPECT_EQ(net.e(1).on_packet(net.now(), rx).error(), Error::kBadRkey);
+  net.run(net.now() + ms(1));
+  EXPECT_EQ(net.e(1).counters().duplicates, 0u);
+  EXPECT_EQ(net.e(1).counters().acks_sent, acks);
+  EXPECT_TRUE(data_matches(p));
+}
+
+TEST(Engine, on_ack__ack_of_unsent_psn_is_dropped_and_counted_and_the_qp_goes_on) {
+  MiniNet net(2);
+  Pair p = connect(net, 2, 4, 1 << 20);
+  ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 1 << 20)));
+  // A few packets out, then forged ACKs naming PSNs never sent, each part on its own.
+  int forged = 0;
+  net.hook = [&](int src, const TxPacket& tx) {
+    if (src != 0 || forged > 0 || tx.pkt.bth.psn != 4) return Fate::kDeliver;
+    RxPacket ack;
+    ack.source_known = true;
+    ack.source = MiniNet::address_of(1);
+    ack.pkt.bth.opcode = wire::Opcode::kAck;
+    ack.pkt.bth.dest_qp = p.qpn[0];
+    auto send = [&](const wire::SackExt& s) {
+      ack.pkt.sack = s;
+      EXPECT_EQ(net.e(0).on_packet(net.now(), ack).error(), Error::kBadExtension);
+      ++forged;
+    };
+    wire::SackExt s;
+    s.cum_psn = 100;  // cumulative beyond what was sent
+    send(s);
+    s = {};
+    s.sack_base = 100;  // a bitmap base beyond it, nothing set
+    send(s);
+    s = {};
+    s.bitmap[0] = 1ull << 40;  // a selective bit beyond it
+    send(s);
+    s = {};
+    s.echo_count = 1;
+    s.echo[0] = wire::AckEcho{50, 0, 0};  // an echo of an unsent PSN
+    send(s);
+    s.echo[0] = wire::AckEcho{0, 99, 0};  // an echo on a path we do not have
+    send(s);
+    RxPacket nack = ack;  // a trim NACK for an unsent PSN
+    nack.pkt.bth.opcode = wire::Opcode::kTrimNack;
+    nack.pkt.nack = wire::TrimNackExt{60, 0};
+    EXPECT_EQ(net.e(0).on_packet(net.now(), nack).error(), Error::kBadExtension);
+    ++forged;
+    return Fate::kDeliver;
+  };
+  net.run(ms(50));
+  EXPECT_EQ(forged, 6);
+  EXPECT_EQ(drops(net.e(0), DropReason::kBadAck), 6u);
+  ASSERT_EQ(net.completions[0].size(), 1u);
+  EXPECT_EQ(net.completions[0][0].status, WcStatus::kSuccess);
+  EXPECT_EQ(*net.e(0).qp_state(p.qpn[0]), QpState::kRts);
+  EXPECT_EQ(net.e(0).counters().timeouts, 0u);
+  EXPECT_TRUE(data_matches(p));
+}
+
+TEST(Engine, on_packet__a_probe_naming_a_path_or_port_it_does_not_have_is_dropped) {
+  MiniNet net(2);
+  Pair p = connect(net, 2, 4, 4096);
+  RxPacket probe;
+  probe.source_known = true;
+  probe.source = MiniNet::address_of(0);
+  probe.pkt.bth.opcode = wire::Opcode::kProbe;
+  probe.pkt.bth.dest_qp = p.qpn[1];
+  probe.pkt.probe.ev_index = 4;
+  EXPECT_EQ(net.e(1).on_packet(0, probe).error(), Error::kBadExtension);
+  probe.pkt.probe.ev_index = 1;
+  probe.pkt.probe.port = 2;
+  EXPECT_EQ(net.e(1).on_packet(0, probe).error(), Error::kBadExtension);
+  RxPacket reply = probe;
+  reply.pkt.bth.opcode = wire::Opcode::kProbeReply;
+  reply.pkt.bth.dest_qp = p.qpn[0];
+  reply.pkt.probe.ev_index = 9;
+  EXPECT_EQ(net.e(0).on_packet(0, reply).error(), Error::kBadExtension);
+  EXPECT_EQ(drops(net.e(1), DropReason::kInconsistent), 2u);
+  EXPECT_EQ(drops(net.e(0), DropReason::kInconsistent), 1u);
+  net.run(ms(1));
+  EXPECT_EQ(net.e(1).counters().probe_replies_sent, 0u);
+}
+
+TEST(Engine, identifier_key__qpns_and_rkeys_are_permuted_found_and_reused_safely) {
+  EngineConfig cfg;
+  cfg.identifier_key = 0x0123456789ABCDEFull;
+  Engine e(cfg);
+  std::set<uint32_t> qpns;
+  bool sequential = true;
+  uint32_t prev = 0;
+  for (int i = 0; i < 64; ++i) {
+    const uint32_t q = *e.create_qp(QpCreateAttr{});
+    EXPECT_GE(q, kFirstQpn);
+    EXPECT_LE(q, kPsnMask);
+    EXPECT_EQ(*e.qp_state(q), QpState::kReset);
+    if (i > 0 && q != prev + 1) sequential = false;
+    prev = q;
+    qpns.insert(q);
+  }
+  EXPECT_EQ(qpns.size(), 64u);
+  EXPECT_FALSE(sequential);
+  // Neighbours of a real QPN name nothing.
+  const uint32_t some = *qpns.begin();
+  for (uint32_t q : {some + 1, some - 1, some ^ 0x800000u})
+    if (!qpns.count(q)) {
+      EXPECT_EQ(e.qp_state(q).error(), Error::kUnknownQp);
+    }
+  ASSERT_TRUE(e.destroy_qp(some));
+  EXPECT_EQ(e.qp_state(some).error(), Error::kUnknownQp);
+  EXPECT_TRUE(e.create_qp(QpCreateAttr{}));
+  std::vector<uint8_t> buf(4096);
+  const MemoryKeys k1 = *e.register_memory(buf.data(), 4096, 0, kRemoteWrite);
+  const MemoryKeys k2 = *e.register_memory(buf.data(), 4096, 0, kRemoteWrite);
+  EXPECT_NE(k1.rkey, k2.rkey);
+  // Not slot << 8 | generation as an unkeyed table hands them out (0x001, 0x101).
+  EXPECT_NE(k1.rkey, 0x001u);
+  EXPECT_NE(k2.rkey, 0x101u);
+  EXPECT_TRUE(e.memory().check_remote_write(k2.rkey, 0, 4096));
+  EXPECT_EQ(e.memory().check_remote_write(k2.rkey ^ 1, 0, 4096).error(), Error::kBadRkey);
+  ASSERT_TRUE(e.deregister_memory(k1.lkey));
+  const MemoryKeys k3 = *e.register_memory(buf.data(), 4096, 0, kRemoteWrite);
+  EXPECT_NE(k3.rkey, k1.rkey) << "a stale key does not name the slot's next region";
+  EXPECT_EQ(e.memory().check_remote_write(k1.rkey, 0, 4096).error(), Error::kBadRkey);
+}
+
+TEST(Engine, identifier_key__a_transfer_between_keyed_engines_completes) {
+  MiniNet net(2, 100'000'000'000ull, us(1), 0, 0xFEEDFACEull);
+  Pair p = connect(net, 2, 4, 1 << 20);
+  EXPECT_GT(p.qpn[0] + p.qpn[1], 2 * kFirstQpn + 1);
+  ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 1 << 20, true)));
+  ASSERT_TRUE(net.e(1).post_recv(p.qpn[1], 7));
+  net.run(ms(20));
+  ASSERT_EQ(net.completions[0].size(), 1u);
+  EXPECT_EQ(net.completions[0][0].status, WcStatus::kSuccess);
+  ASSERT_EQ(net.completions[1].size(), 1u);
   EXPECT_TRUE(data_matches(p));
 }
 

@@ -93,5 +93,66 @@ RC_GTEST_PROP(HelloProperty, GarbageAfterAValidPrefixIsRejected,
     RC_ASSERT(!d.error().message.empty());
 }
 
+TEST(Hello, decode_hello__a_refusal_or_a_challenge_is_kRefused_with_the_reason) {
+  auto r = decode_hello(encode_refusal("a buffer of 2^60 B\x01 is too large"));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, NetErrc::kRefused);
+  EXPECT_EQ(r.error().message, "the server refused: a buffer of 2^60 B? is too large");
+  std::vector<uint8_t> challenge = {'M', 'R', 'C', 'C'};
+  challenge.resize(4 + kChallengeBytes, 7);
+  r = decode_hello(challenge);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, NetErrc::kRefused);
+  EXPECT_NE(r.error().message.find("--psk"), std::string::npos);
+  EXPECT_LE(encode_refusal(std::string(10'000, 'x')).size(), 4 + kRefusalMaxChars);
+}
+
+Hello client_sample() {
+  Hello h = sample();
+  h.role = HelloRole::kClient;
+  return h;
+}
+
+TEST(Hello, check_client_hello__accepts_a_sane_test) {
+  EXPECT_TRUE(check_client_hello(client_sample(), HelloLimits{}));
+}
+
+TEST(Hello, check_client_hello__refuses_what_would_allocate_or_overflow) {
+  const HelloLimits limits;
+  auto refused = [&](Hello h) { return !check_client_hello(h, limits); };
+  Hello h = client_sample();
+  h.msg_size = 1ull << 60;  // "a hello asking for a 2^60-byte buffer"
+  EXPECT_TRUE(refused(h));
+  h.msg_size = 1ull << 32;  // msg_size x slots overflows to 0
+  h.slots = 1ull << 32;
+  EXPECT_TRUE(refused(h));
+  h = client_sample();
+  h.slots = (1ull << 63) + 1;  // x 2 QPs wraps to a small number
+  h.msg_size = 2;
+  EXPECT_TRUE(refused(h));
+  h = client_sample();
+  h.msg_size = 0;
+  EXPECT_TRUE(refused(h));
+  h = client_sample();
+  h.evs_per_plane = 60'000;
+  EXPECT_TRUE(refused(h));
+  h = client_sample();
+  h.ev_mode = 3;
+  EXPECT_TRUE(refused(h));
+  h = client_sample();
+  h.mtu = 100;
+  EXPECT_TRUE(refused(h));
+  h = client_sample();
+  h.role = HelloRole::kServer;
+  EXPECT_TRUE(refused(h));
+  h = client_sample();
+  h.qps.resize(kHelloMaxQps);
+  h.evs_per_plane = 256;  // 4096 x 2 x 256 paths
+  EXPECT_TRUE(refused(h));
+  HelloLimits small;
+  small.max_buffer_bytes = 1 << 20;
+  EXPECT_FALSE(check_client_hello(client_sample(), small));  // 65536 x 16 x 2 QPs = 2 MiB
+}
+
 }  // namespace
 }  // namespace mrc::net

@@ -482,6 +482,7 @@ TEST(Session, ProbeReportsAPlaneWithoutRoute) {
   // Plane 1 points at a port nobody serves: its pings go unanswered.
   peer.planes[1].udp_port = 9;
   ASSERT_TRUE((*a)->connect(peer));
+  ASSERT_TRUE((*b)->connect((*a)->hello(HelloRole::kClient)));  // b answers its peer's pings
   std::atomic<bool> stop{false};
   std::thread t([&] {
     while (!stop)
@@ -494,6 +495,30 @@ TEST(Session, ProbeReportsAPlaneWithoutRoute) {
   EXPECT_EQ(st.error().code, NetErrc::kNoRoute);
   EXPECT_NE(st.error().message.find("plane 1"), std::string::npos);
   EXPECT_EQ(st.error().message.find("plane 0"), std::string::npos);
+}
+
+TEST(Session, create__identifiers_are_random_unless_fixed) {
+  SessionConfig c = loopback_config(ev::FormatMode::kStev, 4096);
+  c.qps = 4;
+  auto a = Session::create(c);
+  auto b = Session::create(c);  // the same seed
+  ASSERT_TRUE(a && b);
+  const Hello ha = (*a)->hello(HelloRole::kClient), hb = (*b)->hello(HelloRole::kClient);
+  EXPECT_NE(ha.rkey, hb.rkey);
+  int same = 0;
+  for (size_t i = 0; i < ha.qps.size(); ++i)
+    same += (ha.qps[i].qpn == hb.qps[i].qpn) + (ha.qps[i].first_psn == hb.qps[i].first_psn);
+  EXPECT_LT(same, 2);
+  c.random_identifiers = false;  // reproducible: the seed decides, QPNs count up
+  auto x = Session::create(c);
+  auto y = Session::create(c);
+  ASSERT_TRUE(x && y);
+  const Hello hx = (*x)->hello(HelloRole::kClient), hy = (*y)->hello(HelloRole::kClient);
+  EXPECT_EQ(hx.rkey, hy.rkey);
+  for (size_t i = 0; i < hx.qps.size(); ++i) {
+    EXPECT_EQ(hx.qps[i].qpn, kFirstQpn + i);
+    EXPECT_EQ(hx.qps[i].first_psn, hy.qps[i].first_psn);
+  }
 }
 
 }  // namespace

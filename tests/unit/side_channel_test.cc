@@ -1,8 +1,17 @@
 #include "net/side_channel.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace mrc::net {
 namespace {
@@ -62,6 +71,173 @@ TEST(SideChannel, RecvTimesOut) {
   auto f = c->recv_frame(30);
   ASSERT_FALSE(f);
   EXPECT_EQ(f.error().code, NetErrc::kTimeout);
+}
+
+}  // namespace
+}  // namespace mrc::net
+
+namespace mrc::net {
+namespace {
+
+std::vector<uint8_t> framed(uint32_t n, std::span<const uint8_t> body = {}) {
+  std::vector<uint8_t> b(4 + body.size());
+  for (int i = 0; i < 4; ++i)
+    b[static_cast<size_t>(i)] = static_cast<uint8_t>(n >> (24 - 8 * i));
+  std::copy(body.begin(), body.end(), b.begin() + 4);
+  return b;
+}
+
+// A raw TCP connection to the listener (no framing of ours).
+UniqueFd raw_connect(uint16_t port) {
+  UniqueFd fd(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_loopback;
+  a.sin6_port = htons(port);
+  EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  return fd;
+}
+
+TEST(SideChannel, parse_frame__needs_more_frame_and_too_large) {
+  const uint8_t body[3] = {7, 8, 9};
+  EXPECT_EQ(parse_frame({}, 100).status, FrameStatus::kNeedMore);
+  auto b = framed(3, body);
+  EXPECT_EQ(parse_frame(std::span(b).first(3), 100).status, FrameStatus::kNeedMore);
+  EXPECT_EQ(parse_frame(std::span(b).first(6), 100).status, FrameStatus::kNeedMore);
+  const FrameView v = parse_frame(b, 100);
+  EXPECT_EQ(v.status, FrameStatus::kFrame);
+  EXPECT_EQ(v.length, 3u);
+  EXPECT_EQ(parse_frame(b, 2).status, FrameStatus::kTooLarge);
+  auto huge = framed(0xCA8A3A4F);  // "frame of 3398070607 bytes"
+  EXPECT_EQ(parse_frame(huge, kMaxFrameBytes).status, FrameStatus::kTooLarge);
+}
+
+TEST(SideChannel, try_recv_frame__refuses_a_frame_above_the_limit_before_buffering_it) {
+  auto l = SideListener::listen(0);
+  ASSERT_TRUE(l);
+  UniqueFd raw = raw_connect(l->port());
+  auto s = l->accept(2000);
+  ASSERT_TRUE(s);
+  s->set_max_frame(1024);
+  auto b = framed(1025, std::vector<uint8_t>(1025, 1));
+  ASSERT_EQ(::send(raw.get(), b.data(), b.size(), 0), static_cast<ssize_t>(b.size()));
+  auto f = s->recv_frame(2000);
+  ASSERT_FALSE(f);
+  EXPECT_EQ(f.error().code, NetErrc::kBadHello);
+  EXPECT_NE(f.error().message.find("limit 1024"), std::string::npos) << f.error().message;
+}
+
+// The side-channel attacks at once: garbage, an idle connection, a slow one sending a
+// byte at a time, 100 connections held open, and a refused client -- then the real client.
+TEST(SideChannel, accept_handshake__garbage_idle_slow_and_held_connections_do_not_stop_it) {
+  auto l = SideListener::listen(0);
+  ASSERT_TRUE(l);
+  const uint16_t port = l->port();
+  std::atomic<bool> done{false};
+  std::string refusal_seen;
+  std::thread attackers([&] {
+    std::vector<UniqueFd> held;
+    for (int i = 0; i < 100; ++i)
+      held.push_back(raw_connect(port));
+    UniqueFd garbage = raw_connect(port);
+    const uint8_t junk[] = {0xCA, 0x8A, 0x3A, 0x4F, 1, 2, 3};
+    (void)::send(garbage.get(), junk, sizeof junk, 0);
+    UniqueFd idle = raw_connect(port);
+    auto refused = SideChannel::connect("::1", port, 2000);
+    if (refused) {
+      (void)refused->send_frame(std::vector<uint8_t>{'n', 'o'});
+      auto r = refused->recv_frame(3000);
+      if (r) refusal_seen.assign(r->begin(), r->end());
+    }
+    UniqueFd slow = raw_connect(port);
+    const auto slow_frame = framed(4, std::vector<uint8_t>{'s', 'l', 'o', 'w'});
+    for (uint8_t byte : slow_frame) {
+      if (done) break;
+      (void)::send(slow.get(), &byte, 1, MSG_NOSIGNAL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    }
+    // The real client, after all of that.
+    auto c = SideChannel::connect("::1", port, 2000);
+    if (c) {
+      (void)c->send_frame(std::vector<uint8_t>{'o', 'k'});
+      (void)c->recv_frame(3000);
+    }
+    while (!done)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  });
+  HandshakeLimits limits;
+  limits.handshake_timeout_ms = 400;
+  limits.max_pending = 32;
+  limits.max_first_frame = 64;
+  std::vector<std::string> log;
+  std::vector<uint8_t> frame;
+  const auto start = std::chrono::steady_clock::now();
+  auto taken = l->accept_handshake(
+      20'000, limits,
+      [&](SideChannel& ch, std::span<const uint8_t> f) {
+        if (f.size() == 2 && f[0] == 'o') return HandshakeVerdict::kTake;
+        (void)ch.send_frame(std::vector<uint8_t>{'r', 'e', 'f', 'u', 's', 'e', 'd'});
+        return HandshakeVerdict::kClose;
+      },
+      frame, [&](const std::string& line) { log.push_back(line); });
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(taken) << taken.error().message;
+  EXPECT_EQ(frame, (std::vector<uint8_t>{'o', 'k'}));
+  ASSERT_TRUE(taken->send_frame(std::vector<uint8_t>{'h', 'i'}));
+  done = true;
+  attackers.join();
+  EXPECT_EQ(refusal_seen, "refused");
+  EXPECT_LT(secs, 10.0);
+  bool too_large = false, idle = false, evicted = false;
+  for (const auto& line : log) {
+    too_large |= line.find("limit 64") != std::string::npos;
+    idle |= line.find("sent no hello within 400 ms") != std::string::npos;
+    evicted |= line.find("the oldest") != std::string::npos;
+  }
+  EXPECT_TRUE(too_large) << "garbage refused";
+  EXPECT_TRUE(idle) << "idle and slow connections closed on their deadline";
+  EXPECT_TRUE(evicted) << "held connections beyond max_pending give way";
+}
+
+TEST(SideChannel, accept_handshake__sends_a_greeting_first_and_keeps_it) {
+  auto l = SideListener::listen(0);
+  ASSERT_TRUE(l);
+  std::thread client([&] {
+    auto c = SideChannel::connect("::1", l->port(), 2000);
+    ASSERT_TRUE(c);
+    auto g = c->recv_frame(2000);
+    ASSERT_TRUE(g);
+    ASSERT_TRUE(c->send_frame(*g));  // echo it as the first frame
+  });
+  HandshakeLimits limits;
+  limits.greeting = [] { return std::vector<uint8_t>{1, 2, 3}; };
+  std::vector<uint8_t> frame;
+  auto taken = l->accept_handshake(
+      5000, limits,
+      [&](SideChannel& ch, std::span<const uint8_t> f) {
+        return std::equal(f.begin(), f.end(), ch.greeting().begin(), ch.greeting().end())
+                   ? HandshakeVerdict::kTake
+                   : HandshakeVerdict::kClose;
+      },
+      frame);
+  client.join();
+  ASSERT_TRUE(taken) << taken.error().message;
+  EXPECT_EQ(taken->greeting(), (std::vector<uint8_t>{1, 2, 3}));
+}
+
+TEST(SideChannel, peer_closed__seen_without_a_frame) {
+  auto l = SideListener::listen(0);
+  ASSERT_TRUE(l);
+  auto c = SideChannel::connect("::1", l->port(), 2000);
+  ASSERT_TRUE(c);
+  {
+    auto s = l->accept(2000);
+    ASSERT_TRUE(s);
+    EXPECT_FALSE(c->peer_closed());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(c->peer_closed());
 }
 
 }  // namespace

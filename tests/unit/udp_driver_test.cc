@@ -9,8 +9,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "net/ping.h"
 
@@ -23,7 +25,7 @@ struct OneDriver {
 };
 
 OneDriver open_loopback(uint8_t ports, ev::FormatMode mode = ev::FormatMode::kSrv6,
-                        std::optional<Time> ack_repeat_after = {}) {
+                        std::optional<Time> ack_repeat_after = {}, int socket_buffer = 0) {
   OneDriver d;
   EngineConfig ec;
   ec.num_ports = ports;
@@ -31,6 +33,7 @@ OneDriver open_loopback(uint8_t ports, ev::FormatMode mode = ev::FormatMode::kSr
   DriverConfig dc;
   dc.ev_mode = mode;
   dc.ack_repeat_after = ack_repeat_after;
+  if (socket_buffer) dc.socket_buffer = socket_buffer;
   for (uint8_t p = 0; p < ports; ++p)
     dc.ports.push_back(PortConfig{*parse_endpoint("::1", 0), ""});
   auto drv = UdpDriver::open(*d.engine, dc);
@@ -83,8 +86,9 @@ TEST(UdpDriver, WakeBeforePollEndsTheNextPollAndCountsOnce) {
 TEST(UdpDriver, PingIsAnsweredWithThePongMagic) {
   OneDriver a = open_loopback(1), b = open_loopback(1);
   ASSERT_TRUE(a.driver && b.driver);
-  const Endpoint eb = b.driver->local(0);
+  const Endpoint eb = b.driver->local(0), ea = a.driver->local(0);
   ASSERT_TRUE(a.driver->set_peer(1, std::span(&eb, 1)));
+  ASSERT_TRUE(b.driver->set_peer(1, std::span(&ea, 1)));  // pings are answered to peers only
   std::atomic<bool> stop{false};
   std::thread t([&] {
     while (!stop)
@@ -96,6 +100,55 @@ TEST(UdpDriver, PingIsAnsweredWithThePongMagic) {
   t.join();
   EXPECT_GE(b.driver->stats().pings_answered, 1u);
   EXPECT_GE(a.driver->stats().pongs_received, 1u);
+}
+
+// Ping reflection: a driver answers (and believes) pings and pongs only from its peers'
+// addresses; the rest is counted.
+TEST(UdpDriver, PingFromAStrangerIsNotAnsweredAndIsCounted) {
+  OneDriver d = open_loopback(1);
+  ASSERT_TRUE(d.driver);
+  Endpoint elsewhere = *parse_endpoint("fd00:dead::1", 4791);
+  ASSERT_TRUE(d.driver->set_peer(1, std::span(&elsewhere, 1)));
+  UniqueFd tx(::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(tx);
+  uint8_t ping[kPingBytes] = {};
+  std::memcpy(ping, kPingMagic, 8);
+  const sockaddr_in6 to = to_sockaddr(d.driver->local(0));
+  for (const char* magic : {kPingMagic, kPongMagic}) {
+    std::memcpy(ping, magic, 8);
+    ASSERT_EQ(
+        ::sendto(tx.get(), ping, sizeof ping, 0, reinterpret_cast<const sockaddr*>(&to), sizeof to),
+        static_cast<ssize_t>(sizeof ping));
+  }
+  for (int i = 0; i < 40 && d.driver->stats().pings_from_strangers < 2; ++i)
+    ASSERT_TRUE(d.driver->poll(ms(5)));
+  EXPECT_EQ(d.driver->stats().pings_from_strangers, 2u);
+  EXPECT_EQ(d.driver->stats().pings_answered, 0u);
+  EXPECT_EQ(d.driver->stats().pongs_received, 0u);
+}
+
+// A flood the process cannot read in time: the kernel's drops for our socket are counted.
+TEST(UdpDriver, RxKernelDropsCountWhatAFullReceiveBufferLost) {
+  OneDriver d = open_loopback(1, ev::FormatMode::kSrv6, {}, 4096);
+  ASSERT_TRUE(d.driver);
+  UniqueFd tx(::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(tx);
+  const sockaddr_in6 to = to_sockaddr(d.driver->local(0));
+  std::vector<uint8_t> junk(1000, 0x5A);
+  for (int i = 0; i < 500; ++i)
+    (void)::sendto(tx.get(), junk.data(), junk.size(), 0, reinterpret_cast<const sockaddr*>(&to),
+                   sizeof to);
+  // One more after the flood: it carries the count (SO_RXQ_OVFL comes with a datagram read).
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(d.driver->poll(ms(5)));
+    (void)::sendto(tx.get(), junk.data(), junk.size(), 0, reinterpret_cast<const sockaddr*>(&to),
+                   sizeof to);
+  }
+  ASSERT_TRUE(d.driver->poll(ms(5)));
+  const PortStats& ps = d.driver->stats().ports[0];
+  EXPECT_GT(ps.rx_kernel_drops, 0u);
+  EXPECT_GE(ps.rx_packets + ps.rx_kernel_drops, 500u);
+  EXPECT_GT(d.driver->stats().decode_drops, 0u);  // what was read is junk, counted as such
 }
 
 int udp_option(int fd, int opt) {
@@ -127,6 +180,10 @@ TEST(UdpDriver, Srv6SendsAndAcceptsZeroUdpChecksums) {
   ASSERT_EQ(::setsockopt(tx.get(), IPPROTO_UDP, UDP_NO_CHECK6_RX, &one, sizeof one), 0);
   uint8_t ping[kPingBytes] = {};
   std::memcpy(ping, kPingMagic, 8);
+  const Endpoint loopback = *parse_endpoint("::1", 9);
+  const Endpoint loopbacks[2] = {loopback, loopback};
+  ASSERT_TRUE(srv6.driver->set_peer(1, loopbacks));  // pings are answered to peers only
+  ASSERT_TRUE(stev.driver->set_peer(1, std::span(&loopback, 1)));
   for (OneDriver* d : {&srv6, &stev}) {
     const sockaddr_in6 to = to_sockaddr(d->driver->local(0));
     ASSERT_EQ(
