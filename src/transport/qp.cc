@@ -1063,6 +1063,11 @@ void Qp::on_rto(Time now) {
     return;
   }
   if (is_mrc()) {
+    // A whole ACK timeout without a word from the peer: its last port-state bitmap may be
+    // stale (a port it reported down came back while every packet went to another of its
+    // ports that has died since, so no ACK could say so). Forget it and try every plane
+    // again; a port that is still down loses those packets and the next ACK reports it.
+    if (paths_.peer_ports_down() != 0) paths_.set_peer_ports_down(0);
     for (uint32_t seq = rec_head_; seq != rec_tail_; ++seq) {
       if (record_current(seq)) declare_lost(now, recs_[seq & rec_mask_].psn, true, LossCause::kRto);
     }
