@@ -33,6 +33,8 @@ except ImportError as e:  # pragma: no cover
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCEN = "scenarios/claims"
+# The start of the section that scripts/report_paper.py writes (kept when this report rewrites the file).
+PAPER_BEGIN = "<!-- paper:begin"
 COLORS = {"mrc": "#1f77b4", "mrc_oblivious": "#17becf", "roce": "#d62728", "roce_pfc": "#ff7f0e"}
 
 def machine_description():
@@ -1028,8 +1030,16 @@ def main():
     rep.table(["run", "scenario", "simulator wall s", "seed"],
               [[rid, f"`{r.scen}`", f"{r.s['run']['wall_seconds']:.1f}", r.seed]
                for (rid, dt, st), r in zip(log, runs)])
-    with open(os.path.join(docs, "results.md"), "w") as f:
-        f.write("\n".join(rep.lines).rstrip() + "\n")
+    # The paper's experiments (scripts/report.sh paper) keep their section at the end of the file.
+    path = os.path.join(docs, "results.md")
+    paper = ""
+    if os.path.exists(path):
+        with open(path) as f:
+            old = f.read()
+        if PAPER_BEGIN in old:
+            paper = "\n" + old[old.index(PAPER_BEGIN):].rstrip() + "\n"
+    with open(path, "w") as f:
+        f.write("\n".join(rep.lines).rstrip() + "\n" + paper)
     print(f"report.py: wrote {os.path.join(docs, 'results.md')} ({time.time() - t0:.0f} s)", file=sys.stderr)
 
 

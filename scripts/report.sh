@@ -6,10 +6,16 @@
 #   scripts/report.sh --quick   small scales, <= 10 min on the 2-core development machine
 #   scripts/report.sh --smoke   two tiny runs through the whole pipeline into a scratch
 #                               directory (CI: ctest report_smoke); docs/ is not touched
-#   extra arguments go to scripts/report.py (e.g. --reuse: re-render without re-simulating)
+#   scripts/report.sh paper     the paper's experiments (scenarios/paper/, Figs 8-20 scaled):
+#                               the section "The paper's experiments, reproduced" of
+#                               docs/results.md and docs/figures/paper/*.png; ~20 min of
+#                               simulation on 2 cores (scripts/report_paper.py; --only fig16,...)
+#   extra arguments go to scripts/report.py or report_paper.py (e.g. --reuse: re-render
+#   without re-simulating)
 #
 # MRC_BIN_DIR selects the binaries (default build/bin): MRC_BIN_DIR=build-claims/bin.
-# Simulations run one at a time under nice -n 10; run directories go to out/claims/<mode>/.
+# Simulations run one at a time under nice -n 10; run directories go to out/claims/<mode>/
+# (paper: out/paper/).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bin="${MRC_BIN_DIR:-$root/build/bin}"
@@ -21,7 +27,8 @@ for a in "$@"; do
     --quick) mode=quick ;;
     --smoke) mode=smoke ;;
     --full) mode=full ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    paper) mode=paper ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) args+=("$a") ;;
   esac
 done
@@ -30,6 +37,9 @@ for t in mrc-sim mrc-topo mrc-plot; do
 done
 /usr/bin/python3 -c 'import matplotlib' 2>/dev/null ||
   { echo "report.sh: /usr/bin/python3 needs python3-matplotlib (scripts/setup.sh)" >&2; exit 2; }
+if [[ $mode == paper ]]; then
+  exec /usr/bin/python3 "$root/scripts/report_paper.py" --bin "$bin" "${args[@]}"
+fi
 if [[ $mode == smoke ]]; then
   scratch="${MRC_SMOKE_DIR:-$(mktemp -d /tmp/mrc-report-smoke.XXXXXX)}"
   /usr/bin/python3 "$root/scripts/report.py" --mode smoke --bin "$bin" --runs "$scratch/runs" \

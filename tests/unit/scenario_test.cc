@@ -729,6 +729,20 @@ TEST(Scenario, fat_tree__committed_scenario_parses) {
   EXPECT_EQ(sc->faults[0].link.kind, LinkRef::kAggCore);
 }
 
+// Every scenario the repository ships (scenarios/, with claims/, paper/, bench/) parses: a key
+// renamed in the parser cannot leave a committed file behind.
+TEST(Scenario, load_scenario__every_committed_scenario_parses) {
+  size_t n = 0;
+  for (const auto& e :
+       std::filesystem::recursive_directory_iterator(std::string(MRC_SOURCE_DIR) + "/scenarios")) {
+    if (e.path().extension() != ".toml") continue;
+    auto sc = load_scenario(e.path().string());
+    EXPECT_TRUE(sc) << e.path() << ": " << (sc ? "" : sc.error());
+    ++n;
+  }
+  EXPECT_GE(n, 20u);
+}
+
 TEST(Scenario, fat_tree__committed_four_tier_scenario_parses) {
   auto sc = load_scenario(std::string(MRC_SOURCE_DIR) + "/scenarios/fat_tree_4tier_800g.toml");
   ASSERT_TRUE(sc) << sc.error();
