@@ -495,7 +495,8 @@ def exp2(a, rep, runs, docs):
     rep.w("## 2. Load balancing: permutation and all-to-all")
     rep.w()
     rep.w("FCT = flow completion time (requester completion); ideal = size at the line rate of every "
-          "plane the transport uses plus the pair's base RTT (the simulator's `ideal_fct_ns`); "
+          "plane the transport uses, the last packet across the pair's own path and an ACK back: the "
+          "flow alone on an idle fabric (the simulator's `ideal_fct_ns`, `docs/simulator.md`); "
           "slowdown = FCT / ideal per flow. Link utilisation: mean (and p99 over link x sample) of "
           "every leaf-spine link direction from t = 0 to the transport's last completion, from "
           "`links.csv` (missing rows = idle).")

@@ -314,10 +314,7 @@ struct Simulation::Impl {
   // spines sit between the aggs and the cores (switches L + aggs ..), S = aggs + ft_spines +
   // cores. Three tiers: ft_tiers = 3, no superpods or spines.
   uint32_t ft_tiers = 0, superpods = 0, ft_spines = 0;
-  Time base_rtt = 0;           // longest path (leaf-spine-leaf; fat tree: via a core), both ways
-  Time same_leaf_rtt = 0;      // host-leaf-host, both ways
-  Time same_pod_rtt = 0;       // fat tree: host-leaf-agg-leaf-host, both ways
-  Time same_superpod_rtt = 0;  // four-tier fat tree: via a spine, both ways
+  Time base_rtt = 0;  // longest path (leaf-spine-leaf; fat tree: via a core), both ways
   uint64_t queue_bytes = 0, ecn_kmin = 0, ecn_kmax = 0, trim_threshold = 0;
   uint64_t pfc_xoff = 0, pfc_xon = 0;
   bool ecn_last_hop = true;  // cfg.sw.ecn_last_hop, resolved
@@ -409,13 +406,18 @@ struct Simulation::Impl {
   uint32_t agg_switch(uint32_t pod, uint32_t a) const { return L + pod * half + a; }
   uint32_t ft_spine_switch(uint32_t s) const { return L + aggs + s; }
   uint32_t core_switch(uint32_t c) const { return L + aggs + ft_spines + c; }
-  Time pair_rtt(HostId a, HostId b) const {
+  // Links on the shortest path between two hosts: 2 within a leaf, 4 through a spine (fat
+  // tree: through an agg within a pod), 6 through a core (four tiers: through a spine within a
+  // superpod), 8 through a four-tier core. The path has one switch fewer than links.
+  uint32_t pair_links(HostId a, HostId b) const {
     const uint32_t la = leaf_of(a), lb = leaf_of(b);
-    if (la == lb) return same_leaf_rtt;
-    if (fat_tree && la / half == lb / half) return same_pod_rtt;
-    if (ft_tiers == 4 && la / (half * half) == lb / (half * half)) return same_superpod_rtt;
-    return base_rtt;
+    if (la == lb) return 2;
+    if (!fat_tree) return 4;
+    if (la / half == lb / half) return 4;
+    if (ft_tiers == 4 && la / (half * half) == lb / (half * half)) return 6;
+    return 2 * ft_tiers;
   }
+  Time ideal_fct(const FlowSpec& spec) const;
   // Fat tree SRv6 paths. A path is a number in [0, half^2): core `path` for pods apart (agg
   // path / half on both sides: core c is wired to agg c / half of every pod), agg path / half
   // within a pod; kNoSpine within a leaf. The carrier is agg, core, agg, leaf, host (5 uSIDs;
@@ -622,8 +624,6 @@ Status Simulation::Impl::build() {
     // Longest path: 2 x tiers links and 2 x tiers - 1 switches each way; within a pod 4 and
     // 3; within a superpod (four tiers) 6 and 5.
     base_rtt = 2 * ((2 * ft_tiers) * hop + (2 * ft_tiers - 1) * t.switch_latency);
-    same_pod_rtt = 2 * (4 * hop + 3 * t.switch_latency);
-    same_superpod_rtt = 2 * (6 * hop + 5 * t.switch_latency);
   } else {
     H = t.hosts_per_leaf ? t.hosts_per_leaf : t.radix / 2;
     if (H == 0 || H >= t.radix) return fail(Error::kInvalidArgument);
@@ -636,7 +636,6 @@ Status Simulation::Impl::build() {
     // Base RTT of the longest path: 4 links each way, a full MTU serialized per hop.
     base_rtt = 2 * (4 * hop + 3 * t.switch_latency);
   }
-  same_leaf_rtt = 2 * (2 * hop + t.switch_latency);
   const uint64_t bdp = static_cast<uint64_t>(static_cast<__uint128_t>(t.link_bps) * base_rtt /
                                              (8 * kPicosPerSecond));
   const SwitchConfig& sw = cfg.sw;
@@ -2761,6 +2760,60 @@ std::string Simulation::check_switch(const SwitchRef& s) const {
   return {};
 }
 
+// The ideal FCT: the flow alone on an idle fabric, a lower bound no transport can beat. The
+// flow's bytes are split into parts as flow_start splits them (RoCE: a QP per plane). Its data
+// packets (BTH, RETH, data extension, ImmDt for WRITE_IMM, ICRC; IPv6, UDP, Ethernet) leave
+// the NIC at the full rate of the planes they may use (MRC sprays over all of them, a RoCE
+// part stays on its plane), though no faster than one packet on one link; the last one then
+// crosses the pair's own shortest path, each further link serializing it again (store and
+// forward); the requester completes when a header-sized ACK is back over as many links. The
+// smallest data packet stands for the last one, so that the bound holds for every flow size.
+// A flow alone that its congestion window does not hold back finishes exactly at the ideal
+// (Simulation.ideal_fct__is_the_fct_of_the_flow_alone_on_the_fabric).
+Time Simulation::Impl::ideal_fct(const FlowSpec& spec) const {
+  const TopologyConfig& t = cfg.topo;
+  const uint64_t mtu = cfg.transport.mtu;
+  const uint64_t per_packet = wire::kBthBytes + wire::kRethBytes + wire::kDataExtBytes +
+                              (spec.with_imm ? wire::kImmDtBytes : 0) + wire::kIcrcBytes +
+                              kIpUdpBytes + kEthernetOverhead;
+  const uint64_t ack = wire::kBthBytes + wire::kAethBytes + wire::kSackExtBytes + wire::kIcrcBytes +
+                       kIpUdpBytes + kEthernetOverhead;
+  const uint32_t links = pair_links(spec.src, spec.dst);
+  const Time ack_path = links * t.link_delay + (links - 1) * t.switch_latency +
+                        links * serialization(ack, t.link_bps);
+  // A lane: the NIC ports a set of parts shares (RoCE: one plane each; MRC: one over all).
+  struct Lane {
+    uint64_t wire = 0, largest = 0, smallest = UINT64_MAX;
+  };
+  const bool roce = cfg.transport.kind == TransportKind::kRoce;
+  const uint32_t per_qp = roce ? P : 1;
+  const uint32_t parts = per_qp * cfg.transport.qps_per_flow;
+  std::vector<Lane> lanes(roce ? P : 1);
+  for (uint32_t part = 0; part < parts; ++part) {
+    const uint64_t bytes = spec.bytes / parts + (part < spec.bytes % parts ? 1 : 0);
+    const uint64_t pkts = std::max<uint64_t>(1, (bytes + mtu - 1) / mtu);
+    // Payloads are padded to 4 bytes (BTH pad count).
+    const auto padded = [](uint64_t payload) { return (payload + 3) / 4 * 4; };
+    const uint64_t full = padded(mtu) + per_packet;
+    const uint64_t last = padded(bytes - (pkts - 1) * mtu) + per_packet;
+    Lane& lane = lanes[roce ? part % P : 0];
+    lane.wire += (pkts - 1) * full + last;
+    lane.largest = std::max(lane.largest, pkts > 1 ? full : last);
+    lane.smallest = std::min(lane.smallest, last);
+  }
+  const uint64_t lane_bps = roce ? t.link_bps : t.link_bps * P;
+  Time ideal = 0;
+  for (const Lane& lane : lanes) {
+    if (lane.wire == 0) continue;
+    const Time nic =
+        std::max(serialization(lane.wire, lane_bps), serialization(lane.largest, t.link_bps));
+    const Time data_path = links * t.link_delay + (links - 1) * t.switch_latency +
+                           (links - 1) * serialization(lane.smallest, t.link_bps);
+    ideal = std::max(ideal, nic + data_path + ack_path);
+  }
+  return ideal;
+}
+
 Result<FlowId> Simulation::add_flow(const FlowSpec& spec) {
   Impl& m = *impl_;
   if (spec.src >= m.hosts.size() || spec.dst >= m.hosts.size() || spec.src == spec.dst ||
@@ -2772,12 +2825,7 @@ Result<FlowId> Simulation::add_flow(const FlowSpec& spec) {
   r.spec = spec;
   r.spec.start = std::max(spec.start, m.now);
   r.end = kNever;
-  // Ideal: the wire bytes at the NIC's full rate (every plane) plus the RTT of the pair's
-  // shortest path (through a spine, or within the leaf; fat trees: a core, an agg, the leaf).
-  const uint64_t pkts =
-      std::max<uint64_t>(1, (spec.bytes + m.cfg.transport.mtu - 1) / m.cfg.transport.mtu);
-  const uint64_t wire = spec.bytes + pkts * (52 + 4 + kIpUdpBytes + kEthernetOverhead);
-  r.ideal_fct = serialization(wire, m.cfg.topo.link_bps * m.P) + m.pair_rtt(spec.src, spec.dst);
+  r.ideal_fct = m.ideal_fct(spec);
   m.flows.push_back(r);
   m.flow_state.emplace_back();
   if (m.blocks) {

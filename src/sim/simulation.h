@@ -206,7 +206,7 @@ struct FlowResult {
   FlowSpec spec;
   Time end = 0;        // requester completion time (kNever if unfinished)
   Time fct = 0;        // end - start
-  Time ideal_fct = 0;  // size / line rate of all planes + base RTT
+  Time ideal_fct = 0;  // alone on an idle fabric: line rate of all planes + own path, ACK back
   bool ok = false;     // completed successfully
   uint64_t retransmits = 0;
   uint32_t paths_used = 0;

@@ -72,6 +72,16 @@ double max_slowdown(const Simulation& s) {
   return worst;
 }
 
+// One flow of `bytes` from `src` to `dst` alone on the fabric, run to completion.
+FlowResult flow_alone(const SimConfig& c, HostId src, HostId dst, uint64_t bytes) {
+  auto sim = make(c);
+  EXPECT_TRUE(sim->add_flow(FlowSpec{src, dst, bytes, 0, false, 0}));
+  sim->run(ms(50));
+  const FlowResult f = sim->flows()[0];
+  EXPECT_TRUE(f.ok);
+  return f;
+}
+
 // One 8 MiB flow from `src` to `dst` alone on the fabric; returns it after checking that its
 // payload goodput reaches 97 % of the payload share of `line_bps` (headers take the rest).
 FlowResult expect_single_flow_line_rate(const SimConfig& c, HostId src, HostId dst,
@@ -91,6 +101,27 @@ TEST(Simulation, single_flow__reaches_97_percent_of_line_rate) {
   expect_single_flow_line_rate(small_fabric(TransportKind::kMrc, 16, 2, 8), 0, 15, 200e9);
 }
 
+TEST(Simulation, ideal_fct__is_the_fct_of_the_flow_alone_on_the_fabric) {
+  // The ideal is exact for a flow alone (MRC spraying over both planes, RoCE a QP per plane):
+  // less than a packet, one packet, one per plane, many; within a leaf (2 links) and through
+  // a spine (4). With a short last packet it is a bound (the sender's window shapes the rest).
+  for (TransportKind kind : {TransportKind::kMrc, TransportKind::kRoce}) {
+    for (uint64_t bytes : {100ull, 4096ull, 8192ull, 65536ull, 65536ull + 100, 1ull << 20}) {
+      for (HostId dst : {1u, 16u}) {
+        const FlowResult f = flow_alone(small_fabric(kind), 0, dst, bytes);
+        if (bytes % 8192 == 0 || bytes < 4096)
+          EXPECT_EQ(f.fct, f.ideal_fct) << bytes << " bytes to host " << dst;
+        else
+          EXPECT_GE(f.fct, f.ideal_fct) << bytes << " bytes to host " << dst;
+      }
+    }
+  }
+  // 4 KiB within a leaf at 100G, 500 ns per link: the packet (4096 + BTH, RETH, data
+  // extension, ICRC, IPv6, UDP, Ethernet = 4238 bytes) twice, the ACK (210 bytes) twice.
+  const FlowResult one = flow_alone(small_fabric(TransportKind::kMrc), 0, 1, 4096);
+  EXPECT_EQ(one.ideal_fct, 4 * ns(500) + 2 * 4238 * 80 + 2 * 210 * 80);
+}
+
 TEST(Simulation, permutation__mrc_every_flow_within_1_3x_ideal) {
   auto sim = make(small_fabric(TransportKind::kMrc));
   const auto perm = derangement(32, 3);
@@ -100,6 +131,8 @@ TEST(Simulation, permutation__mrc_every_flow_within_1_3x_ideal) {
   for (const FlowResult& f : sim->flows())
     ASSERT_TRUE(f.ok) << "flow " << f.id;
   EXPECT_LE(max_slowdown(*sim), 1.3);
+  for (const FlowResult& f : sim->flows())  // the ideal is a lower bound
+    EXPECT_GE(f.fct, f.ideal_fct) << "flow " << f.id;
   EXPECT_EQ(sim->stats().qp_errors, 0u);
   // Spraying: every flow used many paths, on both planes.
   for (const FlowResult& f : sim->flows())
@@ -123,6 +156,8 @@ TEST(Simulation, permutation__roce_ecmp_shows_hash_collisions) {
     ASSERT_TRUE(f.ok) << "flow " << f.id;
   // Several flows share an uplink: the worst flow takes a multiple of its ideal time.
   EXPECT_GE(max_slowdown(*sim), 2.0);
+  for (const FlowResult& f : sim->flows())  // the ideal is a lower bound
+    EXPECT_GE(f.fct, f.ideal_fct) << "flow " << f.id;
   EXPECT_EQ(sim->stats().drops, 0u);
   // RoCE: one path per plane (one QP per plane, each on one ECMP hash), nothing resent.
   for (const FlowResult& f : sim->flows()) {
@@ -414,20 +449,16 @@ TEST(FatTree, check_usid_forwarding__every_path_of_every_pair) {
 }
 
 TEST(FatTree, ideal_fct__uses_the_pairs_own_path) {
-  auto sim = make(fat_tree(TransportKind::kMrc));
-  ASSERT_TRUE(sim->add_flow(FlowSpec{0, 1, 4096, 0, false, 0}));   // same leaf
-  ASSERT_TRUE(sim->add_flow(FlowSpec{0, 4, 4096, 0, false, 0}));   // same pod
-  ASSERT_TRUE(sim->add_flow(FlowSpec{0, 16, 4096, 0, false, 0}));  // another pod
-  const auto& f = sim->flows();
+  // Same leaf, same pod, another pod: each flow alone on the fabric.
+  std::vector<FlowResult> f;
+  for (HostId dst : {1u, 4u, 16u})
+    f.push_back(flow_alone(fat_tree(TransportKind::kMrc), 0, dst, 4096));
   EXPECT_LT(f[0].ideal_fct, f[1].ideal_fct);
   EXPECT_LT(f[1].ideal_fct, f[2].ideal_fct);
-  // One more pair of links and switches each way per tier: 2 x 2 x (500 ns + an MTU at 100G).
+  // Two more links each way per tier: 4 x 500 ns, the packet twice and the ACK twice at 100G.
   EXPECT_EQ(f[2].ideal_fct - f[1].ideal_fct, f[1].ideal_fct - f[0].ideal_fct);
-  sim->run(ms(10));
-  for (const FlowResult& r : sim->flows()) {
-    ASSERT_TRUE(r.ok);
-    EXPECT_LE(r.fct, r.ideal_fct + ns(200)) << "flow " << r.id;
-  }
+  for (const FlowResult& r : f)
+    EXPECT_EQ(r.fct, r.ideal_fct) << "to host " << r.spec.dst;
 }
 
 TEST(FatTree, single_flow__reaches_97_percent_of_line_rate) {
@@ -572,19 +603,15 @@ TEST(FourTierFatTree, check_usid_forwarding__both_carriers_hop_by_hop) {
 }
 
 TEST(FourTierFatTree, ideal_fct__uses_the_pairs_own_path) {
-  auto sim = make(four_tier(TransportKind::kMrc));
+  std::vector<FlowResult> f;
   for (HostId dst : {1u, 2u, 4u, 31u})  // leaf, pod, superpod, another superpod
-    ASSERT_TRUE(sim->add_flow(FlowSpec{0, dst, 4096, 0, false, 0}));
-  const auto& f = sim->flows();
-  // One more pair of links and switches each way per tier.
+    f.push_back(flow_alone(four_tier(TransportKind::kMrc), 0, dst, 4096));
+  // Two more links each way per tier.
   for (size_t i = 1; i + 1 < f.size(); ++i)
     EXPECT_EQ(f[i + 1].ideal_fct - f[i].ideal_fct, f[i].ideal_fct - f[i - 1].ideal_fct);
   EXPECT_LT(f[0].ideal_fct, f[1].ideal_fct);
-  sim->run(ms(10));
-  for (const FlowResult& r : sim->flows()) {
-    ASSERT_TRUE(r.ok);
-    EXPECT_LE(r.fct, r.ideal_fct + ns(200)) << "flow " << r.id;
-  }
+  for (const FlowResult& r : f)
+    EXPECT_EQ(r.fct, r.ideal_fct) << "to host " << r.spec.dst;
 }
 
 TEST(FourTierFatTree, single_flow__reaches_97_percent_of_line_rate) {
