@@ -6,7 +6,7 @@
 # serially and under `mpirun -np 2`, ending with one line
 #   ranks=2 wall_s=<s> speedup=<serial/parallel> identical=<yes|no> peak_rss_mb_per_rank=<MB>
 # where identical compares flows.csv, links.csv, ev_events.jsonl and summary.json without its
-# "run" section, and the serial run uses the same (blocks) layout: --partition blocks).
+# "run" section; the serial run uses the blocks layout by default).
 # Results are recorded in docs/performance.md. The machine is shared: run it twice and
 # compare; wall time is the only noisy number (the simulation itself is deterministic).
 set -euo pipefail
@@ -31,7 +31,7 @@ if [ "${which,,}" = c ]; then
   [ "$(id -u)" = 0 ] && launch+=(--allow-run-as-root)
   [ "$(nproc)" -lt 2 ] && launch+=(--oversubscribe)
   t0=$(date +%s.%N)
-  build/bin/mrc-sim "$scenario" "${extra[@]}" --partition blocks --quiet --out "$out/serial"
+  build/bin/mrc-sim "$scenario" "${extra[@]}" --quiet --out "$out/serial"
   t1=$(date +%s.%N)
   "${launch[@]}" build/bin/mrc-sim "$scenario" "${extra[@]}" --quiet --out "$out/ranks2"
   t2=$(date +%s.%N)

@@ -766,7 +766,7 @@ int main(int argc, char** argv) {
   uint64_t seed = 0;
   bool quiet = false, print_default = false;
   uint32_t ranks_plan = 0;
-  std::string partition = "default";
+  std::string partition = "auto";
   app.add_option("scenario", scenario_path, "Scenario file (TOML); default: the embedded one")
       ->check(CLI::ExistingFile);
   app.add_option("--set", sets, "Override a key by dotted path: --set topo.hosts=256 (repeatable)")
@@ -787,9 +787,10 @@ int main(int argc, char** argv) {
                  "predicted memory per rank) and exit")
       ->check(CLI::Range(1u, kMaxBlocks));
   app.add_option("--partition", partition,
-                 "Partition layout: default, or blocks (the layout of a run under mpirun, which "
-                 "gives the same results on any number of ranks)")
-      ->check(CLI::IsMember({"default", "blocks"}));
+                 "Partition layout: blocks (the layout of a run under mpirun: the same results "
+                 "on any number of ranks), planes (one partition per plane), or auto (default: "
+                 "blocks, unless the scenario needs planes)")
+      ->check(CLI::IsMember({"auto", "blocks", "planes"}));
   if (const int rc = mrc::tools::parse(app, argc, argv); rc >= 0) return rc;
 
   // Under mpirun (an MPI build): one process per rank, the blocks layout. Every rank parses
@@ -879,6 +880,9 @@ int main(int argc, char** argv) {
 
   if (exchange && !pcap_hosts.empty())
     return failed("--pcap-hosts: not available under mpirun (run the scenario serially)", 2);
+  // The blocks layout unless the scenario needs a feature it lacks (then the per-plane one,
+  // and mpirun and --partition blocks refuse the scenario with the reason).
+  if (partition == "auto") partition = blocks_layout_limit(sc).empty() ? "blocks" : "planes";
   if (out_dir.empty()) out_dir = "out/" + sc.name;
   if (rank == 0) {
     std::error_code ec;

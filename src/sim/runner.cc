@@ -252,18 +252,34 @@ FlowSummary summarize_flows(const std::vector<FlowResult>& flows) {
   return s;
 }
 
+std::string blocks_layout_limit(const Scenario& sc) {
+  if (sc.base.topo.link_delay == 0)
+    return "topo.link_delay is 0: the blocks layout needs a link delay (its lookahead)";
+  for (const TransportRun& r : sc.runs)
+    if (r.config.transport.qps_per_flow != 1)
+      return "transport " + r.name + " has qps_per_flow " +
+             std::to_string(r.config.transport.qps_per_flow) +
+             ": the blocks layout delivers a packet to the receiver's one QP for its sender";
+  if (std::any_of(sc.workload.flow_list.begin(), sc.workload.flow_list.end(),
+                  [](const WorkloadConfig::Flow& f) { return !f.paths.empty(); }))
+    return "workload.flow[].paths pins paths: the blocks layout keeps one QP per pair, with the "
+           "transport's own EVs";
+  if (sc.base.throughput_interval > 0)
+    return "run.throughput_interval: the blocks layout does not collect throughput series";
+  return {};
+}
+
 TextResult<TransportResult> run_transport(const Scenario& sc, const TransportRun& run,
                                           const RunHooks& hooks) {
   SimConfig config = run.config;
   config.block_partitions = config.block_partitions || hooks.block_partitions;
-  if ((config.block_partitions || hooks.exchange != nullptr) &&
-      (config.transport.qps_per_flow != 1 || config.throughput_interval > 0 ||
-       std::any_of(sc.workload.flow_list.begin(), sc.workload.flow_list.end(),
-                   [](const WorkloadConfig::Flow& f) { return !f.paths.empty(); })))
-    return text_error(sc.source + ": transport " + run.name +
-                      ": the blocks partition layout (and MPI runs) take one QP per pair: "
-                      "transport.qps_per_flow, pinned paths (workload.flow[].paths) and "
-                      "run.throughput_interval need the default layout");
+  if (config.block_partitions || hooks.exchange != nullptr) {
+    if (const std::string why = blocks_layout_limit(sc); !why.empty())
+      return text_error(sc.source +
+                        ": the blocks partition layout (mpirun runs, --partition "
+                        "blocks) cannot run this scenario: " +
+                        why + " (run it serially with --partition planes)");
+  }
   auto created = Simulation::create(config, hooks.exchange);
   if (!created)
     return text_error(sc.source + ": transport " + run.name +
@@ -315,6 +331,7 @@ TextResult<TransportResult> run_transport(const Scenario& sc, const TransportRun
   WorkloadDriver driver(sink);
   driver.add(std::move(*wl));
   sim.on_flow_complete([&driver](const FlowResult& r) { driver.on_flow_complete(r); });
+  sim.on_flow_received([&driver](const FlowResult& r) { driver.on_flow_received(r); });
   if (hooks.progress)
     sim.on_progress([&](Time now, uint64_t events) {
       hooks.progress(run.name, now, events, driver.flows_completed(), driver.flows_added());

@@ -283,6 +283,7 @@ struct Host {
 
 struct FlowState {
   uint32_t parts_left = 0;
+  uint32_t parts_received = 0;  // receive completions at the destination (with_imm)
   bool failed = false;
   // For flows.csv: the flow's QPs and their counters when it started (per-path packets
   // sent, truncated to 32 bits, and retransmits). Freed when the flow completes.
@@ -365,6 +366,7 @@ struct Simulation::Impl {
   std::vector<FlowState> flow_state;
   size_t flows_done = 0;
   std::vector<std::function<void(const FlowResult&)>> flow_cbs;
+  std::vector<std::function<void(const FlowResult&)>> received_cbs;
   std::function<void(Time, uint64_t)> progress_cb;
 
   std::vector<FaultAction> faults;
@@ -569,6 +571,10 @@ struct Simulation::Impl {
   void flow_start(FlowId f);
   void flow_accept(FlowId f, uint32_t part);
   void finish_flow(const FlowResult& r);
+  void flow_received(FlowId f);
+  uint32_t flow_parts() const {
+    return (cfg.transport.kind == TransportKind::kRoce ? P : 1) * cfg.transport.qps_per_flow;
+  }
   void publish_completions(std::vector<FlowResult> done);
   Time run_blocks(Time until);
   void merge_results();
@@ -1835,14 +1841,39 @@ void Simulation::Impl::finish_flow(const FlowResult& r) {
     completed.push_back(r);
     return;
   }
+  const Time received = flows[r.id].received;
   flows[r.id] = r;
+  flows[r.id].received = received;
   ++flows_done;
   for (auto& cb : flow_cbs)
     cb(flows[r.id]);
 }
 
+// Flow f is whole at its receiver. The blocks layout publishes it with the window's
+// completions (a record with end = kNever marks a reception).
+void Simulation::Impl::flow_received(FlowId f) {
+  if (blocks) {
+    FlowResult r;
+    r.id = f;
+    r.end = kNever;
+    r.received = now;
+    completed.push_back(r);
+    return;
+  }
+  flows[f].received = now;
+  for (auto& cb : received_cbs)
+    cb(flows[f]);
+}
+
 void Simulation::Impl::on_completion(HostId h, const Completion& c) {
-  if (c.opcode == WcOpcode::kRecvImm) return;
+  if (c.opcode == WcOpcode::kRecvImm) {
+    // The receive a flow with immediate posted at its destination (wr_id = flow).
+    const auto f = static_cast<FlowId>(c.wr_id);
+    if (c.status == WcStatus::kSuccess && f < flows.size() &&
+        ++flow_state[f].parts_received == flow_parts())
+      flow_received(f);
+    return;
+  }
   Host& host = hosts[h];
   if (!host.backlog.empty()) {
     auto it = host.backlog.find(c.qpn);
@@ -2402,16 +2433,29 @@ Time Simulation::Impl::communicate(uint64_t& total_events) {
 }
 
 void Simulation::Impl::publish_completions(std::vector<FlowResult> done) {
-  std::sort(done.begin(), done.end(), [](const FlowResult& x, const FlowResult& y) {
-    return x.end != y.end ? x.end < y.end : x.id < y.id;
+  // Receptions (end == kNever) and completions by time; at one time receptions first, then
+  // by flow. A flow's reception always comes before its completion.
+  const auto at = [](const FlowResult& r) { return r.end == kNever ? r.received : r.end; };
+  std::sort(done.begin(), done.end(), [&](const FlowResult& x, const FlowResult& y) {
+    if (at(x) != at(y)) return at(x) < at(y);
+    if ((x.end == kNever) != (y.end == kNever)) return x.end == kNever;
+    return x.id < y.id;
   });
   const Time saved = now;
   for (const FlowResult& r : done) {
+    // The workload hears of it one lookahead later (at the earliest, in the next window): a
+    // flow it adds now starts no earlier than that (add_flow).
+    now = at(r) + lookahead;
+    if (r.end == kNever) {
+      flows[r.id].received = r.received;
+      for (auto& cb : received_cbs)
+        cb(flows[r.id]);
+      continue;
+    }
+    const Time received = flows[r.id].received;
     flows[r.id] = r;
+    flows[r.id].received = received;
     ++flows_done;
-    // The workload hears of the completion one lookahead after it (at the earliest, in the
-    // next window): a flow it adds now starts no earlier than that (add_flow).
-    now = r.end + lookahead;
     for (auto& cb : flow_cbs)
       cb(flows[r.id]);
   }
@@ -2854,6 +2898,9 @@ Result<uint16_t> Simulation::add_path_set(std::vector<PathRef> paths) {
 
 void Simulation::on_flow_complete(std::function<void(const FlowResult&)> cb) {
   impl_->flow_cbs.push_back(std::move(cb));
+}
+void Simulation::on_flow_received(std::function<void(const FlowResult&)> cb) {
+  impl_->received_cbs.push_back(std::move(cb));
 }
 
 namespace {

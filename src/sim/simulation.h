@@ -130,10 +130,11 @@ struct SimConfig {
   // results differ only in the order of simultaneous events. false: for validation.
   bool scheduled_departures = true;
   // The blocks layout (see the top of this file). It differs from the default in the order of
-  // simultaneous events and in two rules a distributed run needs: a flow completion reaches
-  // the workload (on_flow_complete) at the end of the lookahead window it falls in, and a flow
-  // the callback adds starts no earlier than one lookahead after that completion; a receiver's
-  // QP is created one lookahead after the flow starts. Needs link_delay > 0.
+  // simultaneous events and in two rules a distributed run needs: a flow's reception and
+  // completion reach the workload (on_flow_received, on_flow_complete) at the end of the
+  // lookahead window they fall in, and a flow the callback adds starts no earlier than one
+  // lookahead after the reception or completion; a receiver's QP is created one lookahead
+  // after the flow starts. Needs link_delay > 0. mrc-sim runs it by default.
   bool block_partitions = false;
   // Also sample the last hop's queues (leaf -> host ports, where incast queues build) into
   // link_samples(), named "p0/leaf3->host5", when the fabric has at most 65,536 of them.
@@ -210,6 +211,9 @@ struct FlowResult {
   bool ok = false;     // completed successfully
   uint64_t retransmits = 0;
   uint32_t paths_used = 0;
+  // When the receiver held all of it: its receive completion (flows with with_imm, which
+  // post a receive at the destination); kNever otherwise or until then.
+  Time received = kNever;
 };
 
 struct SimStats {
@@ -313,6 +317,11 @@ class Simulation {
   // Called when a flow completes (successfully or not), in simulated-time order; may add
   // flows (dependent workloads: collectives, training iterations).
   void on_flow_complete(std::function<void(const FlowResult&)> cb);
+  // Called when a flow with with_imm has reached its receiver whole (every part's receive
+  // completion at the destination; r.received), before its completion; may add flows. This
+  // is what a receiver acts on (a ring's next step: NCCL waits for its receive, not for the
+  // sender's ACK).
+  void on_flow_received(std::function<void(const FlowResult&)> cb);
 
   // ---- faults (times are absolute) ----
   void link_down(LinkRef l, Time at);

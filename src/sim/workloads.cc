@@ -343,8 +343,9 @@ uint64_t RingAllReduce::step_bytes(uint32_t rank, uint32_t step) const {
 }
 
 TextStatus RingAllReduce::send(uint32_t rank, uint32_t step, Time at, FlowSink& sink) {
+  // With immediate: the receiver acts on its receive (on_received).
   FlowSpec s{group_[rank], group_[peer(rank, step)], step_bytes(rank, step), at,
-             false,        tag(iteration_, step)};
+             true,         tag(iteration_, step)};
   auto id = add(sink, "allreduce", s);
   if (!id) return std::unexpected(id.error());
   owner_[*id] = uint64_t{rank} << 32 | step;
@@ -403,18 +404,32 @@ TextStatus RingAllReduce::on_receive(uint32_t rank, uint32_t step, Time at, Flow
   return {};
 }
 
+TextStatus RingAllReduce::on_received(const FlowResult& r, FlowSink& sink) {
+  auto it = owner_.find(r.id);
+  if (it == owner_.end() || (it->second & kReceived)) return {};
+  it->second |= kReceived;
+  const auto rank = static_cast<uint32_t>((it->second & ~kReceived) >> 32);
+  const auto step = static_cast<uint32_t>(it->second);
+  // The receiver has its step-`step` data.
+  return on_receive(peer(rank, step), step, r.received, sink);
+}
+
 TextStatus RingAllReduce::on_complete(const FlowResult& r, FlowSink& sink) {
   auto it = owner_.find(r.id);
   if (it == owner_.end()) return {};
-  const uint32_t rank = static_cast<uint32_t>(it->second >> 32);
-  const uint32_t step = static_cast<uint32_t>(it->second);
+  const bool received = it->second & kReceived;
+  const auto rank = static_cast<uint32_t>((it->second & ~kReceived) >> 32);
+  const auto step = static_cast<uint32_t>(it->second);
   owner_.erase(it);
   if (!r.ok) current_.ok = false;
   current_.end = std::max(current_.end, r.end);
   --remaining_;
-  // The receiver has its step-`step` data.
-  auto st = on_receive(peer(rank, step), step, r.end, sink);
-  if (!st) return st;
+  // A flow whose reception was not reported (it failed, or the sink reports completions
+  // only): the receiver goes on at the completion.
+  if (!received) {
+    auto st = on_receive(peer(rank, step), step, r.end, sink);
+    if (!st) return st;
+  }
   if (remaining_ == 0) {
     finished_ = true;
     results_.push_back(current_);
@@ -470,6 +485,12 @@ TextStatus TrainingLoop::on_complete(const FlowResult& r, FlowSink& sink) {
   retired_.clear();  // not inside any of them now
   if (!current_) return {};
   return current_->on_complete(r, sink);
+}
+
+TextStatus TrainingLoop::on_received(const FlowResult& r, FlowSink& sink) {
+  retired_.clear();
+  if (!current_) return {};
+  return current_->on_received(r, sink);
 }
 
 // ---- htsim connection matrices -------------------------------------------------------------
@@ -976,6 +997,14 @@ void WorkloadDriver::on_flow_complete(const FlowResult& r) {
   if (error_) return;
   tracking_->current = w;
   auto st = workloads_[w]->on_complete(r, *tracking_);
+  if (!st) error_ = st.error();
+}
+
+void WorkloadDriver::on_flow_received(const FlowResult& r) {
+  auto it = owner_.find(r.id);
+  if (it == owner_.end() || error_) return;
+  tracking_->current = it->second;
+  auto st = workloads_[it->second]->on_received(r, *tracking_);
   if (!st) error_ = st.error();
 }
 

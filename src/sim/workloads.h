@@ -9,10 +9,11 @@
 //     completion time. A WorkloadDriver routes each completion to the workload that added the
 //     flow.
 //
-// Completion means requester completion (FlowResult::end, the last ACK back at the sender),
-// the only completion the simulator reports. A ring step that "starts when its receive is
-// done" therefore starts about half a base RTT later than on a real NIC, the same for every
-// transport.
+// Completion means requester completion (FlowResult::end, the last ACK back at the sender).
+// A workload that waits for a receive instead (a ring step starts when its predecessor's data
+// is in, as NCCL's does) sends WRITEs with immediate and acts on the reception
+// (Workload::on_received, at FlowResult::received: the receive completion at the
+// destination), about half a base RTT before the sender's completion.
 //
 // Nothing here touches Simulation directly (see runner.h for that glue), so the logic is
 // testable against a fake FlowSink.
@@ -121,6 +122,9 @@ class Workload {
   virtual TextStatus start(FlowSink& sink) = 0;
   // `r` is one of the flows this workload added (through `sink`); may add more flows.
   virtual TextStatus on_complete(const FlowResult& r, FlowSink& sink) = 0;
+  // `r` (one of its flows, sent with immediate) is whole at its receiver (r.received); comes
+  // before on_complete for the same flow; may add flows.
+  virtual TextStatus on_received(const FlowResult&, FlowSink&) { return {}; }
   // Everything this workload will ever add has completed (or it gave up).
   virtual bool done() const = 0;
   virtual const std::vector<CollectiveResult>& collectives() const { return kNoCollectives; }
@@ -239,6 +243,7 @@ class RingAllReduce final : public Workload {
   std::string_view name() const override { return "allreduce"; }
   TextStatus start(FlowSink& sink) override;
   TextStatus on_complete(const FlowResult& r, FlowSink& sink) override;
+  TextStatus on_received(const FlowResult& r, FlowSink& sink) override;
   bool done() const override { return finished_; }
   const std::vector<CollectiveResult>& collectives() const override { return results_; }
 
@@ -279,10 +284,12 @@ class RingAllReduce final : public Workload {
   uint32_t iteration_;
   DoneFn on_done_;
   std::vector<Stage> stages_;
-  std::vector<uint32_t> stage_at_;              // per rank: the stage it is in
-  std::vector<uint32_t> received_in_;           // per rank x stage: receives done
-  std::vector<bool> received_;                  // per rank x step (two-level only)
-  std::unordered_map<FlowId, uint64_t> owner_;  // flow -> rank << 32 | step
+  std::vector<uint32_t> stage_at_;     // per rank: the stage it is in
+  std::vector<uint32_t> received_in_;  // per rank x stage: receives done
+  std::vector<bool> received_;         // per rank x step (two-level only)
+  // flow -> rank << 32 | step, kReceived once its receive has been acted on
+  std::unordered_map<FlowId, uint64_t> owner_;
+  static constexpr uint64_t kReceived = 1ull << 63;
   uint32_t remaining_ = 0;
   bool finished_ = false;
   CollectiveResult current_;
@@ -301,6 +308,7 @@ class TrainingLoop final : public Workload {
   std::string_view name() const override { return "training"; }
   TextStatus start(FlowSink& sink) override;
   TextStatus on_complete(const FlowResult& r, FlowSink& sink) override;
+  TextStatus on_received(const FlowResult& r, FlowSink& sink) override;
   bool done() const override { return finished_; }
   const std::vector<CollectiveResult>& collectives() const override { return collectives_; }
   const std::vector<IterationResult>& iterations() const override { return iterations_; }
@@ -428,6 +436,7 @@ class WorkloadDriver {
   Workload& add(std::unique_ptr<Workload> w);
   TextStatus start();
   void on_flow_complete(const FlowResult& r);
+  void on_flow_received(const FlowResult& r);
   const std::optional<std::string>& error() const { return error_; }
   const std::vector<std::unique_ptr<Workload>>& workloads() const { return workloads_; }
   uint64_t flows_added() const { return added_; }

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# A run under mpirun gives the same results as the serial run with the same layout: flows.csv,
-# links.csv, ev_events.jsonl and summary.json (without its "run" section: wall time, memory,
-# ranks) byte for byte, on 1, 2 and 4 ranks (4 oversubscribed on a 2-core machine), for a
-# permutation with a link failure (MRC and RoCE), a ring AllReduce (flows added by
-# completions) and a fat tree with a failed agg-core link. Usage: tests/mpi/identity.sh <mrc-sim> <mpirun> [ranks...]
+# A run under mpirun gives the same results as the plain serial run (`mrc-sim` without
+# --partition): flows.csv, links.csv, ev_events.jsonl and summary.json (without its "run"
+# section: wall time, memory, ranks) byte for byte, on 1, 2 and 4 ranks (4 oversubscribed on a
+# 2-core machine), for a permutation with a link failure (MRC and RoCE), a ring AllReduce
+# (flows added by receptions and completions), a ring AllReduce on a fabric with a failed and
+# a blackholed link, and a fat tree with a failed agg-core link.
+# Usage: tests/mpi/identity.sh <mrc-sim> <mpirun> [ranks...]
 set -euo pipefail
 sim=$1
 mpirun=$2
@@ -41,7 +43,7 @@ PY
 run_case() {  # run_case <name> <mrc-sim arguments...>
   local name=$1 n
   shift
-  "$sim" --quiet --partition blocks "$@" --out "$out/$name-serial"
+  "$sim" --quiet "$@" --out "$out/$name-serial"
   for n in "${ranks[@]}"; do
     "${launch[@]}" -np "$n" "$sim" --quiet "$@" --out "$out/$name-$n"
     compare "$out/$name-serial" "$out/$name-$n" "$name on $n ranks"
@@ -52,5 +54,6 @@ run_case default --set topo.hosts=64 --set transport.kinds=[mrc,roce] \
   --set run.sample_interval=5us
 run_case allreduce "$src/scenarios/claims/allreduce.toml" --set topo.hosts=32 \
   --set topo.radix=16 --set workload.size=256KiB --set transport.kinds=[mrc]
+run_case allreduce_faults "$src/tests/mpi/allreduce_faults.toml"
 run_case fat_tree --set topo.kind=fat_tree --set topo.hosts=128 --set topo.radix=8 \
   --set topo.planes=1 --set transport.kinds=[mrc] --set fault.0.link=pod1/agg2-core9

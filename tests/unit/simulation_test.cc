@@ -270,6 +270,37 @@ TEST(Simulation, determinism__same_seed_same_results) {
   EXPECT_EQ(run(), run());
 }
 
+// A flow with immediate is reported when its receiver holds all of it (the receive
+// completion), before the sender's completion; a flow without is not. Both layouts: the
+// blocks layout tells the workload at the end of the window, one lookahead after the event.
+TEST(Simulation,
+     on_flow_received__a_flow_with_immediate_is_reported_at_its_receive_before_completing) {
+  for (bool blocks : {false, true}) {
+    SimConfig c = small_fabric(TransportKind::kMrc);
+    c.block_partitions = blocks;
+    auto sim = make(c);
+    ASSERT_TRUE(sim->add_flow(FlowSpec{0, 9, 1u << 20, 0, true, 0}));
+    ASSERT_TRUE(sim->add_flow(FlowSpec{1, 10, 1u << 20, 0, false, 0}));
+    std::vector<std::pair<FlowId, Time>> received;  // flow, now() at the callback
+    std::vector<FlowId> completed;
+    sim->on_flow_received([&](const FlowResult& r) {
+      EXPECT_TRUE(completed.empty()) << "the reception comes before the completion";
+      received.push_back({r.id, r.received});
+    });
+    sim->on_flow_complete([&](const FlowResult& r) { completed.push_back(r.id); });
+    sim->run(ms(10));
+    ASSERT_EQ(received.size(), 1u) << "blocks " << blocks;
+    EXPECT_EQ(received[0].first, 0u);
+    const FlowResult& f = sim->flows()[0];
+    EXPECT_EQ(f.received, received[0].second);
+    // The last data packet's ACK still has to cross the fabric: at least 4 link delays.
+    EXPECT_LE(f.received + ns(2000), f.end) << "blocks " << blocks;
+    EXPECT_GT(f.received, f.spec.start);
+    EXPECT_EQ(sim->flows()[1].received, kNever);
+    EXPECT_EQ(completed.size(), 2u);
+  }
+}
+
 // Switch ports schedule departures at enqueue (SimConfig::scheduled_departures) or go event
 // by event: the same model, so the same results up to the order of simultaneous events, which
 // moves single flows by a few percent (as a different seed does): compare means over seeds.

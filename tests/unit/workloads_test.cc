@@ -222,6 +222,59 @@ TEST(Workloads, ring_allreduce__2n_minus_2_steps_of_s_over_n_chained_on_receives
   EXPECT_DOUBLE_EQ(c.busbw_GBps(), c.algbw_GBps() * 2.0 * (n - 1) / n);
 }
 
+TEST(Workloads,
+     ring_allreduce__a_step_starts_at_its_receive_and_the_completion_does_not_repeat_it) {
+  // Receptions reported 2 us before each completion: the receiver's next step starts at its
+  // receive, and the sender's completion (later) adds nothing more.
+  const uint32_t n = 4;
+  FakeNet net;
+  WorkloadDriver d(net);
+  auto& ar = static_cast<RingAllReduce&>(
+      d.add(std::make_unique<RingAllReduce>(all_hosts(n), 4 * 65536, 0)));
+  ASSERT_TRUE(d.start());
+  std::priority_queue<std::pair<Time, uint64_t>, std::vector<std::pair<Time, uint64_t>>,
+                      std::greater<>>
+      events;  // (time, flow << 1 | completion)
+  size_t queued = 0;
+  const auto queue_new = [&] {
+    for (; queued < net.flows.size(); ++queued) {
+      EXPECT_TRUE(net.flows[queued].spec.with_imm) << "ring steps are WRITEs with immediate";
+      events.push({net.flows[queued].end - us(2), uint64_t{queued} << 1});
+      events.push({net.flows[queued].end, uint64_t{queued} << 1 | 1});
+    }
+  };
+  queue_new();
+  while (!events.empty()) {
+    const auto [t, e] = events.top();
+    events.pop();
+    FlowResult& f = net.flows[e >> 1];
+    if (e & 1) {
+      d.on_flow_complete(f);
+    } else {
+      f.received = t;
+      d.on_flow_received(f);
+    }
+    queue_new();
+  }
+  ASSERT_FALSE(d.error()) << *d.error();
+  ASSERT_TRUE(d.done());
+  ASSERT_EQ(net.flows.size(), n * ar.steps()) << "one flow per rank and step, none repeated";
+  std::map<std::pair<uint32_t, uint32_t>, const FlowResult*> by;
+  for (const FlowResult& f : net.flows)
+    by[{f.spec.src, f.spec.tag & 0xffff}] = &f;
+  for (uint32_t r = 0; r < n; ++r)
+    for (uint32_t k = 0; k + 1 < ar.steps(); ++k) {
+      const FlowResult* next = by[std::make_pair(r, k + 1)];
+      const FlowResult* feed = by[std::make_pair((r + n - 1) % n, k)];
+      EXPECT_EQ(next->spec.start, feed->received) << "rank " << r << " step " << k + 1;
+    }
+  ASSERT_EQ(ar.collectives().size(), 1u);
+  Time last = 0;
+  for (const FlowResult& f : net.flows)
+    last = std::max(last, f.end);
+  EXPECT_EQ(ar.collectives()[0].end, last) << "the collective ends at its last completion";
+}
+
 TEST(Workloads, ring_allreduce__rejects_tiny_groups_and_sizes) {
   FakeNet net;
   RingAllReduce one({1}, 1000, 0);
@@ -594,6 +647,7 @@ TEST(WorkloadsSim, ring_allreduce_and_training_complete_on_the_fabric) {
     auto& tl = static_cast<TrainingLoop&>(
         d.add(std::make_unique<TrainingLoop>(all_hosts(8), 256 * 1024, us(20), 2, 0)));
     (*sim)->on_flow_complete([&](const FlowResult& r) { d.on_flow_complete(r); });
+    (*sim)->on_flow_received([&](const FlowResult& r) { d.on_flow_received(r); });
     ASSERT_TRUE(d.start());
     (*sim)->run(ms(20));
     ASSERT_FALSE(d.error()) << *d.error();
