@@ -151,6 +151,13 @@ json echo_config(const Scenario& sc) {
                     {"ack_every", t.ack_every},
                     {"probe_interval", format_duration(t.probe_interval)},
                     {"port_remap_delay", format_duration(t.port_remap_delay)},
+                    {"probe_backoff_limit", t.probe_backoff_limit},
+                    {"resurrect_probes", t.resurrect_probes},
+                    {"resurrect_window", format_duration(t.resurrect_window)},
+                    {"trim_hold", format_duration(t.trim_hold)},
+                    {"probe_budget_interval", format_duration(t.probe_budget_interval)},
+                    {"borrow_rtt", t.borrow_rtt},
+                    {"loss_keep", t.loss_keep},
                     {"ecn_cooldown", format_duration(t.ecn_cooldown)},
                     {"routing_convergence", format_duration(t.routing_convergence)}};
   if (sc.qps_per_kind.empty()) {
@@ -296,7 +303,12 @@ json transport_json(const Ran& ran) {
                    {"ev_state_changes", st.ev_state_changes},
                    {"ev_swaps", st.ev_swaps},
                    {"peer_port_changes", st.peer_port_changes},
-                   {"timeouts", st.timeouts}};
+                   {"timeouts", st.timeouts},
+                   {"pto_losses", st.pto_losses},
+                   {"pto_borrowed_rtt", st.pto_borrowed_rtt},
+                   {"probes_sent", st.probes_sent},
+                   {"probes_unanswered", st.probes_unanswered},
+                   {"probes_deferred", st.probes_deferred}};
   j["evs"] = {{"active_per_plane", st.evs_active_per_plane},
               {"backup_per_plane", st.evs_backup_per_plane}};
   // Engine::qp_memory at the end of the run, per QP (docs/performance.md, "Bytes per QP").

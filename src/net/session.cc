@@ -25,6 +25,7 @@ NetResult<std::unique_ptr<Session>> Session::create(const SessionConfig& config)
     if (!key) return std::unexpected(key.error());
     ec.identifier_key = *key;
   }
+  ec.fabric_rtt = config.base_rtt;  // a QP's first packets: see EngineConfig::fabric_rtt
   s->engine_ = std::make_unique<Engine>(ec);
   auto d = UdpDriver::open(*s->engine_, config.driver);
   if (!d) return std::unexpected(d.error());

@@ -762,6 +762,13 @@ TextStatus read_transport(TableReader& r, TransportConfig& t, std::vector<std::s
   TRY(r.uint("ack_every", t.ack_every, 1, 8));
   TRY(r.duration("probe_interval", t.probe_interval));
   TRY(r.duration("port_remap_delay", t.port_remap_delay));
+  TRY(r.uint("probe_backoff_limit", t.probe_backoff_limit, 0, 20));
+  TRY(r.uint("resurrect_probes", t.resurrect_probes, 1, 1u << 16));
+  TRY(r.duration("resurrect_window", t.resurrect_window));
+  TRY(r.duration("trim_hold", t.trim_hold));
+  TRY(r.duration("probe_budget_interval", t.probe_budget_interval));
+  TRY(r.boolean("borrow_rtt", t.borrow_rtt));
+  TRY(r.real("loss_keep", t.loss_keep, 0, 1));
   TRY(r.duration("ecn_cooldown", t.ecn_cooldown));
   TRY(r.duration("routing_convergence", t.routing_convergence, true));
   // An integer for every kind, or a table per kind ({roce = 8, roce_pfc = 8}: the paper's

@@ -766,6 +766,11 @@ Status Simulation::Impl::build() {
     ec.event_capacity = 64;
     ec.ack_every = cfg.transport.ack_every;
     ec.port_remap_delay = cfg.transport.port_remap_delay;
+    // A NIC knows its fabric's unloaded RTT: a QP's first packets do not wait for the ACK
+    // timeout when they are lost (EngineConfig::fabric_rtt).
+    ec.fabric_rtt = cfg.transport.borrow_rtt ? base_rtt : 0;
+    ec.share_rtt = cfg.transport.borrow_rtt;
+    ec.probe_budget_interval = cfg.transport.probe_budget_interval;
     host.engine = std::make_unique<Engine>(ec);
     engines.push_back(host.engine.get());
     // One phantom region covers all of this GPU's memory: placement is counted, not copied.
@@ -1172,12 +1177,20 @@ Status Simulation::Impl::configure_qp(Engine& e, uint32_t qpn, HostId me, HostId
     // 128-GPU permutation, max FCT/ideal 1.19 at base_rtt/16 against 1.35 at base_rtt).
     a.path_policy.ecn_cooldown = tc.ecn_cooldown ? tc.ecn_cooldown : base_rtt / 16;
     a.path_policy.probe_interval = tc.probe_interval;
+    a.path_policy.probe_backoff_limit = tc.probe_backoff_limit;
+    a.path_policy.resurrect_probes = tc.resurrect_probes;
+    a.path_policy.resurrect_window = tc.resurrect_window;
+    a.path_policy.trim_hold = tc.trim_hold;
     CcAlgorithm alg = tc.cc;
     if (tc.kind == TransportKind::kRoce && alg == CcAlgorithm::kNscc) alg = CcAlgorithm::kDcqcn;
     a.cc.algorithm = alg;
     a.cc.nscc.base_rtt = base_rtt;
     a.cc.nscc.link_bps = link;
     a.cc.nscc.mtu = tc.mtu;
+    // Paper 2.1: with trimming a loss is a path signal, not congestion; a fabric that drops
+    // instead of trimming signals congestion by loss, as before (NsccConfig::loss_keep).
+    a.cc.nscc.loss_keep =
+        tc.loss_keep > 0 ? tc.loss_keep : (cfg.sw.trimming ? 1.0 : a.cc.nscc.max_md_jump);
     a.cc.dcqcn.line_rate_bps = link;
     a.cc.dcqcn.mtu = tc.mtu;
     // DCQCN as the paper evaluates it (Zhu et al. 2015, section 5: T = 55 us for both the
@@ -2558,12 +2571,23 @@ void Simulation::Impl::merge_results() {
   s.events = events;
   add_engine_stats(s);
   if (ex != nullptr) {
-    std::vector<uint64_t> v{s.events,           s.data_packets,  s.retransmits,      s.drops,
-                            s.fault_drops,      s.trims,         s.ecn_marks,        s.pfc_pauses,
-                            s.ev_state_changes, s.timeouts,      s.ev_swaps,         s.qps,
-                            s.qp_bytes,         s.qp_path_bytes, s.peer_port_changes};
+    std::vector<uint64_t> v{s.events,           s.data_packets,
+                            s.retransmits,      s.drops,
+                            s.fault_drops,      s.trims,
+                            s.ecn_marks,        s.pfc_pauses,
+                            s.ev_state_changes, s.timeouts,
+                            s.ev_swaps,         s.qps,
+                            s.qp_bytes,         s.qp_path_bytes,
+                            s.peer_port_changes, s.pto_losses,
+                            s.pto_borrowed_rtt, s.probes_sent,
+                            s.probes_unanswered, s.probes_deferred};
     ex->all_sum(v);
     s.peer_port_changes = v[14];
+    s.pto_losses = v[15];
+    s.pto_borrowed_rtt = v[16];
+    s.probes_sent = v[17];
+    s.probes_unanswered = v[18];
+    s.probes_deferred = v[19];
     s.ev_swaps = v[10];
     s.qps = v[11];
     s.qp_bytes = v[12];
@@ -3065,6 +3089,11 @@ void Simulation::Impl::add_engine_stats(SimStats& s) const {
     s.ev_swaps += c.ev_swaps;
     s.peer_port_changes += c.peer_port_changes;
     s.timeouts += c.timeouts;
+    s.pto_losses += c.losses_pto;
+    s.pto_borrowed_rtt += c.losses_pto_borrowed_rtt;
+    s.probes_sent += c.probes_sent;
+    s.probes_unanswered += c.probes_unanswered;
+    s.probes_deferred += c.probes_deferred;
     for (const auto& [key, pair] : h.qps) {
       if (auto m = h.engine->qp_memory(pair.local_qpn)) {
         ++s.qps;

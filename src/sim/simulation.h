@@ -105,9 +105,22 @@ struct TransportConfig {
   Time port_remap_delay = 0;
   CcAlgorithm cc = CcAlgorithm::kNscc;  // kRoce uses kDcqcn unless set otherwise
   uint8_t mpr = 0;                      // 0 = derived from the BDP
-  uint8_t timeout = 12;                 // ACK timeout exponent (4.2 ms)
+  // ACK timeout exponent: 8 = 262 us, as OCP's examples; ~30-50 base RTTs of the simulated
+  // fabrics, far above their queueing delays (docs/engine.md, "Decisions").
+  uint8_t timeout = 8;
   uint32_t ack_every = 4;
   Time probe_interval = us(20);
+  // Probe cadence and resurrection (PathPolicy), the NIC's probe budget (EngineConfig).
+  uint32_t probe_backoff_limit = PathPolicy{}.probe_backoff_limit;
+  uint32_t resurrect_probes = PathPolicy{}.resurrect_probes;
+  Time resurrect_window = PathPolicy{}.resurrect_window;
+  Time trim_hold = PathPolicy{}.trim_hold;
+  Time probe_budget_interval = EngineConfig{}.probe_budget_interval;
+  // A QP's first packets use the fabric's RTT (EngineConfig::fabric_rtt = the base RTT, and
+  // share_rtt) for their tail-loss probe; false: the ACK timeout, as before.
+  bool borrow_rtt = true;
+  // NsccConfig::loss_keep; 0 = 1 (no cut) with trimming, max_md_jump (0.5) without.
+  double loss_keep = 0;
   Time ecn_cooldown = 0;  // 0 = base RTT / 16 (a few round-robin visits)
   // ECMP mode: after a link dies, switches remove it from their ECMP groups after this
   // delay (models BGP convergence). kNever = never.
@@ -238,6 +251,11 @@ struct SimStats {
   // backup_evs_per_plane resolved; 0 for RoCE and fat trees).
   uint32_t evs_active_per_plane = 0;
   uint32_t evs_backup_per_plane = 0;
+  uint64_t pto_losses = 0;         // tail-loss probes (EngineCounters::losses_pto)
+  uint64_t pto_borrowed_rtt = 0;   // of those, by QPs without an RTT sample of their own
+  uint64_t probes_sent = 0;        // probes of ASSUMED_BAD paths
+  uint64_t probes_unanswered = 0;  // no reply by the time the next was due
+  uint64_t probes_deferred = 0;    // waited for the NIC's probe budget
 };
 
 // One sample of a link direction's state (time series, every sample_interval).

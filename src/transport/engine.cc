@@ -83,6 +83,7 @@ Engine::Engine(const EngineConfig& config)
   control_ring_.resize(std::min<uint32_t>(config_.max_qps, 8));
   completions_.resize(std::max<uint32_t>(config_.completion_capacity, 1));
   events_.resize(std::max<uint32_t>(config_.event_capacity, 1));
+  probe_tokens_ = std::max<uint32_t>(1, config_.probe_budget_burst);  // starts full
 }
 
 Engine::~Engine() = default;
@@ -484,6 +485,55 @@ void Engine::rearm(Qp* qp) {
     timers_.push_back(TimerEntry{d, qp->qpn()});
     std::push_heap(timers_.begin(), timers_.end(), std::greater<>());
   }
+}
+
+void Engine::note_rtt_sample(Time raw) {
+  if (!config_.share_rtt) return;
+  RttEstimate& e = shared_rtt_;
+  e.min_rtt = std::min(e.min_rtt, raw);
+  if (e.srtt == 0) {
+    e.srtt = raw;
+    e.rttvar = raw / 2;
+    return;
+  }
+  // RFC 6298 gains, as each QP smooths its own.
+  const Time diff = e.srtt > raw ? e.srtt - raw : raw - e.srtt;
+  e.rttvar = (3 * e.rttvar + diff) / 4;
+  e.srtt = (7 * e.srtt + raw) / 8;
+}
+
+RttEstimate Engine::borrowed_rtt() const {
+  if (shared_rtt_.srtt > 0) return shared_rtt_;
+  if (config_.fabric_rtt > 0)
+    return RttEstimate{config_.fabric_rtt, config_.fabric_rtt / 2, config_.fabric_rtt};
+  return {};
+}
+
+bool Engine::take_probe_token(Time now) {
+  const Time every = config_.probe_budget_interval;
+  if (every == 0) return true;
+  const uint64_t burst = std::max<uint32_t>(1, config_.probe_budget_burst);
+  if (now > probe_tokens_at_) {
+    const uint64_t earned = (now - probe_tokens_at_) / every;
+    if (probe_tokens_ + earned >= burst) {
+      probe_tokens_ = burst;
+      probe_tokens_at_ = now;
+    } else {
+      probe_tokens_ += earned;
+      probe_tokens_at_ += earned * every;  // keep the fraction of a token earned so far
+    }
+  }
+  if (probe_tokens_ == 0) return false;
+  --probe_tokens_;
+  return true;
+}
+
+Time Engine::next_probe_token() const {
+  return probe_tokens_ > 0 ? probe_tokens_at_ : probe_tokens_at_ + config_.probe_budget_interval;
+}
+
+void Engine::refund_probe_token() {
+  if (config_.probe_budget_interval > 0) ++probe_tokens_;
 }
 
 Time Engine::next_deadline() {

@@ -111,6 +111,30 @@ struct EngineConfig {
   // QPs keep sending on the port and those packets are lost. A port that comes back is used
   // at once; one that comes back within the delay was never remapped. 0: at once.
   Time port_remap_delay = 0;
+  // What a QP that has no RTT sample of its own yet (a small message: one or two packets)
+  // assumes for its tail-loss probe and reordering window, so that a packet lost to a failed
+  // path is resent after a few fabric RTTs instead of the ACK timeout (paper 2.1: failures
+  // are bypassed "in a few tens of microseconds"). In order: the engine's RTT estimate from
+  // its other QPs' samples (`share_rtt`: every QP of a NIC crosses the same fabric, so their
+  // RTT is this QP's best guess; engine-wide, not per peer, so it costs no memory per peer),
+  // else `fabric_rtt` (the unloaded RTT the operator or driver knows; 0: unknown), else the
+  // ACK timeout. docs/engine.md, "Decisions".
+  Time fabric_rtt = 0;
+  bool share_rtt = true;
+  // The NIC's budget for probes of paths taken out of use, over all its QPs: a token bucket of
+  // `probe_budget_burst` probes refilled one per `probe_budget_interval` (0: unlimited). A QP
+  // whose probe finds no token waits for one (probes_deferred). The default, 2 M probes/s of
+  // ~100 bytes, is under 1% of a 400 Gb/s NIC: with per-QP probing, a dead spine seen by
+  // thousands of QPs would otherwise draw millions of probes a second.
+  Time probe_budget_interval = ns(500);
+  uint32_t probe_budget_burst = 256;
+};
+
+// An RTT estimate (RFC 6298 smoothing): a QP's own, or the engine's shared one.
+struct RttEstimate {
+  Time srtt = 0;  // 0: no sample yet
+  Time rttvar = 0;
+  Time min_rtt = kNever;
 };
 
 // Attributes of modify_qp(), grouped by the transition that requires them
@@ -282,6 +306,8 @@ struct EngineCounters {
   uint64_t ack_repeats = 0;  // tail-ACK repeats (Engine::set_ack_repeat_after), in acks_sent too
   uint64_t nacks_sent = 0;   // trim NACKs + RoCE sequence NAKs
   uint64_t probes_sent = 0;
+  uint64_t probes_unanswered = 0;  // no reply by the time the path's next probe was due
+  uint64_t probes_deferred = 0;    // a due probe waited for the NIC's probe budget
   uint64_t probe_replies_sent = 0;
   uint64_t cnps_sent = 0;
   uint64_t data_received = 0;  // accepted and placed
@@ -295,9 +321,15 @@ struct EngineCounters {
   uint64_t losses_path_order = 0;  // a later transmission on the same path was delivered
   uint64_t losses_rack = 0;        // a transmission sent a reorder window later was delivered
   uint64_t losses_pto = 0;         // the oldest transmission outlived the probe timeout
-  uint64_t losses_rto = 0;         // resent by an ACK timeout
-  uint64_t losses_other = 0;       // trim NACK, port down, path denied
-  uint64_t spurious_losses = 0;    // declared lost, then the original arrived after all
+  // Of those: fired by a QP with no RTT sample of its own, on the engine's shared estimate or
+  // EngineConfig::fabric_rtt (without them such a loss waited for the ACK timeout).
+  uint64_t losses_pto_borrowed_rtt = 0;
+  uint64_t losses_rto = 0;    // resent by an ACK timeout
+  uint64_t losses_other = 0;  // trim NACK, port down, path denied
+  // Losses that did not mark their path: it had delivered a trimmed header just before
+  // (PathPolicy::trim_hold): congestion, not a failure.
+  uint64_t losses_on_trimming_paths = 0;
+  uint64_t spurious_losses = 0;  // declared lost, then the original arrived after all
   // Of those: acknowledged before the retransmission even left (the cheapest false loss;
   // the rest were resent for nothing).
   uint64_t losses_undone = 0;
@@ -458,6 +490,17 @@ class Engine {
   // The port-state bitmap ACKs carry (wire::SackExt::ports_down): ports this NIC has taken
   // out of use, the first 24.
   uint32_t ports_down_bitmap() const;
+  // Every QP's RTT samples feed the engine's shared estimate (EngineConfig::share_rtt); `raw`
+  // includes the responder's service time, as the tail-loss probe must.
+  void note_rtt_sample(Time raw);
+  // What a QP without a sample of its own assumes (EngineConfig::fabric_rtt, share_rtt);
+  // srtt 0 if nothing is known.
+  RttEstimate borrowed_rtt() const;
+  // Takes one probe from the NIC's budget (EngineConfig::probe_budget_*); false if none is
+  // left, and then next_probe_token() says when there will be one.
+  bool take_probe_token(Time now);
+  Time next_probe_token() const;
+  void refund_probe_token();  // a token taken for a probe that could not go after all
 
  private:
   // Applies a port state to every QP (Engine::set_port_up, at once or after the remap delay).
@@ -498,6 +541,10 @@ class Engine {
   std::vector<PendingRemap> remaps_;
   Time next_remap_ = kNever;
   Rng rng_;
+  RttEstimate shared_rtt_;
+  // Probe budget: tokens as of probe_tokens_at_.
+  uint64_t probe_tokens_ = 0;
+  Time probe_tokens_at_ = 0;
   EngineCounters counters_;
 
   friend class Qp;

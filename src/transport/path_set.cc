@@ -35,6 +35,7 @@ void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t
   policy_.burst = std::max<uint32_t>(1, policy.burst);
   burst_path_ = kNone;
   burst_left_ = 0;
+  trim_hold_until_ = 0;
   min_active_ = min_active;
   port_up_mask_ = num_ports >= 32 ? ~0u : ((1u << num_ports) - 1);
   peer_down_mask_ = 0;
@@ -242,7 +243,10 @@ PathSet::Probe* PathSet::probe_of(int i) {
 }
 
 void PathSet::start_probing(int i, Time now) {
-  assumed_bad_.push_back(Probe{static_cast<uint16_t>(i), now + policy_.probe_interval, 0});
+  Probe p;
+  p.index = static_cast<uint16_t>(i);
+  p.next_probe_at = now + policy_.probe_interval;
+  assumed_bad_.push_back(p);
 }
 
 void PathSet::stop_probing(int i) {
@@ -297,11 +301,29 @@ void PathSet::on_ecn(int i, Time now) {
   if (policy_.ecn_steering && slot != kBackup) order_[slot].cool_until = now + policy_.ecn_cooldown;
 }
 
+void PathSet::on_trim(int i, Time now) {
+  on_ecn(i, now);
+  trim_hold_until_ = now + policy_.trim_hold;
+}
+
 PathStateChange PathSet::on_loss(int i, Time now) {
   EvRec& e = evs_[static_cast<size_t>(i)];
   if (e.losses != UINT16_MAX) ++e.losses;
   burst_left_ = 0;  // whichever path lost it: the next picks spray (pick)
+  if (e.state == ev::EvState::kAssumedBad) {
+    // A packet sent before the path was marked: more evidence, and the probes start over.
+    if (Probe* pr = probe_of(i)) {
+      if (pr->losses_standing < UINT16_MAX) ++pr->losses_standing;
+      pr->probe_streak = 0;
+    }
+    return {};
+  }
   if (!policy_.loss_marking || e.state != ev::EvState::kGood) return {};
+  if (now < trim_hold_until_) {
+    PathStateChange held;
+    held.held = true;
+    return held;
+  }
   // Never drop below ev_min_active usable paths (OCP mrc_ctl_ev_profile_attr.ev_min_active),
   // unless a backup takes the path's place.
   const bool counted = usable_active(i);
@@ -318,11 +340,20 @@ PathStateChange PathSet::on_loss(int i, Time now) {
   return c;
 }
 
-PathStateChange PathSet::on_probe_reply(int i, uint64_t probe_id) {
+PathStateChange PathSet::on_probe_reply(int i, uint64_t probe_id, Time now) {
   if (i < 0 || static_cast<size_t>(i) >= evs_.size()) return {};
   Probe* pr = probe_of(i);
   if (evs_[static_cast<size_t>(i)].state != ev::EvState::kAssumedBad || probe_id == 0 ||
       pr == nullptr || pr->probe_id != probe_id) {
+    return {};
+  }
+  pr->probe_id = 0;
+  if (pr->probe_streak++ == 0) pr->streak_start = now;
+  if (pr->probe_streak < policy_.resurrect_probes ||
+      now - pr->streak_start < policy_.resurrect_window) {
+    // Not enough yet: the next probe at the base interval from this one's departure (the
+    // backoff stays: a path that keeps failing probes is waited for again after a failure).
+    pr->next_probe_at = std::max(now, pr->probe_sent_at + policy_.probe_interval);
     return {};
   }
   set_state(i, ev::EvState::kGood);
@@ -339,6 +370,10 @@ PathStateChange PathSet::on_probe_reply(int i, uint64_t probe_id) {
 PathStateChange PathSet::on_delivered(int i) {
   if (i < 0 || static_cast<size_t>(i) >= evs_.size()) return {};
   if (evs_[static_cast<size_t>(i)].state != ev::EvState::kAssumedBad) return {};
+  if (Probe* pr = probe_of(i)) {
+    if (pr->losses_standing > 0) --pr->losses_standing;
+    if (pr->losses_standing > 0 || pr->probe_failed) return {};
+  }
   set_state(i, ev::EvState::kGood);
   stop_probing(i);
   PathStateChange c{true, ev::EvState::kAssumedBad, ev::EvState::kGood};
@@ -423,18 +458,35 @@ Time PathSet::next_probe_time() const {
   return t;
 }
 
-int PathSet::take_due_probe(Time now, uint32_t port_mask, uint64_t* probe_id) {
+int PathSet::take_due_probe(Time now, uint32_t port_mask, uint64_t* probe_id,
+                            bool* previous_unanswered) {
   for (Probe& p : assumed_bad_) {
     const uint8_t port = evs_[p.index].port;
     if (p.next_probe_at > now || !port_up(port) || !((port_mask >> port) & 1)) continue;
+    const bool unanswered = p.probe_id != 0;
+    if (unanswered) {
+      // The previous probe was not answered in a whole interval: evidence against the path;
+      // probe it less often (up to the limit) and start the count over.
+      p.probe_failed = true;
+      p.probe_streak = 0;
+      p.probe_backoff = static_cast<uint8_t>(std::min<uint32_t>(
+          p.probe_backoff + 1u, std::min<uint32_t>(policy_.probe_backoff_limit, 20)));
+    }
+    if (previous_unanswered) *previous_unanswered = unanswered;
     // A probe id names the path and is fresh each time, so a late reply to an old probe
     // cannot revive a path that failed again since.
     p.probe_id = (static_cast<uint64_t>(p.index) << 48) | (++probe_seq_ & 0xFFFFFFFFFFFFull);
-    p.next_probe_at = now + policy_.probe_interval;
+    p.probe_sent_at = now;
+    p.next_probe_at = now + (policy_.probe_interval << p.probe_backoff);
     *probe_id = p.probe_id;
     return p.index;
   }
   return kNone;
+}
+
+void PathSet::defer_probes(Time until) {
+  for (Probe& p : assumed_bad_)
+    p.next_probe_at = std::max(p.next_probe_at, until);
 }
 
 }  // namespace mrc

@@ -59,6 +59,26 @@ struct PathPolicy {
   // EVs of each port that are active; the rest are its backup set (paper 2.4). 0: every EV
   // is active and nothing is swapped (a mapped-out EV is skipped and its plane carries less).
   uint32_t active_per_plane = 0;
+  // Probes of a dead path back off: a probe still unanswered when the next one is due doubles
+  // the interval, up to probe_interval << probe_backoff_limit (a dead spine is not probed at
+  // the base rate for ever); an answered probe is followed by the next at probe_interval, so
+  // that a path that has come back proves itself quickly. The backoff is kept until the path
+  // is GOOD again. docs/engine.md, "Decisions".
+  uint32_t probe_backoff_limit = 5;
+  // Resurrection (paper 2.1, 3: an EV comes back "when enough probes succeed over time"):
+  // ASSUMED_BAD -> GOOD once `resurrect_probes` probes in a row have been answered and the
+  // first of them was answered at least `resurrect_window` earlier. An unanswered probe or a
+  // second loss on the path restarts the count. With probes every 20 us (the simulator) that
+  // is 50 answers in a row: a path that drops a fifth of its packets gets them 1.4e-5 of the
+  // time, so it stays out (paper Figs 12-13); a healthy one is back about a window after it
+  // recovered. 1 and 0: the first answer revives.
+  uint32_t resurrect_probes = 32;
+  Time resurrect_window = ms(1);
+  // A loss on a path that delivered a trimmed header less than `trim_hold` ago is congestion
+  // at a full queue (a trimmed header dropped in turn, as in a large incast), not a failure:
+  // the path is not marked. A failed path delivers nothing, so its losses are marked as soon
+  // as the hold ends. 0: every loss marks.
+  Time trim_hold = us(50);
 };
 
 // A path as PathSet::path() reports it (built on demand: the set stores it compactly).
@@ -78,6 +98,7 @@ struct PathStateChange {
   // (kNone: no swap). `replaced` is the EV that left.
   int swapped_in = -1;
   int replaced = -1;
+  bool held = false;  // on_loss: not marked, the path delivered a trim (PathPolicy::trim_hold)
 };
 
 class PathSet {
@@ -98,14 +119,21 @@ class PathSet {
 
   // Path `i` saw ECN in an ACK echo: recycle it (skip it for a while).
   void on_ecn(int i, Time now);
+  // A packet sent on path `i` was trimmed (its NACK arrived): recycled as for ECN, and losses
+  // on the QP's paths are congestion for PathPolicy::trim_hold.
+  void on_trim(int i, Time now);
   // A packet sent on path `i` was lost: ASSUMED_BAD unless that would leave fewer than
   // min_active usable paths. Returns the state change, if any.
   PathStateChange on_loss(int i, Time now);
-  // A probe reply for path `i` with `probe_id` arrived: ASSUMED_BAD -> GOOD if it answers
-  // the outstanding probe. Returns the state change, if any.
-  PathStateChange on_probe_reply(int i, uint64_t probe_id);
-  // A packet sent on path `i` was delivered after all (a loss detection was spurious):
-  // ASSUMED_BAD -> GOOD. Returns the state change, if any.
+  // A probe reply for path `i` with `probe_id` arrived at `now`: if it answers the
+  // outstanding probe, one more success; ASSUMED_BAD -> GOOD once there are enough over time
+  // (PathPolicy::resurrect_probes, resurrect_window). Returns the state change, if any.
+  PathStateChange on_probe_reply(int i, uint64_t probe_id, Time now);
+  // A packet sent on path `i` was delivered after all (a loss detection was spurious): that
+  // loss no longer counts against the path. ASSUMED_BAD -> GOOD once every loss declared on
+  // it since it was marked has been undone so (the marking was reordering, not a failure)
+  // and no probe went unanswered; otherwise only probes bring it back. Returns the state
+  // change, if any.
   PathStateChange on_delivered(int i);
   // Controller: deny (never use) or allow path `i`. Returns the state change.
   PathStateChange set_denied(int i, bool denied);
@@ -134,8 +162,12 @@ class PathSet {
   // Earliest time a probe is due (kNever if none).
   Time next_probe_time() const;
   // A path whose probe is due at `now` on an up port in `port_mask`: records a new probe id
-  // for it and schedules the next one. kNone if none is due.
-  int take_due_probe(Time now, uint32_t port_mask, uint64_t* probe_id);
+  // for it and schedules the next one (backed off if the previous probe went unanswered:
+  // then *previous_unanswered is set). kNone if none is due.
+  int take_due_probe(Time now, uint32_t port_mask, uint64_t* probe_id,
+                     bool* previous_unanswered = nullptr);
+  // No probe before `until` (the NIC's probe budget is spent: Engine::take_probe_token).
+  void defer_probes(Time until);
 
   // Active paths usable for traffic: GOOD on an up port.
   uint32_t usable_count() const { return usable_; }
@@ -179,6 +211,13 @@ class PathSet {
     uint16_t index = 0;
     Time next_probe_at = 0;
     uint64_t probe_id = 0;  // outstanding probe (0: none)
+    Time probe_sent_at = 0;
+    Time streak_start = 0;      // when the first of the answered probes in a row was answered
+    uint32_t probe_streak = 0;  // probes answered in a row
+    uint8_t probe_backoff = 0;  // doublings of probe_interval (PathPolicy::probe_backoff_limit)
+    bool probe_failed = false;  // a probe went unanswered since the path was marked
+    // Losses declared on it since it was marked and not undone by a late delivery.
+    uint16_t losses_standing = 1;
   };
 
   bool usable_active(int i) const {
@@ -233,6 +272,9 @@ class PathSet {
   uint32_t peer_down_mask_ = 0;
   uint8_t num_ports_ = 0;
   uint64_t probe_seq_ = 0;
+  // PathPolicy::trim_hold, per QP rather than per path (a trim at the last hop, the incast
+  // case, concerns every path; 8 bytes a QP instead of a wider Slot).
+  Time trim_hold_until_ = 0;
   PathPolicy policy_;
 };
 

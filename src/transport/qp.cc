@@ -765,6 +765,11 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
     } else if (p.transmissions > 1 && p.state != PktState::kFree &&
                !(e.flags & wire::AckEcho::kDuplicate)) {
       on_spurious_loss(now, e.ev_index);
+    } else if (p.transmissions > 1 && p.state != PktState::kFree) {
+      // A duplicate that came by another path than the latest transmission: an earlier
+      // transmission, declared lost on that path, arrived after all. The loss no longer counts
+      // against the path (PathSet::on_delivered; the window was widened above).
+      report_path_change(now, e.ev_index, paths_.on_delivered(e.ev_index));
     }
     const uint32_t bytes = p.bytes;
     progress |= ack_psn(now, e.psn);
@@ -894,6 +899,7 @@ void Qp::detect_losses_rack(Time now, bool check_pto) {
         pto_backoff_ = std::min<uint32_t>(pto_backoff_ + 1, kMaxPtoBackoff);
         pto_probe_due_ = true;
       }
+      if (pto_hit && srtt_ == 0) ++engine_.counters_.losses_pto_borrowed_rtt;
       declare_lost(now, r.psn, true, rack ? LossCause::kRack : LossCause::kPto);
     }
     if (r.linked) {
@@ -924,6 +930,7 @@ void Qp::declare_lost(Time now, uint32_t psn, bool mark_path, LossCause cause) {
     case LossCause::kRto:
       ++c.losses_rto;
       break;
+    case LossCause::kTrim:
     case LossCause::kOther:
       ++c.losses_other;
       break;
@@ -944,8 +951,20 @@ void Qp::declare_lost(Time now, uint32_t psn, bool mark_path, LossCause cause) {
   retx_[(retx_head_ + retx_size_) & retx_mask_] = psn;
   ++retx_size_;
   ++engine_.counters_.losses_detected;
-  if (cc_) cc_->on_loss(now, p.bytes);
-  if (mark_path) report_path_change(now, p.ev, paths_.on_loss(p.ev, now));
+  // Loss is a path signal, trimming the congestion signal (paper 2.1): CC tells them apart
+  // (NsccConfig::loss_keep).
+  if (cc_) {
+    if (cause == LossCause::kTrim) {
+      cc_->on_trim_loss(now, p.bytes);
+    } else {
+      cc_->on_loss(now, p.bytes);
+    }
+  }
+  if (mark_path) {
+    const PathStateChange c = paths_.on_loss(p.ev, now);
+    if (c.held) ++engine_.counters_.losses_on_trimming_paths;
+    report_path_change(now, p.ev, c);
+  }
   engine_.mark_ready(this);
 }
 
@@ -1001,13 +1020,16 @@ void Qp::rtt_sample(Time rtt, Time raw) {
   };
   smooth(srtt_, rttvar_, rtt);
   smooth(raw_srtt_, raw_rttvar_, raw);
+  engine_.note_rtt_sample(raw);
 }
 
 Time Qp::reorder_window() const {
   if (reorder_window_attr_) return reorder_window_attr_;
   // Paths of one fabric differ mostly by queueing; one minimum RTT of slack keeps
   // spraying's reordering from looking like loss while still failing over in a few RTTs.
-  const Time base = std::max<Time>(min_rtt_ == kNever ? us(10) : min_rtt_, us(1));
+  Time min_rtt = min_rtt_;
+  if (min_rtt == kNever) min_rtt = engine_.borrowed_rtt().min_rtt;  // no sample of our own yet
+  const Time base = std::max<Time>(min_rtt == kNever ? us(10) : min_rtt, us(1));
   const Time grown = base + base * reorder_multiplier_ / 2;
   // Each spurious loss widens the window by half a minimum RTT (RFC 8985 6.2 widens it on
   // evidence of spurious recovery; 16 real losses in a row halve the widening). Up to 4
@@ -1021,11 +1043,20 @@ Time Qp::reorder_window() const {
 }
 
 Time Qp::pto() const {
-  if (srtt_ == 0) return rto_base();
-  const Time srtt = std::max(srtt_, raw_srtt_);
-  const Time rttvar = std::max(rttvar_, raw_rttvar_);
-  return std::max(pto_floor_,
-                  srtt + std::max(4 * rttvar, reorder_window()) + engine_.config().ack_delay);
+  Time srtt = std::max(srtt_, raw_srtt_);
+  Time rttvar = std::max(rttvar_, raw_rttvar_);
+  if (srtt_ == 0) {
+    // No sample of our own (a small message's first packets): the NIC's RTT to its fabric
+    // (EngineConfig::share_rtt, fabric_rtt), so that a packet lost to a failed path is resent
+    // after a few RTTs rather than the ACK timeout (paper 2.1). Nothing known: the timeout.
+    const RttEstimate b = engine_.borrowed_rtt();
+    if (b.srtt == 0) return rto_base();
+    srtt = b.srtt;
+    rttvar = b.rttvar;
+  }
+  // RFC 8985 7.2: the probe precedes the ACK timeout.
+  return std::min(rto_base(), std::max(pto_floor_, srtt + std::max(4 * rttvar, reorder_window()) +
+                                                       engine_.config().ack_delay));
 }
 
 Time Qp::pto_due(Time oldest_sent) const {
@@ -1094,15 +1125,29 @@ void Qp::on_trim_nack(Time now, const RxPacket& rx) {
   TxPkt& p = pkt(n.psn);
   if (p.state != PktState::kInflight || p.ev != n.ev_index) return;  // stale NACK
   // A trim is congestion on that path, not a failure: recycle the path, tell CC, resend.
-  if (n.ev_index < paths_.size()) paths_.on_ecn(n.ev_index, now);
+  if (n.ev_index < paths_.size()) paths_.on_trim(n.ev_index, now);
   if (cc_) cc_->on_ack(cc::AckSample{now, 0, now - p.sent_at, true, true}, inflight_bytes_);
-  declare_lost(now, n.psn, false, LossCause::kOther);
+  const Time sent_at = p.sent_at;
+  declare_lost(now, n.psn, false, LossCause::kTrim);
+  // The NACK is an answer: the responder hears us and the path delivers (headers, at least).
+  // Under a large incast every packet of a flight may be trimmed for a while; that is not the
+  // silence the tail-loss probe's backoff and the ACK timeout are for (RFC 8985 7.2, RFC 6298
+  // restart on an answer), so both start over.
+  last_progress_ = now;
+  rto_count_ = 0;
+  pto_backoff_ = 0;
+  // The trimmed header arrived: a transmission sent a reordering window before it and still
+  // unacknowledged was lost (its header dropped at a full queue, or the path failed): RACK,
+  // as for a delivered packet (trimmed headers skip the data queues, so they are ahead of
+  // the untrimmed packets sent before them by at most those queues, under a window).
+  rack_time_ = std::max(rack_time_, sent_at);
+  detect_losses_rack(now, false);
 }
 
 void Qp::on_probe_reply(Time now, const RxPacket& rx) {
   const wire::ProbeExt& pr = rx.pkt.probe;
   if (pr.ev_index >= paths_.size()) return;
-  report_path_change(now, pr.ev_index, paths_.on_probe_reply(pr.ev_index, pr.probe_id));
+  report_path_change(now, pr.ev_index, paths_.on_probe_reply(pr.ev_index, pr.probe_id, now));
 }
 
 void Qp::report_path_change(Time now, int ev, const PathStateChange& c) {
@@ -1581,8 +1626,19 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
     }
   }
   if (probes_due_ && state_ == QpState::kRts) {
+    // The NIC's probe budget (EngineConfig::probe_budget_*): without a token every due probe
+    // waits for the next one, and the QP's timer brings it back then.
+    if (!engine_.take_probe_token(now)) {
+      ++engine_.counters_.probes_deferred;
+      paths_.defer_probes(engine_.next_probe_token());
+      probes_due_ = false;
+      engine_.rearm(this);
+      return false;
+    }
     uint64_t id = 0;
-    const int path = paths_.take_due_probe(now, mask, &id);
+    bool unanswered = false;
+    const int path = paths_.take_due_probe(now, mask, &id, &unanswered);
+    if (unanswered) ++engine_.counters_.probes_unanswered;
     if (path != PathSet::kNone) {
       probes_due_ = paths_.next_probe_time() <= now;
       const uint8_t port = paths_.port_of(path);
@@ -1593,6 +1649,7 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
       ++engine_.counters_.probes_sent;
       return true;
     }
+    engine_.refund_probe_token();  // none could go on the ports in `mask`
     if (paths_.next_probe_time() > now) probes_due_ = false;
   }
   return false;

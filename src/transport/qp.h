@@ -189,7 +189,7 @@ class Qp {
   void on_probe_reply(Time now, const RxPacket& rx);
   // Marks `psn` acknowledged (first time only). Returns true if newly acknowledged.
   bool ack_psn(Time now, uint32_t psn);
-  enum class LossCause : uint8_t { kPathOrder, kRack, kPto, kRto, kOther };
+  enum class LossCause : uint8_t { kPathOrder, kRack, kPto, kRto, kTrim, kOther };
   void declare_lost(Time now, uint32_t psn, bool mark_path, LossCause cause);
   void on_spurious_loss(Time now, uint16_t ev);
   void on_duplicate_echo();

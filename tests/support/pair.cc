@@ -32,6 +32,9 @@ EngineConfig pair_engine_config(const PairConfig& cfg, uint64_t seed) {
   e.max_qps = 16;
   e.completion_capacity = 4096;  // drained after every input: never more than a few pending
   e.event_capacity = 4096;
+  e.fabric_rtt = cfg.fabric_rtt;
+  e.probe_budget_interval = cfg.probe_budget_interval;
+  e.probe_budget_burst = cfg.probe_budget_burst;
   return e;
 }
 

@@ -85,6 +85,9 @@ struct PairConfig {
   uint8_t retry_linear = 7;
   uint8_t retry_exp = 7;
   Time reorder_window = 0;
+  Time fabric_rtt = 0;  // EngineConfig::fabric_rtt of both engines
+  Time probe_budget_interval = EngineConfig{}.probe_budget_interval;  // both engines
+  uint32_t probe_budget_burst = EngineConfig{}.probe_budget_burst;
   uint32_t psn_a = 0;  // first PSN A sends (B's rq_psn)
   uint32_t psn_b = 0;  // first PSN B sends (A's rq_psn)
   uint32_t sq_depth = 256;

@@ -77,14 +77,83 @@ TEST(EngineScenario, TrimCausesExactlyOneResendOfThatPsn) {
   EXPECT_EQ(r.bytes_verified, 16u * 4096);
 }
 
+// A one-packet message whose packet is lost (a failed path) is resent at the tail-loss
+// probe, which a QP without an RTT sample of its own takes from the fabric's RTT
+// (EngineConfig::fabric_rtt), not at the ACK timeout (paper 2.1: failover in microseconds).
+TEST(EngineScenario, LonePacketLostBeforeAnyRttSampleIsResentAfterAFewFabricRtts) {
+  for (const Time fabric_rtt : {Time{0}, us(3)}) {
+    SCOPED_TRACE(fabric_rtt);
+    PairConfig c;
+    c.timeout = 12;  // 4.2 ms
+    c.fabric_rtt = fabric_rtt;
+    const Workload w = writes(1, 2048);
+    PairNet pn = make(NetConfig{}, c, w);
+    ScriptedFault drop;
+    drop.match.from_host = 0;
+    drop.action = FaultAction::kDrop;
+    drop.psns = {c.psn_a};
+    pn.net->add_scripted(drop);
+    const WorkloadResult r = run_workload(*pn.net, pn.pair, w, ms(50));
+    expect_ok(r);
+    EXPECT_EQ(r.net.dropped_scripted, 1u);
+    if (fabric_rtt == 0) {
+      // Nothing known about the fabric: the ACK timeout, as before.
+      EXPECT_EQ(r.a.timeouts, 1u);
+      EXPECT_GE(r.end - r.start, ms(4));
+      EXPECT_EQ(r.a.losses_pto_borrowed_rtt, 0u);
+    } else {
+      // srtt 3 us + max(4 rttvar, reordering window 3 us) + ACK delay 2 us = 11 us, then an
+      // RTT (~2.5 us here) for the retransmission.
+      EXPECT_EQ(r.a.timeouts, 0u);
+      EXPECT_LT(r.end - r.start, us(20));
+      EXPECT_EQ(r.a.losses_pto, 1u);
+      EXPECT_EQ(r.a.losses_pto_borrowed_rtt, 1u);
+    }
+  }
+}
+
+// A QP's first packets borrow the RTT its engine measured on its other QPs
+// (EngineConfig::share_rtt): a second QP between the same hosts, with nothing configured,
+// resends a lost lone packet after a few measured RTTs.
+TEST(EngineScenario, NewQpBorrowsTheRttOfItsEnginesOtherQps) {
+  PairConfig c;
+  c.timeout = 12;
+  const Workload w = writes(4, 8192);
+  PairNet pn = make(NetConfig{}, c, w);
+  const WorkloadResult first = run_workload(*pn.net, pn.pair, w, ms(50));
+  expect_ok(first);
+  // A second pair on the same engines.
+  auto second = connect_pair(*pn.net, pn.pair.a.host, pn.pair.b.host, [&] {
+    PairConfig c2 = c;
+    c2.region_bytes = region_bytes_for(w);
+    c2.psn_a = 1000;
+    return c2;
+  }());
+  ASSERT_TRUE(second.has_value());
+  ScriptedFault drop;
+  drop.match.from_host = 0;
+  drop.action = FaultAction::kDrop;
+  drop.psns = {1000};  // the second QP's first packet
+  pn.net->add_scripted(drop);
+  const Workload one = writes(1, 2048);
+  const WorkloadResult r = run_workload(*pn.net, *second, one, pn.net->now() + ms(50));
+  expect_ok(r);
+  EXPECT_EQ(r.a.timeouts, 0u);
+  EXPECT_LT(r.end - r.start, us(30));
+  EXPECT_EQ(r.a.losses_pto_borrowed_rtt, 1u);
+}
+
 // An EV blackholed (requester -> responder) goes ASSUMED_BAD on its first loss, then carries
-// only probes; once the blackhole heals a probe answers and it is GOOD and carries data again.
+// only probes; once the blackhole heals, enough probes answer over time (PathPolicy::resurrect_*)
+// and it is GOOD and carries data again.
 TEST(EngineScenario, BlackholedEvIsProbedUntilHealed) {
   constexpr int kEv = 3;
   PairConfig c;
   c.planes = 2;
   c.evs = 8;
-  const Workload w = writes(400, 16 * 1024);  // ~6.4 MB: ~280 us at 2 x 100 Gb/s
+  c.path_policy.resurrect_probes = 4;  // shorter than the default, to fit the transfer
+  c.path_policy.resurrect_window = us(100);
+  const Workload w = writes(1000, 16 * 1024);  // ~16 MB: ~700 us at 2 x 100 Gb/s
   PairNet pn = make(NetConfig{}, c, w);
   const uint8_t port = kEv % c.planes;
   PathFault bh;
@@ -116,7 +185,12 @@ TEST(EngineScenario, BlackholedEvIsProbedUntilHealed) {
   ASSERT_NE(good_at, kNever) << "EV " << kEv << " never became GOOD again";
   EXPECT_LT(bad_at, us(20));    // the first loss is detected within a few RTTs
   EXPECT_GE(good_at, us(100));  // not before the blackhole healed
-  EXPECT_LT(good_at, us(100) + 2 * c.path_policy.probe_interval + us(10));
+  // Enough answers over time (PathPolicy::resurrect_*): the window after the first answer,
+  // which comes within a backed-off probe interval of the healing.
+  const PathPolicy& pol = c.path_policy;
+  EXPECT_GE(good_at, us(100) + pol.resurrect_window);
+  EXPECT_LT(good_at, us(100) + (pol.probe_interval << 2) + pol.resurrect_window +
+                         pol.resurrect_probes * pol.probe_interval + us(20));
   int probes = 0, data_while_bad = 0, data_after = 0;
   for (const Sent& s : on_ev) {
     if (s.at > bad_at && s.at < good_at) {
@@ -134,6 +208,58 @@ TEST(EngineScenario, BlackholedEvIsProbedUntilHealed) {
   EXPECT_GE(ps->path(kEv).losses, 1u);
   EXPECT_EQ(ps->path(kEv).state, ev::EvState::kGood);
   EXPECT_GT(r.net.dropped_blackhole, 0u);
+}
+
+// Probes of a path that stays dead back off (PathPolicy::probe_backoff_limit) instead of
+// going out every probe interval for ever.
+TEST(EngineScenario, ProbesOfADeadPathBackOff) {
+  for (const uint32_t limit : {0u, 5u}) {
+    SCOPED_TRACE(limit);
+    PairConfig c;
+    c.planes = 2;
+    c.evs = 8;
+    c.path_policy.probe_interval = us(50);
+    c.path_policy.probe_backoff_limit = limit;
+    Workload w = writes(1, 16 * 4096);  // 16 packets: every EV gets one
+    w.linger = ms(10);
+    PairNet pn = make(NetConfig{}, c, w);
+    pn.net->blackhole(3 % c.planes, 3);
+    const WorkloadResult r = run_workload(*pn.net, pn.pair, w, ms(20));
+    expect_ok(r);
+    const uint64_t probes = pn.net->path_counter(0, 3 % c.planes, 3).sent_probes;
+    if (limit == 0) {
+      EXPECT_GE(probes, 190u);  // one per 50 us for 10 ms
+      EXPECT_GE(r.a.probes_unanswered, 189u);
+    } else {
+      // 50, 100, ..., 1600 us, then every 1.6 ms: 5 + (10 ms - 3.1 ms) / 1.6 ms.
+      EXPECT_LE(probes, 12u);
+      EXPECT_GE(probes, 8u);
+    }
+    EXPECT_EQ(r.a.ev_state_changes, 1u);  // it never came back
+  }
+}
+
+// The NIC's probe budget (EngineConfig::probe_budget_*) bounds probes over all paths and
+// QPs: three dead paths probed every 10 us would send ~3,000 probes in 10 ms.
+TEST(EngineScenario, ProbeRateStaysWithinTheNicsBudget) {
+  PairConfig c;
+  c.planes = 2;
+  c.evs = 8;
+  c.path_policy.probe_interval = us(10);
+  c.path_policy.probe_backoff_limit = 0;
+  c.probe_budget_interval = us(100);
+  c.probe_budget_burst = 2;
+  Workload w = writes(1, 16 * 4096);
+  w.linger = ms(10);
+  PairNet pn = make(NetConfig{}, c, w);
+  for (int ev : {1, 3, 4})
+    pn.net->blackhole(ev % c.planes, ev);
+  const WorkloadResult r = run_workload(*pn.net, pn.pair, w, ms(20));
+  expect_ok(r);
+  const Time span = r.end + w.linger - r.start;
+  EXPECT_LE(r.a.probes_sent, 2 + span / us(100) + 1);
+  EXPECT_GE(r.a.probes_sent, span / us(100) - 2);  // the budget is used, not starved
+  EXPECT_GT(r.a.probes_deferred, 0u);
 }
 
 // A port going down mid-transfer loses no data: the packets that left on it are resent on

@@ -445,7 +445,9 @@ TEST(Engine, rack__retransmissions_arriving_as_duplicates_widen_the_reordering_w
   EXPECT_GE(c.retransmits, 1u) << "plane 1's first packets must look lost";
   EXPECT_EQ(net.e(1).counters().duplicates, c.retransmits) << "nothing is lost";
   EXPECT_EQ(c.duplicate_retransmits, c.retransmits) << "a duplicate echo went missing";
-  EXPECT_LE(c.retransmits, 16u) << "the window did not widen";
+  // 17 here: a loss keeps NSCC's window (NsccConfig::loss_keep = 1), so more packets are in
+  // flight while the window widens than when each loss halved it (10); hundreds without it.
+  EXPECT_LE(c.retransmits, 24u) << "the window did not widen";
   // Plane 1 stays in use.
   const PathSet* ps = net.e(0).qp_paths(p.qpn[0]);
   uint64_t per_port[2] = {0, 0};
@@ -675,9 +677,11 @@ TEST(Engine, blackhole__path_goes_bad_then_probes_restore_it) {
   EXPECT_EQ(ps->path(3).state, ev::EvState::kAssumedBad);
   const uint64_t sent_while_bad = ps->path(3).packets_sent;
   healed = true;
-  // Keep traffic going; probes bring path 3 back.
+  // Keep traffic going; probes bring path 3 back once enough answer over time: the next
+  // (backed-off) probe within 1.6 ms, then 32 answers spanning at least 1 ms
+  // (PathPolicy::resurrect_*).
   ASSERT_TRUE(net.e(0).post_write(net.now(), p.qpn[0], write_wr(p, 2, 256 * 1024, 256 * 1024)));
-  net.run(net.now() + ms(1));
+  net.run(net.now() + ms(5));
   EXPECT_EQ(ps->path(3).state, ev::EvState::kGood);
   EXPECT_GT(net.e(0).counters().probes_sent, 0u);
   EXPECT_GE(ps->path(3).packets_sent, sent_while_bad);

@@ -22,6 +22,9 @@ NsccConfig config(bool qa = true) {
   c.link_bps = 100'000'000'000ull;
   c.mtu = 4096;
   c.disable_qa = !qa;
+  // A loss halves the window (a fabric without trimming): the tests below use losses to make
+  // room below max_cwnd. The default, no cut, is tested in Nscc_on_loss.
+  c.loss_keep = 0.5;
   return c;
 }
 
@@ -464,7 +467,49 @@ TEST(Nscc_quick_adapt, disabled_by_config) {
 // ---------------------------------------------------------------------------------------------
 // Loss and bounds.
 
-TEST(Nscc_on_loss, cuts_by_max_md_jump_once_per_base_rtt) {
+// Paper 2.1: with trimming, a loss that was not a trim is a path signal (a failed link, a bit
+// error), not congestion: by default the window stays; quick adapt is still armed.
+TEST(Nscc_on_loss, by_default_keeps_the_window_and_arms_quick_adapt) {
+  NsccConfig c = config();
+  c.loss_keep = NsccConfig{}.loss_keep;
+  EXPECT_DOUBLE_EQ(c.loss_keep, 1.0);
+  Nscc cc(c);
+  const double w = cc.cwnd_exact();
+  cc.on_loss(us(1), kMtu);
+  cc.on_loss(us(12), kMtu);
+  EXPECT_DOUBLE_EQ(cc.cwnd_exact(), w);
+  EXPECT_EQ(cc.stats().loss_decreases, 0u);
+  Nscc starved(c);
+  starved.on_send(0, kMtu, kMtu);
+  starved.on_loss(ns(100), kMtu);
+  run_period(starved, 1, us(1));  // nothing delivered in the period: quick adapt fires
+  EXPECT_EQ(starved.stats().quick_adapts, 1u);
+}
+
+// A trimmed packet's resend is congestion: it cuts by max_md_jump whatever loss_keep says.
+TEST(Nscc_on_loss, trim_loss_cuts_by_max_md_jump_once_per_base_rtt) {
+  NsccConfig c = config(false);
+  c.loss_keep = 1.0;
+  Nscc cc(c);
+  const double w = cc.cwnd_exact();
+  cc.on_trim_loss(us(1), kMtu);
+  EXPECT_DOUBLE_EQ(cc.cwnd_exact(), w * 0.5);
+  cc.on_trim_loss(us(5), kMtu);  // same RTT: the same congestion event
+  EXPECT_DOUBLE_EQ(cc.cwnd_exact(), w * 0.5);
+  cc.on_loss(us(20), kMtu);  // a loss keeps it
+  EXPECT_DOUBLE_EQ(cc.cwnd_exact(), w * 0.5);
+  EXPECT_EQ(cc.stats().loss_decreases, 1u);
+}
+
+TEST(Nscc_on_loss, out_of_range_loss_keep_means_no_cut) {
+  for (double keep : {0.0, -1.0, 1.5}) {
+    NsccConfig c = config();
+    c.loss_keep = keep;
+    EXPECT_DOUBLE_EQ(resolve_nscc(c).loss_keep, 1.0) << keep;
+  }
+}
+
+TEST(Nscc_on_loss, cuts_by_loss_keep_once_per_base_rtt) {
   Nscc cc(config(false));
   const double w = cc.cwnd_exact();
   cc.on_loss(us(1), kMtu);

@@ -84,6 +84,8 @@ TEST(PathSet, pick__burst_ends_when_its_path_no_longer_qualifies) {
 TEST(PathSet, pick__no_burst_while_a_failure_is_being_found_out) {
   PathPolicy pol;
   pol.burst = 4;
+  pol.resurrect_probes = 1;  // the first answer revives (resurrection: tested below)
+  pol.resurrect_window = 0;
   PathSet s, single;
   s.init(paths(8, 2), 1, 2, pol, 3);
   single.init(paths(8, 2), 1, 2, PathPolicy{}, 3);
@@ -97,7 +99,7 @@ TEST(PathSet, pick__no_burst_while_a_failure_is_being_found_out) {
     EXPECT_EQ(s.pick(0, 0x3), single.pick(0, 0x3)) << k;
   uint64_t probe = 0;
   ASSERT_EQ(s.take_due_probe(pol.probe_interval, 0x3, &probe), a);
-  ASSERT_TRUE(s.on_probe_reply(a, probe).changed);  // back in use: bursts again
+  ASSERT_TRUE(s.on_probe_reply(a, probe, pol.probe_interval).changed);  // back in use: bursts again
   const int b = s.pick(0, 0x3);
   EXPECT_EQ(s.pick(0, 0x3), b);
   // A retransmission (a path to avoid) neither continues a burst nor starts one.
@@ -137,6 +139,8 @@ TEST(PathSet, on_loss__marks_assumed_bad_until_probe_reply) {
   PathSet s;
   PathPolicy pol;
   pol.probe_interval = us(10);
+  pol.resurrect_probes = 1;  // the first answer revives (resurrection: tested below)
+  pol.resurrect_window = 0;
   s.init(paths(4, 2), 1, 2, pol, 1);
   auto c = s.on_loss(2, us(1));
   EXPECT_TRUE(c.changed);
@@ -148,12 +152,133 @@ TEST(PathSet, on_loss__marks_assumed_bad_until_probe_reply) {
   uint64_t id = 0;
   EXPECT_EQ(s.take_due_probe(us(5), 0x3, &id), PathSet::kNone);
   EXPECT_EQ(s.take_due_probe(us(11), 0x3, &id), 2);
-  EXPECT_FALSE(s.on_probe_reply(2, id + 1).changed);  // not the outstanding probe
-  auto g = s.on_probe_reply(2, id);
+  EXPECT_FALSE(s.on_probe_reply(2, id + 1, us(12)).changed);  // not the outstanding probe
+  auto g = s.on_probe_reply(2, id, us(12));
   EXPECT_TRUE(g.changed);
   EXPECT_EQ(g.to, ev::EvState::kGood);
   EXPECT_EQ(s.usable_count(), 4u);
   EXPECT_EQ(s.next_probe_time(), kNever);
+}
+
+// Paper 2.1, 3: an EV comes back only when enough probes succeed over time.
+TEST(PathSet, on_probe_reply__revives_after_enough_answers_over_the_window) {
+  PathSet s;
+  PathPolicy pol;
+  pol.probe_interval = us(10);
+  pol.resurrect_probes = 4;
+  pol.resurrect_window = us(50);
+  s.init(paths(4, 2), 1, 2, pol, 1);
+  ASSERT_TRUE(s.on_loss(2, 0).changed);
+  Time now = 0;
+  Time revived = kNever;
+  int answers = 0;
+  while (revived == kNever && now < us(500)) {
+    now = s.next_probe_time();
+    uint64_t id = 0;
+    bool unanswered = true;
+    ASSERT_EQ(s.take_due_probe(now, 0x3, &id, &unanswered), 2);
+    EXPECT_FALSE(unanswered);
+    ++answers;
+    if (s.on_probe_reply(2, id, now + us(1)).changed) revived = now + us(1);
+  }
+  // Answers at 11, 21, ...: the fourth comes at 41 us, but the window since the first (11 us)
+  // lasts until 61 us: the sixth answer.
+  EXPECT_EQ(revived, us(61));
+  EXPECT_EQ(answers, 6);
+  EXPECT_EQ(s.path(2).state, ev::EvState::kGood);
+  EXPECT_EQ(s.next_probe_time(), kNever);
+}
+
+TEST(PathSet, take_due_probe__unanswered_probes_back_off_up_to_the_limit_and_restart_the_count) {
+  PathSet s;
+  PathPolicy pol;
+  pol.probe_interval = us(10);
+  pol.probe_backoff_limit = 3;
+  pol.resurrect_probes = 3;
+  pol.resurrect_window = 0;
+  s.init(paths(4, 2), 1, 2, pol, 1);
+  ASSERT_TRUE(s.on_loss(1, 0).changed);
+  std::vector<Time> gaps;
+  Time prev = 0;
+  uint64_t id = 0;
+  for (int k = 0; k < 6; ++k) {
+    const Time t = s.next_probe_time();
+    bool unanswered = false;
+    ASSERT_EQ(s.take_due_probe(t, 0x3, &id, &unanswered), 1);
+    EXPECT_EQ(unanswered, k > 0);  // the first probe had no predecessor
+    gaps.push_back(t - prev);
+    prev = t;
+  }
+  EXPECT_EQ(gaps, (std::vector<Time>{us(10), us(10), us(20), us(40), us(80), us(80)}));
+  // Two answers, then one unanswered probe: the count starts over.
+  Time t = prev;
+  ASSERT_FALSE(s.on_probe_reply(1, id, t + us(1)).changed);
+  t = s.next_probe_time();
+  EXPECT_EQ(t, prev + us(10));  // after an answer: the base interval
+  ASSERT_EQ(s.take_due_probe(t, 0x3, &id), 1);
+  ASSERT_FALSE(s.on_probe_reply(1, id, t + us(1)).changed);
+  t = s.next_probe_time();
+  ASSERT_EQ(s.take_due_probe(t, 0x3, &id), 1);  // not answered
+  for (int k = 0; k < 2; ++k) {
+    t = s.next_probe_time();
+    ASSERT_EQ(s.take_due_probe(t, 0x3, &id), 1);
+    ASSERT_FALSE(s.on_probe_reply(1, id, t + us(1)).changed) << k;
+  }
+  t = s.next_probe_time();
+  ASSERT_EQ(s.take_due_probe(t, 0x3, &id), 1);
+  EXPECT_TRUE(s.on_probe_reply(1, id, t + us(1)).changed);  // the third answer in a row
+}
+
+TEST(PathSet, on_delivered__revives_only_when_every_loss_against_the_path_is_undone) {
+  PathSet s;
+  s.init(paths(4, 2), 1, 2, PathPolicy{}, 1);
+  ASSERT_TRUE(s.on_loss(0, 0).changed);
+  EXPECT_TRUE(s.on_delivered(0).changed);  // the loss was reordering: the mark was a mistake
+  ASSERT_TRUE(s.on_loss(0, us(1)).changed);
+  s.on_loss(0, us(2));                      // a second packet lost on it
+  EXPECT_FALSE(s.on_delivered(0).changed);  // one late packet does not outweigh that
+  EXPECT_EQ(s.path(0).state, ev::EvState::kAssumedBad);
+  EXPECT_TRUE(s.on_delivered(0).changed);  // the second loss was reordering too
+  PathSet p;
+  p.init(paths(4, 2), 1, 2, PathPolicy{}, 1);
+  ASSERT_TRUE(p.on_loss(1, 0).changed);
+  uint64_t id = 0;
+  ASSERT_EQ(p.take_due_probe(p.next_probe_time(), 0x3, &id), 1);
+  ASSERT_EQ(p.take_due_probe(p.next_probe_time(), 0x3, &id), 1);  // the first went unanswered
+  EXPECT_FALSE(p.on_delivered(1).changed);
+}
+
+// A loss right after the path delivered a trimmed header is congestion (a header dropped at
+// a full queue), not a failure: no mark while PathPolicy::trim_hold lasts.
+TEST(PathSet, on_loss__held_shortly_after_a_trim) {
+  PathSet s;
+  PathPolicy pol;
+  pol.trim_hold = us(20);
+  s.init(paths(4, 2), 1, 2, pol, 1);
+  s.on_trim(1, us(10));
+  const PathStateChange held = s.on_loss(1, us(29));
+  EXPECT_FALSE(held.changed);
+  EXPECT_TRUE(held.held);
+  EXPECT_EQ(s.path(1).state, ev::EvState::kGood);
+  const PathStateChange marked = s.on_loss(1, us(30));
+  EXPECT_TRUE(marked.changed);
+  EXPECT_FALSE(marked.held);
+  EXPECT_EQ(s.path(1).state, ev::EvState::kAssumedBad);
+}
+
+TEST(PathSet, defer_probes__holds_every_due_probe_until_then) {
+  PathSet s;
+  PathPolicy pol;
+  pol.probe_interval = us(10);
+  s.init(paths(4, 2), 1, 2, pol, 1);
+  s.on_loss(0, 0);
+  s.on_loss(1, us(5));
+  EXPECT_EQ(s.next_probe_time(), us(10));
+  s.defer_probes(us(12));
+  EXPECT_EQ(s.next_probe_time(), us(12));
+  uint64_t id = 0;
+  EXPECT_EQ(s.take_due_probe(us(11), 0x3, &id), PathSet::kNone);
+  EXPECT_NE(s.take_due_probe(us(15), 0x3, &id), PathSet::kNone);
 }
 
 TEST(PathSet, on_loss__never_below_min_active) {
@@ -337,6 +462,8 @@ TEST(PathSet, on_loss__a_backup_of_the_same_port_takes_the_mapped_out_evs_slot) 
   PathSet s;
   PathPolicy pol;
   pol.active_per_plane = 2;
+  pol.resurrect_probes = 1;  // the first answer revives (resurrection: tested below)
+  pol.resurrect_window = 0;
   s.init(paths(12, 4), 1, 4, pol, 3);
   const PathStateChange c = s.on_loss(5, us(1));  // port 1
   EXPECT_TRUE(c.changed);
@@ -356,7 +483,7 @@ TEST(PathSet, on_loss__a_backup_of_the_same_port_takes_the_mapped_out_evs_slot) 
   int probed = PathSet::kNone;
   while ((probed = s.take_due_probe(us(100), 0xF, &id)) != 5)
     ASSERT_NE(probed, PathSet::kNone);
-  const PathStateChange r = s.on_probe_reply(5, id);
+  const PathStateChange r = s.on_probe_reply(5, id, us(101));
   EXPECT_TRUE(r.changed);
   EXPECT_EQ(r.swapped_in, 5);
   EXPECT_EQ(r.replaced, 1);
@@ -428,6 +555,8 @@ RC_GTEST_PROP(PathSet, backups__fill_every_active_slot_they_can, ()) {
   const int n = ports * per_port;
   PathPolicy pol;
   pol.active_per_plane = static_cast<uint32_t>(*rc::gen::inRange(1, per_port + 1));
+  pol.resurrect_probes = 1;
+  pol.resurrect_window = 0;
   PathSet s;
   s.init(paths(n, ports), 0, static_cast<uint8_t>(ports), pol, *rc::gen::arbitrary<uint64_t>());
   enum Op { kLoss, kDeny, kAllow, kProbe, kDelivered, kReplace, kOps };
@@ -450,7 +579,7 @@ RC_GTEST_PROP(PathSet, backups__fill_every_active_slot_they_can, ()) {
       case kProbe: {
         uint64_t id = 0;
         const int p = s.take_due_probe(now, ~0u, &id);
-        if (p != PathSet::kNone) s.on_probe_reply(p, id);
+        if (p != PathSet::kNone) s.on_probe_reply(p, id, now);
         break;
       }
       case kDelivered:
@@ -477,6 +606,57 @@ RC_GTEST_PROP(PathSet, backups__fill_every_active_slot_they_can, ()) {
       RC_ASSERT(active == static_cast<int>(pol.active_per_plane));
       RC_ASSERT(active_bad == 0 || good_backups == 0);
     }
+  }
+}
+
+// Paper Figs 12-13 with the simulator's probe interval: an EV that drops 20% of its packets
+// (probes and data alike) is marked on its first loss and then stays out: revived rarely if
+// ever, and at once marked again by the data it then loses; an EV whose loss stops comes
+// back within the resurrection window plus the backed-off probe interval.
+RC_GTEST_PROP(PathSet, lossy_ev_stays_out_and_recovered_ev_comes_back, ()) {
+  const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+  const bool recovers = *rc::gen::arbitrary<bool>();
+  PathPolicy pol;
+  pol.probe_interval = us(20);
+  PathSet s;
+  s.init(paths(8, 2), 1, 2, pol, seed);
+  Rng rng(seed);
+  const auto lost = [&] { return rng.below(5) == 0; };  // 20%
+  constexpr int kEv = 3;
+  constexpr Time kRecovery = ms(20), kEnd = ms(40);
+  RC_ASSERT(s.on_loss(kEv, 0).changed);
+  uint64_t reply_id = 0;
+  Time reply_at = kNever;
+  Time good_time = 0, back_at = kNever;
+  int revivals = 0;
+  for (Time now = 0; now < kEnd; now += us(1)) {
+    const bool lossy = !recovers || now < kRecovery;
+    if (recovers && now == kRecovery && s.path(kEv).state == ev::EvState::kGood) back_at = now;
+    if (reply_at <= now) {
+      if (s.on_probe_reply(kEv, reply_id, now).changed) {
+        ++revivals;
+        if (recovers && now >= kRecovery && back_at == kNever) back_at = now;
+      }
+      reply_at = kNever;
+    }
+    uint64_t id = 0;
+    if (s.next_probe_time() <= now && s.take_due_probe(now, 0x3, &id) == kEv && !(lossy && lost()))
+      reply_id = id, reply_at = now + us(3);
+    if (s.path(kEv).state == ev::EvState::kGood) {
+      good_time += us(1);
+      // One data packet per microsecond on it; a loss marks it again.
+      if (lossy && lost()) s.on_loss(kEv, now);
+    }
+  }
+  if (!recovers) {
+    RC_ASSERT(revivals <= 1);
+    RC_ASSERT(good_time <= us(20));
+  } else {
+    RC_ASSERT(back_at != kNever);
+    // The first answer comes within the longest backed-off interval of the recovery.
+    RC_ASSERT(back_at <= kRecovery + (pol.probe_interval << pol.probe_backoff_limit) +
+                             pol.resurrect_window + us(30));
+    RC_ASSERT(s.path(kEv).state == ev::EvState::kGood);
   }
 }
 

@@ -767,6 +767,47 @@ TEST(WorkloadsSim, ring2d__training_completes_and_busbw_near_the_nic_rate) {
   EXPECT_LE(c.busbw_GBps(), nic_GBps * 1.01);
 }
 
+// Paper 2.1: small messages fail over in microseconds. 128 GPUs, all-to-all of 256 KiB per
+// GPU (one 2 KiB packet per flow), a leaf-spine link down mid-run: each packet lost on it is
+// resent at its QP's tail-loss probe, timed from the fabric's RTT (a QP has no RTT sample of
+// its own after one packet; EngineConfig::fabric_rtt, share_rtt), not at the ACK timeout.
+// Measured: max FCT 29.7 us with the fault against 19.1 us without, 23 fault drops, 0
+// timeouts; before, 4,204.6 us and 23 timeouts.
+TEST(WorkloadsSim, small_message_all_to_all_through_a_link_down__no_ack_timeouts) {
+  const auto run = [](bool fault) {
+    std::string toml = R"(
+[topo]
+hosts = 128
+planes = 4
+radix = 16
+link_rate = "100Gbps"
+link_delay = "500ns"
+[transport]
+kinds = ["mrc"]
+[workload]
+kind = "all_to_all"
+size = "256KiB"
+[run]
+sample_interval = 0
+)";
+    if (fault)
+      toml += "[[fault]]\nkind = \"link_down\"\nlink = \"p0/leaf0-spine0\"\nat = \"10us\"\n";
+    auto sc = parse_scenario(toml, "a2a.toml");
+    EXPECT_TRUE(sc) << sc.error();
+    auto r = run_transport(*sc, sc->runs[0]);
+    EXPECT_TRUE(r) << r.error();
+    return std::move(*r);
+  };
+  const auto clean = run(false);
+  const auto faulted = run(true);
+  EXPECT_EQ(faulted.summary.completed, 128u * 127u);
+  EXPECT_GT(faulted.stats.fault_drops, 0u) << "the link must fail while packets cross it";
+  EXPECT_EQ(faulted.stats.timeouts, 0u);
+  EXPECT_GE(faulted.stats.pto_borrowed_rtt, faulted.stats.fault_drops);
+  EXPECT_LE(faulted.summary.fct_max_us, 2 * clean.summary.fct_max_us)
+      << "fault-free max " << clean.summary.fct_max_us << " us";
+}
+
 TEST(WorkloadsSim, incast_workload_with_trimming__completes_without_timeouts) {
   auto sc = parse_scenario(R"(
 [topo]

@@ -40,6 +40,12 @@ struct NsccConfig {
   Time target_delay = 0;  // 0 = 0.75 * base_rtt (trimming enabled)
   uint32_t mtu = 4096;    // payload bytes per packet
   uint64_t link_bps = 0;  // NIC line rate (all ports), bits/s, for BDP
+  // What a loss that was not a trim does to the window: the fraction it keeps (not in the OCP
+  // struct). 1, the default: nothing (paper 2.1: with trimming, a loss is a path failure or a
+  // bit error, not congestion). A loss still arms quick adapt. A fabric that drops instead of
+  // trimming signals congestion by loss: set it there (0.5 = max_md_jump, the cut a trimmed
+  // packet's resend makes). docs/congestion-control.md, "Loss".
+  double loss_keep = 1.0;
 };
 
 // DCQCN parameters (Zhu et al., SIGCOMM 2015; defaults as in Mellanox/NVIDIA NICs).
@@ -66,8 +72,12 @@ class CongestionControl {
   virtual Time next_send_time() const = 0;
   virtual void on_send(Time now, uint32_t bytes, uint64_t inflight_bytes) = 0;
   virtual void on_ack(const AckSample& s, uint64_t inflight_bytes) = 0;
-  // A packet was declared lost (not trimmed: trims arrive as on_ack with trimmed = true).
+  // A packet was declared lost: no trim NACK, so a path failure, a bit error, or (on a fabric
+  // that drops instead of trimming) congestion.
   virtual void on_loss(Time now, uint32_t bytes) = 0;
+  // A trimmed packet is resent (after its trim NACK arrived as on_ack with trimmed = true):
+  // congestion. By default the same as a loss.
+  virtual void on_trim_loss(Time now, uint32_t bytes) { on_loss(now, bytes); }
   // A CNP arrived (DCQCN). Other algorithms ignore it.
   virtual void on_cnp(Time now) { (void)now; }
   // Periodic work (DCQCN timers). kNever if none.

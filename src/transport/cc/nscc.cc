@@ -66,6 +66,7 @@ NsccParams resolve_nscc(const NsccConfig& cfg) {
       cfg.fi_scale > 0 ? cfg.fi_scale : std::clamp(kFiScaleAtReference * p.scale, 0.25, 1.0);
   p.gamma = cfg.gamma > 0 && cfg.gamma <= 1 ? cfg.gamma : 0.8;
   p.max_md_jump = cfg.max_md_jump > 0 && cfg.max_md_jump <= 1 ? cfg.max_md_jump : 0.5;
+  p.loss_keep = cfg.loss_keep > 0 && cfg.loss_keep <= 1 ? cfg.loss_keep : 1.0;
   p.qa_gate = std::min<uint8_t>(cfg.qa_gate, 63);
   p.delay_ewma_gain = kDelayEwmaGain;
   return p;
@@ -231,9 +232,19 @@ void Nscc::on_ack(const AckSample& s, uint64_t inflight_bytes) {
   maybe_adjust(s.now, delivered);
 }
 
-// A loss arms quick adapt and, if quick adapt does not reset the window, cuts it by the
-// largest allowed step (max_md_jump), sharing the once-per-base-RTT limit with ECN decreases.
+// A loss that was not a trim is a path signal, not congestion (paper 2.1): it arms quick
+// adapt and keeps loss_keep of the window (1 by default: all of it). A trimmed packet's resend
+// is congestion: it cuts by the largest allowed step (max_md_jump), on top of the trimmed ACK
+// sample. Both share the once-per-base-RTT limit with ECN decreases.
 void Nscc::on_loss(Time now, uint32_t bytes) {
+  on_lost(now, bytes, p_.loss_keep);
+}
+
+void Nscc::on_trim_loss(Time now, uint32_t bytes) {
+  on_lost(now, bytes, p_.max_md_jump);
+}
+
+void Nscc::on_lost(Time now, uint32_t bytes, double keep) {
   start(now);
   inflight_ -= std::min<uint64_t>(inflight_, bytes);
   if (bytes_ignored_ < bytes_to_ignore_) {
@@ -242,8 +253,9 @@ void Nscc::on_loss(Time now, uint32_t bytes) {
   }
   qa_congestion_ = true;
   if (maybe_quick_adapt(now)) return;
+  if (keep >= 1.0) return;
   if (last_md_ != kNever && now - last_md_ < p_.base_rtt) return;
-  cwnd_ *= p_.max_md_jump;
+  cwnd_ *= keep;
   clamp();
   last_md_ = now;
   inc_bytes_ = 0;

@@ -43,6 +43,7 @@ struct NsccParams {
   double eta = 0;                // bytes added per adjustment that saw an increase
   double gamma = 0;              // multiplicative-decrease gain
   double max_md_jump = 0;        // smallest fraction of the window one decrease keeps
+  double loss_keep = 0;          // fraction of the window a (non-trim) loss keeps
   double delay_ewma_gain = 0;    // weight of one sample in avg_delay
   uint8_t qa_gate = 0;           // quick adapt only if achieved < max_cwnd >> qa_gate
 };
@@ -76,6 +77,7 @@ class Nscc final : public CongestionControl {
   void on_send(Time now, uint32_t bytes, uint64_t inflight_bytes) override;
   void on_ack(const AckSample& s, uint64_t inflight_bytes) override;
   void on_loss(Time now, uint32_t bytes) override;
+  void on_trim_loss(Time now, uint32_t bytes) override;
   const char* name() const override { return "uet-1.0-nscc"; }
   size_t object_bytes() const override { return sizeof(*this); }
 
@@ -100,6 +102,8 @@ class Nscc final : public CongestionControl {
   // Evaluates quick adapt if its period has elapsed; true if the window was reset.
   bool maybe_quick_adapt(Time now);
   void maybe_adjust(Time now, uint32_t delivered);
+  // A loss or a trimmed packet's resend: arms quick adapt, then keeps `keep` of the window.
+  void on_lost(Time now, uint32_t bytes, double keep);
   void clamp();
 
   NsccParams p_;
