@@ -349,8 +349,13 @@ PathStateChange PathSet::on_probe_reply(int i, uint64_t probe_id, Time now) {
   }
   pr->probe_id = 0;
   if (pr->probe_streak++ == 0) pr->streak_start = now;
-  if (pr->probe_streak < policy_.resurrect_probes ||
-      now - pr->streak_start < policy_.resurrect_window) {
+  // At the ev_min_active floor the QP is held on paths that were kept only because the floor
+  // forbade marking them, and they may be worse than this one (a blackholed EV kept while a
+  // lossy one answers probes): an answer then brings the path back at once, and the next loss
+  // on a kept path can map that one out instead.
+  const bool at_floor = usable_ <= min_active_;
+  if (!at_floor && (pr->probe_streak < policy_.resurrect_probes ||
+                    now - pr->streak_start < policy_.resurrect_window)) {
     // Not enough yet: the next probe at the base interval from this one's departure (the
     // backoff stays: a path that keeps failing probes is waited for again after a failure).
     pr->next_probe_at = std::max(now, pr->probe_sent_at + policy_.probe_interval);

@@ -289,6 +289,28 @@ TEST(PathSet, on_loss__never_below_min_active) {
   EXPECT_EQ(s.usable_count(), 2u);
 }
 
+// A QP at its floor may be held on a blackholed path while a merely lossy one answers probes:
+// there the first answer revives, and the kept path can then be mapped out.
+TEST(PathSet, on_probe_reply__at_the_min_active_floor_the_first_answer_revives) {
+  PathSet s;
+  PathPolicy pol;
+  pol.probe_interval = us(10);
+  s.init(paths(3, 1), 1, 1, pol, 1);      // resurrect_probes 32 over 1 ms by default
+  ASSERT_TRUE(s.on_loss(0, 0).changed);   // lossy
+  ASSERT_TRUE(s.on_loss(2, 0).changed);   // blackholed
+  EXPECT_FALSE(s.on_loss(1, 0).changed);  // blackholed, but the floor keeps it
+  ASSERT_EQ(s.usable_count(), 1u);
+  uint64_t id = 0;
+  const Time t = s.next_probe_time();
+  const int probed = s.take_due_probe(t, 0x1, &id);
+  ASSERT_NE(probed, PathSet::kNone);
+  EXPECT_TRUE(s.on_probe_reply(probed, id, t + us(1)).changed);
+  EXPECT_EQ(s.usable_count(), 2u);
+  EXPECT_TRUE(s.on_loss(1, t + us(2)).changed);  // above the floor again: mapped out
+  EXPECT_EQ(s.usable_count(), 1u);
+  EXPECT_EQ(s.path(probed).state, ev::EvState::kGood);
+}
+
 TEST(PathSet, set_port_up__removes_and_restores_its_paths) {
   PathSet s;
   s.init(paths(4, 2), 1, 2, PathPolicy{}, 1);

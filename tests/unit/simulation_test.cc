@@ -343,7 +343,8 @@ TEST(Simulation, scheduled_departures__match_event_by_event_ports) {
       }
       std::sort(fcts.begin(), fcts.end());
       o.p50_us += fcts[fcts.size() / 2] / 3e6;
-      for (Time f : fcts) o.mean_us += f / 3e6 / static_cast<double>(fcts.size());
+      for (Time f : fcts)
+        o.mean_us += f / 3e6 / static_cast<double>(fcts.size());
       o.max_us += fcts.back() / 3e6;
       const SimStats st = sim->stats();
       o.trims += st.trims;
