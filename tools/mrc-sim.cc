@@ -891,7 +891,10 @@ int main(int argc, char** argv) {
   }
 
   if (exchange && !pcap_hosts.empty())
-    return failed("--pcap-hosts: not available under mpirun (run the scenario serially)", 2);
+    return failed(
+        "--pcap-hosts: not available under mpirun (each rank sees only its own hosts' "
+        "packets); the serial run gives the same results: take the capture from it",
+        2);
   // The blocks layout unless the scenario needs a feature it lacks (then the per-plane one,
   // and mpirun and --partition blocks refuse the scenario with the reason).
   if (partition == "auto") partition = blocks_layout_limit(sc).empty() ? "blocks" : "planes";

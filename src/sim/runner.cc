@@ -255,17 +255,6 @@ FlowSummary summarize_flows(const std::vector<FlowResult>& flows) {
 std::string blocks_layout_limit(const Scenario& sc) {
   if (sc.base.topo.link_delay == 0)
     return "topo.link_delay is 0: the blocks layout needs a link delay (its lookahead)";
-  for (const TransportRun& r : sc.runs)
-    if (r.config.transport.qps_per_flow != 1)
-      return "transport " + r.name + " has qps_per_flow " +
-             std::to_string(r.config.transport.qps_per_flow) +
-             ": the blocks layout delivers a packet to the receiver's one QP for its sender";
-  if (std::any_of(sc.workload.flow_list.begin(), sc.workload.flow_list.end(),
-                  [](const WorkloadConfig::Flow& f) { return !f.paths.empty(); }))
-    return "workload.flow[].paths pins paths: the blocks layout keeps one QP per pair, with the "
-           "transport's own EVs";
-  if (sc.base.throughput_interval > 0)
-    return "run.throughput_interval: the blocks layout does not collect throughput series";
   return {};
 }
 

@@ -87,8 +87,7 @@ struct RunHooks {
 };
 
 // Why the scenario cannot run in the blocks layout (the layout of mpirun runs and of serial
-// mrc-sim runs by default), or empty: it needs topo.link_delay > 0 (the lookahead) and takes
-// one QP per pair (no transport.qps_per_flow > 1, pinned paths, run.throughput_interval).
+// mrc-sim runs by default), or empty: it needs topo.link_delay > 0 (the lookahead).
 std::string blocks_layout_limit(const Scenario& sc);
 
 // One transport of the scenario, start to end.

@@ -93,6 +93,10 @@ struct alignas(64) SimPacket {
   uint8_t flags = 0;
   uint32_t control = 0;  // control packets: index into the control pool
   bool is_data = false;
+  // Blocks layout: which of the pair's QPs sent it (transport.qps_per_flow index, pinned path
+  // set), so that the receiver finds its own end of that QP (host_arrive).
+  uint8_t qp_index = 0;
+  uint16_t path_set = 0;
   DataBody body;  // data packets
 };
 
@@ -279,6 +283,9 @@ struct Host {
   MemoryKeys keys;
   std::unordered_map<uint64_t, QpPair> qps;                   // (peer << 8 | plane) -> QP pair
   std::unordered_map<uint32_t, std::deque<WriteWr>> backlog;  // qpn -> WRs waiting for room
+  // Blocks layout: QP number -> qp_index << 16 | path_set, for QPs other than a pair's first
+  // with the transport's own EVs (none in most runs).
+  std::unordered_map<uint32_t, uint32_t> qp_sub;
 };
 
 struct FlowState {
@@ -391,7 +398,18 @@ struct Simulation::Impl {
   std::vector<uint64_t> rx_placed, tx_placed;          // per host
   std::unordered_map<uint64_t, uint64_t> pair_placed;  // src << 32 | dst
   std::vector<ThroughputSample> throughput;
-  void sample_throughput();
+  // Blocks layout: a block counts the bytes its hosts receive (rx_placed) and, per sender and
+  // pair, in maps of its own; it writes their rows at its kThroughput events (a = block).
+  // merge_results adds up the senders' rows of all blocks.
+  struct BlockThroughput {
+    std::unordered_map<HostId, uint64_t> tx;
+    std::unordered_map<uint64_t, uint64_t> pair;
+  };
+  std::vector<BlockThroughput> block_tp;
+  std::vector<ThroughputSample> throughput_local;  // blocks: this rank's rows
+  std::vector<HostId> block_first_host;            // blocks: hosts of block b are [b], [b + 1])
+  void sample_throughput(uint32_t block);
+  void emit_block_throughput(uint32_t block);
   // After a run: the bytes placed since the last sample go to the interval they fall in.
   void flush_throughput();
   void emit_throughput();       // a row per busy series at `now`, counters reset
@@ -542,7 +560,8 @@ struct Simulation::Impl {
   std::vector<std::vector<PathRef>> path_sets;  // Simulation::add_path_set, id = index + 1
   Status configure_qp(Engine& e, uint32_t qpn, HostId me, HostId peer, uint32_t plane,
                       uint32_t dest_qpn, uint32_t qp_index = 0, uint16_t path_set = 0);
-  Result<uint32_t> blocks_qp(HostId me, HostId peer, uint32_t plane);
+  Result<uint32_t> blocks_qp(HostId me, HostId peer, uint32_t plane, uint32_t qp_index,
+                             uint16_t path_set);
   // EVs per plane of an MRC QP on a two-tier Clos (TransportConfig::evs_per_plane and
   // backup_evs_per_plane resolved against the fabric).
   uint32_t active_evs_per_plane() const;
@@ -824,8 +843,20 @@ Status Simulation::Impl::build() {
   }
   if (cfg.throughput_interval > 0) {
     rx_placed.assign(t.hosts, 0);
-    tx_placed.assign(t.hosts, 0);
-    schedule(0, cfg.throughput_interval, kThroughput);
+    if (blocks) {
+      // A block's hosts are contiguous (leaves, or pods, in order).
+      block_tp.assign(num_partitions, {});
+      block_first_host.assign(num_partitions + 1, t.hosts);
+      for (HostId h = t.hosts; h-- > 0;)
+        block_first_host[host_partition(h)] = h;
+      for (uint32_t b = num_partitions; b-- > 0;)
+        block_first_host[b] = std::min(block_first_host[b], block_first_host[b + 1]);
+      for (uint32_t b = 0; b < num_partitions; ++b)
+        schedule_global(b, cfg.throughput_interval, kThroughput, b);
+    } else {
+      tx_placed.assign(t.hosts, 0);
+      schedule(0, cfg.throughput_interval, kThroughput);
+    }
   }
   for (Switch& s : switches) {
     for (Port& port : s.ports) {
@@ -1142,8 +1173,9 @@ Result<QpPair> Simulation::Impl::qp_for(HostId src, HostId dst, uint32_t plane, 
 // own (the sender when a flow starts, the receiver one lookahead later: kFlowAccept), so no
 // partition touches another's engine. Neither end knows the other's QP number: packets are
 // delivered to the receiver's QP for the sender (host_arrive), and dest_qpn stays 0.
-Result<uint32_t> Simulation::Impl::blocks_qp(HostId me, HostId peer, uint32_t plane) {
-  const uint64_t key = (static_cast<uint64_t>(peer) << 8) | (plane & 0xFF);
+Result<uint32_t> Simulation::Impl::blocks_qp(HostId me, HostId peer, uint32_t plane,
+                                             uint32_t qp_index, uint16_t path_set) {
+  const uint64_t key = qp_key(peer, plane, qp_index, path_set);
   auto it = hosts[me].qps.find(key);
   if (it != hosts[me].qps.end()) return it->second.local_qpn;
   Engine& e = *hosts[me].engine;
@@ -1152,8 +1184,10 @@ Result<uint32_t> Simulation::Impl::blocks_qp(HostId me, HostId peer, uint32_t pl
   ca.rq_depth = 64;
   auto q = e.create_qp(ca);
   if (!q) return fail(Error::kNoResources);
-  if (auto s = configure_qp(e, *q, me, peer, plane, 0); !s) return fail(s.error());
+  if (auto s = configure_qp(e, *q, me, peer, plane, 0, qp_index, path_set); !s)
+    return fail(s.error());
   hosts[me].qps[key] = QpPair{*q, 0};
+  if (qp_index != 0 || path_set != 0) hosts[me].qp_sub[*q] = (qp_index << 16) | path_set;
   ++qps_created[me];
   return *q;
 }
@@ -1461,6 +1495,14 @@ void Simulation::Impl::send_from_host(HostId h, const TxPacket& tx) {
     }
   }
   p.dst_leaf = leaf_of(p.dst);
+  p.qp_index = 0;
+  p.path_set = 0;
+  if (!host.qp_sub.empty()) [[unlikely]] {
+    if (auto it = host.qp_sub.find(tx.src_qpn); it != host.qp_sub.end()) {
+      p.qp_index = static_cast<uint8_t>(it->second >> 16);
+      p.path_set = static_cast<uint16_t>(it->second);
+    }
+  }
   if (pcap && pcap_hosts[h]) tap(h, p);
   const Time ser = hp.rate.serialize(p.wire_bytes);
   hp.busy_until = now + ser;
@@ -1489,7 +1531,7 @@ void Simulation::Impl::host_arrive(HostId h, uint32_t idx) {
     // The sender addressed the QP pair, not a QP number (blocks_qp): deliver to this host's
     // QP for the sender.
     const uint32_t plane_key = cfg.transport.kind == TransportKind::kRoce ? p.plane : 0xFF;
-    auto it = hosts[h].qps.find((static_cast<uint64_t>(p.src) << 8) | plane_key);
+    auto it = hosts[h].qps.find(qp_key(p.src, plane_key, p.qp_index, p.path_set));
     if (it != hosts[h].qps.end()) rx.pkt.bth.dest_qp = it->second.local_qpn;
   }
   const HostId src = p.src;
@@ -1500,8 +1542,14 @@ void Simulation::Impl::host_arrive(HostId h, uint32_t idx) {
     (void)e.on_packet(now, rx);
     if (const uint64_t placed = e.counters().bytes_placed - before; placed > 0) {
       rx_placed[h] += placed;
-      tx_placed[src] += placed;
-      pair_placed[(static_cast<uint64_t>(src) << 32) | h] += placed;
+      if (blocks) {
+        BlockThroughput& bt = block_tp[host_partition(h)];
+        bt.tx[src] += placed;
+        bt.pair[(static_cast<uint64_t>(src) << 32) | h] += placed;
+      } else {
+        tx_placed[src] += placed;
+        pair_placed[(static_cast<uint64_t>(src) << 32) | h] += placed;
+      }
     }
   } else {
     (void)hosts[h].engine->on_packet(now, rx);
@@ -1793,9 +1841,9 @@ void Simulation::Impl::flow_start(FlowId f) {
     Result<QpPair> qp = fail(Error::kNoResources);
     if (blocks) {
       // The receiver's end is set up in its own partition, one lookahead later: before any
-      // packet of this flow can get there (two links away at least). One QP per pair (and
-      // plane): Simulation::create refuses qps_per_flow > 1 and add_path_set pinned EVs here.
-      if (auto q = blocks_qp(s.src, s.dst, plane)) qp = QpPair{*q, 0};
+      // packet of this flow can get there (two links away at least).
+      if (auto q = blocks_qp(s.src, s.dst, plane, part / per_qp, roce ? 0 : s.path_set))
+        qp = QpPair{*q, 0};
       schedule(host_partition(s.dst), now + lookahead, kFlowAccept, f, part);
     } else {
       qp = qp_for(s.src, s.dst, plane, part / per_qp, roce ? 0 : s.path_set);
@@ -1838,8 +1886,9 @@ void Simulation::Impl::flow_start(FlowId f) {
 // Blocks layout: the receiving end of a flow's QP (part `part`) and its receive buffer.
 void Simulation::Impl::flow_accept(FlowId f, uint32_t part) {
   const FlowSpec& s = flows[f].spec;
-  const uint32_t plane = cfg.transport.kind == TransportKind::kRoce ? part : 0xFF;
-  auto q = blocks_qp(s.dst, s.src, plane);
+  const bool roce = cfg.transport.kind == TransportKind::kRoce;
+  const uint32_t per_qp = roce ? P : 1;
+  auto q = blocks_qp(s.dst, s.src, roce ? part % P : 0xFF, part / per_qp, roce ? 0 : s.path_set);
   // Without a QP here (out of QPs) the sender's packets are dropped and its QP fails.
   if (!q) return;
   if (s.with_imm) (void)hosts[s.dst].engine->post_recv(*q, f);
@@ -2143,16 +2192,46 @@ void Simulation::Impl::flush_throughput() {
       (now + cfg.throughput_interval - 1) / cfg.throughput_interval * cfg.throughput_interval;
   const Time saved = now;
   now = end;
-  emit_throughput();
+  if (blocks) {
+    for (uint32_t b = 0; b < num_partitions; ++b)
+      if (ex == nullptr || owned[b]) emit_block_throughput(b);
+  } else {
+    emit_throughput();
+  }
   now = saved;
   throughput_flushed = end;
 }
 
-void Simulation::Impl::sample_throughput() {
+void Simulation::Impl::sample_throughput(uint32_t block) {
   // An interval that flush_throughput() already wrote (the run stopped inside it) gets its
   // later bytes in the next one.
+  if (blocks) {
+    if (now > throughput_flushed) emit_block_throughput(block);
+    // Completions are published between windows: every rank sees the same count.
+    if (flows_done < flows.size())
+      schedule(block, now + cfg.throughput_interval, kThroughput, block);
+    return;
+  }
   if (now > throughput_flushed) emit_throughput();
   if (flows_done < flows.size()) schedule(0, now + cfg.throughput_interval, kThroughput);
+}
+
+// One block's rows (its receivers, and its share of every sender's and pair's bytes), in the
+// order of emit_throughput once merge_results has sorted and added them up.
+void Simulation::Impl::emit_block_throughput(uint32_t b) {
+  for (HostId h = block_first_host[b]; h < block_first_host[b + 1]; ++h) {
+    if (rx_placed[h] > 0)
+      throughput_local.push_back({now, ThroughputSample::kHostRx, 0, h, rx_placed[h]});
+    rx_placed[h] = 0;
+  }
+  BlockThroughput& bt = block_tp[b];
+  for (const auto& [src, bytes] : bt.tx)
+    throughput_local.push_back({now, ThroughputSample::kHostTx, src, 0, bytes});
+  for (const auto& [key, bytes] : bt.pair)
+    throughput_local.push_back({now, ThroughputSample::kPair, static_cast<HostId>(key >> 32),
+                                static_cast<HostId>(key & 0xFFFFFFFF), bytes});
+  bt.tx.clear();
+  bt.pair.clear();
 }
 
 void Simulation::Impl::emit_throughput() {
@@ -2246,7 +2325,7 @@ void Simulation::Impl::dispatch(const SimEvent& e) {
       flow_accept(e.a, e.b);
       break;
     case kThroughput:
-      sample_throughput();
+      sample_throughput(e.a);
       break;
   }
 }
@@ -2334,6 +2413,7 @@ static_assert(std::is_trivially_copyable_v<wire::TransportPacket>);
 static_assert(std::is_trivially_copyable_v<FlowResult>);
 static_assert(std::is_trivially_copyable_v<LinkSample>);
 static_assert(std::is_trivially_copyable_v<EvEvent>);
+static_assert(std::is_trivially_copyable_v<ThroughputSample>);
 
 template <typename T>
 void append(std::vector<uint8_t>& out, const T& x) {
@@ -2545,6 +2625,7 @@ Time Simulation::Impl::run_blocks(Time until) {
     latest = ~m[0];
   }
   now = std::max(now, latest);
+  flush_throughput();
   merge_results();
   return now;
 }
@@ -2563,6 +2644,27 @@ void Simulation::Impl::merge_results() {
                    [](const LinkSample& x, const LinkSample& y) {
                      return x.time != y.time ? x.time < y.time : x.link < y.link;
                    });
+  if (cfg.throughput_interval > 0) {
+    // Every block's rows: sorted as emit_throughput writes them, a sender's rows of one
+    // interval (one per receiving block) added up.
+    std::vector<ThroughputSample> all =
+        ex != nullptr ? from_bytes<ThroughputSample>(ex->all_gather(to_bytes(throughput_local)))
+                      : throughput_local;
+    const auto key = [](const ThroughputSample& x) {
+      return std::make_tuple(x.time, x.kind, x.src, x.dst);
+    };
+    std::sort(all.begin(), all.end(), [&](const ThroughputSample& x, const ThroughputSample& y) {
+      return key(x) < key(y);
+    });
+    throughput.clear();
+    for (const ThroughputSample& x : all) {
+      if (!throughput.empty() && key(throughput.back()) == key(x)) {
+        throughput.back().bytes += x.bytes;
+      } else {
+        throughput.push_back(x);
+      }
+    }
+  }
   std::stable_sort(merged_ev_events.begin(), merged_ev_events.end(),
                    [](const EvEvent& x, const EvEvent& y) {
                      return x.time != y.time ? x.time < y.time : x.host < y.host;
@@ -2626,10 +2728,6 @@ Result<std::unique_ptr<Simulation>> Simulation::create(const SimConfig& cfg,
   impl->ex = exchange;
   impl->blocks = cfg.block_partitions || exchange != nullptr;
   impl->cfg.block_partitions = impl->blocks;
-  // The blocks layout finds a receiver's QP by its sender alone (one QP per pair and plane)
-  // and counts arrivals per rank: no QP scaling, pinned EVs or throughput series there yet.
-  if (impl->blocks && (cfg.transport.qps_per_flow != 1 || cfg.throughput_interval > 0))
-    return fail(Error::kInvalidArgument);
   if (cfg.transport.kind == TransportKind::kRoce) {
     // RoCEv2 as deployed: ECMP paths, and switches that drop (or pause, with PFC) rather than
     // trim: a RoCE NIC cannot make use of a trimmed packet.
@@ -2911,7 +3009,7 @@ Result<uint16_t> Simulation::add_path_set(std::vector<PathRef> paths) {
   Impl& m = *impl_;
   const bool mrc_ecmp =
       m.cfg.transport.kind != TransportKind::kRoce && m.cfg.transport.path_mode == PathMode::kEcmp;
-  if (paths.empty() || paths.size() > 4096 || m.fat_tree || mrc_ecmp || m.blocks ||
+  if (paths.empty() || paths.size() > 4096 || m.fat_tree || mrc_ecmp ||
       m.path_sets.size() >= 0xFFFF)
     return fail(Error::kInvalidArgument);
   for (const PathRef& r : paths)
@@ -3048,7 +3146,7 @@ void Simulation::flap(LinkRef l, Time start, Time period, uint32_t count) {
 
 Time Simulation::run(Time until) {
   const Time t = impl_->run(until);
-  impl_->flush_throughput();
+  if (!impl_->blocks) impl_->flush_throughput();  // the blocks layout's run_blocks did
   return t;
 }
 Time Simulation::now() const {

@@ -329,8 +329,7 @@ class Simulation {
   Result<FlowId> add_flow(const FlowSpec& spec);
   // Registers a pinned EV set for FlowSpec::path_set; returns its id (1, 2, ...). Errors:
   // kInvalidArgument (empty, more than 4096 paths, a plane or spine the fabric does not
-  // have, a fat tree, MRC with path_mode ecmp: an entropy names no spine, or the blocks
-  // layout).
+  // have, a fat tree, MRC with path_mode ecmp: an entropy names no spine).
   Result<uint16_t> add_path_set(std::vector<PathRef> paths);
   // Called when a flow completes (successfully or not), in simulated-time order; may add
   // flows (dependent workloads: collectives, training iterations).

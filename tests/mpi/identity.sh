@@ -4,7 +4,8 @@
 # section: wall time, memory, ranks) byte for byte, on 1, 2 and 4 ranks (4 oversubscribed on a
 # 2-core machine), for a permutation with a link failure (MRC and RoCE), a ring AllReduce
 # (flows added by receptions and completions), a ring AllReduce on a fabric with a failed and
-# a blackholed link, and a fat tree with a failed agg-core link.
+# a blackholed link, a fat tree with a failed agg-core link, pinned paths with a throughput
+# series (flows_ts.csv too), and RoCE with 4 QPs per flow.
 # Usage: tests/mpi/identity.sh <mrc-sim> <mpirun> [ranks...]
 set -euo pipefail
 sim=$1
@@ -23,7 +24,8 @@ export MRC_SIM_HUGE_PAGES=0 OMPI_MCA_btl_vader_single_copy_mechanism=none
 
 compare() {  # compare <serial dir> <mpi dir> <label>
   local f
-  for f in flows.csv links.csv ev_events.jsonl; do
+  for f in flows.csv links.csv ev_events.jsonl flows_ts.csv; do
+    [ -e "$1/$f" ] || [ -e "$2/$f" ] || continue
     if ! cmp -s "$1/$f" "$2/$f"; then
       echo "FAIL $3: $f differs"; diff "$1/$f" "$2/$f" | head -5; return 1
     fi
@@ -57,3 +59,8 @@ run_case allreduce "$src/scenarios/claims/allreduce.toml" --set topo.hosts=32 \
 run_case allreduce_faults "$src/tests/mpi/allreduce_faults.toml"
 run_case fat_tree --set topo.kind=fat_tree --set topo.hosts=128 --set topo.radix=8 \
   --set topo.planes=1 --set transport.kinds=[mrc] --set fault.0.link=pod1/agg2-core9
+run_case pinned "$src/scenarios/paper/fig14-two-flows-one-ev.toml" --set topo.hosts=16 --set run.until=1ms \
+  --set workload.flow.0.until=400us --set workload.flow.1.start=100us \
+  --set workload.flow.1.until=400us
+run_case qp_scaling --set topo.hosts=32 --set transport.kinds=[roce] \
+  --set transport.qps_per_flow=4 --set workload.size=512KiB

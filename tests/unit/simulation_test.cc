@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
+#include <set>
+#include <tuple>
 
 #include "transport/rng.h"
 
@@ -748,13 +750,19 @@ TEST(Simulation, qps_per_flow__splits_a_flow_over_qps_with_their_own_ecmp_paths)
   SimConfig c = small_fabric(TransportKind::kRoce, 32, 1);
   c.transport.qps_per_flow = 8;
   c.sw.pfc = true;
-  auto sim = make(c);
-  ASSERT_TRUE(sim->add_flow(FlowSpec{0, 31, (1u << 20) + 5, 0, false, 0}));
-  sim->run(ms(50));
-  const FlowResult& f = sim->flows()[0];
-  EXPECT_TRUE(f.ok);
-  // One ECMP path (its own hash) per QP, 8 QPs.
-  EXPECT_EQ(f.paths_used, 8u);
+  for (bool blocks : {false, true}) {  // both layouts: each QP's packets reach its own peer
+    c.block_partitions = blocks;
+    auto sim = make(c);
+    ASSERT_TRUE(sim->add_flow(FlowSpec{0, 31, (1u << 20) + 5, 0, true, 0}));
+    sim->run(ms(50));
+    const FlowResult& f = sim->flows()[0];
+    EXPECT_TRUE(f.ok) << "blocks " << blocks;
+    EXPECT_NE(f.received, kNever) << "every QP's receive completion";
+    // One ECMP path (its own hash) per QP, 8 QPs.
+    EXPECT_EQ(f.paths_used, 8u) << "blocks " << blocks;
+    EXPECT_EQ(sim->stats().qp_errors, 0u);
+  }
+  c.block_partitions = false;
   c.transport.qps_per_flow = 0;
   EXPECT_FALSE(Simulation::create(c));
   c.transport.qps_per_flow = 257;
@@ -763,24 +771,29 @@ TEST(Simulation, qps_per_flow__splits_a_flow_over_qps_with_their_own_ecmp_paths)
 
 TEST(Simulation, add_path_set__pins_a_flow_to_the_listed_evs) {
   SimConfig c = small_fabric(TransportKind::kMrc);
-  auto sim = make(c);
-  auto set = sim->add_path_set({PathRef{0, 1}, PathRef{1, 2}});
-  ASSERT_TRUE(set);
-  EXPECT_EQ(*set, 1u);
-  FlowSpec pinned{0, 31, 1u << 20, 0, false, 0};
-  pinned.path_set = *set;
-  ASSERT_TRUE(sim->add_flow(pinned));
-  ASSERT_TRUE(sim->add_flow(FlowSpec{0, 31, 1u << 20, 0, false, 0}));  // same pair, own EVs
-  sim->run(ms(50));
-  expect_every_flow_ok(*sim);
-  EXPECT_EQ(sim->flows()[0].paths_used, 2u);
-  EXPECT_GT(sim->flows()[1].paths_used, 2u);
-  FlowSpec unknown = pinned;
-  unknown.path_set = 2;
-  EXPECT_FALSE(sim->add_flow(unknown));
-  EXPECT_FALSE(sim->add_path_set({}));
-  EXPECT_FALSE(sim->add_path_set({PathRef{2, 0}}));  // plane 2 of 2
-  EXPECT_FALSE(sim->add_path_set({PathRef{0, 4}}));  // spine 4 of 4
+  for (bool blocks : {true, false}) {  // both layouts; the per-plane one is checked below
+    c.block_partitions = blocks;
+    auto sim = make(c);
+    auto set = sim->add_path_set({PathRef{0, 1}, PathRef{1, 2}});
+    ASSERT_TRUE(set);
+    EXPECT_EQ(*set, 1u);
+    FlowSpec pinned{0, 31, 1u << 20, 0, false, 0};
+    pinned.path_set = *set;
+    ASSERT_TRUE(sim->add_flow(pinned));
+    ASSERT_TRUE(sim->add_flow(FlowSpec{0, 31, 1u << 20, 0, false, 0}));  // same pair, own EVs
+    sim->run(ms(50));
+    expect_every_flow_ok(*sim);
+    EXPECT_EQ(sim->flows()[0].paths_used, 2u) << "blocks " << blocks;
+    EXPECT_GT(sim->flows()[1].paths_used, 2u) << "blocks " << blocks;
+    EXPECT_EQ(sim->stats().qps, 4u) << "two QPs per end: pinned and the transport's own";
+    if (blocks) continue;
+    FlowSpec unknown = pinned;
+    unknown.path_set = 2;
+    EXPECT_FALSE(sim->add_flow(unknown));
+    EXPECT_FALSE(sim->add_path_set({}));
+    EXPECT_FALSE(sim->add_path_set({PathRef{2, 0}}));  // plane 2 of 2
+    EXPECT_FALSE(sim->add_path_set({PathRef{0, 4}}));  // spine 4 of 4
+  }
   c.transport.path_mode = PathMode::kEcmp;
   EXPECT_FALSE(make(c)->add_path_set({PathRef{0, 1}}));
 }
@@ -823,38 +836,50 @@ TEST(Simulation, path_loss__drops_only_that_pairs_packets_on_that_path_and_mrc_m
 }
 
 TEST(Simulation, throughput_samples__add_up_to_the_bytes_placed) {
-  SimConfig c = small_fabric(TransportKind::kMrc);
-  c.throughput_interval = us(5);
-  c.sample_interval = us(5);
-  auto sim = make(c);
-  ASSERT_TRUE(sim->add_flow(FlowSpec{0, 31, 1u << 20, 0, false, 0}));
-  ASSERT_TRUE(sim->add_flow(FlowSpec{5, 31, 1u << 20, 0, false, 0}));
-  sim->run(ms(50));
-  expect_every_flow_ok(*sim);
-  uint64_t pair = 0, rx = 0, tx = 0, samples_0 = 0;
-  for (const ThroughputSample& s : sim->throughput_samples()) {
-    EXPECT_EQ(s.time % us(5), 0u);
-    if (s.kind == ThroughputSample::kPair) {
-      pair += s.bytes;
-      EXPECT_EQ(s.dst, 31u);
+  // Both layouts. Host 0 sends to hosts in two blocks: the blocks layout adds up its rows of
+  // an interval (one per receiving block) into one.
+  for (bool blocks : {false, true}) {
+    SimConfig c = small_fabric(TransportKind::kMrc);
+    c.throughput_interval = us(5);
+    c.sample_interval = us(5);
+    c.block_partitions = blocks;
+    auto sim = make(c);
+    ASSERT_TRUE(sim->add_flow(FlowSpec{0, 31, 1u << 20, 0, false, 0}));
+    ASSERT_TRUE(sim->add_flow(FlowSpec{5, 31, 1u << 20, 0, false, 0}));
+    ASSERT_TRUE(sim->add_flow(FlowSpec{0, 17, 1u << 19, 0, false, 0}));
+    sim->run(ms(50));
+    expect_every_flow_ok(*sim);
+    uint64_t pair = 0, rx = 0, tx = 0, samples_0 = 0;
+    std::set<std::tuple<Time, int, HostId, HostId>> keys;
+    for (const ThroughputSample& s : sim->throughput_samples()) {
+      EXPECT_EQ(s.time % us(5), 0u);
+      const std::tuple<Time, int, HostId, HostId> key{s.time, s.kind, s.src, s.dst};
+      EXPECT_TRUE(keys.empty() || *keys.rbegin() < key)
+          << "rows by (time, kind, host), one per interval and series; blocks " << blocks;
+      keys.insert(key);
+      if (s.kind == ThroughputSample::kPair) {
+        pair += s.bytes;
+        EXPECT_TRUE(s.dst == 31u || s.dst == 17u);
+      }
+      if (s.kind == ThroughputSample::kHostRx) rx += s.bytes;
+      if (s.kind == ThroughputSample::kHostTx) {
+        tx += s.bytes;
+        samples_0 += s.src == 0;
+      }
     }
-    if (s.kind == ThroughputSample::kHostRx) rx += s.bytes;
-    if (s.kind == ThroughputSample::kHostTx) {
-      tx += s.bytes;
-      samples_0 += s.src == 0;
-    }
+    const uint64_t total = (2u << 20) + (1u << 19);
+    EXPECT_EQ(pair, total) << "blocks " << blocks;
+    EXPECT_EQ(rx, total);
+    EXPECT_EQ(tx, total);
+    EXPECT_GE(samples_0, 5u);  // a series, not one lump
+    // The last hop is sampled: the incast onto host 31 queues at its leaf.
+    const auto names = sim->link_names();
+    uint32_t queued = 0;
+    for (const LinkSample& s : sim->link_samples())
+      if (names[s.link].find("->host31") != std::string::npos && s.queue_bytes > 0) ++queued;
+    EXPECT_GT(queued, 0u);
+    EXPECT_NE(std::find(names.begin(), names.end(), "p1/leaf7->host31"), names.end());
   }
-  EXPECT_EQ(pair, 2u << 20);
-  EXPECT_EQ(rx, 2u << 20);
-  EXPECT_EQ(tx, 2u << 20);
-  EXPECT_GE(samples_0, 5u);  // a series, not one lump
-  // The last hop is sampled: the incast onto host 31 queues at its leaf.
-  const auto names = sim->link_names();
-  uint32_t queued = 0;
-  for (const LinkSample& s : sim->link_samples())
-    if (names[s.link].find("->host31") != std::string::npos && s.queue_bytes > 0) ++queued;
-  EXPECT_GT(queued, 0u);
-  EXPECT_NE(std::find(names.begin(), names.end(), "p1/leaf7->host31"), names.end());
 }
 
 }  // namespace
