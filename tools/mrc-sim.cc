@@ -145,6 +145,7 @@ json echo_config(const Scenario& sc) {
                     {"backup_evs_per_plane", t.backup_evs_per_plane == TransportConfig::kAutoBackup
                                                  ? json("auto")
                                                  : json(t.backup_evs_per_plane)},
+                    {"ecn_swap_marks", t.ecn_swap_marks},
                     {"cc", sc.cc},
                     {"mpr", t.mpr},
                     {"timeout", t.timeout},
@@ -302,6 +303,7 @@ json transport_json(const Ran& ran) {
                    {"qp_errors", st.qp_errors},
                    {"ev_state_changes", st.ev_state_changes},
                    {"ev_swaps", st.ev_swaps},
+                   {"ev_ecn_swaps", st.ev_ecn_swaps},
                    {"peer_port_changes", st.peer_port_changes},
                    {"timeouts", st.timeouts},
                    {"pto_losses", st.pto_losses},

@@ -750,6 +750,7 @@ TextStatus read_transport(TableReader& r, TransportConfig& t, std::vector<std::s
   TRY(r.uint("mtu", t.mtu, 256, 9000));
   TRY(r.uint("evs_per_plane", t.evs_per_plane));
   TRY(r.uint("backup_evs_per_plane", t.backup_evs_per_plane));
+  TRY(r.uint("ecn_swap_marks", t.ecn_swap_marks, 0, 255));
   size_t cc = 0;
   TRY(r.choice("cc", {"default", "nscc", "dcqcn", "fixed_window", "none"}, cc));
   static constexpr CcAlgorithm kCc[] = {CcAlgorithm::kNscc, CcAlgorithm::kNscc, CcAlgorithm::kDcqcn,

@@ -566,6 +566,11 @@ struct Simulation::Impl {
   // backup_evs_per_plane resolved against the fabric).
   uint32_t active_evs_per_plane() const;
   uint32_t backup_evs_per_plane() const;
+  // An MRC QP's EVs are ECMP hash inputs on a two-tier Clos (path_mode ecmp), not spines.
+  bool ecmp_evs() const {
+    return cfg.transport.path_mode == PathMode::kEcmp &&
+           cfg.transport.kind != TransportKind::kRoce && !fat_tree;
+  }
   // Simulation::stats parts: engine counters and QP memory of this rank's hosts; EV counts.
   void add_engine_stats(SimStats& s) const;
   void add_ev_counts(SimStats& s) const;
@@ -1134,6 +1139,8 @@ void Simulation::Impl::build_paths(HostId src, HostId dst, uint32_t plane, uint3
 
 uint32_t Simulation::Impl::active_evs_per_plane() const {
   const uint32_t by_paper = std::max<uint32_t>(1, 256 / P);
+  // ECMP: an EV is hashed, not a spine; more EVs than spines weight the uplinks more evenly.
+  if (ecmp_evs()) return cfg.transport.evs_per_plane ? cfg.transport.evs_per_plane : by_paper;
   return cfg.transport.evs_per_plane ? std::min(cfg.transport.evs_per_plane, S)
                                      : std::min(S, by_paper);
 }
@@ -1143,7 +1150,7 @@ uint32_t Simulation::Impl::backup_evs_per_plane() const {
   const uint32_t want = cfg.transport.backup_evs_per_plane == TransportConfig::kAutoBackup
                             ? (active + 3) / 4
                             : cfg.transport.backup_evs_per_plane;
-  return std::min(want, S - active);
+  return ecmp_evs() ? want : std::min(want, S - active);
 }
 
 Result<QpPair> Simulation::Impl::qp_for(HostId src, HostId dst, uint32_t plane, uint32_t qp_index,
@@ -1210,11 +1217,22 @@ Status Simulation::Impl::configure_qp(Engine& e, uint32_t qpn, HostId me, HostId
     // of paths a long cooldown parks most of them and piles traffic on the rest (measured:
     // 128-GPU permutation, max FCT/ideal 1.19 at base_rtt/16 against 1.35 at base_rtt).
     a.path_policy.ecn_cooldown = tc.ecn_cooldown ? tc.ecn_cooldown : base_rtt / 16;
+    if (tc.ecn_cooldown == 0 && ecmp_evs()) {
+      // Hashed EVs collide on links, and steering only acts if the cool-down outlasts the
+      // marked EV's next turn: at least one round-robin cycle of a port's active EVs at line
+      // rate (at 400G, 64 EVs: 5.2 us against base_rtt / 16 = 0.5 us, which skipped nothing:
+      // docs/engine.md, "decisions").
+      const Time packet = static_cast<Time>(static_cast<__uint128_t>(tc.mtu) * 8 * kPicosPerSecond /
+                                            cfg.topo.link_bps);
+      a.path_policy.ecn_cooldown =
+          std::max(a.path_policy.ecn_cooldown, active_evs_per_plane() * packet);
+    }
     a.path_policy.probe_interval = tc.probe_interval;
     a.path_policy.probe_backoff_limit = tc.probe_backoff_limit;
     a.path_policy.resurrect_probes = tc.resurrect_probes;
     a.path_policy.resurrect_window = tc.resurrect_window;
     a.path_policy.trim_hold = tc.trim_hold;
+    a.path_policy.ecn_swap_marks = tc.ecn_swap_marks;
     CcAlgorithm alg = tc.cc;
     if (tc.kind == TransportKind::kRoce && alg == CcAlgorithm::kNscc) alg = CcAlgorithm::kDcqcn;
     a.cc.algorithm = alg;
@@ -2673,16 +2691,13 @@ void Simulation::Impl::merge_results() {
   s.events = events;
   add_engine_stats(s);
   if (ex != nullptr) {
-    std::vector<uint64_t> v{s.events,           s.data_packets,
-                            s.retransmits,      s.drops,
-                            s.fault_drops,      s.trims,
-                            s.ecn_marks,        s.pfc_pauses,
-                            s.ev_state_changes, s.timeouts,
-                            s.ev_swaps,         s.qps,
-                            s.qp_bytes,         s.qp_path_bytes,
-                            s.peer_port_changes, s.pto_losses,
-                            s.pto_borrowed_rtt, s.probes_sent,
-                            s.probes_unanswered, s.probes_deferred};
+    std::vector<uint64_t> v{
+        s.events,           s.data_packets,  s.retransmits,       s.drops,
+        s.fault_drops,      s.trims,         s.ecn_marks,         s.pfc_pauses,
+        s.ev_state_changes, s.timeouts,      s.ev_swaps,          s.qps,
+        s.qp_bytes,         s.qp_path_bytes, s.peer_port_changes, s.pto_losses,
+        s.pto_borrowed_rtt, s.probes_sent,   s.probes_unanswered, s.probes_deferred,
+        s.ev_ecn_swaps};
     ex->all_sum(v);
     s.peer_port_changes = v[14];
     s.pto_losses = v[15];
@@ -2690,6 +2705,7 @@ void Simulation::Impl::merge_results() {
     s.probes_sent = v[17];
     s.probes_unanswered = v[18];
     s.probes_deferred = v[19];
+    s.ev_ecn_swaps = v[20];
     s.ev_swaps = v[10];
     s.qps = v[11];
     s.qp_bytes = v[12];
@@ -3185,6 +3201,7 @@ void Simulation::Impl::add_engine_stats(SimStats& s) const {
     s.retransmits += c.retransmits;
     s.ev_state_changes += c.ev_state_changes;
     s.ev_swaps += c.ev_swaps;
+    s.ev_ecn_swaps += c.ev_ecn_swaps;
     s.peer_port_changes += c.peer_port_changes;
     s.timeouts += c.timeouts;
     s.pto_losses += c.losses_pto;

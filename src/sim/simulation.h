@@ -93,13 +93,19 @@ struct TransportConfig {
   uint32_t mtu = 4096;                   // payload bytes per packet
   // Active EVs per plane of an MRC QP. 0: min(spines, 256 / planes) -- the paper's 128-256
   // EVs per QP (2.1), equal per plane, but never two EVs on one spine (a repeated SRv6 path
-  // adds no diversity); fat trees: min(paths, 64). docs/engine.md, "decisions".
+  // adds no diversity); fat trees: min(paths, 64). With path_mode ecmp an EV is a hash input,
+  // not a path: 0 means 256 / planes and a given count is not capped by the spines.
+  // docs/engine.md, "decisions".
   uint32_t evs_per_plane = 0;
-  // Backup EVs per plane (paper 2.4): spines outside the active set, evenly spaced; a
-  // mapped-out active EV is swapped for one of its plane's backups. kAutoBackup:
-  // min(spines - active, ceil(active / 4)); 0: none (a mapped-out EV is only skipped).
+  // Backup EVs per plane (paper 2.4): spines outside the active set, evenly spaced (ecmp:
+  // further random entropies); a mapped-out or congested (ecn_swap_marks) active EV is
+  // swapped for one of its plane's backups. kAutoBackup: ceil(active / 4), at most the
+  // spines outside the active set with srv6; 0: none (a mapped-out EV is only skipped).
   static constexpr uint32_t kAutoBackup = UINT32_MAX;
   uint32_t backup_evs_per_plane = kAutoBackup;
+  // ECN-driven EV replacement (PathPolicy::ecn_swap_marks, paper 2.1, 5.2.5): an active EV
+  // whose ACKs echo ECN this many times in a row is swapped for a backup of its plane. 0: off.
+  uint32_t ecn_swap_marks = 4;
   // How long a NIC takes to remap a dead port's EVs to its other ports (EngineConfig::
   // port_remap_delay; paper 3). Packets it sends on the port until then are lost.
   Time port_remap_delay = 0;
@@ -121,7 +127,9 @@ struct TransportConfig {
   bool borrow_rtt = true;
   // NsccConfig::loss_keep; 0 = 1 (no cut) with trimming, max_md_jump (0.5) without.
   double loss_keep = 0;
-  Time ecn_cooldown = 0;  // 0 = base RTT / 16 (a few round-robin visits)
+  // 0 = base RTT / 16 (a few round-robin visits); path_mode ecmp: at least one round-robin
+  // cycle of a port's active EVs at line rate.
+  Time ecn_cooldown = 0;
   // ECMP mode: after a link dies, switches remove it from their ECMP groups after this
   // delay (models BGP convergence). kNever = never.
   Time routing_convergence = kNever;
@@ -240,7 +248,8 @@ struct SimStats {
   uint64_t pfc_pauses = 0;
   uint64_t qp_errors = 0;
   uint64_t ev_state_changes = 0;
-  uint64_t ev_swaps = 0;           // mapped-out active EVs replaced by a backup of their plane
+  uint64_t ev_swaps = 0;           // active EVs replaced by a backup of their plane
+  uint64_t ev_ecn_swaps = 0;       // of which GOOD EVs replaced after ECN (ecn_swap_marks)
   uint64_t peer_port_changes = 0;  // ACK port-state bitmaps that changed a QP's view (paper 3)
   uint64_t timeouts = 0;
   // QP memory at the end of the run (Engine::qp_memory, summed over every QP of every host).

@@ -340,7 +340,9 @@ struct EngineCounters {
   uint64_t timeouts = 0;  // ACK timeout (RTO) expirations
   uint64_t trim_nacks_received = 0;
   uint64_t ev_state_changes = 0;
-  uint64_t ev_swaps = 0;  // mapped-out active EVs replaced by a backup (kEvSwap)
+  uint64_t ev_swaps = 0;  // active EVs replaced by a backup (kEvSwap)
+  // Of those, GOOD EVs replaced after a run of ECN marks (PathPolicy::ecn_swap_marks).
+  uint64_t ev_ecn_swaps = 0;
   // ACKs whose port-state bitmap changed what a QP knows of its peer's ports (paper 3).
   uint64_t peer_port_changes = 0;
   uint64_t completions = 0;

@@ -29,6 +29,8 @@ void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t
   slot_of_.clear();
   assumed_bad_.clear();
   swaps_ = 0;
+  ecn_swaps_ = 0;
+  backup_cursor_ = 0;
   policy_ = policy;
   // Qp::to_init rejects 0; a PathSet used on its own treats it as 1 rather than as a burst
   // without end (burst - 1 would wrap).
@@ -165,7 +167,7 @@ void PathSet::build_order() {
       if (round >= bucket.size()) continue;
       const uint16_t i = bucket[round];
       slot_of_[i] = static_cast<uint16_t>(order_.size());
-      order_.push_back(Slot{cool[i], i, evs_[i].port, evs_[i].state});
+      order_.push_back(Slot{cool[i], i, evs_[i].port, evs_[i].state, 0});
     }
   }
   if (cursor_ >= order_.size()) cursor_ = 0;
@@ -269,6 +271,7 @@ void PathSet::exchange(int out, int in) {
   slot.index = static_cast<uint16_t>(in);
   slot.state = evs_[static_cast<size_t>(in)].state;
   slot.cool_until = 0;  // nothing learned about the old EV applies to the new one
+  slot.ecn_run = 0;
   slot_of_[static_cast<size_t>(in)] = pos;
   slot_of_[static_cast<size_t>(out)] = kBackup;
   if (burst_path_ == out) burst_left_ = 0;
@@ -296,14 +299,35 @@ int PathSet::swap_in(int j) {
   return kNone;
 }
 
-void PathSet::on_ecn(int i, Time now) {
-  const uint16_t slot = slot_of_[static_cast<size_t>(i)];
-  if (policy_.ecn_steering && slot != kBackup) order_[slot].cool_until = now + policy_.ecn_cooldown;
+int PathSet::swap_congested(int i) {
+  const int j = find_backup(evs_[static_cast<size_t>(i)].port, backup_cursor_);
+  if (j == kNone) return kNone;
+  backup_cursor_ = static_cast<uint16_t>(j);
+  exchange(i, j);
+  ++ecn_swaps_;
+  return j;
 }
 
-void PathSet::on_trim(int i, Time now) {
-  on_ecn(i, now);
+PathStateChange PathSet::on_ecn(int i, Time now) {
+  const uint16_t pos = slot_of_[static_cast<size_t>(i)];
+  if (!policy_.ecn_steering || pos == kBackup) return {};
+  Slot& slot = order_[pos];
+  slot.cool_until = now + policy_.ecn_cooldown;
+  if (policy_.ecn_swap_marks == 0 || policy_.active_per_plane == 0 ||
+      slot.state != ev::EvState::kGood) {
+    return {};
+  }
+  if (slot.ecn_run < UINT8_MAX) ++slot.ecn_run;
+  if (slot.ecn_run < policy_.ecn_swap_marks) return {};
+  PathStateChange c;
+  c.swapped_in = swap_congested(i);
+  if (c.swapped_in != kNone) c.replaced = i;
+  return c;
+}
+
+PathStateChange PathSet::on_trim(int i, Time now) {
   trim_hold_until_ = now + policy_.trim_hold;
+  return on_ecn(i, now);
 }
 
 PathStateChange PathSet::on_loss(int i, Time now) {

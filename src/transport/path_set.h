@@ -5,6 +5,10 @@
 // - round-robin over usable EVs, interleaved across planes (consecutive picks alternate
 //   ports, so every plane carries its share);
 // - an EV whose ACK echoes ECN is recycled: skipped for `ecn_cooldown`;
+// - with a backup set, an active EV whose ACKs echo ECN `ecn_swap_marks` times in a row is
+//   replaced by a backup of its plane (paper 2.1: the sender avoids a path more congested than
+//   others; 5.2.5: ECN moves a flow to another EV). On a hashed fabric the new EV hashes to
+//   another path, so EVs that collide on a hot link leave it;
 // - a loss marks the EV ASSUMED_BAD at once; only probes use it until a probe succeeds;
 // - never fewer than `min_active` usable EVs (a loss that would go below is not marked);
 // - DENIED EVs (controller) are never used; a port that is down removes its EVs at once;
@@ -79,6 +83,12 @@ struct PathPolicy {
   // the path is not marked. A failed path delivers nothing, so its losses are marked as soon
   // as the hold ends. 0: every loss marks.
   Time trim_hold = us(50);
+  // ECN-driven EV replacement (needs active_per_plane and ecn_steering): an active EV whose
+  // ACK echoes carry ECN this many times in a row (no unmarked echo between them) is swapped
+  // for a backup of its port, which comes back GOOD and without cool-down; the marked EV
+  // waits as a backup. Backups are taken in rotation, so the EV that just left comes back
+  // last. 0: off (ECN only recycles). docs/engine.md, "decisions".
+  uint32_t ecn_swap_marks = 0;
 };
 
 // A path as PathSet::path() reports it (built on demand: the set stores it compactly).
@@ -117,11 +127,19 @@ class PathSet {
   // round-robin chose is picked again until the burst is used up, if it still qualifies.
   int pick(Time now, uint32_t port_mask, int exclude = kNone);
 
-  // Path `i` saw ECN in an ACK echo: recycle it (skip it for a while).
-  void on_ecn(int i, Time now);
-  // A packet sent on path `i` was trimmed (its NACK arrived): recycled as for ECN, and losses
-  // on the QP's paths are congestion for PathPolicy::trim_hold.
-  void on_trim(int i, Time now);
+  // Path `i` saw ECN in an ACK echo : recycle it (skip it for a while); with
+  // PathPolicy::ecn_swap_marks, the mark that completes the run swaps it for a backup of its
+  // port. Returns the swap, if any (`changed` stays false: no path changed state).
+  PathStateChange on_ecn(int i, Time now);
+  // A packet sent on path `i` was trimmed (its NACK arrived): recycled as for ECN (a mark in
+  // the run of ecn_swap_marks), and losses on the QP's paths are congestion for
+  // PathPolicy::trim_hold. Returns the swap, if any.
+  PathStateChange on_trim(int i, Time now);
+  // An ACK echo for path `i` without ECN: its run of marks (ecn_swap_marks) ends.
+  void on_unmarked(int i) {
+    const uint16_t slot = slot_of_[static_cast<size_t>(i)];
+    if (slot != kBackup) order_[slot].ecn_run = 0;
+  }
   // A packet sent on path `i` was lost: ASSUMED_BAD unless that would leave fewer than
   // min_active usable paths. Returns the state change, if any.
   PathStateChange on_loss(int i, Time now);
@@ -183,8 +201,10 @@ class PathSet {
   // The expanded EV of path `i`: the template with the path's compact value written in.
   ev::ExpandedEv ev(int i) const;
   void count_sent(int i) { ++evs_[static_cast<size_t>(i)].packets_sent; }
-  // Swaps of a mapped-out active EV for a backup since init.
+  // Swaps of an active EV for a backup since init (mapped out, or ECN: ecn_swaps()).
   uint64_t swaps() const { return swaps_; }
+  // Of those, swaps of a GOOD EV after a run of ECN marks (PathPolicy::ecn_swap_marks).
+  uint64_t ecn_swaps() const { return ecn_swaps_; }
   // Bytes of the per-path arrays (capacities).
   size_t heap_bytes() const;
 
@@ -238,6 +258,9 @@ class PathSet {
   void store_ev(int i, const ev::ExpandedEv& ev);
   // A GOOD backup on `port` (scanning from after `after`), or kNone.
   int find_backup(uint8_t port, int after) const;
+  // Active path `i` saw ECN ecn_swap_marks times in a row: the next GOOD backup of its port
+  // in rotation (backup_cursor_) takes its slot. Returns the backup's index or kNone.
+  int swap_congested(int i);
   // Active path `i` was mapped out: a GOOD backup of its port takes its slot. Returns the
   // backup's index or kNone.
   int swap_out(int i);
@@ -254,6 +277,7 @@ class PathSet {
     uint16_t index = 0;   // into evs_
     uint8_t port = 0;
     ev::EvState state = ev::EvState::kGood;  // mirrors evs_[index].state (set_state)
+    uint8_t ecn_run = 0;  // ECN echoes in a row (PathPolicy::ecn_swap_marks), saturating
   };
 
   std::vector<EvRec> evs_;
@@ -263,6 +287,8 @@ class PathSet {
   std::vector<uint16_t> slot_of_;      // path index -> position in order_ (kBackup: none)
   std::vector<Probe> assumed_bad_;     // ASSUMED_BAD paths (probing)
   uint64_t swaps_ = 0;
+  uint64_t ecn_swaps_ = 0;
+  uint16_t backup_cursor_ = 0;  // where the next ECN swap looks for a backup (rotation)
   size_t cursor_ = 0;
   int burst_path_ = kNone;   // the round-robin's last choice (PathPolicy::burst)
   uint32_t burst_left_ = 0;  // picks it may still take

@@ -107,6 +107,7 @@ Status Qp::to_init(const QpAttr& a) {
   }
   if (a.ev_min_active > a.paths.size()) return fail(Error::kInvalidArgument);
   if (a.path_policy.burst == 0) return fail(Error::kInvalidArgument);
+  if (a.path_policy.ecn_swap_marks > 255) return fail(Error::kInvalidArgument);  // Slot::ecn_run
   switch (a.cc.algorithm) {
     case CcAlgorithm::kNscc:
       if (a.cc.nscc.base_rtt == 0) return fail(Error::kInvalidArgument);
@@ -750,7 +751,11 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
     if (e.ev_index >= paths_.size() || !psn_in_flight_range(e.psn)) continue;
     TxPkt& p = pkt(e.psn);
     const bool ecn = e.flags & wire::AckEcho::kEcnCe;
-    if (ecn) paths_.on_ecn(e.ev_index, now);
+    if (ecn) {
+      report_path_change(now, e.ev_index, paths_.on_ecn(e.ev_index, now));
+    } else {
+      paths_.on_unmarked(e.ev_index);
+    }
     // The echo names the path it arrived on; if that is the latest transmission's path we
     // know which send it was (retransmissions always change path when they can).
     const bool exact = p.ev == e.ev_index && p.transmissions > 0 && p.state != PktState::kFree;
@@ -1125,7 +1130,8 @@ void Qp::on_trim_nack(Time now, const RxPacket& rx) {
   TxPkt& p = pkt(n.psn);
   if (p.state != PktState::kInflight || p.ev != n.ev_index) return;  // stale NACK
   // A trim is congestion on that path, not a failure: recycle the path, tell CC, resend.
-  if (n.ev_index < paths_.size()) paths_.on_trim(n.ev_index, now);
+  if (n.ev_index < paths_.size())
+    report_path_change(now, n.ev_index, paths_.on_trim(n.ev_index, now));
   if (cc_) cc_->on_ack(cc::AckSample{now, 0, now - p.sent_at, true, true}, inflight_bytes_);
   const Time sent_at = p.sent_at;
   declare_lost(now, n.psn, false, LossCause::kTrim);
@@ -1151,13 +1157,16 @@ void Qp::on_probe_reply(Time now, const RxPacket& rx) {
 }
 
 void Qp::report_path_change(Time now, int ev, const PathStateChange& c) {
-  if (!c.changed) return;
-  ++engine_.counters_.ev_state_changes;
-  engine_.emit_event(Event{EventType::kEvStateChange, qpn_, static_cast<uint16_t>(ev),
-                           paths_.port_of(ev), c.from, c.to, now});
+  if (c.changed) {
+    ++engine_.counters_.ev_state_changes;
+    engine_.emit_event(Event{EventType::kEvStateChange, qpn_, static_cast<uint16_t>(ev),
+                             paths_.port_of(ev), c.from, c.to, now});
+  }
   if (c.swapped_in == PathSet::kNone) return;
-  // A backup of the same plane took the mapped-out EV's place in the active set (paper 2.4).
+  // A backup of the same plane took the place of an EV mapped out (paper 2.4) or congested
+  // (ECN, PathPolicy::ecn_swap_marks: the replaced EV is still GOOD) in the active set.
   ++engine_.counters_.ev_swaps;
+  if (paths_.state_of(c.replaced) == ev::EvState::kGood) ++engine_.counters_.ev_ecn_swaps;
   Event swap{EventType::kEvSwap,
              qpn_,
              static_cast<uint16_t>(c.swapped_in),

@@ -401,8 +401,10 @@ RC_GTEST_PROP(PathSet, pick_only_returns_usable_paths, ()) {
   PathPolicy pol;
   pol.burst = *rc::gen::inRange<uint32_t>(1, 17);
   pol.ecn_steering = *rc::gen::arbitrary<bool>();
+  pol.active_per_plane = *rc::gen::inRange<uint32_t>(0, 4);
+  pol.ecn_swap_marks = *rc::gen::inRange<uint32_t>(0, 3);
   s.init(paths(n, ports), 0, static_cast<uint8_t>(ports), pol, *rc::gen::arbitrary<uint64_t>());
-  enum Op { kLoss, kDeny, kAllow, kPortDown, kPortUp, kEcn, kReplace, kPick, kOps };
+  enum Op { kLoss, kDeny, kAllow, kPortDown, kPortUp, kEcn, kUnmarked, kReplace, kPick, kOps };
   const auto ops = *rc::gen::container<std::vector<std::pair<int, int>>>(
       rc::gen::pair(rc::gen::inRange(0, static_cast<int>(kOps)), rc::gen::inRange(0, 64)));
   Time now = 0;
@@ -425,8 +427,19 @@ RC_GTEST_PROP(PathSet, pick_only_returns_usable_paths, ()) {
       case kPortUp:
         s.set_port_up(static_cast<uint8_t>(arg % ports), true);
         break;
-      case kEcn:
-        s.on_ecn(path, now);
+      case kEcn: {
+        const PathStateChange c = s.on_ecn(path, now);
+        if (c.swapped_in != PathSet::kNone) {  // same port; the GOOD backup is now active
+          RC_ASSERT(c.replaced == path);
+          RC_ASSERT(!s.active(path));
+          RC_ASSERT(s.active(c.swapped_in));
+          RC_ASSERT(s.port_of(c.swapped_in) == s.port_of(path));
+          RC_ASSERT(s.state_of(c.swapped_in) == ev::EvState::kGood);
+        }
+        break;
+      }
+      case kUnmarked:
+        s.on_unmarked(path);
         break;
       case kReplace:
         RC_ASSERT(static_cast<bool>(
@@ -437,8 +450,8 @@ RC_GTEST_PROP(PathSet, pick_only_returns_usable_paths, ()) {
         const int exclude = arg % 3 == 0 ? path : PathSet::kNone;
         const int i = s.pick(now, mask, exclude);
         const auto qualifies = [&](int k) {
-          return s.path(k).state == ev::EvState::kGood && s.port_up(s.path(k).desc.port) &&
-                 ((mask >> s.path(k).desc.port) & 1);
+          return s.active(k) && s.path(k).state == ev::EvState::kGood &&
+                 s.port_up(s.path(k).desc.port) && ((mask >> s.path(k).desc.port) & 1);
         };
         if (i == PathSet::kNone) {
           for (int k = 0; k < n; ++k)
@@ -536,6 +549,71 @@ TEST(PathSet, set_denied__swaps_a_backup_in_and_a_denied_ev_at_init_starts_as_a_
   const PathStateChange c = s.set_denied(3, true);  // port 1
   EXPECT_EQ(c.swapped_in, 7);
   EXPECT_EQ(usable_per_port(s, 2), (std::vector<int>{3, 3}));
+}
+
+TEST(PathSet, on_ecn__a_run_of_marks_swaps_the_ev_for_a_backup_in_rotation) {
+  PathSet s;
+  PathPolicy pol;
+  pol.active_per_plane = 2;
+  pol.ecn_swap_marks = 3;
+  s.init(paths(16, 4), 1, 4, pol, 3);  // port 1: 1 and 5 active, 9 and 13 backups
+  // An unmarked echo ends a run: two marks, a clean echo, two marks change nothing.
+  EXPECT_EQ(s.on_ecn(1, us(1)).swapped_in, PathSet::kNone);
+  EXPECT_EQ(s.on_ecn(1, us(1)).swapped_in, PathSet::kNone);
+  s.on_unmarked(1);
+  EXPECT_EQ(s.on_ecn(1, us(2)).swapped_in, PathSet::kNone);
+  EXPECT_EQ(s.on_ecn(1, us(2)).swapped_in, PathSet::kNone);
+  EXPECT_TRUE(s.active(1));
+  // The third mark in a row: a backup of port 1 takes the slot; nothing changed state.
+  const PathStateChange c = s.on_ecn(1, us(3));
+  EXPECT_FALSE(c.changed);
+  EXPECT_EQ(c.replaced, 1);
+  EXPECT_EQ(c.swapped_in, 9);
+  EXPECT_FALSE(s.active(1));
+  EXPECT_EQ(s.state_of(1), ev::EvState::kGood);  // a congested EV waits as a GOOD backup
+  EXPECT_EQ(s.swaps(), 1u);
+  EXPECT_EQ(s.ecn_swaps(), 1u);
+  EXPECT_EQ(usable_per_port(s, 4), (std::vector<int>{2, 2, 2, 2}));  // planes stay equal
+  // The new EV starts without cool-down or marks, and is picked at once.
+  std::set<int> seen;
+  for (int k = 0; k < 8; ++k)
+    seen.insert(s.pick(us(3), 0x2));
+  EXPECT_EQ(seen, (std::set<int>{5, 9}));
+  // Backups rotate: the next congested EV of port 1 takes 13, not the 1 that just left.
+  for (int k = 0; k < 2; ++k)
+    EXPECT_EQ(s.on_ecn(5, us(4)).swapped_in, PathSet::kNone);
+  EXPECT_EQ(s.on_ecn(5, us(4)).swapped_in, 13);
+  for (int k = 0; k < 2; ++k)
+    s.on_ecn(9, us(5));
+  EXPECT_EQ(s.on_ecn(9, us(5)).swapped_in, 1);
+  // Marks on a backup (echoes of packets it sent while active) change nothing.
+  for (int k = 0; k < 4; ++k)
+    EXPECT_EQ(s.on_ecn(5, us(6)).swapped_in, PathSet::kNone);
+  EXPECT_EQ(s.ecn_swaps(), 3u);
+}
+
+TEST(PathSet, on_ecn__without_swap_marks_backups_or_steering_only_recycles) {
+  for (int variant = 0; variant < 3; ++variant) {
+    PathPolicy pol;
+    pol.active_per_plane = variant == 0 ? 0 : 2;
+    pol.ecn_swap_marks = variant == 1 ? 0 : 1;
+    pol.ecn_steering = variant != 2;
+    PathSet s;
+    s.init(paths(8, 2), 1, 2, pol, 1);
+    for (int k = 0; k < 10; ++k)
+      EXPECT_EQ(s.on_ecn(0, us(1)).swapped_in, PathSet::kNone) << variant;
+    EXPECT_TRUE(s.active(0)) << variant;
+    EXPECT_EQ(s.ecn_swaps(), 0u) << variant;
+  }
+  // A port without a GOOD backup keeps its marked EV (still recycled).
+  PathPolicy pol;
+  pol.active_per_plane = 2;
+  pol.ecn_swap_marks = 1;
+  pol.ecn_cooldown = us(5);
+  PathSet s;
+  s.init(paths(4, 2), 1, 2, pol, 1);
+  EXPECT_EQ(s.on_ecn(0, 0).swapped_in, PathSet::kNone);
+  EXPECT_NE(s.pick(us(1), 0x1), 0);
 }
 
 TEST(PathSet, ev__expands_the_template_and_keeps_evs_that_differ_widely_whole) {
