@@ -8,8 +8,9 @@
 #                               directory (CI: ctest report_smoke); docs/ is not touched
 #   scripts/report.sh paper     the paper's experiments (scenarios/paper/, Figs 8-20 scaled):
 #                               the section "The paper's experiments, reproduced" of
-#                               docs/results.md and docs/figures/paper/*.png; ~20 min of
-#                               simulation on 2 cores (scripts/report_paper.py; --only fig16,...)
+#                               docs/results.md and docs/figures/paper/*.png; 100 runs, 15-70
+#                               min on 2 shared cores (scripts/report_paper.py; --only
+#                               fig16,..., --quick: Figs 16-17 at 4-16 MiB only)
 #   extra arguments go to scripts/report.py or report_paper.py (e.g. --reuse: re-render
 #   without re-simulating)
 #
@@ -28,7 +29,7 @@ for a in "$@"; do
     --smoke) mode=smoke ;;
     --full) mode=full ;;
     paper) mode=paper ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) args+=("$a") ;;
   esac
 done
