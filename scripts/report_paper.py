@@ -141,6 +141,14 @@ class Run:
         self.cfg = self.s["config"]
         self._ts = None
 
+    def src(self):
+        """The last commit that changed src/ (engine and simulator) before the commit the binary
+        was built from (`git describe` in its version string): what the numbers are of."""
+        version = self.s.get("version", "")
+        built = version.split("(")[-1].rstrip(")").split("-g")[-1] if "(" in version else "HEAD"
+        return subprocess.run(["git", "log", "-1", "--format=%h", built, "--", "src"], capture_output=True,
+                              text=True, cwd=REPO).stdout.strip() or "?"
+
     def cmd(self):
         sets = "".join(f" --set {s}" for s in self.sets)
         return f"`mrc-sim {self.scen}{sets}`"
@@ -251,7 +259,7 @@ def timeline_fig(docs, run, name, title, curves, ylabel="throughput (Gb/s)", yma
 class Section:
     def __init__(self):
         self.lines = []
-        self.summary = []  # (figure, paper, ours, verdict)
+        self.summary = []  # (figure, verdict, src commit)
 
     def w(self, s=""):
         self.lines.append(s)
@@ -274,9 +282,9 @@ class Section:
         self.w()
         self.w(f"**Verdict: {verdict}.** {why}")
         self.w()
-        self.w("Runs: " + "; ".join(r.cmd() for r in runs) + ".")
+        self.w("Runs: " + "; ".join(r.cmd() for r in runs) + f" (`src/` at {runs[0].src()}).")
         self.w()
-        self.summary.append((fig_id, verdict))
+        self.summary.append((fig_id, verdict, runs[0].src()))
 
 
 def bidir(run, tname="mrc"):
@@ -586,15 +594,15 @@ def fig14(sec, docs, run, ablation):
             f"(EV-A) at {a_after:.0f} %, to spine 1 (EV-B) at {b_after:.0f} %. (Flow 1 uses both EVs from the "
             "start, where the paper's flow sat on EV-A alone: our QP sprays over every EV it has.)"
             + (f" With `--set transport.ecn_cooldown=200us` (an EV with an ECN mark is avoided for 200 us "
-               f"instead of one base RTT): flow 1 {fmt(c1)} Gb/s, flow 2 {fmt(c2)} Gb/s." if ablation else ""))
+               f"instead of the default, a fraction of a base RTT): flow 1 {fmt(c1)} Gb/s, flow 2 {fmt(c2)} Gb/s." if ablation else ""))
     sec.figure("Fig 14: two flows, one forced onto the other's EV", img,
                "when a second flow is forced onto the EV a first flow uses, ECN marks make the first flow move "
                "to its other EV, and both keep near line rate.",
                ours, "agree" if ok else ("partly" if ablation and min(c1, c2) >= 0.9 * f1b else "disagree"),
                "ECN on the shared uplink (not the last hop) steers flow 1 to EV-B, and both flows keep their "
                "rate." if ok else
-               ("The flows do not both keep near line rate with the default EV cooldown: after one base RTT "
-                "flow 1 sends on EV-A again, keeps about a third of its traffic there, and flow 2, confined to "
+               ("The flows do not both keep near line rate with the default EV cooldown: flow 1 returns to EV-A "
+                "as soon as its cooldown (a fraction of a base RTT) ends, keeps about a third of its traffic there, and flow 2, confined to "
                 "EV-A, gets the rest of that uplink. " + (f"With a 200-us cooldown flow 1 stays on EV-B and both "
                 f"flows run near line rate ({fmt(c1)} / {fmt(c2)} Gb/s), as in the paper." if ablation and
                 min(c1, c2) >= 0.9 * f1b else "")), [run] + ([ablation] if ablation else []), "Fig 14")
@@ -799,9 +807,9 @@ def collective_section(sec, title, img, paper, pts, tab, runs, fig_id):
     sec.w()
     sec.w(f"Runs: {len(runs)} of `mrc-sim` on " + " and ".join(f"`{s}`" for s in scen) +
           " with `--set workload.size=S`, `--set transport.qps_per_flow=Q` (RoCE), and `--set fault=[]` "
-          "(no loss) or `--set fault.0.probability=p/2`.")
+          f"(no loss) or `--set fault.0.probability=p/2` (`src/` at {runs[0].src()}).")
     sec.w()
-    sec.summary.append((fig_id, verdict))
+    sec.summary.append((fig_id, verdict, runs[0].src()))
 
 
 def uplink_util(run, tname, a_us, b_us):
@@ -886,9 +894,9 @@ def fig20(sec, docs, runs):
     sec.w(f"**Verdict: {verdict}.** {n_ok} of {len(pts)} points hold." +
           "".join(f" {whys[i]}" for i, (_, ok, _) in enumerate(pts) if not ok and i in whys))
     sec.w()
-    sec.w("Runs: " + "; ".join(r.cmd() for r in runs) + ".")
+    sec.w("Runs: " + "; ".join(r.cmd() for r in runs) + f" (`src/` at {runs[0].src()}).")
     sec.w()
-    sec.summary.append(("Fig 20", verdict))
+    sec.summary.append(("Fig 20", verdict, runs[0].src()))
 
 
 def main():
@@ -946,17 +954,16 @@ def main():
     if by("fig20"):
         fig20(sec, a.docs, by("fig20"))
 
-    version = runs[0].s.get("version", "?") if runs else "?"
-    # What the numbers are of: the last commit that changed src/ (engine and simulator) before the
-    # commit the binary was built from (`git describe` in its version string).
-    built = version.split("(")[-1].rstrip(")").split("-g")[-1] if "(" in version else "HEAD"
-    src = subprocess.run(["git", "log", "-1", "--format=%h", built, "--", "src"], capture_output=True,
-                         text=True, cwd=REPO).stdout.strip() or "?"
+    by_src = {}
+    for f, _, c in sec.summary:
+        by_src.setdefault(c, []).append(f)
+    src = "; ".join(f"{c} ({', '.join(fs)})" for c, fs in by_src.items()) if len(by_src) > 1 else \
+        (next(iter(by_src)) if by_src else "?")
     sim_wall = sum(r.s["run"]["wall_seconds"] for r in runs)
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
     out = [PAPER_BEGIN, "", "## The paper's experiments, reproduced", ""]
     out.append(
-        f"Generated by `scripts/report.sh paper` on {date} with `mrc-sim` built from `src/` as of commit "
+        f"Generated by `scripts/report.sh paper` on {date} with `mrc-sim` built from `src/` as of commit{'s' if len(by_src) > 1 else ''} "
         f"{src}: "
         f"{len(runs)} simulator runs, {sim_wall / 60:.1f} min of simulator wall time (sum of "
         "`run.wall_seconds`, on 2 cores shared with other jobs at load ~10). Scenarios: `scenarios/paper/`; run directories: "
@@ -974,7 +981,7 @@ def main():
         "half the rate in each direction (a packet crosses two host links). ECN on the last hop is off for "
         "MRC and on for RoCE (`switch.ecn_last_hop = \"auto\"`, paper 2.1).")
     out.append("")
-    out.append(table_md(["figure", "verdict"], [[f, v] for f, v in sec.summary]))
+    out.append(table_md(["figure", "verdict"], [[f, v] for f, v, _ in sec.summary]))
     out.append("")
     out.append("\n".join(sec.lines).rstrip())
     out += ["", PAPER_END, ""]
