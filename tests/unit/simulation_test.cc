@@ -884,3 +884,42 @@ TEST(Simulation, throughput_samples__add_up_to_the_bytes_placed) {
 
 }  // namespace
 }  // namespace mrc::sim
+
+// ---- spraying on a hashed fabric (STEV: EVs hashed by ECMP leaves) ------------------------
+
+namespace mrc::sim {
+namespace {
+
+// 64 hosts, 8 leaves x 8 spines at 100G; MRC's EVs hashed by the leaves.
+SimConfig stev_fabric() {
+  SimConfig c = small_fabric(TransportKind::kMrc, 64, 1, 16);
+  c.transport.path_mode = PathMode::kEcmp;
+  c.transport.evs_per_plane = 32;
+  return c;
+}
+
+TEST(Simulation, stev_permutation__ecn_cooldown_and_replacement_balance_hashed_evs) {
+  auto sim = run_permutation(stev_fabric(), 64, 2u << 20, 3, ms(100));
+  // A hashed EV is not a spine: 32 EVs over 8 spines, with a quarter as many backups.
+  EXPECT_EQ(sim->stats().evs_active_per_plane, 32u);
+  EXPECT_EQ(sim->stats().evs_backup_per_plane, 8u);
+  EXPECT_GT(sim->stats().ev_ecn_swaps, 0u);
+  EXPECT_LE(sim->stats().ev_ecn_swaps, sim->stats().ev_swaps);
+  // The previous settings: the set capped at the spines, no backups, a cool-down
+  // (base RTT / 16) shorter than an EV's next turn.
+  SimConfig before = stev_fabric();
+  before.transport.evs_per_plane = 8;
+  before.transport.backup_evs_per_plane = 0;
+  before.transport.ecn_swap_marks = 0;
+  before.transport.ecn_cooldown = ns(400);
+  auto old = run_permutation(before, 64, 2u << 20, 3, ms(100));
+  EXPECT_EQ(old->stats().ev_ecn_swaps, 0u);
+  std::printf("stev permutation: max slowdown %.3f (previous settings %.3f), %llu ECN swaps\n",
+              max_slowdown(*sim), max_slowdown(*old),
+              (unsigned long long)sim->stats().ev_ecn_swaps);
+  EXPECT_LE(max_slowdown(*sim), 1.5);
+  EXPECT_LE(max_slowdown(*sim) + 0.15, max_slowdown(*old));
+}
+
+}  // namespace
+}  // namespace mrc::sim
