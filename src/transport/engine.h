@@ -30,8 +30,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/shared_constants.h"
 #include "common/types.h"
 #include "transport/cc/cc.h"
+#include "transport/cc/nscc.h"
 #include "transport/ev_profile.h"
 #include "transport/id_cipher.h"
 #include "transport/memory_table.h"
@@ -58,6 +60,7 @@ struct CcSpec {
   cc::NsccConfig nscc;
   cc::DcqcnConfig dcqcn;
   uint64_t fixed_window = 1 << 20;  // bytes, for kFixedWindow
+  friend bool operator==(const CcSpec&, const CcSpec&) = default;
 };
 
 // The bytes one QP holds (Engine::qp_memory), by what holds them: container capacities, not
@@ -548,6 +551,10 @@ class Engine {
   uint64_t probe_tokens_ = 0;
   Time probe_tokens_at_ = 0;
   EngineCounters counters_;
+  // Configuration QPs only read, one copy per distinct value instead of one per QP
+  // (docs/performance.md, "Bytes per QP").
+  SharedConstants<CcSpec, CcSpec> cc_specs_;
+  SharedConstants<cc::NsccConfig, cc::NsccParams> nscc_params_;
 
   friend class Qp;
 };

@@ -24,6 +24,8 @@ bool fits(const ev::ExpandedEv& base, uint8_t offset, const ev::ExpandedEv& e) {
 void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t num_ports,
                    const PathPolicy& policy, uint64_t seed) {
   evs_.clear();
+  value_hi_.clear();
+  losses_.clear();
   table_.clear();
   order_.clear();
   slot_of_.clear();
@@ -35,6 +37,8 @@ void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t
   // Qp::to_init rejects 0; a PathSet used on its own treats it as 1 rather than as a burst
   // without end (burst - 1 would wrap).
   policy_.burst = std::max<uint32_t>(1, policy.burst);
+  policy_.ecn_cooldown = std::min(policy.ecn_cooldown, kMaxCooldown);  // Slot::cool_off
+  cool_epoch_ = 0;
   burst_path_ = kNone;
   burst_left_ = 0;
   trim_hold_until_ = 0;
@@ -60,7 +64,7 @@ void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t
     if (lo > hi) {
       tmpl_.offset = 0;
     } else if (hi - lo < 4) {
-      tmpl_.offset = static_cast<uint8_t>(std::min<size_t>(lo, tmpl_.base.size() - 4));
+      tmpl_.offset = static_cast<uint8_t>(hi < 3 ? 0 : hi - 3);
     } else {
       tmpl_.table = true;
     }
@@ -73,9 +77,9 @@ void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t
     e.state = paths[i].state == ev::EvState::kDenied ? ev::EvState::kDenied : ev::EvState::kGood;
     if (tmpl_.table) {
       table_[i] = paths[i].ev;
-      e.value = static_cast<uint32_t>(i);
+      e.value = static_cast<uint16_t>(i);
     } else {
-      e.value = read_window(paths[i].ev, tmpl_.offset);
+      set_value(i, read_window(paths[i].ev, tmpl_.offset));
     }
   }
   // The active set: the first active_per_plane paths of each port (all with 0).
@@ -102,9 +106,10 @@ void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t
 }
 
 size_t PathSet::heap_bytes() const {
-  return evs_.capacity() * sizeof(EvRec) + table_.capacity() * sizeof(ev::ExpandedEv) +
-         order_.capacity() * sizeof(Slot) + slot_of_.capacity() * sizeof(uint16_t) +
-         assumed_bad_.capacity() * sizeof(Probe);
+  return evs_.capacity() * sizeof(EvRec) + value_hi_.capacity() * sizeof(uint16_t) +
+         losses_.capacity() * sizeof(LossCount) + table_.capacity() * sizeof(ev::ExpandedEv) +
+         order_.capacity() * sizeof(Slot) + ecn_run_.capacity() +
+         slot_of_.capacity() * sizeof(uint16_t) + assumed_bad_.capacity() * sizeof(Probe);
 }
 
 Path PathSet::path(int i) const {
@@ -116,24 +121,37 @@ Path PathSet::path(int i) const {
   p.state = e.state;
   p.active = active(i);
   p.packets_sent = e.packets_sent;
-  p.losses = e.losses;
+  p.losses = losses_of(static_cast<size_t>(i));
   return p;
+}
+
+void PathSet::set_value(size_t i, uint32_t v) {
+  if ((v >> 16) != 0 && value_hi_.empty()) value_hi_.assign(evs_.size(), 0);
+  evs_[i].value = static_cast<uint16_t>(v);
+  if (!value_hi_.empty()) value_hi_[i] = static_cast<uint16_t>(v >> 16);
+}
+
+uint16_t PathSet::losses_of(size_t i) const {
+  for (const LossCount& l : losses_)
+    if (l.index == i) return l.losses;
+  return 0;
 }
 
 ev::ExpandedEv PathSet::ev(int i) const {
   const EvRec& e = evs_[static_cast<size_t>(i)];
   if (tmpl_.table) return table_[e.value];
+  const uint32_t v = value_of(static_cast<size_t>(i));
   ev::ExpandedEv out = tmpl_.base;
-  out[tmpl_.offset] = static_cast<uint8_t>(e.value >> 24);
-  out[tmpl_.offset + 1] = static_cast<uint8_t>(e.value >> 16);
-  out[tmpl_.offset + 2] = static_cast<uint8_t>(e.value >> 8);
-  out[tmpl_.offset + 3] = static_cast<uint8_t>(e.value);
+  out[tmpl_.offset] = static_cast<uint8_t>(v >> 24);
+  out[tmpl_.offset + 1] = static_cast<uint8_t>(v >> 16);
+  out[tmpl_.offset + 2] = static_cast<uint8_t>(v >> 8);
+  out[tmpl_.offset + 3] = static_cast<uint8_t>(v);
   return out;
 }
 
 void PathSet::store_ev(int i, const ev::ExpandedEv& e) {
   if (!tmpl_.table && fits(tmpl_.base, tmpl_.offset, e)) {
-    evs_[static_cast<size_t>(i)].value = read_window(e, tmpl_.offset);
+    set_value(static_cast<size_t>(i), read_window(e, tmpl_.offset));
     return;
   }
   if (!tmpl_.table) {
@@ -141,20 +159,21 @@ void PathSet::store_ev(int i, const ev::ExpandedEv& e) {
     for (size_t k = 0; k < evs_.size(); ++k)
       table_[k] = ev(static_cast<int>(k));
     for (size_t k = 0; k < evs_.size(); ++k)
-      evs_[k].value = static_cast<uint32_t>(k);
+      evs_[k].value = static_cast<uint16_t>(k);
+    value_hi_.clear();
     tmpl_.table = true;
   }
   table_[static_cast<size_t>(i)] = e;
-  evs_[static_cast<size_t>(i)].value = static_cast<uint32_t>(i);
+  evs_[static_cast<size_t>(i)].value = static_cast<uint16_t>(i);
 }
 
 void PathSet::build_order() {
   // Interleave by port: take the first active path of every port, then the second of every
   // port, and so on, so that consecutive picks alternate planes.
-  std::vector<Time> cool(evs_.size(), 0);
+  std::vector<uint32_t> cool(evs_.size(), 0);
   for (const Slot& slot : order_)
-    if (slot.index < cool.size()) cool[slot.index] = slot.cool_until;
-  order_.clear();
+    if (slot.index < cool.size()) cool[slot.index] = slot.cool_off;
+  std::vector<Slot> order;
   std::vector<std::vector<uint16_t>> by_port(32);
   for (size_t i = 0; i < evs_.size(); ++i) {
     if (slot_of_[i] != kBackup) by_port[evs_[i].port & 31].push_back(static_cast<uint16_t>(i));
@@ -162,13 +181,22 @@ void PathSet::build_order() {
   size_t n_active = 0;
   for (const auto& bucket : by_port)
     n_active += bucket.size();
-  for (size_t round = 0; order_.size() < n_active; ++round) {
+  order.reserve(n_active);
+  for (size_t round = 0; order.size() < n_active; ++round) {
     for (auto& bucket : by_port) {
       if (round >= bucket.size()) continue;
       const uint16_t i = bucket[round];
-      slot_of_[i] = static_cast<uint16_t>(order_.size());
-      order_.push_back(Slot{cool[i], i, evs_[i].port, evs_[i].state, 0});
+      slot_of_[i] = static_cast<uint16_t>(order.size());
+      order.push_back(Slot{cool[i], i, evs_[i].port, evs_[i].state});
     }
+  }
+  order_.assign(order.size(), Slot{});
+  std::copy(order.begin(), order.end(), order_.begin());
+  // Runs of ECN marks start over (a rebuilt order is a new set of slots).
+  if (policy_.ecn_swap_marks > 0 && policy_.active_per_plane > 0) {
+    ecn_run_.assign(order_.size(), 0);
+  } else {
+    ecn_run_.clear();
   }
   if (cursor_ >= order_.size()) cursor_ = 0;
 }
@@ -191,7 +219,7 @@ int PathSet::pick(Time now, uint32_t port_mask, int exclude) {
   if (burst_left_ > 0 && bursting) {
     const Slot& slot = order_[slot_of_[static_cast<size_t>(burst_path_)]];
     if (slot.state == ev::EvState::kGood && ((mask >> slot.port) & 1) &&
-        !(slot.cool_until > now && policy_.ecn_steering)) {
+        !(cooling(slot, now) && policy_.ecn_steering)) {
       --burst_left_;
       return burst_path_;
     }
@@ -212,7 +240,7 @@ int PathSet::pick(Time now, uint32_t port_mask, int exclude) {
       excluded_ok = i;
       continue;
     }
-    if (slot.cool_until > now && policy_.ecn_steering) {
+    if (cooling(slot, now) && policy_.ecn_steering) {
       if (fallback == kNone) {
         fallback = i;
         fallback_pos = pos;
@@ -270,8 +298,8 @@ void PathSet::exchange(int out, int in) {
   Slot& slot = order_[pos];
   slot.index = static_cast<uint16_t>(in);
   slot.state = evs_[static_cast<size_t>(in)].state;
-  slot.cool_until = 0;  // nothing learned about the old EV applies to the new one
-  slot.ecn_run = 0;
+  slot.cool_off = 0;  // nothing learned about the old EV applies to the new one
+  if (!ecn_run_.empty()) ecn_run_[pos] = 0;
   slot_of_[static_cast<size_t>(in)] = pos;
   slot_of_[static_cast<size_t>(out)] = kBackup;
   if (burst_path_ == out) burst_left_ = 0;
@@ -308,17 +336,32 @@ int PathSet::swap_congested(int i) {
   return j;
 }
 
+void PathSet::set_cool(uint16_t pos, Time now, Time until) {
+  if (until <= now) {
+    order_[pos].cool_off = 0;
+    return;
+  }
+  if (now < cool_epoch_ || until - cool_epoch_ > UINT32_MAX) {
+    // Move the epoch to `now`: stamps that have run out become 0, the others count from now
+    // (each ends at most kMaxCooldown after the `now` it was set at, so they fit).
+    for (Slot& s : order_) {
+      if (s.cool_off == 0) continue;
+      const Time end = cool_epoch_ + s.cool_off;
+      s.cool_off = end > now ? static_cast<uint32_t>(std::min<Time>(end - now, UINT32_MAX)) : 0;
+    }
+    cool_epoch_ = now;
+  }
+  order_[pos].cool_off = static_cast<uint32_t>(until - cool_epoch_);
+}
+
 PathStateChange PathSet::on_ecn(int i, Time now) {
   const uint16_t pos = slot_of_[static_cast<size_t>(i)];
   if (!policy_.ecn_steering || pos == kBackup) return {};
-  Slot& slot = order_[pos];
-  slot.cool_until = now + policy_.ecn_cooldown;
-  if (policy_.ecn_swap_marks == 0 || policy_.active_per_plane == 0 ||
-      slot.state != ev::EvState::kGood) {
-    return {};
-  }
-  if (slot.ecn_run < UINT8_MAX) ++slot.ecn_run;
-  if (slot.ecn_run < policy_.ecn_swap_marks) return {};
+  set_cool(pos, now, now + policy_.ecn_cooldown);
+  if (ecn_run_.empty() || order_[pos].state != ev::EvState::kGood) return {};
+  uint8_t& run = ecn_run_[pos];
+  if (run < UINT8_MAX) ++run;
+  if (run < policy_.ecn_swap_marks) return {};
   PathStateChange c;
   c.swapped_in = swap_congested(i);
   if (c.swapped_in != kNone) c.replaced = i;
@@ -332,7 +375,13 @@ PathStateChange PathSet::on_trim(int i, Time now) {
 
 PathStateChange PathSet::on_loss(int i, Time now) {
   EvRec& e = evs_[static_cast<size_t>(i)];
-  if (e.losses != UINT16_MAX) ++e.losses;
+  auto l = std::find_if(losses_.begin(), losses_.end(),
+                        [i](const LossCount& c) { return c.index == i; });
+  if (l == losses_.end()) {
+    losses_.push_back(LossCount{static_cast<uint16_t>(i), 1});
+  } else if (l->losses != UINT16_MAX) {
+    ++l->losses;
+  }
   burst_left_ = 0;  // whichever path lost it: the next picks spray (pick)
   if (e.state == ev::EvState::kAssumedBad) {
     // A packet sent before the path was marked: more evidence, and the probes start over.
@@ -387,7 +436,7 @@ PathStateChange PathSet::on_probe_reply(int i, uint64_t probe_id, Time now) {
   }
   set_state(i, ev::EvState::kGood);
   const uint16_t slot = slot_of_[static_cast<size_t>(i)];
-  if (slot != kBackup) order_[slot].cool_until = 0;
+  if (slot != kBackup) order_[slot].cool_off = 0;
   stop_probing(i);
   PathStateChange c{true, ev::EvState::kAssumedBad, ev::EvState::kGood};
   c.replaced = swap_in(i);
@@ -443,13 +492,14 @@ Status PathSet::replace(int i, const PathDesc& desc) {
   const bool port_changed = e.port != desc.port;
   if (i == burst_path_) burst_left_ = 0;  // a burst is for the old EV
   e = EvRec{};
+  std::erase_if(losses_, [i](const LossCount& c) { return c.index == i; });
   e.port = desc.port;
   e.state = desc.state;
   store_ev(i, desc.ev);
   stop_probing(i);  // its probe was for the old EV
   const uint16_t slot = slot_of_[static_cast<size_t>(i)];
   if (slot != kBackup) {
-    order_[slot].cool_until = 0;
+    order_[slot].cool_off = 0;
     order_[slot].state = e.state;
     order_[slot].port = e.port;
     if (port_changed) build_order();  // keep consecutive picks alternating planes

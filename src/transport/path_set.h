@@ -19,15 +19,17 @@
 //   the same number of usable EVs.
 //
 // Memory (paper 2.1: "a few bits of state about path health"; 2.3: EVs expanded from a
-// template): a path holds its compact EV value, port, state and counters (12 bytes) and,
-// while active, its round-robin slot (16 bytes); the expanded EV is rebuilt from the set's
-// template when a packet leaves (ev()). docs/performance.md, "Bytes per QP".
+// template): a path holds its compact EV value, port, state and packet count (8 bytes), its
+// slot index (2 bytes) and, while active, its round-robin slot (8 bytes); loss counts and
+// probe state exist only for paths that lost packets; the expanded EV is rebuilt from the
+// set's template when a packet leaves (ev()). docs/performance.md, "Bytes per QP".
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "common/array.h"
 #include "common/types.h"
 #include "transport/ev_profile.h"
 #include "transport/rng.h"
@@ -138,7 +140,7 @@ class PathSet {
   // An ACK echo for path `i` without ECN: its run of marks (ecn_swap_marks) ends.
   void on_unmarked(int i) {
     const uint16_t slot = slot_of_[static_cast<size_t>(i)];
-    if (slot != kBackup) order_[slot].ecn_run = 0;
+    if (slot != kBackup && !ecn_run_.empty()) ecn_run_[slot] = 0;
   }
   // A packet sent on path `i` was lost: ASSUMED_BAD unless that would leave fewer than
   // min_active usable paths. Returns the state change, if any.
@@ -211,17 +213,24 @@ class PathSet {
  private:
   static constexpr uint16_t kBackup = 0xFFFF;  // slot_of_ of a path outside the active set
 
-  // One path, compactly. `value` is the EV's bytes at the template's window (or, once EVs
-  // differ outside one 4-byte window, an index into table_).
+  // One path, compactly (8 bytes). `value` is the low 16 bits of the EV's bytes at the
+  // template's window (the high 16 in value_hi_, allocated only when some EV needs them), or,
+  // once EVs differ outside one 4-byte window, an index into table_. Losses, rarely nonzero,
+  // are counted in the sparse losses_.
   struct EvRec {
-    uint32_t value = 0;
     uint32_t packets_sent = 0;
-    uint16_t losses = 0;
+    uint16_t value = 0;
     uint8_t port = 0;
     ev::EvState state = ev::EvState::kGood;
   };
+  struct LossCount {
+    uint16_t index = 0;
+    uint16_t losses = 0;  // saturates at 65535
+  };
   // The expanded EV of every path is `base` with bytes [offset, offset + 4) replaced by the
-  // path's value, big-endian (paper 2.3: a per-QP template specialised per packet).
+  // path's value, big-endian (paper 2.3: a per-QP template specialised per packet). The window
+  // ends at the last byte in which EVs differ, so that values that differ in two bytes (a
+  // 16-bit uSID or UDP source port) fit EvRec::value alone.
   struct EvTemplate {
     ev::ExpandedEv base{};
     uint8_t offset = 0;
@@ -256,6 +265,11 @@ class PathSet {
   // Writes `ev` as path i's compact value (switching to a table if it does not fit the
   // template).
   void store_ev(int i, const ev::ExpandedEv& ev);
+  uint32_t value_of(size_t i) const {
+    return evs_[i].value | (value_hi_.empty() ? 0u : static_cast<uint32_t>(value_hi_[i]) << 16);
+  }
+  void set_value(size_t i, uint32_t v);
+  uint16_t losses_of(size_t i) const;
   // A GOOD backup on `port` (scanning from after `after`), or kNone.
   int find_backup(uint8_t port, int after) const;
   // Active path `i` saw ECN ecn_swap_marks times in a row: the next GOOD backup of its port
@@ -269,23 +283,37 @@ class PathSet {
   int swap_in(int j);
   void exchange(int out, int in);
 
-  // What pick() reads, in round-robin order, 16 bytes a path: a pick scans consecutive slots
+  // What pick() reads, in round-robin order, 8 bytes a path: a pick scans consecutive slots
   // instead of ~90-byte Path records scattered over the QP's memory (in the simulator, with
   // thousands of QPs per run, that load missed the cache on nearly every packet).
+  // The ECN cool-down is kept as picoseconds after cool_epoch_ in 32 bits (0: not
+  // cooling), exact for cool-downs up to kMaxCooldown (4.29 ms; PathPolicy::ecn_cooldown is
+  // clamped to it); cool_epoch_ moves forward when a new stamp would not fit (set_cool).
   struct Slot {
-    Time cool_until = 0;  // ECN recycling: skipped until then
-    uint16_t index = 0;   // into evs_
+    uint32_t cool_off = 0;  // ECN recycling: skipped until cool_epoch_ + cool_off (0: none)
+    uint16_t index = 0;     // into evs_
     uint8_t port = 0;
     ev::EvState state = ev::EvState::kGood;  // mirrors evs_[index].state (set_state)
-    uint8_t ecn_run = 0;  // ECN echoes in a row (PathPolicy::ecn_swap_marks), saturating
   };
+  static constexpr Time kMaxCooldown = UINT32_MAX;
+  bool cooling(const Slot& s, Time now) const {
+    return s.cool_off != 0 && cool_epoch_ + s.cool_off > now;
+  }
+  // Slot `pos` cools until `until` (> now).
+  void set_cool(uint16_t pos, Time now, Time until);
 
-  std::vector<EvRec> evs_;
+  Array<EvRec> evs_;
+  Array<uint16_t> value_hi_;       // empty while every window value fits 16 bits
+  std::vector<LossCount> losses_;  // paths that lost packets (sparse)
   EvTemplate tmpl_;
-  std::vector<ev::ExpandedEv> table_;  // only when the template cannot describe the EVs
-  std::vector<Slot> order_;            // round-robin order of the active set, interleaved by port
-  std::vector<uint16_t> slot_of_;      // path index -> position in order_ (kBackup: none)
-  std::vector<Probe> assumed_bad_;     // ASSUMED_BAD paths (probing)
+  Array<ev::ExpandedEv> table_;  // only when the template cannot describe the EVs
+  Array<Slot> order_;            // round-robin order of the active set, interleaved by port
+  Time cool_epoch_ = 0;          // Slot::cool_off counts from here
+  // Per position of order_: ECN echoes in a row (PathPolicy::ecn_swap_marks), saturating.
+  // Allocated only when ECN swaps are on (a backup set and ecn_swap_marks > 0).
+  Array<uint8_t> ecn_run_;
+  Array<uint16_t> slot_of_;         // path index -> position in order_ (kBackup: none)
+  std::vector<Probe> assumed_bad_;  // ASSUMED_BAD paths (probing)
   uint64_t swaps_ = 0;
   uint64_t ecn_swaps_ = 0;
   uint16_t backup_cursor_ = 0;  // where the next ECN swap looks for a backup (rotation)

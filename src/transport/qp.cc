@@ -45,8 +45,8 @@ constexpr uint32_t kProbeReplyQueue = 32;
 // Moves the `size` live elements of a FIFO ring (from `head`, in ring_wrap order; head is
 // inside the ring) to the front of a new ring of `n` >= size entries.
 template <typename T>
-void regrow_fifo(std::vector<T>& ring, uint32_t& head, uint32_t size, size_t n) {
-  std::vector<T> bigger(n);
+void regrow_fifo(Array<T>& ring, uint32_t& head, uint32_t size, size_t n) {
+  Array<T> bigger(n);
   for (uint32_t i = 0; i < size; ++i)
     bigger[i] = ring[ring_wrap(head + i, ring.size())];
   ring = std::move(bigger);
@@ -57,7 +57,7 @@ void regrow_fifo(std::vector<T>& ring, uint32_t& head, uint32_t size, size_t n) 
 // `limit` entries: a full ring doubles (starting at `initial`), its live elements moving to
 // the front. False if it already holds `limit`.
 template <typename T>
-bool fifo_room(std::vector<T>& ring, uint32_t& head, uint32_t size, size_t limit, size_t initial) {
+bool fifo_room(Array<T>& ring, uint32_t& head, uint32_t size, size_t limit, size_t initial) {
   if (size < ring.size()) return true;
   if (size >= limit) return false;
   regrow_fifo(ring, head, size, std::min(limit, std::max<size_t>({initial, 2 * ring.size(), 1})));
@@ -132,7 +132,7 @@ Status Qp::to_init(const QpAttr& a) {
   for (uint8_t p = 0; p < ports; ++p) {
     if (!((engine_.port_up_mask_ >> p) & 1)) paths_.set_port_up(p, false);
   }
-  cc_spec_ = a.cc;
+  cc_spec_ = engine_.cc_specs_.get(a.cc, [](const CcSpec& c) { return c; });
   state_ = QpState::kInit;
   return {};
 }
@@ -170,21 +170,21 @@ Status Qp::to_rts(Time now, const QpAttr& a) {
   rec_head_ = rec_tail_ = 0;
   retx_head_ = retx_size_ = 0;
   snd_una_ = next_psn_ = gbn_next_ = ack_reach_base_ = a.sq_psn;
-  switch (cc_spec_.algorithm) {
+  switch (cc_spec_->algorithm) {
     case CcAlgorithm::kNscc: {
-      cc::NsccConfig cfg = cc_spec_.nscc;
+      cc::NsccConfig cfg = cc_spec_->nscc;
       cfg.mtu = mtu_;
-      cc_ = cc::make_nscc(cfg);
+      cc_ = std::make_unique<cc::Nscc>(engine_.nscc_params_.get(cfg, cc::resolve_nscc));
       break;
     }
     case CcAlgorithm::kDcqcn: {
-      cc::DcqcnConfig cfg = cc_spec_.dcqcn;
+      cc::DcqcnConfig cfg = cc_spec_->dcqcn;
       cfg.mtu = mtu_;
       cc_ = cc::make_dcqcn(cfg);
       break;
     }
     case CcAlgorithm::kFixedWindow:
-      cc_ = cc::make_fixed_window(cc_spec_.fixed_window);
+      cc_ = cc::make_fixed_window(cc_spec_->fixed_window);
       break;
     case CcAlgorithm::kNone:
       cc_.reset();
@@ -287,9 +287,8 @@ uint32_t Qp::initial_ring(uint32_t limit) const {
 // psn_in_flight_range, record_current, the record-range test in detect_losses_on_path).
 namespace {
 template <typename T, typename Next>
-void double_masked_ring(std::vector<T>& ring, uint32_t& mask, uint32_t from, uint32_t to,
-                        Next next) {
-  std::vector<T> old(2 * (static_cast<size_t>(mask) + 1), T{});
+void double_masked_ring(Array<T>& ring, uint32_t& mask, uint32_t from, uint32_t to, Next next) {
+  Array<T> old(2 * (static_cast<size_t>(mask) + 1), T{});
   old.swap(ring);
   const uint32_t old_mask = mask;
   mask = 2 * mask + 1;
@@ -317,7 +316,7 @@ void Qp::grow_retx_ring() {
 // acknowledged, so nothing resends them.
 void Qp::grow_sq() {
   const size_t n = std::min<size_t>(2 * sq_.size(), create_.sq_depth);
-  std::vector<SendWr> old(n);
+  Array<SendWr> old(n);
   old.swap(sq_);
   for (uint64_t s = sq_head_; s != sq_tail_; ++s)
     sq_[s % n] = old[s % old.size()];
@@ -329,7 +328,7 @@ void Qp::grow_rcv_ring(uint32_t offset) {
   uint32_t bits = 2 * (rcv_mask_ + 1);
   while (bits <= offset)
     bits *= 2;
-  std::vector<uint64_t> old(bits / 64, 0);
+  Array<uint64_t> old(bits / 64, 0);
   old.swap(rcv_bits_);
   const uint32_t old_mask = rcv_mask_;
   rcv_mask_ = bits - 1;
@@ -344,7 +343,7 @@ void Qp::grow_msg_ring(uint32_t offset) {
   uint32_t n = 2 * (msg_mask_ + 1);
   while (n <= offset)
     n *= 2;
-  std::vector<RxMessage> old(n, RxMessage{});
+  Array<RxMessage> old(n, RxMessage{});
   old.swap(rx_msgs_);
   msg_mask_ = n - 1;
   for (const RxMessage& m : old) {
@@ -1859,7 +1858,7 @@ QpLimits Qp::limits() const {
 // keeps its state (engine.h reconfigure_cc).
 Status Qp::reconfigure_cc(const CcSpec& c) {
   if (state_ == QpState::kReset) return fail(Error::kBadQpState);
-  if (c.algorithm != cc_spec_.algorithm) return fail(Error::kInvalidArgument);
+  if (c.algorithm != cc_spec_->algorithm) return fail(Error::kInvalidArgument);
   switch (c.algorithm) {
     case CcAlgorithm::kNscc:
       if (c.nscc.base_rtt == 0) return fail(Error::kInvalidArgument);
@@ -1872,12 +1871,12 @@ Status Qp::reconfigure_cc(const CcSpec& c) {
     case CcAlgorithm::kNone:
       break;
   }
-  cc_spec_ = c;
+  cc_spec_ = engine_.cc_specs_.get(c, [](const CcSpec& spec) { return spec; });
   if (!cc_) return {};  // before RTS: used when the controller is made at RTS
   if (c.algorithm == CcAlgorithm::kNscc) {
     cc::NsccConfig cfg = c.nscc;
     cfg.mtu = mtu_;
-    static_cast<cc::Nscc*>(cc_.get())->reconfigure(cfg);
+    static_cast<cc::Nscc*>(cc_.get())->reconfigure(engine_.nscc_params_.get(cfg, cc::resolve_nscc));
   } else if (c.algorithm == CcAlgorithm::kFixedWindow) {
     static_cast<cc::FixedWindow*>(cc_.get())->set_window(c.fixed_window);
   }

@@ -34,6 +34,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/array.h"
 #include "transport/engine.h"
 
 namespace mrc {
@@ -252,29 +253,29 @@ class Qp {
 
   PathSet paths_;
   QpStats stats_;
-  CcSpec cc_spec_;
+  std::shared_ptr<const CcSpec> cc_spec_;  // the engine's copy (Engine::cc_specs_); set at INIT
   std::unique_ptr<cc::CongestionControl> cc_;
   Time pacing_wait_until_ = kNever;  // blocked by pacing until then
   bool probes_due_ = false;          // a path probe is due (control pending)
 
   // Requester state.
-  std::vector<SendWr> sq_;  // indexed by WR sequence number modulo its size (up to sq_depth)
-  uint64_t sq_head_ = 0;    // oldest WR not completed
-  uint64_t sq_send_ = 0;    // WR being segmented
-  uint64_t sq_tail_ = 0;    // next free
+  Array<SendWr> sq_;      // indexed by WR sequence number modulo its size (up to sq_depth)
+  uint64_t sq_head_ = 0;  // oldest WR not completed
+  uint64_t sq_send_ = 0;  // WR being segmented
+  uint64_t sq_tail_ = 0;  // next free
   uint32_t next_msg_num_ = 0;
-  std::vector<TxPkt> pkts_;
+  Array<TxPkt> pkts_;
   uint32_t pkt_mask_ = 0;   // pkts_.size() - 1
   uint32_t pkt_limit_ = 0;  // what pkts_ may grow to: the MPR rounded up to a power of two
   uint32_t snd_una_ = 0, next_psn_ = 0;
   uint32_t wimm_outstanding_ = 0;
   uint64_t inflight_bytes_ = 0;
-  std::vector<TxRecord> recs_;
+  Array<TxRecord> recs_;
   uint32_t rec_mask_ = 0;   // recs_.size() - 1
   uint32_t rec_limit_ = 0;  // 2 x pkt_limit_: also the limit on transmissions in flight
   uint32_t rec_head_ = 0, rec_tail_ = 0;
-  std::vector<PathFifo> path_fifos_;
-  std::vector<uint32_t> retx_;  // ring of PSNs queued for retransmission (up to pkt_limit_)
+  Array<PathFifo> path_fifos_;
+  Array<uint32_t> retx_;  // ring of PSNs queued for retransmission (up to pkt_limit_)
   uint32_t retx_mask_ = 0;
   uint32_t retx_head_ = 0, retx_size_ = 0;
   uint32_t gbn_next_ = 0;  // RoCE: next PSN to (re)send in go-back-N
@@ -287,7 +288,7 @@ class Qp {
     uint32_t seq = 0;
     bool seen = false;
   };
-  std::vector<QueueRack> queue_rack_;
+  Array<QueueRack> queue_rack_;
   // The transmit queue whose order a transmission on path `ev` keeps.
   uint32_t transmit_queue(uint16_t ev) const;
   bool same_instant_sends_ = false;  // set once two transmissions shared a send time
@@ -325,19 +326,19 @@ class Qp {
   uint32_t rto_count_ = 0;  // consecutive ACK timeouts without progress
 
   // Responder state.
-  std::vector<uint64_t> rcv_bits_;
+  Array<uint64_t> rcv_bits_;
   uint32_t rcv_mask_ = 0;  // bits in the ring - 1 (at least 64 bits)
   // The responder's ring limit, in PSNs and in messages: MPR_dest rounded up to a power of
   // two, at least 128. A PSN further behind rcv_base_ is stale; a message further ahead of
   // msg_base_ is out of the window.
   uint32_t rcv_limit_ = 0;
   uint32_t rcv_base_ = 0;  // every PSN before it has been received
-  std::vector<RxMessage> rx_msgs_;
+  Array<RxMessage> rx_msgs_;
   uint32_t msg_mask_ = 0;        // rx_msgs_.size() - 1
   uint32_t msg_base_ = 0;        // next message to complete (also the AETH MSN)
   uint32_t wimm_dest_open_ = 0;  // WRITE-with-imm messages seen but not completed
   uint64_t received_bytes_ = 0;
-  std::vector<uint64_t> rq_;  // posted receive wr_ids (ring)
+  Array<uint64_t> rq_;  // posted receive wr_ids (ring)
   uint32_t rq_head_ = 0, rq_size_ = 0;
   std::array<wire::AckEcho, wire::kMaxAckEchoes> echoes_{};
   uint32_t echo_count_ = 0;
@@ -353,9 +354,9 @@ class Qp {
   bool ack_repeat_now_ = false;
   uint8_t last_ack_port_ = 0;
   int last_ack_path_ = -1;
-  std::vector<TrimNack> nacks_;
+  Array<TrimNack> nacks_;
   uint32_t nack_head_ = 0, nack_size_ = 0;
-  std::vector<ProbeReply> probe_replies_;
+  Array<ProbeReply> probe_replies_;
   uint32_t probe_reply_head_ = 0, probe_reply_size_ = 0;
   bool roce_nak_pending_ = false;
   bool roce_nak_sent_for_base_ = false;

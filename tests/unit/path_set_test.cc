@@ -123,6 +123,37 @@ TEST(PathSet, on_ecn__recycles_path_for_cooldown) {
   EXPECT_EQ(after.size(), 2u);
 }
 
+TEST(PathSet, on_ecn__cool_downs_stay_exact_when_their_epoch_moves) {
+  // Slot::cool_off counts 32 bits of picoseconds from an epoch: a stamp set long after the
+  // epoch moves it, and stamps still running keep their exact end.
+  PathSet s;
+  PathPolicy pol;
+  pol.ecn_cooldown = us(5);
+  s.init(paths(3, 1), 1, 1, pol, 1);
+  s.on_ecn(0, 0);
+  const Time later = ms(10);  // beyond 2^32 ps of the first epoch
+  s.on_ecn(1, later);
+  s.on_ecn(2, later + us(4));  // path 1 cools until later + 5 us, path 2 until later + 9 us
+  EXPECT_EQ(s.pick(later + us(4), 0x1), 0);  // path 0's old cool-down has ended
+  EXPECT_EQ(s.pick(later + us(4), 0x1), 0);
+  std::set<int> at5;
+  for (int k = 0; k < 4; ++k)
+    at5.insert(s.pick(later + us(5), 0x1));
+  EXPECT_EQ(at5, (std::set<int>{0, 1}));  // path 1 back exactly at its end, path 2 not yet
+  std::set<int> at9;
+  for (int k = 0; k < 6; ++k)
+    at9.insert(s.pick(later + us(9), 0x1));
+  EXPECT_EQ(at9, (std::set<int>{0, 1, 2}));
+}
+
+TEST(PathSet, on_ecn__cool_down_longer_than_the_stamp_is_clamped) {
+  PathSet s;
+  PathPolicy pol;
+  pol.ecn_cooldown = ms(10);
+  s.init(paths(1, 1), 1, 1, pol, 1);
+  EXPECT_LE(s.policy().ecn_cooldown, Time{UINT32_MAX});
+}
+
 TEST(PathSet, on_ecn__oblivious_policy_ignores_it) {
   PathSet s;
   PathPolicy pol;
@@ -645,6 +676,40 @@ TEST(PathSet, ev__expands_the_template_and_keeps_evs_that_differ_widely_whole) {
   EXPECT_EQ(s.ev(0), v[0].ev);
   EXPECT_EQ(s.ev(2), wide.ev);
   EXPECT_GT(s.heap_bytes(), compact);  // the table costs 32 bytes a path
+}
+
+TEST(PathSet, ev__values_wider_than_16_bits_and_loss_counts_are_kept_per_path) {
+  // EVs differing in two bytes fit the 8-byte record; a value that needs four bytes adds a
+  // 2-byte array; losses are counted only for paths that lost packets.
+  std::vector<PathDesc> v(4);
+  for (int i = 0; i < 4; ++i) {
+    v[static_cast<size_t>(i)].ev[10] = static_cast<uint8_t>(0x40 + i);
+    v[static_cast<size_t>(i)].ev[11] = static_cast<uint8_t>(i);
+  }
+  PathSet s;
+  s.init(v, 1, 1, PathPolicy{}, 1);
+  const size_t narrow = s.heap_bytes();
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(s.ev(i), v[static_cast<size_t>(i)].ev);
+  PathDesc wider = v[3];
+  wider.ev[8] = 0x99;  // now the EVs differ in bytes 8..11
+  ASSERT_TRUE(s.replace(3, wider));
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(s.ev(i), v[static_cast<size_t>(i)].ev);
+  EXPECT_EQ(s.ev(3), wider.ev);
+  EXPECT_EQ(s.heap_bytes(), narrow + 4 * sizeof(uint16_t));
+  PathPolicy keep;
+  keep.loss_marking = false;
+  s.init(v, 1, 1, keep, 1);
+  s.on_loss(2, 0);
+  s.on_loss(2, 0);
+  s.on_loss(0, 0);
+  EXPECT_EQ(s.path(0).losses, 1u);
+  EXPECT_EQ(s.path(1).losses, 0u);
+  EXPECT_EQ(s.path(2).losses, 2u);
+  ASSERT_TRUE(s.replace(2, v[2]));
+  EXPECT_EQ(s.path(2).losses, 0u);  // a replaced EV starts afresh
+  EXPECT_EQ(s.path(0).losses, 1u);
 }
 
 // Whatever happens, a port never has a GOOD backup while one of its active EVs is not GOOD,

@@ -46,6 +46,7 @@ struct NsccConfig {
   // trimming signals congestion by loss: set it there (0.5 = max_md_jump, the cut a trimmed
   // packet's resend makes). docs/congestion-control.md, "Loss".
   double loss_keep = 1.0;
+  friend bool operator==(const NsccConfig&, const NsccConfig&) = default;
 };
 
 // DCQCN parameters (Zhu et al., SIGCOMM 2015; defaults as in Mellanox/NVIDIA NICs).
@@ -61,6 +62,7 @@ struct DcqcnConfig {
   uint64_t hyper_increase_bps = 50'000'000'000ull;    // R_HAI
   Time cnp_interval = 0;  // 0 = 50 us: receiver sends at most one CNP per period
   uint32_t mtu = 4096;
+  friend bool operator==(const DcqcnConfig&, const DcqcnConfig&) = default;
 };
 
 class CongestionControl {

@@ -74,10 +74,17 @@ NsccParams resolve_nscc(const NsccConfig& cfg) {
 
 // UET: the window starts at max_cwnd (1.5 * BDP): a new flow may fill the pipe in its first
 // RTT; the fabric's trimming and the decrease rules absorb the excess.
-Nscc::Nscc(const NsccConfig& cfg) : p_(resolve_nscc(cfg)), cwnd_(p_.max_cwnd) {}
+Nscc::Nscc(const NsccConfig& cfg) : Nscc(std::make_shared<const NsccParams>(resolve_nscc(cfg))) {}
+
+Nscc::Nscc(std::shared_ptr<const NsccParams> params)
+    : p_(std::move(params)), cwnd_(static_cast<double>(p_->max_cwnd)) {}
 
 void Nscc::reconfigure(const NsccConfig& cfg) {
-  p_ = resolve_nscc(cfg);
+  reconfigure(std::make_shared<const NsccParams>(resolve_nscc(cfg)));
+}
+
+void Nscc::reconfigure(std::shared_ptr<const NsccParams> params) {
+  p_ = std::move(params);
   clamp();
 }
 
@@ -89,7 +96,7 @@ void Nscc::start(Time now) {
 }
 
 void Nscc::clamp() {
-  cwnd_ = std::clamp(cwnd_, double(p_.mtu), double(p_.max_cwnd));
+  cwnd_ = std::clamp(cwnd_, double(p_->mtu), double(p_->max_cwnd));
 }
 
 void Nscc::on_send(Time now, uint32_t bytes, uint64_t inflight_bytes) {
@@ -100,20 +107,21 @@ void Nscc::on_send(Time now, uint32_t bytes, uint64_t inflight_bytes) {
 
 void Nscc::update_avg_delay(Time delay, bool congested) {
   double sample = static_cast<double>(delay);
-  if (!congested && delay > p_.target_delay && delay <= kTrustUnmarkedDelayRtts * p_.base_rtt) {
-    sample = kUnmarkedDelayDiscount * static_cast<double>(p_.base_rtt);
+  if (!congested && delay > p_->target_delay && delay <= kTrustUnmarkedDelayRtts * p_->base_rtt) {
+    sample = kUnmarkedDelayDiscount * static_cast<double>(p_->base_rtt);
   }
-  avg_delay_ += p_.delay_ewma_gain * (sample - avg_delay_);
+  avg_delay_ += p_->delay_ewma_gain * (sample - avg_delay_);
 }
 
 // UET 3.6.13 multiplicative decrease: cut in proportion to how much of the (averaged) delay is
 // excess over the target, never below max_md_jump of the window, at most once per base RTT so
 // that one RTT's worth of marks (all caused by the same queue) counts once.
 void Nscc::multiplicative_decrease(Time now) {
-  if (last_md_ != kNever && now - last_md_ < p_.base_rtt) return;
-  const double target = static_cast<double>(p_.target_delay);
+  if (last_md_ != kNever && now - last_md_ < p_->base_rtt) return;
+  const double target = static_cast<double>(p_->target_delay);
   if (avg_delay_ <= target) return;  // the smoothed delay does not confirm congestion yet
-  const double keep = std::max(1.0 - p_.gamma * (avg_delay_ - target) / avg_delay_, p_.max_md_jump);
+  const double keep =
+      std::max(1.0 - p_->gamma * (avg_delay_ - target) / avg_delay_, p_->max_md_jump);
   cwnd_ *= keep;
   clamp();
   last_md_ = now;
@@ -128,10 +136,11 @@ void Nscc::multiplicative_decrease(Time now) {
 // window becomes what was delivered. The feedback of packets already in flight describes the
 // old window; it is ignored until that many bytes have been acknowledged.
 bool Nscc::maybe_quick_adapt(Time now) {
-  if (now - qa_start_ < p_.qa_period) return false;
+  if (now - qa_start_ < p_->qa_period) return false;
   bool fired = false;
-  if (p_.qa_enabled && (qa_congestion_ || qa_delay_) && achieved_ < (p_.max_cwnd >> p_.qa_gate)) {
-    const double achieved = std::max<double>(static_cast<double>(achieved_), p_.mtu);
+  if (p_->qa_enabled && (qa_congestion_ || qa_delay_) &&
+      achieved_ < (p_->max_cwnd >> p_->qa_gate)) {
+    const double achieved = std::max<double>(static_cast<double>(achieved_), p_->mtu);
     if (achieved < cwnd_) {
       cwnd_ = achieved;
       clamp();
@@ -161,11 +170,11 @@ bool Nscc::maybe_quick_adapt(Time now) {
 void Nscc::maybe_adjust(Time now, uint32_t delivered) {
   bytes_since_adjust_ += delivered;
   const Time elapsed = now - last_adjust_;
-  if (bytes_since_adjust_ < p_.adjust_bytes && elapsed < p_.adjust_period) return;
+  if (bytes_since_adjust_ < p_->adjust_bytes && elapsed < p_->adjust_period) return;
   if (increased_) {
     const double eta_share =
-        std::min(1.0, static_cast<double>(elapsed) / static_cast<double>(p_.adjust_period));
-    cwnd_ += inc_bytes_ / cwnd_ + p_.eta * eta_share;
+        std::min(1.0, static_cast<double>(elapsed) / static_cast<double>(p_->adjust_period));
+    cwnd_ += inc_bytes_ / cwnd_ + p_->eta * eta_share;
     clamp();
     ++stats_.adjustments;
   }
@@ -178,7 +187,7 @@ void Nscc::maybe_adjust(Time now, uint32_t delivered) {
 void Nscc::on_ack(const AckSample& s, uint64_t inflight_bytes) {
   start(s.now);
   inflight_ = inflight_bytes;
-  const Time delay = s.rtt > p_.base_rtt ? s.rtt - p_.base_rtt : 0;
+  const Time delay = s.rtt > p_->base_rtt ? s.rtt - p_->base_rtt : 0;
   // A trim is the strongest congestion mark: the packet met a full queue.
   const bool congested = s.ecn || s.trimmed;
   const uint32_t delivered = s.trimmed ? 0 : s.acked_bytes;
@@ -188,17 +197,17 @@ void Nscc::on_ack(const AckSample& s, uint64_t inflight_bytes) {
   if (bytes_ignored_ < bytes_to_ignore_) {
     // Stale feedback from the window quick adapt replaced. A trim NACK carries no byte count;
     // count it as one packet of the old pipeline.
-    bytes_ignored_ += s.acked_bytes != 0 ? s.acked_bytes : p_.mtu;
+    bytes_ignored_ += s.acked_bytes != 0 ? s.acked_bytes : p_->mtu;
     ++stats_.ignored_acks;
     maybe_quick_adapt(s.now);  // keep the period running, with no trigger armed
     return;
   }
   if (s.trimmed) qa_congestion_ = true;
-  if (delay > p_.qa_threshold) qa_delay_ = true;
+  if (delay > p_->qa_threshold) qa_delay_ = true;
   if (maybe_quick_adapt(s.now)) return;
 
-  const Time target = p_.target_delay;
-  if (!congested && delay < p_.fast_increase_delay) {
+  const Time target = p_->target_delay;
+  if (!congested && delay < p_->fast_increase_delay) {
     fast_bytes_ += delivered;
   } else {
     fast_bytes_ = 0;
@@ -206,19 +215,19 @@ void Nscc::on_ack(const AckSample& s, uint64_t inflight_bytes) {
 
   if (!congested && delay >= target) {
     // Delay high but no mark: the queue is draining (delay is the trailing signal). Grow gently.
-    inc_bytes_ += p_.fi * delivered;
+    inc_bytes_ += p_->fi * delivered;
     increased_ = true;
     ++stats_.fair_increase_acks;
   } else if (!congested) {
     if (fast_bytes_ >= static_cast<uint64_t>(cwnd_)) {
       // A whole window came back with an empty network: grow multiplicatively, now.
-      cwnd_ += p_.fi_scale * delivered;
+      cwnd_ += p_->fi_scale * delivered;
       clamp();
       ++stats_.fast_increase_acks;
     } else {
       // Linear in the headroom below target: fastest on an empty queue, zero at the target.
       const double headroom = static_cast<double>(target - delay) / static_cast<double>(target);
-      inc_bytes_ += p_.prop_gain * delivered * headroom;
+      inc_bytes_ += p_->prop_gain * delivered * headroom;
       increased_ = true;
       ++stats_.proportional_increase_acks;
     }
@@ -237,11 +246,11 @@ void Nscc::on_ack(const AckSample& s, uint64_t inflight_bytes) {
 // is congestion: it cuts by the largest allowed step (max_md_jump), on top of the trimmed ACK
 // sample. Both share the once-per-base-RTT limit with ECN decreases.
 void Nscc::on_loss(Time now, uint32_t bytes) {
-  on_lost(now, bytes, p_.loss_keep);
+  on_lost(now, bytes, p_->loss_keep);
 }
 
 void Nscc::on_trim_loss(Time now, uint32_t bytes) {
-  on_lost(now, bytes, p_.max_md_jump);
+  on_lost(now, bytes, p_->max_md_jump);
 }
 
 void Nscc::on_lost(Time now, uint32_t bytes, double keep) {
@@ -254,7 +263,7 @@ void Nscc::on_lost(Time now, uint32_t bytes, double keep) {
   qa_congestion_ = true;
   if (maybe_quick_adapt(now)) return;
   if (keep >= 1.0) return;
-  if (last_md_ != kNever && now - last_md_ < p_.base_rtt) return;
+  if (last_md_ != kNever && now - last_md_ < p_->base_rtt) return;
   cwnd_ *= keep;
   clamp();
   last_md_ = now;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "common/types.h"
 #include "transport/cc/cc.h"
@@ -70,6 +71,9 @@ class Nscc final : public CongestionControl {
   };
 
   explicit Nscc(const NsccConfig& cfg);
+  // Parameters resolved once and shared by every QP with the same configuration (Engine
+  // keeps them in a SharedConstants): a QP's NSCC object holds only its window state.
+  explicit Nscc(std::shared_ptr<const NsccParams> params);
 
   uint64_t cwnd() const override { return static_cast<uint64_t>(cwnd_); }
   // Window-based: no pacing.
@@ -86,8 +90,9 @@ class Nscc final : public CongestionControl {
   // delay average, batched increase and quick-adapt period carry over (a configuration change
   // is not a congestion signal), the window clamped to the new [mtu, max_cwnd].
   void reconfigure(const NsccConfig& cfg);
+  void reconfigure(std::shared_ptr<const NsccParams> params);
 
-  const NsccParams& params() const { return p_; }
+  const NsccParams& params() const { return *p_; }
   const Stats& stats() const { return stats_; }
   double cwnd_exact() const { return cwnd_; }
   // EWMA of the queueing delay, ps (drives the size of a multiplicative decrease).
@@ -106,7 +111,7 @@ class Nscc final : public CongestionControl {
   void on_lost(Time now, uint32_t bytes, double keep);
   void clamp();
 
-  NsccParams p_;
+  std::shared_ptr<const NsccParams> p_;  // never null
   Stats stats_;
   double cwnd_ = 0;         // bytes
   double avg_delay_ = 0;    // ps
