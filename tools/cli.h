@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <string_view>
 
 namespace mrc::tools {
 
@@ -40,12 +41,19 @@ inline int parse(CLI::App& app, int argc, const char* const* argv) {
   return -1;
 }
 
+// A failure before the program's work starts (a file that does not load, a peer that cannot
+// be reached or refuses the test): one line "program: message" on stderr; returns the status
+// of a bad argument, 2, for the caller to exit with.
+inline int fail_setup(std::string_view program, std::string_view message) {
+  fmt::print(stderr, "{}: {}\n", program, message);
+  return kExitBadArguments;
+}
+
 // A bad argument found after parsing (a range that depends on another option, a file that
 // does not parse): one line, exit 2.
 template <typename... Args>
 int bad_argument(const CLI::App& app, fmt::format_string<Args...> f, Args&&... args) {
-  fmt::print(stderr, "{}: {}\n", app.get_name(), fmt::format(f, std::forward<Args>(args)...));
-  return kExitBadArguments;
+  return fail_setup(app.get_name(), fmt::format(f, std::forward<Args>(args)...));
 }
 
 }  // namespace mrc::tools
