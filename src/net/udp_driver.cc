@@ -473,9 +473,10 @@ int64_t realtime_minus_monotonic_ns() {
 // Why: the engine's loss detectors reason about time order. Reading plane 0's queue to the
 // end before plane 1's (or a whole batch of one port, then the other) would show the
 // responder holes that do not exist on the wire, and its ACKs would tell the requester so;
-// a process descheduled for milliseconds (2 shared cores) would let the PTO fire before the
-// ACKs already queued in the socket are looked at. With arrival order and arrival times the
-// engine sees what a NIC would have seen; only the transmit side still runs late.
+// a process descheduled for milliseconds (on cores shared with other work) would let the PTO
+// fire before the ACKs already queued in the socket are looked at. With arrival order and
+// arrival times the engine sees what a NIC would have seen; only the transmit side still runs
+// late.
 void receive_ready(UdpDriver& d, UdpDriver::Impl& m, DriverStats& stats, Engine& engine,
                    const DriverConfig& cfg, const MonotonicClock& clock, uint32_t ready) {
   m.rx_entries.clear();
