@@ -232,8 +232,11 @@ TEST(SoftDevice, verbs_calls__work_on_the_soft_device) {
       ibv_reg_mr(pd, buf.data(), buf.size(),
                  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_RELAXED_ORDERING);
   ASSERT_NE(mr, nullptr);
-  EXPECT_EQ(ibv_reg_mr(pd, buf.data(), 0, IBV_ACCESS_LOCAL_WRITE), nullptr);
-  EXPECT_EQ(ibv_reg_mr(pd, buf.data(), 64, IBV_ACCESS_REMOTE_WRITE), nullptr);  // needs local
+  // int flags: verbs.h's ibv_reg_mr macro ANDs them with an enumerator of another enum type
+  // (clang: -Wdeprecated-enum-enum-conversion).
+  EXPECT_EQ(ibv_reg_mr(pd, buf.data(), 0, static_cast<int>(IBV_ACCESS_LOCAL_WRITE)), nullptr);
+  EXPECT_EQ(ibv_reg_mr(pd, buf.data(), 64, static_cast<int>(IBV_ACCESS_REMOTE_WRITE)),
+            nullptr);  // needs local
   EXPECT_EQ(ibv_dealloc_pd(pd), EBUSY);
   EXPECT_EQ(ibv_dereg_mr(mr), 0);
   EXPECT_EQ(ibv_dealloc_pd(pd), 0);
@@ -848,7 +851,7 @@ TEST(SoftDevice, async_events__pollable_and_acknowledged_before_destroy) {
                           MRC_QP_MAX_WIMM | MRC_QP_MPR | MRC_QP_TIMEOUT | MRC_QP_RETRY_CNT),
             0);
   std::vector<uint8_t> buf(4096, 1);
-  ibv_mr* mr = ibv_reg_mr(a.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* mr = ibv_reg_mr(a.pd, buf.data(), buf.size(), static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
   ASSERT_NE(mr, nullptr);
   ibv_sge sge{reinterpret_cast<uintptr_t>(buf.data()), 4096, mr->lkey};
   ibv_send_wr wr{};
