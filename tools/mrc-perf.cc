@@ -15,6 +15,7 @@
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>
 
+#include <net/if.h>
 #include <netinet/udp.h>
 #include <poll.h>
 #include <sys/resource.h>
@@ -24,6 +25,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -143,6 +145,9 @@ struct FabricInfo {
 NetResult<FabricInfo> read_fabric(const Options& o) {
   FabricInfo f;
   if (o.fabric.empty()) return f;
+  std::error_code ec;
+  if (std::filesystem::is_directory(o.fabric, ec))
+    return net_fail(NetErrc::kInvalidArgument, "--fabric " + o.fabric + " is a directory");
   std::ifstream in(o.fabric);
   if (!in) return net_fail(NetErrc::kInvalidArgument, "cannot read " + o.fabric);
   const Json j = Json::parse(in, nullptr, false);
@@ -723,6 +728,12 @@ NetResult<RawResult> run_raw(Session& cs, SideChannel& ch, const Options& o) {
 // ----- server ---------------------------------------------------------------------------
 
 int run_server(const Options& o) {
+  std::optional<Psk> psk;
+  if (!o.psk_path.empty()) {
+    auto p = load_psk(o.psk_path);
+    if (!p) return tools::fail_setup("mrc-perf", p.error().message);
+    psk = std::move(*p);
+  }
   auto listener = SideListener::listen(o.side_port);
   if (!listener) return tools::fail_setup("mrc-perf", listener.error().message);
   std::printf(
@@ -733,12 +744,6 @@ int run_server(const Options& o) {
   // deadline and a bounded first frame, and one that fails (garbage, idle, too slow, asking
   // for more than --max-buffer-mib, a wrong --psk) is refused with a message and closed while
   // the server serves on (docs/linux-driver.md, "Security").
-  std::optional<Psk> psk;
-  if (!o.psk_path.empty()) {
-    auto p = load_psk(o.psk_path);
-    if (!p) return tools::fail_setup("mrc-perf", p.error().message);
-    psk = std::move(*p);
-  }
   HelloLimits limits;
   limits.max_buffer_bytes = o.max_buffer_mib << 20;
   HandshakeLimits hl;
@@ -1534,7 +1539,8 @@ int main(int argc, char** argv) {
   app.add_option("--ack-repeat-us", o.ack_repeat_us,
                  "as responder, send the last ACK again on another plane after this long without "
                  "a packet (0: never; default: 250 in STEV and UDP modes, whose ACKs hash onto "
-                 "paths of their own, 0 in SRV6 mode)");
+                 "paths of their own, 0 in SRV6 mode)")
+      ->check(CLI::Range(0.0, 1e7));
   app.add_option("--batch", o.batch,
                  "packets a driver turn produces before sending them, and datagrams per "
                  "recvmmsg (a UDP GSO send groups a path's datagrams of one batch)")
@@ -1586,5 +1592,21 @@ int main(int argc, char** argv) {
   }
   if (o.qps == 0 || o.tx_depth == 0 || o.evs == 0)
     return mrc::tools::bad_argument(app, "-q, -t and --evs must be positive");
+  // This host's side of the configuration (addresses, --fabric, interfaces), checked before a
+  // server waits for its first client.
+  if (auto sc = session_config(o, nullptr); !sc)
+    return mrc::tools::bad_argument(app, "{}", sc.error().message);
+  if (!o.json_path.empty()) {
+    // Found out now rather than when the results are written.
+    const std::filesystem::path json(o.json_path);
+    const std::filesystem::path dir = json.has_parent_path() ? json.parent_path() : ".";
+    std::error_code ec;
+    if (std::filesystem::is_directory(json, ec) || !std::filesystem::is_directory(dir, ec))
+      return mrc::tools::bad_argument(app, "--json {}: not a file in an existing directory",
+                                      o.json_path);
+  }
+  for (const std::string& ifname : o.ifnames)
+    if (!ifname.empty() && if_nametoindex(ifname.c_str()) == 0)
+      return mrc::tools::bad_argument(app, "--ifname: no interface '{}' here", ifname);
   return o.server.empty() ? run_server(o) : run_client(o);
 }

@@ -3071,7 +3071,7 @@ Time Simulation::Impl::ideal_fct(const FlowSpec& spec) const {
 Result<FlowId> Simulation::add_flow(const FlowSpec& spec) {
   Impl& m = *impl_;
   if (spec.src >= m.hosts.size() || spec.dst >= m.hosts.size() || spec.src == spec.dst ||
-      spec.bytes > (1ull << 31) || spec.path_set > m.path_sets.size()) {
+      spec.bytes > kMaxFlowBytes || spec.path_set > m.path_sets.size()) {
     return fail(Error::kInvalidArgument);
   }
   FlowResult r;

@@ -205,6 +205,9 @@ struct SwitchRef {
 
 // ---- flows and results -----------------------------------------------------------------
 
+// The largest flow add_flow takes (a QP's message: 2 GiB).
+inline constexpr uint64_t kMaxFlowBytes = 1ull << 31;
+
 struct FlowSpec {
   HostId src = 0;
   HostId dst = 0;
