@@ -310,7 +310,10 @@ json transport_json(const Ran& ran) {
                    {"pto_borrowed_rtt", st.pto_borrowed_rtt},
                    {"probes_sent", st.probes_sent},
                    {"probes_unanswered", st.probes_unanswered},
-                   {"probes_deferred", st.probes_deferred}};
+                   {"probes_deferred", st.probes_deferred},
+                   {"ack_ev_changes", st.ack_ev_changes},
+                   {"reverse_probes", st.reverse_probes},
+                   {"reverse_probes_unanswered", st.reverse_probes_unanswered}};
   j["evs"] = {{"active_per_plane", st.evs_active_per_plane},
               {"backup_per_plane", st.evs_backup_per_plane}};
   // Engine::qp_memory at the end of the run, per QP (docs/performance.md, "Bytes per QP").
@@ -417,6 +420,15 @@ void write_ev_events(const std::string& path, const std::vector<Ran>& runs) {
   auto f = fmt::output_file(path);
   for (const Ran& ran : runs)
     for (const EvEvent& e : ran.r.ev_events) {
+      if (e.ack_ev) {
+        // A reverse EV set slot (paper 2.4): `ack_ev` came in, `ack_ev_out` left (-1: none).
+        f.print(
+            "{{\"transport\":\"{}\",\"time_ns\":{:.3f},\"host\":{},\"qpn\":{},\"ack_ev\":{},"
+            "\"plane\":{},\"ack_ev_out\":{}}}\n",
+            ran.r.name, to_ns(e.time), e.host, e.qpn,
+            e.ev_index == 0xFFFF ? -1 : static_cast<int>(e.ev_index), e.plane, e.replaced);
+        continue;
+      }
       if (e.replaced >= 0) {
         // A swap: backup `ev` took the active slot of `replaced` (same plane).
         f.print(

@@ -22,7 +22,7 @@
 
 #include "net/secure_random.h"
 
-// verbs.h wraps some calls in macros / inline functions that end up calling these symbols.
+// verbs.h wraps some calls in macros / inline helpers that end up calling these symbols.
 #undef ibv_query_port
 #undef ibv_reg_mr
 #undef ibv_reg_mr_iova
@@ -479,6 +479,7 @@ void SoftDevice::dispatch_event(const Event& e) {
       node->push_event(ne);
       return;
     }
+    case EventType::kAckEvChange:  // the reverse set is the QP's own, like its backups
     case EventType::kEvSwap:
       // Active/backup membership is the QP's own: the profile's entry states (above) say
       // all the controller is told. The C API's QPs configure no backup set.

@@ -768,6 +768,7 @@ TextStatus read_transport(TableReader& r, TransportConfig& t, std::vector<std::s
   TRY(r.duration("resurrect_window", t.resurrect_window));
   TRY(r.duration("trim_hold", t.trim_hold));
   TRY(r.duration("probe_budget_interval", t.probe_budget_interval));
+  TRY(r.uint("reverse_evs_per_plane", t.reverse_evs_per_plane, 0, 8));
   TRY(r.boolean("borrow_rtt", t.borrow_rtt));
   TRY(r.real("loss_keep", t.loss_keep, 0, 1));
   TRY(r.duration("ecn_cooldown", t.ecn_cooldown));
@@ -822,8 +823,6 @@ TextStatus read_flow_entry(TableReader& r, WorkloadConfig::Flow& f) {
   if (f.src == f.dst) return r.err("dst", r.node("dst"), "must differ from 'src'");
   TRY(r.size("size", f.size));
   if (r.has("size") && f.size == 0) return r.err("size", r.node("size"), "size must be > 0");
-  if (f.size > kMaxFlowBytes)
-    return r.err("size", r.node("size"), "a flow carries at most 2 GiB (one QP message)");
   TRY(r.duration("start", f.start));
   TRY(r.duration("until", f.until));
   if (const toml::node* n = r.node("paths")) {
@@ -890,11 +889,6 @@ TextStatus read_workload(TableReader& r, WorkloadConfig& w, const std::string& b
 
   TRY(r.size("size", w.size));
   if (r.has("size") && w.size == 0) return r.err("size", r.node("size"), "size must be > 0");
-  // Every flow of these kinds carries `size` bytes; collectives split theirs into steps.
-  if (w.size > kMaxFlowBytes && w.kind != K::kAllReduce && w.kind != K::kTraining)
-    return r.err("size", r.node("size"),
-                 "a flow carries at most 2 GiB (one QP message); this workload's flows carry "
-                 "`size` each");
   TRY(r.duration("start", w.start));
   TRY(r.uint("flows", w.flows));
   TRY(r.duration("spread", w.spread));

@@ -122,6 +122,10 @@ struct TransportConfig {
   Time resurrect_window = PathPolicy{}.resurrect_window;
   Time trim_hold = PathPolicy{}.trim_hold;
   Time probe_budget_interval = EngineConfig{}.probe_budget_interval;
+  // The reverse EV set of ACKs (EngineConfig::reverse_evs_per_plane, paper 2.4); 0 (the
+  // simulator's default, its published results): ACKs take the reverse of their data
+  // packet's path.
+  uint32_t reverse_evs_per_plane = 0;
   // A QP's first packets use the fabric's RTT (EngineConfig::fabric_rtt = the base RTT, and
   // share_rtt) for their tail-loss probe; false: the ACK timeout, as before.
   bool borrow_rtt = true;
@@ -205,9 +209,6 @@ struct SwitchRef {
 
 // ---- flows and results -----------------------------------------------------------------
 
-// The largest flow add_flow takes (a QP's message: 2 GiB).
-inline constexpr uint64_t kMaxFlowBytes = 1ull << 31;
-
 struct FlowSpec {
   HostId src = 0;
   HostId dst = 0;
@@ -251,8 +252,11 @@ struct SimStats {
   uint64_t pfc_pauses = 0;
   uint64_t qp_errors = 0;
   uint64_t ev_state_changes = 0;
-  uint64_t ev_swaps = 0;           // active EVs replaced by a backup of their plane
-  uint64_t ev_ecn_swaps = 0;       // of which GOOD EVs replaced after ECN (ecn_swap_marks)
+  uint64_t ev_swaps = 0;        // active EVs replaced by a backup of their plane
+  uint64_t ev_ecn_swaps = 0;    // of which GOOD EVs replaced after ECN (ecn_swap_marks)
+  uint64_t ack_ev_changes = 0;  // reverse EV set slots changed (paper 2.4)
+  uint64_t reverse_probes = 0;  // probes of the reverse EV sets
+  uint64_t reverse_probes_unanswered = 0;
   uint64_t peer_port_changes = 0;  // ACK port-state bitmaps that changed a QP's view (paper 3)
   uint64_t timeouts = 0;
   // QP memory at the end of the run (Engine::qp_memory, summed over every QP of every host).
@@ -296,6 +300,9 @@ struct EvEvent {
   uint8_t plane;
   ev::EvState from, to;
   int32_t replaced = -1;  // a swap (EventType::kEvSwap): the EV that left; -1: a state change
+  // A reverse EV set change (EventType::kAckEvChange, paper 2.4): ev_index is the EV that
+  // came in and `replaced` the one that left (-1 / 0xFFFF: none).
+  bool ack_ev = false;
 };
 
 class RankExchange;  // partition.h
@@ -306,10 +313,8 @@ class Simulation {
   // the host count, ...). Errors: kInvalidArgument. With `exchange` (a run over several
   // ranks; implies block_partitions), this process holds its rank's blocks only: the hosts,
   // engines and switches of other ranks are not built, and every rank must make the same
-  // calls (add_flow, faults, run) in the same order. Results (stats(), link_samples(),
-  // ev_events()) are those of the whole fabric on every rank after run(); flows() is every
-  // flow on rank 0 and the flows a rank sent on the others (a rank keeps only the records of
-  // the flows its hosts send).
+  // calls (add_flow, faults, run) in the same order. Results (flows(), stats(),
+  // link_samples(), ev_events()) are those of the whole fabric on every rank after run().
   static Result<std::unique_ptr<Simulation>> create(const SimConfig& cfg,
                                                     RankExchange* exchange = nullptr);
   ~Simulation();
@@ -349,9 +354,7 @@ class Simulation {
   // flows (dependent workloads: collectives, training iterations).
   void on_flow_complete(std::function<void(const FlowResult&)> cb);
   // Called when a flow with with_imm has reached its receiver whole (every part's receive
-  // completion at the destination; r.received), before its completion; may add flows. In the
-  // blocks layout r carries only id and received (the receiver's rank may not hold the
-  // flow's record); the completion's record has received too. This
+  // completion at the destination; r.received), before its completion; may add flows. This
   // is what a receiver acts on (a ring's next step: NCCL waits for its receive, not for the
   // sender's ACK).
   void on_flow_received(std::function<void(const FlowResult&)> cb);

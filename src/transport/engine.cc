@@ -536,6 +536,15 @@ void Engine::refund_probe_token() {
   if (config_.probe_budget_interval > 0) ++probe_tokens_;
 }
 
+// Paper 2.4 probes the reverse set "each RTT"; twice the RTT estimate leaves the answer (which
+// queues behind data at the peer's NIC and in the fabric) time to come back before the probe
+// counts as unanswered.
+Time Engine::reverse_probe_interval() const {
+  if (config_.reverse_probe_interval > 0) return config_.reverse_probe_interval;
+  const Time rtt = borrowed_rtt().srtt;
+  return rtt > 0 ? std::max<Time>(2 * rtt, us(2)) : us(50);
+}
+
 Time Engine::next_deadline() {
   while (!timers_.empty()) {
     const TimerEntry& top = timers_.front();

@@ -131,6 +131,14 @@ struct EngineConfig {
   // thousands of QPs would otherwise draw millions of probes a second.
   Time probe_budget_interval = ns(500);
   uint32_t probe_budget_burst = 256;
+  // The reverse EV set (paper 2.4, ReversePathSet): the paths an MRC QP's ACKs and trim NACKs
+  // take, `reverse_evs_per_plane` per port (at most 8), refreshed by one probe per
+  // `reverse_probe_interval` while the QP receives data and sends none. 0 EVs: control
+  // packets take the reverse of the path their data packet came by. Interval 0: twice the
+  // engine's RTT estimate (borrowed_rtt), at least 2 us; 50 us when no RTT is known.
+  // docs/engine.md, "Reverse path".
+  uint8_t reverse_evs_per_plane = 2;
+  Time reverse_probe_interval = 0;
 };
 
 // An RTT estimate (RFC 6298 smoothing): a QP's own, or the engine's shared one.
@@ -237,6 +245,10 @@ enum class EventType : uint8_t {
   // active_per_plane): ev_index is the backup that became active, `replaced` the EV that
   // left; from/to are their states.
   kEvSwap,
+  // A slot of a QP's reverse EV set (the paths of its ACKs, paper 2.4) changed: ev_index is
+  // the path that came in, `replaced` the one that left (kNoPath: none; a slot mapped out
+  // stays empty until a probe refills it); `port` the slot's plane.
+  kAckEvChange,
 };
 
 struct Event {
@@ -247,7 +259,8 @@ struct Event {
   ev::EvState from = ev::EvState::kGood;
   ev::EvState to = ev::EvState::kGood;
   Time time = 0;
-  uint16_t replaced = 0;  // kEvSwap: the EV that left the active set
+  uint16_t replaced = 0;                       // kEvSwap: the EV that left the active set
+  static constexpr uint16_t kNoPath = 0xFFFF;  // kAckEvChange: no path came in / left
 };
 
 // One packet for the driver to send. `pkt.payload` points into registered memory (nullptr
@@ -346,6 +359,12 @@ struct EngineCounters {
   uint64_t ev_swaps = 0;  // active EVs replaced by a backup (kEvSwap)
   // Of those, GOOD EVs replaced after a run of ECN marks (PathPolicy::ecn_swap_marks).
   uint64_t ev_ecn_swaps = 0;
+  // The reverse EV set (paper 2.4): slot changes (kAckEvChange: filled by an answered probe,
+  // mapped out by an unanswered one, replaced after the QP's own data found the path dead),
+  // its probes and those that went unanswered.
+  uint64_t ack_ev_changes = 0;
+  uint64_t reverse_probes_sent = 0;
+  uint64_t reverse_probes_unanswered = 0;
   // ACKs whose port-state bitmap changed what a QP knows of its peer's ports (paper 3).
   uint64_t peer_port_changes = 0;
   uint64_t completions = 0;
@@ -506,6 +525,8 @@ class Engine {
   bool take_probe_token(Time now);
   Time next_probe_token() const;
   void refund_probe_token();  // a token taken for a probe that could not go after all
+  // EngineConfig::reverse_probe_interval, or the default it stands for.
+  Time reverse_probe_interval() const;
 
  private:
   // Applies a port state to every QP (Engine::set_port_up, at once or after the remap delay).

@@ -129,6 +129,10 @@ Status Qp::to_init(const QpAttr& a) {
     policy.loss_marking = false;
   }
   paths_.init(a.paths, a.ev_min_active, ports, policy, seed_);
+  reverse_.configure(transport_ == TransportMode::kMrc
+                         ? std::min<uint8_t>(engine_.config().reverse_evs_per_plane, 8)
+                         : 0,
+                     ports);
   for (uint8_t p = 0; p < ports; ++p) {
     if (!((engine_.port_up_mask_ >> p) & 1)) paths_.set_port_up(p, false);
   }
@@ -235,7 +239,7 @@ void Qp::to_err(Time now, WcStatus first_status) {
 QpMemory Qp::memory() const {
   QpMemory m;
   m.object = sizeof(Qp);
-  m.paths = paths_.heap_bytes() + path_fifos_.capacity() * sizeof(PathFifo);
+  m.paths = paths_.heap_bytes() + path_fifos_.capacity() * sizeof(PathFifo) + reverse_.heap_bytes();
   m.rings = sq_.capacity() * sizeof(SendWr) + pkts_.capacity() * sizeof(TxPkt) +
             recs_.capacity() * sizeof(TxRecord) + retx_.capacity() * sizeof(uint32_t) +
             rcv_bits_.capacity() * sizeof(uint64_t) + rx_msgs_.capacity() * sizeof(RxMessage) +
@@ -1152,11 +1156,31 @@ void Qp::on_trim_nack(Time now, const RxPacket& rx) {
 void Qp::on_probe_reply(Time now, const RxPacket& rx) {
   const wire::ProbeExt& pr = rx.pkt.probe;
   if (pr.ev_index >= paths_.size()) return;
+  if (pr.probe_id & ReversePathSet::kProbeTag) {
+    report_reverse_change(now, reverse_.on_probe_reply(pr.probe_id, pr.ev_index));
+    return;
+  }
   report_path_change(now, pr.ev_index, paths_.on_probe_reply(pr.ev_index, pr.probe_id, now));
+}
+
+void Qp::report_reverse_change(Time now, const ReverseChange& c) {
+  if (!c.changed) return;
+  ++engine_.counters_.ack_ev_changes;
+  Event e{EventType::kAckEvChange,
+          qpn_,
+          c.to >= 0 ? static_cast<uint16_t>(c.to) : Event::kNoPath,
+          reverse_.slot_port(static_cast<uint32_t>(c.slot)),
+          c.from >= 0 ? paths_.state_of(c.from) : ev::EvState::kGood,
+          c.to >= 0 ? paths_.state_of(c.to) : ev::EvState::kGood,
+          now};
+  e.replaced = c.from >= 0 ? static_cast<uint16_t>(c.from) : Event::kNoPath;
+  engine_.emit_event(e);
 }
 
 void Qp::report_path_change(Time now, int ev, const PathStateChange& c) {
   if (c.changed) {
+    if (c.to != ev::EvState::kGood)
+      report_reverse_change(now, reverse_.on_path_unusable(ev, paths_, seed_));
     ++engine_.counters_.ev_state_changes;
     engine_.emit_event(Event{EventType::kEvStateChange, qpn_, static_cast<uint16_t>(ev),
                              paths_.port_of(ev), c.from, c.to, now});
@@ -1458,6 +1482,11 @@ void Qp::queue_echo(Time now, const RxPacket& rx, uint8_t flags) {
   }
   echoes_[echo_count_++] = wire::AckEcho{rx.pkt.bth.psn, rx.pkt.data.ev_index, flags};
   newest_arrival_ = now;
+  // Paper 2.4: the reverse set is probed while the QP is active inbound. A resent packet we
+  // already had means the ACK that reported it was lost: probe the set now.
+  reverse_.on_data_path(rx.pkt.data.ev_index, paths_);
+  reverse_.on_inbound(now, engine_.reverse_probe_interval());
+  if (flags & wire::AckEcho::kDuplicate) reverse_.on_ack_loss(now);
   ack_port_ = rx.port;
   ack_path_ = rx.pkt.data.ev_index;
   ack_repeat_due_ = kNever;  // this packet's own ACK carries the state: no repeat
@@ -1488,13 +1517,13 @@ void Qp::on_probe(Time now, const RxPacket& rx) {
 
 bool Qp::has_control() const {
   return ack_now_ || ack_repeat_now_ || nack_size_ > 0 || probe_reply_size_ > 0 ||
-         roce_nak_pending_ || cnp_pending_ || probes_due_;
+         roce_nak_pending_ || cnp_pending_ || probes_due_ || reverse_probe_due_;
 }
 
-// Control packets go back along the reverse of the path the packet they answer took (EV
-// sets are configured symmetrically: index i names the same plane and spine both ways).
-// That path demonstrably works in one direction, so it is the best bet for the other; a
-// round-robin choice could land ACKs on dead paths the responder knows nothing about.
+// Probe replies, CNPs (RoCE) and ACKs without a reverse EV set (ack_path) go back along the
+// reverse of the path the packet they answer took (EV sets are configured symmetrically:
+// index i names the same plane and spine both ways). That path demonstrably works in one
+// direction, so it is the best guess for the other when nothing else is known.
 // Probe replies use the probed path even if we think it bad: that is what is being tested.
 int Qp::control_path(Time now, uint8_t preferred_port, int preferred_path, uint32_t mask,
                      bool allow_assumed_bad) {
@@ -1511,6 +1540,21 @@ int Qp::control_path(Time now, uint8_t preferred_port, int preferred_path, uint3
   if ((mask >> preferred_port) & 1) path = paths_.pick(now, 1u << preferred_port);
   if (path == PathSet::kNone) path = paths_.pick(now, mask);
   return path;
+}
+
+// Paper 2.4: ACKs, SACKs and NACKs go on the reverse EV set, which probes keep to paths
+// known to work both ways, sprayed over its slots (ReversePathSet::pick). With the set off,
+// or when none of its EVs can go now on any port (every slot mapped out), the reverse of
+// the data packet's path, as control_path chooses.
+int Qp::ack_path(Time now, uint8_t preferred_port, int preferred_path, uint32_t mask, bool repeat) {
+  if (reverse_.enabled() && reverse_.any_live(paths_)) {
+    const int path = reverse_.pick(mask, paths_, repeat ? last_ack_path_ : PathSet::kNone);
+    // A repeat never takes the lost ACK's way while another exists: with one live slot, the
+    // choice of ack_repeat_path (another port, else another path).
+    if (!repeat || (path != last_ack_path_ && path != PathSet::kNone)) return path;
+  }
+  if (repeat) return ack_repeat_path(mask);
+  return control_path(now, preferred_port, preferred_path, mask, false);
 }
 
 // The tail-ACK repeat's path: not the way the last ACK went, which may be what ate it. A GOOD
@@ -1566,7 +1610,7 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
   wire::TransportPacket& t = out.pkt;
   if (nack_size_ > 0) {
     const TrimNack n = nacks_[nack_head_];
-    const int path = control_path(now, n.port, n.ev, mask, false);
+    const int path = ack_path(now, n.port, n.ev, mask, false);
     if (path != PathSet::kNone) {
       nack_head_ = ring_wrap(nack_head_ + 1, nacks_.size());
       --nack_size_;
@@ -1581,7 +1625,7 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
     }
   }
   if (roce_nak_pending_ || ack_now_) {
-    const int path = control_path(now, ack_port_, ack_path_, mask, false);
+    const int path = ack_path(now, ack_port_, ack_path_, mask, false);
     if (path != PathSet::kNone) {
       fill_common(out, paths_.port_of(path), path);
       fill_ack(now, out);
@@ -1594,7 +1638,7 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
     }
   }
   if (ack_repeat_now_) {
-    const int path = ack_repeat_path(mask);
+    const int path = ack_path(now, ack_port_, ack_path_, mask, true);
     if (path != PathSet::kNone) {
       fill_common(out, paths_.port_of(path), path);
       fill_ack(now, out);        // no echoes: an arrival since the last ACK cancels the repeat
@@ -1660,6 +1704,32 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
     engine_.refund_probe_token();  // none could go on the ports in `mask`
     if (paths_.next_probe_time() > now) probes_due_ = false;
   }
+  if (reverse_probe_due_) {
+    // Paper 2.4: one probe per interval on the reverse set while the QP only receives. It
+    // shares the NIC's probe budget with the path probes.
+    if (!engine_.take_probe_token(now)) {
+      ++engine_.counters_.probes_deferred;
+      reverse_probe_due_ = false;
+      engine_.rearm(this);
+      return false;
+    }
+    const ReversePathSet::Probe p =
+        reverse_.take_probe(now, mask, paths_, engine_.reverse_probe_interval(),
+                            state_ == QpState::kRts && has_outstanding(), seed_);
+    if (p.previous_unanswered) ++engine_.counters_.reverse_probes_unanswered;
+    report_reverse_change(now, p.mapped_out);
+    if (reverse_.next_probe_time() > now) reverse_probe_due_ = false;
+    if (p.path != ReversePathSet::kNone) {
+      const uint8_t port = paths_.port_of(p.path);
+      fill_common(out, port, p.path);
+      t.bth.opcode = wire::Opcode::kProbe;
+      t.probe = wire::ProbeExt{p.id, now, 0, static_cast<uint16_t>(p.path), port, 0};
+      out.transport_bytes = kProbeWireBytes;
+      ++engine_.counters_.reverse_probes_sent;
+      return true;
+    }
+    engine_.refund_probe_token();
+  }
   return false;
 }
 
@@ -1702,6 +1772,7 @@ void Qp::fill_ack(Time now, TxPacket& out) {
 Time Qp::deadline() const {
   Time d = ack_now_ ? kNever : ack_due_;
   if (!ack_repeat_now_) d = std::min(d, ack_repeat_due_);
+  if (!reverse_probe_due_) d = std::min(d, reverse_.next_probe_time());
   if (state_ != QpState::kRts) return d;
   if (has_outstanding()) d = std::min(d, last_progress_ + rto_interval());
   if (is_mrc() && rec_head_ != rec_tail_) {
@@ -1723,6 +1794,10 @@ void Qp::on_timer(Time now) {
   if (ack_repeat_due_ <= now) {
     ack_repeat_due_ = kNever;
     ack_repeat_now_ = true;
+    engine_.mark_control(this);
+  }
+  if (!reverse_probe_due_ && reverse_.next_probe_time() <= now) {
+    reverse_probe_due_ = true;
     engine_.mark_control(this);
   }
   if (state_ != QpState::kRts) return;
@@ -1807,6 +1882,8 @@ Status Qp::replace_path(Time now, int ev_index, const PathDesc& desc) {
     return fail(Error::kInvalidArgument);
   }
   if (auto st = paths_.replace(ev_index, desc); !st) return st;
+  // A reverse slot on it would carry ACKs on an EV no probe has tried: take another.
+  report_reverse_change(now, reverse_.on_path_unusable(ev_index, paths_, seed_));
   if (state_ == QpState::kRts && is_mrc()) {
     for (uint32_t seq = rec_head_; seq != rec_tail_; ++seq) {
       const TxRecord& r = recs_[seq & rec_mask_];

@@ -36,6 +36,7 @@
 
 #include "common/array.h"
 #include "transport/engine.h"
+#include "transport/reverse_path.h"
 
 namespace mrc {
 
@@ -236,6 +237,10 @@ class Qp {
                    bool allow_assumed_bad);
   void fill_common(TxPacket& out, uint8_t port, int path);
   int ack_repeat_path(uint32_t mask) const;
+  // The path of an ACK or trim NACK: the reverse EV set's next (paper 2.4), else (set off or
+  // empty) control_path(); `repeat`: the tail-ACK repeat (avoids the last ACK's path).
+  int ack_path(Time now, uint8_t preferred_port, int preferred_path, uint32_t mask, bool repeat);
+  void report_reverse_change(Time now, const ReverseChange& c);
 
   Engine& engine_;
   const uint32_t qpn_;
@@ -252,11 +257,13 @@ class Qp {
   Time reorder_window_attr_ = 0;
 
   PathSet paths_;
+  ReversePathSet reverse_;  // responder: where its ACKs go (paper 2.4)
   QpStats stats_;
   std::shared_ptr<const CcSpec> cc_spec_;  // the engine's copy (Engine::cc_specs_); set at INIT
   std::unique_ptr<cc::CongestionControl> cc_;
   Time pacing_wait_until_ = kNever;  // blocked by pacing until then
   bool probes_due_ = false;          // a path probe is due (control pending)
+  bool reverse_probe_due_ = false;   // a reverse-set probe is due (control pending)
 
   // Requester state.
   Array<SendWr> sq_;      // indexed by WR sequence number modulo its size (up to sq_depth)

@@ -50,6 +50,9 @@ struct Blackhole {
   int ev = 0;
   Time from = 0;
   Time until = kNever;
+  // Only the packets engine 1 (the first flow's responder) sends: its ACKs, NACKs, probes
+  // and probe replies die, the data on the EV arrives (a link failed in one direction).
+  bool ack_direction_only = false;
 };
 
 // One random fault schedule and workload. Everything a run depends on is in here.
@@ -131,7 +134,8 @@ std::string describe(const Schedule& s) {
      << " queue ecn/trim/limit=" << s.ecn_threshold << "/" << s.trim_threshold << "/"
      << s.queue_limit << "\n  blackholes=[";
   for (const Blackhole& b : s.blackholes)
-    os << "ev" << b.ev << "@" << t(b.from) << ".." << t(b.until) << " ";
+    os << "ev" << b.ev << (b.ack_direction_only ? "(acks)" : "") << "@" << t(b.from) << ".."
+       << t(b.until) << " ";
   os << "] port_faults=[";
   for (const PortFault& f : s.port_faults)
     os << "h" << f.host << "p" << int(f.port) << "@" << t(f.down_at) << ".." << t(f.up_at) << " ";
@@ -286,6 +290,24 @@ Schedule gen_stress() {
   s.loss = *rc::gen::element(0.0, 0.05, 0.1, 0.2);
   s.dup = *rc::gen::element(0.0, 0.1, 0.2);
   s.jitter = *rc::gen::element<Time>(0, us(2), us(10), us(20));
+  return s;
+}
+
+// Paper 2.4: faults that kill only the ACK direction of some EVs (up to all but EV 0, some
+// for ever), over the random background: the responder's reverse EV set must leave them.
+Schedule gen_ack_direction() {
+  Schedule s = gen_live(false, false);
+  const Time est = transfer_estimate(s);
+  const int n = *rc::gen::inRange(1, static_cast<int>(s.evs));
+  for (int i = 0; i < n; ++i) {
+    Blackhole b;
+    b.ev = *rc::gen::inRange(1, static_cast<int>(s.evs));
+    b.from = *rc::gen::inRange<Time>(0, est);
+    b.until =
+        *rc::gen::element(false, true) ? kNever : b.from + *rc::gen::inRange<Time>(us(1), est);
+    b.ack_direction_only = true;
+    s.blackholes.push_back(b);
+  }
   return s;
 }
 
@@ -447,6 +469,17 @@ Outcome run_schedule(const Schedule& s) {
   for (const Blackhole& b : s.blackholes) {
     // A dead EV is dead in both directions (a failed spine): the responder's ACKs and probe
     // replies on that EV index die too (EngineScenario.SymmetricEvFailureDoesNotStallOnLostAcks).
+    if (b.ack_direction_only) {
+      PathFault f;
+      f.match.from_host = 1;
+      f.match.port = b.ev % s.planes;
+      f.match.ev_index = b.ev;
+      f.from = b.from;
+      f.until = b.until;
+      f.blackhole = true;
+      net.add_path_fault(f);
+      continue;
+    }
     net.blackhole(b.ev % s.planes, b.ev, b.from, b.until);
   }
   for (const PortFault& f : s.port_faults)
@@ -536,6 +569,11 @@ RC_GTEST_PROP(EngineProperty, PortFailuresAndFlapsLoseNothing, ()) {
 // Many blackholed EVs (up to all but EV 0, some for ever).
 RC_GTEST_PROP(EngineProperty, BlackholedEvsAreRoutedAround, ()) {
   check_live(*full_size([] { return gen_live(false, true); }));
+}
+
+// Faults on the ACK direction only (paper 2.4, reverse EV sets).
+RC_GTEST_PROP(EngineProperty, AckDirectionFaultsLoseNothing, ()) {
+  check_live(*full_size([] { return gen_ack_direction(); }));
 }
 
 // Several QPs share the engines (and the faults), some in the opposite direction.

@@ -34,11 +34,12 @@ enum class Fate { kDeliver, kDrop, kTrim, kEcn };
 class MiniNet {
  public:
   MiniNet(int ports, uint64_t bps = 100'000'000'000ull, Time delay = us(1), Time remap_delay = 0,
-          uint64_t identifier_key = 0)
+          uint64_t identifier_key = 0, const std::function<void(EngineConfig&)>& tweak = {})
       : ports_(ports), bps_(bps), delay_(delay) {
     for (int i = 0; i < 2; ++i) {
       EngineConfig cfg;
       cfg.num_ports = static_cast<uint8_t>(ports);
+      if (tweak) tweak(cfg);
       cfg.port_remap_delay = remap_delay;
       cfg.seed = 100 + i;
       cfg.identifier_key = identifier_key ? identifier_key + static_cast<uint64_t>(i) : 0;
@@ -358,6 +359,59 @@ TEST(Engine, ack_repeat__a_lost_tail_ack_is_repeated_on_another_port_or_path) {
       }
     }
   }
+}
+
+// Paper 2.4: ACKs travel on a small reverse EV set kept fresh by probes, not on the reverse
+// of each data packet's path. An EV that fails in the ACK direction only (every packet the
+// responder sends on it is lost; data on it arrives) is mapped out of the set by its
+// unanswered probe and ACKs stop using it; with the set off (0 EVs per plane) ACKs of the
+// data that came by that EV keep dying for the whole transfer.
+TEST(Engine, reverse_path__an_ev_dead_only_for_acks_is_mapped_out_of_the_reverse_set) {
+  uint64_t dropped_with_set = 0, dropped_without = 0;
+  for (uint8_t per_plane : {uint8_t{2}, uint8_t{0}}) {
+    SCOPED_TRACE(::testing::Message() << int{per_plane} << " reverse EVs per plane");
+    // The NIC knows its fabric's RTT (the simulator and the Linux driver set it): probes go
+    // every two RTTs.
+    MiniNet net(2, 100'000'000'000ull, us(1), 0, 0, [&](EngineConfig& c) {
+      c.reverse_evs_per_plane = per_plane;
+      c.fabric_rtt = us(4);
+    });
+    Pair p = connect(net, 2, 8, 4 << 20);
+    int dead_ev = -1;
+    uint64_t dropped = 0;
+    Time last_drop = 0;
+    net.hook = [&](int src, const TxPacket& tx) {
+      if (src != 1) return Fate::kDeliver;
+      if (dead_ev < 0 && tx.pkt.bth.opcode == wire::Opcode::kAck) dead_ev = tx.ev_index;
+      if (static_cast<int>(tx.ev_index) != dead_ev) return Fate::kDeliver;
+      if (tx.pkt.bth.opcode == wire::Opcode::kAck) ++dropped, last_drop = net.now();
+      return Fate::kDrop;
+    };
+    ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 4 << 20)));
+    net.run(ms(50));
+    ASSERT_EQ(net.completions[0].size(), 1u);
+    EXPECT_TRUE(data_matches(p));
+    const EngineCounters& rc = net.e(1).counters();
+    if (per_plane > 0) {
+      dropped_with_set = dropped;
+      EXPECT_GE(rc.reverse_probes_sent, 1u);
+      EXPECT_GE(rc.reverse_probes_unanswered, 1u);
+      EXPECT_GE(rc.ack_ev_changes, 1u);
+      bool mapped_out = false;
+      for (const Event& e : net.events[1])
+        if (e.type == EventType::kAckEvChange && e.replaced == dead_ev) mapped_out = true;
+      EXPECT_TRUE(mapped_out) << "no kAckEvChange event took EV " << dead_ev << " out";
+      // Gone within a few probe intervals of the start, long before the transfer ends.
+      EXPECT_LT(last_drop, net.completions[0][0].time / 2);
+      // The requester's data paths were never to blame.
+      EXPECT_EQ(net.e(0).counters().ev_state_changes, 0u);
+    } else {
+      dropped_without = dropped;
+      EXPECT_EQ(rc.reverse_probes_sent, 0u);
+      EXPECT_EQ(rc.ack_ev_changes, 0u);
+    }
+  }
+  EXPECT_LT(dropped_with_set * 5, dropped_without);
 }
 
 // Without loss a repeat tells the requester nothing new: the same completions at the same

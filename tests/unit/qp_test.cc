@@ -301,11 +301,12 @@ TEST(QpMemory, memory__per_path_state_and_object_are_compact_at_32_and_256_evs) 
     EXPECT_LE(o.mem_b.paths, 26u * evs);
     // The QP object (fixed fields and array headers) and NSCC's per-flow state: the resolved
     // NSCC parameters and the CC specification are the engine's, shared by its QPs.
-    EXPECT_LE(o.mem_a.object, 1088u);
+    // 1,120: 32 of them the reverse EV set's fixed state (paper 2.4, ReversePathSet).
+    EXPECT_LE(o.mem_a.object, 1120u);
     EXPECT_LE(o.mem_a.cc, 208u);
     // Measured: 2,720 bytes at 32 EVs, 8,544 at 256 (paper 2.1 asks for a few bits of path
     // state; docs/performance.md says what is left between these and 1 KB / 2 KB).
-    EXPECT_LE(o.mem_a.total(), evs == 32 ? 2720u : 8544u);
+    EXPECT_LE(o.mem_a.total(), evs == 32 ? 2752u : 8576u);
   }
 }
 
