@@ -154,6 +154,26 @@ TEST(Nscc_on_ack, no_ecn_high_delay_fair_increase) {
   EXPECT_EQ(cc.stats().adjustments, 1u);
 }
 
+// Paper 2.1: the last hop does not mark ECN, so after a trim an unmarked high delay is the
+// receiver's queue, not a draining one: no fair increase for two quick-adapt periods.
+TEST(Nscc_on_ack, no_ecn_high_delay_after_a_trim_holds_the_window) {
+  for (const bool rule : {true, false}) {
+    NsccConfig c = config(false);
+    c.trim_stops_fair_increase = rule;
+    Nscc cc(c);
+    halve(cc, 0);
+    cc.on_ack(trim(ns(100), us(10) + us(2)), 0);  // trim, low delay: no decrease either
+    const Time rtt = us(10) + us(8);              // delay 8 us >= target 7.5 us
+    for (int i = 2; i <= 8; ++i)
+      cc.on_ack(ack(ns(100) * i, rtt), 0);
+    EXPECT_EQ(cc.stats().fair_increase_acks, rule ? 0u : 7u);
+    // Two periods (base_rtt + target = 17.5 us each) without a trim: fair increase again.
+    for (int i = 1; i <= 4; ++i)
+      cc.on_ack(ack(us(20) * i, rtt), 0);
+    EXPECT_GE(cc.stats().fair_increase_acks, rule ? 1u : 8u);
+  }
+}
+
 TEST(Nscc_on_ack, no_ecn_low_delay_proportional_increase) {
   Nscc cc(config(false));
   halve(cc, 0);

@@ -47,6 +47,13 @@ struct NsccConfig {
   // packet's resend makes). docs/congestion-control.md, "Loss".
   double loss_keep = 1.0;
   friend bool operator==(const NsccConfig&, const NsccConfig&) = default;
+  // Whether a trim in the last two quick-adapt periods turns the "delay high, no ECN" fair
+  // increase into no change (not in the OCP struct). UET's rule reads an unmarked high delay
+  // as a draining queue, which holds when every hop marks ECN; the paper's switches do not
+  // mark on the last hop (paper 2.1), so in an incast the only marks are trims while the
+  // delay stays high, and fair increases would refill the window the trims cut.
+  // docs/congestion-control.md, "Incast without last-hop ECN".
+  bool trim_stops_fair_increase = true;
 };
 
 // DCQCN parameters (Zhu et al., SIGCOMM 2015; defaults as in Mellanox/NVIDIA NICs).

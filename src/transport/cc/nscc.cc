@@ -67,6 +67,7 @@ NsccParams resolve_nscc(const NsccConfig& cfg) {
   p.gamma = cfg.gamma > 0 && cfg.gamma <= 1 ? cfg.gamma : 0.8;
   p.max_md_jump = cfg.max_md_jump > 0 && cfg.max_md_jump <= 1 ? cfg.max_md_jump : 0.5;
   p.loss_keep = cfg.loss_keep > 0 && cfg.loss_keep <= 1 ? cfg.loss_keep : 1.0;
+  p.trim_stops_fair_increase = cfg.trim_stops_fair_increase;
   p.qa_gate = std::min<uint8_t>(cfg.qa_gate, 63);
   p.delay_ewma_gain = kDelayEwmaGain;
   return p;
@@ -157,6 +158,8 @@ bool Nscc::maybe_quick_adapt(Time now) {
   achieved_ = 0;
   qa_congestion_ = false;
   qa_delay_ = false;
+  trimmed_last_period_ = qa_trimmed_;
+  qa_trimmed_ = false;
   return fired;
 }
 
@@ -202,7 +205,7 @@ void Nscc::on_ack(const AckSample& s, uint64_t inflight_bytes) {
     maybe_quick_adapt(s.now);  // keep the period running, with no trigger armed
     return;
   }
-  if (s.trimmed) qa_congestion_ = true;
+  if (s.trimmed) qa_congestion_ = qa_trimmed_ = true;
   if (delay > p_->qa_threshold) qa_delay_ = true;
   if (maybe_quick_adapt(s.now)) return;
 
@@ -213,7 +216,13 @@ void Nscc::on_ack(const AckSample& s, uint64_t inflight_bytes) {
     fast_bytes_ = 0;
   }
 
-  if (!congested && delay >= target) {
+  if (!congested && delay >= target && p_->trim_stops_fair_increase &&
+      (qa_trimmed_ || trimmed_last_period_)) {
+    // Delay high, no mark, and this flow's packets were trimmed within the last two quick-adapt
+    // periods: the queue is the receiver's last hop, where the paper's switches do not mark
+    // ECN (paper 2.1), not a draining one. Hold the window; the trims cut it.
+    ++stats_.noop_acks;
+  } else if (!congested && delay >= target) {
     // Delay high but no mark: the queue is draining (delay is the trailing signal). Grow gently.
     inc_bytes_ += p_->fi * delivered;
     increased_ = true;

@@ -45,8 +45,9 @@ struct NsccParams {
   double gamma = 0;              // multiplicative-decrease gain
   double max_md_jump = 0;        // smallest fraction of the window one decrease keeps
   double loss_keep = 0;          // fraction of the window a (non-trim) loss keeps
-  double delay_ewma_gain = 0;    // weight of one sample in avg_delay
-  uint8_t qa_gate = 0;           // quick adapt only if achieved < max_cwnd >> qa_gate
+  bool trim_stops_fair_increase = true;
+  double delay_ewma_gain = 0;  // weight of one sample in avg_delay
+  uint8_t qa_gate = 0;         // quick adapt only if achieved < max_cwnd >> qa_gate
 };
 
 // Resolves the zero ("use the default") fields of `cfg`. Never fails: out-of-range values are
@@ -124,9 +125,11 @@ class Nscc final : public CongestionControl {
   uint64_t fast_bytes_ = 0;  // consecutive bytes acked at near-zero delay without ECN
   // Quick adapt.
   Time qa_start_ = 0;
-  uint64_t achieved_ = 0;       // bytes delivered since qa_start_
-  bool qa_congestion_ = false;  // loss or trim since qa_start_
-  bool qa_delay_ = false;       // a delay sample above qa_threshold since qa_start_
+  uint64_t achieved_ = 0;             // bytes delivered since qa_start_
+  bool qa_congestion_ = false;        // loss or trim since qa_start_
+  bool qa_delay_ = false;             // a delay sample above qa_threshold since qa_start_
+  bool qa_trimmed_ = false;           // a trimmed packet reported since qa_start_
+  bool trimmed_last_period_ = false;  // ... or in the quick-adapt period before
   uint64_t bytes_to_ignore_ = 0;
   uint64_t bytes_ignored_ = 0;
   uint64_t inflight_ = 0;  // last value the engine reported
