@@ -138,29 +138,30 @@ json echo_config(const Scenario& sc) {
                  {"ecn_last_hop", ecn_last_hop_json(b.sw.ecn_last_hop)}};
   const TransportConfig& t = b.transport;
 
-  j["transport"] = {{"kinds", sc.kinds},
-                    {"path_mode", t.path_mode == PathMode::kSrv6 ? "srv6" : "ecmp"},
-                    {"mtu", t.mtu},
-                    {"evs_per_plane", t.evs_per_plane},
-                    {"backup_evs_per_plane", t.backup_evs_per_plane == TransportConfig::kAutoBackup
-                                                 ? json("auto")
-                                                 : json(t.backup_evs_per_plane)},
-                    {"ecn_swap_marks", t.ecn_swap_marks},
-                    {"cc", sc.cc},
-                    {"mpr", t.mpr},
-                    {"timeout", t.timeout},
-                    {"ack_every", t.ack_every},
-                    {"probe_interval", format_duration(t.probe_interval)},
-                    {"port_remap_delay", format_duration(t.port_remap_delay)},
-                    {"probe_backoff_limit", t.probe_backoff_limit},
-                    {"resurrect_probes", t.resurrect_probes},
-                    {"resurrect_window", format_duration(t.resurrect_window)},
-                    {"trim_hold", format_duration(t.trim_hold)},
-                    {"probe_budget_interval", format_duration(t.probe_budget_interval)},
-                    {"borrow_rtt", t.borrow_rtt},
-                    {"loss_keep", t.loss_keep},
-                    {"ecn_cooldown", format_duration(t.ecn_cooldown)},
-                    {"routing_convergence", format_duration(t.routing_convergence)}};
+  j["transport"] = {
+      {"kinds", sc.kinds},
+      {"path_mode", t.path_mode == PathMode::kSrv6 ? "srv6" : "ecmp"},
+      {"mtu", t.mtu},
+      {"evs_per_plane", t.evs_per_plane},
+      {"backup_evs_per_plane", t.backup_evs_per_plane == TransportConfig::kAutoBackup
+                                   ? json("auto")
+                                   : json(t.backup_evs_per_plane)},
+      {"ecn_swap_marks", t.ecn_swap_marks},
+      {"cc", sc.cc},
+      {"mpr", t.mpr},
+      {"timeout", t.timeout == TransportConfig::kTimeoutAuto ? json("auto") : json(t.timeout)},
+      {"ack_every", t.ack_every},
+      {"probe_interval", format_duration(t.probe_interval)},
+      {"port_remap_delay", format_duration(t.port_remap_delay)},
+      {"probe_backoff_limit", t.probe_backoff_limit},
+      {"resurrect_probes", t.resurrect_probes},
+      {"resurrect_window", format_duration(t.resurrect_window)},
+      {"trim_hold", format_duration(t.trim_hold)},
+      {"probe_budget_interval", format_duration(t.probe_budget_interval)},
+      {"borrow_rtt", t.borrow_rtt},
+      {"loss_keep", t.loss_keep},
+      {"ecn_cooldown", format_duration(t.ecn_cooldown)},
+      {"routing_convergence", format_duration(t.routing_convergence)}};
   if (sc.qps_per_kind.empty()) {
     j["transport"]["qps_per_flow"] = t.qps_per_flow;
   } else {

@@ -1264,7 +1264,9 @@ Status Simulation::Impl::configure_qp(Engine& e, uint32_t qpn, HostId me, HostId
     }
     a.mpr = a.mpr_dest = static_cast<uint8_t>(mpr);
     a.max_wimm = a.max_wimm_dest = 256;
-    a.timeout = tc.timeout;
+    a.timeout = tc.timeout != TransportConfig::kTimeoutAuto ? tc.timeout
+                : tc.kind == TransportKind::kRoce           ? 12
+                                                            : 8;
     a.retry_linear = 7;
     a.retry_exp = 7;
     if (auto s = e.modify_qp(now, qpn, QpState::kInit, a); !s) return fail(s.error());

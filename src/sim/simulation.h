@@ -111,9 +111,12 @@ struct TransportConfig {
   Time port_remap_delay = 0;
   CcAlgorithm cc = CcAlgorithm::kNscc;  // kRoce uses kDcqcn unless set otherwise
   uint8_t mpr = 0;                      // 0 = derived from the BDP
-  // ACK timeout exponent: 8 = 262 us, as OCP's examples; ~30-50 base RTTs of the simulated
-  // fabrics, far above their queueing delays (docs/engine.md, "Decisions").
-  uint8_t timeout = 8;
+  // ACK timeout exponent (1.024 us * 2^timeout). kTimeoutAuto: 8 (262 us, as OCP's examples;
+  // ~30-50 base RTTs of the simulated fabrics, far above their queueing delays) for MRC, 12
+  // (4.2 ms) for RoCE, whose deployed NICs and collective libraries use long timeouts
+  // (docs/engine.md, "Decisions").
+  static constexpr uint8_t kTimeoutAuto = 0xFF;
+  uint8_t timeout = kTimeoutAuto;
   uint32_t ack_every = 4;
   Time probe_interval = us(20);
   // Probe cadence and resurrection (PathPolicy), the NIC's probe budget (EngineConfig).
