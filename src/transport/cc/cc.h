@@ -46,7 +46,6 @@ struct NsccConfig {
   // trimming signals congestion by loss: set it there (0.5 = max_md_jump, the cut a trimmed
   // packet's resend makes). docs/congestion-control.md, "Loss".
   double loss_keep = 1.0;
-  friend bool operator==(const NsccConfig&, const NsccConfig&) = default;
   // Whether a trim in the last two quick-adapt periods turns the "delay high, no ECN" fair
   // increase into no change (not in the OCP struct). UET's rule reads an unmarked high delay
   // as a draining queue, which holds when every hop marks ECN; the paper's switches do not
@@ -54,6 +53,7 @@ struct NsccConfig {
   // delay stays high, and fair increases would refill the window the trims cut.
   // docs/congestion-control.md, "Incast without last-hop ECN".
   bool trim_stops_fair_increase = true;
+  friend bool operator==(const NsccConfig&, const NsccConfig&) = default;
 };
 
 // DCQCN parameters (Zhu et al., SIGCOMM 2015; defaults as in Mellanox/NVIDIA NICs).
