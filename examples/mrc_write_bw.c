@@ -441,9 +441,6 @@ int main(int argc, char** argv) {
     die("--size, --iters and --tx-depth must be positive");
   setvbuf(stdout, NULL, _IOLBF, 0);
 
-  /* Side channel first: the server learns the client's parameters before it sizes anything. */
-  int sock = client ? tcp_connect(o.server, o.tcp_port, o.timeout_s) : tcp_accept(o.tcp_port);
-
   /* Device (section 7.2). */
   int ndev = 0;
   struct ibv_device** list = ibv_get_device_list(&ndev);
@@ -474,6 +471,10 @@ int main(int argc, char** argv) {
   if (ibv_query_port(ctx, (uint8_t)o.ib_port, &pattr) != 0) die("ibv_query_port %d", o.ib_port);
   struct ibv_pd* pd = ibv_alloc_pd(ctx);
   if (!pd) die("ibv_alloc_pd: %s", strerror(errno));
+
+  /* Side channel: the server learns the client's parameters before it sizes anything (the
+     device is opened first, so that a missing one is said at once, not after a client came). */
+  int sock = client ? tcp_connect(o.server, o.tcp_port, o.timeout_s) : tcp_accept(o.tcp_port);
 
   /* Parameters: the client's; the server reads them with the client's connection data. */
   struct peer_info me = {0}, peer = {0};

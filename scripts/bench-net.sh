@@ -23,7 +23,7 @@
 # Everything run in the client host is pinned to one CPU and everything in the server host
 # to another (taskset): the sender does the whole fabric's forwarding in its own softirq, and
 # unpinned the blast sometimes got part of it done on the second CPU (7.3 or 11 Gb/s from one
-# run to the next on this 2-CPU VM), which made any ratio to it a coin toss. Pinned, the
+# run to the next on a 2-vCPU guest), which made any ratio to it a coin toss. Pinned, the
 # blast repeats within ~3%. docs/perf-log.md, "Linux driver: where the remaining stalls come from".
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1101,11 +1101,10 @@ def main():
         exp8(a, body, by("e8-"))
 
     version = runs[0].s.get("version", "?") if runs else "?"
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                          cwd=REPO).stdout.strip() or "?"
-    # mrc-sim's version string is `git describe` when the binary was built (reused runs keep the
-    # version they were made with); the commit the report was rendered at is stated beside it.
-    version = f"{version}, rendered at commit {head}"
+    # mrc-sim's version string ends in `git describe` when the binary was built (reused runs
+    # keep the version they were made with): the page names the release only, the run
+    # directories' summary.json keep the whole string.
+    version = re.sub(r" \([^)]*\)$", "", version)
     sim_wall = sum(r.s["run"]["wall_seconds"] for r in runs)
     rep.w("# MRC claims, measured")
     rep.w()

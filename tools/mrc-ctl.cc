@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <set>
 #include <thread>
@@ -229,6 +230,11 @@ constexpr int64_t kMaxId = INT64_MAX;
 // Reads `path`; nullopt after printing every problem (file:line).
 std::optional<ProfileFile> read_profile_file(const std::string& path) {
   toml::table root;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    fmt::print(stderr, "mrc-ctl: {}: a directory, not a profile file; nothing applied\n", path);
+    return std::nullopt;
+  }
   try {
     root = toml::parse_file(path);
   } catch (const toml::parse_error& e) {

@@ -23,9 +23,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <regex>
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "net/fabric.h"
 #include "net/fabric_live.h"
 #include "net/fabric_probe.h"
@@ -59,12 +61,43 @@ constexpr const char* kExecUsage =
     "  -h, --help    this text\n"
     "\n"
     "Example: mrc-fabric exec h0 ping -6 -c 1 fcbb:bb00:4001::\n"
-    "Exit status: COMMAND's own; 1 if the fabric is missing or exec fails, 2 bad arguments.\n";
+    "Exit status: COMMAND's own; 1 if the fabric is missing or exec fails, 2 bad arguments\n"
+    "(one line on stderr).\n";
+
+// A bad argument: one line naming it, exit 2 (tools/cli.h).
+int bad_argument(const std::string& what) {
+  fmt::print(stderr, "mrc-fabric: {} (see mrc-fabric --help)\n", what);
+  return mrc::tools::kExitBadArguments;
+}
+
+// The fabric name alone (letters, digits, '_', '-'): the other fields keep valid defaults.
+std::string name_error(const std::string& name) {
+  FabricSpec only_name;
+  only_name.name = name;
+  const auto ok = validate(only_name);
+  return ok ? std::string() : ok.error().message;
+}
+
+// Link and switch names as mrc-sim spells them ("p0/leaf3-spine7", "p1/host5", "p0/spine2",
+// "p1/leaf5") in this fabric's spelling ("p0-l3-s7", "h5-p1", "p0-s2", "p1-l5"); other text
+// unchanged. Both programs take both (docs/fabric.md, docs/simulator.md).
+std::string fabric_spelling(const std::string& name) {
+  static const std::regex leaf_spine(R"(p(\d+)/leaf(\d+)-spine(\d+))");
+  static const std::regex host(R"(p(\d+)/host(\d+))");
+  static const std::regex sw(R"(p(\d+)/(leaf|spine)(\d+))");
+  std::smatch m;
+  if (std::regex_match(name, m, leaf_spine))
+    return "p" + m[1].str() + "-l" + m[2].str() + "-s" + m[3].str();
+  if (std::regex_match(name, m, host)) return "h" + m[2].str() + "-p" + m[1].str();
+  if (std::regex_match(name, m, sw))
+    return "p" + m[1].str() + (m[2].str() == "leaf" ? "-l" : "-s") + m[3].str();
+  return name;
+}
 
 // HOST as "h3" or "3".
 std::optional<int> parse_host(const FabricPlan& plan, std::string text) {
   if (text.starts_with("h")) text.erase(0, 1);
-  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+  if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos)
     return std::nullopt;
   const int h = std::stoi(text);
   if (h >= plan.spec.hosts) return std::nullopt;
@@ -134,35 +167,33 @@ int flap_in_background(const FabricPlan& plan, const std::string& link, uint64_t
 int run_exec(std::string name, std::vector<std::string> args) {
   size_t i = 0;
   while (i < args.size() && args[i].starts_with("--name")) {
-    if (args[i] == "--name" && i + 1 < args.size()) {
+    if (args[i] == "--name") {
+      if (i + 1 >= args.size()) return bad_argument("exec: --name needs a value");
       name = args[i + 1];
       i += 2;
-    } else {
+    } else if (args[i].starts_with("--name=")) {
       name = args[i].substr(7);
       i += 1;
+    } else {
+      break;
     }
   }
   if (i < args.size() && (args[i] == "--help" || args[i] == "-h")) {
     fmt::print("{}", kExecUsage);
     return 0;
   }
-  if (i >= args.size()) {
-    fmt::print(stderr, "{}", kExecUsage);
-    return 2;
-  }
+  if (const std::string e = name_error(name); !e.empty()) return bad_argument(e);
+  if (i >= args.size()) return bad_argument("exec: HOST and COMMAND are required");
   const std::string host = args[i++];
+  if (host.starts_with("-")) return bad_argument("exec: unknown option '" + host + "'");
   if (i < args.size() && args[i] == "--") ++i;
-  if (i >= args.size()) {
-    fmt::print(stderr, "mrc-fabric exec: no command given\n");
-    return 2;
-  }
+  if (i >= args.size()) return bad_argument("exec: no command given after " + host);
   auto plan = load_fabric(name);
   if (!plan) return report(std::unexpected(plan.error()));
   const auto h = parse_host(*plan, host);
-  if (!h) {
-    fmt::print(stderr, "mrc-fabric: unknown host '{}' (h0..h{})\n", host, plan->spec.hosts - 1);
-    return 2;
-  }
+  if (!h)
+    return bad_argument(
+        fmt::format("exec: unknown host '{}' (h0..h{})", host, plan->spec.hosts - 1));
   // `ip netns exec` also gives the command the namespace's /sys view.
   std::vector<std::string> full{"ip", "netns", "exec", plan->nodes[size_t(*h)].ns};
   full.insert(full.end(), args.begin() + long(i), args.end());
@@ -193,7 +224,12 @@ int main(int argc, char** argv) {
       }
     }
   }
-  CLI::App app{"mrc-fabric: multi-plane two-tier SRv6 fabrics of network namespaces (root)"};
+  CLI::App app{"mrc-fabric: multi-plane two-tier SRv6 fabrics of network namespaces (root)",
+               "mrc-fabric"};
+  mrc::tools::set_exit_codes(
+      app,
+      "0 done, 1 failed (no fabric, a command in a namespace failed, `check`: a path lost "
+      "probes; exec: the command's own)");
   app.require_subcommand(1);
   app.fallthrough();  // --name may follow the subcommand
   std::string name = "mrc";
@@ -204,11 +240,21 @@ int main(int argc, char** argv) {
   std::string rate_text;
   bool replace = false;
   auto* up = app.add_subcommand("up", "build the fabric");
-  up->add_option("--hosts", spec.hosts, "hosts")->capture_default_str();
-  up->add_option("--planes", spec.planes, "planes (NIC ports per host)")->capture_default_str();
-  up->add_option("--leaves", spec.leaves, "leaves per plane")->capture_default_str();
-  up->add_option("--spines", spec.spines, "spines per plane")->capture_default_str();
-  up->add_option("--mtu", spec.mtu, "MTU of every link")->capture_default_str();
+  up->add_option("--hosts", spec.hosts, "hosts")
+      ->capture_default_str()
+      ->check(CLI::Range(2, kMaxHosts));
+  up->add_option("--planes", spec.planes, "planes (NIC ports per host)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxPlanes));
+  up->add_option("--leaves", spec.leaves, "leaves per plane (at most --hosts)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxLeaves));
+  up->add_option("--spines", spec.spines, "spines per plane")
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxSpines));
+  up->add_option("--mtu", spec.mtu, "MTU of every link")
+      ->capture_default_str()
+      ->check(CLI::Range(1280, 65535));
   up->add_option("--rate", rate_text, "per-link rate limit (tbf), e.g. 10gbit");
   up->add_flag("--replace", replace, "tear down an existing fabric of that name first");
   int forwarding_timeout_ms = 10'000;
@@ -261,7 +307,8 @@ int main(int argc, char** argv) {
       "flap", "toggle a link: down for half the period, up for the other half; ends up");
   flap->add_option("link", target, "link name")->required();
   flap->add_option("--period", period_text, "one down+up cycle")->capture_default_str();
-  flap->add_option("--count", count, "cycles (0 = until --duration, or until interrupted)");
+  flap->add_option("--count", count, "cycles (0 = until --duration, or until interrupted)")
+      ->check(CLI::Range(0, 1'000'000'000));
   flap->add_option("--duration", duration_text, "stop after this long, e.g. 5s");
   flap->add_flag("--background", background, "detach; `down` or kill PID stops it");
 
@@ -273,17 +320,35 @@ int main(int argc, char** argv) {
 
   int probes_per_path = 3;
   auto* check = app.add_subcommand("check", "UDP probes over every path (SRv6 and plain)");
-  check->add_option("--count", probes_per_path, "datagrams per path")->capture_default_str();
+  check->add_option("--count", probes_per_path, "datagrams per path")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
 
-  CLI11_PARSE(app, argc, argv);
+  if (const int rc = mrc::tools::parse(app, argc, argv); rc >= 0) return rc;
   spec.name = name;
+  if (const std::string e = name_error(name); !e.empty()) return bad_argument(e);
+  // Values whose form or range the parser cannot check: bad arguments too, before anything runs.
+  uint64_t rate_bps = 0, period_us = 0, duration_us = 0;
+  if (!rate_text.empty()) {
+    auto r = parse_rate(rate_text);
+    if (!r) return bad_argument(r.error().message);
+    rate_bps = *r;
+  }
+  if (*flap) {
+    auto period = parse_duration_us(period_text);
+    if (!period) return bad_argument("--period: " + period.error().message);
+    if (*period < 2000) return bad_argument("--period must be at least 2ms");
+    period_us = *period;
+    if (!duration_text.empty()) {
+      auto d = parse_duration_us(duration_text);
+      if (!d) return bad_argument("--duration: " + d.error().message);
+      duration_us = *d;
+    }
+  }
 
   if (*up) {
-    if (!rate_text.empty()) {
-      auto r = parse_rate(rate_text);
-      if (!r) return report(std::unexpected(r.error()));
-      spec.rate_bps = *r;
-    }
+    spec.rate_bps = rate_bps;
+    if (auto ok = validate(spec); !ok) return bad_argument(ok.error().message);
     struct sigaction sa {};
     sa.sa_handler = on_up_signal;
     sigemptyset(&sa.sa_mask);
@@ -339,37 +404,27 @@ int main(int argc, char** argv) {
       print_status(*st);
     return 0;
   }
+  // A link (or, for blackhole, a switch) the fabric does not have is a bad argument.
+  target = fabric_spelling(target);
+  if ((*link || *loss || *rate || *flap) && !plan->link(target))
+    return bad_argument(
+        fmt::format("unknown link '{}' (e.g. p0-l0-s1 or p0/leaf0-spine1, h2-p1)", target));
+  if (*blackhole && !plan->link(target) && !plan->node(target))
+    return bad_argument(
+        fmt::format("unknown link or switch '{}' (e.g. p0-l0-s1, h2-p1, p0-s1, p0-l0)", target));
   if (*link) return report(set_link_admin(*plan, target, action == "up"));
   if (*blackhole) return report(set_blackhole(*plan, target, !off));
   if (*loss) return report(set_loss(*plan, target, percent));
-  if (*rate) {
-    auto r = parse_rate(rate_text);
-    if (!r) return report(std::unexpected(r.error()));
-    return report(set_rate(*plan, target, *r));
-  }
+  if (*rate) return report(set_rate(*plan, target, rate_bps));
   if (*flap) {
-    auto period = parse_duration_us(period_text);
-    if (!period) return report(std::unexpected(period.error()));
-    uint64_t duration = 0;
-    if (!duration_text.empty()) {
-      auto d = parse_duration_us(duration_text);
-      if (!d) return report(std::unexpected(d.error()));
-      duration = *d;
-    }
-    // Checked here too: a background flapper could only fail silently.
-    if (!plan->link(target)) {
-      fmt::print(stderr, "mrc-fabric: unknown link '{}'\n", target);
-      return 1;
-    }
-    if (background) return flap_in_background(*plan, target, *period, count, duration);
-    return report(flap_link(*plan, target, *period, count, duration));
+    if (background) return flap_in_background(*plan, target, period_us, count, duration_us);
+    return report(flap_link(*plan, target, period_us, count, duration_us));
   }
   if (*paths) {
     const auto a = parse_host(*plan, from_host), b = parse_host(*plan, to_host);
-    if (!a || !b || *a == *b) {
-      fmt::print(stderr, "mrc-fabric: need two different hosts in h0..h{}\n", plan->spec.hosts - 1);
-      return 2;
-    }
+    if (!a || !b || *a == *b)
+      return bad_argument(
+          fmt::format("paths: need two different hosts in h0..h{}", plan->spec.hosts - 1));
     const FabricSpec& sp = plan->spec;
     const auto print = [&](int p, const std::string& kind, const mrc::wire::Ipv6Addr& da,
                            std::optional<int> spine) {

@@ -58,21 +58,32 @@ bool legal_profile_transition(ProfileState cur, ProfileState target) {
 }
 
 // Where a profile modify starts, the same for EV format, EV and CC profiles (5.5): the
-// profile's state now (INIT when it does not exist), the caller's claim about it
-// (CUR_STATE, checked when set), the state asked for (STATE, else staying put) and the
-// transition rule. nullopt: EINVAL.
+// profile's state now (INIT when `p` is null: it does not exist), the caller's claim about it
+// (CUR_STATE, checked when `cur_state_bit` is in `mask`), the state asked for (STATE, when
+// `state_bit` is in `mask`, else staying put) and the transition rule. nullopt: EINVAL.
 struct ProfileMove {
   ProfileState cur;
   ProfileState target;
   bool moving;
 };
-std::optional<ProfileMove> profile_move(ProfileState cur, bool check_cur,
-                                        mrc_ctl_profile_state claimed_cur, bool set_state,
-                                        mrc_ctl_profile_state requested) {
-  if (check_cur && claimed_cur != static_cast<mrc_ctl_profile_state>(cur)) return std::nullopt;
-  const auto target = set_state ? static_cast<ProfileState>(requested) : cur;
+template <typename Profile, typename Attr>
+std::optional<ProfileMove> profile_move(const Profile* p, const Attr& attr, int mask,
+                                        int cur_state_bit, int state_bit) {
+  const ProfileState cur = p ? static_cast<ProfileState>(p->state) : ProfileState::kInit;
+  if ((mask & cur_state_bit) && attr.cur_profile_state != static_cast<mrc_ctl_profile_state>(cur))
+    return std::nullopt;
+  const auto target = (mask & state_bit) ? static_cast<ProfileState>(attr.profile_state) : cur;
   if (target > ProfileState::kOnline || !legal_profile_transition(cur, target)) return std::nullopt;
   return ProfileMove{cur, target, target != cur};
+}
+
+// Whether live QPs hold profile `p`, which then cannot leave ONLINE (5.5: EBUSY). QPs of
+// crashed applications do not count (docs/c-api.md): they are reclaimed before the answer.
+template <typename Profile>
+bool held_by_qps(NodeState& node, const Profile& p) {
+  if (p.active_qps == 0) return false;
+  node.reclaim_dead_slots();
+  return p.active_qps > 0;
 }
 
 // Every controller call needs CAP_NET_ADMIN (5: EPERM otherwise).
@@ -239,9 +250,8 @@ MRC_EXPORT int mrc_ctl_modify_ev_fmt_profile(mrc_context* ctx, uint64_t id,
   NodeLock guard(node);
   NodeStateLayout& s = node.get();
   ShmFmtProfile* p = node.find_fmt(id);
-  const auto move = profile_move(p ? static_cast<ProfileState>(p->state) : ProfileState::kInit,
-                                 mask & MRC_CTL_EV_FMT_PROFILE_CUR_STATE, attr->cur_profile_state,
-                                 mask & MRC_CTL_EV_FMT_PROFILE_STATE, attr->profile_state);
+  const auto move =
+      profile_move(p, *attr, mask, MRC_CTL_EV_FMT_PROFILE_CUR_STATE, MRC_CTL_EV_FMT_PROFILE_STATE);
   if (!move) return fail(EINVAL);
   const auto [cur, target, moving] = *move;
   const bool op = mask & MRC_CTL_EV_FMT_PROFILE_OP;
@@ -461,116 +471,171 @@ constexpr int kEvKnown = MRC_CTL_EV_PROFILE_STATE | MRC_CTL_EV_PROFILE_CUR_STATE
 
 }  // namespace
 
-MRC_EXPORT int mrc_ctl_modify_ev_profile(mrc_context* ctx, uint64_t id,
-                                         mrc_ctl_ev_profile_attr* attr, int mask) {
-  if (!permitted()) return fail(EPERM);
-  if (!ctx || !attr || (mask & ~kEvKnown)) return fail(EINVAL);
-  const bool ev_op = mask & MRC_CTL_EV_PROFILE_EV_OP;
+namespace {
+
+// The operations an EV profile modify asks for (EV_OP, EV_FIELDS_OP and which fields
+// operation), or nullopt: EINVAL (both at once, 5.5 "Operation selection", or an unknown
+// fields operation).
+struct EvOps {
+  bool ev_op = false;
+  bool modify_fields = false;
+  bool query_fields = false;
+};
+std::optional<EvOps> ev_ops_of(const mrc_ctl_ev_profile_attr& attr, int mask) {
+  EvOps o;
+  o.ev_op = mask & MRC_CTL_EV_PROFILE_EV_OP;
   const bool fields_op = mask & MRC_CTL_EV_PROFILE_EV_FIELDS_OP;
-  if (ev_op && fields_op) return fail(EINVAL);  // 5.5 "Operation selection"
-  const bool modify_fields =
-      fields_op && attr->ev_fields_op.op == MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS;
-  const bool query_fields = fields_op && attr->ev_fields_op.op == MRC_CTL_EV_FIELDS_OP_QUERY_FIELDS;
-  if (fields_op && !modify_fields && !query_fields) return fail(EINVAL);
-  const uint32_t ports = static_cast<uint32_t>(ctx->dev->config.ports.size());
-  NodeState& node = *ctx->dev->node;
-  NodeLock guard(node);
-  NodeStateLayout& s = node.get();
-  ShmEvProfile* p = node.find_ev(id);
-  const auto move = profile_move(p ? static_cast<ProfileState>(p->state) : ProfileState::kInit,
-                                 mask & MRC_CTL_EV_PROFILE_CUR_STATE, attr->cur_profile_state,
-                                 mask & MRC_CTL_EV_PROFILE_STATE, attr->profile_state);
-  if (!move) return fail(EINVAL);
-  const auto [cur, target, moving] = *move;
+  if (o.ev_op && fields_op) return std::nullopt;
+  o.modify_fields = fields_op && attr.ev_fields_op.op == MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS;
+  o.query_fields = fields_op && attr.ev_fields_op.op == MRC_CTL_EV_FIELDS_OP_QUERY_FIELDS;
+  if (fields_op && !o.modify_fields && !o.query_fields) return std::nullopt;
+  return o;
+}
+
+// What the profile's state permits of the request (5.5); an errno, or 0.
+int check_ev_request(NodeState& node, const ShmEvProfile* p, const ProfileMove& move,
+                     const mrc_ctl_ev_profile_attr& attr, int mask, const EvOps& ops) {
+  const auto [cur, target, moving] = move;
   constexpr int kAttrBits = MRC_CTL_EV_PROFILE_MODE | MRC_CTL_EV_PROFILE_FMT_ID |
                             MRC_CTL_EV_PROFILE_COUNT | MRC_CTL_EV_PROFILE_MIN_ACTIVE |
                             MRC_CTL_EV_PROFILE_EVENT_MASK;
-  const bool attr_changes = (mask & kAttrBits) || modify_fields;
-  if (cur == ProfileState::kInit && !moving && (attr_changes || ev_op || query_fields))
-    return fail(EINVAL);
+  const bool attr_changes = (mask & kAttrBits) || ops.modify_fields;
+  if (cur == ProfileState::kInit && !moving && (attr_changes || ops.ev_op || ops.query_fields))
+    return EINVAL;
   // ONLINE (5.5 with MRC_CTL_OPT_CAP_EV_PROFILE_MODIFY_ONLINE): EVENT_MASK and MODIFY_FIELDS
   // may change, as may the array through REPLACE_EV; MODE, FMT_ID, COUNT and MIN_ACTIVE not.
   // No EBUSY for QPs using it: changing a profile under live QPs is what the capability is for
   // (the EBUSY interpretation of 5.5 covers ONLINE -> OFFLINE and OFFLINE edits).
   constexpr int kFixedOnline = MRC_CTL_EV_PROFILE_MODE | MRC_CTL_EV_PROFILE_FMT_ID |
                                MRC_CTL_EV_PROFILE_COUNT | MRC_CTL_EV_PROFILE_MIN_ACTIVE;
-  if (cur == ProfileState::kOnline && (mask & kFixedOnline)) return fail(EINVAL);
-  if (cur == ProfileState::kOnline && moving && p->active_qps > 0) {
-    node.reclaim_dead_slots();  // QPs of crashed applications do not count (docs/c-api.md)
-    if (p->active_qps > 0) return fail(EBUSY);
-  }
+  if (cur == ProfileState::kOnline && (mask & kFixedOnline)) return EINVAL;
+  if (cur == ProfileState::kOnline && moving && held_by_qps(node, *p)) return EBUSY;
   if (cur == ProfileState::kInit && moving) {
     // "to OFFLINE": MODE, and for EXP/GEN FMT_ID, COUNT and MODIFY_FIELDS (5.5).
-    if (!(mask & MRC_CTL_EV_PROFILE_MODE)) return fail(EINVAL);
-    if (attr->ev_mode != MRC_CTL_EV_MODE_AUTO &&
+    if (!(mask & MRC_CTL_EV_PROFILE_MODE)) return EINVAL;
+    if (attr.ev_mode != MRC_CTL_EV_MODE_AUTO &&
         ((mask & (MRC_CTL_EV_PROFILE_FMT_ID | MRC_CTL_EV_PROFILE_COUNT)) !=
              (MRC_CTL_EV_PROFILE_FMT_ID | MRC_CTL_EV_PROFILE_COUNT) ||
-         !modify_fields))
-      return fail(EINVAL);
+         !ops.modify_fields))
+      return EINVAL;
   }
+  return 0;
+}
 
-  auto w = std::make_unique<ShmEvProfile>(p ? *p : ShmEvProfile{});
-  w->id = id;
+// Applies the attributes of the request (MODE, FMT_ID, COUNT, MIN_ACTIVE, EVENT_MASK,
+// MODIFY_FIELDS) to `w`, the working copy of profile `p` (null: a new one), regenerating or
+// clearing its EV array where they change it; an errno, or 0 (`w` is then consistent).
+int apply_ev_attributes(NodeState& node, const ShmEvProfile* p, ShmEvProfile& w,
+                        const mrc_ctl_ev_profile_attr& attr, int mask, const EvOps& ops,
+                        ProfileState cur, uint32_t ports) {
   bool regenerate = false;
   if (mask & MRC_CTL_EV_PROFILE_MODE) {
-    if (!one_of(attr->ev_mode, MRC_CTL_EV_MODE_AUTO | MRC_CTL_EV_MODE_EXP | MRC_CTL_EV_MODE_GEN))
-      return fail(EINVAL);
-    if (w->mode != attr->ev_mode) regenerate = true;
-    w->mode = static_cast<uint8_t>(attr->ev_mode);
+    if (!one_of(attr.ev_mode, MRC_CTL_EV_MODE_AUTO | MRC_CTL_EV_MODE_EXP | MRC_CTL_EV_MODE_GEN))
+      return EINVAL;
+    if (w.mode != attr.ev_mode) regenerate = true;
+    w.mode = static_cast<uint8_t>(attr.ev_mode);
   }
-  const bool auto_mode = w->mode == MRC_CTL_EV_MODE_AUTO;
+  const bool auto_mode = w.mode == MRC_CTL_EV_MODE_AUTO;
   if (mask & MRC_CTL_EV_PROFILE_FMT_ID) {
-    const ShmFmtProfile* f = node.find_fmt(attr->ev_fmt_profile_id);
-    if (!f || f->state != static_cast<uint8_t>(ProfileState::kOnline)) return fail(EINVAL);
-    w->fmt_id = attr->ev_fmt_profile_id;
-    w->fmt_id_set = 1;
+    const ShmFmtProfile* f = node.find_fmt(attr.ev_fmt_profile_id);
+    if (!f || f->state != static_cast<uint8_t>(ProfileState::kOnline)) return EINVAL;
+    w.fmt_id = attr.ev_fmt_profile_id;
+    w.fmt_id_set = 1;
   }
   if (mask & MRC_CTL_EV_PROFILE_COUNT) {
-    if (!auto_mode && attr->ev_count == 0) return fail(EINVAL);
-    if (attr->ev_count > kMaxEvsPerProfile) return fail(E2BIG);
+    if (!auto_mode && attr.ev_count == 0) return EINVAL;
+    if (attr.ev_count > kMaxEvsPerProfile) return E2BIG;
     const uint32_t used = node.ev_entries_used() - (p ? p->ev_count : 0);
-    if (used + attr->ev_count > kMaxEvProfiles * kMaxEvsPerProfile) return fail(E2BIG);
-    if (w->ev_count != attr->ev_count) regenerate = true;
-    w->ev_count = attr->ev_count;
-    w->count_set = 1;
+    if (used + attr.ev_count > kMaxEvProfiles * kMaxEvsPerProfile) return E2BIG;
+    if (w.ev_count != attr.ev_count) regenerate = true;
+    w.ev_count = attr.ev_count;
+    w.count_set = 1;
   }
-  if (auto_mode) w->ev_count = 0;
+  if (auto_mode) w.ev_count = 0;
   if (mask & MRC_CTL_EV_PROFILE_MIN_ACTIVE) {
-    w->ev_min_active = attr->ev_min_active;
-    w->min_active_set = 1;
+    w.ev_min_active = attr.ev_min_active;
+    w.min_active_set = 1;
   }
   if (mask & MRC_CTL_EV_PROFILE_EVENT_MASK) {
-    if (attr->ev_event_mask & ~(MRC_CTL_EV_GOOD | MRC_CTL_EV_ASSUMED_BAD)) return fail(EINVAL);
-    w->ev_event_mask = attr->ev_event_mask;
-    w->event_mask_set = 1;
+    if (attr.ev_event_mask & ~(MRC_CTL_EV_GOOD | MRC_CTL_EV_ASSUMED_BAD)) return EINVAL;
+    w.ev_event_mask = attr.ev_event_mask;
+    w.event_mask_set = 1;
   }
-  if (modify_fields) {
-    auto& f = attr->ev_fields_op;
-    if (f.field_count < 0 || (f.field_count > 0 && !f.fields)) return fail(EINVAL);
-    if (f.field_count > static_cast<int>(kMaxProfileFields)) return fail(E2BIG);
-    const ShmFmtProfile* fmt = node.find_fmt(w->fmt_id);
-    if (!fmt || !w->fmt_id_set) return fail(EINVAL);
+  if (ops.modify_fields) {
+    const auto& f = attr.ev_fields_op;
+    if (f.field_count < 0 || (f.field_count > 0 && !f.fields)) return EINVAL;
+    if (f.field_count > static_cast<int>(kMaxProfileFields)) return E2BIG;
+    const ShmFmtProfile* fmt = node.find_fmt(w.fmt_id);
+    if (!fmt || !w.fmt_id_set) return EINVAL;
     std::vector<ev::Field> fields;
     for (int i = 0; i < f.field_count; ++i)
       fields.push_back(ev::Field{f.fields[i].width, f.fields[i].init_val, f.fields[i].min_val,
                                  f.fields[i].max_val, f.fields[i].mask});
     if (auto st = ev::validate_fields(to_format(*fmt), fields, ev::kEvBits); !st)
-      return fail(st.error() == Error::kTooBig ? E2BIG : EINVAL);
-    w->field_count = static_cast<uint32_t>(fields.size());
-    std::copy(fields.begin(), fields.end(), w->fields);
-    w->fields_set = 1;
+      return st.error() == Error::kTooBig ? E2BIG : EINVAL;
+    w.field_count = static_cast<uint32_t>(fields.size());
+    std::copy(fields.begin(), fields.end(), w.fields);
+    w.fields_set = 1;
     regenerate = true;
   }
   if (regenerate && !auto_mode) {
-    if (w->mode == MRC_CTL_EV_MODE_GEN && w->fields_set) {
-      if (int e = generate_entries(*w, ports)) return fail(e);
-    } else if (w->mode == MRC_CTL_EV_MODE_EXP && cur != ProfileState::kOnline) {
-      for (uint32_t i = 0; i < w->ev_count; ++i)
-        w->entries[i] = ShmEvEntry{};  // UNPOPULATED
-    }  // ONLINE EXP: the controller's array stays, expanded by the new fields (checked below)
-    ++w->generation;
+    if (w.mode == MRC_CTL_EV_MODE_GEN && w.fields_set) {
+      if (int e = generate_entries(w, ports)) return e;
+    } else if (w.mode == MRC_CTL_EV_MODE_EXP && cur != ProfileState::kOnline) {
+      for (uint32_t i = 0; i < w.ev_count; ++i)
+        w.entries[i] = ShmEvEntry{};  // UNPOPULATED
+    }  // ONLINE EXP: the controller's array stays, expanded by the new fields (checked later)
+    ++w.generation;
   }
-  if (!auto_mode && w->ev_min_active > w->ev_count) return fail(EINVAL);
+  if (!auto_mode && w.ev_min_active > w.ev_count) return EINVAL;
+  return 0;
+}
+
+// The rules of an ONLINE profile (5.5 "to ONLINE", 6): MIN_ACTIVE and EVENT_MASK set, and
+// outside AUTO an ONLINE format and a whole array that expands under it, since live QPs take
+// it as it is. An errno, or 0.
+int check_ev_online(NodeState& node, const ShmEvProfile& w) {
+  if (!w.min_active_set || !w.event_mask_set) return EINVAL;
+  if (w.mode == MRC_CTL_EV_MODE_AUTO) return 0;
+  const ShmFmtProfile* fmt = node.find_fmt(w.fmt_id);
+  if (!fmt || fmt->state != static_cast<uint8_t>(ProfileState::kOnline)) return EINVAL;
+  ev::EvProfile check;
+  check.mode = static_cast<ev::EvMode>(w.mode);
+  check.format = to_format(*fmt);
+  check.fields.assign(w.fields, w.fields + w.field_count);
+  check.ev_min_active = w.ev_min_active;
+  for (uint32_t i = 0; i < w.ev_count; ++i) {
+    if (w.entries[i].port == 0) return EINVAL;  // EXP: every entry populated
+    ev::EvEntry e;
+    std::memcpy(e.value.data(), w.entries[i].val, ev::kEvBytes);
+    e.port = static_cast<uint8_t>(w.entries[i].port - 1);
+    check.entries.push_back(e);
+  }
+  return ev::validate_profile(check) ? 0 : EINVAL;
+}
+
+}  // namespace
+
+MRC_EXPORT int mrc_ctl_modify_ev_profile(mrc_context* ctx, uint64_t id,
+                                         mrc_ctl_ev_profile_attr* attr, int mask) {
+  if (!permitted()) return fail(EPERM);
+  if (!ctx || !attr || (mask & ~kEvKnown)) return fail(EINVAL);
+  const std::optional<EvOps> ops = ev_ops_of(*attr, mask);
+  if (!ops) return fail(EINVAL);
+  const uint32_t ports = static_cast<uint32_t>(ctx->dev->config.ports.size());
+  NodeState& node = *ctx->dev->node;
+  NodeLock guard(node);
+  ShmEvProfile* p = node.find_ev(id);
+  const auto move =
+      profile_move(p, *attr, mask, MRC_CTL_EV_PROFILE_CUR_STATE, MRC_CTL_EV_PROFILE_STATE);
+  if (!move) return fail(EINVAL);
+  const auto [cur, target, moving] = *move;
+  if (int e = check_ev_request(node, p, *move, *attr, mask, *ops)) return fail(e);
+
+  auto w = std::make_unique<ShmEvProfile>(p ? *p : ShmEvProfile{});
+  w->id = id;
+  if (int e = apply_ev_attributes(node, p, *w, *attr, mask, *ops, cur, ports)) return fail(e);
+  const bool auto_mode = w->mode == MRC_CTL_EV_MODE_AUTO;
 
   // Allocate the slot before the batch, so a partly applied batch can be kept.
   ShmEvProfile* slot = p;
@@ -585,8 +650,8 @@ MRC_EXPORT int mrc_ctl_modify_ev_profile(mrc_context* ctx, uint64_t id,
     if (!fmt) return fail(EIO);  // an ONLINE EV profile's format cannot leave ONLINE
     online_fmt = to_format(*fmt);
   }
-  if (ev_op) op_error = run_ev_op(*w, attr, ports, online_fmt ? &*online_fmt : nullptr);
-  if (query_fields) op_error = query_ev_fields(*w, attr);
+  if (ops->ev_op) op_error = run_ev_op(*w, attr, ports, online_fmt ? &*online_fmt : nullptr);
+  if (ops->query_fields) op_error = query_ev_fields(*w, attr);
   if (!slot) return op_error ? fail(op_error) : 0;  // INIT and nothing asked
   if (op_error) {  // earlier entries stay applied (5.5), the state does not change
     *slot = *w;
@@ -596,31 +661,13 @@ MRC_EXPORT int mrc_ctl_modify_ev_profile(mrc_context* ctx, uint64_t id,
   }
   // Going ONLINE, or staying ONLINE with new fields: the whole array must expand (6), since
   // live QPs take it as it is (for ONLINE, nothing has changed yet if this fails).
-  if (target == ProfileState::kOnline && (moving || (modify_fields && !auto_mode))) {
-    if (!w->min_active_set || !w->event_mask_set) return fail(EINVAL);  // "to ONLINE"
-    if (!auto_mode) {
-      const ShmFmtProfile* fmt = node.find_fmt(w->fmt_id);
-      if (!fmt || fmt->state != static_cast<uint8_t>(ProfileState::kOnline)) return fail(EINVAL);
-      ev::EvProfile check;
-      check.mode = static_cast<ev::EvMode>(w->mode);
-      check.format = to_format(*fmt);
-      check.fields.assign(w->fields, w->fields + w->field_count);
-      check.ev_min_active = w->ev_min_active;
-      for (uint32_t i = 0; i < w->ev_count; ++i) {
-        if (w->entries[i].port == 0) return fail(EINVAL);  // EXP: every entry populated
-        ev::EvEntry e;
-        std::memcpy(e.value.data(), w->entries[i].val, ev::kEvBytes);
-        e.port = static_cast<uint8_t>(w->entries[i].port - 1);
-        check.entries.push_back(e);
-      }
-      if (!ev::validate_profile(check)) return fail(EINVAL);
-    }
+  if (target == ProfileState::kOnline && (moving || (ops->modify_fields && !auto_mode))) {
+    if (int e = check_ev_online(node, *w)) return fail(e);
   }
   if (target == ProfileState::kInit) {
     *slot = ShmEvProfile{};
     return 0;
   }
-  (void)s;
   w->in_use = 1;
   w->state = static_cast<uint8_t>(target);
   w->owner_pid = ::getpid();
@@ -672,9 +719,8 @@ MRC_EXPORT int mrc_ctl_modify_cc_profile(mrc_context* ctx, uint64_t id,
   NodeState& node = *ctx->dev->node;
   NodeLock guard(node);
   ShmCcProfile* p = node.find_cc(id);
-  const auto move = profile_move(p ? static_cast<ProfileState>(p->state) : ProfileState::kInit,
-                                 mask & MRC_CTL_CC_PROFILE_CUR_STATE, attr->cur_profile_state,
-                                 mask & MRC_CTL_CC_PROFILE_STATE, attr->profile_state);
+  const auto move =
+      profile_move(p, *attr, mask, MRC_CTL_CC_PROFILE_CUR_STATE, MRC_CTL_CC_PROFILE_STATE);
   if (!move) return fail(EINVAL);
   const auto [cur, target, moving] = *move;
   const bool changes = mask & (MRC_CTL_CC_PROFILE_ALGORITHM | MRC_CTL_CC_PROFILE_CONFIG);
@@ -682,10 +728,7 @@ MRC_EXPORT int mrc_ctl_modify_cc_profile(mrc_context* ctx, uint64_t id,
   // ONLINE: CONFIG may change (MRC_CTL_OPT_CAP_CC_PROFILE_MODIFY_ONLINE, 5.5), ALGORITHM not;
   // QPs using the profile are reconfigured in place by their process (no EBUSY).
   if (cur == ProfileState::kOnline && (mask & MRC_CTL_CC_PROFILE_ALGORITHM)) return fail(EINVAL);
-  if (cur == ProfileState::kOnline && moving && p->active_qps > 0) {
-    node.reclaim_dead_slots();  // QPs of crashed applications do not count (docs/c-api.md)
-    if (p->active_qps > 0) return fail(EBUSY);
-  }
+  if (cur == ProfileState::kOnline && moving && held_by_qps(node, *p)) return fail(EBUSY);
   if (cur == ProfileState::kInit && moving && !(mask & MRC_CTL_CC_PROFILE_ALGORITHM))
     return fail(EINVAL);  // "to OFFLINE": ALGORITHM
   ShmCcProfile w = p ? *p : ShmCcProfile{};

@@ -22,7 +22,7 @@
 
 #include "net/secure_random.h"
 
-// verbs.h wraps some calls in macros / inline helpers that end up calling these symbols.
+// verbs.h wraps some calls in macros / inline functions that end up calling these symbols.
 #undef ibv_query_port
 #undef ibv_reg_mr
 #undef ibv_reg_mr_iova

@@ -73,7 +73,7 @@ NetResult<bool> interface_is_up(int sock, const std::string& ifname);       // I
 NetResult<bool> interface_is_running(int sock, const std::string& ifname);  // IFF_RUNNING
 NetStatus set_interface_up(int sock, const std::string& ifname, bool up);
 
-// Text helpers for command lines and tool output.
+// Text functions for command lines and tool output.
 std::string join_args(const std::vector<std::string>& parts, std::string_view sep = " ");
 std::string joined_lines(const std::vector<std::string>& lines);  // each line + '\n'
 std::string trimmed(std::string s);                               // trailing blanks, newlines

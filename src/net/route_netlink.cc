@@ -87,6 +87,14 @@ std::string extended_ack_message(const nlmsghdr* h) {
   return {};
 }
 
+// NLMSG_OK(h, left) with the comparison of the message length (unsigned) against the bytes
+// left (signed, so that NLMSG_NEXT past the end makes it negative) spelled out: the macro's
+// own mixes the two, which clang's -Wsign-compare reports.
+bool netlink_message_fits(const nlmsghdr* h, int left) {
+  return left >= static_cast<int>(sizeof(nlmsghdr)) && h->nlmsg_len >= sizeof(nlmsghdr) &&
+         h->nlmsg_len <= static_cast<uint32_t>(left);
+}
+
 }  // namespace
 
 NetStatus parse_route_prefix(const std::string& text, NetlinkRoute& r) {
@@ -186,7 +194,8 @@ NetStatus replace_routes(int fd, std::span<const NetlinkRoute> routes) {
       return fail(std::string("netlink receive: ") + std::strerror(errno));
     }
     auto left = static_cast<int>(n);
-    for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
+    for (auto* h = reinterpret_cast<nlmsghdr*>(buf); netlink_message_fits(h, left);
+         h = NLMSG_NEXT(h, left)) {
       if (h->nlmsg_type != NLMSG_ERROR) continue;
       nlmsgerr e;
       if (h->nlmsg_len < NLMSG_LENGTH(sizeof e)) return fail("netlink: truncated acknowledgement");

@@ -39,6 +39,10 @@ constexpr uint32_t kZeroCopyMin = 512;
 
 // epoll token of the wake-up eventfd (ports use their index).
 constexpr uint32_t kWakeToken = UINT32_MAX;
+// Events one epoll wait can report: every data socket and the wake-up eventfd.
+constexpr int kEpollEvents = static_cast<int>(kMaxDriverPorts) + 1;
+// Transmit rounds (a batch each) one turn runs at most, whatever tx_turn_budget allows.
+constexpr uint32_t kMaxTxRoundsPerTurn = 64;
 // Received datagrams held per poll turn, over all ports: every port is drained into this pool
 // before the engine sees any of it, so packets reach the engine in arrival order across
 // planes (see receive_ready). 8 batches: ~4.7 MiB at the default batch of 64.
@@ -76,7 +80,7 @@ void write_headers(uint8_t* h, const in6_addr& src, const in6_addr& dst, uint16_
   h[3] = static_cast<uint8_t>(flow_label);
   put16(h + 4, udp_len);
   h[6] = wire::kIpProtoUdp;
-  h[7] = 64;
+  h[7] = wire::kDefaultHopLimit;
   std::memcpy(h + 8, &src, 16);
   std::memcpy(h + 24, &dst, 16);
   uint8_t* u = h + wire::kIpv6HeaderBytes;
@@ -272,8 +276,9 @@ Time default_ack_repeat_after(ev::FormatMode mode) {
 }
 
 NetResult<std::unique_ptr<UdpDriver>> UdpDriver::open(Engine& engine, const DriverConfig& cfg) {
-  if (cfg.ports.empty() || cfg.ports.size() > 32)
-    return net_fail(NetErrc::kInvalidArgument, "1 to 32 ports required");
+  if (cfg.ports.empty() || cfg.ports.size() > kMaxDriverPorts)
+    return net_fail(NetErrc::kInvalidArgument,
+                    "1 to " + std::to_string(kMaxDriverPorts) + " ports required");
   if (engine.config().num_ports != cfg.ports.size())
     return net_fail(NetErrc::kInvalidArgument, "engine port count differs from driver ports");
   if (cfg.batch == 0 || cfg.batch > 1024)
@@ -468,9 +473,10 @@ int64_t realtime_minus_monotonic_ns() {
 // Why: the engine's loss detectors reason about time order. Reading plane 0's queue to the
 // end before plane 1's (or a whole batch of one port, then the other) would show the
 // responder holes that do not exist on the wire, and its ACKs would tell the requester so;
-// a process descheduled for milliseconds (2 shared cores) would let the PTO fire before the
-// ACKs already queued in the socket are looked at. With arrival order and arrival times the
-// engine sees what a NIC would have seen; only the transmit side still runs late.
+// a process descheduled for milliseconds (on cores shared with other work) would let the PTO
+// fire before the ACKs already queued in the socket are looked at. With arrival order and
+// arrival times the engine sees what a NIC would have seen; only the transmit side still runs
+// late.
 void receive_ready(UdpDriver& d, UdpDriver::Impl& m, DriverStats& stats, Engine& engine,
                    const DriverConfig& cfg, const MonotonicClock& clock, uint32_t ready) {
   m.rx_entries.clear();
@@ -740,6 +746,239 @@ uint32_t socket_for(UdpDriver::Impl& m, const DriverConfig& cfg, DriverStats& st
 
 }  // namespace
 
+namespace {
+
+// What a driver turn works with: the driver's parts, handed to the steps of poll() together.
+struct Turn {
+  UdpDriver::Impl& m;
+  Engine& engine;
+  const DriverConfig& cfg;
+  DriverStats& stats;
+  const MonotonicClock& clock;
+};
+
+// A transport packet encoded into a transmit slot, before its ICRC: `bytes` of BTH ..
+// payload and pad. A payload of at least kZeroCopyMin stays in registered memory (`payload`
+// non-null): the slot holds `head` bytes of headers, then room for the pad and the ICRC.
+struct Framed {
+  size_t bytes = 0;
+  uint32_t head = 0, pad = 0;
+  const uint8_t* payload = nullptr;
+  uint32_t payload_len = 0;
+};
+
+// Encodes `tx` behind the slot's header room at `buf`; nullopt if it does not encode.
+std::optional<Framed> frame_packet(uint8_t* buf, TxPacket& tx) {
+  // A payload of at least kZeroCopyMin leaves from registered memory: encode the headers
+  // alone (payload_len 0 is what a trimmed packet carries, so RETH's dma_len may differ),
+  // then set the BTH pad count, the one header field the payload length changes. Saves
+  // copying the payload into the slot (2% of a sender's CPU).
+  Framed f;
+  const uint32_t payload_len = tx.pkt.payload_len;
+  if (tx.pkt.payload && payload_len >= kZeroCopyMin) {
+    f.payload = tx.pkt.payload;
+    tx.pkt.payload = nullptr;
+    tx.pkt.payload_len = 0;
+  }
+  auto n = wire::encode_transport(
+      tx.pkt, std::span<uint8_t>(buf + kHeaderRoom, kMaxTransportBytes - wire::kIcrcBytes));
+  if (f.payload) {
+    tx.pkt.payload = f.payload;
+    tx.pkt.payload_len = payload_len;
+  }
+  if (!n) return std::nullopt;
+  f.bytes = *n;
+  if (f.payload) {
+    f.head = static_cast<uint32_t>(*n);
+    f.pad = (0u - payload_len) & 3u;
+    f.payload_len = payload_len;
+    buf[kHeaderRoom + 1] = static_cast<uint8_t>((buf[kHeaderRoom + 1] & ~0x30) | f.pad << 4);
+    f.bytes = *n + payload_len + f.pad;
+  }
+  return f;
+}
+
+// Writes the ICRC behind the framed packet; the IPv6 and UDP headers at `buf` are written.
+void append_icrc(uint8_t* buf, const Framed& f) {
+  uint32_t crc = 0;
+  uint8_t* trailer = buf + kHeaderRoom + f.bytes;
+  if (f.payload) {
+    // The ICRC over the pieces: wire::icrc of the headers returns the complement of the
+    // CRC register after them (icrc_of), so the payload and pad continue that register.
+    uint32_t state = ~wire::icrc(std::span<const uint8_t>(buf, kHeaderRoom + f.head));
+    state = wire::crc32_update(state, std::span<const uint8_t>(f.payload, f.payload_len));
+    trailer = buf + kHeaderRoom + f.head;
+    std::memset(trailer, 0, f.pad);
+    state = wire::crc32_update(state, std::span<const uint8_t>(trailer, f.pad));
+    crc = ~state;
+    trailer += f.pad;
+  } else {
+    crc = wire::icrc(std::span<const uint8_t>(buf, kHeaderRoom + f.bytes));
+  }
+  trailer[0] = static_cast<uint8_t>(crc);
+  trailer[1] = static_cast<uint8_t>(crc >> 8);
+  trailer[2] = static_cast<uint8_t>(crc >> 16);
+  trailer[3] = static_cast<uint8_t>(crc >> 24);
+}
+
+// Where a packet leaves: its destination address, the socket and that socket's source port.
+struct Route {
+  in6_addr dst{};
+  uint32_t socket = 0;
+  uint16_t src_port = 0;
+};
+
+// The route of `tx` to `peer` as the EV format says (see the header: SRV6 addresses the EV's
+// uSID carrier, STEV and UDP choose a source port).
+Route route_of(Turn& t, const TxPacket& tx, const Endpoint& peer) {
+  Route r{peer.addr, tx.port, t.m.local[tx.port].port};
+  if (t.cfg.ev_mode == ev::FormatMode::kSrv6) {
+    // The EV's uSID carrier is the destination; an all-zero EV (tests) keeps the peer's
+    // address.
+    bool zero = true;
+    for (int i = 0; i < 16; ++i)
+      zero = zero && tx.ev[static_cast<size_t>(i)] == 0;
+    if (!zero) std::memcpy(&r.dst, tx.ev.data(), 16);
+    r.socket = t.m.tx_socket[tx.port];
+    r.src_port = t.m.sockets[r.socket].src_port;
+  } else {
+    wire::Ipv6Header ip;
+    wire::UdpHeader udp;
+    wire::SrhHeader srh;
+    bool has_srh = false;
+    udp.src_port = r.src_port;
+    ev::apply_to_envelope(t.cfg.ev_mode, tx.ev, ip, udp, srh, has_srh);
+    if (udp.src_port != r.src_port) {
+      r.socket = socket_for(t.m, t.cfg, t.stats, tx.port, udp.src_port);
+      r.src_port = t.m.sockets[r.socket].src_port;
+    }
+  }
+  return r;
+}
+
+// Puts `tx` into transmit slot `slot` as a whole datagram (transport packet and ICRC) and
+// queues the slot on its socket's batch; a packet that cannot be framed or has no peer
+// endpoint frees the slot and counts as a send error.
+void queue_packet(Turn& t, TxPacket& tx, uint32_t slot) {
+  UdpDriver::Impl& m = t.m;
+  uint8_t* buf = m.tx_data(slot);
+  const std::optional<Framed> f = frame_packet(buf, tx);
+  auto pit = m.peers.find(tx.peer);
+  if (!f || pit == m.peers.end() || tx.port >= pit->second.size()) {
+    m.tx_free.push_back(slot);
+    ++t.stats.ports[tx.port].tx_errors;
+    return;
+  }
+  const Endpoint& peer = pit->second[tx.port];
+  // Every mode labels the path (a hash of the EV outside STEV: a few ns a packet).
+  const uint32_t flow_label = ev::path_flow_label(t.cfg.ev_mode, tx.ev);
+  const Route r = route_of(t, tx, peer);
+  const size_t datagram_bytes = f->bytes + wire::kIcrcBytes;
+  write_headers(buf, m.local[tx.port].addr, r.dst, r.src_port, t.cfg.traffic_class, flow_label,
+                datagram_bytes);
+  append_icrc(buf, *f);
+  UdpDriver::Impl::Slot& s = m.tx_slots[slot];
+  s.bytes = static_cast<uint32_t>(datagram_bytes);
+  s.payload = f->payload;
+  s.payload_len = f->payload_len;
+  s.head = f->head;
+  s.socket = r.socket;
+  s.dst = to_sockaddr(Endpoint{r.dst, peer.port});
+  s.dst.sin6_flowinfo = htonl(flow_label & 0xFFFFF);
+  if (m.sockets[r.socket].batch.empty()) m.touched.push_back(r.socket);
+  m.sockets[r.socket].batch.push_back(slot);
+}
+
+// The ports' bits: bit p for each of the `ports` ports.
+uint32_t all_ports_mask(size_t ports) {
+  return ports >= kMaxDriverPorts ? ~0u : (1u << ports) - 1;
+}
+
+// Transmit rounds: backlogs first, then fresh packets for ports that are not blocked, at
+// most kMaxTxRoundsPerTurn rounds and tx_turn_budget of time (at least one round): see
+// DriverConfig::tx_turn_budget. Sets m.tx_more when the budget ended the phase.
+NetStatus transmit(Turn& t, Time now) {
+  UdpDriver::Impl& m = t.m;
+  const Time tx_start = now;
+  m.tx_more = false;
+  for (uint32_t round = 0; round < kMaxTxRoundsPerTurn; ++round) {
+    if (round > 0 && t.clock.now() - tx_start >= t.cfg.tx_turn_budget) {
+      m.tx_more = true;
+      break;
+    }
+    m.blocked_ports = 0;
+    for (UdpDriver::Impl::Socket& s : m.sockets) {
+      if (s.backlog.empty()) continue;
+      if (!send_queued(m, t.stats, s.backlog, s, m.error)) return std::unexpected(m.error);
+      if (!s.backlog.empty()) m.blocked_ports |= 1u << s.port;
+    }
+    const uint32_t mask = all_ports_mask(t.cfg.ports.size()) & ~m.blocked_ports;
+    if (!mask) break;
+    uint32_t produced = 0;
+    TxPacket tx;
+    m.touched.clear();
+    now = std::max(t.clock.now(), m.last_now);
+    m.last_now = now;
+    while (produced < t.cfg.batch && !m.tx_free.empty() && t.engine.poll_transmit(now, mask, tx)) {
+      const uint32_t slot = m.tx_free.back();
+      m.tx_free.pop_back();
+      queue_packet(t, tx, slot);
+      ++produced;
+    }
+    for (uint32_t si : m.touched) {
+      UdpDriver::Impl::Socket& s = m.sockets[si];
+      if (!send_queued(m, t.stats, s.batch, s, m.error)) return std::unexpected(m.error);
+      // What did not fit stays queued, in order, ahead of anything newer.
+      s.backlog.insert(s.backlog.end(), s.batch.begin(), s.batch.end());
+      s.batch.clear();
+    }
+    if (produced < t.cfg.batch) break;
+  }
+  return {};
+}
+
+// The engine's timers that are due, then the transmit phase.
+NetStatus service(Turn& t) {
+  const Time now = std::max(t.clock.now(), t.m.last_now);
+  t.m.last_now = now;
+  if (t.engine.next_deadline() <= now) t.engine.on_timer(now);
+  return transmit(t, now);
+}
+
+// Readable ports of `events` as a bit mask; drains the wake-up eventfd.
+uint32_t ready_ports(Turn& t, const epoll_event* events, int n) {
+  uint32_t ready = 0;
+  for (int i = 0; i < n; ++i) {
+    if (events[i].data.u32 == kWakeToken) {
+      uint64_t count = 0;
+      (void)!::read(t.m.wake_fd.get(), &count, sizeof count);
+      ++t.stats.wake_calls_seen;
+    } else {
+      ready |= 1u << events[i].data.u32;
+    }
+  }
+  return ready;
+}
+
+// How long the turn may sleep: up to `max_wait`, not past the engine's next deadline, at
+// most 20 us while a socket has a backlog, not at all with busy_poll.
+Time wait_time(Turn& t, Time now, Time max_wait) {
+  Time wait = max_wait;
+  const Time deadline = t.engine.next_deadline();
+  if (deadline <= now)
+    wait = 0;
+  else if (deadline - now < wait)
+    wait = deadline - now;
+  bool backlog = false;
+  for (const UdpDriver::Impl::Socket& s : t.m.sockets)
+    backlog = backlog || !s.backlog.empty();
+  if (backlog) wait = std::min<Time>(wait, us(20));
+  if (t.cfg.busy_poll) wait = 0;
+  return wait;
+}
+
+}  // namespace
+
 NetStatus UdpDriver::poll(Time max_wait) {
   Impl& m = *impl_;
   thread_local bool slack_set = false;
@@ -748,153 +987,7 @@ NetStatus UdpDriver::poll(Time max_wait) {
     ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     slack_set = true;
   }
-  auto service = [&]() -> NetStatus {
-    Time now = std::max(clock_.now(), m.last_now);
-    m.last_now = now;
-    if (engine_.next_deadline() <= now) engine_.on_timer(now);
-    // Transmit rounds: backlogs first, then fresh packets for ports that are not blocked.
-    // At most tx_turn_budget of them (at least one round): see DriverConfig::tx_turn_budget.
-    const Time tx_start = now;
-    m.tx_more = false;
-    for (int round = 0; round < 64; ++round) {
-      if (round > 0 && clock_.now() - tx_start >= config_.tx_turn_budget) {
-        m.tx_more = true;
-        break;
-      }
-      m.blocked_ports = 0;
-      for (Impl::Socket& s : m.sockets) {
-        if (s.backlog.empty()) continue;
-        if (!send_queued(m, stats_, s.backlog, s, m.error)) return std::unexpected(m.error);
-        if (!s.backlog.empty()) m.blocked_ports |= 1u << s.port;
-      }
-      const uint32_t all = (config_.ports.size() >= 32) ? ~0u : ((1u << config_.ports.size()) - 1);
-      const uint32_t mask = all & ~m.blocked_ports;
-      if (!mask) break;
-      uint32_t produced = 0;
-      TxPacket tx;
-      m.touched.clear();
-      now = std::max(clock_.now(), m.last_now);
-      m.last_now = now;
-      while (produced < config_.batch && !m.tx_free.empty() &&
-             engine_.poll_transmit(now, mask, tx)) {
-        const uint32_t slot = m.tx_free.back();
-        m.tx_free.pop_back();
-        uint8_t* buf = m.tx_data(slot);
-        // A payload of at least kZeroCopyMin leaves from registered memory: encode the
-        // headers alone (payload_len 0 is what a trimmed packet carries, so RETH's dma_len may
-        // differ), then set the BTH pad count, the one header field the payload length
-        // changes. Saves copying the payload into the slot (2% of a sender's CPU).
-        const uint8_t* payload = nullptr;
-        const uint32_t payload_len = tx.pkt.payload_len;
-        if (tx.pkt.payload && payload_len >= kZeroCopyMin) {
-          payload = tx.pkt.payload;
-          tx.pkt.payload = nullptr;
-          tx.pkt.payload_len = 0;
-        }
-        auto n = wire::encode_transport(
-            tx.pkt, std::span<uint8_t>(buf + kHeaderRoom, kMaxTransportBytes - 4));
-        uint32_t head = 0, pad = 0;
-        if (payload) {
-          tx.pkt.payload = payload;
-          tx.pkt.payload_len = payload_len;
-          if (n) {
-            head = static_cast<uint32_t>(*n);
-            pad = (0u - payload_len) & 3u;
-            buf[kHeaderRoom + 1] = static_cast<uint8_t>((buf[kHeaderRoom + 1] & ~0x30) | pad << 4);
-            n = *n + payload_len + pad;
-          }
-        }
-        auto pit = m.peers.find(tx.peer);
-        if (!n || pit == m.peers.end() || tx.port >= pit->second.size()) {
-          m.tx_free.push_back(slot);
-          ++stats_.ports[tx.port].tx_errors;
-          continue;
-        }
-        const Endpoint& peer = pit->second[tx.port];
-        in6_addr dst = peer.addr;
-        // Every mode labels the path (a hash of the EV outside STEV: a few ns a packet).
-        const uint32_t flow_label = ev::path_flow_label(config_.ev_mode, tx.ev);
-        uint16_t src_port = m.local[tx.port].port;
-        uint32_t sock = tx.port;
-        if (config_.ev_mode == ev::FormatMode::kSrv6) {
-          // The EV's uSID carrier is the destination; an all-zero EV (tests) keeps the
-          // peer's address.
-          bool zero = true;
-          for (int i = 0; i < 16; ++i)
-            zero = zero && tx.ev[static_cast<size_t>(i)] == 0;
-          if (!zero) std::memcpy(&dst, tx.ev.data(), 16);
-          sock = m.tx_socket[tx.port];
-          src_port = m.sockets[sock].src_port;
-        } else {
-          wire::Ipv6Header ip;
-          wire::UdpHeader udp;
-          wire::SrhHeader srh;
-          bool has_srh = false;
-          udp.src_port = src_port;
-          ev::apply_to_envelope(config_.ev_mode, tx.ev, ip, udp, srh, has_srh);
-          if (udp.src_port != src_port) {
-            sock = socket_for(m, config_, stats_, tx.port, udp.src_port);
-            src_port = m.sockets[sock].src_port;
-          }
-        }
-        write_headers(buf, m.local[tx.port].addr, dst, src_port, config_.traffic_class, flow_label,
-                      *n + 4);
-        uint32_t crc = 0;
-        uint8_t* trailer = buf + kHeaderRoom + *n;
-        if (payload) {
-          // The ICRC over the pieces: wire::icrc of the headers returns the complement of the
-          // CRC register after them (icrc_of), so the payload and pad continue that register.
-          uint32_t state = ~wire::icrc(std::span<const uint8_t>(buf, kHeaderRoom + head));
-          state = wire::crc32_update(state, std::span<const uint8_t>(payload, payload_len));
-          trailer = buf + kHeaderRoom + head;
-          std::memset(trailer, 0, pad);
-          state = wire::crc32_update(state, std::span<const uint8_t>(trailer, pad));
-          crc = ~state;
-          trailer += pad;
-        } else {
-          crc = wire::icrc(std::span<const uint8_t>(buf, kHeaderRoom + *n));
-        }
-        trailer[0] = static_cast<uint8_t>(crc);
-        trailer[1] = static_cast<uint8_t>(crc >> 8);
-        trailer[2] = static_cast<uint8_t>(crc >> 16);
-        trailer[3] = static_cast<uint8_t>(crc >> 24);
-        Impl::Slot& s = m.tx_slots[slot];
-        s.bytes = static_cast<uint32_t>(*n + 4);
-        s.payload = payload;
-        s.payload_len = payload ? payload_len : 0;
-        s.head = head;
-        s.socket = sock;
-        s.dst = to_sockaddr(Endpoint{dst, peer.port});
-        s.dst.sin6_flowinfo = htonl(flow_label & 0xFFFFF);
-        if (m.sockets[sock].batch.empty()) m.touched.push_back(sock);
-        m.sockets[sock].batch.push_back(slot);
-        ++produced;
-      }
-      for (uint32_t si : m.touched) {
-        Impl::Socket& s = m.sockets[si];
-        if (!send_queued(m, stats_, s.batch, s, m.error)) return std::unexpected(m.error);
-        // What did not fit stays queued, in order, ahead of anything newer.
-        s.backlog.insert(s.backlog.end(), s.batch.begin(), s.batch.end());
-        s.batch.clear();
-      }
-      if (produced < config_.batch) break;
-    }
-    return {};
-  };
-  // Readable ports of `events` as a bit mask; drains the wake-up eventfd.
-  auto ready_ports = [&](const epoll_event* events, int n) {
-    uint32_t ready = 0;
-    for (int i = 0; i < n; ++i) {
-      if (events[i].data.u32 == kWakeToken) {
-        uint64_t count = 0;
-        (void)!::read(m.wake_fd.get(), &count, sizeof count);
-        ++stats_.wake_calls_seen;
-      } else {
-        ready |= 1u << events[i].data.u32;
-      }
-    }
-    return ready;
-  };
+  Turn t{m, engine_, config_, stats_, clock_};
 
   // Receive coalescing (DriverConfig::rx_coalesce): while a stream runs -- a receive of
   // several datagrams within the last kRxStreamHolds holds -- the ports are read at most
@@ -908,13 +1001,13 @@ NetStatus UdpDriver::poll(Time max_wait) {
   if (config_.rx_coalesce > 0 && m.stream_at != kNever &&
       t0 - m.stream_at < kRxStreamHolds * config_.rx_coalesce && engine_.next_deadline() > t0)
     hold_until = m.last_rx_at + config_.rx_coalesce;
-  epoll_event events[34];
+  epoll_event events[kEpollEvents];
   // Waits up to `ts` for the data sockets and receives from the readable ones; returns what
   // epoll_pwait2 returned (errno intact on failure).
   const auto poll_and_receive = [&](const timespec& ts) {
-    const int got = ::epoll_pwait2(m.epoll.get(), events, 34, &ts, nullptr);
+    const int got = ::epoll_pwait2(m.epoll.get(), events, kEpollEvents, &ts, nullptr);
     if (got > 0) {
-      if (const uint32_t ready = ready_ports(events, got))
+      if (const uint32_t ready = ready_ports(t, events, got))
         receive_ready(*this, m, stats_, engine_, config_, clock_, ready);
     }
     return got;
@@ -928,26 +1021,16 @@ NetStatus UdpDriver::poll(Time max_wait) {
     if (n < 0 && errno != EINTR) return errno_fail("epoll_pwait2", errno);
     // One receive per turn: the caller sees the completions of this input before more is
     // placed (a WRITE_IMM's buffer is checked before its slot can be written again).
-    if (n > 0) return service();
+    if (n > 0) return service(t);
   }
-  if (auto s = service(); !s) return s;
+  if (auto s = service(t); !s) return s;
   // The transmit phase stopped on its budget with more to send: no wait; the next turn reads
   // the input that arrived meanwhile first.
   if (m.tx_more) return {};
   ++stats_.wakeups;
   // Wait for input, a wake() or the next deadline.
   const Time now = clock_.now();
-  Time wait = max_wait;
-  const Time deadline = engine_.next_deadline();
-  if (deadline <= now)
-    wait = 0;
-  else if (deadline - now < wait)
-    wait = deadline - now;
-  bool backlog = false;
-  for (const Impl::Socket& s : m.sockets)
-    backlog = backlog || !s.backlog.empty();
-  if (backlog) wait = std::min<Time>(wait, us(20));
-  if (config_.busy_poll) wait = 0;
+  const Time wait = wait_time(t, now, max_wait);
   if (now < hold_until) {
     // Hold the ports: sleep on wake() alone until the hold ends (or a deadline, or
     // max_wait), then read every port without asking epoll which are readable (in a
@@ -956,14 +1039,13 @@ NetStatus UdpDriver::poll(Time max_wait) {
     ++stats_.rx_holds;
     n = ::epoll_pwait2(m.wake_epoll.get(), events, 1, &ts, nullptr);
     if (n < 0 && errno != EINTR) return errno_fail("epoll_pwait2", errno);
-    if (n > 0) (void)ready_ports(events, n);
-    const uint32_t all = config_.ports.size() >= 32 ? ~0u : (1u << config_.ports.size()) - 1;
-    receive_ready(*this, m, stats_, engine_, config_, clock_, all);
-    return service();
+    if (n > 0) (void)ready_ports(t, events, n);
+    receive_ready(*this, m, stats_, engine_, config_, clock_, all_ports_mask(config_.ports.size()));
+    return service(t);
   }
   n = poll_and_receive(to_timespec(wait));
   if (n < 0 && errno != EINTR) return errno_fail("epoll_pwait2", errno);
-  return service();
+  return service(t);
 }
 
 void UdpDriver::wake() {
@@ -976,7 +1058,7 @@ NetStatus UdpDriver::probe_planes(uint32_t peer, Time timeout) {
   Impl& m = *impl_;
   auto pit = m.peers.find(peer);
   if (pit == m.peers.end()) return net_fail(NetErrc::kInvalidArgument, "unknown peer");
-  const uint32_t want = config_.ports.size() >= 32 ? ~0u : (1u << config_.ports.size()) - 1;
+  const uint32_t want = all_ports_mask(config_.ports.size());
   m.pong_mask = 0;
   const Time start = now();
   Time next_ping = start;

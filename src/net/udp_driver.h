@@ -48,11 +48,15 @@
 
 #include "net/sockets.h"
 #include "transport/engine.h"
+#include "wire/headers.h"
 
 namespace mrc::net {
 
-// The UDP port the ICRC's pseudo-header always names (RoCEv2's port; wire::kRoceUdpPort).
-inline constexpr uint16_t kIcrcUdpPort = 4791;
+// The UDP port the ICRC's pseudo-header always names (RoCEv2's port).
+inline constexpr uint16_t kIcrcUdpPort = wire::kRoceV2Port;
+
+// Ports (planes) one driver runs at most: the engine's port masks are 32 bits.
+inline constexpr size_t kMaxDriverPorts = 32;
 
 struct PortConfig {
   Endpoint local;      // address and UDP port (0: any free port)

@@ -92,6 +92,24 @@ std::vector<uint8_t> MpiExchange::all_gather(const std::vector<uint8_t>& mine) {
   return all;
 }
 
+std::vector<uint8_t> MpiExchange::gather(const std::vector<uint8_t>& mine) {
+  const int n = static_cast<int>(ranks_);
+  int count = as_count(mine.size());
+  std::vector<int> counts(n), displs(n);
+  MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  size_t total = 0;
+  if (rank_ == 0) {
+    for (int r = 0; r < n; ++r) {
+      displs[r] = as_count(total);
+      total += static_cast<size_t>(counts[r]);
+    }
+  }
+  std::vector<uint8_t> all(total);
+  MPI_Gatherv(mine.data(), count, MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE, 0,
+              MPI_COMM_WORLD);
+  return all;
+}
+
 void MpiExchange::all_min(std::vector<uint64_t>& v) {
   MPI_Allreduce(MPI_IN_PLACE, v.data(), as_count(v.size()), MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
 }

@@ -24,6 +24,7 @@ class MpiExchange final : public RankExchange {
   uint32_t ranks() const override { return ranks_; }
   std::vector<uint8_t> exchange(const std::vector<std::vector<uint8_t>>& out) override;
   std::vector<uint8_t> all_gather(const std::vector<uint8_t>& mine) override;
+  std::vector<uint8_t> gather(const std::vector<uint8_t>& mine) override;
   void all_min(std::vector<uint64_t>& v) override;
   void all_sum(std::vector<uint64_t>& v) override;
   [[noreturn]] void abort(const std::string& message, int status) override;

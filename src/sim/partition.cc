@@ -139,17 +139,20 @@ Result<PartitionPlan> plan_partition(const SimConfig& cfg, uint32_t ranks,
   for (const FlowSpec& f : flows) {
     if (f.src >= s.hosts || f.dst >= s.hosts || f.src == f.dst) continue;
     p.per_rank[rank(layout.host_block(f.src))].sent_bytes += std::min<uint64_t>(f.bytes, 1 << 20);
+    ++p.per_rank[rank(layout.host_block(f.src))].flows;
     const uint64_t lo = std::min(f.src, f.dst), hi = std::max(f.src, f.dst);
     if (!pairs.insert(lo << 32 | hi).second) continue;
     p.per_rank[rank(layout.host_block(f.src))].qps += qps_per_pair;
     p.per_rank[rank(layout.host_block(f.dst))].qps += qps_per_pair;
   }
   for (RankPlan& r : p.per_rank) {
-    r.flows = flows.size();
+    // A rank keeps the records of the flows it sends, and an index entry for every flow.
+    const uint64_t own_flows = ranks == 1 ? flows.size() : r.flows;
+    r.flows = own_flows;
     r.predicted_bytes =
         model.base + r.hosts * model.per_host +
         r.qps * (model.per_qp_base + paths_per_qp * model.per_qp_path) + r.ports * model.per_port +
-        r.flows * model.per_flow +
+        own_flows * model.per_flow + (ranks == 1 ? 0 : flows.size() * model.per_flow_index) +
         static_cast<uint64_t>(static_cast<double>(r.sent_bytes) * model.in_flight_share);
   }
   return p;

@@ -94,7 +94,8 @@ struct MemoryModel {
   uint64_t per_qp_base = 12 << 10;  // QP and its rings
   uint64_t per_qp_path = 40;        // per path (EV) of a QP
   uint64_t per_port = 230;          // switch egress port with its queues
-  uint64_t per_flow = 160;          // flow record and result (every rank holds every flow)
+  uint64_t per_flow = 160;          // flow record and result (at its sender's rank)
+  uint64_t per_flow_index = 4;      // every flow's slot in the index, on every rank
   // Packets and engine records of a flow's message in flight, at its sender's rank: this
   // share of the message's first MiB.
   double in_flight_share = 0.03;
@@ -119,6 +120,8 @@ class RankExchange {
   virtual std::vector<uint8_t> exchange(const std::vector<std::vector<uint8_t>>& out) = 0;
   // Every rank's `mine`, concatenated in rank order, on every rank.
   virtual std::vector<uint8_t> all_gather(const std::vector<uint8_t>& mine) = 0;
+  // Every rank's `mine`, concatenated in rank order, on rank 0 (the others get nothing).
+  virtual std::vector<uint8_t> gather(const std::vector<uint8_t>& mine) = 0;
   // Element-wise minimum / sum over the ranks.
   virtual void all_min(std::vector<uint64_t>& v) = 0;
   virtual void all_sum(std::vector<uint64_t>& v) = 0;

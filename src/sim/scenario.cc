@@ -823,6 +823,8 @@ TextStatus read_flow_entry(TableReader& r, WorkloadConfig::Flow& f) {
   if (f.src == f.dst) return r.err("dst", r.node("dst"), "must differ from 'src'");
   TRY(r.size("size", f.size));
   if (r.has("size") && f.size == 0) return r.err("size", r.node("size"), "size must be > 0");
+  if (f.size > kMaxFlowBytes)
+    return r.err("size", r.node("size"), "a flow carries at most 2 GiB (one QP message)");
   TRY(r.duration("start", f.start));
   TRY(r.duration("until", f.until));
   if (const toml::node* n = r.node("paths")) {
@@ -889,6 +891,11 @@ TextStatus read_workload(TableReader& r, WorkloadConfig& w, const std::string& b
 
   TRY(r.size("size", w.size));
   if (r.has("size") && w.size == 0) return r.err("size", r.node("size"), "size must be > 0");
+  // Every flow of these kinds carries `size` bytes; collectives split theirs into steps.
+  if (w.size > kMaxFlowBytes && w.kind != K::kAllReduce && w.kind != K::kTraining)
+    return r.err("size", r.node("size"),
+                 "a flow carries at most 2 GiB (one QP message); this workload's flows carry "
+                 "`size` each");
   TRY(r.duration("start", w.start));
   TRY(r.uint("flows", w.flows));
   TRY(r.duration("spread", w.spread));

@@ -57,7 +57,7 @@ enum SimEventType : uint32_t {
   kFault,         // a = fault action
   kSample,        // a = plane
   kRouteUpdate,   // a = fault action whose routing view change is due
-  kFlowAccept,    // blocks layout: a = flow, b = part; the receiver's QP and receive buffer
+  kFlowAccept,    // blocks layout: c = index into accepts; the receiver's QP and receive buffer
   kThroughput,    // throughput sample (partition 0)
 };
 constexpr uint32_t kHostBit = 1u << 31;
@@ -290,7 +290,6 @@ struct Host {
 
 struct FlowState {
   uint32_t parts_left = 0;
-  uint32_t parts_received = 0;  // receive completions at the destination (with_imm)
   bool failed = false;
   // For flows.csv: the flow's QPs and their counters when it started (per-path packets
   // sent, truncated to 32 bits, and retransmits). Freed when the flow completes.
@@ -369,9 +368,25 @@ struct Simulation::Impl {
   Time now = 0;
   uint64_t events = 0;
 
+  // Flow records. A run over several ranks keeps only the flows its hosts send (flow_slot:
+  // flow id -> index here, kNoSlot for another rank's) and gathers them on rank 0 at the end;
+  // otherwise flows[f] is flow f.
   std::vector<FlowResult> flows;
   std::vector<FlowState> flow_state;
+  std::vector<uint32_t> flow_slot;
+  static constexpr uint32_t kNoSlot = UINT32_MAX;
+  size_t num_flows = 0;  // added, on every rank
   size_t flows_done = 0;
+  bool sparse_flows() const { return ex != nullptr; }
+  FlowResult* flow_record(FlowId f) {
+    if (!sparse_flows()) return f < flows.size() ? &flows[f] : nullptr;
+    return f < flow_slot.size() && flow_slot[f] != kNoSlot ? &flows[flow_slot[f]] : nullptr;
+  }
+  FlowState& flow_state_of(FlowId f) { return flow_state[sparse_flows() ? flow_slot[f] : f]; }
+  // Receive completions so far of flows not yet whole at their receiver (with_imm parts).
+  std::unordered_map<FlowId, uint32_t> parts_received;
+  // Blocks: reception times published, of flows not yet complete (every rank alike).
+  std::unordered_map<FlowId, Time> received_at;
   std::vector<std::function<void(const FlowResult&)>> flow_cbs;
   std::vector<std::function<void(const FlowResult&)>> received_cbs;
   std::function<void(Time, uint64_t)> progress_cb;
@@ -593,7 +608,17 @@ struct Simulation::Impl {
 
   // flows, faults, sampling
   void flow_start(FlowId f);
-  void flow_accept(FlowId f, uint32_t part);
+  void flow_accept(uint32_t accept_index);
+  // Blocks: what a flow's receiving end needs (kFlowAccept), in a pool like packets.
+  struct FlowAccept {
+    FlowId flow = 0;
+    HostId src = 0, dst = 0;
+    uint32_t part = 0;
+    uint16_t path_set = 0;
+    bool with_imm = false;
+  };
+  std::vector<FlowAccept> accepts;
+  std::vector<uint32_t> free_accepts;
   void finish_flow(const FlowResult& r);
   void flow_received(FlowId f);
   uint32_t flow_parts() const {
@@ -1854,13 +1879,14 @@ void Simulation::Impl::handle_pause(uint32_t node, uint32_t port, bool pause) {
 void Simulation::Impl::flow_start(FlowId f) {
   // A copy: a flow that fails here completes at once, and the workload's callback may add
   // flows (growing `flows`) before service_host(s.src) below.
-  const FlowSpec s = flows[f].spec;
+  const FlowSpec s = flow_record(f)->spec;
   const bool roce = cfg.transport.kind == TransportKind::kRoce;
   // RoCE: a QP per plane; either way transport.qps_per_flow QPs (per plane), the bytes split
   // evenly over them.
   const uint32_t per_qp = roce ? P : 1;
   const uint32_t parts = per_qp * cfg.transport.qps_per_flow;
-  flow_state[f].parts_left = parts;
+  FlowState& st = flow_state_of(f);
+  st.parts_left = parts;
   for (uint32_t part = 0; part < parts; ++part) {
     const uint32_t plane = roce ? part % P : 0xFF;
     Result<QpPair> qp = fail(Error::kNoResources);
@@ -1869,18 +1895,22 @@ void Simulation::Impl::flow_start(FlowId f) {
       // packet of this flow can get there (two links away at least).
       if (auto q = blocks_qp(s.src, s.dst, plane, part / per_qp, roce ? 0 : s.path_set))
         qp = QpPair{*q, 0};
-      schedule(host_partition(s.dst), now + lookahead, kFlowAccept, f, part);
+      // What the receiver needs of the flow travels with the event (its rank may not hold
+      // the flow's record).
+      const uint32_t ai = pool_take(accepts, free_accepts);
+      accepts[ai] = FlowAccept{f, s.src, s.dst, part, s.path_set, s.with_imm};
+      schedule(host_partition(s.dst), now + lookahead, kFlowAccept, 0, 0, ai);
     } else {
       qp = qp_for(s.src, s.dst, plane, part / per_qp, roce ? 0 : s.path_set);
     }
     uint64_t bytes = s.bytes / parts + (part < s.bytes % parts ? 1 : 0);
     if (!qp) {
-      flow_state[f].failed = true;
-      --flow_state[f].parts_left;
+      st.failed = true;
+      --st.parts_left;
       continue;
     }
     if (s.with_imm && !blocks) (void)hosts[s.dst].engine->post_recv(qp->remote_qpn, f);
-    snapshot_qp(flow_state[f], *hosts[s.src].engine, qp->local_qpn);
+    snapshot_qp(st, *hosts[s.src].engine, qp->local_qpn);
     WriteWr w;
     w.wr_id = (static_cast<uint64_t>(f) << 16) | part;
     w.opcode = s.with_imm ? WrOpcode::kWriteImm : WrOpcode::kWrite;
@@ -1894,12 +1924,12 @@ void Simulation::Impl::flow_start(FlowId f) {
       // The send queue is full: the WR waits in the host's backlog for a completion.
       src.backlog[qp->local_qpn].push_back(w);
     } else if (!posted) {
-      flow_state[f].failed = true;
-      --flow_state[f].parts_left;
+      st.failed = true;
+      --st.parts_left;
     }
   }
-  if (flow_state[f].parts_left == 0) {
-    FlowResult r = flows[f];
+  if (st.parts_left == 0) {
+    FlowResult r = *flow_record(f);
     r.end = now;
     r.fct = now - s.start;
     r.ok = false;
@@ -1909,15 +1939,21 @@ void Simulation::Impl::flow_start(FlowId f) {
 }
 
 // Blocks layout: the receiving end of a flow's QP (part `part`) and its receive buffer.
-void Simulation::Impl::flow_accept(FlowId f, uint32_t part) {
-  const FlowSpec& s = flows[f].spec;
+void Simulation::Impl::flow_accept(uint32_t ai) {
+  const FlowAccept a = accepts[ai];
+  free_accepts.push_back(ai);
+  const HostId dst = a.dst, src = a.src;
+  const uint32_t part = a.part;
+  const FlowId f = a.flow;
+  const uint16_t path_set = a.path_set;
+  const bool with_imm = a.with_imm;
   const bool roce = cfg.transport.kind == TransportKind::kRoce;
   const uint32_t per_qp = roce ? P : 1;
-  auto q = blocks_qp(s.dst, s.src, roce ? part % P : 0xFF, part / per_qp, roce ? 0 : s.path_set);
+  auto q = blocks_qp(dst, src, roce ? part % P : 0xFF, part / per_qp, roce ? 0 : path_set);
   // Without a QP here (out of QPs) the sender's packets are dropped and its QP fails.
   if (!q) return;
-  if (s.with_imm) (void)hosts[s.dst].engine->post_recv(*q, f);
-  service_host(s.dst);
+  if (with_imm) (void)hosts[dst].engine->post_recv(*q, f);
+  service_host(dst);
 }
 
 // A flow is done (r: its result). The default layout tells the workload at once; the blocks
@@ -1956,9 +1992,13 @@ void Simulation::Impl::on_completion(HostId h, const Completion& c) {
   if (c.opcode == WcOpcode::kRecvImm) {
     // The receive a flow with immediate posted at its destination (wr_id = flow).
     const auto f = static_cast<FlowId>(c.wr_id);
-    if (c.status == WcStatus::kSuccess && f < flows.size() &&
-        ++flow_state[f].parts_received == flow_parts())
-      flow_received(f);
+    if (c.status != WcStatus::kSuccess || f >= num_flows) return;
+    if (const uint32_t parts = flow_parts(); parts > 1) {
+      uint32_t& n = parts_received[f];
+      if (++n < parts) return;
+      parts_received.erase(f);
+    }
+    flow_received(f);
     return;
   }
   Host& host = hosts[h];
@@ -1970,11 +2010,12 @@ void Simulation::Impl::on_completion(HostId h, const Completion& c) {
     }
   }
   const FlowId f = static_cast<FlowId>(c.wr_id >> 16);
-  if (f >= flows.size()) return;
-  FlowState& st = flow_state[f];
+  FlowResult* rec = flow_record(f);
+  if (rec == nullptr) return;
+  FlowState& st = flow_state_of(f);
   if (c.status != WcStatus::kSuccess) st.failed = true;
   if (st.parts_left == 0 || --st.parts_left > 0) return;
-  FlowResult r = flows[f];
+  FlowResult r = *rec;
   r.end = now;
   r.fct = now - r.spec.start;
   r.ok = !st.failed;
@@ -2202,13 +2243,13 @@ void Simulation::Impl::sample(uint32_t plane) {
     for (uint32_t i : partition_switches[plane])
       sample_switch(i);
     // Completions are published between windows: every rank sees the same count.
-    if (flows_done < flows.size()) schedule(plane, now + interval, kSample, plane);
+    if (flows_done < num_flows) schedule(plane, now + interval, kSample, plane);
     return;
   }
   for (uint32_t i = plane * (L + S); i < (plane + 1) * (L + S); ++i)
     sample_switch(i);
   // Keep sampling while anything is still going on (a flow ends when it is counted done).
-  if (flows_done < flows.size()) schedule(plane_partition(plane), now + interval, kSample, plane);
+  if (flows_done < num_flows) schedule(plane_partition(plane), now + interval, kSample, plane);
 }
 
 void Simulation::Impl::flush_throughput() {
@@ -2233,12 +2274,11 @@ void Simulation::Impl::sample_throughput(uint32_t block) {
   if (blocks) {
     if (now > throughput_flushed) emit_block_throughput(block);
     // Completions are published between windows: every rank sees the same count.
-    if (flows_done < flows.size())
-      schedule(block, now + cfg.throughput_interval, kThroughput, block);
+    if (flows_done < num_flows) schedule(block, now + cfg.throughput_interval, kThroughput, block);
     return;
   }
   if (now > throughput_flushed) emit_throughput();
-  if (flows_done < flows.size()) schedule(0, now + cfg.throughput_interval, kThroughput);
+  if (flows_done < num_flows) schedule(0, now + cfg.throughput_interval, kThroughput);
 }
 
 // One block's rows (its receivers, and its share of every sender's and pair's bytes), in the
@@ -2347,7 +2387,7 @@ void Simulation::Impl::dispatch(const SimEvent& e) {
       route_update(e.a);
       break;
     case kFlowAccept:
-      flow_accept(e.a, e.b);
+      flow_accept(e.c);
       break;
     case kThroughput:
       sample_throughput(e.a);
@@ -2389,7 +2429,7 @@ Time Simulation::Impl::run(Time until) {
   while (true) {
     // Done when every flow has finished: probes of paths that stay dead would otherwise keep
     // the event queues busy for ever.
-    if (!flows.empty() && flows_done == flows.size()) break;
+    if (num_flows > 0 && flows_done == num_flows) break;
     Time t = kNever;
     for (auto& q : queues)
       t = std::min(t, q.peek_time());
@@ -2430,7 +2470,7 @@ namespace {
 // An event for another rank: where it goes, and the packet it carries (kSwitchArrive).
 struct RemoteHeader {
   uint32_t partition = 0;
-  uint32_t carries = 0;  // 0 nothing, 1 a data packet, 2 a control packet
+  uint32_t carries = 0;  // 0 nothing, 1 a data packet, 2 a control packet, 3 a FlowAccept
   SimEvent event;
 };
 static_assert(std::is_trivially_copyable_v<SimPacket>);
@@ -2491,6 +2531,13 @@ void Simulation::Impl::send_remote(uint32_t partition, const SimEvent& e) {
     free_packet(e.c);
     return;
   }
+  if (e.type == kFlowAccept) {
+    h.carries = 3;
+    append(out, h);
+    append(out, accepts[e.c]);
+    free_accepts.push_back(e.c);
+    return;
+  }
   append(out, h);
 }
 
@@ -2532,7 +2579,11 @@ Time Simulation::Impl::communicate(uint64_t& total_events) {
     while (pos < end) {
       const auto rh = take<RemoteHeader>(in, pos);
       SimEvent e = rh.event;
-      if (rh.carries != 0) {
+      if (rh.carries == 3) {
+        const uint32_t ai = pool_take(accepts, free_accepts);
+        accepts[ai] = take<FlowAccept>(in, pos);
+        e.c = ai;
+      } else if (rh.carries != 0) {
         const uint32_t idx = alloc_packet();
         packets[idx] = take<SimPacket>(in, pos);
         if (rh.carries == 2) {
@@ -2564,18 +2615,25 @@ void Simulation::Impl::publish_completions(std::vector<FlowResult> done) {
     // The workload hears of it one lookahead later (at the earliest, in the next window): a
     // flow it adds now starts no earlier than that (add_flow).
     now = at(r) + lookahead;
+    // Every rank hands the workload the same record: a reception carries the flow id and
+    // the time only (the receiver's rank may not hold the flow's record), a completion the
+    // sender's result with the reception time.
     if (r.end == kNever) {
-      flows[r.id].received = r.received;
+      received_at[r.id] = r.received;
+      if (FlowResult* rec = flow_record(r.id)) rec->received = r.received;
       for (auto& cb : received_cbs)
-        cb(flows[r.id]);
+        cb(r);
       continue;
     }
-    const Time received = flows[r.id].received;
-    flows[r.id] = r;
-    flows[r.id].received = received;
+    FlowResult done_r = r;
+    if (auto it = received_at.find(r.id); it != received_at.end()) {
+      done_r.received = it->second;
+      received_at.erase(it);
+    }
+    if (FlowResult* rec = flow_record(r.id)) *rec = done_r;
     ++flows_done;
     for (auto& cb : flow_cbs)
-      cb(flows[r.id]);
+      cb(done_r);
   }
   now = saved;
 }
@@ -2599,7 +2657,7 @@ Time Simulation::Impl::run_blocks(Time until) {
   }
   Time stopped = t;
   while (true) {
-    if (!flows.empty() && flows_done == flows.size()) break;
+    if (num_flows > 0 && flows_done == num_flows) break;
     if (t == kNever || t > until) break;
     stopped = t;
     // Routing view changes due by then, in order; a window ends at the next one.
@@ -2697,6 +2755,19 @@ void Simulation::Impl::merge_results() {
   SimStats s = counters;
   s.events = events;
   add_engine_stats(s);
+  if (sparse_flows()) {
+    // This rank's flows (the ones it sent) to rank 0, which then holds every flow's result;
+    // the others keep their own. Failed flows are counted here, over every rank.
+    for (const FlowResult& f : flows)
+      s.qp_errors += (f.end != kNever && !f.ok) ? 1 : 0;
+    const std::vector<FlowResult> all = from_bytes<FlowResult>(ex->gather(to_bytes(flows)));
+    if (rank == 0) {
+      std::vector<FlowResult> whole(num_flows);
+      for (const FlowResult& f : all)
+        whole[f.id] = f;
+      flows = std::move(whole);
+    }
+  }
   if (ex != nullptr) {
     std::vector<uint64_t> v{
         s.events,           s.data_packets,   s.retransmits,       s.drops,
@@ -2704,11 +2775,13 @@ void Simulation::Impl::merge_results() {
         s.ev_state_changes, s.timeouts,       s.ev_swaps,          s.qps,
         s.qp_bytes,         s.qp_path_bytes,  s.peer_port_changes, s.pto_losses,
         s.pto_borrowed_rtt, s.probes_sent,    s.probes_unanswered, s.probes_deferred,
-        s.ev_ecn_swaps,     s.ack_ev_changes, s.reverse_probes,    s.reverse_probes_unanswered};
+        s.ev_ecn_swaps,     s.qp_errors,      s.ack_ev_changes,    s.reverse_probes,
+        s.reverse_probes_unanswered};
     ex->all_sum(v);
-    s.ack_ev_changes = v[21];
-    s.reverse_probes = v[22];
-    s.reverse_probes_unanswered = v[23];
+    s.qp_errors = v[21];
+    s.ack_ev_changes = v[22];
+    s.reverse_probes = v[23];
+    s.reverse_probes_unanswered = v[24];
     s.peer_port_changes = v[14];
     s.pto_losses = v[15];
     s.pto_borrowed_rtt = v[16];
@@ -3009,17 +3082,29 @@ Time Simulation::Impl::ideal_fct(const FlowSpec& spec) const {
 Result<FlowId> Simulation::add_flow(const FlowSpec& spec) {
   Impl& m = *impl_;
   if (spec.src >= m.hosts.size() || spec.dst >= m.hosts.size() || spec.src == spec.dst ||
-      spec.bytes > (1ull << 31) || spec.path_set > m.path_sets.size()) {
+      spec.bytes > kMaxFlowBytes || spec.path_set > m.path_sets.size()) {
     return fail(Error::kInvalidArgument);
   }
   FlowResult r;
-  r.id = static_cast<FlowId>(m.flows.size());
+  r.id = static_cast<FlowId>(m.num_flows);
   r.spec = spec;
   r.spec.start = std::max(spec.start, m.now);
   r.end = kNever;
   r.ideal_fct = m.ideal_fct(spec);
-  m.flows.push_back(r);
-  m.flow_state.emplace_back();
+  ++m.num_flows;
+  if (m.sparse_flows()) {
+    // Over several ranks: the record only where the sender is.
+    if (!m.owned[m.host_partition(spec.src)]) {
+      m.flow_slot.push_back(Impl::kNoSlot);
+    } else {
+      m.flow_slot.push_back(static_cast<uint32_t>(m.flows.size()));
+      m.flows.push_back(r);
+      m.flow_state.emplace_back();
+    }
+  } else {
+    m.flows.push_back(r);
+    m.flow_state.emplace_back();
+  }
   if (m.blocks) {
     m.schedule_global(m.host_partition(spec.src), r.spec.start, kFlowStart, r.id);
     return r.id;
@@ -3188,8 +3273,9 @@ const std::vector<FlowResult>& Simulation::flows() const {
 SimStats Simulation::stats() const {
   if (impl_->merged) {
     SimStats s = impl_->merged_stats;
-    for (const FlowResult& f : impl_->flows)
-      s.qp_errors += (f.end != kNever && !f.ok) ? 1 : 0;
+    if (!impl_->sparse_flows())  // else counted over every rank by merge_results
+      for (const FlowResult& f : impl_->flows)
+        s.qp_errors += (f.end != kNever && !f.ok) ? 1 : 0;
     impl_->add_ev_counts(s);
     return s;
   }

@@ -212,6 +212,9 @@ struct SwitchRef {
 
 // ---- flows and results -----------------------------------------------------------------
 
+// The largest flow add_flow takes (a QP's message: 2 GiB).
+inline constexpr uint64_t kMaxFlowBytes = 1ull << 31;
+
 struct FlowSpec {
   HostId src = 0;
   HostId dst = 0;
@@ -316,8 +319,10 @@ class Simulation {
   // the host count, ...). Errors: kInvalidArgument. With `exchange` (a run over several
   // ranks; implies block_partitions), this process holds its rank's blocks only: the hosts,
   // engines and switches of other ranks are not built, and every rank must make the same
-  // calls (add_flow, faults, run) in the same order. Results (flows(), stats(),
-  // link_samples(), ev_events()) are those of the whole fabric on every rank after run().
+  // calls (add_flow, faults, run) in the same order. Results (stats(), link_samples(),
+  // ev_events()) are those of the whole fabric on every rank after run(); flows() is every
+  // flow on rank 0 and the flows a rank sent on the others (a rank keeps only the records of
+  // the flows its hosts send).
   static Result<std::unique_ptr<Simulation>> create(const SimConfig& cfg,
                                                     RankExchange* exchange = nullptr);
   ~Simulation();
@@ -357,7 +362,9 @@ class Simulation {
   // flows (dependent workloads: collectives, training iterations).
   void on_flow_complete(std::function<void(const FlowResult&)> cb);
   // Called when a flow with with_imm has reached its receiver whole (every part's receive
-  // completion at the destination; r.received), before its completion; may add flows. This
+  // completion at the destination; r.received), before its completion; may add flows. In the
+  // blocks layout r carries only id and received (the receiver's rank may not hold the
+  // flow's record); the completion's record has received too. This
   // is what a receiver acts on (a ring's next step: NCCL waits for its receive, not for the
   // sender's ACK).
   void on_flow_received(std::function<void(const FlowResult&)> cb);

@@ -112,15 +112,15 @@ EvValue pack_unchecked(std::span<const Field> fields, std::span<const uint32_t> 
   return out;
 }
 
-Status check_helper_args(uint32_t ev_count, int num_ports, uint32_t ev_min_active) {
+Status check_profile_args(uint32_t ev_count, int num_ports, uint32_t ev_min_active) {
   if (num_ports < 1 || num_ports > 256 || ev_count == 0 || ev_min_active > ev_count) {
     return fail(Error::kInvalidArgument);
   }
   return {};
 }
 
-// Fills p.entries as the helpers document: entry i on port i % num_ports with generated
-// combination i / num_ports.
+// Fills p.entries as the profile constructors document: entry i on port i % num_ports with
+// generated combination i / num_ports.
 Status fill_entries(EvProfile& p, uint32_t ev_count, int num_ports) {
   const uint32_t ports = static_cast<uint32_t>(num_ports);
   auto values = generate(p.fields, (ev_count + ports - 1) / ports);
@@ -356,7 +356,7 @@ uint32_t count_usable(std::span<const EvEntry> entries) {
 
 Result<EvProfile> make_srv6_profile(uint32_t locator_block, int num_usids, int bits_per_usid,
                                     uint32_t ev_count, int num_ports, uint32_t ev_min_active) {
-  if (auto s = check_helper_args(ev_count, num_ports, ev_min_active); !s) return fail(s.error());
+  if (auto s = check_profile_args(ev_count, num_ports, ev_min_active); !s) return fail(s.error());
   if (num_usids < 1 || num_usids > kUsidsPerCarrier || bits_per_usid < 1 || bits_per_usid > 16) {
     return fail(Error::kInvalidArgument);
   }
@@ -377,7 +377,7 @@ Result<EvProfile> make_srv6_profile(uint32_t locator_block, int num_usids, int b
 }
 
 Result<EvProfile> make_stev_profile(uint32_t ev_count, int num_ports, uint32_t ev_min_active) {
-  if (auto s = check_helper_args(ev_count, num_ports, ev_min_active); !s) return fail(s.error());
+  if (auto s = check_profile_args(ev_count, num_ports, ev_min_active); !s) return fail(s.error());
   EvProfile p;
   p.mode = EvMode::kGenerated;
   p.format = {FormatMode::kStev, {{32}}};
@@ -388,7 +388,7 @@ Result<EvProfile> make_stev_profile(uint32_t ev_count, int num_ports, uint32_t e
 }
 
 Result<EvProfile> make_udp_profile(uint32_t ev_count, int num_ports, uint32_t ev_min_active) {
-  if (auto s = check_helper_args(ev_count, num_ports, ev_min_active); !s) return fail(s.error());
+  if (auto s = check_profile_args(ev_count, num_ports, ev_min_active); !s) return fail(s.error());
   EvProfile p;
   p.mode = EvMode::kGenerated;
   p.format = {FormatMode::kUdp, {{16}}};

@@ -182,7 +182,7 @@ uint32_t count_usable(std::span<const EvEntry> entries);
 // i % num_ports and takes generated combination i / num_ports, so every plane cycles through
 // the same EVs in the same order and (EV, port) pairs are distinct up to num_ports * combos
 // entries. Errors: num_ports outside [1, 256], ev_count == 0, ev_min_active > ev_count
-// (kInvalidArgument), plus the helper-specific ones below.
+// (kInvalidArgument), plus the ones each constructor lists below.
 
 // SRv6 uSID profile (OCP 6 worked example 2's layout is make_srv6_profile(0x42424242, 4, 4,
 // ...), except that the example also generates uSID 0).

@@ -18,6 +18,8 @@ inline constexpr uint8_t kIpProtoUdp = 17;
 inline constexpr uint8_t kIpProtoRouting = 43;
 inline constexpr uint8_t kSrhRoutingType = 4;
 inline constexpr uint32_t kIcrcBytes = 4;
+// The IPv6 hop limit packets leave with (Linux's default, net.ipv6.conf.*.hop_limit).
+inline constexpr uint8_t kDefaultHopLimit = 64;
 
 // Fixed header sizes on the wire, in bytes. The MRC extension sizes are our decision and
 // are explained in docs/wire-format.md; wire/codec.h has the per-opcode totals.
@@ -65,7 +67,7 @@ struct Ipv6Header {
   uint32_t flow_label = 0;      // 20 bits
   uint16_t payload_length = 0;  // bytes after the fixed 40-byte header (filled by encode)
   uint8_t next_header = kIpProtoUdp;
-  uint8_t hop_limit = 64;
+  uint8_t hop_limit = kDefaultHopLimit;
   Ipv6Addr src{};
   Ipv6Addr dst{};
 

@@ -7,7 +7,7 @@
 //   - Hosts 0..N-1, each an Endpoint (normally an mrc::Engine) with `num_ports` NIC ports.
 //     Port p of every host is cabled to plane p: one switch per plane, so a packet sent on
 //     port p reaches the peer's port p. The peer is TxPacket::peer (= QpAttr::peer), which
-//     the helpers set to the peer's host id.
+//     pair.h's connect_pair sets to the peer's host id.
 //   - Each (host, port) link has a rate. The port serializes: the endpoint is polled with a
 //     port's bit in port_mask only while that port is idle and up; a packet of B bytes keeps
 //     the port busy for (B + framing_bytes) * 8 / rate.

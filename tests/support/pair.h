@@ -1,10 +1,10 @@
-// Helpers on top of FaultNet: a connected QP pair between two engine hosts and a verified
+// On top of FaultNet: a connected QP pair between two engine hosts and a verified
 // WRITE / WRITE_IMM workload. Used by the unit, property and scenario tests and by
 // tools/mrc-pair.
 //
 // connect_pair() registers one memory region per side, surrounded by guard bytes, creates a
 // QP on each host and moves both RESET -> INIT -> RTR -> RTS; the paths come from an EV
-// profile helper (ev::make_stev_profile / make_srv6_profile / make_udp_profile), so entry i
+// profile constructor (ev::make_stev_profile / make_srv6_profile / make_udp_profile), so entry i
 // is on port i % planes.
 //
 // run_workload() posts a list of messages on A toward B (receives for immediates posted on B
@@ -119,7 +119,7 @@ Result<QpAttr> pair_qp_attr(const FaultNet& net, const PairConfig& cfg, bool sid
                             uint32_t dest_qpn);
 
 // Creates and connects a QP on each of hosts a and b (engine hosts). Errors: whatever the
-// EV profile helpers, register_memory, create_qp or modify_qp return.
+// EV profile constructors, register_memory, create_qp or modify_qp return.
 Result<Pair> connect_pair(FaultNet& net, HostId a, HostId b, const PairConfig& cfg);
 
 // Two engine hosts (seeds derived from `seed`) plus a connected pair. The network is heap

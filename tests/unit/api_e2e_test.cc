@@ -301,7 +301,7 @@ void transfer_with_plane_failure(const std::vector<std::string>& server_wrap,
     EXPECT_EQ(run(cmd(n.wrap, {bin("mrc-ctl"), "port", "1", "enable"}), n.env), 0);
 }
 
-TEST(ApiE2e, LoopbackNode) {
+TEST(ApiE2e, mrc_api__loopback_node_writes_and_reads_back) {
   REQUIRE_ROOT();
   ShmGuard shm{"/mrc_e2e_lo_" + std::to_string(::getpid())};
   const auto env = node_env(shm.name, "fd00:1::1/64,fd00:2::1/64");
@@ -326,7 +326,7 @@ TEST(ApiE2e, LoopbackNode) {
   EXPECT_NE(out.find("cannot change while ONLINE"), std::string::npos) << out;
 }
 
-TEST(ApiE2e, CrashedApplicationsDoNotHoldProfiles) {
+TEST(ApiE2e, mrc_ctl_modify_ev_profile__crashed_applications_do_not_hold_profiles) {
   REQUIRE_ROOT();
   ShmGuard shm{"/mrc_e2e_crash_" + std::to_string(::getpid())};
   const auto env = node_env(shm.name, "fd00:1::1/64,fd00:2::1/64");
@@ -373,7 +373,7 @@ TEST(ApiE2e, CrashedApplicationsDoNotHoldProfiles) {
 
 // The namespace fabric: 2 hosts, 2 planes, 1 leaf and 2 spines per plane. Each host is a node
 // with its own node state (MRC_SOFT_SHM) and controller.
-TEST(ApiE2e, NamespaceFabric) {
+TEST(ApiE2e, mrc_api__namespace_fabric_transfer) {
   REQUIRE_ROOT();
   if (::access(bin("mrc-fabric").c_str(), X_OK) != 0) GTEST_SKIP() << "mrc-fabric not built";
   if (std::system("ip netns list >/dev/null 2>&1") != 0) GTEST_SKIP() << "no ip netns";

@@ -10,11 +10,11 @@
 
 extern "C" int mrc_headers_c11_names(void);
 
-TEST(ApiHeaders, CompilesAsC11WithEveryFunctionLinked) {
+TEST(ApiHeaders, headers__compile_as_c11_with_every_function_linked) {
   EXPECT_EQ(mrc_headers_c11_names(), 41);
 }
 
-TEST(ApiHeaders, CxxLayoutMatchesTheLp64Appendix) {
+TEST(ApiHeaders, struct_layout__matches_the_lp64_appendix) {
   static_assert(sizeof(mrc_device_attr) == 20);
   static_assert(sizeof(mrc_qp_init_attr) == 72);
   static_assert(sizeof(mrc_qp_attr) == 176);
@@ -33,7 +33,7 @@ TEST(ApiHeaders, CxxLayoutMatchesTheLp64Appendix) {
   SUCCEED();
 }
 
-TEST(ApiHeaders, VersionMacros) {
+TEST(ApiHeaders, version_macros__name_the_api_version) {
   static_assert(MRC_API_VER_USED == MRC_API_CURRENT_VERSION);
   static_assert(MRC_CTL_API_VER_USED == MRC_CTL_API_CURRENT_VERSION);
   static_assert(static_cast<uint32_t>(MRC_API_VER_LATEST) == 0xFFFFFFFFu);

@@ -443,7 +443,7 @@ std::string diff(const Datagram& a, const Datagram& b) {
 // ---------------------------------------------------------------------------------------------
 // Opcode table
 
-TEST(OpcodeTable, names_and_header_sizes) {
+TEST(OpcodeTable, opcode_name__names_and_header_sizes) {
   EXPECT_STREQ(opcode_name(Opcode::kWriteOnly), "RC_RDMA_WRITE_ONLY");
   EXPECT_STREQ(opcode_name(Opcode::kWriteOnlyImm), "RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE");
   EXPECT_STREQ(opcode_name(Opcode::kAck), "RC_ACKNOWLEDGE");
@@ -466,22 +466,22 @@ TEST(OpcodeTable, names_and_header_sizes) {
 // ---------------------------------------------------------------------------------------------
 // encode: golden bytes
 
-TEST(Encode, write_only_golden) {
+TEST(Encode, encode__write_only_golden) {
   const Bytes wire = encode_or_die(example_write_only());
   EXPECT_EQ(wire, hex(kWriteOnlyGolden));
 }
 
-TEST(Encode, write_only_imm_with_srh_golden) {
+TEST(Encode, encode__write_only_imm_with_srh_golden) {
   const Bytes wire = encode_or_die(example_write_only_imm_srh());
   EXPECT_EQ(wire, hex(kWriteOnlyImmSrhGolden));
 }
 
-TEST(Encode, trimmed_write_only_golden) {
+TEST(Encode, encode__trimmed_write_only_golden) {
   const Bytes wire = encode_or_die(example_trimmed());
   EXPECT_EQ(wire, hex(kTrimmedGolden));
 }
 
-TEST(EncodeTransport, golden_per_opcode) {
+TEST(EncodeTransport, encode_transport__golden_per_opcode) {
   EXPECT_EQ(encode_transport_or_die(example_ack()), hex(kAckGolden));
   EXPECT_EQ(encode_transport_or_die(example_cnp()), hex(kCnpGolden));
   EXPECT_EQ(encode_transport_or_die(example_trim_nack()), hex(kTrimNackGolden));
@@ -496,7 +496,7 @@ TEST(EncodeTransport, golden_per_opcode) {
             Bytes(woi.begin() + 40 + 40 + 8, woi.end() - 4));
 }
 
-TEST(Encode, datagram_is_envelope_plus_transport_plus_icrc) {
+TEST(Encode, encode__datagram_is_envelope_plus_transport_plus_icrc) {
   for (const TransportPacket& p : {example_ack(), example_cnp(), example_trim_nack(),
                                    example_probe(false), example_probe(true)}) {
     const Bytes wire = encode_or_die(envelope(p));
@@ -508,7 +508,7 @@ TEST(Encode, datagram_is_envelope_plus_transport_plus_icrc) {
   }
 }
 
-TEST(Encode, reserved_bits_written_as_zero) {
+TEST(Encode, encode__reserved_bits_written_as_zero) {
   Datagram d = example_write_only();
   d.pkt.data.flags = 0xFFFF;
   const Bytes wire = encode_or_die(d);
@@ -529,7 +529,7 @@ TEST(Encode, reserved_bits_written_as_zero) {
   EXPECT_EQ(encode_transport_or_die(nack), hex(kTrimNackGolden));
 }
 
-TEST(Encode, null_payload_is_written_as_zeros) {
+TEST(Encode, encode__null_payload_is_written_as_zeros) {
   Datagram d = example_write_only();
   d.pkt.payload = nullptr;
   const Bytes wire = encode_or_die(d);
@@ -537,21 +537,21 @@ TEST(Encode, null_payload_is_written_as_zeros) {
   EXPECT_EQ(Bytes(wire.begin() + at, wire.begin() + at + 8), Bytes(8, 0));
 }
 
-TEST(Encode, derives_next_headers_from_has_srh) {
+TEST(Encode, encode__derives_next_headers_from_has_srh) {
   Datagram d = example_write_only_imm_srh();
   d.ip.next_header = 99;
   d.srh.next_header = 99;
   EXPECT_EQ(encode_or_die(d), hex(kWriteOnlyImmSrhGolden));
 }
 
-TEST(Encode, encoded_size_matches) {
+TEST(Encode, encoded_size__matches_encode) {
   EXPECT_EQ(encoded_size(example_write_only()), 112u);
   EXPECT_EQ(encoded_size(example_write_only_imm_srh()), 156u);
   EXPECT_EQ(encoded_size(envelope(example_ack())), 40u + 8 + 120 + 4);
 }
 
 // encode: every error, and `out` untouched on error.
-TEST(Encode, rejects_invalid_datagrams) {
+TEST(Encode, encode__rejects_invalid_datagrams) {
   struct Case {
     const char* what;
     void (*mutate)(Datagram&);
@@ -638,7 +638,7 @@ TEST(Encode, rejects_invalid_datagrams) {
   EXPECT_EQ(error_of(encode(envelope(nack), buf)), Error::kBadExtension);
 }
 
-TEST(Encode, largest_datagram_fits_the_ipv6_length) {
+TEST(Encode, encode__largest_datagram_fits_the_ipv6_length) {
   Datagram d = example_write_only();
   d.pkt.payload = nullptr;
   // Payload + pad is a multiple of 4, so the largest IPv6 payload length is 65532.
@@ -651,7 +651,7 @@ TEST(Encode, largest_datagram_fits_the_ipv6_length) {
   EXPECT_EQ(got->pkt.payload_len, d.pkt.payload_len);
 }
 
-TEST(Encode, output_one_byte_short_is_too_big) {
+TEST(Encode, encode__output_one_byte_short_is_too_big) {
   const Datagram d = example_write_only();
   Bytes out(encoded_size(d) - 1);
   EXPECT_EQ(error_of(encode(d, out)), Error::kTooBig);
@@ -662,7 +662,7 @@ TEST(Encode, output_one_byte_short_is_too_big) {
 // ---------------------------------------------------------------------------------------------
 // decode: examples
 
-TEST(Decode, golden_datagrams_round_trip) {
+TEST(Decode, decode__golden_datagrams_round_trip) {
   for (const Datagram& d :
        {example_write_only(), example_write_only_imm_srh(), example_trimmed(),
         envelope(example_ack()), envelope(example_cnp()), envelope(example_trim_nack()),
@@ -682,7 +682,7 @@ TEST(Decode, golden_datagrams_round_trip) {
   }
 }
 
-TEST(Decode, trimmed_packet_keeps_original_dma_len) {
+TEST(Decode, decode__trimmed_packet_keeps_original_dma_len) {
   auto got = decode(hex(kTrimmedGolden));
   ASSERT_TRUE(got.has_value()) << error_name(got.error());
   EXPECT_EQ(got->ip.dscp(), kDscpTrimmed);
@@ -690,7 +690,7 @@ TEST(Decode, trimmed_packet_keeps_original_dma_len) {
   EXPECT_EQ(got->pkt.reth.dma_len, 4096u);
 }
 
-TEST(Decode, reserved_bits_are_ignored) {
+TEST(Decode, decode__reserved_bits_are_ignored) {
   Bytes wire = hex(kWriteOnlyGolden);
   wire[48 + 4] |= 0x3F;       // BTH resv6
   wire[48 + 8] |= 0x7F;       // BTH resv7
@@ -712,7 +712,7 @@ TEST(Decode, reserved_bits_are_ignored) {
   EXPECT_EQ(got_ack->pkt.sack, example_ack().sack);
 }
 
-TEST(Decode, fecn_becn_and_udp_checksum_are_outside_the_icrc) {
+TEST(Decode, decode__fecn_becn_and_udp_checksum_are_outside_the_icrc) {
   Bytes wire = hex(kWriteOnlyGolden);
   wire[48 + 4] |= 0xC0;  // a switch marks FECN and BECN
   wire[46] ^= 0x55;      // ...and nobody fixes the UDP checksum
@@ -748,7 +748,7 @@ Bytes cut_consistently(const Bytes& d, size_t size) {
   return c;
 }
 
-TEST(Decode, truncated_at_each_layer) {
+TEST(Decode, decode__truncated_at_each_layer) {
   const Bytes wo = hex(kWriteOnlyGolden);
   const Bytes srh = hex(kWriteOnlyImmSrhGolden);
   EXPECT_EQ(decode_error(Bytes(wo.begin(), wo.begin() + 39)), Error::kTruncated) << "IPv6";
@@ -761,7 +761,7 @@ TEST(Decode, truncated_at_each_layer) {
   EXPECT_EQ(decode_error(cut_consistently(wo, 48 + 40)), Error::kTruncated) << "RETH/ext";
 }
 
-TEST(Decode, bad_version) {
+TEST(Decode, decode__bad_version) {
   Bytes wire = hex(kWriteOnlyGolden);
   wire[0] = 0x46;  // IPv4
   EXPECT_EQ(decode_error(wire), Error::kBadVersion);
@@ -771,7 +771,7 @@ TEST(Decode, bad_version) {
   EXPECT_EQ(decode_error(wire), Error::kBadVersion);
 }
 
-TEST(Decode, bad_next_header) {
+TEST(Decode, decode__bad_next_header) {
   Bytes wire = hex(kWriteOnlyGolden);
   wire[6] = 6;  // TCP
   EXPECT_EQ(decode_error(wire), Error::kBadNextHeader);
@@ -780,7 +780,7 @@ TEST(Decode, bad_next_header) {
   EXPECT_EQ(decode_error(wire), Error::kBadNextHeader);
 }
 
-TEST(Decode, bad_srh) {
+TEST(Decode, decode__bad_srh) {
   const Bytes good = hex(kWriteOnlyImmSrhGolden);
   Bytes wire = good;
   wire[42] = 3;  // routing type: RPL source route
@@ -807,13 +807,13 @@ TEST(Decode, bad_srh) {
   EXPECT_EQ(decode_error(five), Error::kBadSrh) << "too many segments";
 }
 
-TEST(Decode, bad_udp_port) {
+TEST(Decode, decode__bad_udp_port) {
   Bytes wire = hex(kWriteOnlyGolden);
   set16(wire, 42, 4792);
   EXPECT_EQ(decode_error(wire), Error::kBadUdpPort);
 }
 
-TEST(Decode, bad_length) {
+TEST(Decode, decode__bad_length) {
   Bytes wire = hex(kWriteOnlyGolden);
   wire.push_back(0);  // one byte beyond the IPv6 payload length
   EXPECT_EQ(decode_error(wire), Error::kBadLength) << "trailing byte";
@@ -829,14 +829,14 @@ TEST(Decode, bad_length) {
   EXPECT_EQ(decode_error(ack), Error::kBadLength) << "payload on ACK";
 }
 
-TEST(Decode, bad_opcode) {
+TEST(Decode, decode__bad_opcode) {
   Bytes wire = hex(kWriteOnlyGolden);
   wire[48] = 0x04;  // RC SEND ONLY: not used by MRC
   reseal(wire);
   EXPECT_EQ(decode_error(wire), Error::kBadOpcode);
 }
 
-TEST(Decode, bad_pad_count) {
+TEST(Decode, decode__bad_pad_count) {
   // Trimmed packet (no payload) claiming 2 pad bytes.
   Bytes wire = hex(kTrimmedGolden);
   wire[48 + 1] |= 0x20;
@@ -852,7 +852,7 @@ TEST(Decode, bad_pad_count) {
   EXPECT_EQ(decode_error(wire), Error::kBadPadCount) << "not a multiple of 4";
 }
 
-TEST(Decode, bad_icrc) {
+TEST(Decode, decode__bad_icrc) {
   Bytes wire = hex(kWriteOnlyGolden);
   wire[wire.size() - 6] ^= 0x01;  // one payload bit
   EXPECT_EQ(decode_error(wire), Error::kBadIcrc);
@@ -862,7 +862,7 @@ TEST(Decode, bad_icrc) {
   EXPECT_EQ(decode_error(wire), Error::kBadIcrc);
 }
 
-TEST(Decode, bad_udp_checksum_only_when_asked) {
+TEST(Decode, decode__bad_udp_checksum_only_when_asked) {
   Bytes wire = hex(kWriteOnlyGolden);
   wire[47] ^= 0x01;
   EXPECT_EQ(decode_error(wire), Error::kOk);
@@ -872,7 +872,7 @@ TEST(Decode, bad_udp_checksum_only_when_asked) {
   EXPECT_EQ(decode_error(hex(kWriteOnlyImmSrhGolden), {.verify_udp_checksum = true}), Error::kOk);
 }
 
-TEST(Decode, bad_extension) {
+TEST(Decode, decode__bad_extension) {
   const size_t ext = 48 + 28;  // data ext of the WRITE ONLY golden
   struct Case {
     const char* what;
@@ -920,7 +920,7 @@ TEST(Decode, bad_extension) {
 
 // Truncation at every byte offset: always an error, never a read outside the buffer (each
 // prefix is copied into its own heap block, so ASan sees an overread).
-TEST(Decode, truncation_at_every_offset_is_an_error) {
+TEST(Decode, decode__truncation_at_every_offset_is_an_error) {
   for (const Datagram& d : {example_write_only(), example_write_only_imm_srh(), example_trimmed(),
                             envelope(example_ack()), envelope(example_cnp()),
                             envelope(example_trim_nack()), envelope(example_probe(true))}) {
@@ -939,7 +939,7 @@ TEST(Decode, truncation_at_every_offset_is_an_error) {
 // ---------------------------------------------------------------------------------------------
 // decode_transport
 
-TEST(DecodeTransport, golden_round_trip_and_errors) {
+TEST(DecodeTransport, decode_transport__golden_round_trip_and_errors) {
   for (const TransportPacket& p :
        {example_write_only().pkt, example_write_only_imm_srh().pkt, example_ack(), example_cnp(),
         example_trim_nack(), example_probe(false), example_probe(true)}) {
@@ -982,7 +982,7 @@ TEST(DecodeTransport, golden_round_trip_and_errors) {
   EXPECT_EQ(error_of(decode_transport(ack)), Error::kBadExtension);
 }
 
-TEST(DecodeTransport, zero_payload_with_any_dma_len_may_be_trimmed) {
+TEST(DecodeTransport, decode_transport__zero_payload_with_any_dma_len_may_be_trimmed) {
   TransportPacket p = example_write_only().pkt;
   p.payload = nullptr;
   p.payload_len = 0;
@@ -1101,7 +1101,7 @@ void random_datagram(Opcode op, bool with_srh, Sample& s) {
   random_transport(op, trimmed, d.pkt, s.payload);
 }
 
-RC_GTEST_PROP(CodecProperty, decode_inverts_encode_for_every_opcode, ()) {
+RC_GTEST_PROP(CodecProperty, decode__inverts_encode_for_every_opcode, ()) {
   for (Opcode op : kAllOpcodes) {
     for (bool with_srh : {false, true}) {
       Sample s;
@@ -1131,7 +1131,7 @@ RC_GTEST_PROP(CodecProperty, decode_inverts_encode_for_every_opcode, ()) {
 
 // The ICRC ignores exactly what switches may rewrite: traffic class, flow label, hop limit,
 // destination address, the whole SRH (even its removal), FECN/BECN, the UDP checksum.
-RC_GTEST_PROP(CodecProperty, icrc_survives_in_flight_rewrites, ()) {
+RC_GTEST_PROP(CodecProperty, icrc__survives_in_flight_rewrites, ()) {
   Sample s;
   random_datagram(
       *rc::gen::elementOf(std::vector<Opcode>(std::begin(kAllOpcodes), std::end(kAllOpcodes))),
@@ -1170,7 +1170,7 @@ RC_GTEST_PROP(CodecProperty, icrc_survives_in_flight_rewrites, ()) {
 // ---------------------------------------------------------------------------------------------
 // CRC-32 and ICRC known answers.
 
-TEST(Crc32, check_value_and_slicing_matches_bytewise) {
+TEST(Crc32, crc32__check_value_and_slicing_matches_bytewise) {
   const std::string_view check = "123456789";
   EXPECT_EQ(crc32(std::span(reinterpret_cast<const uint8_t*>(check.data()), check.size())),
             0xCBF43926u);
@@ -1190,7 +1190,7 @@ TEST(Crc32, check_value_and_slicing_matches_bytewise) {
 // The carry-less multiply path (x86-64 with PCLMULQDQ, inputs >= 64 bytes) against the
 // table method and the bit-by-bit reference: every length around the 16- and 64-byte
 // folding boundaries, unaligned starts, random states.
-RC_GTEST_PROP(Crc32Property, folding_path_matches_tables, ()) {
+RC_GTEST_PROP(Crc32Property, crc32_update__folding_path_matches_tables, ()) {
   const auto n = *rc::gen::inRange<size_t>(0, 9100);
   const auto offset = *rc::gen::inRange<size_t>(0, 16);
   const auto state = *rc::gen::arbitrary<uint32_t>();
@@ -1208,7 +1208,7 @@ RC_GTEST_PROP(Crc32Property, folding_path_matches_tables, ()) {
   }
 }
 
-TEST(Crc32, folding_boundaries_match_tables) {
+TEST(Crc32, crc32_update__folding_boundaries_match_tables) {
   // Around the 16-, 64- and 256-byte steps (the last: VPCLMULQDQ, x86-64 with AVX-512).
   Bytes data(800);
   for (size_t i = 0; i < data.size(); ++i)
@@ -1258,7 +1258,7 @@ uint64_t xinuse_with_a_dirty_upper_half() {
 // its core at the first SSE load after the ICRC, and MRC's goodput ratio to the raw UDP blast
 // moved 0.87 -> 0.94 with the VZEROUPPER (docs/perf-log.md, "Linux driver: the ICRC left dirty
 // upper ZMM halves").
-TEST(Crc32, vclmul_path_returns_with_clean_upper_register_halves) {
+TEST(Crc32, crc32_update__vclmul_path_returns_with_clean_upper_register_halves) {
   if (!crc32_path_available(Crc32Path::kVclmul) || !have_xinuse())
     GTEST_SKIP() << "no VPCLMULQDQ path or no XINUSE on this CPU";
   constexpr uint64_t kUpperHalves = (1u << 2) | (1u << 6);
@@ -1278,7 +1278,7 @@ TEST(Crc32, vclmul_path_returns_with_clean_upper_register_halves) {
 // A RoCEv2 CNP captured on a Mellanox ConnectX-4 Lx (IPv4; scapy's test/contrib/roce.uts).
 // Masking it as IBTA A17.4.5.2 says and running our CRC gives the ICRC the NIC sent, which
 // pins down the CRC variant, the 8-byte ones prefix and the LSB-first byte order.
-TEST(Icrc, matches_hardware_rocev2_capture) {
+TEST(Icrc, icrc__matches_hardware_rocev2_capture) {
   const Bytes frame =
       hex("e41d2dab2bc2 7cfe90643b32 0800"              // Ethernet
           "45c2003c718c400040119161 0a001101 0a001201"  // IPv4, ToS 0xc2, TTL 64
@@ -1300,7 +1300,7 @@ TEST(Icrc, matches_hardware_rocev2_capture) {
   EXPECT_EQ(on_wire, Bytes(frame.end() - 4, frame.end()));
 }
 
-TEST(Icrc, golden_values_and_short_input) {
+TEST(Icrc, icrc__golden_values_and_short_input) {
   const Bytes wo = hex(kWriteOnlyGolden);
   EXPECT_EQ(icrc(std::span(wo).first(wo.size() - 4)), 0xEDCD4B02u);
   const Bytes srh = hex(kWriteOnlyImmSrhGolden);
@@ -1350,7 +1350,7 @@ void check_or_write_seed(const std::filesystem::path& path, const Bytes& bytes) 
   EXPECT_EQ(committed, bytes) << path << " is stale: run test_codec with MRC_WRITE_FUZZ_SEEDS=1";
 }
 
-TEST(FuzzCorpus, seeds_match_the_codec) {
+TEST(FuzzCorpus, seeds__match_the_codec) {
   const std::filesystem::path corpus = std::filesystem::path(MRC_SOURCE_DIR) / "fuzz" / "corpus";
   std::vector<Bytes> transports;
   for (const auto& [name, d] : seed_datagrams()) {

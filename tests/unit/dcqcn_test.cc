@@ -20,7 +20,7 @@ namespace {
 constexpr uint32_t kMtu = 4096;
 constexpr double kGbps = 1e9;
 
-TEST(Dcqcn_resolve, defaults) {
+TEST(Dcqcn, resolve__defaults) {
   const DcqcnConfig c;
   const DcqcnParams p = resolve_dcqcn(c);
   EXPECT_DOUBLE_EQ(p.line_rate_bps, 100 * kGbps);
@@ -36,7 +36,7 @@ TEST(Dcqcn_resolve, defaults) {
   EXPECT_EQ(cnp_interval(c), us(50));
 }
 
-TEST(Dcqcn_resolve, explicit_values_kept_and_inconsistent_ones_repaired) {
+TEST(Dcqcn, resolve__explicit_values_kept_and_inconsistent_ones_repaired) {
   DcqcnConfig c;
   c.line_rate_bps = 400'000'000'000ull;
   c.alpha_update_period = us(10);
@@ -58,7 +58,7 @@ TEST(Dcqcn_resolve, explicit_values_kept_and_inconsistent_ones_repaired) {
   EXPECT_EQ(q.byte_counter, 10'000'000u);
 }
 
-TEST(Dcqcn_basic, starts_at_line_rate_with_no_window_and_no_timers) {
+TEST(Dcqcn, ctor__starts_at_line_rate_with_no_window_and_no_timers) {
   auto cc = make_dcqcn(DcqcnConfig{});
   EXPECT_STREQ(cc->name(), "dcqcn");
   EXPECT_EQ(cc->cwnd(), UINT64_MAX);
@@ -70,7 +70,7 @@ TEST(Dcqcn_basic, starts_at_line_rate_with_no_window_and_no_timers) {
   EXPECT_FALSE(d.limited());
 }
 
-TEST(Dcqcn_on_ack, acks_and_losses_leave_the_rate_alone) {
+TEST(Dcqcn, on_ack__acks_and_losses_leave_the_rate_alone) {
   Dcqcn d{DcqcnConfig{}};
   d.on_ack({.now = us(1), .acked_bytes = kMtu, .rtt = us(100), .ecn = true, .trimmed = false}, 0);
   d.on_loss(us(2), kMtu);
@@ -81,7 +81,7 @@ TEST(Dcqcn_on_ack, acks_and_losses_leave_the_rate_alone) {
 // ---------------------------------------------------------------------------------------------
 // Rate decrease and alpha.
 
-TEST(Dcqcn_on_cnp, cuts_rate_by_half_alpha_and_raises_alpha) {
+TEST(Dcqcn, on_cnp__cuts_rate_by_half_alpha_and_raises_alpha) {
   DcqcnConfig c;
   c.g = 1.0 / 16;
   Dcqcn d(c);
@@ -102,7 +102,7 @@ TEST(Dcqcn_on_cnp, cuts_rate_by_half_alpha_and_raises_alpha) {
   EXPECT_DOUBLE_EQ(d.alpha(), (1 - 1.0 / 16) * a + 1.0 / 16);
 }
 
-TEST(Dcqcn_on_timer, alpha_decays_every_period_without_cnp) {
+TEST(Dcqcn, on_timer__alpha_decays_every_period_without_cnp) {
   DcqcnConfig c;
   c.g = 1.0 / 16;
   c.rate_increase_period = ms(10);  // keep rate increases out of the way
@@ -121,7 +121,7 @@ TEST(Dcqcn_on_timer, alpha_decays_every_period_without_cnp) {
   EXPECT_EQ(d.next_timer(), us(230) + us(55));
 }
 
-TEST(Dcqcn_on_cnp, rate_never_below_min_rate) {
+TEST(Dcqcn, on_cnp__rate_never_below_min_rate) {
   Dcqcn d{DcqcnConfig{}};
   for (int i = 0; i < 100; ++i)
     d.on_cnp(us(1) * i);
@@ -140,7 +140,7 @@ void next_increase(Dcqcn& d) {
     d.on_timer(d.next_timer());
 }
 
-TEST(Dcqcn_increase, fast_recovery_halves_the_distance_to_target) {
+TEST(Dcqcn, on_timer__fast_recovery_halves_the_distance_to_target) {
   Dcqcn d{DcqcnConfig{}};
   d.on_cnp(0);
   const double rt = d.target_rate_bps(), rc0 = d.rate_bps();
@@ -152,7 +152,7 @@ TEST(Dcqcn_increase, fast_recovery_halves_the_distance_to_target) {
   }
 }
 
-TEST(Dcqcn_increase, additive_then_hyper) {
+TEST(Dcqcn, on_timer__additive_then_hyper_increase) {
   DcqcnConfig c;
   c.additive_increase_bps = 1'000'000'000ull;  // 1 Gb/s
   c.hyper_increase_bps = 10'000'000'000ull;    // 10 Gb/s
@@ -190,7 +190,7 @@ TEST(Dcqcn_increase, additive_then_hyper) {
   expect_step(97 * kGbps);
 }
 
-TEST(Dcqcn_increase, returns_to_line_rate_and_releases_timers) {
+TEST(Dcqcn, on_timer__returns_to_line_rate_and_releases_timers) {
   Dcqcn d{DcqcnConfig{}};
   d.on_cnp(0);
   d.on_cnp(1);
@@ -209,7 +209,7 @@ TEST(Dcqcn_increase, returns_to_line_rate_and_releases_timers) {
   EXPECT_EQ(d.byte_events(), 0u);
 }
 
-TEST(Dcqcn_on_cnp, resets_counters_and_byte_count) {
+TEST(Dcqcn, on_cnp__resets_counters_and_byte_count) {
   DcqcnConfig c;
   c.byte_counter = 1'000'000;
   Dcqcn d(c);
@@ -226,7 +226,7 @@ TEST(Dcqcn_on_cnp, resets_counters_and_byte_count) {
   EXPECT_EQ(d.next_timer(), us(500) + us(55));
 }
 
-TEST(Dcqcn_on_cnp, alpha_keeps_decaying_while_at_line_rate) {
+TEST(Dcqcn, on_cnp__alpha_keeps_decaying_while_at_line_rate) {
   DcqcnConfig c;
   c.g = 1.0 / 16;
   c.rate_increase_period = us(1);
@@ -247,7 +247,7 @@ TEST(Dcqcn_on_cnp, alpha_keeps_decaying_while_at_line_rate) {
 // ---------------------------------------------------------------------------------------------
 // Pacing.
 
-TEST(Dcqcn_on_send, pacing_spacing_equals_bytes_over_rate) {
+TEST(Dcqcn, on_send__pacing_spacing_equals_bytes_over_rate) {
   Dcqcn d{DcqcnConfig{}};
   EXPECT_EQ(d.tx_time(kMtu), ns(327) + 680);  // 4096 * 8 / 100 Gb/s = 327.68 ns
   d.on_send(0, kMtu, 0);
@@ -357,7 +357,7 @@ ClosedLoopResult run_closed_loop(const DcqcnConfig& cfg, double ecn_k_bytes) {
   return r;
 }
 
-TEST(Dcqcn_closed_loop, four_senders_share_a_bottleneck) {
+TEST(Dcqcn, closed_loop__four_senders_share_a_bottleneck) {
   const DcqcnConfig cfg;       // NIC defaults
   const double bdp = 125'000;  // 100 Gb/s * 10 us
   for (double k : {20'000.0, 40'000.0, 60'000.0}) {

@@ -1,5 +1,5 @@
 // Entropy values: validation (OCP 5.5 / 6 rules), expansion (OCP 6 and both worked examples),
-// generation (5.7), profile helpers and the packet envelope.
+// generation (5.7), profile constructors and the packet envelope.
 #include "transport/ev_profile.h"
 
 #include <gtest/gtest.h>
@@ -13,7 +13,8 @@
 namespace mrc::ev {
 namespace {
 
-// ----- helpers --------------------------------------------------------------------------------
+// ----- test support
+// --------------------------------------------------------------------------------
 
 FormatProfile fmt(FormatMode mode, std::vector<uint8_t> widths) {
   FormatProfile f{mode, {}};

@@ -12,14 +12,14 @@
 namespace mrc::sim {
 namespace {
 
-TEST(EventQueue, EmptyQueuePeeksNever) {
+TEST(EventQueue, peek__empty_queue_peeks_never) {
   EventQueue q;
   EXPECT_TRUE(q.empty());
   EXPECT_EQ(q.peek_time(), kNever);
   EXPECT_EQ(q.peek_ready(), nullptr);
 }
 
-TEST(EventQueue, TiesBreakOnKey) {
+TEST(EventQueue, pop__ties_break_on_key) {
   EventQueue q(1024, 16);
   q.push(SimEvent{.time = 5000, .key = 3});
   q.push(SimEvent{.time = 5000, .key = 1});
@@ -30,7 +30,7 @@ TEST(EventQueue, TiesBreakOnKey) {
   EXPECT_TRUE(q.empty());
 }
 
-TEST(EventQueue, FarEventsComeBackInOrder) {
+TEST(EventQueue, pop__far_events_come_back_in_order) {
   // Horizon = 1024 ps x 16 buckets: these are all beyond it at first.
   EventQueue q(1024, 16);
   for (Time t : {Time{1'000'000}, Time{50'000}, Time{20'000'000}, Time{50'001}})
@@ -41,7 +41,7 @@ TEST(EventQueue, FarEventsComeBackInOrder) {
   EXPECT_EQ(q.pop().time, 20'000'000u);
 }
 
-TEST(EventQueue, PeekReadyIsTheNextPop) {
+TEST(EventQueue, peek_ready__is_the_next_pop) {
   EventQueue q(1024, 16);
   q.push(SimEvent{.time = 10, .key = 1});
   q.push(SimEvent{.time = 20, .key = 2});
@@ -54,7 +54,7 @@ TEST(EventQueue, PeekReadyIsTheNextPop) {
   EXPECT_EQ(q.peek_ready()->key, 2u);
 }
 
-TEST(EventQueue, PeekAheadGuessesTheFollowingEventsOfTheOpenBucket) {
+TEST(EventQueue, peek_ahead__guesses_the_following_events_of_the_open_bucket) {
   EventQueue q(1024, 16);
   EXPECT_EQ(q.peek_ahead(0), nullptr);  // nothing open
   q.push(SimEvent{.time = 30, .key = 3});
@@ -73,7 +73,7 @@ TEST(EventQueue, PeekAheadGuessesTheFollowingEventsOfTheOpenBucket) {
 // Buckets of thousands of events (a big fabric's steady state) go through the radix passes;
 // many share a time and their keys are not in push order. Widths 2^13 and 2^14 are radix
 // sorted, 2^15 falls back to a comparison sort: all must pop in (time, key) order.
-TEST(EventQueue, BigBucketsPopInTimeKeyOrder) {
+TEST(EventQueue, pop__big_buckets_pop_in_time_key_order) {
   for (const Time width : {Time{1} << 13, Time{1} << 14, Time{1} << 15}) {
     EventQueue q(width, 64);
     std::vector<SimEvent> ref;
@@ -98,7 +98,7 @@ TEST(EventQueue, BigBucketsPopInTimeKeyOrder) {
 
 // Simulation-like use: pop one event, push a few at or after its time (never before: the
 // simulator only schedules into the future), compare with a sorted reference.
-RC_GTEST_PROP(EventQueue, PopsInTimeKeyOrder, ()) {
+RC_GTEST_PROP(EventQueue, pop__in_time_key_order, ()) {
   const Time width = Time{1} << *rc::gen::inRange(0, 14);
   const uint32_t buckets = 1u << *rc::gen::inRange(1, 10);
   EventQueue q(width, buckets);

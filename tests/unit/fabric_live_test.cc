@@ -250,6 +250,28 @@ TEST_F(FabricLive, cli__status_exec_check_and_exec_help) {
   ASSERT_TRUE(help);
   EXPECT_EQ(help->exit_code, 0) << help->err;
   EXPECT_NE(help->out.find("Usage: mrc-fabric exec"), std::string::npos) << help->out;
+  // mrc-sim's spelling of a link names the same link as the fabric's; a link the fabric does
+  // not have is a bad argument (exit 2, one line).
+  const auto link_state = [&](const std::string& name) {
+    auto s = run_command({tool, "status", "--json", "--name", spec_.name});
+    const auto status = nlohmann::json::parse(s->out);
+    for (const auto& l : status["links"])
+      if (l["name"] == name) return l["state"].get<std::string>();
+    return std::string("missing");
+  };
+  auto down = run_command({tool, "link", "down", "p1/leaf0-spine1", "--name", spec_.name});
+  ASSERT_TRUE(down);
+  EXPECT_EQ(down->exit_code, 0) << down->err;
+  EXPECT_NE(link_state("p1-l0-s1"), "up");
+  auto up = run_command({tool, "link", "up", "p1-l0-s1", "--name", spec_.name});
+  ASSERT_TRUE(up);
+  EXPECT_EQ(up->exit_code, 0) << up->err;
+  EXPECT_EQ(link_state("p1-l0-s1"), "up");
+  auto unknown = run_command({tool, "link", "down", "p9/leaf0-spine1", "--name", spec_.name});
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->exit_code, 2) << unknown->err;
+  EXPECT_EQ(std::count(unknown->err.begin(), unknown->err.end(), '\n'), 1) << unknown->err;
+  expect_all_reach(all_probes(spec_), "after link down and up by the command line");
 }
 
 // An `up` that died part-way (here: one namespace and the marker, no fabric.json): status

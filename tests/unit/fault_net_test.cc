@@ -149,7 +149,7 @@ size_t data_bytes(uint32_t payload) {
          ((4 - payload % 4) % 4) + wire::kIcrcBytes;
 }
 
-TEST(FaultNet, DelayIsSerializationTwicePlusPropagation) {
+TEST(FaultNet, deliver__delay_is_serialization_twice_plus_propagation) {
   NetConfig cfg;
   cfg.delay = us(3);
   TwoHosts t(cfg);
@@ -169,7 +169,7 @@ TEST(FaultNet, DelayIsSerializationTwicePlusPropagation) {
   EXPECT_EQ(t.net.counters().sent_bytes, data_bytes(1000));
 }
 
-TEST(FaultNet, PortSerializesBackToBackPackets) {
+TEST(FaultNet, send__port_serializes_back_to_back_packets) {
   NetConfig cfg;
   cfg.delay = us(1);
   TwoHosts t(cfg);
@@ -186,7 +186,7 @@ TEST(FaultNet, PortSerializesBackToBackPackets) {
   }
 }
 
-TEST(FaultNet, PortsSerializeIndependently) {
+TEST(FaultNet, send__ports_serialize_independently) {
   TwoHosts t(NetConfig{});
   t.a->send_data(0, 1, 0, 0, 0, 4000);
   t.a->send_data(0, 1, 1, 0, 1, 4000);
@@ -200,7 +200,7 @@ TEST(FaultNet, PortsSerializeIndependently) {
   EXPECT_EQ(t.b->received[1].port, 1);
 }
 
-TEST(FaultNet, SlowerReceiverBuildsAQueueThatMarksAndDrops) {
+TEST(FaultNet, send__slower_receiver_builds_a_queue_that_marks_and_drops) {
   NetConfig cfg;
   cfg.ecn_threshold_bytes = 8000;
   cfg.queue_limit_bytes = 30000;
@@ -228,7 +228,7 @@ TEST(FaultNet, SlowerReceiverBuildsAQueueThatMarksAndDrops) {
   EXPECT_EQ(t.b->received[0].ecn, wire::kEcnEct0);  // the first found an empty queue
 }
 
-TEST(FaultNet, LossMaskDropsExactlyTheNthMatchingPackets) {
+TEST(FaultNet, loss_mask__drops_exactly_the_nth_matching_packets) {
   TwoHosts t(NetConfig{});
   ScriptedFault f;
   f.match.from_host = 0;
@@ -252,7 +252,7 @@ TEST(FaultNet, LossMaskDropsExactlyTheNthMatchingPackets) {
   EXPECT_EQ(t.net.path_counter(0, 1, 0).dropped, 1u);  // psn 5 on port 1
 }
 
-TEST(FaultNet, ScriptedTrimByPsnHappensOnceAndKeepsHeaders) {
+TEST(FaultNet, trim_psn__happens_once_and_keeps_headers) {
   TwoHosts t(NetConfig{});
   ScriptedFault f;
   f.action = FaultAction::kTrim;
@@ -283,7 +283,7 @@ TEST(FaultNet, ScriptedTrimByPsnHappensOnceAndKeepsHeaders) {
   EXPECT_LT(t.b->received[0].at, 2 * t.net.serialization_time(data_bytes(3000), 100e9) + us(1));
 }
 
-TEST(FaultNet, DuplicationDeliversTwice) {
+TEST(FaultNet, duplication__delivers_twice) {
   {
     TwoHosts t(NetConfig{});
     ScriptedFault f;
@@ -315,7 +315,7 @@ TEST(FaultNet, DuplicationDeliversTwice) {
   }
 }
 
-TEST(FaultNet, BlackholeDropsOnlyItsPathDuringItsWindow) {
+TEST(FaultNet, blackhole__drops_only_its_path_during_its_window) {
   TwoHosts t(NetConfig{});
   t.net.blackhole(/*port=*/1, /*ev_index=*/3, us(10), us(20));
   // Before, during and after the window, on the blackholed path and on a neighbour.
@@ -340,7 +340,7 @@ TEST(FaultNet, BlackholeDropsOnlyItsPathDuringItsWindow) {
   EXPECT_EQ(t.net.path_counter(1, 1, 3).dropped, 1u);
 }
 
-TEST(FaultNet, PortDownIsSeenByBothEndsAndTheLinkDrops) {
+TEST(FaultNet, port_down__is_seen_by_both_ends_and_the_link_drops) {
   NetConfig cfg;
   cfg.delay = us(5);
   TwoHosts t(cfg);
@@ -369,7 +369,7 @@ TEST(FaultNet, PortDownIsSeenByBothEndsAndTheLinkDrops) {
   EXPECT_TRUE(t.net.port_up(0, 1));
 }
 
-TEST(FaultNet, OneSidedPortFaultAndFlaps) {
+TEST(FaultNet, port_down__one_sided_fault_and_flaps) {
   TwoHosts t(NetConfig{});
   t.net.add_port_fault(PortFault{1, 0, us(5), kNever});
   t.net.add_flap(PortFlap{0, 1, us(10), us(3), us(7), 3});
@@ -388,7 +388,7 @@ TEST(FaultNet, OneSidedPortFaultAndFlaps) {
   EXPECT_FALSE(t.net.port_up(1, 0));
 }
 
-TEST(FaultNet, RandomTrimEcnAndCorruption) {
+TEST(FaultNet, random_faults__trim_ecn_and_corruption) {
   NetConfig cfg;
   cfg.trim = 1.0;
   TwoHosts t(cfg);
@@ -431,7 +431,7 @@ TEST(FaultNet, RandomTrimEcnAndCorruption) {
   EXPECT_EQ(v.net.counters().rx_rejected, 50u);
 }
 
-TEST(FaultNet, JitterReordersButLosesNothing) {
+TEST(FaultNet, jitter__reorders_but_loses_nothing) {
   NetConfig cfg;
   cfg.jitter = us(5);
   TwoHosts t(cfg);
@@ -446,7 +446,7 @@ TEST(FaultNet, JitterReordersButLosesNothing) {
   EXPECT_GT(inversions, 10);
 }
 
-TEST(FaultNet, PathExtraDelayAndLoss) {
+TEST(FaultNet, path_fault__extra_delay_and_loss) {
   TwoHosts t(NetConfig{});
   PathFault slow;
   slow.match.port = 0;
@@ -471,7 +471,7 @@ TEST(FaultNet, PathExtraDelayAndLoss) {
 }
 
 // Same seed, same run: every counter and every arrival identical; another seed differs.
-TEST(FaultNet, SameSeedGivesIdenticalRuns) {
+TEST(FaultNet, run__same_seed_gives_identical_runs) {
   auto run = [](uint64_t seed) {
     NetConfig cfg;
     cfg.seed = seed;
@@ -514,7 +514,7 @@ TEST(FaultNet, SameSeedGivesIdenticalRuns) {
   EXPECT_EQ(r1.second[0] + r1.second[3], r1.second[1] + r1.second[2]);
 }
 
-TEST(FaultNet, InjectDeliversRawBytesAtTheirTime) {
+TEST(FaultNet, inject__delivers_raw_bytes_at_their_time) {
   TwoHosts t(NetConfig{});
   wire::Datagram d;
   d.pkt.bth.opcode = wire::Opcode::kAck;
@@ -533,7 +533,7 @@ TEST(FaultNet, InjectDeliversRawBytesAtTheirTime) {
   EXPECT_EQ(t.net.counters().rx_rejected, 1u);
 }
 
-TEST(FaultNet, ScheduleRunsCallbacksInTimeOrderAndStopPredicate) {
+TEST(FaultNet, schedule__runs_callbacks_in_time_order_and_stop_predicate) {
   TwoHosts t(NetConfig{});
   std::vector<int> order;
   t.net.schedule(us(3), [&](Time now) {
@@ -550,7 +550,7 @@ TEST(FaultNet, ScheduleRunsCallbacksInTimeOrderAndStopPredicate) {
   EXPECT_EQ(t.net.now(), us(9));
 }
 
-TEST(FaultNet, DetectsATimerLivelock) {
+TEST(FaultNet, run__detects_a_timer_livelock) {
   NetConfig cfg;
   cfg.livelock_timer_calls = 1000;
   TwoHosts t(cfg);
@@ -560,7 +560,7 @@ TEST(FaultNet, DetectsATimerLivelock) {
   EXPECT_EQ(t.net.counters().timers_fired, 1000u);
 }
 
-TEST(FaultNet, PcapTapWritesDeliveredDatagrams) {
+TEST(FaultNet, pcap_tap__writes_delivered_datagrams) {
   const std::string path =
       (std::filesystem::temp_directory_path() / "mrc_fault_net_test.pcap").string();
   {

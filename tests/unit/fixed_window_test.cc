@@ -7,7 +7,7 @@
 namespace mrc::cc {
 namespace {
 
-TEST(FixedWindow_basic, window_pacing_and_name) {
+TEST(FixedWindow, ctor__window_pacing_and_name) {
   auto cc = make_fixed_window(64 * 1024);
   EXPECT_EQ(cc->cwnd(), 64u * 1024);
   EXPECT_EQ(cc->next_send_time(), 0u);
@@ -15,7 +15,7 @@ TEST(FixedWindow_basic, window_pacing_and_name) {
   EXPECT_STREQ(cc->name(), "fixed");
 }
 
-TEST(FixedWindow_on_events, window_never_changes) {
+TEST(FixedWindow, on_events__window_never_changes) {
   auto cc = make_fixed_window(10'000);
   cc->on_send(us(1), 4096, 4096);
   cc->on_ack({.now = us(2), .acked_bytes = 4096, .rtt = us(100), .ecn = true}, 0);
@@ -27,7 +27,7 @@ TEST(FixedWindow_on_events, window_never_changes) {
   EXPECT_EQ(cc->next_send_time(), 0u);
 }
 
-TEST(FixedWindow_set_window, new_size_and_zero_means_unlimited) {
+TEST(FixedWindow, set_window__new_size_and_zero_means_unlimited) {
   FixedWindow cc(10'000);
   cc.set_window(20'000);
   EXPECT_EQ(cc.cwnd(), 20'000u);
@@ -35,7 +35,7 @@ TEST(FixedWindow_set_window, new_size_and_zero_means_unlimited) {
   EXPECT_EQ(cc.cwnd(), UINT64_MAX);
 }
 
-TEST(FixedWindow_ctor, zero_means_unlimited) {
+TEST(FixedWindow, ctor__zero_means_unlimited) {
   EXPECT_EQ(make_fixed_window(0)->cwnd(), UINT64_MAX);
 }
 

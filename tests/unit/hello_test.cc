@@ -34,14 +34,14 @@ Hello sample() {
   return h;
 }
 
-TEST(Hello, RoundTrips) {
+TEST(Hello, decode_hello__round_trips_encode_hello) {
   const Hello h = sample();
   auto d = decode_hello(encode_hello(h));
   ASSERT_TRUE(d) << d.error().message;
   EXPECT_EQ(*d, h);
 }
 
-TEST(Hello, EveryTruncationIsRejected) {
+TEST(Hello, decode_hello__every_truncation_is_rejected) {
   const auto bytes = encode_hello(sample());
   for (size_t n = 0; n < bytes.size(); ++n) {
     auto d = decode_hello(std::span(bytes).first(n));
@@ -50,7 +50,7 @@ TEST(Hello, EveryTruncationIsRejected) {
   }
 }
 
-TEST(Hello, OtherVersionIsAVersionMismatch) {
+TEST(Hello, decode_hello__other_version_is_a_version_mismatch) {
   Hello h = sample();
   h.version = kHelloVersion + 1;
   auto d = decode_hello(encode_hello(h));
@@ -59,7 +59,7 @@ TEST(Hello, OtherVersionIsAVersionMismatch) {
   EXPECT_NE(d.error().message.find("version"), std::string::npos);
 }
 
-TEST(Hello, EverySingleBitFlipIsRejectedOrHarmless) {
+TEST(Hello, decode_hello__every_single_bit_flip_is_rejected_or_harmless) {
   const auto bytes = encode_hello(sample());
   for (size_t i = 0; i < bytes.size() * 8; ++i) {
     auto b = bytes;
@@ -68,18 +68,19 @@ TEST(Hello, EverySingleBitFlipIsRejectedOrHarmless) {
   }
 }
 
-TEST(Hello, ZeroPlanesRejected) {
+TEST(Hello, decode_hello__zero_planes_rejected) {
   Hello h = sample();
   h.planes.clear();
   EXPECT_FALSE(decode_hello(encode_hello(h)));
 }
 
-RC_GTEST_PROP(HelloProperty, GarbageNeverCrashesAndIsRejected, (const std::vector<uint8_t>& junk)) {
+RC_GTEST_PROP(HelloProperty, decode_hello__garbage_never_crashes_and_is_rejected,
+              (const std::vector<uint8_t>& junk)) {
   auto d = decode_hello(junk);
   RC_ASSERT(!d);
 }
 
-RC_GTEST_PROP(HelloProperty, GarbageAfterAValidPrefixIsRejected,
+RC_GTEST_PROP(HelloProperty, decode_hello__garbage_after_a_valid_prefix_is_rejected,
               (const std::vector<uint8_t>& junk)) {
   auto bytes = encode_hello(sample());
   const size_t cut = *rc::gen::inRange<size_t>(0, bytes.size());

@@ -380,7 +380,7 @@ class NetFabric : public ::testing::Test {
   static inline int port_counter_ = 0;
 };
 
-TEST_F(NetFabric, write_256_mib_verified_over_both_planes) {
+TEST_F(NetFabric, write__256_mib_verified_over_both_planes) {
   auto r = run_perf("write", {"-s", "65536", "-n", "4096", "--verify"});
   expect_clean_transfer(r, "WRITE 256 MiB");
   // Both planes carried data (SRv6 paths through both spines of each).
@@ -392,7 +392,7 @@ TEST_F(NetFabric, write_256_mib_verified_over_both_planes) {
   EXPECT_GE(r.server["counters"].value("bytes_placed", 0ull), 256ull << 20);
 }
 
-TEST_F(NetFabric, write_imm_256_mib_verified_over_both_planes) {
+TEST_F(NetFabric, write_imm__256_mib_verified_over_both_planes) {
   auto r = run_perf("write_imm", {"-s", "65536", "-n", "4096", "--verify", "--write-imm"});
   expect_clean_transfer(r, "WRITE_IMM 256 MiB");
   ASSERT_TRUE(r.server.is_object());
@@ -404,7 +404,7 @@ TEST_F(NetFabric, write_imm_256_mib_verified_over_both_planes) {
 // onto a spine. Each sends a batch from a socket per source port, so RACK may order ties only
 // within a path (Engine::set_transmit_order); ordering them per port made 14,000-16,000 false
 // losses in 3 s here.
-TEST_F(NetFabric, stev_and_udp_modes_write_64_mib_verified) {
+TEST_F(NetFabric, write__stev_and_udp_modes_64_mib_verified) {
   for (const char* mode : {"stev", "udp"}) {
     auto r = run_perf(std::string("ecmp_") + mode,
                       {"-s", "65536", "-n", "1024", "--verify", "--ev-mode", mode}, {},
@@ -417,13 +417,13 @@ TEST_F(NetFabric, stev_and_udp_modes_write_64_mib_verified) {
   }
 }
 
-TEST_F(NetFabric, spine_link_admin_down_during_a_transfer) {
+TEST_F(NetFabric, write__spine_link_admin_down_during_a_transfer) {
   // The server's leaf loses spine 0 of plane 0: spine 0 answers ICMPv6 no-route.
   fault_during_transfer(
       "spine link p0-l1-s0 down", [] { link("p0-l1-s0", false); }, [] { link("p0-l1-s0", true); });
 }
 
-TEST_F(NetFabric, whole_spine_blackholed_during_a_transfer) {
+TEST_F(NetFabric, write__whole_spine_blackholed_during_a_transfer) {
   fault_during_transfer(
       "spine p0-s1 blackholed", [] { blackhole("p0-s1", true); },
       [] { blackhole("p0-s1", false); });
@@ -433,7 +433,7 @@ TEST_F(NetFabric, whole_spine_blackholed_during_a_transfer) {
 // other spines (the reverse of an EV hashes anew); the paths a silently dead spine takes are
 // found out and routed around as in SRV6 mode. (With --spray-burst 0, GSO runs of 15 per
 // path, 4 of 6 runs here hit an ACK timeout: docs/linux-driver.md, "Bursts per path, opt-in".)
-TEST_F(NetFabric, whole_spine_blackholed_during_a_stev_transfer) {
+TEST_F(NetFabric, write__whole_spine_blackholed_during_a_stev_transfer) {
   const Json c = fault_during_transfer(
       "spine p0-s1 blackholed, stev", [] { blackhole("p0-s1", true); },
       [] { blackhole("p0-s1", false); }, {"--ev-mode", "stev"});
@@ -443,25 +443,25 @@ TEST_F(NetFabric, whole_spine_blackholed_during_a_stev_transfer) {
   EXPECT_GT(c["counters"].value("ev_state_changes", 0ull), 0ull) << "no path was taken out";
 }
 
-TEST_F(NetFabric, five_percent_loss_on_a_leaf_spine_link_during_a_transfer) {
+TEST_F(NetFabric, write__five_percent_loss_on_a_leaf_spine_link_during_a_transfer) {
   fault_during_transfer(
       "5% loss on p0-l0-s0", [] { loss("p0-l0-s0", 5); }, [] { loss("p0-l0-s0", 0); });
 }
 
-TEST_F(NetFabric, host_port_down_during_a_transfer) {
+TEST_F(NetFabric, write__host_port_down_during_a_transfer) {
   // The client's plane-0 port: half of its bandwidth goes, plane 1 carries on.
   fault_during_transfer(
       "host port h0-p0 down", [] { link("h0-p0", false); }, [] { link("h0-p0", true); });
 }
 
-TEST_F(NetFabric, link_flapping_every_100ms_during_a_transfer) {
+TEST_F(NetFabric, write__link_flapping_every_100ms_during_a_transfer) {
   // 12 cycles of 50 ms down, 50 ms up (foreground: returns when done, link up).
   fault_during_transfer("p0-l0-s1 flapping 100 ms",
                         [] { expect_ok(flap_link(plan(), "p0-l0-s1", 100'000, 12, 0), "flap"); },
                         {});
 }
 
-TEST_F(NetFabric, setup_succeeds_with_a_spine_blackholed_before_it) {
+TEST_F(NetFabric, setup__succeeds_with_a_spine_blackholed_before_it) {
   // The setup ping goes to the peer's plain (ECMP) address: a spine blackholed before setup
   // must not fail the probe of a plane that still has a healthy spine. Each retry takes
   // another flow label (net/ping.h). The old ping (label 0) passed this too on mrc-fabric,
@@ -733,7 +733,7 @@ struct AttackCounts {
 //     a buffer of 2^60 bytes (refused, the server serves on).
 // The transfer completes and verifies, the server placed exactly the client's bytes, and every
 // kind of bad packet is counted under its reason.
-TEST_F(NetFabric, hostile_input_during_a_verified_transfer_is_dropped_counted_and_harmless) {
+TEST_F(NetFabric, write__hostile_input_during_a_verified_transfer_is_dropped_counted_and_harmless) {
   const uint16_t port = next_side_port();
   const std::string base = dir_ + "/hostile";
   std::vector<std::string> sv = {

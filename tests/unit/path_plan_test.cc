@@ -27,7 +27,7 @@ PlanePaths plane(int p, int host, uint16_t peer_leaf, uint16_t local_leaf, int s
   return pl;
 }
 
-TEST(PathPlan, Srv6EnumeratesSpinesPerPlaneInterleaved) {
+TEST(PathPlan, plan_paths__srv6_enumerates_spines_per_plane_interleaved) {
   // Peer: host 3 on leaf 1 (uSID 0x0002); we are on leaf 0 (uSID 0x0001); 2 spines.
   std::vector<PlanePaths> planes = {plane(0, 3, 2, 1, 2), plane(1, 3, 2, 1, 2)};
   auto paths = plan_paths(ev::FormatMode::kSrv6, 3, planes, 0);
@@ -41,7 +41,7 @@ TEST(PathPlan, Srv6EnumeratesSpinesPerPlaneInterleaved) {
   EXPECT_EQ(da((*paths)[4]), "fcbb:bb00:8000:2:4003::");  // more EVs than spines repeat
 }
 
-TEST(PathPlan, Srv6RotationAndSameLeaf) {
+TEST(PathPlan, plan_paths__srv6_rotation_and_same_leaf) {
   std::vector<PlanePaths> planes = {plane(0, 3, 2, 1, 4)};
   auto rotated = plan_paths(ev::FormatMode::kSrv6, 1, planes, 3);
   ASSERT_TRUE(rotated);
@@ -52,14 +52,14 @@ TEST(PathPlan, Srv6RotationAndSameLeaf) {
   EXPECT_EQ(da((*local)[0]), "fcbb:bb00:1:4001::");
 }
 
-TEST(PathPlan, Srv6WithoutFabricKnowledgeUsesThePlainAddress) {
+TEST(PathPlan, plan_paths__srv6_without_fabric_knowledge_uses_the_plain_address) {
   std::vector<PlanePaths> planes = {plane(0, 3, 0, 0, 0)};
   auto paths = plan_paths(ev::FormatMode::kSrv6, 2, planes, 0);
   ASSERT_TRUE(paths);
   EXPECT_EQ(da((*paths)[1]), "fcbb:bb00:4003::");
 }
 
-TEST(PathPlan, StevAndUdpComeFromTheEvProfiles) {
+TEST(PathPlan, plan_paths__stev_and_udp_come_from_the_ev_profiles) {
   std::vector<PlanePaths> planes = {plane(0, 3, 0, 0, 0), plane(1, 3, 0, 0, 0)};
   auto stev = plan_paths(ev::FormatMode::kStev, 4, planes, 0);
   ASSERT_TRUE(stev);
@@ -70,7 +70,7 @@ TEST(PathPlan, StevAndUdpComeFromTheEvProfiles) {
   EXPECT_EQ((*udp)[1].port, 1);
 }
 
-TEST(PathPlan, RejectsEmptyInput) {
+TEST(PathPlan, plan_paths__rejects_empty_input) {
   EXPECT_FALSE(plan_paths(ev::FormatMode::kSrv6, 0, std::vector<PlanePaths>(1), 0));
   EXPECT_FALSE(plan_paths(ev::FormatMode::kSrv6, 1, {}, 0));
 }

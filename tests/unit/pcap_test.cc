@@ -197,7 +197,7 @@ std::vector<Bytes> write_capture(const fs::path& path, PcapLinkType link) {
 // ---------------------------------------------------------------------------------------------
 // The file format
 
-TEST(PcapWriter, file_and_record_headers_byte_exact) {
+TEST(PcapWriter, write__file_and_record_headers_byte_exact) {
   TempDir dir;
   for (PcapLinkType link : {PcapLinkType::kEthernet, PcapLinkType::kRaw}) {
     const fs::path path = dir / "format.pcap";
@@ -235,7 +235,7 @@ TEST(PcapWriter, file_and_record_headers_byte_exact) {
   }
 }
 
-TEST(PcapWriter, snaplen_cuts_records_but_keeps_original_length) {
+TEST(PcapWriter, write__snaplen_cuts_records_but_keeps_original_length) {
   TempDir dir;
   const fs::path path = dir / "snap.pcap";
   auto w = PcapWriter::open(path.string(), PcapLinkType::kEthernet, 64);
@@ -250,7 +250,7 @@ TEST(PcapWriter, snaplen_cuts_records_but_keeps_original_length) {
   EXPECT_EQ(file.size(), 24u + 16 + 64);
 }
 
-TEST(PcapWriter, errors) {
+TEST(PcapWriter, open__errors) {
   EXPECT_EQ(PcapWriter::open("/nonexistent-dir/x.pcap").error(), Error::kIoError);
   TempDir dir;
   EXPECT_EQ(PcapWriter::open((dir / "a.pcap").string(), PcapLinkType::kRaw, 0).error(),
@@ -398,7 +398,7 @@ Expected roce_expectation(const Datagram& d) {
   return e;
 }
 
-TEST(PcapTshark, rocev2_dissector_reads_every_packet_type) {
+TEST(PcapTshark, rocev2_dissector__reads_every_packet_type) {
   TempDir dir;
   const fs::path scratch = dir / "stderr.txt";
   if (!require_tshark(scratch)) return;
@@ -508,7 +508,7 @@ Expected mrc_expectation(const Datagram& d) {
   return e;
 }
 
-TEST(PcapTshark, mrc_lua_dissector_reads_every_extension) {
+TEST(PcapTshark, mrc_lua_dissector__reads_every_extension) {
   TempDir dir;
   const fs::path scratch = dir / "stderr.txt";
   if (!require_tshark(scratch)) return;

@@ -26,7 +26,7 @@ TEST(Psn, psn_lt__across_the_wrap) {
   EXPECT_FALSE(psn_lt(7, 7));
 }
 
-RC_GTEST_PROP(Psn, add_then_diff_round_trips, (uint32_t base, int32_t delta)) {
+RC_GTEST_PROP(Psn, psn_diff__inverts_psn_add, (uint32_t base, int32_t delta)) {
   base &= kPsnMask;
   const int32_t d = delta % static_cast<int32_t>(kPsnHalf);
   RC_ASSERT(psn_diff(psn_add(base, d), base) == d);

@@ -461,7 +461,7 @@ TEST(Scenario, htsim_file__is_resolved_relative_to_the_scenario) {
 
 // ---- htsim .cm -----------------------------------------------------------------------------
 
-TEST(HtsimCm, parses_flows_triggers_failures) {
+TEST(HtsimCm, parse_htsim_cm__flows_triggers_failures) {
   auto m = parse_htsim_cm(R"(# a comment
 Nodes 16
 Connections 3
@@ -496,7 +496,7 @@ failure switch_type CORE switch_id 3 plane 1 at 50
   EXPECT_EQ(m->failures[1].at, us(50));
 }
 
-TEST(HtsimCm, errors_name_the_line_and_what_was_expected) {
+TEST(HtsimCm, parse_htsim_cm__errors_name_the_line_and_what_was_expected) {
   auto err = [](const std::string& body, std::initializer_list<std::string_view> parts) {
     expect_error(parse_htsim_cm(body, "e.cm"), parts);
   };

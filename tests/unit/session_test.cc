@@ -150,7 +150,7 @@ void write_and_verify(Pair& p) {
   }
 }
 
-TEST(Session, WriteOverTwoPlanesVerified) {
+TEST(Session, write__over_two_planes_verified) {
   Pair p = connect_pair(ev::FormatMode::kStev, kSize * kSlots);
   ASSERT_TRUE(p.client && p.server);
   write_and_verify(p);
@@ -164,7 +164,7 @@ TEST(Session, WriteOverTwoPlanesVerified) {
 // the receiving socket here); the bytes placed are the same with and without, and a send that
 // carried several datagrams counts each in the port's packets. Asked for (spray_burst 0), the
 // QPs send the driver's GSO run on a path before the next.
-TEST(Session, UdpGsoGroupsAPathsDatagramsAndChangesNoByte) {
+TEST(Session, write__udp_gso_groups_a_paths_datagrams_and_changes_no_byte) {
   for (ev::FormatMode mode : {ev::FormatMode::kStev, ev::FormatMode::kUdp}) {
     for (const auto& [gso, burst] :
          {std::pair{true, 0u}, std::pair{true, 1u}, std::pair{false, 1u}}) {
@@ -197,7 +197,7 @@ TEST(Session, UdpGsoGroupsAPathsDatagramsAndChangesNoByte) {
   }
 }
 
-TEST(Session, WriteImmOverUdpModeVerified) {
+TEST(Session, write_imm__over_udp_mode_verified) {
   Pair p = connect_pair(ev::FormatMode::kUdp, kSize * kSlots);
   ASSERT_TRUE(p.client && p.server);
   ServerLoop loop(*p.server, kSize, kSlots);
@@ -252,7 +252,7 @@ std::vector<uint8_t> forged_write(const Session& client, const Hello& server, ui
   return std::vector<uint8_t>(buf.begin() + 48, buf.begin() + 48 + *n + 4);
 }
 
-TEST(Session, BadDatagramsAreDroppedByReasonAndTheTransferIsUnaffected) {
+TEST(Session, poll__bad_datagrams_are_dropped_by_reason_and_the_transfer_is_unaffected) {
   Pair p = connect_pair(ev::FormatMode::kStev, kSize * kSlots);
   ASSERT_TRUE(p.client && p.server);
   const Hello server = p.server->hello(HelloRole::kServer);
@@ -325,7 +325,7 @@ TEST(Session, BadDatagramsAreDroppedByReasonAndTheTransferIsUnaffected) {
 // peer then really is silent): each such event resends at most the outstanding window
 // (128 * mpr PSNs), and the PTO learns the stall from the first one (its floor grows to the
 // time the undone packet took to be acknowledged). Bound: two windows.
-TEST(Session, LoopbackTransferWithoutLossHasAtMostTwoWindowsOfFalseRetransmits) {
+TEST(Session, write__loopback_without_loss_has_at_most_two_windows_of_false_retransmits) {
   constexpr uint64_t kMessages = 1000;
   Pair p = connect_pair(ev::FormatMode::kStev, kSize * kSlots);
   ASSERT_TRUE(p.client && p.server);
@@ -354,7 +354,7 @@ TEST(Session, LoopbackTransferWithoutLossHasAtMostTwoWindowsOfFalseRetransmits) 
 // A datagram that waited in the socket reaches the engine at its kernel arrival time, not
 // when it was read (DriverConfig::rx_timestamps: SCM_TIMESTAMPING's software stamp); without
 // the stamps, when it was read. Seen in the time of the responder's receive completion.
-TEST(Session, ADatagramReadLateReachesTheEngineAtItsArrivalTime) {
+TEST(Session, poll__a_datagram_read_late_reaches_the_engine_at_its_arrival_time) {
   for (bool stamps : {true, false}) {
     SCOPED_TRACE(stamps ? "kernel stamps" : "no stamps");
     Pair p = connect_pair(ev::FormatMode::kStev, kSize * kSlots, stamps);
@@ -394,7 +394,7 @@ TEST(Session, ADatagramReadLateReachesTheEngineAtItsArrivalTime) {
 
 constexpr int kIpv6Flowinfo = 11;  // linux/in6.h: receive each datagram's flow information
 
-TEST(Session, DatagramsCarryTheirPathsFlowLabel) {
+TEST(Session, write__datagrams_carry_their_paths_flow_label) {
   for (ev::FormatMode mode : {ev::FormatMode::kStev, ev::FormatMode::kUdp}) {
     SCOPED_TRACE(ev::format_mode_name(mode));
     auto c = Session::create(loopback_config(mode, kSize));
@@ -466,7 +466,7 @@ TEST(Session, DatagramsCarryTheirPathsFlowLabel) {
   }
 }
 
-TEST(Session, IncompatiblePeersAreRejectedWithAMessage) {
+TEST(Session, connect__incompatible_peers_are_rejected_with_a_message) {
   auto a = Session::create(loopback_config(ev::FormatMode::kStev, 4096));
   auto b = Session::create(loopback_config(ev::FormatMode::kUdp, 4096));
   ASSERT_TRUE(a && b);
@@ -476,7 +476,7 @@ TEST(Session, IncompatiblePeersAreRejectedWithAMessage) {
   EXPECT_NE(st.error().message.find("EV modes"), std::string::npos);
 }
 
-TEST(Session, ProbeReportsAPlaneWithoutRoute) {
+TEST(Session, probe_planes__reports_a_plane_without_route) {
   auto a = Session::create(loopback_config(ev::FormatMode::kStev, 4096));
   auto b = Session::create(loopback_config(ev::FormatMode::kStev, 4096));
   ASSERT_TRUE(a && b);

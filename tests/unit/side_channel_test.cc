@@ -16,7 +16,7 @@
 namespace mrc::net {
 namespace {
 
-TEST(SideChannel, RefusedWhenNobodyListens) {
+TEST(SideChannel, connect__refused_when_nobody_listens) {
   // Bind and close a listener to get a port nobody listens on.
   uint16_t port;
   {
@@ -30,7 +30,7 @@ TEST(SideChannel, RefusedWhenNobodyListens) {
   EXPECT_NE(c.error().message.find("server running"), std::string::npos);
 }
 
-TEST(SideChannel, AcceptTimesOut) {
+TEST(SideChannel, accept__times_out) {
   auto l = SideListener::listen(0);
   ASSERT_TRUE(l);
   auto c = l->accept(50);
@@ -38,7 +38,7 @@ TEST(SideChannel, AcceptTimesOut) {
   EXPECT_EQ(c.error().code, NetErrc::kTimeout);
 }
 
-TEST(SideChannel, ExchangesFramesAndReportsClose) {
+TEST(SideChannel, send_frame__exchanges_frames_and_reports_close) {
   auto l = SideListener::listen(0);
   ASSERT_TRUE(l);
   std::thread server([&] {
@@ -61,7 +61,7 @@ TEST(SideChannel, ExchangesFramesAndReportsClose) {
   EXPECT_EQ(closed.error().code, NetErrc::kPeerClosed);
 }
 
-TEST(SideChannel, RecvTimesOut) {
+TEST(SideChannel, recv_frame__times_out) {
   auto l = SideListener::listen(0);
   ASSERT_TRUE(l);
   auto c = SideChannel::connect("::1", l->port(), 2000);
@@ -127,8 +127,9 @@ TEST(SideChannel, try_recv_frame__refuses_a_frame_above_the_limit_before_bufferi
   EXPECT_NE(f.error().message.find("limit 1024"), std::string::npos) << f.error().message;
 }
 
-// The side-channel attacks at once: garbage, an idle connection, a slow one sending a
-// byte at a time, 100 connections held open, and a refused client -- then the real client.
+// The side-channel attacks the server must survive, at once: garbage, an idle connection, a
+// slow one sending a byte at a time, 100 connections held open, and a refused client -- then
+// the real client.
 TEST(SideChannel, accept_handshake__garbage_idle_slow_and_held_connections_do_not_stop_it) {
   auto l = SideListener::listen(0);
   ASSERT_TRUE(l);

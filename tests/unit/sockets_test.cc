@@ -7,7 +7,7 @@
 namespace mrc::net {
 namespace {
 
-TEST(Sockets, ParsesEndpoints) {
+TEST(Sockets, parse_endpoint__parses_endpoints) {
   auto a = parse_endpoint("fcbb:bb01:4002::", 4791);
   ASSERT_TRUE(a);
   EXPECT_EQ(a->port, 4791);
@@ -18,7 +18,7 @@ TEST(Sockets, ParsesEndpoints) {
   EXPECT_EQ(format_endpoint(*b), "[::1]:9000");
 }
 
-TEST(Sockets, RejectsBadEndpoints) {
+TEST(Sockets, parse_endpoint__rejects_bad_endpoints) {
   for (const char* s : {"", "1.2.3.4", "[::1]", "[::1]:", "[::1]:70000", "[::1]x", "zz::1"}) {
     auto e = parse_endpoint(s, 1);
     ASSERT_FALSE(e) << s;
@@ -27,14 +27,14 @@ TEST(Sockets, RejectsBadEndpoints) {
   }
 }
 
-TEST(Sockets, ErrnoMapsToCodes) {
+TEST(Sockets, errno_fail__maps_errno_to_codes) {
   EXPECT_EQ(errno_fail("x", ECONNREFUSED).error().code, NetErrc::kRefused);
   EXPECT_EQ(errno_fail("x", ETIMEDOUT).error().code, NetErrc::kTimeout);
   EXPECT_EQ(errno_fail("x", ENETUNREACH).error().code, NetErrc::kNoRoute);
   EXPECT_EQ(errno_fail("connect", EPERM).error().message.rfind("connect: ", 0), 0u);
 }
 
-TEST(Sockets, ClockIsMonotonicPicoseconds) {
+TEST(Sockets, monotonic_clock__now_is_monotonic_picoseconds) {
   MonotonicClock c;
   const Time a = c.now();
   const Time b = c.now();

@@ -140,7 +140,7 @@ TEST(TopoMath, optics__copper_host_links_have_no_transceivers) {
   EXPECT_TRUE(design(conventional_params(8192), a).host_links_optical);
 }
 
-TEST(TopoMath, transceiver_power_table) {
+TEST(TopoMath, transceiver_w__power_table_entries_and_errors) {
   const Assumptions a;
   EXPECT_DOUBLE_EQ(*transceiver_w(a, 100), a.xcvr_100g_w);
   EXPECT_DOUBLE_EQ(*transceiver_w(a, 50), a.xcvr_100g_w);  // next entry up

@@ -46,7 +46,7 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-TEST(UdpDriver, WakeFromAnotherThreadEndsAWaitingPoll) {
+TEST(UdpDriver, wake__from_another_thread_ends_a_waiting_poll) {
   OneDriver d = open_loopback(2);
   ASSERT_TRUE(d.driver);
   std::atomic<bool> polling{false};
@@ -67,7 +67,7 @@ TEST(UdpDriver, WakeFromAnotherThreadEndsAWaitingPoll) {
   EXPECT_LT(seconds_since(start), 5.0);
 }
 
-TEST(UdpDriver, WakeBeforePollEndsTheNextPollAndCountsOnce) {
+TEST(UdpDriver, wake__before_poll_ends_the_next_poll_and_counts_once) {
   OneDriver d = open_loopback(1);
   ASSERT_TRUE(d.driver);
   d.driver->wake();
@@ -83,7 +83,7 @@ TEST(UdpDriver, WakeBeforePollEndsTheNextPollAndCountsOnce) {
   EXPECT_EQ(d.driver->stats().wake_calls_seen, 1u);
 }
 
-TEST(UdpDriver, PingIsAnsweredWithThePongMagic) {
+TEST(UdpDriver, poll__ping_is_answered_with_the_pong_magic) {
   OneDriver a = open_loopback(1), b = open_loopback(1);
   ASSERT_TRUE(a.driver && b.driver);
   const Endpoint eb = b.driver->local(0), ea = a.driver->local(0);
@@ -104,7 +104,7 @@ TEST(UdpDriver, PingIsAnsweredWithThePongMagic) {
 
 // Ping reflection: a driver answers (and believes) pings and pongs only from its peers'
 // addresses; the rest is counted.
-TEST(UdpDriver, PingFromAStrangerIsNotAnsweredAndIsCounted) {
+TEST(UdpDriver, poll__ping_from_a_stranger_is_not_answered_and_is_counted) {
   OneDriver d = open_loopback(1);
   ASSERT_TRUE(d.driver);
   Endpoint elsewhere = *parse_endpoint("fd00:dead::1", 4791);
@@ -128,7 +128,7 @@ TEST(UdpDriver, PingFromAStrangerIsNotAnsweredAndIsCounted) {
 }
 
 // A flood the process cannot read in time: the kernel's drops for our socket are counted.
-TEST(UdpDriver, RxKernelDropsCountWhatAFullReceiveBufferLost) {
+TEST(UdpDriver, poll__rx_kernel_drops_count_what_a_full_receive_buffer_lost) {
   OneDriver d = open_loopback(1, ev::FormatMode::kSrv6, {}, 4096);
   ASSERT_TRUE(d.driver);
   UniqueFd tx(::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
@@ -160,7 +160,7 @@ int udp_option(int fd, int opt) {
 
 // docs/fabric.md pitfall 2: uSID shifts rewrite the DA the UDP checksum covers, so SRV6 mode
 // sends zero checksums and accepts them; the other modes keep the kernel's checksums.
-TEST(UdpDriver, Srv6SendsAndAcceptsZeroUdpChecksums) {
+TEST(UdpDriver, open__srv6_sends_and_accepts_zero_udp_checksums) {
   OneDriver srv6 = open_loopback(2, ev::FormatMode::kSrv6);
   OneDriver stev = open_loopback(1, ev::FormatMode::kStev);
   ASSERT_TRUE(srv6.driver && stev.driver);
@@ -206,7 +206,7 @@ int socket_option(int fd, int level, int opt) {
 // Receive timestamps by SO_TIMESTAMPING (which, unlike SO_TIMESTAMPNS, releases the kernel's
 // machine-wide stamping when turned off), per DriverConfig and at run time; no automatic
 // flow labels (the driver sets every label itself).
-TEST(UdpDriver, RxTimestampsFollowTheConfigAndTurnOffAtRunTime) {
+TEST(UdpDriver, set_rx_timestamps__follow_the_config_and_turn_off_at_run_time) {
   constexpr int kStamps = SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;
   OneDriver d = open_loopback(2);
   ASSERT_TRUE(d.driver);
@@ -234,7 +234,7 @@ TEST(UdpDriver, RxTimestampsFollowTheConfigAndTurnOffAtRunTime) {
 }
 
 // Zero checksums leave the ICRC as the only check on the payload: SRV6 refuses to drop it.
-TEST(UdpDriver, Srv6RefusesToSkipTheIcrc) {
+TEST(UdpDriver, open__srv6_refuses_to_skip_the_icrc) {
   EngineConfig ec;
   ec.num_ports = 1;
   Engine engine(ec);
@@ -252,7 +252,7 @@ TEST(UdpDriver, Srv6RefusesToSkipTheIcrc) {
 // The order the driver keeps between the engine and the wire decides which packets RACK's
 // same-instant rule may compare (Engine::set_transmit_order): SRV6 sends each port's packets
 // from one socket; STEV and UDP from a socket per source port, i.e. per path.
-TEST(UdpDriver, DeclaresTheTransmitOrderItKeeps) {
+TEST(UdpDriver, open__declares_the_transmit_order_it_keeps) {
   for (const auto& [mode, order] : {std::pair{ev::FormatMode::kSrv6, TransmitOrder::kPerPort},
                                     std::pair{ev::FormatMode::kStev, TransmitOrder::kPerPath},
                                     std::pair{ev::FormatMode::kUdp, TransmitOrder::kPerPath}}) {
@@ -264,7 +264,7 @@ TEST(UdpDriver, DeclaresTheTransmitOrderItKeeps) {
 
 // ACKs hash onto reverse paths of their own only in the ECMP modes: only they repeat a tail
 // ACK unless told otherwise (docs/linux-driver.md, "Tail-ACK repeat").
-TEST(UdpDriver, TurnsTheTailAckRepeatOnWhereAcksTakePathsOfTheirOwn) {
+TEST(UdpDriver, open__turns_the_tail_ack_repeat_on_where_acks_take_paths_of_their_own) {
   EXPECT_EQ(open_loopback(2, ev::FormatMode::kSrv6).engine->ack_repeat_after(), 0);
   EXPECT_EQ(open_loopback(2, ev::FormatMode::kStev).engine->ack_repeat_after(), us(250));
   EXPECT_EQ(open_loopback(2, ev::FormatMode::kUdp).engine->ack_repeat_after(), us(250));
@@ -272,7 +272,7 @@ TEST(UdpDriver, TurnsTheTailAckRepeatOnWhereAcksTakePathsOfTheirOwn) {
   EXPECT_EQ(open_loopback(2, ev::FormatMode::kSrv6, us(100)).engine->ack_repeat_after(), us(100));
 }
 
-TEST(UdpDriver, SprayBurstIsTheGsoRunWhereItSendsGso) {
+TEST(UdpDriver, spray_burst__is_the_gso_run_where_it_sends_gso) {
   DriverConfig c;
   c.ev_mode = ev::FormatMode::kSrv6;
   EXPECT_EQ(spray_burst(c, 4096), 1u);  // zero UDP checksums: no GSO
@@ -290,7 +290,7 @@ TEST(UdpDriver, SprayBurstIsTheGsoRunWhereItSendsGso) {
   EXPECT_EQ(spray_burst(c, 4096), 1u);
 }
 
-TEST(Ping, FormatIsRecognisedOnlyAtItsExactSize) {
+TEST(Ping, is_ping__recognises_only_its_exact_size) {
   uint8_t ping[kPingBytes] = {};
   std::memcpy(ping, kPingMagic, 8);
   EXPECT_TRUE(is_ping(ping, kPingBytes));

@@ -16,7 +16,7 @@ Ipv6Addr bytes(std::initializer_list<uint8_t> list) {
   return a;
 }
 
-TEST(UsidCarrier, block_then_usids_then_zeros) {
+TEST(UsidCarrier, usid_carrier__block_then_usids_then_zeros) {
   const uint16_t usids[] = {0x0100, 0x0203, 0xFFFE};
   EXPECT_EQ(usid_carrier(0xFCBBBB00, usids),
             bytes({0xFC, 0xBB, 0xBB, 0x00, 0x01, 0x00, 0x02, 0x03, 0xFF, 0xFE, 0, 0, 0, 0, 0, 0}));
@@ -26,7 +26,7 @@ TEST(UsidCarrier, block_then_usids_then_zeros) {
   EXPECT_EQ(usid_carrier(0x01020304, six), bytes({1, 2, 3, 4, 0, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6}));
 }
 
-TEST(UsidView, of_splits_block_and_usids) {
+TEST(UsidView, of__splits_block_and_usids) {
   const uint16_t usids[] = {0x0100, 0x0200};
   const UsidView v = UsidView::of(usid_carrier(0xFCBBBB00, usids));
   EXPECT_EQ(v.block, 0xFCBBBB00u);
@@ -45,14 +45,14 @@ TEST(UsidView, of__count_stops_at_first_zero_and_full_carrier_counts_six) {
   EXPECT_EQ(UsidView::of(Ipv6Addr{}).count, 0);
 }
 
-TEST(UsidBlockAndActive, read_the_right_bits) {
+TEST(UsidBlockAndActive, usid_block_and_active__read_the_right_bits) {
   const Ipv6Addr a = bytes({0xFC, 0xBB, 0xBB, 0x00, 0xAB, 0xCD, 0x12, 0x34});
   EXPECT_EQ(usid_block(a), 0xFCBBBB00u);
   EXPECT_EQ(usid_active(a), 0xABCDu);
   EXPECT_EQ(usid_active(Ipv6Addr{}), 0u);
 }
 
-TEST(UsidShift, drops_active_shifts_left_and_zero_fills) {
+TEST(UsidShift, usid_shift__drops_active_shifts_left_and_zero_fills) {
   const uint16_t usids[] = {0x0100, 0x0200, 0x0300};
   Ipv6Addr a = usid_carrier(0xFCBBBB00, usids);
   a = usid_shift(a);
@@ -69,7 +69,7 @@ TEST(UsidShift, drops_active_shifts_left_and_zero_fills) {
             bytes({0, 0, 0, 7, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0, 0}));
 }
 
-TEST(UsidIsEndOfCarrier, true_only_when_nothing_follows_the_active_usid) {
+TEST(UsidIsEndOfCarrier, usid_is_end_of_carrier__true_only_when_nothing_follows_the_active_usid) {
   const uint16_t two[] = {0x0100, 0x0200};
   const Ipv6Addr a = usid_carrier(0xFCBBBB00, two);
   EXPECT_FALSE(usid_is_end_of_carrier(a));
@@ -81,7 +81,7 @@ TEST(UsidIsEndOfCarrier, true_only_when_nothing_follows_the_active_usid) {
 
 // A switch walk: every node on the path sees its own uSID active, in order, and the last one
 // sees the end of the carrier.
-RC_GTEST_PROP(UsidProperty, forwarding_visits_each_usid_once_in_order, ()) {
+RC_GTEST_PROP(UsidProperty, usid_shift__forwarding_visits_each_usid_once_in_order, ()) {
   const auto block = *rc::gen::arbitrary<uint32_t>();
   const auto usids = *rc::gen::container<std::vector<uint16_t>>(
       *rc::gen::inRange<size_t>(1, kUsidsPerCarrier + 1), rc::gen::inRange<uint16_t>(1, 0xFFFF));
