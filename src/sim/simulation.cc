@@ -2769,14 +2769,31 @@ void Simulation::Impl::merge_results() {
     }
   }
   if (ex != nullptr) {
-    std::vector<uint64_t> v{
-        s.events,           s.data_packets,   s.retransmits,       s.drops,
-        s.fault_drops,      s.trims,          s.ecn_marks,         s.pfc_pauses,
-        s.ev_state_changes, s.timeouts,       s.ev_swaps,          s.qps,
-        s.qp_bytes,         s.qp_path_bytes,  s.peer_port_changes, s.pto_losses,
-        s.pto_borrowed_rtt, s.probes_sent,    s.probes_unanswered, s.probes_deferred,
-        s.ev_ecn_swaps,     s.qp_errors,      s.ack_ev_changes,    s.reverse_probes,
-        s.reverse_probes_unanswered};
+    std::vector<uint64_t> v{s.events,
+                            s.data_packets,
+                            s.retransmits,
+                            s.drops,
+                            s.fault_drops,
+                            s.trims,
+                            s.ecn_marks,
+                            s.pfc_pauses,
+                            s.ev_state_changes,
+                            s.timeouts,
+                            s.ev_swaps,
+                            s.qps,
+                            s.qp_bytes,
+                            s.qp_path_bytes,
+                            s.peer_port_changes,
+                            s.pto_losses,
+                            s.pto_borrowed_rtt,
+                            s.probes_sent,
+                            s.probes_unanswered,
+                            s.probes_deferred,
+                            s.ev_ecn_swaps,
+                            s.qp_errors,
+                            s.ack_ev_changes,
+                            s.reverse_probes,
+                            s.reverse_probes_unanswered};
     ex->all_sum(v);
     s.qp_errors = v[21];
     s.ack_ev_changes = v[22];

@@ -122,8 +122,7 @@ TEST(Simulation, ideal_fct__is_the_fct_of_the_flow_alone_on_the_fabric) {
           EXPECT_GE(f.fct, f.ideal_fct) << bytes << " bytes to host " << dst;
         const FlowResult probed = flow_alone(small_fabric(kind), 0, dst, bytes);
         EXPECT_GE(probed.fct, f.ideal_fct) << bytes << " bytes to host " << dst;
-        EXPECT_LE(probed.fct, f.fct + f.fct / 1000)
-            << bytes << " bytes to host " << dst;
+        EXPECT_LE(probed.fct, f.fct + f.fct / 1000) << bytes << " bytes to host " << dst;
       }
     }
   }
