@@ -23,8 +23,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <regex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli.h"
@@ -81,17 +82,48 @@ std::string name_error(const std::string& name) {
 // Link and switch names as mrc-sim spells them ("p0/leaf3-spine7", "p1/host5", "p0/spine2",
 // "p1/leaf5") in this fabric's spelling ("p0-l3-s7", "h5-p1", "p0-s2", "p1-l5"); other text
 // unchanged. Both programs take both (docs/fabric.md, docs/simulator.md).
+// A hand-written matcher rather than std::regex: GCC 12's <regex> trips -Wmaybe-uninitialized
+// under -O2 with the sanitizers, and these three shapes need no more than this.
+class NameScanner {
+ public:
+  explicit NameScanner(std::string_view text) : rest_(text) {}
+  bool literal(std::string_view word) {
+    if (!rest_.starts_with(word)) return false;
+    rest_.remove_prefix(word.size());
+    return true;
+  }
+  // One or more decimal digits, returned as written.
+  std::optional<std::string> digits() {
+    const std::size_t n = rest_.find_first_not_of("0123456789");
+    const std::size_t len = n == std::string_view::npos ? rest_.size() : n;
+    if (len == 0) return std::nullopt;
+    std::string out(rest_.substr(0, len));
+    rest_.remove_prefix(len);
+    return out;
+  }
+  bool done() const { return rest_.empty(); }
+
+ private:
+  std::string_view rest_;
+};
+
 std::string fabric_spelling(const std::string& name) {
-  static const std::regex leaf_spine(R"(p(\d+)/leaf(\d+)-spine(\d+))");
-  static const std::regex host(R"(p(\d+)/host(\d+))");
-  static const std::regex sw(R"(p(\d+)/(leaf|spine)(\d+))");
-  std::smatch m;
-  if (std::regex_match(name, m, leaf_spine))
-    return "p" + m[1].str() + "-l" + m[2].str() + "-s" + m[3].str();
-  if (std::regex_match(name, m, host)) return "h" + m[2].str() + "-p" + m[1].str();
-  if (std::regex_match(name, m, sw))
-    return "p" + m[1].str() + (m[2].str() == "leaf" ? "-l" : "-s") + m[3].str();
-  return name;
+  NameScanner s(name);
+  if (!s.literal("p")) return name;
+  const auto plane = s.digits();
+  if (!plane || !s.literal("/")) return name;
+  if (s.literal("host")) {
+    const auto host = s.digits();
+    return host && s.done() ? "h" + *host + "-p" + *plane : name;
+  }
+  const bool leaf = s.literal("leaf");
+  if (!leaf && !s.literal("spine")) return name;
+  const auto first = s.digits();
+  if (!first) return name;
+  if (s.done()) return "p" + *plane + (leaf ? "-l" : "-s") + *first;
+  if (!leaf || !s.literal("-spine")) return name;
+  const auto spine = s.digits();
+  return spine && s.done() ? "p" + *plane + "-l" + *first + "-s" + *spine : name;
 }
 
 // HOST as "h3" or "3".
