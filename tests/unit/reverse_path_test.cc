@@ -5,15 +5,12 @@
 
 #include <set>
 
+#include "support/path_descs.h"
+
 namespace mrc {
 namespace {
 
-std::vector<PathDesc> paths(int n, int ports) {
-  std::vector<PathDesc> v(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i)
-    v[static_cast<size_t>(i)].port = static_cast<uint8_t>(i % ports);
-  return v;
-}
+using testpaths::paths;
 
 constexpr Time kInterval = us(10);
 
