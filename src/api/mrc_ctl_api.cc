@@ -230,6 +230,11 @@ int query_fmt_fields(const ShmFmtProfile* p, mrc_ctl_ev_fmt_profile_attr* attr) 
   return 0;
 }
 
+// The attribute bits an EV format profile call accepts (modify and query alike).
+constexpr int kFmtKnown = MRC_CTL_EV_FMT_PROFILE_STATE | MRC_CTL_EV_FMT_PROFILE_CUR_STATE |
+                          MRC_CTL_EV_FMT_PROFILE_MODE | MRC_CTL_EV_FMT_PROFILE_OP |
+                          MRC_CTL_EV_FMT_VENDOR_CFG;
+
 ev::FormatProfile to_format(const ShmFmtProfile& f) {
   ev::FormatProfile out{static_cast<ev::FormatMode>(f.mode), {}};
   for (uint32_t i = 0; i < f.field_count; ++i)
@@ -242,10 +247,7 @@ ev::FormatProfile to_format(const ShmFmtProfile& f) {
 MRC_EXPORT int mrc_ctl_modify_ev_fmt_profile(mrc_context* ctx, uint64_t id,
                                              mrc_ctl_ev_fmt_profile_attr* attr, int mask) {
   if (!permitted()) return fail(EPERM);
-  constexpr int kKnown = MRC_CTL_EV_FMT_PROFILE_STATE | MRC_CTL_EV_FMT_PROFILE_CUR_STATE |
-                         MRC_CTL_EV_FMT_PROFILE_MODE | MRC_CTL_EV_FMT_PROFILE_OP |
-                         MRC_CTL_EV_FMT_VENDOR_CFG;
-  if (!ctx || !attr || (mask & ~kKnown)) return fail(EINVAL);
+  if (!ctx || !attr || (mask & ~kFmtKnown)) return fail(EINVAL);
   NodeState& node = *ctx->dev->node;
   NodeLock guard(node);
   NodeStateLayout& s = node.get();
@@ -311,10 +313,7 @@ MRC_EXPORT int mrc_ctl_modify_ev_fmt_profile(mrc_context* ctx, uint64_t id,
 MRC_EXPORT int mrc_ctl_query_ev_fmt_profile(mrc_context* ctx, uint64_t id,
                                             mrc_ctl_ev_fmt_profile_attr* attr, int mask) {
   if (!permitted()) return fail(EPERM);
-  constexpr int kKnown = MRC_CTL_EV_FMT_PROFILE_STATE | MRC_CTL_EV_FMT_PROFILE_CUR_STATE |
-                         MRC_CTL_EV_FMT_PROFILE_MODE | MRC_CTL_EV_FMT_PROFILE_OP |
-                         MRC_CTL_EV_FMT_VENDOR_CFG;
-  if (!ctx || !attr || (mask & ~kKnown)) return fail(EINVAL);
+  if (!ctx || !attr || (mask & ~kFmtKnown)) return fail(EINVAL);
   if ((mask & MRC_CTL_EV_FMT_PROFILE_OP) && attr->ev_fmt_op.op != MRC_CTL_EV_FMT_OP_QUERY_FIELDS)
     return fail(EINVAL);
   NodeLock guard(*ctx->dev->node);

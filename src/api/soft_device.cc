@@ -20,6 +20,7 @@
 #include <optional>
 #include <sstream>
 
+#include "api/api_errors.h"
 #include "net/secure_random.h"
 
 // verbs.h wraps some calls in macros / inline functions that end up calling these symbols.
@@ -551,11 +552,6 @@ ibv_device g_device = [] {
   return d;
 }();
 
-int set_errno(int e) {
-  errno = e;
-  return e;
-}
-
 }  // namespace
 
 #define MRC_EXPORT extern "C" __attribute__((visibility("default")))
@@ -658,10 +654,10 @@ MRC_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
 
 MRC_EXPORT int ibv_close_device(ibv_context* context) {
   SoftDevice* dev = device_of(context);
-  if (!dev) return set_errno(EINVAL);
+  if (!dev) return fail_errno(EINVAL);
   {
     DeviceLock lk(*dev);
-    if (!dev->contexts.empty() || dev->pd_count > 0) return set_errno(EBUSY);
+    if (!dev->contexts.empty() || dev->pd_count > 0) return fail_errno(EBUSY);
   }
   dev->stop = true;
   dev->progress.join();
@@ -679,7 +675,7 @@ MRC_EXPORT int ibv_close_device(ibv_context* context) {
 
 MRC_EXPORT int ibv_query_device(ibv_context* context, ibv_device_attr* attr) {
   SoftDevice* dev = device_of(context);
-  if (!dev || !attr) return set_errno(EINVAL);
+  if (!dev || !attr) return fail_errno(EINVAL);
   *attr = ibv_device_attr{};
   std::snprintf(attr->fw_ver, sizeof attr->fw_ver, "mrc_soft 1.0");
   attr->node_guid = ibv_get_device_guid(&g_device);
@@ -705,7 +701,7 @@ MRC_EXPORT int ibv_query_port(ibv_context* context, uint8_t port_num,
   // verbs.h's inline wrapper passes a full struct ibv_port_attr (it memsets it first).
   auto* attr = reinterpret_cast<ibv_port_attr*>(compat_attr);
   if (!dev || !attr || port_num < 1 || port_num > dev->config.ports.size())
-    return set_errno(EINVAL);
+    return fail_errno(EINVAL);
   bool disabled;
   {
     NodeLock guard(*dev->node);
@@ -754,9 +750,9 @@ MRC_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) {
 
 MRC_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
   SoftDevice* dev = pd ? device_of(pd->context) : nullptr;
-  if (!dev) return set_errno(EINVAL);
+  if (!dev) return fail_errno(EINVAL);
   DeviceLock lk(*dev);
-  if (dev->mr_count > 0) return set_errno(EBUSY);
+  if (dev->mr_count > 0) return fail_errno(EBUSY);
   --dev->pd_count;
   delete pd;
   return 0;
@@ -807,9 +803,9 @@ MRC_EXPORT ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64
 
 MRC_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   SoftDevice* dev = mr ? device_of(mr->context) : nullptr;
-  if (!dev) return set_errno(EINVAL);
+  if (!dev) return fail_errno(EINVAL);
   DeviceLock lk(*dev);
-  if (!dev->engine->deregister_memory(mr->lkey)) return set_errno(EINVAL);
+  if (!dev->engine->deregister_memory(mr->lkey)) return fail_errno(EINVAL);
   --dev->mr_count;
   delete reinterpret_cast<SoftMr*>(mr);
   return 0;
