@@ -106,7 +106,7 @@ echo "fabric $name: 4 hosts, 2 planes x (2 leaves + 2 spines); h$client -> h$ser
 # ---- 0. the platform's freezes ----------------------------------------------------------------
 # No stall measured here can be shorter than the longest time the machine stops running a
 # process that wants to run. oslat (rt-tests) spins on the transfer's CPUs with nothing else
-# running and reports the longest gap between two reads of the clock: on this KVM guest 3-5 ms
+# running and reports the longest gap between two reads of the clock: on the 2-vCPU KVM guest of docs/performance.md 3-5 ms
 # per 10 s on an idle machine, with no steal time accounted (docs/perf-log.md, "Linux driver: what the fault-free gaps are").
 oslat_cpus=$cpus
 [ "$cpus" = none ] && oslat_cpus=0-$(($(nproc) - 1))

@@ -23,18 +23,9 @@ import subprocess
 import sys
 import time
 
-try:
-    import matplotlib
+from report_common import PAPER_BEGIN, REPO, dur_us, markdown_table, plt, run_mrc_sim
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-except ImportError as e:  # pragma: no cover
-    sys.exit(f"report.py: needs python3-matplotlib ({e}); run with /usr/bin/python3")
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCEN = "scenarios/claims"
-# The start of the section that scripts/report_paper.py writes (kept when this report rewrites the file).
-PAPER_BEGIN = "<!-- paper:begin"
 COLORS = {"mrc": "#1f77b4", "mrc_oblivious": "#17becf", "roce": "#d62728", "roce_pfc": "#ff7f0e"}
 
 def machine_description():
@@ -109,10 +100,10 @@ def plan(mode):
         # one EV per spine (256 paths; ~31 GB for 1 M QPs). A 4-packet flow uses 4 paths either
         # way. Measured: 485 s for both transports, 7.1 GB peak RSS (6.8 KB per QP
         # with everything the simulator keeps per flow). RoCEv2 splits every flow over
-        # the 8 planes (one QP per plane): 8.4 M QPs at ~2 KB (~17 GB), more than this shared
+        # the 8 planes (one QP per plane): 8.4 M QPs at ~2 KB (~17 GB), more than a 23 GB
         # machine has to spare; it runs at 128 ranks (e2-a2a-128, all four transports). Tried
-        # on 2026-11-30 (roce_pfc + roce, 16 MiB): 18.6 GB RSS and not finished after 40 min
-        # (sharing the cores), then stopped when the machine ran out of memory.
+        # on 2026-11-30 (roce_pfc + roce, 16 MiB): 18.6 GB RSS and not finished after 40 min,
+        # then out of memory.
         R("e2-a2a-1024", "lb-alltoall", "workload.size=16MiB", "transport.evs_per_plane=4",
           "transport.kinds=[mrc,mrc_oblivious]")
         R("e2-a2a-128", "lb-alltoall", "topo.hosts=128", "topo.radix=16", "workload.size=8MiB")
@@ -232,28 +223,14 @@ def run_all(runs, a):
         real_sets = [s for s in sets if not s.startswith("@")]
         if "@fault" in sets:
             scen_path = scen.replace(".toml", "-linkdown.toml")
-        out = os.path.join(a.runs, rid)
-        cmd = [os.path.join(a.bin, "mrc-sim"), scen_path, "--out", out, "--quiet"]
-        for s in real_sets:
-            cmd += ["--set", s]
-        stamp = os.path.join(out, "command.txt")
-        cmd_text = " ".join(cmd[:1] + [scen_path, "--out", out] + sum([["--set", s] for s in real_sets], []))
-        if a.reuse and os.path.exists(os.path.join(out, "summary.json")) and os.path.exists(stamp):
-            with open(stamp) as f:
-                if f.read().strip() == cmd_text:
-                    log.append((rid, 0.0, "reused"))
-                    continue
-        if os.path.isdir(out):
-            shutil.rmtree(out)
-        t0 = time.time()
-        print(f"[{i + 1}/{len(runs)}] {rid}: mrc-sim {scen_path} {' '.join(short(s) for s in real_sets)}",
-              file=sys.stderr, flush=True)
-        p = subprocess.run(["nice", "-n", "10"] + cmd, cwd=REPO)
-        dt = time.time() - t0
-        if p.returncode != 0:
-            sys.exit(f"report.py: {rid} failed (exit {p.returncode}): {' '.join(cmd)}")
-        with open(stamp, "w") as f:
-            f.write(cmd_text + "\n")
+        announce = lambda: print(  # noqa
+            f"[{i + 1}/{len(runs)}] {rid}: mrc-sim {scen_path} {' '.join(short(s) for s in real_sets)}",
+            file=sys.stderr, flush=True)
+        dt = run_mrc_sim(os.path.join(a.bin, "mrc-sim"), scen_path, real_sets, os.path.join(a.runs, rid),
+                         a.reuse, announce)
+        if dt is None:
+            log.append((rid, 0.0, "reused"))
+            continue
         log.append((rid, dt, "ran"))
         print(f"      {dt:.1f} s (total {time.time() - t_all:.0f} s)", file=sys.stderr, flush=True)
     return log
@@ -309,13 +286,6 @@ class Run:
     def per_host_gbps(self):
         t = self.cfg["topo"]
         return t["planes"] * rate_gbps(t["link_rate"])
-
-
-def dur_us(s):
-    m = re.fullmatch(r"\s*([0-9.]+)\s*(ps|ns|us|ms|s)?\s*", str(s))
-    if not m:
-        return None
-    return float(m.group(1)) * {"ps": 1e-6, "ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6, None: 1.0}[m.group(2)]
 
 
 def rate_gbps(s):
@@ -406,10 +376,7 @@ class Report:
         self.lines.append(s)
 
     def table(self, head, rows):
-        self.w("| " + " | ".join(head) + " |")
-        self.w("|" + "|".join("---:" if i else "---" for i in range(len(head))) + "|")
-        for r in rows:
-            self.w("| " + " | ".join(str(c) for c in r) + " |")
+        self.lines += markdown_table(head, rows)
         self.w()
 
 
@@ -942,7 +909,8 @@ def exp_ao(a, rep, runs, docs):
     rep.w("## Adaptive vs oblivious spraying: a sweep, not a tuning")
     rep.w()
     rep.w("The ablation `mrc_oblivious` sprays round-robin and ignores ECN; `mrc` recycles an EV whose ACK "
-          "echoes ECN for `transport.ecn_cooldown` (default one base RTT). Same fabric, workload and seed "
+          "echoes ECN for `transport.ecn_cooldown` (default base RTT / 16, 0.4 us here; with ECMP hashing "
+          "at least one round-robin cycle of a port's active EVs, docs/engine.md \"Decisions\"). Same fabric, workload and seed "
           "(`scenarios/claims/adaptive-vs-oblivious.toml`: 128 GPUs, 4 planes, permutation of 4 MiB, no "
           "fault; `-linkdown` adds the README default's link failure); one knob changed per row.")
     rep.w()
@@ -982,7 +950,7 @@ def exp_ao(a, rep, runs, docs):
             "ECN-adaptive spraying beats oblivious spraying",
             f"default settings, worst-flow slowdown adaptive vs oblivious over seeds 1-3: no fault "
             f"{fmt(nf)} (adaptive better in {win(nf)}/{len(nf)}); with the link failure {fmt(lf)} "
-            f"(better in {win(lf)}/{len(lf)}); ECN cooldowns above one RTT make adaptive worse",
+            f"(better in {win(lf)}/{len(lf)}); ECN cooldowns of 4 us and more (10x the default base RTT / 16) make adaptive worse",
             "holds without faults (small margin)" + ("" if win(lf) == len(lf) else
                                                       "; not with the link failure (mixed across seeds)"),
             "the worst flow under a failure is set by loss recovery of the packets lost on the dead link, "

@@ -3,13 +3,13 @@
 # scenarios in scenarios/claims/.
 #
 #   scripts/report.sh           full mode (target scales, <= 2 h, includes 131,072 GPUs)
-#   scripts/report.sh --quick   small scales, <= 10 min on the 2-core development machine
+#   scripts/report.sh --quick   small scales, <= 10 min on 2 cores
 #   scripts/report.sh --smoke   two tiny runs through the whole pipeline into a scratch
 #                               directory (CI: ctest report_smoke); docs/ is not touched
 #   scripts/report.sh paper     the paper's experiments (scenarios/paper/, Figs 8-20 scaled):
 #                               the section "The paper's experiments, reproduced" of
 #                               docs/results.md and docs/figures/paper/*.png; 100 runs, 15-70
-#                               min on 2 shared cores (scripts/report_paper.py; --only
+#                               min on 2 cores (scripts/report_paper.py; --only
 #                               fig16,..., --quick: Figs 16-17 at 4-16 MiB only)
 #   extra arguments go to scripts/report.py or report_paper.py (e.g. --reuse: re-render
 #   without re-simulating)

@@ -20,24 +20,13 @@ import csv
 import datetime
 import json
 import os
-import shutil
-import subprocess
 import sys
 import time
 from collections import defaultdict
 
-try:
-    import matplotlib
+from report_common import PAPER_BEGIN, PAPER_END, REPO, dur_us, markdown_table, plt, run_mrc_sim
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-except ImportError as e:  # pragma: no cover
-    sys.exit(f"report_paper.py: needs python3-matplotlib ({e}); run with /usr/bin/python3")
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCEN = "scenarios/paper"
-PAPER_BEGIN = "<!-- paper:begin (scripts/report.sh paper writes this section) -->"
-PAPER_END = "<!-- paper:end -->"
 FIGDIR = "figures/paper"
 
 # Fig 16/17: message sizes per rank, loss rates (per packet; the scenario's fault puts half on
@@ -106,26 +95,10 @@ def run_all(runs, a):
     os.makedirs(a.runs, exist_ok=True)
     t_all = time.time()
     for i, (rid, scen, sets) in enumerate(runs):
-        out = os.path.join(a.runs, rid)
-        cmd = [os.path.join(a.bin, "mrc-sim"), scen, "--out", out, "--quiet"]
-        for s in sets:
-            cmd += ["--set", s]
-        text = " ".join(cmd)
-        stamp = os.path.join(out, "command.txt")
-        if a.reuse and os.path.exists(os.path.join(out, "summary.json")) and os.path.exists(stamp):
-            with open(stamp) as f:
-                if f.read().strip() == text:
-                    continue
-        if os.path.isdir(out):
-            shutil.rmtree(out)
-        print(f"[{i + 1}/{len(runs)}] {rid}", file=sys.stderr, flush=True)
-        t0 = time.time()
-        p = subprocess.run(["nice", "-n", "10"] + cmd, cwd=REPO)
-        if p.returncode != 0:
-            sys.exit(f"report_paper.py: {rid} failed (exit {p.returncode}): {text}")
-        with open(stamp, "w") as f:
-            f.write(text + "\n")
-        print(f"      {time.time() - t0:.1f} s (total {time.time() - t_all:.0f} s)", file=sys.stderr, flush=True)
+        announce = lambda: print(f"[{i + 1}/{len(runs)}] {rid}", file=sys.stderr, flush=True)  # noqa
+        dt = run_mrc_sim(os.path.join(a.bin, "mrc-sim"), scen, sets, os.path.join(a.runs, rid), a.reuse, announce)
+        if dt is not None:
+            print(f"      {dt:.1f} s (total {time.time() - t_all:.0f} s)", file=sys.stderr, flush=True)
 
 
 # ---- loading -----------------------------------------------------------------------------------
@@ -140,14 +113,6 @@ class Run:
         self.t = {t["name"]: t for t in self.s["transports"]}
         self.cfg = self.s["config"]
         self._ts = None
-
-    def src(self):
-        """The last commit that changed src/ (engine and simulator) before the commit the binary
-        was built from (`git describe` in its version string): what the numbers are of."""
-        version = self.s.get("version", "")
-        built = version.split("(")[-1].rstrip(")").split("-g")[-1] if "(" in version else "HEAD"
-        return subprocess.run(["git", "log", "-1", "--format=%h", built, "--", "src"], capture_output=True,
-                              text=True, cwd=REPO).stdout.strip() or "?"
 
     def cmd(self):
         sets = "".join(f" --set {s}" for s in self.sets)
@@ -188,14 +153,6 @@ class Run:
             with open(p) as f:
                 out = [json.loads(x) for x in f if x.strip()]
         return out
-
-
-def dur_us(s):
-    s = str(s).strip()
-    for unit, k in (("ps", 1e-6), ("ns", 1e-3), ("us", 1.0), ("ms", 1e3), ("s", 1e6)):
-        if s.endswith(unit):
-            return float(s[: -len(unit)]) * k
-    return float(s)
 
 
 def mean_between(t, v, a_us, b_us):
@@ -259,16 +216,13 @@ def timeline_fig(docs, run, name, title, curves, ylabel="throughput (Gb/s)", yma
 class Section:
     def __init__(self):
         self.lines = []
-        self.summary = []  # (figure, verdict, src commit)
+        self.summary = []  # (figure, verdict)
 
     def w(self, s=""):
         self.lines.append(s)
 
     def table(self, head, rows):
-        self.w("| " + " | ".join(head) + " |")
-        self.w("|" + "|".join("---:" if i else "---" for i in range(len(head))) + "|")
-        for r in rows:
-            self.w("| " + " | ".join(str(c) for c in r) + " |")
+        self.lines += markdown_table(head, rows)
         self.w()
 
     def figure(self, title, img, paper, ours, verdict, why, runs, fig_id):
@@ -282,9 +236,9 @@ class Section:
         self.w()
         self.w(f"**Verdict: {verdict}.** {why}")
         self.w()
-        self.w("Runs: " + "; ".join(r.cmd() for r in runs) + f" (`src/` at {runs[0].src()}).")
+        self.w("Runs: " + "; ".join(r.cmd() for r in runs) + ".")
         self.w()
-        self.summary.append((fig_id, verdict, runs[0].src()))
+        self.summary.append((fig_id, verdict))
 
 
 def bidir(run, tname="mrc"):
@@ -348,9 +302,7 @@ def fig08(sec, docs, run):
 
 
 def table_md(head, rows):
-    out = ["| " + " | ".join(head) + " |", "|" + "|".join("---:" if i else "---" for i in range(len(head))) + "|"]
-    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(out)
+    return "\n".join(markdown_table(head, rows))
 
 
 def step_events(run):
@@ -807,9 +759,9 @@ def collective_section(sec, title, img, paper, pts, tab, runs, fig_id):
     sec.w()
     sec.w(f"Runs: {len(runs)} of `mrc-sim` on " + " and ".join(f"`{s}`" for s in scen) +
           " with `--set workload.size=S`, `--set transport.qps_per_flow=Q` (RoCE), and `--set fault=[]` "
-          f"(no loss) or `--set fault.0.probability=p/2` (`src/` at {runs[0].src()}).")
+          "(no loss) or `--set fault.0.probability=p/2`.")
     sec.w()
-    sec.summary.append((fig_id, verdict, runs[0].src()))
+    sec.summary.append((fig_id, verdict))
 
 
 def uplink_util(run, tname, a_us, b_us):
@@ -894,9 +846,9 @@ def fig20(sec, docs, runs):
     sec.w(f"**Verdict: {verdict}.** {n_ok} of {len(pts)} points hold." +
           "".join(f" {whys[i]}" for i, (_, ok, _) in enumerate(pts) if not ok and i in whys))
     sec.w()
-    sec.w("Runs: " + "; ".join(r.cmd() for r in runs) + f" (`src/` at {runs[0].src()}).")
+    sec.w("Runs: " + "; ".join(r.cmd() for r in runs) + ".")
     sec.w()
-    sec.summary.append(("Fig 20", verdict, runs[0].src()))
+    sec.summary.append(("Fig 20", verdict))
 
 
 def main():
@@ -954,19 +906,13 @@ def main():
     if by("fig20"):
         fig20(sec, a.docs, by("fig20"))
 
-    by_src = {}
-    for f, _, c in sec.summary:
-        by_src.setdefault(c, []).append(f)
-    src = "; ".join(f"{c} ({', '.join(fs)})" for c, fs in by_src.items()) if len(by_src) > 1 else \
-        (next(iter(by_src)) if by_src else "?")
     sim_wall = sum(r.s["run"]["wall_seconds"] for r in runs)
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
     out = [PAPER_BEGIN, "", "## The paper's experiments, reproduced", ""]
     out.append(
-        f"Generated by `scripts/report.sh paper` on {date} with `mrc-sim` built from `src/` as of commit{'s' if len(by_src) > 1 else ''} "
-        f"{src}: "
+        f"Generated by `scripts/report.sh paper` on {date}: "
         f"{len(runs)} simulator runs, {sim_wall / 60:.1f} min of simulator wall time (sum of "
-        "`run.wall_seconds`, on 2 cores shared with other jobs at load ~10). Scenarios: `scenarios/paper/`; run directories: "
+        "`run.wall_seconds`). Scenarios: `scenarios/paper/`; run directories: "
         "`out/paper/<run id>/`; figures: `docs/figures/paper/`. Every run is deterministic (seed 1).")
     out.append("")
     out.append(
@@ -981,7 +927,7 @@ def main():
         "half the rate in each direction (a packet crosses two host links). ECN on the last hop is off for "
         "MRC and on for RoCE (`switch.ecn_last_hop = \"auto\"`, paper 2.1).")
     out.append("")
-    out.append(table_md(["figure", "verdict"], [[f, v] for f, v, _ in sec.summary]))
+    out.append(table_md(["figure", "verdict"], [list(r) for r in sec.summary]))
     out.append("")
     out.append("\n".join(sec.lines).rstrip())
     out += ["", PAPER_END, ""]
