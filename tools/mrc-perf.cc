@@ -727,6 +727,264 @@ NetResult<RawResult> run_raw(Session& cs, SideChannel& ch, const Options& o) {
 
 // ----- server ---------------------------------------------------------------------------
 
+// A client taken by the server: its side channel, its hello and the session set up for it.
+struct AcceptedClient {
+  std::optional<SideChannel> ch;
+  Hello hello;
+  std::unique_ptr<Session> session;
+};
+
+// Logs a server-side message on stderr.
+void server_log(const std::string& line) {
+  std::fprintf(stderr, "mrc-perf: %s\n", line.c_str());
+}
+
+// Tells a client why it is refused (best effort) and logs it.
+void refuse_client(SideChannel& ch, const std::string& why) {
+  server_log(ch.peer_name() + ": " + why + ": refused");
+  (void)ch.send_frame(encode_refusal(why), 100);
+}
+
+// The session for an accepted client's test, connected to it; the error says why it cannot be.
+NetResult<std::unique_ptr<Session>> open_client_session(const Options& o, const Hello& client) {
+  auto sc = session_config(o, &client);
+  if (!sc) return std::unexpected(sc.error());
+  auto s = Session::create(*sc);
+  if (!s) return std::unexpected(s.error());
+  // Peer first: the client's first pings (probe_planes) come right after our hello, and the
+  // driver answers pings only from its peers' addresses.
+  if (auto st = (*s)->connect(client); !st) return std::unexpected(st.error());
+  return std::move(*s);
+}
+
+// Accepts clients until one's test is set up (--accept-timeout-ms bounds the wait). Clients
+// are served one at a time, but any number may connect: each gets a handshake deadline and a
+// bounded first frame, and one that fails (garbage, idle, too slow, asking for more than
+// --max-buffer-mib, a wrong --psk) is refused with a message and closed while the server
+// serves on (docs/linux-driver.md, "Security").
+NetResult<AcceptedClient> accept_client(const Options& o, SideListener& listener,
+                                        const std::optional<Psk>& psk) {
+  HelloLimits limits;
+  limits.max_buffer_bytes = o.max_buffer_mib << 20;
+  HandshakeLimits hl;
+  if (psk)
+    hl.greeting = [] {
+      auto c = make_challenge();
+      return c ? *c : std::vector<uint8_t>{};
+    };
+  AcceptedClient a;
+  PskTag client_tag{};
+  const uint64_t accept_start = monotonic_ns();
+  while (true) {
+    int left = -1;
+    if (o.accept_timeout_ms >= 0) {
+      const uint64_t spent_ms = (monotonic_ns() - accept_start) / 1'000'000;
+      left = static_cast<int>(
+          std::max<int64_t>(0, o.accept_timeout_ms - static_cast<int64_t>(spent_ms)));
+    }
+    std::vector<uint8_t> first;
+    auto taken = listener.accept_handshake(
+        left, hl,
+        [&](SideChannel& c, std::span<const uint8_t> frame) {
+          const auto refuse = [&](const std::string& why) {
+            refuse_client(c, why);
+            return HandshakeVerdict::kClose;
+          };
+          std::vector<uint8_t> body(frame.begin(), frame.end());
+          if (psk) {
+            auto opened = open_client_hello(*psk, c.greeting(), frame, client_tag);
+            if (!opened) return refuse(opened.error().message);
+            body = std::move(*opened);
+          }
+          auto h = decode_hello(body);
+          if (!h) return refuse(h.error().message);
+          if (auto st = check_client_hello(*h, limits); !st) return refuse(st.error().message);
+          a.hello = std::move(*h);
+          return HandshakeVerdict::kTake;
+        },
+        first, server_log);
+    if (!taken) return std::unexpected(taken.error());
+    a.ch = std::move(*taken);
+    // The client's test, set up; what cannot be is refused and the next client served.
+    auto s = open_client_session(o, a.hello);
+    if (!s) {
+      refuse_client(*a.ch, s.error().message);
+      a.ch.reset();
+      continue;
+    }
+    std::vector<uint8_t> hello = encode_hello((*s)->hello(HelloRole::kServer));
+    if (psk) hello = sign_server_hello(*psk, a.ch->greeting(), client_tag, hello);
+    if (auto st = a.ch->send_frame(hello); !st) {
+      server_log(a.ch->peer_name() + ": " + st.error().message);
+      a.ch.reset();
+      continue;
+    }
+    a.session = std::move(*s);
+    return a;
+  }
+}
+
+// What the server keeps while it serves a client's rounds.
+struct ServedClient {
+  Session& ss;
+  SideChannel& ch;
+  const Hello& client;
+  bool imm = false;                       // the client writes with immediate
+  bool verify = false;                    // the server checks the written patterns
+  uint64_t slots = 1;                     // buffer slots per QP
+  std::map<uint32_t, uint32_t> qp_index;  // QPN -> the QP's index
+  uint64_t total_mismatches = 0, qp_errors = 0;
+  uint64_t round_size = 0, imm_received = 0;
+  double round_cpu0 = 0, server_cpu_s = 0;
+  Json rounds = Json::array();
+
+  ServedClient(Session& session, SideChannel& side, const Hello& hello)
+      : ss(session), ch(side), client(hello) {
+    imm = client.flags & kHelloWriteImm;
+    verify = client.flags & kHelloVerify;
+    slots = std::max<uint64_t>(1, client.slots);
+    for (size_t i = 0; i < ss.qpns().size(); ++i)
+      qp_index[ss.qpns()[i]] = static_cast<uint32_t>(i);
+  }
+
+  // The pattern mismatches of QP `q`'s slot `slot`, written by the client's iteration `it`.
+  uint64_t mismatches(uint32_t q, uint64_t slot, uint64_t it) const {
+    return count_pattern_mismatches(ss.buffer() + (q * slots + slot) * client.msg_size, round_size,
+                                    client.seed, q, it);
+  }
+};
+
+// The engine's completions and events: a WRITE_IMM's receive is counted, posted again (every
+// QP's receive queue stays full) and, with verify, its slot checked; a failed completion and
+// a QP in ERR are QP errors.
+void drain_completions(ServedClient& sc) {
+  Engine& e = sc.ss.engine();
+  Completion c;
+  while (e.poll_completion(c)) {
+    if (c.status != WcStatus::kSuccess) {
+      ++sc.qp_errors;
+      continue;
+    }
+    if (c.opcode != WcOpcode::kRecvImm) continue;
+    ++sc.imm_received;
+    (void)e.post_recv(c.qpn, c.wr_id);
+    if (sc.verify)
+      sc.total_mismatches += sc.mismatches(sc.qp_index[c.qpn], c.imm % sc.slots, c.imm);
+  }
+  Event ev;
+  while (e.poll_event(ev))
+    if (ev.type == EventType::kQpError) ++sc.qp_errors;
+}
+
+// "round": a round of `size`-byte writes starts; the server answers "ready". False (refused)
+// when the size is above the hello's message size: every check reads round_size bytes of a
+// slot of msg_size bytes.
+bool begin_server_round(ServedClient& sc, const std::map<std::string, uint64_t>& msg) {
+  sc.round_size = get(msg, "size");
+  if (sc.round_size == 0 || sc.round_size > sc.client.msg_size) {
+    server_log(fmt::format("{} asked for rounds of {} bytes, above its hello's {}",
+                           sc.ch.peer_name(), sc.round_size, sc.client.msg_size));
+    (void)sc.ch.send_frame(encode_refusal("round size above the hello's message size"), 100);
+    return false;
+  }
+  sc.imm_received = 0;
+  sc.round_cpu0 = cpu_seconds();
+  (void)sc.ch.send_frame(bytes_of("ready=1\n"));
+  return true;
+}
+
+// "end": the client posted `iters` writes. With WRITE_IMM the server waits (serving the data
+// path, up to 10 s) until every immediate arrived; without, it checks each slot for the last
+// iteration that used it. The answer: the totals so far.
+void end_server_round(ServedClient& sc, const std::map<std::string, uint64_t>& msg) {
+  Session& ss = sc.ss;
+  const uint64_t iters = get(msg, "iters");
+  const Time start = ss.driver().now();
+  while (sc.imm && sc.imm_received < iters && ss.driver().now() - start < ms(10'000)) {
+    (void)ss.driver().poll(us(500));
+    drain_completions(sc);
+  }
+  if (sc.verify && !sc.imm) {
+    const uint64_t per_qp_iters = get(msg, "per_qp_iters");
+    for (uint32_t q = 0; q < ss.qpns().size(); ++q)
+      for (uint64_t slot = 0; slot < std::min(sc.slots, per_qp_iters); ++slot)
+        sc.total_mismatches +=
+            sc.mismatches(q, slot, ((per_qp_iters - 1 - slot) / sc.slots) * sc.slots + slot);
+  }
+  sc.server_cpu_s += cpu_seconds() - sc.round_cpu0;
+  std::vector<std::pair<std::string, uint64_t>> reply = {
+      {"mismatches", sc.total_mismatches},
+      {"imm_received", sc.imm_received},
+      {"qp_errors", sc.qp_errors},
+      {"cpu_us", static_cast<uint64_t>(sc.server_cpu_s * 1e6)}};
+  (void)sc.ch.send_frame(bytes_of(kv_encode(reply)));
+  sc.rounds.push_back({{"bytes", sc.round_size}, {"imm_received", sc.imm_received}});
+}
+
+// Serves the data path and answers the client's messages (round, end, raw, alive) until it
+// says bye. 0, or 1 when the side channel or the driver failed or a round was refused.
+int serve_client(ServedClient& sc) {
+  Session& ss = sc.ss;
+  // Receives for WRITE_IMM: keep every QP's receive queue full.
+  for (uint32_t qpn : ss.qpns())
+    for (uint32_t k = 0; k < ss.config().rq_depth; ++k)
+      (void)ss.engine().post_recv(qpn, k);
+  Time next_channel_check = 0;
+  while (true) {
+    // Serve the data path until the client says something. The side channel is looked at
+    // every millisecond, not every turn: each look is a recv() system call, ~3% of the
+    // server's CPU when it was made per turn.
+    NetResult<std::optional<std::vector<uint8_t>>> f{std::nullopt};
+    if (const Time now = ss.driver().now(); now >= next_channel_check) {
+      next_channel_check = now + ms(1);
+      f = sc.ch.try_recv_frame();
+    }
+    if (!f) {
+      server_log(f.error().message);
+      return 1;
+    }
+    if (!*f) {
+      if (auto st = ss.driver().poll(us(500)); !st) {
+        server_log(st.error().message);
+        return 1;
+      }
+      drain_completions(sc);
+      continue;
+    }
+    const auto msg = kv_decode(**f);
+    if (msg.count("raw")) {
+      if (serve_raw(ss, sc.ch) != 0) return 1;
+    } else if (msg.count("round")) {
+      if (!begin_server_round(sc, msg)) return 1;
+    } else if (msg.count("end")) {
+      end_server_round(sc, msg);
+    } else if (msg.count("alive")) {
+      (void)sc.ch.send_frame(bytes_of(kAliveQuestion));  // the same line answers it
+    } else if (msg.count("bye")) {
+      (void)sc.ch.send_frame(bytes_of(kv_encode(ss.counters())));
+      return 0;
+    }
+  }
+}
+
+// The server's summary line, and its --json file.
+void print_server_summary(const Options& o, const ServedClient& sc, bool failed) {
+  std::printf(" MRC server        : mismatches %lu, QP errors %lu, decode drops %lu\n",
+              sc.total_mismatches, sc.qp_errors, sc.ss.driver().stats().decode_drops);
+  if (o.json_path.empty()) return;
+  Json j;
+  j["role"] = "server";
+  j["ok"] = !failed;
+  j["mismatches"] = sc.total_mismatches;
+  j["qp_errors"] = sc.qp_errors;
+  j["rounds"] = sc.rounds;
+  Json c;
+  for (const auto& [k, v] : sc.ss.counters())
+    c[k] = v;
+  j["counters"] = c;
+  std::ofstream(o.json_path) << j.dump(2) << "\n";
+}
+
 int run_server(const Options& o) {
   std::optional<Psk> psk;
   if (!o.psk_path.empty()) {
@@ -740,236 +998,14 @@ int run_server(const Options& o) {
       "\n************************************\n* Waiting for client to connect... *\n"
       "************************************\n");
   std::fflush(stdout);
-  // Clients are served one at a time, but any number may connect: each gets a handshake
-  // deadline and a bounded first frame, and one that fails (garbage, idle, too slow, asking
-  // for more than --max-buffer-mib, a wrong --psk) is refused with a message and closed while
-  // the server serves on (docs/linux-driver.md, "Security").
-  HelloLimits limits;
-  limits.max_buffer_bytes = o.max_buffer_mib << 20;
-  HandshakeLimits hl;
-  if (psk)
-    hl.greeting = [] {
-      auto c = make_challenge();
-      return c ? *c : std::vector<uint8_t>{};
-    };
-  const auto log = [](const std::string& line) {
-    std::fprintf(stderr, "mrc-perf: %s\n", line.c_str());
-  };
-  std::optional<SideChannel> ch;
-  std::optional<Hello> client;
-  std::unique_ptr<Session> session;
-  PskTag client_tag{};
-  const uint64_t accept_start = monotonic_ns();
-  while (!session) {
-    int left = -1;
-    if (o.accept_timeout_ms >= 0) {
-      const uint64_t spent_ms = (monotonic_ns() - accept_start) / 1'000'000;
-      left = static_cast<int>(
-          std::max<int64_t>(0, o.accept_timeout_ms - static_cast<int64_t>(spent_ms)));
-    }
-    std::vector<uint8_t> first;
-    auto taken = listener->accept_handshake(
-        left, hl,
-        [&](SideChannel& c, std::span<const uint8_t> frame) {
-          auto refuse = [&](const std::string& why) {
-            log(c.peer_name() + ": " + why + ": refused");
-            (void)c.send_frame(encode_refusal(why), 100);
-            return HandshakeVerdict::kClose;
-          };
-          std::vector<uint8_t> body(frame.begin(), frame.end());
-          if (psk) {
-            auto opened = open_client_hello(*psk, c.greeting(), frame, client_tag);
-            if (!opened) return refuse(opened.error().message);
-            body = std::move(*opened);
-          }
-          auto h = decode_hello(body);
-          if (!h) return refuse(h.error().message);
-          if (auto st = check_client_hello(*h, limits); !st) return refuse(st.error().message);
-          client = std::move(*h);
-          return HandshakeVerdict::kTake;
-        },
-        first, log);
-    if (!taken) return tools::fail_setup("mrc-perf", taken.error().message);
-    ch = std::move(*taken);
-    // The client's test, set up; what cannot be is refused and the next client served.
-    auto refuse = [&](const std::string& why) {
-      log(ch->peer_name() + ": " + why + ": refused");
-      (void)ch->send_frame(encode_refusal(why), 100);
-      ch.reset();
-    };
-    auto sc = session_config(o, &*client);
-    if (!sc) {
-      refuse(sc.error().message);
-      continue;
-    }
-    auto s = Session::create(*sc);
-    if (!s) {
-      refuse(s.error().message);
-      continue;
-    }
-    // Peer first: the client's first pings (probe_planes) come right after our hello, and the
-    // driver answers pings only from its peers' addresses.
-    if (auto st = (*s)->connect(*client); !st) {
-      refuse(st.error().message);
-      continue;
-    }
-    std::vector<uint8_t> hello = encode_hello((*s)->hello(HelloRole::kServer));
-    if (psk) hello = sign_server_hello(*psk, ch->greeting(), client_tag, hello);
-    if (auto st = ch->send_frame(hello); !st) {
-      log(ch->peer_name() + ": " + st.error().message);
-      ch.reset();
-      continue;
-    }
-    session = std::move(*s);
-  }
-  Session& ss = *session;
+  auto accepted = accept_client(o, *listener, psk);
+  if (!accepted) return tools::fail_setup("mrc-perf", accepted.error().message);
   // After the handshake the client sends short key=value messages only.
-  ch->set_max_frame(64 << 10);
-  const bool imm = client->flags & kHelloWriteImm;
-  const bool verify = client->flags & kHelloVerify;
-  const uint64_t slots = std::max<uint64_t>(1, client->slots);
-  std::map<uint32_t, uint32_t> qp_index;
-  for (size_t i = 0; i < ss.qpns().size(); ++i)
-    qp_index[ss.qpns()[i]] = static_cast<uint32_t>(i);
-  // Receives for WRITE_IMM: keep every QP's receive queue full.
-  for (uint32_t qpn : ss.qpns())
-    for (uint32_t k = 0; k < ss.config().rq_depth; ++k)
-      (void)ss.engine().post_recv(qpn, k);
-  uint64_t total_mismatches = 0, qp_errors = 0;
-  uint64_t round_size = 0, imm_received = 0;
-  double round_cpu0 = 0, server_cpu_s = 0;
-  Json rounds = Json::array();
-  int rc = 0;
-  Time next_channel_check = 0;
-  while (true) {
-    // Serve the data path until the client says something. The side channel is looked at
-    // every millisecond, not every turn: each look is a recv() system call, ~3% of the
-    // server's CPU when it was made per turn.
-    NetResult<std::optional<std::vector<uint8_t>>> f{std::nullopt};
-    if (const Time now = ss.driver().now(); now >= next_channel_check) {
-      next_channel_check = now + ms(1);
-      f = ch->try_recv_frame();
-    }
-    if (!f) {
-      std::fprintf(stderr, "mrc-perf: %s\n", f.error().message.c_str());
-      rc = 1;
-      break;
-    }
-    if (!*f) {
-      if (auto st = ss.driver().poll(us(500)); !st) {
-        std::fprintf(stderr, "mrc-perf: %s\n", st.error().message.c_str());
-        rc = 1;
-        break;
-      }
-      Completion c;
-      while (ss.engine().poll_completion(c)) {
-        if (c.status != WcStatus::kSuccess) {
-          ++qp_errors;
-          continue;
-        }
-        if (c.opcode != WcOpcode::kRecvImm) continue;
-        ++imm_received;
-        (void)ss.engine().post_recv(c.qpn, c.wr_id);
-        if (verify) {
-          const uint32_t q = qp_index[c.qpn];
-          const uint64_t slot = c.imm % slots;
-          total_mismatches +=
-              count_pattern_mismatches(ss.buffer() + (q * slots + slot) * client->msg_size,
-                                       round_size, client->seed, q, c.imm);
-        }
-      }
-      Event e;
-      while (ss.engine().poll_event(e))
-        if (e.type == EventType::kQpError) ++qp_errors;
-      continue;
-    }
-    auto msg = kv_decode(**f);
-    if (msg.count("raw")) {
-      if (serve_raw(ss, *ch) != 0) {
-        rc = 1;
-        break;
-      }
-      continue;
-    }
-    if (msg.count("round")) {
-      round_size = get(msg, "size");
-      if (round_size == 0 || round_size > client->msg_size) {
-        // Every check reads round_size bytes of a slot of msg_size bytes.
-        std::fprintf(stderr,
-                     "mrc-perf: %s asked for rounds of %llu bytes, above its hello's %llu\n",
-                     ch->peer_name().c_str(), static_cast<unsigned long long>(round_size),
-                     static_cast<unsigned long long>(client->msg_size));
-        (void)ch->send_frame(encode_refusal("round size above the hello's message size"), 100);
-        rc = 1;
-        break;
-      }
-      imm_received = 0;
-      round_cpu0 = cpu_seconds();
-      (void)ch->send_frame(bytes_of("ready=1\n"));
-    } else if (msg.count("end")) {
-      const uint64_t iters = get(msg, "iters");
-      // WRITE_IMM: wait (serving the data path) until every immediate arrived.
-      const Time start = ss.driver().now();
-      while (imm && imm_received < iters && ss.driver().now() - start < ms(10'000)) {
-        (void)ss.driver().poll(us(500));
-        Completion c;
-        while (ss.engine().poll_completion(c)) {
-          if (c.status != WcStatus::kSuccess || c.opcode != WcOpcode::kRecvImm) continue;
-          ++imm_received;
-          (void)ss.engine().post_recv(c.qpn, c.wr_id);
-          if (verify) {
-            const uint32_t q = qp_index[c.qpn];
-            total_mismatches += count_pattern_mismatches(
-                ss.buffer() + (q * slots + c.imm % slots) * client->msg_size, round_size,
-                client->seed, q, c.imm);
-          }
-        }
-      }
-      uint64_t round_mismatches = 0;
-      if (verify && !imm) {
-        // Each slot holds the last iteration that used it.
-        const uint64_t per_qp_iters = get(msg, "per_qp_iters");
-        for (uint32_t q = 0; q < ss.qpns().size(); ++q) {
-          for (uint64_t slot = 0; slot < std::min(slots, per_qp_iters); ++slot) {
-            const uint64_t last = ((per_qp_iters - 1 - slot) / slots) * slots + slot;
-            round_mismatches +=
-                count_pattern_mismatches(ss.buffer() + (q * slots + slot) * client->msg_size,
-                                         round_size, client->seed, q, last);
-          }
-        }
-        total_mismatches += round_mismatches;
-      }
-      server_cpu_s += cpu_seconds() - round_cpu0;
-      std::vector<std::pair<std::string, uint64_t>> reply = {
-          {"mismatches", total_mismatches},
-          {"imm_received", imm_received},
-          {"qp_errors", qp_errors},
-          {"cpu_us", static_cast<uint64_t>(server_cpu_s * 1e6)}};
-      (void)ch->send_frame(bytes_of(kv_encode(reply)));
-      rounds.push_back({{"bytes", round_size}, {"imm_received", imm_received}});
-    } else if (msg.count("alive")) {
-      (void)ch->send_frame(bytes_of(kAliveQuestion));  // the same line answers it
-    } else if (msg.count("bye")) {
-      (void)ch->send_frame(bytes_of(kv_encode(ss.counters())));
-      break;
-    }
-  }
-  const bool failed = rc != 0 || total_mismatches != 0 || qp_errors != 0;
-  std::printf(" MRC server        : mismatches %lu, QP errors %lu, decode drops %lu\n",
-              total_mismatches, qp_errors, ss.driver().stats().decode_drops);
-  if (!o.json_path.empty()) {
-    Json j;
-    j["role"] = "server";
-    j["ok"] = !failed;
-    j["mismatches"] = total_mismatches;
-    j["qp_errors"] = qp_errors;
-    j["rounds"] = rounds;
-    Json c;
-    for (const auto& [k, v] : ss.counters())
-      c[k] = v;
-    j["counters"] = c;
-    std::ofstream(o.json_path) << j.dump(2) << "\n";
-  }
+  accepted->ch->set_max_frame(64 << 10);
+  ServedClient sc(*accepted->session, *accepted->ch, accepted->hello);
+  const int rc = serve_client(sc);
+  const bool failed = rc != 0 || sc.total_mismatches != 0 || sc.qp_errors != 0;
+  print_server_summary(o, sc, failed);
   return failed ? 1 : 0;
 }
 
@@ -1041,17 +1077,21 @@ NetResult<Hello> client_handshake(const Options& o, SideChannel& ch, const Hello
   return decode_hello(server_bytes);
 }
 
+// The round failed: why is noted (the first cause is kept), and the round stops.
+void fail_round(ClientRun& c, std::string why) {
+  c.t.note_error(std::move(why));
+  c.t.failed = true;
+}
+
 // Asks the server for a round of `size`-byte messages and waits until it is ready; false
 // (the cause noted) when it does not answer.
 bool start_round(ClientRun& c, uint64_t size) {
   if (auto st = c.ch.send_frame(bytes_of(fmt::format("round=1\nsize={}\n", size))); !st) {
-    c.t.note_error(st.error().message);
-    c.t.failed = true;
+    fail_round(c, st.error().message);
     return false;
   }
   if (auto r = wait_frame(c.cs, c.ch, ms(10'000)); !r) {
-    c.t.note_error(r.error().message);
-    c.t.failed = true;
+    fail_round(c, r.error().message);
     return false;
   }
   return true;
@@ -1064,150 +1104,189 @@ struct PostedRound {
   uint64_t per_qp_iters = 0;
 };
 
-// Posts `size`-byte writes (-n of them or for -D seconds, -t outstanding) round robin over
-// the QPs, serving the driver and watching the side channel, until every posted write has
-// completed or the round has failed (c.t.failed, the cause noted); measures the round.
-PostedRound post_round(ClientRun& c, uint64_t size) {
-  const Options& o = c.o;
-  Session& cs = c.cs;
-  SideChannel& ch = c.ch;
-  const Hello& server = c.server;
-  const uint64_t slots = c.slots, max_size = c.max_size;
-  const uint32_t limit = c.limit;
-  const double unit = c.unit;
-  ClientTotals& totals = c.t;
-  Engine& e = cs.engine();
-  const double cpu0 = cpu_seconds();
-  const Time t0 = cs.driver().now();
-  const Time stop_at = o.duration_s > 0 ? t0 + static_cast<Time>(o.duration_s * 1e12) : kNever;
-  const uint64_t want = o.duration_s > 0 ? UINT64_MAX : o.iters;
-  std::vector<uint64_t> per_qp(o.qps, 0);
+// Where a round stands while post_round runs it.
+struct RoundProgress {
+  uint64_t size = 0;  // bytes per write
+  double cpu0 = 0;    // the process's CPU seconds at the start
+  Time t0 = 0;        // the round's start (engine time)
+  Time stop_at = kNever;
+  uint64_t want = 0;             // writes to post (-n; UINT64_MAX with -D)
+  std::vector<uint64_t> per_qp;  // writes posted per QP
   std::vector<Time> completed_at;
-  completed_at.reserve(o.duration_s > 0 ? 1 << 16 : o.iters);
   uint64_t posted = 0, completed = 0, failed_completions = 0;
-  // The stall clock starts once the first messages are posted: with --verify, writing
-  // their patterns (tx_depth x size bytes, milliseconds at 8 MiB) is the application's
-  // time, not a gap the transport left.
-  Time last_completion = t0;
-  RoundResult r;
-  r.start_monotonic_ns = cs.driver().clock().to_monotonic_ns(t0);
+  bool stop = false;  // post nothing more; the round ends when what was posted has completed
+  // The stall clock starts once the first messages are posted: with --verify, writing their
+  // patterns (tx_depth x size bytes, milliseconds at 8 MiB) is the application's time, not a
+  // gap the transport left.
   bool stall_clock_started = false;
-  bool stop = false;
-  Time next_channel_check = t0;
-  uint64_t timeouts_seen = e.counters().timeouts;
-  Time alive_asked = kNever, last_progress = t0;
-  while (!stop || completed + failed_completions < posted) {
-    Time now = cs.driver().now();
-    if (now >= stop_at) stop = true;
-    while (!stop && posted < want && posted - completed - failed_completions < limit) {
-      const uint32_t q = static_cast<uint32_t>(posted % o.qps);
-      const uint64_t it = per_qp[q];
-      const uint64_t slot = it % slots;
-      const uint64_t off = (q * slots + slot) * max_size;
-      if (o.verify) fill_pattern(cs.buffer() + off, size, o.seed, q, it);
-      WriteWr wr;
-      wr.wr_id = posted;
-      wr.opcode = o.write_imm ? WrOpcode::kWriteImm : WrOpcode::kWrite;
-      wr.lkey = cs.keys().lkey;
-      wr.local_addr = reinterpret_cast<uint64_t>(cs.buffer()) + off;
-      wr.length = size;
-      wr.remote_addr = server.remote_addr + off;
-      wr.rkey = server.rkey;
-      wr.imm = static_cast<uint32_t>(it);
-      auto st = e.post_write(now, cs.qpns()[q], wr);
-      if (!st) {
-        if (st.error() == Error::kQueueFull) break;
-        totals.note_error(std::string("post_write: ") + std::string(error_name(st.error())));
-        totals.failed = stop = true;
-        break;
-      }
-      ++per_qp[q];
-      ++posted;
-    }
-    if (posted >= want) stop = true;
-    if (!stall_clock_started && posted > 0) {
-      last_completion = cs.driver().now();
-      stall_clock_started = true;
-    }
-    // A server that exits closes the side channel at once (its kernel does): notice that
-    // within a few milliseconds rather than the QP's ACK timeout (docs/linux-driver.md).
-    if (const Time t = cs.driver().now(); t >= next_channel_check) {
-      next_channel_check = t + ms(5);
-      if (ch.peer_closed()) {
-        totals.note_error("the server closed the side channel (" + ch.peer_name() +
-                          ") during the transfer: it exited?");
-        totals.failed = true;
-        break;
-      }
-      for (auto f = ch.try_recv_frame(); f && *f; f = ch.try_recv_frame())
-        if (is_alive_answer(**f)) alive_asked = kNever;
-      if (const uint64_t to = e.counters().timeouts; to != timeouts_seen) {
-        timeouts_seen = to;
-        if (alive_asked == kNever && ch.send_frame(bytes_of(kAliveQuestion), 100)) alive_asked = t;
-      }
-      if (alive_asked != kNever && t - alive_asked > kLivenessWait &&
-          t - last_progress > kLivenessWait) {
-        totals.note_error(fmt::format(
-            "the server ({}) neither acknowledged data nor answered the side channel for {} ms "
-            "after an ACK timeout: its host or process is gone",
-            ch.peer_name(), kLivenessWait / kPicosPerMilli));
-        totals.failed = true;
-        break;
-      }
-    }
-    if (auto st = cs.driver().poll(ms(1)); !st) {
-      totals.note_error(st.error().message);
-      totals.failed = true;
-      break;
-    }
-    Completion c;
-    while (e.poll_completion(c)) {
-      if (c.status != WcStatus::kSuccess) {
-        // A totals.failed or flushed write is not an iteration done: it counts as an error only.
-        ++totals.qp_errors;
-        ++failed_completions;
-        totals.note_error(std::string("QP error: a write completed with ") +
-                          wc_status_name(c.status));
-        continue;
-      }
-      ++completed;
-      r.note_gap(c.time - last_completion, c.time - t0);
-      last_completion = c.time;
-      last_progress = std::max(last_progress, c.time);
-      completed_at.push_back(c.time);
-    }
-    Event ev;
-    while (e.poll_event(ev))
-      if (ev.type == EventType::kQpError) {
-        ++totals.qp_errors;
-        totals.note_error("QP entered ERR");
-        stop = true;
-      }
-    if (totals.qp_errors) {
-      totals.failed = true;
-      break;
-    }
+  Time last_completion = 0;
+  // The server's liveness (check_server): when the side channel was next to be looked at,
+  // the ACK timeouts seen so far, when the server was asked whether it is alive (kNever: no
+  // question open) and when a write last completed.
+  Time next_channel_check = 0;
+  uint64_t timeouts_seen = 0;
+  Time alive_asked = kNever, last_progress = 0;
+  RoundResult r;
+
+  RoundProgress(const ClientRun& c, uint64_t bytes) : size(bytes) {
+    const Options& o = c.o;
+    cpu0 = cpu_seconds();
+    t0 = last_completion = next_channel_check = last_progress = c.cs.driver().now();
+    stop_at = o.duration_s > 0 ? t0 + static_cast<Time>(o.duration_s * 1e12) : kNever;
+    want = o.duration_s > 0 ? UINT64_MAX : o.iters;
+    per_qp.assign(o.qps, 0);
+    completed_at.reserve(o.duration_s > 0 ? 1 << 16 : o.iters);
+    timeouts_seen = c.cs.engine().counters().timeouts;
+    r.start_monotonic_ns = c.cs.driver().clock().to_monotonic_ns(t0);
   }
-  const Time t1 = last_completion;
-  totals.client_cpu_s += cpu_seconds() - cpu0;
+  uint64_t outstanding() const { return posted - completed - failed_completions; }
+};
+
+// Posts writes round robin over the QPs while fewer than -t are outstanding (each QP's
+// writes cycle through its buffer slots), until the QP's queue is full or the round has
+// posted what it wants.
+void post_writes(ClientRun& c, RoundProgress& p, Time now) {
+  const Options& o = c.o;
+  Engine& e = c.cs.engine();
+  while (!p.stop && p.posted < p.want && p.outstanding() < c.limit) {
+    const uint32_t q = static_cast<uint32_t>(p.posted % o.qps);
+    const uint64_t it = p.per_qp[q];
+    const uint64_t off = (q * c.slots + it % c.slots) * c.max_size;
+    if (o.verify) fill_pattern(c.cs.buffer() + off, p.size, o.seed, q, it);
+    WriteWr wr;
+    wr.wr_id = p.posted;
+    wr.opcode = o.write_imm ? WrOpcode::kWriteImm : WrOpcode::kWrite;
+    wr.lkey = c.cs.keys().lkey;
+    wr.local_addr = reinterpret_cast<uint64_t>(c.cs.buffer()) + off;
+    wr.length = p.size;
+    wr.remote_addr = c.server.remote_addr + off;
+    wr.rkey = c.server.rkey;
+    wr.imm = static_cast<uint32_t>(it);
+    if (auto st = e.post_write(now, c.cs.qpns()[q], wr); !st) {
+      if (st.error() == Error::kQueueFull) return;
+      fail_round(c, std::string("post_write: ") + std::string(error_name(st.error())));
+      p.stop = true;
+      return;
+    }
+    ++p.per_qp[q];
+    ++p.posted;
+  }
+}
+
+// Every 5 ms: is the server still there? A server that exits closes the side channel at
+// once (its kernel does): noticed within a few milliseconds rather than the QP's ACK timeout
+// (docs/linux-driver.md). After an ACK timeout the server is asked over the side channel;
+// no answer and no completion for kLivenessWait means its host or process is gone. False
+// (the round failed) when the server is gone.
+bool check_server(ClientRun& c, RoundProgress& p) {
+  SideChannel& ch = c.ch;
+  const Time t = c.cs.driver().now();
+  if (t < p.next_channel_check) return true;
+  p.next_channel_check = t + ms(5);
+  if (ch.peer_closed()) {
+    fail_round(c, "the server closed the side channel (" + ch.peer_name() +
+                      ") during the transfer: it exited?");
+    return false;
+  }
+  for (auto f = ch.try_recv_frame(); f && *f; f = ch.try_recv_frame())
+    if (is_alive_answer(**f)) p.alive_asked = kNever;
+  if (const uint64_t to = c.cs.engine().counters().timeouts; to != p.timeouts_seen) {
+    p.timeouts_seen = to;
+    if (p.alive_asked == kNever && ch.send_frame(bytes_of(kAliveQuestion), 100)) p.alive_asked = t;
+  }
+  if (p.alive_asked != kNever && t - p.alive_asked > kLivenessWait &&
+      t - p.last_progress > kLivenessWait) {
+    fail_round(
+        c, fmt::format("the server ({}) neither acknowledged data nor answered the side channel "
+                       "for {} ms after an ACK timeout: its host or process is gone",
+                       ch.peer_name(), kLivenessWait / kPicosPerMilli));
+    return false;
+  }
+  return true;
+}
+
+// The engine's completions and events: a successful write is an iteration done (its gap
+// since the previous one measured); a failed or flushed one and a QP in ERR count as QP
+// errors only. False (the round failed) once there is a QP error.
+bool collect_completions(ClientRun& c, RoundProgress& p) {
+  Engine& e = c.cs.engine();
+  ClientTotals& totals = c.t;
+  Completion wc;
+  while (e.poll_completion(wc)) {
+    if (wc.status != WcStatus::kSuccess) {
+      ++totals.qp_errors;
+      ++p.failed_completions;
+      totals.note_error(std::string("QP error: a write completed with ") +
+                        wc_status_name(wc.status));
+      continue;
+    }
+    ++p.completed;
+    p.r.note_gap(wc.time - p.last_completion, wc.time - p.t0);
+    p.last_completion = wc.time;
+    p.last_progress = std::max(p.last_progress, wc.time);
+    p.completed_at.push_back(wc.time);
+  }
+  Event ev;
+  while (e.poll_event(ev))
+    if (ev.type == EventType::kQpError) {
+      ++totals.qp_errors;
+      totals.note_error("QP entered ERR");
+      p.stop = true;
+    }
+  if (totals.qp_errors) totals.failed = true;
+  return !totals.qp_errors;
+}
+
+// The round's numbers: average bandwidth and message rate from the start to the last
+// completion, peak bandwidth over any -t consecutive completions, the longest stall; the
+// totals of the run follow.
+PostedRound measure_round(ClientRun& c, RoundProgress& p) {
+  ClientTotals& totals = c.t;
+  RoundResult& r = p.r;
+  const uint64_t size = p.size, completed = p.completed;
+  totals.client_cpu_s += cpu_seconds() - p.cpu0;
   totals.bytes_moved += size * completed;
   r.bytes = size;
   r.iters = completed;
-  const double secs = std::max(1e-12, static_cast<double>(t1 - t0) / 1e12);
-  r.bw_avg = static_cast<double>(size) * static_cast<double>(completed) / secs / unit;
+  const double secs = std::max(1e-12, static_cast<double>(p.last_completion - p.t0) / 1e12);
+  r.bw_avg = static_cast<double>(size) * static_cast<double>(completed) / secs / c.unit;
   r.msg_rate = static_cast<double>(completed) / secs / 1e6;
-  const size_t w =
-      std::min<size_t>(o.tx_depth, completed_at.size() > 1 ? completed_at.size() - 1 : 0);
-  for (size_t i = w; w > 0 && i < completed_at.size(); ++i) {
-    const Time dt = completed_at[i] - completed_at[i - w];
+  const std::vector<Time>& at = p.completed_at;
+  const size_t w = std::min<size_t>(c.o.tx_depth, at.size() > 1 ? at.size() - 1 : 0);
+  for (size_t i = w; w > 0 && i < at.size(); ++i) {
+    const Time dt = at[i] - at[i - w];
     if (dt > 0)
       r.bw_peak = std::max(r.bw_peak, static_cast<double>(size) * static_cast<double>(w) /
-                                          (static_cast<double>(dt) / 1e12) / unit);
+                                          (static_cast<double>(dt) / 1e12) / c.unit);
   }
   if (r.bw_peak < r.bw_avg) r.bw_peak = r.bw_avg;
   r.stall_ms = r.longest_gaps.empty() ? 0 : static_cast<double>(r.longest_gaps[0].first) / 1e9;
   totals.worst_stall_ms = std::max(totals.worst_stall_ms, r.stall_ms);
-  return {std::move(r), per_qp.empty() ? 0 : per_qp[0]};
+  return {std::move(r), p.per_qp.empty() ? 0 : p.per_qp[0]};
+}
+
+// Posts `size`-byte writes (-n of them or for -D seconds, -t outstanding) round robin over
+// the QPs, serving the driver and watching the side channel, until every posted write has
+// completed or the round has failed (c.t.failed, the cause noted); measures the round.
+PostedRound post_round(ClientRun& c, uint64_t size) {
+  RoundProgress p(c, size);
+  while (!p.stop || p.outstanding() > 0) {
+    const Time now = c.cs.driver().now();
+    if (now >= p.stop_at) p.stop = true;
+    post_writes(c, p, now);
+    if (p.posted >= p.want) p.stop = true;
+    if (!p.stall_clock_started && p.posted > 0) {
+      p.last_completion = c.cs.driver().now();
+      p.stall_clock_started = true;
+    }
+    if (!check_server(c, p)) break;
+    if (auto st = c.cs.driver().poll(ms(1)); !st) {
+      fail_round(c, st.error().message);
+      break;
+    }
+    if (!collect_completions(c, p)) break;
+  }
+  return measure_round(c, p);
 }
 
 // Ends a round: the server verifies and answers with its totals; the row is printed and

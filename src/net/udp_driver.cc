@@ -466,9 +466,197 @@ int64_t realtime_minus_monotonic_ns() {
          (int64_t{rt.tv_nsec} - int64_t{mono.tv_nsec});
 }
 
+// What a driver turn works with: the driver's parts, handed to the steps of poll() together.
+struct Turn {
+  UdpDriver::Impl& m;
+  Engine& engine;
+  const DriverConfig& cfg;
+  DriverStats& stats;
+  const MonotonicClock& clock;
+};
+
+using RxEntry = UdpDriver::Impl::RxEntry;
+
+// Slots [first, first + count) of the receive pool made ready for one recvmmsg.
+void arm_rx_slots(UdpDriver::Impl& m, uint32_t first, uint32_t count) {
+  for (uint32_t i = first; i < first + count; ++i) {
+    m.rx_iov[i] = iovec{m.rx_data(i) + kHeaderRoom, kMaxTransportBytes};
+    msghdr& h = m.rx_msgs[i].msg_hdr;
+    h = msghdr{};
+    h.msg_name = &m.rx_from[i];
+    h.msg_namelen = sizeof(sockaddr_in6);
+    h.msg_iov = &m.rx_iov[i];
+    h.msg_iovlen = 1;
+    h.msg_control = m.rx_control[i].data();
+    h.msg_controllen = m.rx_control[i].size();
+  }
+}
+
+// The entry of the datagram received into `slot` on `port`: its arrival as the kernel's
+// software stamp (realtime ns; 0 without one, converted to engine time by
+// order_by_arrival). The socket's overflow count (SO_RXQ_OVFL) goes to the port's stats.
+RxEntry rx_entry(UdpDriver::Impl& m, PortStats& ps, uint32_t slot, uint8_t port) {
+  RxEntry e;
+  e.slot = slot;
+  e.bytes = m.rx_msgs[slot].msg_len;
+  e.port = port;
+  const msghdr& h = m.rx_msgs[slot].msg_hdr;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(const_cast<msghdr*>(&h), c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL) {
+      uint32_t dropped = 0;  // since the socket was opened
+      std::memcpy(&dropped, CMSG_DATA(c), sizeof dropped);
+      ps.rx_kernel_drops = std::max<uint64_t>(ps.rx_kernel_drops, dropped);
+    }
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPING) {
+      // struct scm_timestamping: ts[0] is the software stamp (the others are zero).
+      timespec ts{};
+      std::memcpy(&ts, CMSG_DATA(c), sizeof ts);
+      e.arrived = static_cast<Time>(int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec);
+    }
+  }
+  return e;
+}
+
+// One recvmmsg of up to `want` datagrams from `port` into the pool from slot `first`; their
+// entries are appended to m.rx_entries. Returns how many were read.
+uint32_t read_port(Turn& t, uint8_t port, uint32_t first, uint32_t want) {
+  UdpDriver::Impl& m = t.m;
+  arm_rx_slots(m, first, want);
+  const int n =
+      ::recvmmsg(m.sockets[port].fd.get(), m.rx_msgs.data() + first, want, MSG_DONTWAIT, nullptr);
+  ++t.stats.recvmmsg_calls;
+  if (n <= 0) return 0;
+  for (uint32_t i = first; i < first + static_cast<uint32_t>(n); ++i)
+    m.rx_entries.push_back(rx_entry(m, t.stats.ports[port], i, port));
+  return static_cast<uint32_t>(n);
+}
+
 // Reads every port in `ready` (bit p) until it is empty or its share of the pool is used,
-// then hands the datagrams to the engine in kernel arrival order, each with its arrival time
-// as `now` and with any engine deadline that fell between two arrivals run in between.
+// into m.rx_entries. Rounds of up to `batch` datagrams per port, the ports in turn so that
+// their arrival times stay close; no further round once reading has taken tx_turn_budget: a
+// responder ACKs once per turn, so a turn that reads the whole pool (~9 ms on a namespace
+// fabric) was a 9 ms gap in the requester's ACKs.
+void read_ports(Turn& t, uint32_t ready) {
+  UdpDriver::Impl& m = t.m;
+  m.rx_entries.clear();
+  const uint32_t pool = static_cast<uint32_t>(m.rx_msgs.size());
+  uint32_t used = 0;
+  const Time rx_start = t.clock.now();
+  std::array<uint32_t, 32> left{};
+  for (uint32_t bits = ready; bits; bits &= bits - 1)
+    left[static_cast<size_t>(std::countr_zero(bits))] = m.rx_per_port;
+  for (bool more = true; more && used < pool;) {
+    more = false;
+    if (used > 0 && t.clock.now() - rx_start >= t.cfg.tx_turn_budget) break;
+    for (uint32_t bits = ready; bits && used < pool; bits &= bits - 1) {
+      const uint8_t port = static_cast<uint8_t>(std::countr_zero(bits));
+      uint32_t& budget = left[port];
+      if (budget == 0) continue;
+      const uint32_t want = std::min({t.cfg.batch, budget, pool - used});
+      const uint32_t n = read_port(t, port, used, want);
+      used += n;
+      budget -= n;
+      if (n < want)
+        budget = 0;  // the port is empty
+      else
+        more = more || budget > 0;
+    }
+  }
+}
+
+// The entries' arrival times in engine time (the kernel's stamp, or the time of the read
+// without one), clamped to [the latest `now` the engine saw, the read], and the entries in
+// arrival order. Each port's entries are already in arrival order and their slots ascend in
+// read order: sorting by (time, slot) merges them stably without std::stable_sort's heap
+// buffer.
+void order_by_arrival(UdpDriver::Impl& m, const MonotonicClock& clock) {
+  const Time latest = m.last_rx_at;
+  const int64_t offset = realtime_minus_monotonic_ns();
+  for (RxEntry& e : m.rx_entries) {
+    const int64_t mono = static_cast<int64_t>(e.arrived) - offset;
+    Time at = e.arrived && mono > 0 ? clock.from_monotonic_ns(static_cast<uint64_t>(mono)) : latest;
+    e.arrived = std::clamp(at, m.last_now, latest);
+  }
+  std::sort(m.rx_entries.begin(), m.rx_entries.end(), [](const auto& a, const auto& b) {
+    return a.arrived != b.arrived ? a.arrived < b.arrived : a.slot < b.slot;
+  });
+}
+
+// The driver's own datagrams: a ping is answered on the port it came by (another ECMP path
+// per ping), a pong is noted for probe_planes; either from a host that is not a peer is
+// dropped unless pings_from_anyone. Returns false for anything else (a transport packet).
+bool handle_ping(Turn& t, uint8_t port, const sockaddr_in6& from, uint8_t* payload, size_t len) {
+  const bool ping = is_ping(payload, len);
+  if (!ping && !is_pong(payload, len)) return false;
+  if (!t.cfg.pings_from_anyone && !t.m.is_peer_address(from.sin6_addr)) {
+    ++t.stats.pings_from_strangers;
+    return true;
+  }
+  if (ping) {
+    std::memcpy(payload, kPongMagic, 8);
+    sockaddr_in6 to = from;
+    to.sin6_flowinfo = htonl(ping_flow_label(payload, true));
+    ::sendto(t.m.sockets[port].fd.get(), payload, len, 0, reinterpret_cast<const sockaddr*>(&to),
+             sizeof to);
+    ++t.stats.pings_answered;
+    return true;
+  }
+  if (payload[8] < 32) t.m.pong_mask |= 1u << payload[8];
+  ++t.stats.pongs_received;
+  return true;
+}
+
+// The traffic class a datagram arrived with (IPV6_TCLASS), 0 if the kernel gave none.
+uint8_t received_tclass(const msghdr& h) {
+  uint8_t tclass = 0;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(const_cast<msghdr*>(&h), c)) {
+    if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
+      int v = 0;
+      std::memcpy(&v, CMSG_DATA(c), sizeof v);
+      tclass = static_cast<uint8_t>(v);
+    }
+  }
+  return tclass;
+}
+
+// One received datagram to the engine at its arrival time: the IPv6 and UDP headers the
+// socket took off are written back in front of it (with the traffic class's ECN and trim
+// marks), then it is decoded and handed over; what does not decode is counted and dropped.
+void deliver(Turn& t, const RxEntry& e) {
+  UdpDriver::Impl& m = t.m;
+  PortStats& ps = t.stats.ports[e.port];
+  const size_t len = e.bytes;
+  uint8_t* buf = m.rx_data(e.slot);
+  const sockaddr_in6& from = m.rx_from[e.slot];
+  ++ps.rx_packets;
+  ps.rx_bytes += len;
+  if (handle_ping(t, e.port, from, buf + kHeaderRoom, len)) return;
+  const uint8_t tclass = received_tclass(m.rx_msgs[e.slot].msg_hdr);
+  write_headers(buf, from.sin6_addr, m.local[e.port].addr, ntohs(from.sin6_port), tclass, 0, len);
+  wire::DecodeOptions opt;
+  opt.verify_icrc = t.cfg.verify_icrc;
+  auto dg = wire::decode(std::span<const uint8_t>(buf, kHeaderRoom + len), opt);
+  if (!dg) {
+    ++t.engine.mutable_counters().drops[static_cast<int>(DropReason::kDecode)];
+    ++t.stats.decode_errors[static_cast<size_t>(dg.error()) % t.stats.decode_errors.size()];
+    ++t.stats.decode_drops;
+    return;
+  }
+  RxPacket rx;
+  rx.port = e.port;
+  rx.source_known = true;
+  std::memcpy(rx.source.data(), &from.sin6_addr, 16);
+  rx.ecn_ce = (tclass & 0x3) == wire::kEcnCe;
+  rx.trimmed = (tclass >> 2) == wire::kDscpTrimmed;
+  ps.rx_ce += rx.ecn_ce;
+  ps.rx_trimmed += rx.trimmed;
+  rx.pkt = dg->pkt;
+  (void)t.engine.on_packet(e.arrived, rx);  // drops are counted by the engine
+}
+
+// Reads every port in `ready` (bit p) and hands the datagrams to the engine in kernel
+// arrival order, each with its arrival time as `now` and with any engine deadline that fell
+// between two arrivals run in between.
 //
 // Why: the engine's loss detectors reason about time order. Reading plane 0's queue to the
 // end before plane 1's (or a whole batch of one port, then the other) would show the
@@ -477,157 +665,19 @@ int64_t realtime_minus_monotonic_ns() {
 // fire before the ACKs already queued in the socket are looked at. With arrival order and
 // arrival times the engine sees what a NIC would have seen; only the transmit side still runs
 // late.
-void receive_ready(UdpDriver& d, UdpDriver::Impl& m, DriverStats& stats, Engine& engine,
-                   const DriverConfig& cfg, const MonotonicClock& clock, uint32_t ready) {
-  m.rx_entries.clear();
-  const uint32_t pool = static_cast<uint32_t>(m.rx_msgs.size());
-  uint32_t used = 0;
-  // Rounds of up to `batch` datagrams per port (each port up to its share of the pool), the
-  // ports in turn so that their arrival times stay close; no further round once reading
-  // has taken tx_turn_budget: a responder ACKs once per turn, so a turn that reads the whole
-  // pool (~9 ms on a namespace fabric) was a 9 ms gap in the requester's ACKs.
-  const Time rx_start = clock.now();
-  std::array<uint32_t, 32> left{};
-  for (uint32_t bits = ready; bits; bits &= bits - 1)
-    left[static_cast<size_t>(std::countr_zero(bits))] = m.rx_per_port;
-  for (bool more = true; more && used < pool;) {
-    more = false;
-    if (used > 0 && clock.now() - rx_start >= cfg.tx_turn_budget) break;
-    for (uint32_t bits = ready; bits && used < pool; bits &= bits - 1) {
-      const uint8_t port = static_cast<uint8_t>(std::countr_zero(bits));
-      const int fd = m.sockets[port].fd.get();
-      uint32_t& budget = left[port];
-      if (budget > 0 && used < pool) {
-        const uint32_t want = std::min({cfg.batch, budget, pool - used});
-        for (uint32_t i = used; i < used + want; ++i) {
-          m.rx_iov[i] = iovec{m.rx_data(i) + kHeaderRoom, kMaxTransportBytes};
-          msghdr& h = m.rx_msgs[i].msg_hdr;
-          h = msghdr{};
-          h.msg_name = &m.rx_from[i];
-          h.msg_namelen = sizeof(sockaddr_in6);
-          h.msg_iov = &m.rx_iov[i];
-          h.msg_iovlen = 1;
-          h.msg_control = m.rx_control[i].data();
-          h.msg_controllen = m.rx_control[i].size();
-        }
-        const int n = ::recvmmsg(fd, m.rx_msgs.data() + used, want, MSG_DONTWAIT, nullptr);
-        ++stats.recvmmsg_calls;
-        if (n <= 0) {
-          budget = 0;
-          continue;
-        }
-        for (int k = 0; k < n; ++k) {
-          const uint32_t i = used + static_cast<uint32_t>(k);
-          UdpDriver::Impl::RxEntry e;
-          e.slot = i;
-          e.bytes = m.rx_msgs[i].msg_len;
-          e.port = port;
-          const msghdr& h = m.rx_msgs[i].msg_hdr;
-          for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(const_cast<msghdr*>(&h), c)) {
-            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL) {
-              uint32_t dropped = 0;  // since the socket was opened
-              std::memcpy(&dropped, CMSG_DATA(c), sizeof dropped);
-              PortStats& ps = stats.ports[port];
-              ps.rx_kernel_drops = std::max<uint64_t>(ps.rx_kernel_drops, dropped);
-            }
-            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPING) {
-              // struct scm_timestamping: ts[0] is the software stamp (the others are zero).
-              timespec ts{};
-              std::memcpy(&ts, CMSG_DATA(c), sizeof ts);
-              // Realtime -> monotonic -> engine time (converted below, once per turn).
-              e.arrived = static_cast<Time>(int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec);
-            }
-          }
-          m.rx_entries.push_back(e);
-        }
-        used += static_cast<uint32_t>(n);
-        budget -= static_cast<uint32_t>(n);
-        if (static_cast<uint32_t>(n) < want)
-          budget = 0;
-        else
-          more = more || budget > 0;
-      }
-    }
-  }
-  m.last_rx_at = clock.now();
+void receive_ready(Turn& t, uint32_t ready) {
+  UdpDriver::Impl& m = t.m;
+  read_ports(t, ready);
+  m.last_rx_at = t.clock.now();
   if (m.rx_entries.size() >= kRxCoalesceMinDatagrams) m.stream_at = m.last_rx_at;
   if (m.rx_entries.empty()) return;
-  const Time latest = m.last_rx_at;
-  const int64_t offset = realtime_minus_monotonic_ns();
-  for (UdpDriver::Impl::RxEntry& e : m.rx_entries) {
-    const int64_t mono = static_cast<int64_t>(e.arrived) - offset;
-    Time t = e.arrived && mono > 0 ? clock.from_monotonic_ns(static_cast<uint64_t>(mono)) : latest;
-    e.arrived = std::clamp(t, m.last_now, latest);
+  order_by_arrival(m, t.clock);
+  for (const RxEntry& e : m.rx_entries) {
+    if (const Time due = t.engine.next_deadline(); due <= e.arrived)
+      t.engine.on_timer(std::max(due, m.last_now));
+    m.last_now = e.arrived;
+    deliver(t, e);
   }
-  // Each port's entries are already in arrival order and their slots ascend in read order:
-  // sorting by (time, slot) merges them stably without std::stable_sort's heap buffer.
-  std::sort(m.rx_entries.begin(), m.rx_entries.end(), [](const auto& a, const auto& b) {
-    return a.arrived != b.arrived ? a.arrived < b.arrived : a.slot < b.slot;
-  });
-  for (const UdpDriver::Impl::RxEntry& e : m.rx_entries) {
-    const Time now = e.arrived;
-    if (const Time due = engine.next_deadline(); due <= now) {
-      engine.on_timer(std::max(due, m.last_now));
-    }
-    m.last_now = now;
-    const uint8_t port = e.port;
-    PortStats& ps = stats.ports[port];
-    const msghdr& h = m.rx_msgs[e.slot].msg_hdr;
-    const size_t len = e.bytes;
-    uint8_t* buf = m.rx_data(e.slot);
-    uint8_t* payload = buf + kHeaderRoom;
-    const sockaddr_in6& from = m.rx_from[e.slot];
-    ++ps.rx_packets;
-    ps.rx_bytes += len;
-    if ((is_ping(payload, len) || is_pong(payload, len)) && !cfg.pings_from_anyone &&
-        !m.is_peer_address(from.sin6_addr)) {
-      ++stats.pings_from_strangers;
-      continue;
-    }
-    if (is_ping(payload, len)) {
-      std::memcpy(payload, kPongMagic, 8);
-      sockaddr_in6 to = from;
-      to.sin6_flowinfo = htonl(ping_flow_label(payload, true));  // another ECMP path per ping
-      ::sendto(m.sockets[port].fd.get(), payload, len, 0, reinterpret_cast<const sockaddr*>(&to),
-               sizeof to);
-      ++stats.pings_answered;
-      continue;
-    }
-    if (is_pong(payload, len)) {
-      if (payload[8] < 32) m.pong_mask |= 1u << payload[8];
-      ++stats.pongs_received;
-      continue;
-    }
-    uint8_t tclass = 0;
-    for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(const_cast<msghdr*>(&h), c)) {
-      if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
-        int v = 0;
-        std::memcpy(&v, CMSG_DATA(c), sizeof v);
-        tclass = static_cast<uint8_t>(v);
-      }
-    }
-    write_headers(buf, from.sin6_addr, m.local[port].addr, ntohs(from.sin6_port), tclass, 0, len);
-    wire::DecodeOptions opt;
-    opt.verify_icrc = cfg.verify_icrc;
-    auto dg = wire::decode(std::span<const uint8_t>(buf, kHeaderRoom + len), opt);
-    if (!dg) {
-      ++engine.mutable_counters().drops[static_cast<int>(DropReason::kDecode)];
-      ++stats.decode_errors[static_cast<size_t>(dg.error()) % stats.decode_errors.size()];
-      ++stats.decode_drops;
-      continue;
-    }
-    RxPacket rx;
-    rx.port = port;
-    rx.source_known = true;
-    std::memcpy(rx.source.data(), &from.sin6_addr, 16);
-    rx.ecn_ce = (tclass & 0x3) == wire::kEcnCe;
-    rx.trimmed = (tclass >> 2) == wire::kDscpTrimmed;
-    ps.rx_ce += rx.ecn_ce;
-    ps.rx_trimmed += rx.trimmed;
-    rx.pkt = dg->pkt;
-    (void)engine.on_packet(now, rx);  // drops are counted by the engine
-  }
-  (void)d;
 }
 
 }  // namespace
@@ -747,15 +797,6 @@ uint32_t socket_for(UdpDriver::Impl& m, const DriverConfig& cfg, DriverStats& st
 }  // namespace
 
 namespace {
-
-// What a driver turn works with: the driver's parts, handed to the steps of poll() together.
-struct Turn {
-  UdpDriver::Impl& m;
-  Engine& engine;
-  const DriverConfig& cfg;
-  DriverStats& stats;
-  const MonotonicClock& clock;
-};
 
 // A transport packet encoded into a transmit slot, before its ICRC: `bytes` of BTH ..
 // payload and pad. A payload of at least kZeroCopyMin stays in registered memory (`payload`
@@ -1007,8 +1048,7 @@ NetStatus UdpDriver::poll(Time max_wait) {
   const auto poll_and_receive = [&](const timespec& ts) {
     const int got = ::epoll_pwait2(m.epoll.get(), events, kEpollEvents, &ts, nullptr);
     if (got > 0) {
-      if (const uint32_t ready = ready_ports(t, events, got))
-        receive_ready(*this, m, stats_, engine_, config_, clock_, ready);
+      if (const uint32_t ready = ready_ports(t, events, got)) receive_ready(t, ready);
     }
     return got;
   };
@@ -1040,7 +1080,7 @@ NetStatus UdpDriver::poll(Time max_wait) {
     n = ::epoll_pwait2(m.wake_epoll.get(), events, 1, &ts, nullptr);
     if (n < 0 && errno != EINTR) return errno_fail("epoll_pwait2", errno);
     if (n > 0) (void)ready_ports(t, events, n);
-    receive_ready(*this, m, stats_, engine_, config_, clock_, all_ports_mask(config_.ports.size()));
+    receive_ready(t, all_ports_mask(config_.ports.size()));
     return service(t);
   }
   n = poll_and_receive(to_timespec(wait));
