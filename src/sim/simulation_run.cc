@@ -1,0 +1,498 @@
+// The event loop (part of Simulation, see simulation_impl.h): dispatching events, prefetching
+// the state the next ones touch, the serial run in windows of one lookahead, and the blocks
+// layout's run, which exchanges events and flow completions between ranks at the end of each
+// window and merges the ranks' results.
+#include <algorithm>
+#include <cstring>
+#include <tuple>
+#include <type_traits>
+
+#include "sim/simulation_impl.h"
+
+namespace mrc::sim {
+
+void Simulation::Impl::dispatch(const SimEvent& e) {
+  switch (e.type) {
+    case kFlowStart:
+      flow_start(e.a);
+      break;
+    case kHostArrive:
+      host_arrive(e.a, e.c);
+      break;
+    case kHostPortFree:
+      service_host(e.a);
+      break;
+    case kHostTimer:
+      if (hosts[e.a].timer_at == e.time) {
+        hosts[e.a].timer_at = kNever;
+        hosts[e.a].engine->on_timer(now);
+        service_host(e.a);
+      }
+      break;
+    case kSwitchArrive:
+      switch_arrive(e.a, e.b, e.c);
+      break;
+    case kPortFree: {
+      // A transmission may have started at this very time before this event ran (a packet
+      // arriving at an idle port); then a newer kPortFree is pending and this one is stale.
+      Port& out = switches[e.a].ports[e.b];
+      if (out.busy_until > now) break;
+      out.free_pending = false;
+      start_tx(e.a, e.b);
+      break;
+    }
+    case kPortDeliver:
+      deliver(e.a, e.b);
+      break;
+    case kPause:
+      handle_pause(e.a, e.b, e.c != 0);
+      break;
+    case kFault:
+      apply_fault(e.a);
+      break;
+    case kSample:
+      sample(e.a);
+      break;
+    case kRouteUpdate:
+      route_update(e.a);
+      break;
+    case kFlowAccept:
+      flow_accept(e.c);
+      break;
+    case kThroughput:
+      sample_throughput(e.a);
+      break;
+  }
+}
+
+// The state the next events touch is cold: the packet pool, the engines of thousands of hosts
+// and the switch ports are far larger than the caches. Start loading it while this event
+// runs, in two stages because an engine's QPs are reached through the engine: the engine
+// object of the event after next, then the next event's packet, engine state (QPs) and port.
+// Benchmark A: together ~15 % of wall time.
+void Simulation::Impl::prefetch_ahead(const EventQueue& q) {
+  const auto host_event = [](const SimEvent& n) {
+    return n.type == kHostArrive || n.type == kHostPortFree || n.type == kHostTimer;
+  };
+  // Three stages, one event apart (Engine::prefetch_tables): the engine object two events
+  // ahead, its tables one event ahead, its QPs for the next event.
+  if (const SimEvent* n3 = q.peek_ahead(2); n3 && host_event(*n3)) {
+    const char* engine = reinterpret_cast<const char*>(engines[n3->a]);
+    for (int line = 0; line < 4; ++line)
+      __builtin_prefetch(engine + 64 * line);
+    __builtin_prefetch(&hosts[n3->a]);
+  }
+  if (const SimEvent* n2 = q.peek_ahead(1); n2 && host_event(*n2)) {
+    engines[n2->a]->prefetch_tables();
+  }
+  const SimEvent* n = q.peek_ready();
+  if (!n) return;
+  if (n->type == kSwitchArrive || n->type == kHostArrive || n->type == kPortDeliver)
+    __builtin_prefetch(&packets[n->c]);
+  if (host_event(*n)) engines[n->a]->prefetch();
+  if (n->type == kPortDeliver) __builtin_prefetch(&switches[n->a].ports[n->b]);
+}
+
+Time Simulation::Impl::run(Time until) {
+  if (blocks) return run_blocks(until);
+  uint64_t next_progress = events + (1u << 22);
+  while (true) {
+    // Done when every flow has finished: probes of paths that stay dead would otherwise keep
+    // the event queues busy for ever.
+    if (num_flows > 0 && flows_done == num_flows) break;
+    Time t = kNever;
+    for (auto& q : queues)
+      t = std::min(t, q.peek_time());
+    if (t == kNever || t > until) break;
+    // Conservative window: nothing sent across partitions arrives sooner than the lookahead.
+    const Time end = num_partitions > 1 ? t + lookahead : t + 1;
+    for (uint32_t pi = 0; pi < num_partitions; ++pi) {
+      EventQueue& q = queues[pi];
+      cur_partition = pi;
+      while (true) {
+        const Time next = q.peek_time();  // kNever when empty
+        if (next >= end || next > until) break;
+        const SimEvent e = q.pop();
+        prefetch_ahead(q);
+        now = e.time;
+        ++events;
+        dispatch(e);
+      }
+    }
+    now = std::max(now, t);
+    if (progress_cb && events >= next_progress) {
+      progress_cb(now, events);
+      next_progress = events + (1u << 22);
+    }
+  }
+  return now;
+}
+
+// ---------------------------------------------------------------------------------------
+// The blocks layout's run: windows of one lookahead over the partitions this rank holds,
+// then the events for other ranks' partitions are exchanged and the window's flow
+// completions published (on every rank, in (end, flow) order). The window sequence is the
+// same on any number of ranks (each starts at the earliest event of the whole fabric), and
+// so is every partition's order of events (time, origin partition, origin sequence): results
+// do not depend on the number of ranks. docs/simulator.md, "Running on several machines".
+
+namespace {
+// An event for another rank: where it goes, and the packet it carries (kSwitchArrive).
+struct RemoteHeader {
+  uint32_t partition = 0;
+  uint32_t carries = 0;  // 0 nothing, 1 a data packet, 2 a control packet, 3 a FlowAccept
+  SimEvent event;
+};
+static_assert(std::is_trivially_copyable_v<SimPacket>);
+static_assert(std::is_trivially_copyable_v<wire::TransportPacket>);
+static_assert(std::is_trivially_copyable_v<FlowResult>);
+static_assert(std::is_trivially_copyable_v<LinkSample>);
+static_assert(std::is_trivially_copyable_v<EvEvent>);
+static_assert(std::is_trivially_copyable_v<ThroughputSample>);
+
+template <typename T>
+void append(std::vector<uint8_t>& out, const T& x) {
+  const size_t n = out.size();
+  out.resize(n + sizeof(T));
+  std::memcpy(out.data() + n, &x, sizeof(T));
+}
+template <typename T>
+T take(const std::vector<uint8_t>& in, size_t& pos) {
+  T x;
+  std::memcpy(&x, in.data() + pos, sizeof(T));
+  pos += sizeof(T);
+  return x;
+}
+template <typename T>
+std::vector<uint8_t> to_bytes(const std::vector<T>& v) {
+  std::vector<uint8_t> out(v.size() * sizeof(T));
+  if (!v.empty()) std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+template <typename T>
+std::vector<T> from_bytes(const std::vector<uint8_t>& in) {
+  std::vector<T> v(in.size() / sizeof(T));
+  if (!v.empty()) std::memcpy(v.data(), in.data(), v.size() * sizeof(T));
+  return v;
+}
+// What a rank sends every other rank at the end of a window, ahead of the events for it.
+struct WindowHeader {
+  Time next = kNever;        // the sender's earliest event after the window (held or sent)
+  uint64_t events = 0;       // events the sender has run so far (progress)
+  uint64_t completions = 0;  // flow results that follow (the window's, to every rank)
+  uint64_t event_bytes = 0;  // then the events for the receiver
+};
+}  // namespace
+
+void Simulation::Impl::send_remote(uint32_t partition, const SimEvent& e) {
+  std::vector<uint8_t>& out =
+      outbound[BlockLayout::rank_of(partition, num_partitions, ex->ranks())];
+  if (out.size() < sizeof(WindowHeader)) out.resize(sizeof(WindowHeader));  // communicate()
+  outbound_min = std::min(outbound_min, e.time);
+  RemoteHeader h;
+  h.partition = partition;
+  h.event = e;
+  if (e.type == kSwitchArrive) {
+    const SimPacket& p = packets[e.c];
+    h.carries = p.is_data ? 1 : 2;
+    append(out, h);
+    append(out, p);
+    if (!p.is_data) append(out, controls[p.control]);
+    free_packet(e.c);
+    return;
+  }
+  if (e.type == kFlowAccept) {
+    h.carries = 3;
+    append(out, h);
+    append(out, accepts[e.c]);
+    free_accepts.push_back(e.c);
+    return;
+  }
+  append(out, h);
+}
+
+// One exchange per window: events for other ranks' partitions, this window's flow
+// completions (to every rank), the earliest time each rank will need next and its event count.
+// Returns the start of the next window (before the workload adds flows); completions go to
+// `completed` in rank order.
+Time Simulation::Impl::communicate(uint64_t& total_events) {
+  const uint32_t ranks = ex->ranks();
+  WindowHeader mine;
+  for (uint32_t pi = 0; pi < num_partitions; ++pi)
+    if (owned[pi]) mine.next = std::min(mine.next, queues[pi].peek_time());
+  mine.next = std::min(mine.next, outbound_min);  // the earliest event sent
+  mine.events = events;
+  mine.completions = completed.size();
+  // Each rank's buffer starts with room for its header (send_remote appends after it).
+  for (uint32_t r = 0; r < ranks; ++r) {
+    std::vector<uint8_t>& out = outbound[r];
+    if (out.size() < sizeof(WindowHeader)) out.resize(sizeof(WindowHeader));
+    WindowHeader h = mine;
+    h.event_bytes = out.size() - sizeof(WindowHeader);
+    std::memcpy(out.data(), &h, sizeof h);
+    for (const FlowResult& f : completed)
+      append(out, f);
+  }
+  completed.clear();
+  const std::vector<uint8_t> in = ex->exchange(outbound);
+  for (auto& out : outbound)
+    out.resize(sizeof(WindowHeader));
+  outbound_min = kNever;
+  Time next = kNever;
+  total_events = 0;
+  size_t pos = 0;
+  while (pos < in.size()) {
+    const auto h = take<WindowHeader>(in, pos);
+    next = std::min(next, h.next);
+    total_events += h.events;
+    const size_t end = pos + h.event_bytes;
+    while (pos < end) {
+      const auto rh = take<RemoteHeader>(in, pos);
+      SimEvent e = rh.event;
+      if (rh.carries == 3) {
+        const uint32_t ai = pool_take(accepts, free_accepts);
+        accepts[ai] = take<FlowAccept>(in, pos);
+        e.c = ai;
+      } else if (rh.carries != 0) {
+        const uint32_t idx = alloc_packet();
+        packets[idx] = take<SimPacket>(in, pos);
+        if (rh.carries == 2) {
+          const uint32_t c = alloc_control();
+          controls[c] = take<wire::TransportPacket>(in, pos);
+          packets[idx].control = c;
+        }
+        e.c = idx;
+      }
+      queues[rh.partition].push(e);
+    }
+    for (uint64_t i = 0; i < h.completions; ++i)
+      completed.push_back(take<FlowResult>(in, pos));
+  }
+  return next;
+}
+
+void Simulation::Impl::publish_completions(std::vector<FlowResult> done) {
+  // Receptions (end == kNever) and completions by time; at one time receptions first, then
+  // by flow. A flow's reception always comes before its completion.
+  const auto at = [](const FlowResult& r) { return r.end == kNever ? r.received : r.end; };
+  std::sort(done.begin(), done.end(), [&](const FlowResult& x, const FlowResult& y) {
+    if (at(x) != at(y)) return at(x) < at(y);
+    if ((x.end == kNever) != (y.end == kNever)) return x.end == kNever;
+    return x.id < y.id;
+  });
+  const Time saved = now;
+  for (const FlowResult& r : done) {
+    // The workload hears of it one lookahead later (at the earliest, in the next window): a
+    // flow it adds now starts no earlier than that (add_flow).
+    now = at(r) + lookahead;
+    // Every rank hands the workload the same record: a reception carries the flow id and
+    // the time only (the receiver's rank may not hold the flow's record), a completion the
+    // sender's result with the reception time.
+    if (r.end == kNever) {
+      received_at[r.id] = r.received;
+      if (FlowResult* rec = flow_record(r.id)) rec->received = r.received;
+      for (auto& cb : received_cbs)
+        cb(r);
+      continue;
+    }
+    FlowResult done_r = r;
+    if (auto it = received_at.find(r.id); it != received_at.end()) {
+      done_r.received = it->second;
+      received_at.erase(it);
+    }
+    if (FlowResult* rec = flow_record(r.id)) *rec = done_r;
+    ++flows_done;
+    for (auto& cb : flow_cbs)
+      cb(done_r);
+  }
+  now = saved;
+}
+
+Time Simulation::Impl::run_blocks(Time until) {
+  std::sort(route_actions.begin() + static_cast<std::ptrdiff_t>(next_route_action),
+            route_actions.end());
+  uint64_t next_progress = events + (1u << 22);
+  const auto earliest_here = [&] {
+    Time e = kNever;
+    for (uint32_t pi = 0; pi < num_partitions; ++pi)
+      if (owned[pi]) e = std::min(e, queues[pi].peek_time());
+    return e;
+  };
+  // Each window starts at the earliest event of the whole fabric.
+  Time t = earliest_here();
+  if (ex != nullptr) {
+    std::vector<uint64_t> m{t};
+    ex->all_min(m);
+    t = m[0];
+  }
+  Time stopped = t;
+  while (true) {
+    if (num_flows > 0 && flows_done == num_flows) break;
+    if (t == kNever || t > until) break;
+    stopped = t;
+    // Routing view changes due by then, in order; a window ends at the next one.
+    while (next_route_action < route_actions.size() &&
+           route_actions[next_route_action].first <= t) {
+      route_update(route_actions[next_route_action].second);
+      ++next_route_action;
+    }
+    Time end = t + lookahead;
+    if (next_route_action < route_actions.size())
+      end = std::min(end, route_actions[next_route_action].first);
+    for (uint32_t pi = 0; pi < num_partitions; ++pi) {
+      if (!owned[pi]) continue;
+      EventQueue& q = queues[pi];
+      cur_partition = pi;
+      while (true) {
+        const Time next = q.peek_time();
+        if (next >= end || next > until) break;
+        const SimEvent e = q.pop();
+        prefetch_ahead(q);
+        now = e.time;
+        last_event = std::max(last_event, now);
+        ++events;
+        dispatch(e);
+      }
+    }
+    now = t;
+    uint64_t total_events = events;
+    Time next = kNever;
+    std::vector<FlowResult> done;
+    if (ex != nullptr) next = communicate(total_events);
+    done.swap(completed);
+    global_scheduled = kNever;
+    publish_completions(std::move(done));
+    next = ex != nullptr ? std::min(next, global_scheduled) : earliest_here();
+    if (progress_cb && total_events >= next_progress) {
+      // t: where the slowest rank is (every rank has finished the window before t).
+      if (ex == nullptr || ex->rank() == 0) progress_cb(t, total_events);
+      next_progress = total_events + (1u << 22);
+    }
+    t = next;
+  }
+  // Where the run stopped: the latest event anywhere (at least the last window's start).
+  Time latest = std::max(last_event, stopped == kNever ? 0 : stopped);
+  if (ex != nullptr) {
+    std::vector<uint64_t> m{~latest};
+    ex->all_min(m);
+    latest = ~m[0];
+  }
+  now = std::max(now, latest);
+  flush_throughput();
+  merge_results();
+  return now;
+}
+
+// Results of the whole fabric, in an order independent of the ranks: link samples by (time,
+// link), EV events by (time, host) (a host's own events keep their order).
+void Simulation::Impl::merge_results() {
+  if (ex != nullptr) {
+    merged_samples = from_bytes<LinkSample>(ex->all_gather(to_bytes(samples)));
+    merged_ev_events = from_bytes<EvEvent>(ex->all_gather(to_bytes(ev_events)));
+  } else {
+    merged_samples = samples;
+    merged_ev_events = ev_events;
+  }
+  std::stable_sort(merged_samples.begin(), merged_samples.end(),
+                   [](const LinkSample& x, const LinkSample& y) {
+                     return x.time != y.time ? x.time < y.time : x.link < y.link;
+                   });
+  if (cfg.throughput_interval > 0) {
+    // Every block's rows: sorted as emit_throughput writes them, a sender's rows of one
+    // interval (one per receiving block) added up.
+    std::vector<ThroughputSample> all =
+        ex != nullptr ? from_bytes<ThroughputSample>(ex->all_gather(to_bytes(throughput_local)))
+                      : throughput_local;
+    const auto key = [](const ThroughputSample& x) {
+      return std::make_tuple(x.time, x.kind, x.src, x.dst);
+    };
+    std::sort(all.begin(), all.end(), [&](const ThroughputSample& x, const ThroughputSample& y) {
+      return key(x) < key(y);
+    });
+    throughput.clear();
+    for (const ThroughputSample& x : all) {
+      if (!throughput.empty() && key(throughput.back()) == key(x)) {
+        throughput.back().bytes += x.bytes;
+      } else {
+        throughput.push_back(x);
+      }
+    }
+  }
+  std::stable_sort(merged_ev_events.begin(), merged_ev_events.end(),
+                   [](const EvEvent& x, const EvEvent& y) {
+                     return x.time != y.time ? x.time < y.time : x.host < y.host;
+                   });
+  SimStats s = counters;
+  s.events = events;
+  add_engine_stats(s);
+  if (sparse_flows()) {
+    // This rank's flows (the ones it sent) to rank 0, which then holds every flow's result;
+    // the others keep their own. Failed flows are counted here, over every rank.
+    for (const FlowResult& f : flows)
+      s.qp_errors += (f.end != kNever && !f.ok) ? 1 : 0;
+    const std::vector<FlowResult> all = from_bytes<FlowResult>(ex->gather(to_bytes(flows)));
+    if (rank == 0) {
+      std::vector<FlowResult> whole(num_flows);
+      for (const FlowResult& f : all)
+        whole[f.id] = f;
+      flows = std::move(whole);
+    }
+  }
+  if (ex != nullptr) {
+    std::vector<uint64_t> v{s.events,
+                            s.data_packets,
+                            s.retransmits,
+                            s.drops,
+                            s.fault_drops,
+                            s.trims,
+                            s.ecn_marks,
+                            s.pfc_pauses,
+                            s.ev_state_changes,
+                            s.timeouts,
+                            s.ev_swaps,
+                            s.qps,
+                            s.qp_bytes,
+                            s.qp_path_bytes,
+                            s.peer_port_changes,
+                            s.pto_losses,
+                            s.pto_borrowed_rtt,
+                            s.probes_sent,
+                            s.probes_unanswered,
+                            s.probes_deferred,
+                            s.ev_ecn_swaps,
+                            s.qp_errors,
+                            s.ack_ev_changes,
+                            s.reverse_probes,
+                            s.reverse_probes_unanswered};
+    ex->all_sum(v);
+    s.qp_errors = v[21];
+    s.ack_ev_changes = v[22];
+    s.reverse_probes = v[23];
+    s.reverse_probes_unanswered = v[24];
+    s.peer_port_changes = v[14];
+    s.pto_losses = v[15];
+    s.pto_borrowed_rtt = v[16];
+    s.probes_sent = v[17];
+    s.probes_unanswered = v[18];
+    s.probes_deferred = v[19];
+    s.ev_ecn_swaps = v[20];
+    s.ev_swaps = v[10];
+    s.qps = v[11];
+    s.qp_bytes = v[12];
+    s.qp_path_bytes = v[13];
+    s.events = v[0];
+    s.data_packets = v[1];
+    s.retransmits = v[2];
+    s.drops = v[3];
+    s.fault_drops = v[4];
+    s.trims = v[5];
+    s.ecn_marks = v[6];
+    s.pfc_pauses = v[7];
+    s.ev_state_changes = v[8];
+    s.timeouts = v[9];
+  }
+  merged_stats = s;
+  merged = true;
+}
+
+}  // namespace mrc::sim
