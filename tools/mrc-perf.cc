@@ -610,107 +610,144 @@ struct RawResult {
 // socket per plane (the session's plane addresses) to the server's raw sockets, over the same
 // paths MRC sprays on (SRV6: the EVs' uSID destinations; STEV: their flow labels), with UDP GSO
 // where MRC's driver uses it (STEV/UDP modes unless --no-gso).
-NetResult<RawResult> run_raw(Session& cs, SideChannel& ch, const Options& o) {
-  RxTimestampsOff no_stamps(cs.driver());  // as serve_raw
-  if (auto st = ch.send_frame(bytes_of("raw=1\n")); !st) return std::unexpected(st.error());
-  auto frame = wait_frame(cs, ch, ms(10'000));
-  if (!frame) return std::unexpected(frame.error());
-  const auto kv = kv_decode(*frame);
-  const size_t P = cs.config().driver.ports.size();
-  const ev::FormatMode mode = cs.config().driver.ev_mode;
-  const PathSet* paths = cs.engine().qp_paths(cs.qpns()[0]);
-  RawResult r;
-  r.datagram_bytes = mrc_datagram_bytes(cs.config().mtu);
-  // Each datagram as MRC's driver sends one: its headers from a small buffer of its own, the
-  // payload (the MTU's bytes) straight from the registered buffer, cycling through it as
-  // MRC's messages do, so that both pay the same copy from the same memory.
-  const uint32_t mtu = cs.config().mtu;
-  std::vector<uint8_t> headers(r.datagram_bytes - mtu, 0x5A);
+// The sending side of a raw UDP blast, set up as MRC's driver sends. Each datagram: its
+// headers from a small buffer of its own, the payload (the MTU's bytes) straight from the
+// registered buffer, cycling through it as MRC's messages do, so that both pay the same copy
+// from the same memory.
+struct RawBlast {
+  static constexpr size_t kBatch = 64;  // datagrams per plane and sendmmsg
+  struct Plane {
+    UniqueFd fd;
+    std::vector<sockaddr_in6> dsts;  // the paths; each message goes to the next
+    std::vector<mmsghdr> msgs;
+    size_t per_msg = 1;  // datagrams per message (a UDP GSO run)
+    size_t next_path = 0;
+  };
+  uint32_t mtu = 0;
+  std::vector<uint8_t> headers;
   // A registered buffer smaller than one payload (small messages without --verify) cannot
   // source it: then a buffer of its own, as large as one payload.
-  std::vector<uint8_t> own_payload(cs.buffer_bytes() < mtu ? mtu : 0, 0x5A);
-  uint8_t* const source = own_payload.empty() ? cs.buffer() : own_payload.data();
-  const uint64_t pieces = std::max<uint64_t>(1, cs.buffer_bytes() / mtu);
-  constexpr size_t kBatch = 64;
-  std::vector<std::array<iovec, 2>> iovs(P * kBatch);
-  // STEV/UDP modes with GSO (DriverConfig::gso): UDP_SEGMENT sends of `per_msg` datagrams,
-  // the run MRC's QPs send on a path before the next (spray_burst), each to the next path.
-  const bool gso = gso_allowed(cs.config().driver);
-  std::vector<UdpSegmentControl> control(gso ? P * kBatch : 0);
-  std::vector<size_t> per_msg(P, 1);
-  std::vector<UniqueFd> fds;
-  std::vector<std::vector<sockaddr_in6>> dsts(P);
-  std::vector<std::vector<mmsghdr>> msgs(P);
+  std::vector<uint8_t> own_payload;
+  uint8_t* source = nullptr;
+  uint64_t pieces = 1;  // payload-sized pieces of the source
+  uint64_t next_piece = 0;
+  std::vector<std::array<iovec, 2>> iovs;  // kBatch per plane: headers, payload
+  std::vector<UdpSegmentControl> control;  // kBatch per plane with GSO
+  std::vector<Plane> planes;
+};
+
+// The destinations of plane `p`'s datagrams: the server's raw port on that plane over each of
+// the paths MRC sprays on (SRV6: the EV's uSID destination; STEV: its flow label), or the
+// plain address when the QP has no path on the plane.
+std::vector<sockaddr_in6> raw_paths(Session& cs, size_t p, const Endpoint& peer) {
+  const ev::FormatMode mode = cs.config().driver.ev_mode;
+  const PathSet* paths = cs.engine().qp_paths(cs.qpns()[0]);
+  std::vector<sockaddr_in6> out;
+  for (size_t i = 0; paths && i < paths->size(); ++i) {
+    const PathDesc& d = paths->path(static_cast<int>(i)).desc;
+    if (d.port != p) continue;
+    sockaddr_in6 a = to_sockaddr(peer);
+    if (mode == ev::FormatMode::kSrv6) {
+      bool zero = true;
+      for (uint8_t b : std::span(d.ev).first(16))
+        zero = zero && b == 0;
+      if (!zero) std::memcpy(&a.sin6_addr, d.ev.data(), 16);
+    }
+    a.sin6_flowinfo = htonl(ev::path_flow_label(mode, d.ev) & 0xFFFFF);
+    out.push_back(a);
+  }
+  if (out.empty()) out.push_back(to_sockaddr(peer));
+  return out;
+}
+
+// Plane `p`'s messages over its kBatch datagrams: with GSO (STEV/UDP modes, as the driver) a
+// path's run of datagrams (spray_burst) in one UDP_SEGMENT send, else one datagram each.
+void arm_raw_messages(RawBlast& b, size_t p, bool gso, const DriverConfig& dc,
+                      size_t datagram_bytes) {
+  constexpr size_t kBatch = RawBlast::kBatch;
+  RawBlast::Plane& pl = b.planes[p];
+  for (size_t i = 0; i < kBatch; ++i) {
+    std::array<iovec, 2>& v = b.iovs[p * kBatch + i];
+    v[0] = iovec{b.headers.data(), b.headers.size()};
+    v[1] = iovec{b.source, b.mtu};  // iov_base: set before each sendmmsg (send_raw)
+  }
+  pl.per_msg = gso ? std::clamp<size_t>(spray_burst(dc, b.mtu), 1, kBatch) : 1;
+  pl.msgs.resize(kBatch / pl.per_msg);
+  for (size_t i = 0; i < pl.msgs.size(); ++i) {
+    msghdr& h = pl.msgs[i].msg_hdr;
+    h = msghdr{};
+    h.msg_namelen = sizeof(sockaddr_in6);
+    h.msg_iov = b.iovs[p * kBatch + i * pl.per_msg].data();  // contiguous: 2 per datagram
+    h.msg_iovlen = 2 * pl.per_msg;
+    if (gso && pl.per_msg > 1)
+      set_udp_segment(h, b.control[p * kBatch + i], static_cast<uint16_t>(datagram_bytes));
+  }
+}
+
+// A blast towards the server's raw ports (`kv`: raw_port<p> per plane), one socket per plane
+// at the session's plane address.
+NetResult<RawBlast> make_raw_blast(Session& cs, const std::map<std::string, uint64_t>& kv,
+                                   size_t datagram_bytes) {
+  const DriverConfig& dc = cs.config().driver;
+  const size_t P = dc.ports.size();
+  RawBlast b;
+  b.mtu = cs.config().mtu;
+  b.headers.assign(datagram_bytes - b.mtu, 0x5A);
+  b.own_payload.assign(cs.buffer_bytes() < b.mtu ? b.mtu : 0, 0x5A);
+  b.source = b.own_payload.empty() ? cs.buffer() : b.own_payload.data();
+  b.pieces = std::max<uint64_t>(1, cs.buffer_bytes() / b.mtu);
+  b.iovs.resize(P * RawBlast::kBatch);
+  const bool gso = gso_allowed(dc);
+  b.control.resize(gso ? P * RawBlast::kBatch : 0);
+  b.planes.resize(P);
   for (size_t p = 0; p < P; ++p) {
-    auto fd = raw_socket(cs.driver().local(static_cast<uint8_t>(p)).addr, mode);
+    auto fd = raw_socket(cs.driver().local(static_cast<uint8_t>(p)).addr, dc.ev_mode);
     if (!fd) return std::unexpected(fd.error());
-    fds.push_back(std::move(*fd));
+    b.planes[p].fd = std::move(*fd);
     Endpoint peer;
     std::memcpy(&peer.addr, cs.peer().planes[p].addr.data(), 16);
     peer.port = static_cast<uint16_t>(get(kv, "raw_port" + std::to_string(p)));
     if (peer.port == 0)
       return net_fail(NetErrc::kBadHello,
                       "server sent no raw UDP port for plane " + std::to_string(p));
-    for (size_t i = 0; paths && i < paths->size(); ++i) {
-      const PathDesc& d = paths->path(static_cast<int>(i)).desc;
-      if (d.port != p) continue;
-      sockaddr_in6 a = to_sockaddr(peer);
-      if (mode == ev::FormatMode::kSrv6) {
-        bool zero = true;
-        for (uint8_t b : std::span(d.ev).first(16))
-          zero = zero && b == 0;
-        if (!zero) std::memcpy(&a.sin6_addr, d.ev.data(), 16);
-      }
-      a.sin6_flowinfo = htonl(ev::path_flow_label(mode, d.ev) & 0xFFFFF);
-      dsts[p].push_back(a);
-    }
-    if (dsts[p].empty()) dsts[p].push_back(to_sockaddr(peer));
-    for (size_t i = 0; i < kBatch; ++i) {
-      std::array<iovec, 2>& v = iovs[p * kBatch + i];
-      v[0] = iovec{headers.data(), headers.size()};
-      v[1] = iovec{source, mtu};  // iov_base: set before each sendmmsg below
-    }
-    if (gso) {
-      // As the driver in these modes: a path's run of datagrams in one UDP GSO send.
-      per_msg[p] = std::clamp<size_t>(spray_burst(cs.config().driver, mtu), 1, kBatch);
-      msgs[p].resize(kBatch / per_msg[p]);
-      for (size_t i = 0; i < msgs[p].size(); ++i) {
-        msghdr& h = msgs[p][i].msg_hdr;
-        h = msghdr{};
-        h.msg_namelen = sizeof(sockaddr_in6);
-        h.msg_iov = iovs[p * kBatch + i * per_msg[p]].data();  // contiguous: 2 per datagram
-        h.msg_iovlen = 2 * per_msg[p];
-        if (per_msg[p] > 1)
-          set_udp_segment(h, control[p * kBatch + i], static_cast<uint16_t>(r.datagram_bytes));
-      }
-    } else {
-      msgs[p].resize(kBatch);
-      for (size_t i = 0; i < kBatch; ++i) {
-        msghdr& h = msgs[p][i].msg_hdr;
-        h = msghdr{};
-        h.msg_namelen = sizeof(sockaddr_in6);
-        h.msg_iov = iovs[p * kBatch + i].data();
-        h.msg_iovlen = 2;
-      }
-    }
+    b.planes[p].dsts = raw_paths(cs, p, peer);
+    arm_raw_messages(b, p, gso, dc, datagram_bytes);
   }
-  uint64_t next_piece = 0;
-  std::vector<size_t> next_path(P, 0);  // per plane: each message goes to the next path
-  const double cpu0 = cpu_seconds();
-  const uint64_t t0 = monotonic_ns();
-  const uint64_t stop = t0 + static_cast<uint64_t>(o.raw_seconds * 1e9);
+  return b;
+}
+
+// Sends for `seconds`, the planes in turn, a batch each; returns the datagrams sent.
+uint64_t send_raw(RawBlast& b, double seconds) {
+  constexpr size_t kBatch = RawBlast::kBatch;
+  uint64_t sent = 0;
+  const uint64_t stop = monotonic_ns() + static_cast<uint64_t>(seconds * 1e9);
   while (monotonic_ns() < stop)
-    for (size_t p = 0; p < P; ++p) {
+    for (size_t p = 0; p < b.planes.size(); ++p) {
+      RawBlast::Plane& pl = b.planes[p];
       for (size_t i = 0; i < kBatch; ++i)
-        iovs[p * kBatch + i][1].iov_base = source + (next_piece++ % pieces) * mtu;
-      for (mmsghdr& m : msgs[p]) {
-        m.msg_hdr.msg_name = &dsts[p][next_path[p]];
-        next_path[p] = next_path[p] + 1 == dsts[p].size() ? 0 : next_path[p] + 1;
+        b.iovs[p * kBatch + i][1].iov_base = b.source + (b.next_piece++ % b.pieces) * b.mtu;
+      for (mmsghdr& m : pl.msgs) {
+        m.msg_hdr.msg_name = &pl.dsts[pl.next_path];
+        pl.next_path = pl.next_path + 1 == pl.dsts.size() ? 0 : pl.next_path + 1;
       }
       const int n =
-          ::sendmmsg(fds[p].get(), msgs[p].data(), static_cast<unsigned>(msgs[p].size()), 0);
-      if (n > 0) r.sent += static_cast<uint64_t>(n) * per_msg[p];
+          ::sendmmsg(pl.fd.get(), pl.msgs.data(), static_cast<unsigned>(pl.msgs.size()), 0);
+      if (n > 0) sent += static_cast<uint64_t>(n) * pl.per_msg;
     }
+  return sent;
+}
+
+NetResult<RawResult> run_raw(Session& cs, SideChannel& ch, const Options& o) {
+  RxTimestampsOff no_stamps(cs.driver());  // as serve_raw
+  if (auto st = ch.send_frame(bytes_of("raw=1\n")); !st) return std::unexpected(st.error());
+  auto frame = wait_frame(cs, ch, ms(10'000));
+  if (!frame) return std::unexpected(frame.error());
+  RawResult r;
+  r.datagram_bytes = mrc_datagram_bytes(cs.config().mtu);
+  auto blast = make_raw_blast(cs, kv_decode(*frame), r.datagram_bytes);
+  if (!blast) return std::unexpected(blast.error());
+  const double cpu0 = cpu_seconds();
+  r.sent = send_raw(*blast, o.raw_seconds);
   const double cpu = cpu_seconds() - cpu0;
   ::usleep(20'000);  // let the last datagrams land
   if (auto st = ch.send_frame(bytes_of("rawend=1\n")); !st) return std::unexpected(st.error());
@@ -1426,6 +1463,72 @@ void write_client_json(ClientRun& c, const RawBlasts& raw,
   std::ofstream(o.json_path) << j.dump(2) << "\n";
 }
 
+// A failure before the first round: one line, and with --json a report that says what kind
+// of failure it was. Returns the exit status (2).
+int fail_client_setup(const Options& o, const NetError& e) {
+  const int rc = tools::fail_setup("mrc-perf", e.message);
+  if (!o.json_path.empty()) {
+    Json j;
+    j["role"] = "client";
+    j["ok"] = false;
+    j["error"] = e.message;
+    j["error_kind"] = net_errc_name(e.code);
+    std::ofstream(o.json_path) << j.dump(2) << "\n";
+  }
+  return rc;
+}
+
+// The client's hello: the session's, with the test the server is to expect (write with
+// immediate, verify, the slot size and count, the pattern's seed).
+Hello client_hello(const Options& o, const Session& cs, uint64_t max_size, uint64_t slots) {
+  Hello mine = cs.hello(HelloRole::kClient);
+  mine.flags =
+      static_cast<uint8_t>((o.write_imm ? kHelloWriteImm : 0) | (o.verify ? kHelloVerify : 0));
+  mine.msg_size = max_size;
+  mine.slots = slots;
+  mine.seed = o.seed;
+  return mine;
+}
+
+// The rounds of the sweep, one per size. A failed round ends the run: waiting for a server
+// that may be gone (its answer timeouts are seconds) would only delay the report of the
+// first cause.
+void run_rounds(ClientRun& c, const std::vector<uint64_t>& sizes) {
+  for (uint64_t size : sizes) {
+    if (!start_round(c, size)) return;
+    PostedRound round = post_round(c, size);
+    if (c.t.failed) return;
+    end_round(c, round);
+    if (c.t.failed) return;
+  }
+}
+
+// The blast again after MRC: the machine's load drifts over seconds (other processes on the
+// same cores), so the limit is the mean of a blast before and one after the MRC run.
+void blast_after_mrc(ClientRun& c, RawBlasts& raw) {
+  if (raw.before && !c.t.failed) {
+    if (auto rr = run_raw(c.cs, c.ch, c.o); !rr)
+      fail_round(c, "raw UDP after MRC: " + rr.error().message);
+    else
+      raw.after = *rr;
+  }
+  raw.mean = raw.before;
+  if (raw.before && raw.after) {
+    raw.mean->gbps = (raw.before->gbps + raw.after->gbps) / 2;
+    raw.mean->sent += raw.after->sent;
+    raw.mean->received += raw.after->received;
+    raw.mean->client_cycles_per_byte =
+        (raw.before->client_cycles_per_byte + raw.after->client_cycles_per_byte) / 2;
+  }
+}
+
+// Says bye; the server's counters come back (after a failure only if they come at once).
+std::map<std::string, uint64_t> say_bye(ClientRun& c) {
+  (void)c.ch.send_frame(bytes_of("bye=1\n"), c.t.failed ? 100 : 10'000);
+  if (auto r = wait_frame(c.cs, c.ch, c.t.failed ? ms(200) : ms(5'000)); r) return kv_decode(*r);
+  return {};
+}
+
 int run_client(const Options& o) {
   auto sc = session_config(o, nullptr);
   if (!sc) return tools::fail_setup("mrc-perf", sc.error().message);
@@ -1438,36 +1541,16 @@ int run_client(const Options& o) {
   auto s = Session::create(*sc);
   if (!s) return tools::fail_setup("mrc-perf", s.error().message);
   Session& cs = **s;
-  Hello mine = cs.hello(HelloRole::kClient);
-  mine.flags =
-      static_cast<uint8_t>((o.write_imm ? kHelloWriteImm : 0) | (o.verify ? kHelloVerify : 0));
-  mine.msg_size = max_size;
-  mine.slots = slots;
-  mine.seed = o.seed;
-  // A failure before the first round: one line, and with --json a report that says what
-  // kind of failure it was.
-  auto fail_setup = [&](const NetError& e) {
-    const int rc = tools::fail_setup("mrc-perf", e.message);
-    if (!o.json_path.empty()) {
-      Json j;
-      j["role"] = "client";
-      j["ok"] = false;
-      j["error"] = e.message;
-      j["error_kind"] = net_errc_name(e.code);
-      std::ofstream(o.json_path) << j.dump(2) << "\n";
-    }
-    return rc;
-  };
-  auto server = client_handshake(o, *ch, mine);
-  if (!server) return fail_setup(server.error());
-  if (auto st = cs.connect(*server); !st) return fail_setup(st.error());
+  auto server = client_handshake(o, *ch, client_hello(o, cs, max_size, slots));
+  if (!server) return fail_client_setup(o, server.error());
+  if (auto st = cs.connect(*server); !st) return fail_client_setup(o, st.error());
   if (auto st = cs.driver().probe_planes(Session::kPeerId, ms(o.probe_ms)); !st)
-    return fail_setup(st.error());
+    return fail_client_setup(o, st.error());
   print_header(o, cs);
   RawBlasts raw;
   if (o.raw_udp) {
     auto rr = run_raw(cs, *ch, o);
-    if (!rr) return fail_setup(rr.error());
+    if (!rr) return fail_client_setup(o, rr.error());
     raw.before = *rr;
   }
 
@@ -1482,46 +1565,15 @@ int run_client(const Options& o) {
       o.verify ? std::min<uint32_t>(o.tx_depth, static_cast<uint32_t>(slots - 1)) : o.tx_depth,
       o.gbits ? 125'000'000.0 : 1048576.0,  // perftest: Gb = 1e9 bits, MB = 2^20
       t};
-  for (uint64_t size : sizes) {
-    if (!start_round(c, size)) break;
-    PostedRound round = post_round(c, size);
-    // A failed round ends the run here: waiting for a server that may be gone (its answer
-    // timeouts are seconds) would only delay the report of the first cause.
-    if (t.failed) break;
-    end_round(c, round);
-    if (t.failed) break;
-  }
-  // The blast again after MRC: the machine's load drifts over seconds (other processes on
-  // the same cores), so the limit is the mean of a blast before and one after the MRC run.
-  if (raw.before && !t.failed) {
-    auto rr = run_raw(cs, *ch, o);
-    if (!rr) {
-      t.note_error("raw UDP after MRC: " + rr.error().message);
-      t.failed = true;
-    } else {
-      raw.after = *rr;
-    }
-  }
-  raw.mean = raw.before;
-  if (raw.before && raw.after) {
-    raw.mean->gbps = (raw.before->gbps + raw.after->gbps) / 2;
-    raw.mean->sent += raw.after->sent;
-    raw.mean->received += raw.after->received;
-    raw.mean->client_cycles_per_byte =
-        (raw.before->client_cycles_per_byte + raw.after->client_cycles_per_byte) / 2;
-  }
-  (void)ch->send_frame(bytes_of("bye=1\n"), t.failed ? 100 : 10'000);
-  std::map<std::string, uint64_t> remote;
-  // The server's counters; after a failure only if they come at once.
-  if (auto r = wait_frame(cs, *ch, t.failed ? ms(200) : ms(5'000)); r) remote = kv_decode(*r);
+  run_rounds(c, sizes);
+  blast_after_mrc(c, raw);
+  const std::map<std::string, uint64_t> remote = say_bye(c);
   std::fputs(kLine, stdout);
   std::map<std::string, uint64_t> local;
   for (const auto& [k, v] : cs.counters())
     local[k] = v;
-  if (t.mismatches) {
-    t.note_error(fmt::format("verify: {} bytes differ from the pattern", t.mismatches));
-    t.failed = true;
-  }
+  if (t.mismatches)
+    fail_round(c, fmt::format("verify: {} bytes differ from the pattern", t.mismatches));
   if (t.qp_errors) t.failed = true;
   const double hz = cpu_hz();
   print_client_summary(c, raw, local, remote, hz);

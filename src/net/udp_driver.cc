@@ -237,22 +237,121 @@ NetResult<UniqueFd> open_socket(const PortConfig& pc, const DriverConfig& cfg, u
   return fd;
 }
 
+// The address a socket is bound to.
+sockaddr_in6 bound_address(int fd) {
+  sockaddr_in6 a{};
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  return a;
+}
+
+// An open socket of `port` added to m.sockets; returns its index.
+uint32_t add_socket(UdpDriver::Impl& m, const DriverConfig& cfg, uint8_t port, UniqueFd fd) {
+  UdpDriver::Impl::Socket s;
+  s.src_port = ntohs(bound_address(fd.get()).sin6_port);
+  s.fd = std::move(fd);
+  s.port = port;
+  s.gso = gso_allowed(cfg);
+  m.sockets.push_back(std::move(s));
+  return static_cast<uint32_t>(m.sockets.size() - 1);
+}
+
 // A send-only socket of `port` from `src_port` (0: an ephemeral one), outside the epoll set;
 // returns its index in m.sockets.
 NetResult<uint32_t> add_send_socket(UdpDriver::Impl& m, const DriverConfig& cfg, uint8_t port,
                                     uint16_t src_port) {
   auto fd = open_socket(cfg.ports[port], cfg, src_port, false);
   if (!fd) return std::unexpected(fd.error());
-  sockaddr_in6 a{};
-  socklen_t len = sizeof a;
-  ::getsockname(fd->get(), reinterpret_cast<sockaddr*>(&a), &len);
-  UdpDriver::Impl::Socket s;
-  s.fd = std::move(*fd);
-  s.port = port;
-  s.src_port = ntohs(a.sin6_port);
-  s.gso = gso_allowed(cfg);
-  m.sockets.push_back(std::move(s));
-  return static_cast<uint32_t>(m.sockets.size() - 1);
+  return add_socket(m, cfg, port, std::move(*fd));
+}
+
+// What the driver cannot run with.
+NetStatus check_driver_config(const Engine& engine, const DriverConfig& cfg) {
+  if (cfg.ports.empty() || cfg.ports.size() > kMaxDriverPorts)
+    return net_fail(NetErrc::kInvalidArgument,
+                    "1 to " + std::to_string(kMaxDriverPorts) + " ports required");
+  if (engine.config().num_ports != cfg.ports.size())
+    return net_fail(NetErrc::kInvalidArgument, "engine port count differs from driver ports");
+  if (cfg.batch == 0 || cfg.batch > 1024)
+    return net_fail(NetErrc::kInvalidArgument, "batch must be 1..1024");
+  // SRV6 sends zero UDP checksums (open_socket): the ICRC is then the only check on the
+  // payload, and RFC 6936 permits zero-checksum UDP/IPv6 only with such an end-to-end check.
+  if (cfg.ev_mode == ev::FormatMode::kSrv6 && !cfg.verify_icrc)
+    return net_fail(NetErrc::kInvalidArgument,
+                    "SRV6 mode sends zero UDP checksums (uSID shifts rewrite the destination), "
+                    "so the ICRC must be verified: drop --no-icrc-verify");
+  return {};
+}
+
+// Adds `fd` to `epoll` for input, with `token` as its data.
+NetStatus watch_input(const UniqueFd& epoll, int fd, uint32_t token) {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u32 = token;
+  if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, fd, &ev) != 0) return errno_fail("epoll_ctl", errno);
+  return {};
+}
+
+// Each port's data socket (bound to its local endpoint, watched by the epoll set with the
+// port as token; m.sockets[p]) and, in SRV6 mode, its send socket (m.tx_socket[p]).
+NetStatus open_port_sockets(UdpDriver::Impl& m, const DriverConfig& cfg) {
+  for (size_t p = 0; p < cfg.ports.size(); ++p) {
+    auto fd = open_socket(cfg.ports[p], cfg, cfg.ports[p].local.port, true);
+    if (!fd) return std::unexpected(fd.error());
+    const sockaddr_in6 a = bound_address(fd->get());
+    m.local.push_back(Endpoint{a.sin6_addr, ntohs(a.sin6_port)});
+    if (auto st = watch_input(m.epoll, fd->get(), static_cast<uint32_t>(p)); !st) return st;
+    add_socket(m, cfg, static_cast<uint8_t>(p), std::move(*fd));
+  }
+  // SRV6 mode transmits on a second socket per port, one that epoll does not watch. With the
+  // data socket in an epoll set its wait queue is never empty, so every sent datagram's
+  // release (sock_wfree) woke it: a wait-queue lock with interrupts off per packet, 3-4% of
+  // the sender's CPU on a namespace fabric (perf; docs/perf-log.md, "Linux driver: where the
+  // remaining stalls come from"). The ACKs still come to the data socket: the peer addresses
+  // the port exchanged at setup, whatever the source port (the STEV/UDP modes' source-port
+  // sockets already rely on that).
+  if (cfg.ev_mode == ev::FormatMode::kSrv6) {
+    for (size_t p = 0; p < cfg.ports.size(); ++p) {
+      auto index = add_send_socket(m, cfg, static_cast<uint8_t>(p), 0);
+      if (!index) return std::unexpected(index.error());
+      m.tx_socket.push_back(*index);
+    }
+  }
+  return {};
+}
+
+// The transmit and receive slot pools and their message arrays, sized for `batch`.
+void size_pools(UdpDriver::Impl& m, const DriverConfig& cfg) {
+  // Two batches of transmit slots: one being filled while the other waits in backlogs.
+  const uint32_t tx_count = 2 * cfg.batch;
+  m.tx_mem.resize(size_t{tx_count} * kSlotBytes);
+  m.tx_slots.resize(tx_count);
+  for (uint32_t i = tx_count; i-- > 0;)
+    m.tx_free.push_back(i);
+  m.tx_msgs.resize(cfg.batch);
+  m.tx_iov.resize(size_t{3} * cfg.batch);
+  m.tx_control.resize(cfg.batch);
+  m.tx_msg_datagrams.resize(cfg.batch);
+  const uint32_t rx_count = kRxPoolBatches * cfg.batch;
+  m.rx_per_port = std::max<uint32_t>(cfg.batch, rx_count / static_cast<uint32_t>(cfg.ports.size()));
+  m.rx_mem.resize(size_t{rx_count} * kSlotBytes);
+  m.rx_msgs.resize(rx_count);
+  m.rx_iov.resize(rx_count);
+  m.rx_from.resize(rx_count);
+  m.rx_control.resize(rx_count);
+  m.rx_entries.reserve(rx_count);
+  m.touched.reserve(64);
+}
+
+// wake()'s eventfd, watched by the epoll set and by an epoll set of its own (a wait that
+// holds the ports).
+NetStatus open_wake(UdpDriver::Impl& m) {
+  m.wake_fd = UniqueFd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!m.wake_fd) return errno_fail("eventfd", errno);
+  if (auto st = watch_input(m.epoll, m.wake_fd.get(), kWakeToken); !st) return st;
+  m.wake_epoll = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
+  if (!m.wake_epoll) return errno_fail("epoll_create1", errno);
+  return watch_input(m.wake_epoll, m.wake_fd.get(), kWakeToken);
 }
 
 }  // namespace
@@ -276,19 +375,7 @@ Time default_ack_repeat_after(ev::FormatMode mode) {
 }
 
 NetResult<std::unique_ptr<UdpDriver>> UdpDriver::open(Engine& engine, const DriverConfig& cfg) {
-  if (cfg.ports.empty() || cfg.ports.size() > kMaxDriverPorts)
-    return net_fail(NetErrc::kInvalidArgument,
-                    "1 to " + std::to_string(kMaxDriverPorts) + " ports required");
-  if (engine.config().num_ports != cfg.ports.size())
-    return net_fail(NetErrc::kInvalidArgument, "engine port count differs from driver ports");
-  if (cfg.batch == 0 || cfg.batch > 1024)
-    return net_fail(NetErrc::kInvalidArgument, "batch must be 1..1024");
-  // SRV6 sends zero UDP checksums (open_socket): the ICRC is then the only check on the
-  // payload, and RFC 6936 permits zero-checksum UDP/IPv6 only with such an end-to-end check.
-  if (cfg.ev_mode == ev::FormatMode::kSrv6 && !cfg.verify_icrc)
-    return net_fail(NetErrc::kInvalidArgument,
-                    "SRV6 mode sends zero UDP checksums (uSID shifts rewrite the destination), "
-                    "so the ICRC must be verified: drop --no-icrc-verify");
+  if (auto st = check_driver_config(engine, cfg); !st) return std::unexpected(st.error());
   std::unique_ptr<UdpDriver> d(new UdpDriver(engine, cfg));
   Impl& m = *d->impl_;
   // SRV6 mode sends each port's packets from one socket, in the order they were produced;
@@ -300,69 +387,9 @@ NetResult<std::unique_ptr<UdpDriver>> UdpDriver::open(Engine& engine, const Driv
   if (!m.epoll) return errno_fail("epoll_create1", errno);
   d->stats_.ports.resize(cfg.ports.size());
   m.src_sockets.resize(cfg.ports.size());
-  for (size_t p = 0; p < cfg.ports.size(); ++p) {
-    auto fd = open_socket(cfg.ports[p], cfg, cfg.ports[p].local.port, true);
-    if (!fd) return std::unexpected(fd.error());
-    sockaddr_in6 a{};
-    socklen_t len = sizeof a;
-    ::getsockname(fd->get(), reinterpret_cast<sockaddr*>(&a), &len);
-    m.local.push_back(Endpoint{a.sin6_addr, ntohs(a.sin6_port)});
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.u32 = static_cast<uint32_t>(p);
-    if (::epoll_ctl(m.epoll.get(), EPOLL_CTL_ADD, fd->get(), &ev) != 0)
-      return errno_fail("epoll_ctl", errno);
-    Impl::Socket s;
-    s.fd = std::move(*fd);
-    s.port = static_cast<uint8_t>(p);
-    s.src_port = m.local.back().port;
-    s.gso = gso_allowed(cfg);
-    m.sockets.push_back(std::move(s));
-  }
-  // SRV6 mode transmits on a second socket per port, one that epoll does not watch. With the
-  // data socket in an epoll set its wait queue is never empty, so every sent datagram's
-  // release (sock_wfree) woke it: a wait-queue lock with interrupts off per packet, 3-4% of
-  // the sender's CPU on a namespace fabric (perf; docs/perf-log.md, "Linux driver: where the
-  // remaining stalls come from"). The ACKs still come
-  // to the data socket: the peer addresses the port exchanged at setup, whatever the source
-  // port (the STEV/UDP modes' source-port sockets already rely on that).
-  if (cfg.ev_mode == ev::FormatMode::kSrv6) {
-    for (size_t p = 0; p < cfg.ports.size(); ++p) {
-      auto index = add_send_socket(m, cfg, static_cast<uint8_t>(p), 0);
-      if (!index) return std::unexpected(index.error());
-      m.tx_socket.push_back(*index);
-    }
-  }
-  // Two batches of transmit slots: one being filled while the other waits in backlogs.
-  const uint32_t tx_count = 2 * cfg.batch;
-  m.tx_mem.resize(size_t{tx_count} * kSlotBytes);
-  m.tx_slots.resize(tx_count);
-  for (uint32_t i = tx_count; i-- > 0;)
-    m.tx_free.push_back(i);
-  m.tx_msgs.resize(cfg.batch);
-  m.tx_iov.resize(size_t{3} * cfg.batch);
-  m.tx_control.resize(cfg.batch);
-  m.tx_msg_datagrams.resize(cfg.batch);
-  const uint32_t rx_count = kRxPoolBatches * cfg.batch;
-  m.rx_per_port = std::max<uint32_t>(cfg.batch, rx_count / static_cast<uint32_t>(cfg.ports.size()));
-  m.rx_mem.resize(size_t{rx_count} * kSlotBytes);
-  m.rx_msgs.resize(rx_count);
-  m.rx_iov.resize(rx_count);
-  m.rx_from.resize(rx_count);
-  m.rx_control.resize(rx_count);
-  m.rx_entries.reserve(rx_count);
-  m.touched.reserve(64);
-  m.wake_fd = UniqueFd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!m.wake_fd) return errno_fail("eventfd", errno);
-  epoll_event wev{};
-  wev.events = EPOLLIN;
-  wev.data.u32 = kWakeToken;
-  if (::epoll_ctl(m.epoll.get(), EPOLL_CTL_ADD, m.wake_fd.get(), &wev) != 0)
-    return errno_fail("epoll_ctl", errno);
-  m.wake_epoll = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
-  if (!m.wake_epoll) return errno_fail("epoll_create1", errno);
-  if (::epoll_ctl(m.wake_epoll.get(), EPOLL_CTL_ADD, m.wake_fd.get(), &wev) != 0)
-    return errno_fail("epoll_ctl", errno);
+  if (auto st = open_port_sockets(m, cfg); !st) return std::unexpected(st.error());
+  size_pools(m, cfg);
+  if (auto st = open_wake(m); !st) return std::unexpected(st.error());
   return d;
 }
 
@@ -1018,30 +1045,39 @@ Time wait_time(Turn& t, Time now, Time max_wait) {
   return wait;
 }
 
+// Timer slack defaults to 50 us (prctl(2)); the engine's ACK delay is 2 us. Once per thread.
+void tighten_timer_slack() {
+  thread_local bool slack_set = false;
+  if (!slack_set) {
+    ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    slack_set = true;
+  }
+}
+
+// Receive coalescing (DriverConfig::rx_coalesce): while a stream runs -- a receive of
+// several datagrams within the last kRxStreamHolds holds -- the ports are read at most once
+// per rx_coalesce; transmit still runs. A receive that finds the ports empty (the sender was
+// descheduled) keeps holding: waking on the next datagram would read it alone, and that
+// wake-up is an IPI the sender pays. A due engine deadline ends the hold: input first, as in
+// poll(), so a timer never fires against an ACK already waiting in a socket. Returns until
+// when the ports are held (0: not held).
+Time rx_hold_until(Turn& t, Time now) {
+  constexpr Time kRxStreamHolds = 4;
+  const Time coalesce = t.cfg.rx_coalesce;
+  if (coalesce > 0 && t.m.stream_at != kNever && now - t.m.stream_at < kRxStreamHolds * coalesce &&
+      t.engine.next_deadline() > now)
+    return t.m.last_rx_at + coalesce;
+  return 0;
+}
+
 }  // namespace
 
 NetStatus UdpDriver::poll(Time max_wait) {
   Impl& m = *impl_;
-  thread_local bool slack_set = false;
-  if (!slack_set) {
-    // Timer slack defaults to 50 us (prctl(2)); the engine's ACK delay is 2 us.
-    ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-    slack_set = true;
-  }
+  tighten_timer_slack();
   Turn t{m, engine_, config_, stats_, clock_};
-
-  // Receive coalescing (DriverConfig::rx_coalesce): while a stream runs -- a receive of
-  // several datagrams within the last kRxStreamHolds holds -- the ports are read at most
-  // once per rx_coalesce; transmit still runs. A receive that finds the ports empty (the
-  // sender was descheduled) keeps holding: waking on the next datagram would read it alone,
-  // and that wake-up is an IPI the sender pays. A due engine deadline ends the hold: input
-  // first, as below, so a timer never fires against an ACK already waiting in a socket.
-  constexpr Time kRxStreamHolds = 4;
   const Time t0 = clock_.now();
-  Time hold_until = 0;
-  if (config_.rx_coalesce > 0 && m.stream_at != kNever &&
-      t0 - m.stream_at < kRxStreamHolds * config_.rx_coalesce && engine_.next_deadline() > t0)
-    hold_until = m.last_rx_at + config_.rx_coalesce;
+  const Time hold_until = rx_hold_until(t, t0);
   epoll_event events[kEpollEvents];
   // Waits up to `ts` for the data sockets and receives from the readable ones; returns what
   // epoll_pwait2 returned (errno intact on failure).
