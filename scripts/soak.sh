@@ -59,7 +59,7 @@ seq 0 $((batches - 1)) | xargs -P "$jobs" -I{} bash -c 'run_batch {}'
 failures=0
 for ((i = 0; i < batches; i++)); do
   log="$logs/batch-$i.log"
-  n=$(grep -c '^\[  FAILED  \] EngineProperty\.[A-Za-z]* (' "$log" || true)
+  n=$(grep -c '^\[  FAILED  \] EngineProperty\.[A-Za-z_]* (' "$log" || true)
   if [ "$n" -eq 0 ] && [ "$(cat "$logs/batch-$i.status")" != ok ]; then
     n=1  # crashed or aborted before gtest could report
   fi

@@ -42,7 +42,7 @@ PY
   echo "ok   $3"
 }
 
-run_case() {  # run_case <name> <mrc-sim arguments...>
+run_case() {  # run_case <what__case> <mrc-sim arguments...>
   local name=$1 n
   shift
   "$sim" --quiet "$@" --out "$out/$name-serial"
@@ -52,15 +52,16 @@ run_case() {  # run_case <name> <mrc-sim arguments...>
   done
 }
 
-run_case default --set topo.hosts=64 --set transport.kinds=[mrc,roce] \
-  --set run.sample_interval=5us
-run_case allreduce "$src/scenarios/claims/allreduce.toml" --set topo.hosts=32 \
-  --set topo.radix=16 --set workload.size=256KiB --set transport.kinds=[mrc]
-run_case allreduce_faults "$src/tests/mpi/allreduce_faults.toml"
-run_case fat_tree --set topo.kind=fat_tree --set topo.hosts=128 --set topo.radix=8 \
-  --set topo.planes=1 --set transport.kinds=[mrc] --set fault.0.link=pod1/agg2-core9
-run_case pinned "$src/scenarios/paper/fig14-two-flows-one-ev.toml" --set topo.hosts=16 --set run.until=1ms \
-  --set workload.flow.0.until=400us --set workload.flow.1.start=100us \
+run_case permutation__link_failure_mrc_and_roce --set topo.hosts=64 \
+  --set transport.kinds=[mrc,roce] --set run.sample_interval=5us
+run_case ring_allreduce__flows_added_by_receptions_and_completions \
+  "$src/scenarios/claims/allreduce.toml" --set topo.hosts=32 --set topo.radix=16 \
+  --set workload.size=256KiB --set transport.kinds=[mrc]
+run_case ring_allreduce__failed_and_blackholed_links "$src/tests/mpi/allreduce_faults.toml"
+run_case fat_tree__failed_agg_core_link --set topo.kind=fat_tree --set topo.hosts=128 \
+  --set topo.radix=8 --set topo.planes=1 --set transport.kinds=[mrc] --set fault.0.link=pod1/agg2-core9
+run_case pinned_paths__throughput_series "$src/scenarios/paper/fig14-two-flows-one-ev.toml" \
+  --set topo.hosts=16 --set run.until=1ms --set workload.flow.0.until=400us --set workload.flow.1.start=100us \
   --set workload.flow.1.until=400us
-run_case qp_scaling --set topo.hosts=32 --set transport.kinds=[roce] \
+run_case roce__four_qps_per_flow --set topo.hosts=32 --set transport.kinds=[roce] \
   --set transport.qps_per_flow=4 --set workload.size=512KiB

@@ -557,42 +557,42 @@ void check_live(const Schedule& s) {
 
 // Mixed random faults: loss, duplication, reordering, trimming, ECN, corruption, a few
 // blackholed EVs and port events.
-RC_GTEST_PROP(EngineProperty, RandomFaultSchedulesDeliverEverything, ()) {
+RC_GTEST_PROP(EngineProperty, transfer__random_fault_schedules_deliver_everything, ()) {
   check_live(*full_size([] { return gen_live(false, false); }));
 }
 
 // Port down/up and flaps on both ends or one end, over the same random background.
-RC_GTEST_PROP(EngineProperty, PortFailuresAndFlapsLoseNothing, ()) {
+RC_GTEST_PROP(EngineProperty, transfer__port_failures_and_flaps_lose_nothing, ()) {
   check_live(*full_size([] { return gen_live(true, false); }));
 }
 
 // Many blackholed EVs (up to all but EV 0, some for ever).
-RC_GTEST_PROP(EngineProperty, BlackholedEvsAreRoutedAround, ()) {
+RC_GTEST_PROP(EngineProperty, transfer__blackholed_evs_are_routed_around, ()) {
   check_live(*full_size([] { return gen_live(false, true); }));
 }
 
 // Faults on the ACK direction only (paper 2.4, reverse EV sets).
-RC_GTEST_PROP(EngineProperty, AckDirectionFaultsLoseNothing, ()) {
+RC_GTEST_PROP(EngineProperty, transfer__ack_direction_faults_lose_nothing, ()) {
   check_live(*full_size([] { return gen_ack_direction(); }));
 }
 
 // Several QPs share the engines (and the faults), some in the opposite direction.
-RC_GTEST_PROP(EngineProperty, SeveralQpsInBothDirectionsLoseNothing, ()) {
+RC_GTEST_PROP(EngineProperty, transfer__several_qps_in_both_directions_lose_nothing, ()) {
   check_live(*full_size([] { return gen_multi(); }));
 }
 
 // Queues that mark, trim and drop, plus heavy loss, duplication and reordering.
-RC_GTEST_PROP(EngineProperty, CongestionAndHeavyFaultsLoseNothing, ()) {
+RC_GTEST_PROP(EngineProperty, transfer__congestion_and_heavy_faults_lose_nothing, ()) {
   check_live(*full_size([] { return gen_stress(); }));
 }
 
 // The RoCEv2 baseline delivers everything too (slower, by go-back-N).
-RC_GTEST_PROP(EngineProperty, RoceBaselineDeliversEverything, ()) {
+RC_GTEST_PROP(EngineProperty, roce__the_baseline_delivers_everything, ()) {
   check_live(*full_size([] { return gen_roce(); }));
 }
 
 // Every path dead: all ports down, or every (port, EV) blackholed in both directions.
-RC_GTEST_PROP(EngineProperty, AllPathsDeadEndsInErrWithEveryWrCompleted, ()) {
+RC_GTEST_PROP(EngineProperty, all_paths_dead__the_qp_ends_in_err_with_every_wr_completed, ()) {
   const Schedule s = *full_size([] { return gen_dead(); });
   const Outcome o = run_schedule(s);
   RC_LOG() << o.text << "\n";

@@ -223,7 +223,7 @@ bool data_matches(const Pair& p) {
   return std::memcmp(p.dst.data() + 64, p.src.data(), p.src.size()) == 0;
 }
 
-TEST(Engine, basic__one_mib_write_over_two_planes) {
+TEST(Engine, post_write__one_mib_write_over_two_planes_completes) {
   MiniNet net(2);
   Pair p = connect(net, 2, 16, 1 << 20);
   ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 1 << 20)));

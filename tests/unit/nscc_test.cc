@@ -23,7 +23,8 @@ NsccConfig config(bool qa = true) {
   c.mtu = 4096;
   c.disable_qa = !qa;
   // A loss halves the window (a fabric without trimming): the tests below use losses to make
-  // room below max_cwnd. The default, no cut, is tested in Nscc_on_loss.
+  // room below max_cwnd. The default, no cut, is tested by
+  // Nscc.on_loss__by_default_keeps_the_window_and_arms_quick_adapt.
   c.loss_keep = 0.5;
   return c;
 }
@@ -46,7 +47,7 @@ void halve(Nscc& cc, Time now) {
 // ---------------------------------------------------------------------------------------------
 // Parameters and defaults.
 
-TEST(Nscc_resolve, defaults_derived_from_config) {
+TEST(Nscc, resolve__defaults_derived_from_config) {
   const NsccParams p = resolve_nscc(config());
   EXPECT_TRUE(p.qa_enabled);
   EXPECT_EQ(p.mtu, 4096u);
@@ -70,7 +71,7 @@ TEST(Nscc_resolve, defaults_derived_from_config) {
   EXPECT_DOUBLE_EQ(p.delay_ewma_gain, 0.0125);
 }
 
-TEST(Nscc_resolve, explicit_values_are_kept) {
+TEST(Nscc, resolve__explicit_values_are_kept) {
   NsccConfig c = config();
   c.target_delay = us(3);
   c.qa_threshold = us(20);
@@ -99,7 +100,7 @@ TEST(Nscc_resolve, explicit_values_are_kept) {
   EXPECT_EQ(p.qa_gate, 2);
 }
 
-TEST(Nscc_resolve, gains_scale_with_max_cwnd) {
+TEST(Nscc, resolve__gains_scale_with_max_cwnd) {
   NsccConfig c = config();
   c.link_bps = 400'000'000'000ull;  // 4x the BDP
   const NsccParams p = resolve_nscc(c);
@@ -110,7 +111,7 @@ TEST(Nscc_resolve, gains_scale_with_max_cwnd) {
   EXPECT_DOUBLE_EQ(resolve_nscc(c).fi_scale, 1.0);
 }
 
-TEST(Nscc_resolve, missing_values_fall_back_to_reference_network) {
+TEST(Nscc, resolve__missing_values_fall_back_to_reference_network) {
   NsccConfig c;  // no base_rtt, no link rate, no max_cwnd
   const NsccParams p = resolve_nscc(c);
   EXPECT_EQ(p.base_rtt, kNsccReferenceRtt);
@@ -125,7 +126,7 @@ TEST(Nscc_resolve, missing_values_fall_back_to_reference_network) {
   EXPECT_EQ(q.max_cwnd, 4096u);
 }
 
-TEST(Nscc_basic, starts_at_max_cwnd_without_pacing) {
+TEST(Nscc, init__starts_at_max_cwnd_without_pacing) {
   auto cc = make_nscc(config());
   EXPECT_STREQ(cc->name(), "uet-1.0-nscc");
   EXPECT_EQ(cc->cwnd(), 187'500u);
@@ -138,7 +139,7 @@ TEST(Nscc_basic, starts_at_max_cwnd_without_pacing) {
 // ---------------------------------------------------------------------------------------------
 // The four quadrants.
 
-TEST(Nscc_on_ack, no_ecn_high_delay_fair_increase) {
+TEST(Nscc, on_ack__no_ecn_high_delay_fair_increase) {
   Nscc cc(config(false));
   halve(cc, 0);
   const double w0 = cc.cwnd_exact();
@@ -156,7 +157,7 @@ TEST(Nscc_on_ack, no_ecn_high_delay_fair_increase) {
 
 // Paper 2.1: the last hop does not mark ECN, so after a trim an unmarked high delay is the
 // receiver's queue, not a draining one: no fair increase for two quick-adapt periods.
-TEST(Nscc_on_ack, no_ecn_high_delay_after_a_trim_holds_the_window) {
+TEST(Nscc, on_ack__no_ecn_high_delay_after_a_trim_holds_the_window) {
   for (const bool rule : {true, false}) {
     NsccConfig c = config(false);
     c.trim_stops_fair_increase = rule;
@@ -174,7 +175,7 @@ TEST(Nscc_on_ack, no_ecn_high_delay_after_a_trim_holds_the_window) {
   }
 }
 
-TEST(Nscc_on_ack, no_ecn_low_delay_proportional_increase) {
+TEST(Nscc, on_ack__no_ecn_low_delay_proportional_increase) {
   Nscc cc(config(false));
   halve(cc, 0);
   const NsccParams& p = cc.params();
@@ -191,7 +192,7 @@ TEST(Nscc_on_ack, no_ecn_low_delay_proportional_increase) {
   EXPECT_GT(cc.pending_increase(), p.fi * kMtu);
 }
 
-TEST(Nscc_on_ack, no_ecn_low_delay_fast_increase) {
+TEST(Nscc, on_ack__no_ecn_low_delay_fast_increase) {
   Nscc cc(config(false));
   halve(cc, 0);
   const NsccParams& p = cc.params();
@@ -219,7 +220,7 @@ TEST(Nscc_on_ack, no_ecn_low_delay_fast_increase) {
 
 // Drives avg_delay above the target with marked high-delay samples, then checks that the
 // decrease happens at most once per base RTT and by the UET formula.
-TEST(Nscc_on_ack, ecn_and_high_delay_decreases_once_per_rtt) {
+TEST(Nscc, on_ack__ecn_and_high_delay_decreases_once_per_rtt) {
   Nscc cc(config(false));
   const NsccParams& p = cc.params();
   const Time rtt = us(10) + 3 * p.target_delay;  // delay = 3 * target
@@ -244,7 +245,7 @@ TEST(Nscc_on_ack, ecn_and_high_delay_decreases_once_per_rtt) {
   EXPECT_EQ(cc.stats().noop_acks, 0u);
 }
 
-TEST(Nscc_on_ack, ecn_and_high_delay_needs_avg_delay_above_target) {
+TEST(Nscc, on_ack__ecn_and_high_delay_needs_avg_delay_above_target) {
   Nscc cc(config(false));
   // The first marked sample: per-packet delay is high but the slow average is not yet.
   cc.on_ack(ack(ns(1), us(10) + us(20), true), 0);
@@ -253,7 +254,7 @@ TEST(Nscc_on_ack, ecn_and_high_delay_needs_avg_delay_above_target) {
   EXPECT_EQ(cc.cwnd(), cc.params().max_cwnd);
 }
 
-TEST(Nscc_on_ack, decrease_never_deeper_than_max_md_jump) {
+TEST(Nscc, on_ack__decrease_never_deeper_than_max_md_jump) {
   Nscc cc(config(false));
   const Time rtt = us(10) + us(1000);
   // The first decrease comes as soon as avg_delay passes the target; by the second (one base
@@ -269,7 +270,7 @@ TEST(Nscc_on_ack, decrease_never_deeper_than_max_md_jump) {
   EXPECT_DOUBLE_EQ(cc.cwnd_exact(), before * 0.5);
 }
 
-TEST(Nscc_on_ack, ecn_low_delay_keeps_window) {
+TEST(Nscc, on_ack__ecn_low_delay_keeps_window) {
   Nscc cc(config(false));
   halve(cc, 0);
   const double w = cc.cwnd_exact();
@@ -282,7 +283,7 @@ TEST(Nscc_on_ack, ecn_low_delay_keeps_window) {
   EXPECT_EQ(cc.stats().adjustments, 0u);  // no eta either: nothing to increase
 }
 
-TEST(Nscc_on_ack, rtt_below_base_rtt_is_zero_delay) {
+TEST(Nscc, on_ack__rtt_below_base_rtt_is_zero_delay) {
   Nscc cc(config(false));
   halve(cc, 0);
   cc.on_ack(ack(ns(100), us(5)), 0);  // a shorter path than the configured (longest) one
@@ -290,7 +291,7 @@ TEST(Nscc_on_ack, rtt_below_base_rtt_is_zero_delay) {
   EXPECT_DOUBLE_EQ(cc.avg_delay(), 0.0);
 }
 
-TEST(Nscc_on_ack, trim_is_a_congestion_mark) {
+TEST(Nscc, on_ack__trim_is_a_congestion_mark) {
   Nscc cc(config(false));
   for (int i = 0; i < 500; ++i)
     cc.on_ack(trim(ns(10) * i, us(10) + us(20)), 0);
@@ -305,7 +306,7 @@ TEST(Nscc_on_ack, trim_is_a_congestion_mark) {
 // ---------------------------------------------------------------------------------------------
 // Delay average.
 
-TEST(Nscc_avg_delay, ewma_of_queueing_delay) {
+TEST(Nscc, avg_delay__ewma_of_queueing_delay) {
   Nscc cc(config(false));
   cc.on_ack(ack(ns(1), us(10) + us(20), true), 0);
   EXPECT_DOUBLE_EQ(cc.avg_delay(), 0.0125 * double(us(20)));
@@ -313,7 +314,7 @@ TEST(Nscc_avg_delay, ewma_of_queueing_delay) {
   EXPECT_DOUBLE_EQ(cc.avg_delay(), 0.0125 * double(us(20)) * (1 + 0.9875));
 }
 
-TEST(Nscc_avg_delay, unmarked_high_delay_is_discounted) {
+TEST(Nscc, avg_delay__unmarked_high_delay_is_discounted) {
   Nscc cc(config(false));
   cc.on_ack(ack(ns(1), us(10) + us(20)), 0);  // no ECN, 20 us <= 5 * base: one slow path
   EXPECT_DOUBLE_EQ(cc.avg_delay(), 0.0125 * 0.25 * double(us(10)));
@@ -325,7 +326,7 @@ TEST(Nscc_avg_delay, unmarked_high_delay_is_discounted) {
 // ---------------------------------------------------------------------------------------------
 // Batching (adjust thresholds).
 
-TEST(Nscc_adjust, applied_after_adjust_bytes_threshold) {
+TEST(Nscc, adjust__applied_after_adjust_bytes_threshold) {
   NsccConfig c = config(false);
   c.adjust_bytes_threshold = 3 * kMtu;
   Nscc cc(c);
@@ -340,7 +341,7 @@ TEST(Nscc_adjust, applied_after_adjust_bytes_threshold) {
   EXPECT_EQ(cc.pending_increase(), 0.0);
 }
 
-TEST(Nscc_adjust, applied_after_adjust_period_threshold) {
+TEST(Nscc, adjust__applied_after_adjust_period_threshold) {
   Nscc cc(config(false));
   halve(cc, 0);
   const double w = cc.cwnd_exact();
@@ -352,7 +353,7 @@ TEST(Nscc_adjust, applied_after_adjust_period_threshold) {
   EXPECT_NEAR(cc.cwnd_exact(), w + inc / w + cc.params().eta, 1e-6);
 }
 
-TEST(Nscc_adjust, eta_is_per_adjust_period_of_time) {
+TEST(Nscc, adjust__eta_is_per_adjust_period_of_time) {
   // Byte-triggered adjustments get eta in proportion to the time since the previous one, so
   // eta per RTT does not grow with the window.
   NsccConfig c = config(false);
@@ -368,7 +369,7 @@ TEST(Nscc_adjust, eta_is_per_adjust_period_of_time) {
   EXPECT_NEAR(cc.cwnd_exact(), w + 1.2 * cc.params().eta, 1e-3);
 }
 
-TEST(Nscc_adjust, same_gain_per_window_whatever_the_window) {
+TEST(Nscc, adjust__same_gain_per_window_whatever_the_window) {
   // Increases accumulate per acknowledged byte and are divided by the window when applied:
   // after one window of ACKs a small and a large window have both earned fi bytes. Equal
   // additive gains plus proportional cuts is what makes competing flows converge (AIMD).
@@ -401,7 +402,7 @@ Nscc& run_period(Nscc& cc, int acks, Time delay, bool ecn = false) {
   return cc;
 }
 
-TEST(Nscc_quick_adapt, high_delay_and_little_achieved_resets_window) {
+TEST(Nscc, quick_adapt__high_delay_and_little_achieved_resets_window) {
   Nscc cc(config());
   cc.on_send(0, kMtu, kMtu);
   run_period(cc, 2, us(40));  // 40 us > qa_threshold (30 us); 3 packets < 187500 >> 3
@@ -409,7 +410,7 @@ TEST(Nscc_quick_adapt, high_delay_and_little_achieved_resets_window) {
   EXPECT_EQ(cc.cwnd(), 3u * kMtu);
 }
 
-TEST(Nscc_quick_adapt, gate_blocks_when_enough_was_achieved) {
+TEST(Nscc, quick_adapt__gate_blocks_when_enough_was_achieved) {
   Nscc cc(config());
   cc.on_send(0, kMtu, kMtu);
   // max_cwnd >> 3 = 23437 bytes: 6 packets (24576) is enough.
@@ -421,14 +422,14 @@ TEST(Nscc_quick_adapt, gate_blocks_when_enough_was_achieved) {
   EXPECT_EQ(lower.stats().quick_adapts, 1u);
 }
 
-TEST(Nscc_quick_adapt, needs_a_congestion_trigger) {
+TEST(Nscc, quick_adapt__needs_a_congestion_trigger) {
   Nscc cc(config());
   cc.on_send(0, kMtu, kMtu);
   run_period(cc, 1, us(20));  // little achieved, but delay below qa_threshold and no loss
   EXPECT_EQ(cc.stats().quick_adapts, 0u);
 }
 
-TEST(Nscc_quick_adapt, armed_by_trim) {
+TEST(Nscc, quick_adapt__armed_by_trim) {
   Nscc cc(config());
   cc.on_send(0, kMtu, kMtu);
   cc.on_ack(trim(ns(100), us(11)), 100'000);
@@ -437,7 +438,7 @@ TEST(Nscc_quick_adapt, armed_by_trim) {
   EXPECT_EQ(cc.cwnd(), 2u * kMtu);
 }
 
-TEST(Nscc_quick_adapt, armed_by_loss) {
+TEST(Nscc, quick_adapt__armed_by_loss) {
   Nscc cc(config());
   cc.on_send(0, kMtu, kMtu);
   cc.on_loss(ns(100), kMtu);  // also halves the window
@@ -446,7 +447,7 @@ TEST(Nscc_quick_adapt, armed_by_loss) {
   EXPECT_EQ(cc.cwnd(), 2u * kMtu);
 }
 
-TEST(Nscc_quick_adapt, never_below_one_mtu) {
+TEST(Nscc, quick_adapt__never_below_one_mtu) {
   Nscc cc(config());
   cc.on_send(0, kMtu, kMtu);
   cc.on_ack(trim(ns(100), us(50)), 100'000);
@@ -455,7 +456,7 @@ TEST(Nscc_quick_adapt, never_below_one_mtu) {
   EXPECT_EQ(cc.cwnd(), kMtu);
 }
 
-TEST(Nscc_quick_adapt, at_most_once_per_period_and_ignores_stale_feedback) {
+TEST(Nscc, quick_adapt__at_most_once_per_period_and_ignores_stale_feedback) {
   Nscc cc(config());
   cc.on_send(0, kMtu, kMtu);
   run_period(cc, 1, us(40));  // fires; 100 000 bytes were in flight
@@ -476,7 +477,7 @@ TEST(Nscc_quick_adapt, at_most_once_per_period_and_ignores_stale_feedback) {
   EXPECT_EQ(cc.stats().proportional_increase_acks, 1u);
 }
 
-TEST(Nscc_quick_adapt, disabled_by_config) {
+TEST(Nscc, quick_adapt__disabled_by_config) {
   Nscc cc(config(false));
   cc.on_send(0, kMtu, kMtu);
   run_period(cc, 2, us(40));
@@ -489,7 +490,7 @@ TEST(Nscc_quick_adapt, disabled_by_config) {
 
 // Paper 2.1: with trimming, a loss that was not a trim is a path signal (a failed link, a bit
 // error), not congestion: by default the window stays; quick adapt is still armed.
-TEST(Nscc_on_loss, by_default_keeps_the_window_and_arms_quick_adapt) {
+TEST(Nscc, on_loss__by_default_keeps_the_window_and_arms_quick_adapt) {
   NsccConfig c = config();
   c.loss_keep = NsccConfig{}.loss_keep;
   EXPECT_DOUBLE_EQ(c.loss_keep, 1.0);
@@ -507,7 +508,7 @@ TEST(Nscc_on_loss, by_default_keeps_the_window_and_arms_quick_adapt) {
 }
 
 // A trimmed packet's resend is congestion: it cuts by max_md_jump whatever loss_keep says.
-TEST(Nscc_on_loss, trim_loss_cuts_by_max_md_jump_once_per_base_rtt) {
+TEST(Nscc, on_loss__trim_loss_cuts_by_max_md_jump_once_per_base_rtt) {
   NsccConfig c = config(false);
   c.loss_keep = 1.0;
   Nscc cc(c);
@@ -521,7 +522,7 @@ TEST(Nscc_on_loss, trim_loss_cuts_by_max_md_jump_once_per_base_rtt) {
   EXPECT_EQ(cc.stats().loss_decreases, 1u);
 }
 
-TEST(Nscc_on_loss, out_of_range_loss_keep_means_no_cut) {
+TEST(Nscc, on_loss__out_of_range_loss_keep_means_no_cut) {
   for (double keep : {0.0, -1.0, 1.5}) {
     NsccConfig c = config();
     c.loss_keep = keep;
@@ -529,7 +530,7 @@ TEST(Nscc_on_loss, out_of_range_loss_keep_means_no_cut) {
   }
 }
 
-TEST(Nscc_on_loss, cuts_by_loss_keep_once_per_base_rtt) {
+TEST(Nscc, on_loss__cuts_by_loss_keep_once_per_base_rtt) {
   Nscc cc(config(false));
   const double w = cc.cwnd_exact();
   cc.on_loss(us(1), kMtu);
@@ -541,7 +542,7 @@ TEST(Nscc_on_loss, cuts_by_loss_keep_once_per_base_rtt) {
   EXPECT_EQ(cc.stats().loss_decreases, 2u);
 }
 
-TEST(Nscc_cwnd, stays_within_mtu_and_max_cwnd) {
+TEST(Nscc, cwnd__stays_within_mtu_and_max_cwnd) {
   Nscc cc(config(false));
   Time t = 0;
   for (int i = 0; i < 100; ++i, t += us(11)) {
@@ -556,7 +557,7 @@ TEST(Nscc_cwnd, stays_within_mtu_and_max_cwnd) {
   EXPECT_EQ(cc.cwnd(), cc.params().max_cwnd);
 }
 
-TEST(Nscc_reconfigure, new_parameters_keep_the_flow_state) {
+TEST(Nscc, reconfigure__new_parameters_keep_the_flow_state) {
   Nscc cc(config());
   Time t = 0;
   cc.on_loss(t, kMtu);  // the window is now half of max_cwnd
@@ -661,7 +662,7 @@ ClosedLoopResult run_closed_loop(const NsccConfig& cfg, double ecn_k_bytes) {
 // Step ECN marking at K (at or above the target queue, 93 750 bytes here: see
 // docs/congestion-control.md for why a K below it freezes the windows in the "no change"
 // quadrant). Four senders start 300 us apart, each with a 1.5-BDP window.
-TEST(Nscc_closed_loop, four_senders_share_a_bottleneck) {
+TEST(Nscc, closed_loop__four_senders_share_a_bottleneck) {
   const NsccConfig cfg = config();
   const double bdp = 125'000;
   for (double k : {0.9 * bdp, bdp, 1.5 * bdp}) {

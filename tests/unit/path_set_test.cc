@@ -422,7 +422,7 @@ TEST(PathSet, replace__bad_input_changes_nothing) {
 // Random changes between picks (so that bursts are under way when their path changes): every
 // pick returns a GOOD path on an up port in its mask, and the excluded path only when no other
 // qualifies.
-RC_GTEST_PROP(PathSet, pick_only_returns_usable_paths, ()) {
+RC_GTEST_PROP(PathSet, pick__only_returns_usable_paths, ()) {
   const int n = *rc::gen::inRange(1, 64);
   const int ports = *rc::gen::inRange(1, 8);
   PathSet s;
@@ -775,7 +775,7 @@ RC_GTEST_PROP(PathSet, backups__fill_every_active_slot_they_can, ()) {
 // (probes and data alike) is marked on its first loss and then stays out: revived rarely if
 // ever, and at once marked again by the data it then loses; an EV whose loss stops comes
 // back within the resurrection window plus the backed-off probe interval.
-RC_GTEST_PROP(PathSet, lossy_ev_stays_out_and_recovered_ev_comes_back, ()) {
+RC_GTEST_PROP(PathSet, on_loss__a_lossy_ev_stays_out_and_a_recovered_ev_comes_back, ()) {
   const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
   const bool recovers = *rc::gen::arbitrary<bool>();
   PathPolicy pol;

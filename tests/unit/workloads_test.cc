@@ -638,7 +638,7 @@ SimConfig small(TransportKind k) {
   return c;
 }
 
-TEST(WorkloadsSim, ring_allreduce_and_training_complete_on_the_fabric) {
+TEST(WorkloadsSim, ring_allreduce_and_training__complete_on_the_fabric) {
   for (TransportKind k : {TransportKind::kMrc, TransportKind::kRoce}) {
     auto sim = Simulation::create(small(k));
     ASSERT_TRUE(sim);
@@ -664,7 +664,7 @@ TEST(WorkloadsSim, ring_allreduce_and_training_complete_on_the_fabric) {
   }
 }
 
-TEST(WorkloadsSim, permutation_through_the_runner_on_a_scenario) {
+TEST(WorkloadsSim, permutation__runs_through_the_runner_on_a_scenario) {
   auto sc = parse_scenario(R"(
 name = "tiny"
 [topo]
@@ -773,7 +773,7 @@ TEST(WorkloadsSim, ring2d__training_completes_and_busbw_near_the_nic_rate) {
 // its own after one packet; EngineConfig::fabric_rtt, share_rtt), not at the ACK timeout.
 // Measured: max FCT 29.7 us with the fault against 19.1 us without, 23 fault drops, 0
 // timeouts; before, 4,204.6 us and 23 timeouts.
-TEST(WorkloadsSim, small_message_all_to_all_through_a_link_down__no_ack_timeouts) {
+TEST(WorkloadsSim, all_to_all__small_messages_through_a_link_down_see_no_ack_timeouts) {
   const auto run = [](bool fault) {
     std::string toml = R"(
 [topo]
@@ -808,7 +808,7 @@ sample_interval = 0
       << "fault-free max " << clean.summary.fct_max_us << " us";
 }
 
-TEST(WorkloadsSim, incast_workload_with_trimming__completes_without_timeouts) {
+TEST(WorkloadsSim, incast__with_trimming_completes_without_timeouts) {
   auto sc = parse_scenario(R"(
 [topo]
 hosts = 16
@@ -833,7 +833,7 @@ sample_interval = 0
   EXPECT_GT(r->stats.trims, 0u) << "15:1 overload trims at the destination's leaf";
 }
 
-TEST(WorkloadsSim, permutation_workload__mrc_near_ideal_roce_collides) {
+TEST(WorkloadsSim, permutation__mrc_near_ideal_roce_collides) {
   auto sc = parse_scenario(R"(
 [topo]
 hosts = 32
@@ -942,7 +942,7 @@ TEST(Workloads, steady_permutation__every_host_streams_to_its_derangement_partne
   }
 }
 
-TEST(WorkloadsSim, steady_and_flows_kinds_run_through_the_runner) {
+TEST(WorkloadsSim, steady_and_flows__run_through_the_runner) {
   auto sc = parse_scenario(R"(name = "s"
 [topo]
 hosts = 16
