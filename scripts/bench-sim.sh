@@ -7,8 +7,9 @@
 #   ranks=2 wall_s=<s> speedup=<serial/parallel> identical=<yes|no> peak_rss_mb_per_rank=<MB>
 # where identical compares flows.csv, links.csv, ev_events.jsonl and summary.json without its
 # "run" section; the serial run uses the blocks layout by default).
-# Results are recorded in docs/performance.md. The machine is shared: run it twice and
-# compare; wall time is the only noisy number (the simulation itself is deterministic).
+# MRC_BENCH_REF=PATH (A and B) measures this build against a reference mrc-sim in the same
+# run (see below). Results are recorded in docs/performance.md. Wall time is the only noisy
+# number (the simulation itself is deterministic): compare runs made side by side.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 which=${1:-A}
@@ -54,8 +55,10 @@ print("ranks=2 wall_s=%.2f speedup=%.2f identical=%s peak_rss_mb_per_rank=%.0f" 
 PY
   exit 0
 fi
-build/bin/mrc-sim "$scenario" --out "$out"
-python3 - "$out/summary.json" <<'PY'
+# MRC_BENCH_ARGS: extra arguments for this build's mrc-sim (e.g. "--set k=v").
+args=(${MRC_BENCH_ARGS:-})
+summary() {
+  python3 - "$1" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 t = d["transports"][0]
@@ -63,4 +66,35 @@ run = d["run"]
 print("wall_s=%.2f peak_rss_mb=%.0f fct_p50_us=%.1f fct_max_us=%.1f ideal_us=%.1f" % (
     run["wall_seconds"], run["peak_rss_bytes"] / 2**20, t["fct_us"]["p50"], t["fct_us"]["max"],
     t["fct_us"]["ideal_max"]))
+PY
+}
+if [ -z "${MRC_BENCH_REF:-}" ]; then
+  build/bin/mrc-sim "$scenario" "${args[@]}" --out "$out"
+  summary "$out/summary.json"
+  exit 0
+fi
+# MRC_BENCH_REF=PATH: a reference mrc-sim (e.g. an older build) runs the same scenario
+# (MRC_BENCH_REF_ARGS: its extra arguments) interleaved with this build, MRC_BENCH_RUNS times
+# each (default 3), reference first; on a shared machine the load then weighs on both alike.
+# Prints every run and ends with the medians and this build's ratios to the reference:
+#   wall_s=<s> peak_rss_mb=<MB> ref_wall_s=<s> ref_peak_rss_mb=<MB> wall_ratio=<x> rss_ratio=<x>
+ref_args=(${MRC_BENCH_REF_ARGS:-})
+runs=${MRC_BENCH_RUNS:-3}
+[ -x "$MRC_BENCH_REF" ] || { echo "MRC_BENCH_REF: not an executable: $MRC_BENCH_REF" >&2; exit 2; }
+for i in $(seq 1 "$runs"); do
+  "$MRC_BENCH_REF" "$scenario" "${ref_args[@]}" --quiet --out "$out/ref$i"
+  echo "run $i reference: $(summary "$out/ref$i/summary.json")"
+  build/bin/mrc-sim "$scenario" "${args[@]}" --quiet --out "$out/new$i"
+  echo "run $i this build: $(summary "$out/new$i/summary.json")"
+done
+python3 - "$out" "$runs" <<'PY'
+import json, statistics, sys
+out, runs = sys.argv[1], int(sys.argv[2])
+def medians(prefix):
+    runs_ = [json.load(open(f"{out}/{prefix}{i}/summary.json"))["run"] for i in range(1, runs + 1)]
+    return (statistics.median(r["wall_seconds"] for r in runs_),
+            statistics.median(r["peak_rss_bytes"] for r in runs_) / 2**20)
+(w, m), (rw, rm) = medians("new"), medians("ref")
+print("wall_s=%.2f peak_rss_mb=%.0f ref_wall_s=%.2f ref_peak_rss_mb=%.0f wall_ratio=%.3f "
+      "rss_ratio=%.3f" % (w, m, rw, rm, w / rw, m / rm))
 PY

@@ -125,10 +125,9 @@ struct TransportConfig {
   Time resurrect_window = PathPolicy{}.resurrect_window;
   Time trim_hold = PathPolicy{}.trim_hold;
   Time probe_budget_interval = EngineConfig{}.probe_budget_interval;
-  // The reverse EV set of ACKs (EngineConfig::reverse_evs_per_plane, paper 2.4); 0 (the
-  // simulator's default, its published results): ACKs take the reverse of their data
-  // packet's path.
-  uint32_t reverse_evs_per_plane = 0;
+  // The reverse EV set of ACKs (EngineConfig::reverse_evs_per_plane, paper 2.4; the engine's
+  // default). 0: ACKs take the reverse of their data packet's path.
+  uint32_t reverse_evs_per_plane = 2;
   // A QP's first packets use the fabric's RTT (EngineConfig::fabric_rtt = the base RTT, and
   // share_rtt) for their tail-loss probe; false: the ACK timeout, as before.
   bool borrow_rtt = true;

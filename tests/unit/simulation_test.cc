@@ -322,14 +322,15 @@ TEST(Simulation, scheduled_departures__match_event_by_event_ports) {
     double p50_us = 0, mean_us = 0, max_us = 0;
     uint64_t trims = 0, fault_drops = 0, qp_errors = 0, events = 0;
   };
-  auto run = [](bool scheduled, bool degraded) {
+  enum Scenario { kPermutation, kPermutationThroughFaults, kDegradedSpines };
+  auto run = [](bool scheduled, Scenario scenario) {
     Outcome o;
     for (uint64_t seed = 1; seed <= 3; ++seed) {
-      SimConfig c = small_fabric(TransportKind::kMrc, 32, degraded ? 1 : 2);
+      SimConfig c = small_fabric(TransportKind::kMrc, 32, scenario == kDegradedSpines ? 1 : 2);
       c.scheduled_departures = scheduled;
       c.seed = seed;
       auto sim = make(c);
-      if (degraded) {
+      if (scenario == kDegradedSpines) {
         // Leaves 1 and 2's hosts to leaves 0 and 3's, one plane, three of the four spines'
         // links to leaves 0 and 3 at a quarter rate: the queues build at the spines' ports.
         for (uint32_t i = 4; i < 12; ++i)
@@ -342,8 +343,10 @@ TEST(Simulation, scheduled_departures__match_event_by_event_ports) {
         const auto perm = derangement(32, 5);
         for (uint32_t i = 0; i < 32; ++i)
           EXPECT_TRUE(sim->add_flow(FlowSpec{i, perm[i], 2u << 20, 0, false, 0}));
-        sim->link_down(LinkRef{LinkRef::kLeafSpine, 0, 1, 2}, us(30));
-        sim->switch_reboot(SwitchRef{SwitchRef::kSpine, 1, 3}, us(60), us(100));
+        if (scenario == kPermutationThroughFaults) {
+          sim->link_down(LinkRef{LinkRef::kLeafSpine, 0, 1, 2}, us(30));
+          sim->switch_reboot(SwitchRef{SwitchRef::kSpine, 1, 3}, us(60), us(100));
+        }
       }
       sim->run(ms(200));
       std::vector<Time> fcts;
@@ -364,36 +367,54 @@ TEST(Simulation, scheduled_departures__match_event_by_event_ports) {
     }
     return o;
   };
-  for (const bool degraded : {false, true}) {
-    const Outcome a = run(true, degraded), b = run(false, degraded);
+  for (const Scenario scenario : {kPermutation, kPermutationThroughFaults, kDegradedSpines}) {
+    const Outcome a = run(true, scenario), b = run(false, scenario);
     const auto near = [](double x, double y, double tolerance) {
       return std::abs(x / y - 1) <= tolerance;
     };
-    // The median of the degraded fabric's 8 flows is one flow's FCT per seed, and which paths
-    // a loss maps out (they stay out until enough probes answer: PathPolicy::resurrect_*)
-    // moves it by 5% between two equally valid event orders (652 / 619 us); the mean over
-    // all flows is the stable statistic there.
-    if (!degraded) {
+    // The two port models are one model: they differ only in the order of simultaneous
+    // events, and a different order is as valid. Tolerances follow the spread that order
+    // alone gives (the same three scenarios over 40 seeds, docs/simulator.md, "Scheduled
+    // departures"; no bias between the models in any statistic).
+    if (scenario == kPermutation) {
+      // Without faults every flow ends within a fraction of a percent either way (the slowest
+      // flow per seed: 0.6% standard deviation between the models): a port model that
+      // mis-times departures or priorities shows here.
+      EXPECT_TRUE(near(a.p50_us, b.p50_us, 0.01)) << a.p50_us << " vs " << b.p50_us;
+      EXPECT_TRUE(near(a.mean_us, b.mean_us, 0.01)) << a.mean_us << " vs " << b.mean_us;
+      EXPECT_TRUE(near(a.max_us, b.max_us, 0.02)) << a.max_us << " vs " << b.max_us;
+    } else if (scenario == kPermutationThroughFaults) {
       EXPECT_TRUE(near(a.p50_us, b.p50_us, 0.04)) << a.p50_us << " vs " << b.p50_us;
-    }
-    EXPECT_TRUE(near(a.mean_us, b.mean_us, 0.04)) << a.mean_us << " vs " << b.mean_us;
-    EXPECT_TRUE(near(a.max_us, b.max_us, 0.05)) << a.max_us << " vs " << b.max_us;
-    EXPECT_EQ(a.qp_errors + b.qp_errors, 0u);
-    if (degraded) {
-      EXPECT_GT(a.trims, 0u);
-      EXPECT_TRUE(near(a.trims, b.trims, 0.2)) << a.trims << " vs " << b.trims;
-    } else {
+      EXPECT_TRUE(near(a.mean_us, b.mean_us, 0.04)) << a.mean_us << " vs " << b.mean_us;
+      // Through the faults the slowest flow is the one whose packets or ACKs the faults hit
+      // last, and how long it waits (for a probe to map a dead path out of its EV set or its
+      // receiver's reverse EV set, paper 2.4, or for a tail-loss probe) turns on which of its
+      // packets met the fault: 10% standard deviation per seed between the models with the
+      // reverse EV set (5% without), 6% for this average of 3 seeds. 15% is 2.5 of those.
+      EXPECT_TRUE(near(a.max_us, b.max_us, 0.15)) << a.max_us << " vs " << b.max_us;
       EXPECT_GT(a.fault_drops, 0u);
       EXPECT_GT(b.fault_drops, 0u);
+    } else {
+      // The median of the degraded fabric's 8 flows is one flow's FCT per seed, and which
+      // paths a loss maps out (they stay out until enough probes answer:
+      // PathPolicy::resurrect_*) moves it by 5% between two event orders; the mean over all
+      // flows is the stable statistic there.
+      EXPECT_TRUE(near(a.mean_us, b.mean_us, 0.04)) << a.mean_us << " vs " << b.mean_us;
+      EXPECT_TRUE(near(a.max_us, b.max_us, 0.05)) << a.max_us << " vs " << b.max_us;
+      EXPECT_GT(a.trims, 0u);
+      EXPECT_TRUE(near(a.trims, b.trims, 0.2)) << a.trims << " vs " << b.trims;
     }
+    EXPECT_EQ(a.qp_errors + b.qp_errors, 0u);
     // The schedule is what ran: it saves an event per packet and hop on busy ports.
     EXPECT_LT(a.events, b.events * 95 / 100);
+    static constexpr const char* kNames[] = {"permutation", "permutation through faults",
+                                             "leaf to leaf over degraded spine links"};
     std::printf(
         "%s, 3 seeds: mean p50 %.2f/%.2f us, mean %.2f/%.2f us, max %.2f/%.2f us, "
         "trims %llu/%llu, events %llu/%llu (scheduled/event by event)\n",
-        degraded ? "leaf to leaf over degraded spine links" : "permutation through faults",
-        a.p50_us, b.p50_us, a.mean_us, b.mean_us, a.max_us, b.max_us, (unsigned long long)a.trims,
-        (unsigned long long)b.trims, (unsigned long long)a.events, (unsigned long long)b.events);
+        kNames[scenario], a.p50_us, b.p50_us, a.mean_us, b.mean_us, a.max_us, b.max_us,
+        (unsigned long long)a.trims, (unsigned long long)b.trims, (unsigned long long)a.events,
+        (unsigned long long)b.events);
   }
 }
 
