@@ -551,8 +551,23 @@ struct Simulation::Impl {
     free_packets.push_back(i);
   }
 
+  // Building the fabric (simulation_topology.cc): build() runs the steps below in order.
   Status build();
+  Status shape_fat_tree(Time hop);
+  Status shape_two_tier(Time hop);
+  void set_queue_thresholds(uint32_t mtu_wire);
+  Status set_up_partitions();
   void build_fat_tree_switches(bool sample_links);
+  void build_two_tier_switches(bool sample_links);
+  void set_up_ports_and_routing_view();
+  void build_hosts();
+  void number_host_links(uint32_t first_id);
+  void assign_block_partitions();
+  void share_memory_keys();
+  void schedule_link_samples();
+  void set_up_throughput();
+  void set_departure_chains();
+  void release_remote_switch_ports();
   // qp_index: which of a flow's QPs (transport.qps_per_flow); path_set: pinned EVs (0: none).
   void build_paths(HostId src, HostId dst, uint32_t plane, uint32_t qp_index, uint16_t path_set,
                    QpAttr& a);

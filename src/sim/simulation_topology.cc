@@ -9,56 +9,102 @@
 
 namespace mrc::sim {
 
+// The fabric from cfg: its shape, the switches' queue thresholds, the partitions with their
+// event queues, switches and ports, hosts with their engines, then what runs on them (link
+// sampling, throughput series, scheduled departures). The order of the steps is the order of
+// the events they schedule, which the results depend on.
 Status Simulation::Impl::build() {
   const TopologyConfig& t = cfg.topo;
   P = t.planes;
   const uint32_t mtu_wire = cfg.transport.mtu + 120 + kIpUdpBytes + kEthernetOverhead;
   const Time hop = t.link_delay + serialization(mtu_wire, t.link_bps);
-  if (t.kind == TopologyKind::kFatTree) {
-    // One plane; k/2 hosts and k/2 uplinks per leaf; pods as many as the hosts need (a core
-    // has one port per pod, so at most k pods).
-    fat_tree = true;
-    if (P != 1 || (t.tiers != 3 && t.tiers != 4) || t.radix < 4 || t.radix % 2 != 0 ||
-        t.hosts_per_leaf != 0 || t.spines != 0 || t.radix >= 0x4000)
-      return fail(Error::kInvalidArgument);
-    ft_tiers = t.tiers;
-    half = t.radix / 2;
-    H = U = half;
-    const uint64_t pod_hosts = static_cast<uint64_t>(half) * half;
-    if (ft_tiers == 3) {
-      pods = static_cast<uint32_t>((t.hosts + pod_hosts - 1) / pod_hosts);
-      if (pods > t.radix) return fail(Error::kInvalidArgument);
-      cores = half * half;
-    } else {
-      // Whole superpods (a core has one port per superpod, so at most k of them).
-      superpods = static_cast<uint32_t>((t.hosts + pod_hosts * half - 1) / (pod_hosts * half));
-      if (superpods > t.radix) return fail(Error::kInvalidArgument);
-      pods = superpods * half;
-      ft_spines = superpods * half * half;
-      cores = half * half * half;
-      if (pods * half > kMaxFourTierAggsOrSpines || ft_spines > kMaxFourTierAggsOrSpines)
-        return fail(Error::kInvalidArgument);
-    }
-    L = pods * half;
-    aggs = pods * half;
-    if (L > kMaxFatTreeSwitchesPerTier || cores > kMaxFatTreeSwitchesPerTier)
-      return fail(Error::kInvalidArgument);
-    S = aggs + ft_spines + cores;
-    // Longest path: 2 x tiers links and 2 x tiers - 1 switches each way; within a pod 4 and
-    // 3; within a superpod (four tiers) 6 and 5.
-    base_rtt = 2 * ((2 * ft_tiers) * hop + (2 * ft_tiers - 1) * t.switch_latency);
+  if (auto s = t.kind == TopologyKind::kFatTree ? shape_fat_tree(hop) : shape_two_tier(hop); !s)
+    return s;
+  set_queue_thresholds(mtu_wire);
+  if (auto s = set_up_partitions(); !s) return s;
+
+  switches.resize(static_cast<size_t>(P) * (L + S));
+  // Sampled: every switch-switch link direction, when there are not too many.
+  const uint64_t sampled_links = fat_tree ? 2ull * (L + aggs + ft_spines) * half : 2ull * P * L * U;
+  const bool sample_links = cfg.sample_interval > 0 && sampled_links <= 65536;
+  if (fat_tree) {
+    build_fat_tree_switches(sample_links);
   } else {
-    H = t.hosts_per_leaf ? t.hosts_per_leaf : t.radix / 2;
-    if (H == 0 || H >= t.radix) return fail(Error::kInvalidArgument);
-    U = t.radix - H;
-    L = (t.hosts + H - 1) / H;
-    S = t.spines ? t.spines : U;
-    if (S == 0 || U % S != 0) return fail(Error::kInvalidArgument);
-    k_parallel = U / S;
-    if (L * k_parallel > t.radix) return fail(Error::kInvalidArgument);  // spine ports
-    // Base RTT of the longest path: 4 links each way, a full MTU serialized per hop.
-    base_rtt = 2 * (4 * hop + 3 * t.switch_latency);
+    build_two_tier_switches(sample_links);
   }
+  set_up_ports_and_routing_view();
+  build_hosts();
+  // The last hop's queues, numbered after the switch-switch links.
+  const uint64_t host_links = static_cast<uint64_t>(t.hosts) * P;
+  const bool sample_host_links =
+      cfg.sample_interval > 0 && cfg.sample_host_links && host_links <= 65536;
+  if (sample_host_links) number_host_links(sample_links ? static_cast<uint32_t>(sampled_links) : 0);
+  if (blocks) assign_block_partitions();
+  if (ex != nullptr) share_memory_keys();
+  if (cfg.sample_interval > 0 && (sample_links || sample_host_links)) schedule_link_samples();
+  if (cfg.throughput_interval > 0) set_up_throughput();
+  set_departure_chains();
+  if (ex != nullptr && !sample_links) release_remote_switch_ports();
+  return {};
+}
+
+// A fat tree: one plane; k/2 hosts and k/2 uplinks per leaf; pods as many as the hosts need
+// (a core has one port per pod, so at most k pods).
+Status Simulation::Impl::shape_fat_tree(Time hop) {
+  const TopologyConfig& t = cfg.topo;
+  fat_tree = true;
+  if (P != 1 || (t.tiers != 3 && t.tiers != 4) || t.radix < 4 || t.radix % 2 != 0 ||
+      t.hosts_per_leaf != 0 || t.spines != 0 || t.radix >= 0x4000)
+    return fail(Error::kInvalidArgument);
+  ft_tiers = t.tiers;
+  half = t.radix / 2;
+  H = U = half;
+  const uint64_t pod_hosts = static_cast<uint64_t>(half) * half;
+  if (ft_tiers == 3) {
+    pods = static_cast<uint32_t>((t.hosts + pod_hosts - 1) / pod_hosts);
+    if (pods > t.radix) return fail(Error::kInvalidArgument);
+    cores = half * half;
+  } else {
+    // Whole superpods (a core has one port per superpod, so at most k of them).
+    superpods = static_cast<uint32_t>((t.hosts + pod_hosts * half - 1) / (pod_hosts * half));
+    if (superpods > t.radix) return fail(Error::kInvalidArgument);
+    pods = superpods * half;
+    ft_spines = superpods * half * half;
+    cores = half * half * half;
+    if (pods * half > kMaxFourTierAggsOrSpines || ft_spines > kMaxFourTierAggsOrSpines)
+      return fail(Error::kInvalidArgument);
+  }
+  L = pods * half;
+  aggs = pods * half;
+  if (L > kMaxFatTreeSwitchesPerTier || cores > kMaxFatTreeSwitchesPerTier)
+    return fail(Error::kInvalidArgument);
+  S = aggs + ft_spines + cores;
+  // Longest path: 2 x tiers links and 2 x tiers - 1 switches each way; within a pod 4 and
+  // 3; within a superpod (four tiers) 6 and 5.
+  base_rtt = 2 * ((2 * ft_tiers) * hop + (2 * ft_tiers - 1) * t.switch_latency);
+  return {};
+}
+
+// A two-tier Clos: per plane, L leaves of H hosts and U uplinks, S spines (U / S parallel
+// links between a leaf and a spine).
+Status Simulation::Impl::shape_two_tier(Time hop) {
+  const TopologyConfig& t = cfg.topo;
+  H = t.hosts_per_leaf ? t.hosts_per_leaf : t.radix / 2;
+  if (H == 0 || H >= t.radix) return fail(Error::kInvalidArgument);
+  U = t.radix - H;
+  L = (t.hosts + H - 1) / H;
+  S = t.spines ? t.spines : U;
+  if (S == 0 || U % S != 0) return fail(Error::kInvalidArgument);
+  k_parallel = U / S;
+  if (L * k_parallel > t.radix) return fail(Error::kInvalidArgument);  // spine ports
+  // Base RTT of the longest path: 4 links each way, a full MTU serialized per hop.
+  base_rtt = 2 * (4 * hop + 3 * t.switch_latency);
+  return {};
+}
+
+// Queue size, ECN, trimming and PFC thresholds: configured, or derived from the fabric's BDP.
+void Simulation::Impl::set_queue_thresholds(uint32_t mtu_wire) {
+  const TopologyConfig& t = cfg.topo;
   const uint64_t bdp = static_cast<uint64_t>(static_cast<__uint128_t>(t.link_bps) * base_rtt /
                                              (8 * kPicosPerSecond));
   const SwitchConfig& sw = cfg.sw;
@@ -69,8 +115,13 @@ Status Simulation::Impl::build() {
   pfc_xoff = sw.pfc_xoff_bytes ? sw.pfc_xoff_bytes : queue_bytes;
   pfc_xon = sw.pfc_xon_bytes ? sw.pfc_xon_bytes : pfc_xoff / 2;
   if (sw.pfc) queue_bytes = std::max(queue_bytes, 4 * pfc_xoff);  // lossless headroom
+}
 
-  // Partitions: hosts in 0, plane p in 1 + p, when links give a lookahead; or blocks.
+// Partitions: hosts in 0, plane p in 1 + p, when links give a lookahead; or blocks (and, over
+// several ranks, the blocks this rank holds). Each partition gets its event queue and random
+// generator.
+Status Simulation::Impl::set_up_partitions() {
+  const TopologyConfig& t = cfg.topo;
   lookahead = t.link_delay;
   num_partitions = lookahead > 0 ? 1 + P : 1;
   if (blocks) {
@@ -107,14 +158,14 @@ Status Simulation::Impl::build() {
     rngs.emplace_back(cfg.seed * 0x9E3779B97F4A7C15ull + i);
   }
   seq.assign(num_partitions + 1, 0);  // + the global origin
+  return {};
+}
 
-  switches.resize(static_cast<size_t>(P) * (L + S));
+// A two-tier Clos's switches, plane by plane: leaves (host ports, then uplinks: uplink u to
+// spine u mod S, lane u / S), then spines (one port per leaf and lane).
+void Simulation::Impl::build_two_tier_switches(bool sample_links) {
   uint32_t link_id = 0;
-  // Sampled: every switch-switch link direction, when there are not too many.
-  const uint64_t sampled_links = fat_tree ? 2ull * (L + aggs + ft_spines) * half : 2ull * P * L * U;
-  const bool sample_links = cfg.sample_interval > 0 && sampled_links <= 65536;
-  if (fat_tree) build_fat_tree_switches(sample_links);
-  for (uint32_t p = 0; p < (fat_tree ? 0 : P); ++p) {
+  for (uint32_t p = 0; p < P; ++p) {
     for (uint32_t l = 0; l < L; ++l) {
       Switch& s = switches[leaf_index(p, l)];
       s.kind = Switch::kLeaf;
@@ -153,6 +204,12 @@ Status Simulation::Impl::build() {
       }
     }
   }
+}
+
+// Every port's link rate and delay, the switches' PFC accounting, and a routing view with
+// every link up.
+void Simulation::Impl::set_up_ports_and_routing_view() {
+  const TopologyConfig& t = cfg.topo;
   for (Switch& s : switches) {
     for (Port& port : s.ports) {
       port.rate.set(t.link_bps);
@@ -165,7 +222,12 @@ Status Simulation::Impl::build() {
       fat_tree ? static_cast<size_t>(L + aggs + ft_spines) * half : static_cast<size_t>(P) * L * U,
       0);
   route_down_count.assign(P, 0);
+}
 
+// The hosts: an engine each (over several ranks, for this rank's hosts only), its memory
+// registered, and a NIC port per plane wired to the host's leaf.
+void Simulation::Impl::build_hosts() {
+  const TopologyConfig& t = cfg.topo;
   hosts.resize(t.hosts);
   engines.reserve(t.hosts);
   for (HostId h = 0; h < t.hosts; ++h) {
@@ -202,61 +264,74 @@ Status Simulation::Impl::build() {
       hp.delay = t.link_delay;
     }
   }
-  // The last hop's queues, numbered after the switch-switch links.
-  const uint64_t host_links = static_cast<uint64_t>(t.hosts) * P;
-  const bool sample_host_links =
-      cfg.sample_interval > 0 && cfg.sample_host_links && host_links <= 65536;
-  if (sample_host_links) {
-    uint32_t next_id = sample_links ? static_cast<uint32_t>(sampled_links) : 0;
-    for (Switch& s : switches) {
-      if (s.kind != Switch::kLeaf) continue;
-      for (Port& port : s.ports)
-        if (port.peer_is_host && port.peer < t.hosts) port.link_id = next_id++;
-    }
+}
+
+// Sampled last hops (leaf to host), numbered from `first_id`.
+void Simulation::Impl::number_host_links(uint32_t first_id) {
+  uint32_t next_id = first_id;
+  for (Switch& s : switches) {
+    if (s.kind != Switch::kLeaf) continue;
+    for (Port& port : s.ports)
+      if (port.peer_is_host && port.peer < cfg.topo.hosts) port.link_id = next_id++;
   }
+}
+
+// Blocks layout: every switch's block, the switches each block samples, and the per-host QP
+// counts.
+void Simulation::Impl::assign_block_partitions() {
+  for (Switch& s : switches)
+    s.partition = switch_partition(s);
+  partition_switches.assign(num_partitions, {});
+  for (uint32_t i = 0; i < switches.size(); ++i)
+    partition_switches[switches[i].partition].push_back(i);
+  qps_created.assign(cfg.topo.hosts, 0);
+}
+
+// Another rank's hosts: only their memory keys are read here (a WRITE names the destination's
+// rkey), and every engine's first registration gets the same keys.
+void Simulation::Impl::share_memory_keys() {
+  MemoryKeys keys{};
+  for (const Host& host : hosts)
+    if (host.engine) keys = host.keys;
+  for (Host& host : hosts)
+    if (!host.engine) host.keys = keys;
+}
+
+// The first link sample of each plane (blocks layout: of each block).
+void Simulation::Impl::schedule_link_samples() {
   if (blocks) {
-    for (Switch& s : switches)
-      s.partition = switch_partition(s);
-    partition_switches.assign(num_partitions, {});
-    for (uint32_t i = 0; i < switches.size(); ++i)
-      partition_switches[switches[i].partition].push_back(i);
-    qps_created.assign(t.hosts, 0);
+    for (uint32_t b = 0; b < num_partitions; ++b)
+      schedule_global(b, cfg.sample_interval, kSample, b);
+  } else {
+    for (uint32_t p = 0; p < P; ++p)
+      schedule(plane_partition(p), cfg.sample_interval, kSample, p);
   }
-  if (ex != nullptr) {
-    // Another rank's hosts: only their memory keys are read here (a WRITE names the
-    // destination's rkey), and every engine's first registration gets the same keys.
-    MemoryKeys keys{};
-    for (const Host& host : hosts)
-      if (host.engine) keys = host.keys;
-    for (Host& host : hosts)
-      if (!host.engine) host.keys = keys;
+}
+
+// Throughput series: the per-host counters and the first sample (blocks layout: per block,
+// with each block's range of hosts).
+void Simulation::Impl::set_up_throughput() {
+  const TopologyConfig& t = cfg.topo;
+  rx_placed.assign(t.hosts, 0);
+  if (blocks) {
+    // A block's hosts are contiguous (leaves, or pods, in order).
+    block_tp.assign(num_partitions, {});
+    block_first_host.assign(num_partitions + 1, t.hosts);
+    for (HostId h = t.hosts; h-- > 0;)
+      block_first_host[host_partition(h)] = h;
+    for (uint32_t b = num_partitions; b-- > 0;)
+      block_first_host[b] = std::min(block_first_host[b], block_first_host[b + 1]);
+    for (uint32_t b = 0; b < num_partitions; ++b)
+      schedule_global(b, cfg.throughput_interval, kThroughput, b);
+  } else {
+    tx_placed.assign(t.hosts, 0);
+    schedule(0, cfg.throughput_interval, kThroughput);
   }
-  if (cfg.sample_interval > 0 && (sample_links || sample_host_links)) {
-    if (blocks) {
-      for (uint32_t b = 0; b < num_partitions; ++b)
-        schedule_global(b, cfg.sample_interval, kSample, b);
-    } else {
-      for (uint32_t p = 0; p < P; ++p)
-        schedule(plane_partition(p), cfg.sample_interval, kSample, p);
-    }
-  }
-  if (cfg.throughput_interval > 0) {
-    rx_placed.assign(t.hosts, 0);
-    if (blocks) {
-      // A block's hosts are contiguous (leaves, or pods, in order).
-      block_tp.assign(num_partitions, {});
-      block_first_host.assign(num_partitions + 1, t.hosts);
-      for (HostId h = t.hosts; h-- > 0;)
-        block_first_host[host_partition(h)] = h;
-      for (uint32_t b = num_partitions; b-- > 0;)
-        block_first_host[b] = std::min(block_first_host[b], block_first_host[b + 1]);
-      for (uint32_t b = 0; b < num_partitions; ++b)
-        schedule_global(b, cfg.throughput_interval, kThroughput, b);
-    } else {
-      tx_placed.assign(t.hosts, 0);
-      schedule(0, cfg.throughput_interval, kThroughput);
-    }
-  }
+}
+
+// Which ports may keep a schedule of departures (Port::wire): without PFC, towards a peer in
+// the port's own partition.
+void Simulation::Impl::set_departure_chains() {
   for (Switch& s : switches) {
     for (Port& port : s.ports) {
       const uint32_t peer_partition =
@@ -264,16 +339,16 @@ Status Simulation::Impl::build() {
       port.chain_ok = cfg.scheduled_departures && !cfg.sw.pfc && peer_partition == s.partition;
     }
   }
-  if (ex != nullptr && !sample_links) {
-    // Another rank's switches are never touched here: keep their names, not their ports.
-    for (Switch& s : switches) {
-      if (owned[s.partition]) continue;
-      std::vector<Port>().swap(s.ports);
-      std::vector<uint64_t>().swap(s.ingress_bytes);
-      std::vector<uint8_t>().swap(s.pause_sent);
-    }
+}
+
+// Another rank's switches are never touched here: keep their names, not their ports.
+void Simulation::Impl::release_remote_switch_ports() {
+  for (Switch& s : switches) {
+    if (owned[s.partition]) continue;
+    std::vector<Port>().swap(s.ports);
+    std::vector<uint64_t>().swap(s.ingress_bytes);
+    std::vector<uint8_t>().swap(s.pause_sent);
   }
-  return {};
 }
 
 uint32_t Simulation::Impl::switch_partition(const Switch& s) const {
