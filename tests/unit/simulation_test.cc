@@ -99,7 +99,7 @@ FlowResult expect_single_flow_line_rate(const SimConfig& c, HostId src, HostId d
   return f;
 }
 
-TEST(Simulation, single_flow__reaches_97_percent_of_line_rate) {
+TEST(Simulation, run__single_flow_reaches_97_percent_of_line_rate) {
   expect_single_flow_line_rate(small_fabric(TransportKind::kMrc, 16, 2, 8), 0, 15, 200e9);
 }
 
@@ -132,7 +132,7 @@ TEST(Simulation, ideal_fct__is_the_fct_of_the_flow_alone_on_the_fabric) {
   EXPECT_EQ(one.ideal_fct, 4 * ns(500) + 2 * 4238 * 80 + 2 * 210 * 80);
 }
 
-TEST(Simulation, permutation__mrc_every_flow_within_1_3x_ideal) {
+TEST(Simulation, run__permutation_mrc_every_flow_within_1_3x_ideal) {
   auto sim = make(small_fabric(TransportKind::kMrc));
   const auto perm = derangement(32, 3);
   for (uint32_t i = 0; i < 32; ++i)
@@ -153,7 +153,7 @@ TEST(Simulation, permutation__mrc_every_flow_within_1_3x_ideal) {
               (unsigned long long)sim->stats().ecn_marks);
 }
 
-TEST(Simulation, permutation__roce_ecmp_shows_hash_collisions) {
+TEST(Simulation, run__permutation_roce_ecmp_shows_hash_collisions) {
   // Lossless RoCE as deployed (PFC on): without it, tail drops wait for the ACK timeout.
   SimConfig c = small_fabric(TransportKind::kRoce);
   c.sw.pfc = true;
@@ -178,7 +178,7 @@ TEST(Simulation, permutation__roce_ecmp_shows_hash_collisions) {
               (unsigned long long)sim->stats().drops, (unsigned long long)sim->stats().ecn_marks);
 }
 
-TEST(Simulation, pfc_resume_during_a_control_frame__lossless_roce_never_times_out) {
+TEST(Simulation, run__pfc_resume_during_a_control_frame_lossless_roce_never_times_out) {
   // Regression: an XON that reached a port while it serialized an ACK (control traffic is not
   // paused) left the paused data queued with no transmission scheduled, until the next packet
   // arrived at the port: for the last flows through it, the 4.2 ms ACK timeout. Here (a low
@@ -204,7 +204,7 @@ TEST(Simulation, pfc_resume_during_a_control_frame__lossless_roce_never_times_ou
   }
 }
 
-TEST(Simulation, link_failure_and_spine_reboot__mrc_finishes_without_qp_errors) {
+TEST(Simulation, run__link_failure_and_spine_reboot_mrc_finishes_without_qp_errors) {
   auto sim = make(small_fabric(TransportKind::kMrc));
   const auto perm = derangement(32, 5);
   for (uint32_t i = 0; i < 32; ++i)
@@ -224,7 +224,7 @@ TEST(Simulation, link_failure_and_spine_reboot__mrc_finishes_without_qp_errors) 
 // Paper 3, 5.2.2: a NIC-T0 link dies (host 0's plane 1). Host 0's NIC remaps its EVs after
 // the remap delay, and its ACKs' port-state bitmap tells every sender to leave plane 1 for it,
 // so the senders neither lose a packet on every EV of the plane nor probe it for ever.
-TEST(Simulation, host_link_down__peers_learn_the_dead_port_from_acks_and_finish_in_time) {
+TEST(Simulation, link_down__host_link_peers_learn_the_dead_port_from_acks_and_finish_in_time) {
   SimConfig c = small_fabric(TransportKind::kMrc, 16, 4, 8);
   c.transport.port_remap_delay = us(5);
   auto sim = make(c);
@@ -254,7 +254,7 @@ TEST(Simulation, host_link_down__peers_learn_the_dead_port_from_acks_and_finish_
   EXPECT_LT(st.fault_drops, 200u);
 }
 
-TEST(Simulation, incast_with_trimming__no_timeouts) {
+TEST(Simulation, run__incast_with_trimming_has_no_timeouts) {
   auto sim = make(small_fabric(TransportKind::kMrc));
   for (uint32_t i = 1; i < 17; ++i)
     ASSERT_TRUE(sim->add_flow(FlowSpec{i, 0, 512u << 10, 0, false, 0}));
@@ -267,7 +267,7 @@ TEST(Simulation, incast_with_trimming__no_timeouts) {
               (unsigned long long)sim->stats().trims, (unsigned long long)sim->stats().retransmits);
 }
 
-TEST(Simulation, determinism__same_seed_same_results) {
+TEST(Simulation, run__same_seed_same_results) {
   auto run = [] {
     auto sim = make(small_fabric(TransportKind::kMrc));
     const auto perm = derangement(32, 9);
@@ -317,7 +317,7 @@ TEST(Simulation,
 // Two workloads: faults that recall scheduled packets (a link down, a spine reboot), and
 // congestion on switch-to-switch ports (degraded spine links) where trimmed headers overtake
 // the waiting data.
-TEST(Simulation, scheduled_departures__match_event_by_event_ports) {
+TEST(Simulation, run__scheduled_departures_match_event_by_event_ports) {
   struct Outcome {
     double p50_us = 0, mean_us = 0, max_us = 0;
     uint64_t trims = 0, fault_drops = 0, qp_errors = 0, events = 0;
@@ -476,7 +476,7 @@ std::unique_ptr<Simulation> run_permutation(const SimConfig& c, uint32_t hosts, 
   return sim;
 }
 
-TEST(FatTree, shape__pods_hops_and_refused_configurations) {
+TEST(Simulation, create__fat_tree_pods_hops_and_refused_configurations) {
   auto sim = make(fat_tree(TransportKind::kMrc, 96));  // 6 of 8 pods
   EXPECT_EQ(sim->num_pods(), 6u);
   EXPECT_EQ(sim->pod_width(), 4u);
@@ -496,14 +496,14 @@ TEST(FatTree, shape__pods_hops_and_refused_configurations) {
   SimConfig too_many = fat_tree(TransportKind::kMrc, 129);
   EXPECT_FALSE(Simulation::create(too_many));
   SimConfig four = fat_tree(TransportKind::kMrc);
-  four.topo.tiers = 4;  // simulated since the route spans DA + SRH (FourTierFatTree below)
+  four.topo.tiers = 4;  // simulated since the route spans DA + SRH (the four_tier tests below)
   EXPECT_TRUE(Simulation::create(four));
   SimConfig planes = fat_tree(TransportKind::kMrc);
   planes.topo.planes = 2;
   EXPECT_FALSE(Simulation::create(planes));
 }
 
-TEST(FatTree, check_usid_forwarding__every_path_of_every_pair) {
+TEST(Simulation, check_usid_forwarding__fat_tree_every_path_of_every_pair) {
   // k = 4, 16 hosts: per source 1 same-leaf route, 2 hosts x 2 aggs in the pod, 12 hosts x 4
   // cores in other pods.
   auto k4 = make(fat_tree(TransportKind::kMrc, 16, 4));
@@ -519,7 +519,7 @@ TEST(FatTree, check_usid_forwarding__every_path_of_every_pair) {
   EXPECT_EQ(roce->check_usid_forwarding().error(), Error::kInvalidArgument);
 }
 
-TEST(FatTree, ideal_fct__uses_the_pairs_own_path) {
+TEST(Simulation, ideal_fct__fat_tree_uses_the_pairs_own_path) {
   // Same leaf, same pod, another pod: each flow alone on the fabric.
   std::vector<FlowResult> f;
   for (HostId dst : {1u, 4u, 16u})
@@ -532,13 +532,13 @@ TEST(FatTree, ideal_fct__uses_the_pairs_own_path) {
     EXPECT_EQ(r.fct, r.ideal_fct) << "to host " << r.spec.dst;
 }
 
-TEST(FatTree, single_flow__reaches_97_percent_of_line_rate) {
+TEST(Simulation, run__fat_tree_single_flow_reaches_97_percent_of_line_rate) {
   const FlowResult f =
       expect_single_flow_line_rate(fat_tree(TransportKind::kMrc), 0, 127, 100e9);  // pod 0 to pod 7
   EXPECT_GE(f.paths_used, 16u);                                                    // every core
 }
 
-TEST(FatTree, permutation__mrc_within_ceiling_of_ideal) {
+TEST(Simulation, run__fat_tree_permutation_mrc_within_ceiling_of_ideal) {
   auto sim = run_permutation(fat_tree(TransportKind::kMrc), 128, 2u << 20, 3, ms(100));
   // Non-blocking fat tree, 16 paths between pods: spraying keeps every flow near its ideal.
   EXPECT_LE(max_slowdown(*sim), 1.15);
@@ -548,7 +548,7 @@ TEST(FatTree, permutation__mrc_within_ceiling_of_ideal) {
               (unsigned long long)sim->stats().trims, (unsigned long long)sim->stats().ecn_marks);
 }
 
-TEST(FatTree, permutation__roce_ecmp_shows_hash_collisions) {
+TEST(Simulation, run__fat_tree_permutation_roce_ecmp_shows_hash_collisions) {
   SimConfig c = fat_tree(TransportKind::kRoce);
   c.sw.pfc = true;
   auto sim = run_permutation(c, 128, 2u << 20, 3, ms(200));
@@ -561,7 +561,7 @@ TEST(FatTree, permutation__roce_ecmp_shows_hash_collisions) {
               (unsigned long long)sim->stats().pfc_pauses);
 }
 
-TEST(FatTree, core_link_failure_and_core_reboot__mrc_finishes_without_qp_errors) {
+TEST(Simulation, run__fat_tree_core_link_failure_and_core_reboot_mrc_finishes_without_qp_errors) {
   auto sim = make(fat_tree(TransportKind::kMrc));
   add_permutation(*sim, 128, 2u << 20, 5);
   sim->link_down(LinkRef{LinkRef::kAggCore, 0, 1, 5, 2}, us(10));  // pod2/agg1-core5
@@ -591,13 +591,13 @@ void expect_roce_recovers(SimConfig c, uint32_t hosts, std::initializer_list<Lin
   EXPECT_GT(sim->stats().fault_drops, 0u);
 }
 
-TEST(FatTree, core_link_failure__roce_recovers_after_routing_convergence) {
+TEST(Simulation, link_down__fat_tree_core_link_roce_recovers_after_routing_convergence) {
   expect_roce_recovers(
       fat_tree(TransportKind::kRoce), 128,
       {LinkRef{LinkRef::kAggCore, 0, 0, 1, 0}, LinkRef{LinkRef::kLeafAgg, 0, 0, 2, 1}});
 }
 
-TEST(FatTree, determinism__same_seed_same_results) {
+TEST(Simulation, run__fat_tree_same_seed_same_results) {
   auto run = [](TransportKind kind) {
     auto sim = make(fat_tree(kind));
     add_permutation(*sim, 128, 512u << 10, 9);
@@ -617,7 +617,7 @@ SimConfig four_tier(TransportKind kind, uint32_t hosts = 32, uint32_t radix = 4)
   return c;
 }
 
-TEST(FourTierFatTree, shape__superpods_hops_names_and_refused_configurations) {
+TEST(Simulation, create__four_tier_superpods_hops_names_and_refused_configurations) {
   auto sim = make(four_tier(TransportKind::kMrc));  // k = 4: 4 superpods, full
   EXPECT_EQ(sim->num_superpods(), 4u);
   EXPECT_EQ(sim->num_pods(), 8u);
@@ -648,7 +648,7 @@ TEST(FourTierFatTree, shape__superpods_hops_names_and_refused_configurations) {
   EXPECT_FALSE(Simulation::create(five));
 }
 
-TEST(FourTierFatTree, check_usid_forwarding__both_carriers_hop_by_hop) {
+TEST(Simulation, check_usid_forwarding__four_tier_both_carriers_hop_by_hop) {
   // k = 4, 32 hosts, per source: 1 same-leaf route, 2 hosts x 2 aggs in the pod, 4 hosts x 4
   // spines in the superpod, 24 hosts x 8 cores in other superpods (7 uSIDs: DA + SRH).
   auto k4 = make(four_tier(TransportKind::kMrc));
@@ -673,7 +673,7 @@ TEST(FourTierFatTree, check_usid_forwarding__both_carriers_hop_by_hop) {
   EXPECT_EQ(roce->check_usid_forwarding().error(), Error::kInvalidArgument);
 }
 
-TEST(FourTierFatTree, ideal_fct__uses_the_pairs_own_path) {
+TEST(Simulation, ideal_fct__four_tier_uses_the_pairs_own_path) {
   std::vector<FlowResult> f;
   for (HostId dst : {1u, 2u, 4u, 31u})  // leaf, pod, superpod, another superpod
     f.push_back(flow_alone(four_tier(TransportKind::kMrc), 0, dst, 4096));
@@ -685,13 +685,13 @@ TEST(FourTierFatTree, ideal_fct__uses_the_pairs_own_path) {
     EXPECT_EQ(r.fct, r.ideal_fct) << "to host " << r.spec.dst;
 }
 
-TEST(FourTierFatTree, single_flow__reaches_97_percent_of_line_rate) {
+TEST(Simulation, run__four_tier_single_flow_reaches_97_percent_of_line_rate) {
   const FlowResult f = expect_single_flow_line_rate(four_tier(TransportKind::kMrc), 0, 31,
                                                     100e9);  // superpod 0 to 3
   EXPECT_GE(f.paths_used, 8u);                               // every core
 }
 
-TEST(FourTierFatTree, permutation__mrc_within_ceiling_of_ideal) {
+TEST(Simulation, run__four_tier_permutation_mrc_within_ceiling_of_ideal) {
   auto sim = run_permutation(four_tier(TransportKind::kMrc, 162, 6), 162, 1u << 20, 3,
                              ms(100));  // k = 6: 27 paths between superpods
   EXPECT_LE(max_slowdown(*sim), 1.2);
@@ -701,7 +701,7 @@ TEST(FourTierFatTree, permutation__mrc_within_ceiling_of_ideal) {
               (unsigned long long)sim->stats().trims);
 }
 
-TEST(FourTierFatTree, permutation__roce_ecmp_shows_hash_collisions) {
+TEST(Simulation, run__four_tier_permutation_roce_ecmp_shows_hash_collisions) {
   SimConfig c = four_tier(TransportKind::kRoce, 162, 6);
   c.sw.pfc = true;
   auto sim = run_permutation(c, 162, 1u << 20, 3, ms(200));
@@ -713,7 +713,7 @@ TEST(FourTierFatTree, permutation__roce_ecmp_shows_hash_collisions) {
               (unsigned long long)sim->stats().pfc_pauses);
 }
 
-TEST(FourTierFatTree, link_failures_and_reboots__mrc_finishes_without_qp_errors) {
+TEST(Simulation, run__four_tier_link_failures_and_reboots_mrc_finishes_without_qp_errors) {
   auto sim = make(four_tier(TransportKind::kMrc));
   add_permutation(*sim, 32, 2u << 20, 5);
   sim->link_down(LinkRef{LinkRef::kSpineCore, 0, 1, 2, 0}, us(10));  // spine1-core2
@@ -727,14 +727,14 @@ TEST(FourTierFatTree, link_failures_and_reboots__mrc_finishes_without_qp_errors)
   EXPECT_GT(sim->stats().ev_state_changes, 0u);
 }
 
-TEST(FourTierFatTree, spine_core_failure__roce_recovers_after_routing_convergence) {
+TEST(Simulation, link_down__four_tier_spine_core_link_roce_recovers_after_routing_convergence) {
   expect_roce_recovers(
       four_tier(TransportKind::kRoce), 32,
       {LinkRef{LinkRef::kSpineCore, 0, 0, 1, 0}, LinkRef{LinkRef::kAggSpine, 0, 1, 3, 0},
        LinkRef{LinkRef::kLeafAgg, 0, 0, 1, 2}});
 }
 
-TEST(FourTierFatTree, determinism__same_seed_same_results) {
+TEST(Simulation, run__four_tier_same_seed_same_results) {
   auto run = [](TransportKind kind) {
     auto sim = make(four_tier(kind));
     add_permutation(*sim, 32, 512u << 10, 9);
@@ -767,7 +767,7 @@ SimStats same_leaf_incast(TransportKind kind, SwitchConfig::EcnLastHop lh) {
   return sim->stats();
 }
 
-TEST(Simulation, ecn_last_hop__mrc_marks_none_on_the_last_hop_by_default_roce_does) {
+TEST(Simulation, run__ecn_last_hop_mrc_marks_none_on_the_last_hop_by_default_roce_does) {
   using Lh = SwitchConfig::EcnLastHop;
   EXPECT_EQ(same_leaf_incast(TransportKind::kMrc, Lh::kAuto).ecn_marks, 0u);
   EXPECT_GT(same_leaf_incast(TransportKind::kMrc, Lh::kOn).ecn_marks, 0u);
@@ -775,7 +775,7 @@ TEST(Simulation, ecn_last_hop__mrc_marks_none_on_the_last_hop_by_default_roce_do
   EXPECT_EQ(same_leaf_incast(TransportKind::kRoce, Lh::kOff).ecn_marks, 0u);
 }
 
-TEST(Simulation, qps_per_flow__splits_a_flow_over_qps_with_their_own_ecmp_paths) {
+TEST(Simulation, run__qps_per_flow_splits_a_flow_over_qps_with_their_own_ecmp_paths) {
   SimConfig c = small_fabric(TransportKind::kRoce, 32, 1);
   c.transport.qps_per_flow = 8;
   c.sw.pfc = true;
@@ -869,7 +869,7 @@ TEST(Simulation, path_loss__drops_only_that_pairs_packets_on_that_path_and_mrc_m
 // plane; the data the other way crosses them untouched) is found by the receiver's probes and
 // its EVs leave the reverse set: the flow finishes within 10% of its fault-free time, with no
 // ACK timeout.
-TEST(Simulation, reverse_path__a_fault_on_the_ack_direction_only_does_not_stall_the_flow) {
+TEST(Simulation, run__reverse_path_fault_on_the_ack_direction_only_does_not_stall_the_flow) {
   struct Run {
     Time fct;
     SimStats st;
@@ -972,7 +972,7 @@ SimConfig stev_fabric() {
   return c;
 }
 
-TEST(Simulation, stev_permutation__ecn_cooldown_and_replacement_balance_hashed_evs) {
+TEST(Simulation, run__stev_permutation_ecn_cooldown_and_replacement_balance_hashed_evs) {
   auto sim = run_permutation(stev_fabric(), 64, 2u << 20, 3, ms(100));
   // A hashed EV is not a spine: 32 EVs over 8 spines, with a quarter as many backups.
   EXPECT_EQ(sim->stats().evs_active_per_plane, 32u);
