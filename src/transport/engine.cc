@@ -79,10 +79,10 @@ Engine::Engine(const EngineConfig& config)
   config_.ack_every = std::clamp<uint32_t>(config_.ack_every, 1, wire::kMaxAckEchoes);
   // The scheduling rings hold each QP at most once; they start small and grow with the
   // number of QPs (a simulated host with two QPs should not pay for max_qps).
-  ready_ring_.resize(std::min<uint32_t>(config_.max_qps, 8));
-  control_ring_.resize(std::min<uint32_t>(config_.max_qps, 8));
-  completions_.resize(std::max<uint32_t>(config_.completion_capacity, 1));
-  events_.resize(std::max<uint32_t>(config_.event_capacity, 1));
+  ready_ring_.reserve(std::min<uint32_t>(config_.max_qps, 8));
+  control_ring_.reserve(std::min<uint32_t>(config_.max_qps, 8));
+  completions_.reserve(std::max<uint32_t>(config_.completion_capacity, 1));
+  events_.reserve(std::max<uint32_t>(config_.event_capacity, 1));
   probe_tokens_ = std::max<uint32_t>(1, config_.probe_budget_burst);  // starts full
 }
 
@@ -156,17 +156,8 @@ Status Engine::modify_qp(Time now, uint32_t qpn, QpState target, const QpAttr& a
 Status Engine::destroy_qp(uint32_t qpn) {
   Qp* qp = find_qp(qpn);
   if (!qp) return fail(Error::kUnknownQp);
-  auto purge = [qpn](std::vector<uint32_t>& ring, size_t& head, size_t& size) {
-    size_t kept = 0;
-    const size_t cap = ring.size();
-    for (size_t i = 0; i < size; ++i) {
-      const uint32_t q = ring[(head + i) % cap];
-      if (q != qpn) ring[(head + kept++) % cap] = q;
-    }
-    size = kept;
-  };
-  purge(ready_ring_, ready_head_, ready_size_);
-  purge(control_ring_, control_head_, control_size_);
+  ready_ring_.remove_if([qpn](uint32_t q) { return q == qpn; });
+  control_ring_.remove_if([qpn](uint32_t q) { return q == qpn; });
   const uint32_t slot = qpn_cipher_.decrypt(qpn) - kFirstQpn;
   qps_[slot].reset();
   free_qp_slots_.push_back(slot);
@@ -316,13 +307,13 @@ Status Engine::on_datagram(Time now, uint8_t port, std::span<const uint8_t> byte
 void Engine::prefetch_tables() const {
   if (!qps_.empty()) __builtin_prefetch(qps_.data());
   if (!timers_.empty()) __builtin_prefetch(timers_.data());
-  if (ready_size_ > 0) __builtin_prefetch(&ready_ring_[ready_head_]);
-  if (control_size_ > 0) __builtin_prefetch(&control_ring_[control_head_]);
+  if (!ready_ring_.empty()) __builtin_prefetch(&ready_ring_.front());
+  if (!control_ring_.empty()) __builtin_prefetch(&control_ring_.front());
 }
 
 void Engine::prefetch() const {
   __builtin_prefetch(&port_up_mask_);
-  __builtin_prefetch(&ready_head_);
+  __builtin_prefetch(&ready_ring_);
   __builtin_prefetch(&timers_);
   const size_t n = std::min<size_t>(qps_.size(), 2);
   for (size_t i = 0; i < n; ++i)
@@ -336,10 +327,8 @@ bool Engine::poll_transmit(Time now, uint32_t port_mask, TxPacket& out) {
   port_mask &= port_up_mask_;
   if (!port_mask) return false;
   // Control packets first: they are small and unblock the peer.
-  for (size_t n = control_size_; n > 0; --n) {
-    const uint32_t qpn = control_ring_[control_head_];
-    control_head_ = ring_wrap(control_head_ + 1, control_ring_.size());
-    --control_size_;
+  for (size_t n = control_ring_.size(); n > 0; --n) {
+    const uint32_t qpn = control_ring_.pop_front();
     Qp* qp = find_qp(qpn);
     if (!qp || !qp->in_control) continue;
     qp->in_control = false;
@@ -351,10 +340,8 @@ bool Engine::poll_transmit(Time now, uint32_t port_mask, TxPacket& out) {
     }
   }
   // Then data, one packet per QP in turn.
-  for (size_t n = ready_size_; n > 0; --n) {
-    const uint32_t qpn = ready_ring_[ready_head_];
-    ready_head_ = ring_wrap(ready_head_ + 1, ready_ring_.size());
-    --ready_size_;
+  for (size_t n = ready_ring_.size(); n > 0; --n) {
+    const uint32_t qpn = ready_ring_.pop_front();
     Qp* qp = find_qp(qpn);
     if (!qp || !qp->in_ready) continue;
     qp->in_ready = false;
@@ -418,64 +405,36 @@ void Engine::apply_port_state(Time now, uint8_t port, bool up) {
 void Engine::emit_completion(const Completion& c) {
   ++counters_.completions;
   if (c.status != WcStatus::kSuccess) ++counters_.completion_errors;
-  if (completion_size_ == completions_.size()) {
-    ++counters_.completions_dropped;
-    return;
-  }
-  completions_[ring_wrap(completion_head_ + completion_size_, completions_.size())] = c;
-  ++completion_size_;
+  if (!completions_.try_push_back(c)) ++counters_.completions_dropped;
 }
 
 bool Engine::poll_completion(Completion& out) {
-  if (completion_size_ == 0) return false;
-  out = completions_[completion_head_];
-  completion_head_ = ring_wrap(completion_head_ + 1, completions_.size());
-  --completion_size_;
+  if (completions_.empty()) return false;
+  out = completions_.pop_front();
   return true;
 }
 
 void Engine::emit_event(const Event& e) {
-  if (event_size_ == events_.size()) {
-    ++counters_.events_dropped;  // the OCP EV event queue reports drops the same way
-    return;
-  }
-  events_[ring_wrap(event_head_ + event_size_, events_.size())] = e;
-  ++event_size_;
+  // The OCP EV event queue reports drops the same way.
+  if (!events_.try_push_back(e)) ++counters_.events_dropped;
 }
 
 bool Engine::poll_event(Event& out) {
-  if (event_size_ == 0) return false;
-  out = events_[event_head_];
-  event_head_ = ring_wrap(event_head_ + 1, events_.size());
-  --event_size_;
+  if (events_.empty()) return false;
+  out = events_.pop_front();
   return true;
-}
-
-// Doubles a FIFO ring, keeping its order. Happens only when the QP count grows.
-static void grow_ring(std::vector<uint32_t>& ring, size_t& head, size_t size) {
-  std::vector<uint32_t> bigger(ring.size() * 2);
-  for (size_t i = 0; i < size; ++i)
-    bigger[i] = ring[ring_wrap(head + i, ring.size())];
-  ring.swap(bigger);
-  head = 0;
 }
 
 void Engine::mark_ready(Qp* qp) {
   if (qp->in_ready) return;
-  if (ready_size_ == ready_ring_.size()) grow_ring(ready_ring_, ready_head_, ready_size_);
   qp->in_ready = true;
-  ready_ring_[ring_wrap(ready_head_ + ready_size_, ready_ring_.size())] = qp->qpn();
-  ++ready_size_;
+  ready_ring_.push_back(qp->qpn());  // grows (doubling) only when the QP count grows
 }
 
 void Engine::mark_control(Qp* qp) {
   if (qp->in_control) return;
-  if (control_size_ == control_ring_.size()) {
-    grow_ring(control_ring_, control_head_, control_size_);
-  }
   qp->in_control = true;
-  control_ring_[ring_wrap(control_head_ + control_size_, control_ring_.size())] = qp->qpn();
-  ++control_size_;
+  control_ring_.push_back(qp->qpn());
 }
 
 void Engine::rearm(Qp* qp) {

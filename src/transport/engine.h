@@ -30,6 +30,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/ring.h"
 #include "common/shared_constants.h"
 #include "common/types.h"
 #include "transport/cc/cc.h"
@@ -550,13 +551,10 @@ class Engine {
   std::unordered_map<uint32_t, std::vector<Ipv6Address>> peer_addresses_;
   std::vector<uint32_t> free_qp_slots_;
   // FIFO rings of QPNs (each QP at most once in each, guarded by flags on the QP).
-  std::vector<uint32_t> ready_ring_, control_ring_;
-  size_t ready_head_ = 0, ready_size_ = 0, control_head_ = 0, control_size_ = 0;
+  Ring<uint32_t> ready_ring_, control_ring_;
   std::vector<TimerEntry> timers_;  // binary min-heap, lazily invalidated
-  std::vector<Completion> completions_;
-  size_t completion_head_ = 0, completion_size_ = 0;
-  std::vector<Event> events_;
-  size_t event_head_ = 0, event_size_ = 0;
+  Ring<Completion> completions_;    // bounded: a full queue drops (counted)
+  Ring<Event> events_;              // bounded likewise
   uint32_t port_up_mask_;
   // Ports seen down and not yet remapped (EngineConfig::port_remap_delay), with when to
   // remap them (a short list: empty but for a fault).

@@ -42,28 +42,6 @@ bool aeth_is_nak(uint8_t syndrome) {
 constexpr uint32_t kTrimNackQueue = 64;
 constexpr uint32_t kProbeReplyQueue = 32;
 
-// Moves the `size` live elements of a FIFO ring (from `head`, in ring_wrap order; head is
-// inside the ring) to the front of a new ring of `n` >= size entries.
-template <typename T>
-void regrow_fifo(Array<T>& ring, uint32_t& head, uint32_t size, size_t n) {
-  Array<T> bigger(n);
-  for (uint32_t i = 0; i < size; ++i)
-    bigger[i] = ring[ring_wrap(head + i, ring.size())];
-  ring = std::move(bigger);
-  head = 0;
-}
-
-// Room for one more element in a FIFO ring (`head`, `size`, in ring_wrap order) of at most
-// `limit` entries: a full ring doubles (starting at `initial`), its live elements moving to
-// the front. False if it already holds `limit`.
-template <typename T>
-bool fifo_room(Array<T>& ring, uint32_t& head, uint32_t size, size_t limit, size_t initial) {
-  if (size < ring.size()) return true;
-  if (size >= limit) return false;
-  regrow_fifo(ring, head, size, std::min(limit, std::max<size_t>({initial, 2 * ring.size(), 1})));
-  return true;
-}
-
 }  // namespace
 
 Qp::Qp(Engine& engine, uint32_t qpn, const QpCreateAttr& attr, uint64_t seed)
@@ -150,10 +128,7 @@ Status Qp::to_rtr(const QpAttr& a) {
   peer_ = a.peer;
   mtu_ = a.path_mtu;
   max_wimm_dest_ = a.max_wimm_dest;
-  mpr_dest_psns_ = 128u * a.mpr_dest;
-  rcv_limit_ = pow2_at_least(std::max<uint32_t>(mpr_dest_psns_, 128));
-  rcv_base_ = a.rq_psn;
-  msg_base_ = 0;
+  window_.start(128u * a.mpr_dest, a.rq_psn);
   state_ = QpState::kRtr;
   return {};
 }
@@ -165,15 +140,11 @@ Status Qp::to_rts(Time now, const QpAttr& a) {
   }
   mpr_psns_ = 128u * a.mpr;
   max_wimm_ = a.max_wimm;
-  timeout_ = a.timeout;
-  retry_linear_ = a.retry_linear;
-  retry_exp_ = a.retry_exp;
-  reorder_window_attr_ = a.reorder_window;
   pkt_limit_ = pow2_at_least(mpr_psns_);
-  rec_limit_ = 2 * pkt_limit_;
-  rec_head_ = rec_tail_ = 0;
-  retx_head_ = retx_size_ = 0;
-  snd_una_ = next_psn_ = gbn_next_ = ack_reach_base_ = a.sq_psn;
+  loss_.start(2 * pkt_limit_, LossTiming{a.timeout, a.retry_linear, a.retry_exp, a.reorder_window},
+              a.sq_psn);
+  retx_.clear();
+  snd_una_ = next_psn_ = gbn_next_ = a.sq_psn;
   switch (cc_spec_->algorithm) {
     case CcAlgorithm::kNscc: {
       cc::NsccConfig cfg = cc_spec_->nscc;
@@ -194,7 +165,7 @@ Status Qp::to_rts(Time now, const QpAttr& a) {
       cc_.reset();
       break;
   }
-  last_progress_ = now;
+  loss_.restart_rto_clock(now);
   state_ = QpState::kRts;
   return {};
 }
@@ -213,21 +184,20 @@ void Qp::to_err(Time now, WcStatus first_status) {
     status = WcStatus::kFlushed;
   }
   sq_head_ = sq_send_ = sq_tail_;
-  while (rq_size_ > 0) {
+  while (!rq_.empty()) {
     engine_.emit_completion(
-        Completion{rq_[rq_head_], qpn_, WcStatus::kFlushed, WcOpcode::kRecvImm, 0, 0, now});
-    rq_head_ = ring_wrap(rq_head_ + 1, rq_.size());
-    --rq_size_;
+        Completion{rq_.pop_front(), qpn_, WcStatus::kFlushed, WcOpcode::kRecvImm, 0, 0, now});
   }
-  retx_size_ = 0;
+  retx_.clear();
   inflight_bytes_ = 0;
   wimm_outstanding_ = 0;
-  echo_count_ = 0;
+  window_.clear_echoes();
   ack_now_ = false;
   ack_due_ = kNever;
   ack_repeat_due_ = kNever;
   ack_repeat_now_ = false;
-  nack_size_ = probe_reply_size_ = 0;
+  nacks_.clear();
+  probe_replies_.clear();
   roce_nak_pending_ = cnp_pending_ = probes_due_ = false;
   pacing_wait_until_ = kNever;
   if (!was_error) {
@@ -239,12 +209,10 @@ void Qp::to_err(Time now, WcStatus first_status) {
 QpMemory Qp::memory() const {
   QpMemory m;
   m.object = sizeof(Qp);
-  m.paths = paths_.heap_bytes() + path_fifos_.capacity() * sizeof(PathFifo) + reverse_.heap_bytes();
+  m.paths = paths_.heap_bytes() + loss_.path_bytes() + reverse_.heap_bytes();
   m.rings = sq_.capacity() * sizeof(SendWr) + pkts_.capacity() * sizeof(TxPkt) +
-            recs_.capacity() * sizeof(TxRecord) + retx_.capacity() * sizeof(uint32_t) +
-            rcv_bits_.capacity() * sizeof(uint64_t) + rx_msgs_.capacity() * sizeof(RxMessage) +
-            rq_.capacity() * sizeof(uint64_t) + nacks_.capacity() * sizeof(TrimNack) +
-            probe_replies_.capacity() * sizeof(ProbeReply);
+            loss_.ring_bytes() + retx_.storage_bytes() + window_.ring_bytes() +
+            rq_.storage_bytes() + nacks_.storage_bytes() + probe_replies_.storage_bytes();
   m.cc = cc_ ? cc_->object_bytes() : 0;
   return m;
 }
@@ -261,23 +229,12 @@ void Qp::ensure_requester_rings() {
   const uint32_t n = initial_ring(pkt_limit_);
   pkts_.assign(n, TxPkt{});
   pkt_mask_ = n - 1;
-  retx_.assign(n, 0);
-  retx_mask_ = n - 1;
-  if (is_mrc()) {
-    recs_.assign(2 * n, TxRecord{});
-    rec_mask_ = 2 * n - 1;
-    path_fifos_.assign(paths_.size(), PathFifo{});
-  }
+  retx_ = Ring<uint32_t>(n);
+  if (is_mrc()) loss_.allocate(2 * n, paths_.size());
 }
 
 void Qp::ensure_responder_rings() {
-  if (!rcv_bits_.empty()) return;
-  const uint32_t bits = std::max<uint32_t>(initial_ring(rcv_limit_), 64);
-  rcv_bits_.assign(bits / 64, 0);
-  rcv_mask_ = bits - 1;
-  const uint32_t msgs = initial_ring(rcv_limit_);
-  rx_msgs_.assign(msgs, RxMessage{});
-  msg_mask_ = msgs - 1;
+  if (!window_.allocated()) window_.allocate(engine_.config().qp_initial_ring);
 }
 
 uint32_t Qp::initial_ring(uint32_t limit) const {
@@ -285,35 +242,16 @@ uint32_t Qp::initial_ring(uint32_t limit) const {
   return static_cast<uint32_t>(std::min<uint64_t>(want, limit));
 }
 
-// Doubles a ring indexed by `index & mask`, moving the live indices [from, to) (stepped by
-// `next`) to their slots in the bigger ring. Only the live range is copied: slots outside it
-// are never read before they are written (every reader checks the range first:
-// psn_in_flight_range, record_current, the record-range test in detect_losses_on_path).
-namespace {
-template <typename T, typename Next>
-void double_masked_ring(Array<T>& ring, uint32_t& mask, uint32_t from, uint32_t to, Next next) {
-  Array<T> old(2 * (static_cast<size_t>(mask) + 1), T{});
-  old.swap(ring);
-  const uint32_t old_mask = mask;
-  mask = 2 * mask + 1;
-  for (uint32_t i = from; i != to; i = next(i))
-    ring[i & mask] = old[i & old_mask];
-}
-}  // namespace
-
+// Doubles the PSN ring, moving the live PSNs [snd_una_, next_psn_) to their slots in the
+// bigger ring. Only the live range is copied: slots outside it are never read before they
+// are written (every reader checks the range first: psn_in_flight_range, record_current).
 void Qp::grow_pkt_ring() {
-  double_masked_ring(pkts_, pkt_mask_, snd_una_, next_psn_,
-                     [](uint32_t psn) { return psn_add(psn, 1); });
-}
-
-void Qp::grow_rec_ring() {
-  double_masked_ring(recs_, rec_mask_, rec_head_, rec_tail_, [](uint32_t seq) { return seq + 1; });
-}
-
-void Qp::grow_retx_ring() {
-  // A power-of-two ring (indexed by `& retx_mask_`, which equals ring_wrap for head < size).
-  regrow_fifo(retx_, retx_head_, retx_size_, 2 * (static_cast<size_t>(retx_mask_) + 1));
-  retx_mask_ = static_cast<uint32_t>(retx_.size()) - 1;
+  Array<TxPkt> old(2 * (static_cast<size_t>(pkt_mask_) + 1), TxPkt{});
+  old.swap(pkts_);
+  const uint32_t old_mask = pkt_mask_;
+  pkt_mask_ = 2 * pkt_mask_ + 1;
+  for (uint32_t psn = snd_una_; psn != next_psn_; psn = psn_add(psn, 1))
+    pkts_[psn & pkt_mask_] = old[psn & old_mask];
 }
 
 // Only WRs from sq_head_ on are ever read again: a completed WR's packets are all
@@ -324,35 +262,6 @@ void Qp::grow_sq() {
   old.swap(sq_);
   for (uint64_t s = sq_head_; s != sq_tail_; ++s)
     sq_[s % n] = old[s % old.size()];
-}
-
-// Every set bit belongs to a PSN in [rcv_base_, rcv_base_ + ring size): bits behind the base
-// are cleared as it advances, and a PSN beyond the ring makes it grow first.
-void Qp::grow_rcv_ring(uint32_t offset) {
-  uint32_t bits = 2 * (rcv_mask_ + 1);
-  while (bits <= offset)
-    bits *= 2;
-  Array<uint64_t> old(bits / 64, 0);
-  old.swap(rcv_bits_);
-  const uint32_t old_mask = rcv_mask_;
-  rcv_mask_ = bits - 1;
-  for (uint32_t i = 0; i <= old_mask; ++i) {
-    if ((old[i >> 6] >> (i & 63)) & 1)
-      set_rcv_bit(psn_add(rcv_base_, (i - rcv_base_) & old_mask), true);
-  }
-}
-
-// Messages seen and not completed are exactly those in [msg_base_, msg_base_ + ring size).
-void Qp::grow_msg_ring(uint32_t offset) {
-  uint32_t n = 2 * (msg_mask_ + 1);
-  while (n <= offset)
-    n *= 2;
-  Array<RxMessage> old(n, RxMessage{});
-  old.swap(rx_msgs_);
-  msg_mask_ = n - 1;
-  for (const RxMessage& m : old) {
-    if (m.seen) rx_msgs_[m.msg_num & msg_mask_] = m;
-  }
 }
 
 Status Qp::post_write(Time now, const WriteWr& wr) {
@@ -391,11 +300,9 @@ Status Qp::post_write(Time now, const WriteWr& wr) {
 
 Status Qp::post_recv(uint64_t wr_id) {
   if (state_ != QpState::kRtr && state_ != QpState::kRts) return fail(Error::kBadQpState);
-  if (!fifo_room(rq_, rq_head_, rq_size_, create_.rq_depth, engine_.config().qp_initial_ring)) {
+  if (!rq_.push_back_within(wr_id, create_.rq_depth, engine_.config().qp_initial_ring)) {
     return fail(Error::kQueueFull);
   }
-  rq_[ring_wrap(rq_head_ + rq_size_, rq_.size())] = wr_id;
-  ++rq_size_;
   // A message may be placed and waiting for this receive (MRC has no RNR).
   complete_recv_messages(newest_arrival_);
   return {};
@@ -410,7 +317,7 @@ uint32_t Qp::outstanding_psns() const {
 
 bool Qp::window_allows_new(const SendWr& w) const {
   if (outstanding_psns() >= mpr_psns_) return false;  // MPR
-  if (is_mrc() && rec_tail_ - rec_head_ >= rec_limit_) return false;
+  if (is_mrc() && loss_.full()) return false;
   if (w.next_pkt == 0 && w.with_imm && wimm_outstanding_ >= max_wimm_) return false;  // WIMM
   return true;
 }
@@ -431,25 +338,23 @@ Qp::DataResult Qp::produce_data(Time now, uint32_t mask, TxPacket& out) {
   if (!is_mrc()) return produce_roce_data(now, mask, out);
 
   // Retransmissions first, each on a different path than the one that lost it.
-  while (retx_size_ > 0) {
-    const uint32_t psn = retx_[retx_head_];
+  while (!retx_.empty()) {
+    const uint32_t psn = retx_.front();
     TxPkt& p = pkt(psn);
     if (p.state != PktState::kLost || !psn_in_flight_range(psn)) {
-      retx_head_ = (retx_head_ + 1) & retx_mask_;
-      --retx_size_;
+      retx_.pop_front();
       continue;
     }
     // A tail-loss probe is not held back by congestion control (RFC 9002 6.2.4): when every
     // ACK of a flight was lost the window never opens again, and only the probe's ACK can
     // open it before the ACK timeout declares the whole window lost.
-    if (!pto_probe_due_ && !cc_allows(now, p.bytes)) return blocked_by_cc(now);
-    if (rec_tail_ - rec_head_ >= rec_limit_) return DataResult::kIdle;
+    if (!loss_.pto_probe_due() && !cc_allows(now, p.bytes)) return blocked_by_cc(now);
+    if (loss_.full()) return DataResult::kIdle;
     const int path = paths_.pick(now, mask, p.ev);
     if (path == PathSet::kNone)
       return paths_.usable_count() ? DataResult::kPortsBusy : DataResult::kIdle;
-    pto_probe_due_ = false;
-    retx_head_ = (retx_head_ + 1) & retx_mask_;
-    --retx_size_;
+    loss_.clear_pto_probe();
+    retx_.pop_front();
     fill_data(now, psn, path, true, out);
     return DataResult::kSent;
   }
@@ -489,7 +394,7 @@ void Qp::start_new_packet(Time now, SendWr& w, uint32_t bytes) {
   // timer likewise runs only while requests are outstanding). Otherwise a QP idle for longer
   // than the timeout finds it already due when its first ACK arrives: a spurious timeout
   // that declares the whole window lost.
-  if (snd_una_ == next_psn_) last_progress_ = now;
+  if (snd_una_ == next_psn_) loss_.restart_rto_clock(now);
   // The PSN ring grows here only, where a PSN is taken (window_allows_new keeps the
   // outstanding range within pkt_limit_). A tail call, so that the common path needs no
   // stack frame: ~20 instructions per packet otherwise (callgrind, benchmark A at 128 hosts).
@@ -575,7 +480,7 @@ void Qp::fill_data(Time now, uint32_t psn, int path, bool retransmit, TxPacket& 
   p.sent_at = now;
   p.ev = static_cast<uint16_t>(path);
   if (p.transmissions < 255) ++p.transmissions;
-  if (is_mrc()) p.rec = record_transmission(psn, path, now);
+  if (is_mrc()) p.rec = loss_.record(psn, path, now);
   paths_.count_sent(path);
   if (cc_) cc_->on_send(now, p.bytes, inflight_bytes_);
   if (retransmit) {
@@ -587,32 +492,12 @@ void Qp::fill_data(Time now, uint32_t psn, int path, bool retransmit, TxPacket& 
   }
 }
 
-uint32_t Qp::record_transmission(uint32_t psn, int path, Time now) {
-  // The record ring grows here only; window_allows_new and produce_data keep the records
-  // in flight within rec_limit_.
-  if (rec_tail_ - rec_head_ > rec_mask_) grow_rec_ring();
-  const uint32_t seq = rec_tail_++;
-  // Two transmissions at one instant: only then can RACK's tie rule ever apply (a driver's
-  // batch; the simulator sends one packet per port per instant).
-  if (seq != rec_head_ && recs_[(seq - 1) & rec_mask_].sent_at == now) same_instant_sends_ = true;
-  TxRecord& r = recs_[seq & rec_mask_];
-  r = TxRecord{psn, kNil, now, static_cast<uint16_t>(path), true};
-  PathFifo& f = path_fifos_[static_cast<size_t>(path)];
-  if (f.tail != kNil) {
-    recs_[f.tail & rec_mask_].next = seq;
-  } else {
-    f.head = seq;
-  }
-  f.tail = seq;
-  return seq;
-}
-
 bool Qp::psn_in_flight_range(uint32_t psn) const {
   return psn_diff(psn, snd_una_) >= 0 && psn_diff(next_psn_, psn) > 0;
 }
 
 bool Qp::record_current(uint32_t seq) const {
-  const TxRecord& r = recs_[seq & rec_mask_];
+  const LossDetector::Record& r = loss_.at(seq);
   if (!psn_in_flight_range(r.psn)) return false;
   const TxPkt& p = pkts_[r.psn & pkt_mask_];
   return p.state == PktState::kInflight && p.rec == seq;
@@ -632,11 +517,9 @@ bool Qp::ack_psn(Time now, uint32_t psn) {
     // Timing evidence only if the previous ACK could have reported this PSN (its bitmap
     // reached it): then it arrived after that ACK left. Beyond that reach a hole hides a
     // PSN until the hole is filled, and its send-to-ACK time would be the whole recovery's.
-    const int32_t reach = psn_diff(psn, ack_reach_base_);
-    if (reach >= 0 && reach < 64 * wire::kSackBitmapWords) learn_pto_floor(now, p.sent_at);
-  } else if (pto_floor_ && now - pto_floor_at_ > kPtoFloorHalfLife) {
-    pto_floor_ /= 2;
-    pto_floor_at_ = now;
+    if (loss_.reportable_by_last_ack(psn)) loss_.learn_pto_floor(now, p.sent_at);
+  } else {
+    loss_.age_pto_floor(now);
   }
   if (p.state == PktState::kInflight)
     inflight_bytes_ -= std::min<uint64_t>(inflight_bytes_, p.bytes);
@@ -648,45 +531,15 @@ bool Qp::ack_psn(Time now, uint32_t psn) {
 }
 
 void Qp::note_delivered(Time sent_at, uint32_t seq, uint16_t ev) {
-  rack_time_ = std::max(rack_time_, sent_at);
-  if (!same_instant_sends_) return;
-  // Per transmit queue, the newest delivered transmission by send time, ties broken by send
-  // order (RFC 8985 6.1): one queue's packets leave in the order they were produced, even when
-  // a driver hands the kernel a whole batch with one timestamp.
-  const uint32_t q = transmit_queue(ev);
-  if (q >= queue_rack_.size()) queue_rack_.resize(size_t{q} + 1);
-  QueueRack& qr = queue_rack_[q];
-  if (!qr.seen || sent_at > qr.sent_at ||
-      (sent_at == qr.sent_at && static_cast<int32_t>(seq - qr.seq) > 0)) {
-    qr = QueueRack{sent_at, seq, true};
-  }
+  loss_.note_delivered(sent_at, seq, transmit_queue(ev));
 }
 
 uint32_t Qp::transmit_queue(uint16_t ev) const {
   return engine_.transmit_order() == TransmitOrder::kPerPort ? paths_.port_of(ev) : ev;
 }
 
-Time Qp::rack_tie_due(uint32_t seq) const {
-  // RFC 8985 6.2's timer for what the send-time rule cannot see: a transmission sent at the
-  // same instant as a delivered one of its transmit queue, but before it, is lost an RTT plus
-  // the reordering window after it left. (A loss in a driver's first batch, on a path
-  // blackholed before setup, otherwise waited for the next batch or the probe timeout.) Only
-  // within a queue: a driver that sends one socket's share of a batch after another's sends
-  // the later sockets' packets hundreds of microseconds after their common timestamp, so
-  // across sockets the rule declared 15,000 false losses in 3 s (STEV mode, mrc-fabric).
-  if (!same_instant_sends_ || srtt_ == 0) return kNever;
-  const TxRecord& r = recs_[seq & rec_mask_];
-  const uint32_t q = transmit_queue(r.ev);
-  if (q >= queue_rack_.size()) return kNever;
-  const QueueRack& qr = queue_rack_[q];
-  if (!qr.seen || qr.sent_at != r.sent_at || static_cast<int32_t>(seq - qr.seq) >= 0) return kNever;
-  return r.sent_at + std::max(srtt_, raw_srtt_) + reorder_window();
-}
-
-void Qp::learn_pto_floor(Time now, Time sent_at) {
-  if (now <= sent_at) return;
-  pto_floor_ = std::min(std::max(pto_floor_, now - sent_at), pto_floor_limit());
-  pto_floor_at_ = now;
+LossContext Qp::loss_context() const {
+  return LossContext{engine_.borrowed_rtt(), engine_.config().ack_delay};
 }
 
 void Qp::learn_pto_floor_from_echoes(Time now, const wire::SackExt& s) {
@@ -697,7 +550,7 @@ void Qp::learn_pto_floor_from_echoes(Time now, const wire::SackExt& s) {
     if ((e.flags & wire::AckEcho::kDuplicate) || !psn_in_flight_range(e.psn)) continue;
     const TxPkt& p = pkt(e.psn);
     if (p.state == PktState::kLost && p.transmissions == 1 && p.ev == e.ev_index)
-      learn_pto_floor(now, p.sent_at);
+      loss_.learn_pto_floor(now, p.sent_at);
   }
 }
 
@@ -767,7 +620,10 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
       note_delivered(p.sent_at, p.rec, p.ev);
       const Time raw = now > p.sent_at ? now - p.sent_at : 0;
       rtt = raw > service ? raw - service : raw;
-      if (!(e.flags & wire::AckEcho::kDuplicate)) rtt_sample(rtt, raw);
+      if (!(e.flags & wire::AckEcho::kDuplicate)) {
+        loss_.rtt_sample(rtt, raw);
+        engine_.note_rtt_sample(raw);
+      }
       detect_losses_on_path(now, e.ev_index, p.rec,
                             psn_add(s.sack_base, 64 * wire::kSackBitmapWords));
     } else if (p.transmissions > 1 && p.state != PktState::kFree &&
@@ -786,12 +642,10 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
   // 4. RACK: anything sent well before a delivered packet is lost.
   detect_losses_rack(now, false);
   if (progress) {
-    last_progress_ = now;
-    rto_count_ = 0;
-    pto_backoff_ = 0;
-    pto_probe_due_ = false;
+    loss_.on_answer(now);
+    loss_.clear_pto_probe();
   }
-  if (psn_diff(s.sack_base, ack_reach_base_) > 0) ack_reach_base_ = s.sack_base;
+  loss_.note_ack_reach(s.sack_base);
   advance_una();
   complete_send_wrs(now);
   engine_.mark_ready(this);
@@ -831,10 +685,7 @@ void Qp::on_roce_ack(Time now, const RxPacket& rx) {
       gbn_next_ = s.cum_psn;
     }
   }
-  if (progress) {
-    last_progress_ = now;
-    rto_count_ = 0;
-  }
+  if (progress) loss_.on_roce_progress(now);
   advance_una();
   complete_send_wrs(now);
   engine_.mark_ready(this);
@@ -845,7 +696,7 @@ void Qp::on_roce_ack(Time now, const RxPacket& rx) {
 // and give the path back its GOOD state: it has just delivered a packet.
 void Qp::on_spurious_loss(Time now, uint16_t ev) {
   ++engine_.counters_.spurious_losses;
-  widen_reorder_window();
+  loss_.widen_reorder_window();
   report_path_change(now, ev, paths_.on_delivered(ev));
 }
 
@@ -858,67 +709,24 @@ void Qp::on_spurious_loss(Time now, uint16_t ev) {
 // arrives as a duplicate). The original's path is not known here; its probe brings it back.
 void Qp::on_duplicate_echo() {
   ++engine_.counters_.duplicate_retransmits;
-  widen_reorder_window();
-}
-
-void Qp::widen_reorder_window() {
-  reorder_multiplier_ = std::min<uint32_t>(reorder_multiplier_ + 1, kMaxReorderMultiplier);
-  losses_since_spurious_ = 0;
+  loss_.widen_reorder_window();
 }
 
 void Qp::detect_losses_on_path(Time now, uint16_t ev, uint32_t upto, uint32_t known_end) {
-  // Only walk if `upto` is still queued on this path; otherwise the walk could not stop.
-  if (rec_tail_ - upto > rec_tail_ - rec_head_) return;
-  const TxRecord& target = recs_[upto & rec_mask_];
-  if (!target.linked || target.ev != ev) return;
-  PathFifo& f = path_fifos_[ev];
-  while (f.head != kNil) {
-    const uint32_t seq = f.head;
-    TxRecord& r = recs_[seq & rec_mask_];
-    f.head = r.next;
-    if (f.head == kNil) f.tail = kNil;
-    r.linked = false;
-    if (seq == upto) break;
-    // A PSN past the ACK's bitmap may well have arrived (a receiver that read one plane's
-    // socket ahead of another leaves holes wider than the bitmap): leave it to RACK/PTO.
-    if (record_current(seq) && psn_lt(r.psn, known_end))
-      declare_lost(now, r.psn, true, LossCause::kPathOrder);
-  }
+  loss_.detect_on_path(
+      ev, upto, known_end, [this](uint32_t seq) { return record_current(seq); },
+      [this, now](uint32_t psn, LossCause cause) { declare_lost(now, psn, true, cause); });
 }
 
 void Qp::detect_losses_rack(Time now, bool check_pto) {
-  const Time reo = reorder_window();
-  while (rec_head_ != rec_tail_) {
-    const uint32_t seq = rec_head_;
-    TxRecord& r = recs_[seq & rec_mask_];
-    if (record_current(seq)) {
-      // Sent a window before a delivered transmission, or tied with one (rack_tie_due).
-      const bool rack = rack_time_ > r.sent_at + reo || rack_tie_due(seq) <= now;
-      // PTO as a tail-loss probe (RFC 8985 section 7): only the oldest transmission, once per
-      // (backed-off) PTO. Its ACK lets RACK judge the rest. Declaring the whole window lost
-      // would resend it all whenever the responder is merely silent for a while (a software
-      // responder descheduled for milliseconds); a path failure while others still deliver
-      // is RACK's job, so failover does not wait for this.
-      const bool pto_hit = check_pto && !rack && pto_due(r.sent_at) <= now;
-      if (!rack && !pto_hit) break;
-      if (pto_hit) {
-        check_pto = false;
-        pto_fired_at_ = now;
-        pto_backoff_ = std::min<uint32_t>(pto_backoff_ + 1, kMaxPtoBackoff);
-        pto_probe_due_ = true;
-      }
-      if (pto_hit && srtt_ == 0) ++engine_.counters_.losses_pto_borrowed_rtt;
-      declare_lost(now, r.psn, true, rack ? LossCause::kRack : LossCause::kPto);
-    }
-    if (r.linked) {
-      // The oldest record is necessarily the head of its path FIFO.
-      PathFifo& f = path_fifos_[r.ev];
-      f.head = r.next;
-      if (f.head == kNil) f.tail = kNil;
-      r.linked = false;
-    }
-    ++rec_head_;
-  }
+  loss_.detect_rack(
+      now, check_pto, loss_context(), [this](uint32_t seq) { return record_current(seq); },
+      [this](uint16_t ev) { return transmit_queue(ev); },
+      [this, now](uint32_t psn, LossCause cause) {
+        if (cause == LossCause::kPto && loss_.srtt() == 0)
+          ++engine_.counters_.losses_pto_borrowed_rtt;
+        declare_lost(now, psn, true, cause);
+      });
 }
 
 void Qp::declare_lost(Time now, uint32_t psn, bool mark_path, LossCause cause) {
@@ -943,21 +751,17 @@ void Qp::declare_lost(Time now, uint32_t psn, bool mark_path, LossCause cause) {
       ++c.losses_other;
       break;
   }
-  if ((cause == LossCause::kPathOrder || cause == LossCause::kRack) && reorder_multiplier_ &&
-      ++losses_since_spurious_ >= kReorderPersistLosses) {
-    reorder_multiplier_ /= 2;
-    losses_since_spurious_ = 0;
-  }
+  loss_.note_loss(cause);
   p.state = PktState::kLost;
   inflight_bytes_ -= std::min<uint64_t>(inflight_bytes_, p.bytes);
-  if (retx_size_ > retx_mask_) {
+  if (retx_.full()) {
     compact_retx();
     // Entries left are distinct lost PSNs in flight, fewer than pkt_limit_, so the ring never
     // needs more. Growing once it stays over half full keeps compaction amortized O(1).
-    if (retx_size_ > retx_mask_ / 2 && retx_mask_ + 1 < pkt_limit_) grow_retx_ring();
+    const size_t cap = retx_.capacity();
+    if (retx_.size() > (cap - 1) / 2 && cap < pkt_limit_) retx_.reserve(2 * cap);
   }
-  retx_[(retx_head_ + retx_size_) & retx_mask_] = psn;
-  ++retx_size_;
+  retx_.push_back(psn);
   ++engine_.counters_.losses_detected;
   // Loss is a path signal, trimming the congestion signal (paper 2.1): CC tells them apart
   // (NsccConfig::loss_keep).
@@ -979,14 +783,9 @@ void Qp::declare_lost(Time now, uint32_t psn, bool mark_path, LossCause cause) {
 // The retransmission queue may hold PSNs acknowledged after they were queued (skipped when
 // popped). If it fills up with such entries, keep only the ones still waiting.
 void Qp::compact_retx() {
-  uint32_t kept = 0;
-  for (uint32_t i = 0; i < retx_size_; ++i) {
-    const uint32_t psn = retx_[(retx_head_ + i) & retx_mask_];
-    if (psn_in_flight_range(psn) && pkt(psn).state == PktState::kLost) {
-      retx_[(retx_head_ + kept++) & retx_mask_] = psn;
-    }
-  }
-  retx_size_ = kept;
+  retx_.remove_if([this](uint32_t psn) {
+    return !psn_in_flight_range(psn) || pkt(psn).state != PktState::kLost;
+  });
 }
 
 void Qp::advance_una() {
@@ -1013,91 +812,13 @@ void Qp::complete_send_wrs(Time now) {
   }
 }
 
-void Qp::rtt_sample(Time rtt, Time raw) {
-  // RFC 6298 smoothing.
-  min_rtt_ = std::min(min_rtt_, rtt);
-  auto smooth = [](Time& srtt, Time& rttvar, Time sample) {
-    if (srtt == 0) {
-      srtt = sample;
-      rttvar = sample / 2;
-      return;
-    }
-    const Time diff = srtt > sample ? srtt - sample : sample - srtt;
-    rttvar = (3 * rttvar + diff) / 4;
-    srtt = (7 * srtt + sample) / 8;
-  };
-  smooth(srtt_, rttvar_, rtt);
-  smooth(raw_srtt_, raw_rttvar_, raw);
-  engine_.note_rtt_sample(raw);
-}
-
-Time Qp::reorder_window() const {
-  if (reorder_window_attr_) return reorder_window_attr_;
-  // Paths of one fabric differ mostly by queueing; one minimum RTT of slack keeps
-  // spraying's reordering from looking like loss while still failing over in a few RTTs.
-  Time min_rtt = min_rtt_;
-  if (min_rtt == kNever) min_rtt = engine_.borrowed_rtt().min_rtt;  // no sample of our own yet
-  const Time base = std::max<Time>(min_rtt == kNever ? us(10) : min_rtt, us(1));
-  const Time grown = base + base * reorder_multiplier_ / 2;
-  // Each spurious loss widens the window by half a minimum RTT (RFC 8985 6.2 widens it on
-  // evidence of spurious recovery; 16 real losses in a row halve the widening). Up to 4
-  // minimum RTTs always; beyond that only as far as the RTT's own spread (srtt + 4 rttvar):
-  // a software responder that reads one plane's socket a millisecond after another's
-  // reorders by far more than a fabric's queues, and every loss RACK declares there is
-  // spurious. The PTO then waits srtt beyond this window (pto()).
-  const Time srtt = std::max(srtt_, raw_srtt_);
-  const Time rttvar = std::max(rttvar_, raw_rttvar_);
-  return std::min(grown, std::max(4 * base, srtt + 4 * rttvar));
-}
-
-Time Qp::pto() const {
-  Time srtt = std::max(srtt_, raw_srtt_);
-  Time rttvar = std::max(rttvar_, raw_rttvar_);
-  if (srtt_ == 0) {
-    // No sample of our own (a small message's first packets): the NIC's RTT to its fabric
-    // (EngineConfig::share_rtt, fabric_rtt), so that a packet lost to a failed path is resent
-    // after a few RTTs rather than the ACK timeout (paper 2.1). Nothing known: the timeout.
-    const RttEstimate b = engine_.borrowed_rtt();
-    if (b.srtt == 0) return rto_base();
-    srtt = b.srtt;
-    rttvar = b.rttvar;
-  }
-  // RFC 8985 7.2: the probe precedes the ACK timeout.
-  return std::min(rto_base(), std::max(pto_floor_, srtt + std::max(4 * rttvar, reorder_window()) +
-                                                       engine_.config().ack_delay));
-}
-
-Time Qp::pto_due(Time oldest_sent) const {
-  return std::max(oldest_sent, pto_fired_at_) + (pto() << pto_backoff_);
-}
-
-Time Qp::pto_floor_limit() const {
-  // Half the ACK timeout: a learned floor alone never pushes the tail probe (and its answer)
-  // past the ACK timeout, which would declare the whole window lost (RFC 8985 7.2: the PTO
-  // precedes the RTO). Backoff after probes without progress still may.
-  return rto_base() / 2;
-}
-
-Time Qp::rto_base() const {
-  return (1024 * kPicosPerNano) << timeout_;
-}
-
-Time Qp::rto_interval() const {
-  // retry.linear_cnt retries at the fixed interval, then exponential backoff.
-  if (rto_count_ < retry_linear_) return rto_base();
-  const uint32_t shift = std::min<uint32_t>(rto_count_ - retry_linear_ + 1, 16);
-  return rto_base() << shift;
-}
-
 bool Qp::has_outstanding() const {
   return snd_una_ != next_psn_ || (sq_send_ != sq_tail_ && paths_.usable_count() == 0);
 }
 
 void Qp::on_rto(Time now) {
   ++engine_.counters_.timeouts;
-  ++rto_count_;
-  const bool infinite = retry_exp_ == 25;
-  if (!infinite && rto_count_ > static_cast<uint32_t>(retry_linear_) + retry_exp_) {
+  if (!loss_.on_rto()) {
     to_err(now, WcStatus::kRetryExceeded);
     return;
   }
@@ -1107,8 +828,8 @@ void Qp::on_rto(Time now) {
     // ports that has died since, so no ACK could say so). Forget it and try every plane
     // again; a port that is still down loses those packets and the next ACK reports it.
     if (paths_.peer_ports_down() != 0) paths_.set_peer_ports_down(0);
-    for (uint32_t seq = rec_head_; seq != rec_tail_; ++seq) {
-      if (record_current(seq)) declare_lost(now, recs_[seq & rec_mask_].psn, true, LossCause::kRto);
+    for (uint32_t seq = loss_.head(); seq != loss_.tail(); ++seq) {
+      if (record_current(seq)) declare_lost(now, loss_.at(seq).psn, true, LossCause::kRto);
     }
     detect_losses_rack(now, false);
   } else {
@@ -1122,7 +843,7 @@ void Qp::on_rto(Time now) {
     gbn_next_ = snd_una_;
     if (cc_ && snd_una_ != next_psn_) cc_->on_loss(now, pkt(snd_una_).bytes);
   }
-  last_progress_ = now;
+  loss_.restart_rto_clock(now);
   engine_.mark_ready(this);
 }
 
@@ -1142,14 +863,12 @@ void Qp::on_trim_nack(Time now, const RxPacket& rx) {
   // Under a large incast every packet of a flight may be trimmed for a while; that is not the
   // silence the tail-loss probe's backoff and the ACK timeout are for (RFC 8985 7.2, RFC 6298
   // restart on an answer), so both start over.
-  last_progress_ = now;
-  rto_count_ = 0;
-  pto_backoff_ = 0;
+  loss_.on_answer(now);
   // The trimmed header arrived: a transmission sent a reordering window before it and still
   // unacknowledged was lost (its header dropped at a full queue, or the path failed): RACK,
   // as for a delivered packet (trimmed headers skip the data queues, so they are ahead of
   // the untrimmed packets sent before them by at most those queues, under a window).
-  rack_time_ = std::max(rack_time_, sent_at);
+  loss_.note_header_delivered(sent_at);
   detect_losses_rack(now, false);
 }
 
@@ -1260,40 +979,6 @@ Status Qp::on_packet(Time now, const RxPacket& rx) {
 // ---------------------------------------------------------------------------------------
 // Responder.
 
-bool Qp::rcv_bit(uint32_t psn) const {
-  const uint32_t i = psn & rcv_mask_;
-  return (rcv_bits_[i >> 6] >> (i & 63)) & 1;
-}
-
-void Qp::set_rcv_bit(uint32_t psn, bool v) {
-  const uint32_t i = psn & rcv_mask_;
-  if (v) {
-    rcv_bits_[i >> 6] |= 1ull << (i & 63);
-  } else {
-    rcv_bits_[i >> 6] &= ~(1ull << (i & 63));
-  }
-}
-
-uint64_t Qp::rcv_bits64(uint32_t psn) const {
-  uint64_t v = 0;
-  for (int b = 0; b < 64;) {
-    const uint32_t i = psn_add(psn, b) & rcv_mask_;
-    const int avail = std::min(64 - static_cast<int>(i & 63), 64 - b);
-    uint64_t chunk = rcv_bits_[i >> 6] >> (i & 63);
-    if (avail < 64) chunk &= (1ull << avail) - 1;
-    v |= chunk << b;
-    b += avail;
-  }
-  return v;
-}
-
-void Qp::advance_rcv_base() {
-  while (rcv_bit(rcv_base_)) {
-    set_rcv_bit(rcv_base_, false);
-    rcv_base_ = psn_add(rcv_base_, 1);
-  }
-}
-
 // The checks every data packet passes before it has any effect, a duplicate's ACK or a trimmed
 // packet's NACK included (a forged trimmed packet would otherwise make the requester resend
 // at will): framing, payload within the path MTU, rkey with remote write access and the range
@@ -1321,14 +1006,14 @@ Status Qp::accept_data(Time now, const RxPacket& rx, const MemoryRegion* r) {
   const wire::TransportPacket& t = rx.pkt;
   const bool with_imm = t.bth.opcode == wire::Opcode::kWriteOnlyImm;
   const uint32_t msg = t.data.msg_num;
-  if (msg - msg_base_ >= rcv_limit_)
+  if (!window_.message_in_window(msg))
     return drop(DropReason::kPsnOutOfWindow, Error::kPsnOutOfWindow);
   const uint32_t last_psn =
       psn_add(t.bth.psn, static_cast<int64_t>(t.data.pkt_count) - 1 - t.data.pkt_index);
   // A message beyond the ring is not known (its slot holds another message number).
-  const RxMessage& seen = rx_msgs_[msg & msg_mask_];
-  const bool known = seen.seen && seen.msg_num == msg;
-  if (known && (seen.last_psn != last_psn || seen.with_imm != with_imm)) {
+  const ReceiveWindow::Message* seen = window_.find(msg);
+  const bool known = seen != nullptr;
+  if (known && (seen->last_psn != last_psn || seen->with_imm != with_imm)) {
     return drop(DropReason::kInconsistent, Error::kBadExtension);
   }
   // Over the limit a WRITE-with-imm is dropped (the requester resends it), except the message
@@ -1336,33 +1021,28 @@ Status Qp::accept_data(Time now, const RxPacket& rx, const MemoryRegion* r) {
   // next were refused, none could ever complete. Only that one message at a time goes over
   // the limit, and only while a requester sends more than the limit allows (or after
   // update_qp lowered it below what was already open).
-  if (!known && with_imm && wimm_dest_open_ >= max_wimm_dest_ && msg != msg_base_) {
+  if (!known && with_imm && wimm_dest_open_ >= max_wimm_dest_ && msg != window_.msg_base()) {
     return drop(DropReason::kWimmExceeded, Error::kQueueFull);
   }
   if (rx.trimmed) {
     // The header survived, the payload did not: ask for exactly this packet again.
     ++engine_.counters_.trimmed_received;
-    if (fifo_room(nacks_, nack_head_, nack_size_, kTrimNackQueue,
-                  engine_.config().qp_initial_ring)) {
-      nacks_[ring_wrap(nack_head_ + nack_size_, nacks_.size())] =
-          TrimNack{t.bth.psn, t.data.ev_index, rx.port};
-      ++nack_size_;
+    if (nacks_.push_back_within(TrimNack{t.bth.psn, t.data.ev_index, rx.port}, kTrimNackQueue,
+                                engine_.config().qp_initial_ring)) {
       engine_.mark_control(this);
     }
     return {};
   }
-  if (msg - msg_base_ > msg_mask_) grow_msg_ring(msg - msg_base_);
-  RxMessage& m = rx_msgs_[msg & msg_mask_];
+  ReceiveWindow::Message& m = window_.slot(msg);
   if (r->base && t.payload && t.payload_len) {
     std::memcpy(r->base + (t.reth.va - r->iova), t.payload, t.payload_len);
   }
   if (!known) {
-    m = RxMessage{msg, last_psn, 0, t.imm, true, with_imm};
+    m = ReceiveWindow::Message{msg, last_psn, 0, t.imm, true, with_imm};
     if (with_imm) ++wimm_dest_open_;
   }
   m.bytes += t.payload_len;
-  set_rcv_bit(t.bth.psn, true);
-  received_bytes_ += t.payload_len;
+  const bool advanced = window_.mark_received(t.bth.psn, t.payload_len);
   engine_.counters_.bytes_placed += t.payload_len;
   ++engine_.counters_.data_received;
   uint8_t flags = 0;
@@ -1372,29 +1052,23 @@ Status Qp::accept_data(Time now, const RxPacket& rx, const MemoryRegion* r) {
   }
   if (t.data.flags & wire::DataExt::kRetransmit) flags |= wire::AckEcho::kRetransmit;
   queue_echo(now, rx, flags);
-  if (t.bth.psn == rcv_base_) {
-    advance_rcv_base();
-    complete_recv_messages(now);
-  }
+  if (advanced) complete_recv_messages(now);
   return {};
 }
 
 Status Qp::on_data(Time now, const RxPacket& rx) {
   ensure_responder_rings();
   const uint32_t psn = rx.pkt.bth.psn;
-  const int32_t d = psn_diff(psn, rcv_base_);
-  if (d < -static_cast<int32_t>(rcv_limit_) || d >= static_cast<int32_t>(mpr_dest_psns_)) {
+  const int32_t d = window_.offset(psn);
+  if (!window_.acceptable(d)) {
     return drop(DropReason::kPsnOutOfWindow, Error::kPsnOutOfWindow);  // stale or beyond
   }
   const auto region = check_data(rx);
   if (!region) return fail(region.error());
   // The bitmap grows here only, for a PSN inside the window but beyond the ring (unsigned:
   // a duplicate's negative offset is beyond both).
-  const uint32_t offset = static_cast<uint32_t>(d);
-  if (offset > rcv_mask_ && offset < mpr_dest_psns_) [[unlikely]] {
-    grow_rcv_ring(offset);
-  }
-  if (d < 0 || rcv_bit(psn)) {
+  window_.cover(static_cast<uint32_t>(d));
+  if (d < 0 || window_.received(psn)) {
     // Received before: never placed or completed twice, but acknowledged again (the
     // earlier ACK may have been lost).
     ++engine_.counters_.duplicates;
@@ -1406,11 +1080,8 @@ Status Qp::on_data(Time now, const RxPacket& rx) {
 
 Status Qp::on_roce_data(Time now, const RxPacket& rx) {
   ensure_responder_rings();
-  const uint32_t psn = rx.pkt.bth.psn;
-  const int32_t d = psn_diff(psn, rcv_base_);
-  if (d < -static_cast<int32_t>(rcv_limit_) || d >= static_cast<int32_t>(mpr_dest_psns_)) {
-    return drop(DropReason::kPsnOutOfWindow, Error::kPsnOutOfWindow);
-  }
+  const int32_t d = window_.offset(rx.pkt.bth.psn);
+  if (!window_.acceptable(d)) return drop(DropReason::kPsnOutOfWindow, Error::kPsnOutOfWindow);
   const auto region = check_data(rx);
   if (!region) return fail(region.error());
   if (d < 0) {
@@ -1437,50 +1108,30 @@ Status Qp::on_roce_data(Time now, const RxPacket& rx) {
       engine_.mark_control(this);
     }
   }
-  const uint32_t before = rcv_base_;
+  const uint32_t before = window_.base();
   auto s = accept_data(now, rx, *region);
-  if (s && rcv_base_ != before) roce_nak_sent_for_base_ = false;
+  if (s && window_.base() != before) roce_nak_sent_for_base_ = false;
   return s;
 }
 
 void Qp::complete_recv_messages(Time now) {
-  if (rx_msgs_.empty()) return;
-  while (true) {
-    RxMessage& m = rx_msgs_[msg_base_ & msg_mask_];
-    if (!m.seen || m.msg_num != msg_base_ || !psn_lt(m.last_psn, rcv_base_)) break;
-    if (m.with_imm) {
-      if (rq_size_ == 0) break;  // no RNR in MRC: wait for the application's receive
-      const uint64_t wr_id = rq_[rq_head_];
-      rq_head_ = ring_wrap(rq_head_ + 1, rq_.size());
-      --rq_size_;
+  while (ReceiveWindow::Message* m = window_.completable()) {
+    if (m->with_imm) {
+      if (rq_.empty()) break;  // no RNR in MRC: wait for the application's receive
+      const uint64_t wr_id = rq_.pop_front();
       engine_.emit_completion(
-          Completion{wr_id, qpn_, WcStatus::kSuccess, WcOpcode::kRecvImm, m.imm, m.bytes, now});
+          Completion{wr_id, qpn_, WcStatus::kSuccess, WcOpcode::kRecvImm, m->imm, m->bytes, now});
       --wimm_dest_open_;
     }
-    m.seen = false;
-    ++msg_base_;
+    window_.complete_next();
     ack_now_ = true;
   }
   if (ack_now_) engine_.mark_control(this);
 }
 
 void Qp::queue_echo(Time now, const RxPacket& rx, uint8_t flags) {
-  if (echo_count_ == echoes_.size()) {
-    // Full: the oldest echo gives way (the SACK bitmap still covers its PSN), but not to a
-    // plain one while it reports a duplicate, which nothing else can tell the requester
-    // (its DSACK: on_duplicate_echo). A responder that reads 100 packets per ACK keeps only
-    // the last 8 echoes.
-    auto victim = echoes_.begin();
-    if (!(flags & wire::AckEcho::kDuplicate)) {
-      victim = std::find_if(echoes_.begin(), echoes_.end(), [](const wire::AckEcho& e) {
-        return !(e.flags & wire::AckEcho::kDuplicate);
-      });
-      if (victim == echoes_.end()) victim = echoes_.begin();
-    }
-    std::copy(victim + 1, echoes_.end(), victim);
-    --echo_count_;
-  }
-  echoes_[echo_count_++] = wire::AckEcho{rx.pkt.bth.psn, rx.pkt.data.ev_index, flags};
+  // A duplicate's echo is the requester's DSACK (on_duplicate_echo).
+  window_.add_echo(wire::AckEcho{rx.pkt.bth.psn, rx.pkt.data.ev_index, flags});
   newest_arrival_ = now;
   // Paper 2.4: the reverse set is probed while the QP is active inbound. A resent packet we
   // already had means the ACK that reported it was lost: probe the set now.
@@ -1502,13 +1153,10 @@ void Qp::queue_echo(Time now, const RxPacket& rx, uint8_t flags) {
 }
 
 void Qp::on_probe(Time now, const RxPacket& rx) {
-  if (!fifo_room(probe_replies_, probe_reply_head_, probe_reply_size_, kProbeReplyQueue,
-                 engine_.config().qp_initial_ring)) {
+  if (!probe_replies_.push_back_within(ProbeReply{rx.pkt.probe, rx.port, now}, kProbeReplyQueue,
+                                       engine_.config().qp_initial_ring)) {
     return;  // overloaded: the prober retries
   }
-  probe_replies_[ring_wrap(probe_reply_head_ + probe_reply_size_, probe_replies_.size())] =
-      ProbeReply{rx.pkt.probe, rx.port, now};
-  ++probe_reply_size_;
   engine_.mark_control(this);
 }
 
@@ -1516,7 +1164,7 @@ void Qp::on_probe(Time now, const RxPacket& rx) {
 // Control packets.
 
 bool Qp::has_control() const {
-  return ack_now_ || ack_repeat_now_ || nack_size_ > 0 || probe_reply_size_ > 0 ||
+  return ack_now_ || ack_repeat_now_ || !nacks_.empty() || !probe_replies_.empty() ||
          roce_nak_pending_ || cnp_pending_ || probes_due_ || reverse_probe_due_;
 }
 
@@ -1608,17 +1256,16 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
     return false;
   }
   wire::TransportPacket& t = out.pkt;
-  if (nack_size_ > 0) {
-    const TrimNack n = nacks_[nack_head_];
+  if (!nacks_.empty()) {
+    const TrimNack n = nacks_.front();
     const int path = ack_path(now, n.port, n.ev, mask, false);
     if (path != PathSet::kNone) {
-      nack_head_ = ring_wrap(nack_head_ + 1, nacks_.size());
-      --nack_size_;
+      nacks_.pop_front();
       fill_common(out, paths_.port_of(path), path);
       t.bth.opcode = wire::Opcode::kTrimNack;
       t.bth.psn = n.psn;
-      t.aeth = wire::Aeth{kAethNakSeqErr, msg_base_ & kPsnMask};
-      t.nack = wire::TrimNackExt{n.psn, rcv_base_, n.ev, 0};
+      t.aeth = wire::Aeth{kAethNakSeqErr, window_.msg_base() & kPsnMask};
+      t.nack = wire::TrimNackExt{n.psn, window_.base(), n.ev, 0};
       out.transport_bytes = kTrimNackWireBytes;
       ++engine_.counters_.nacks_sent;
       return true;
@@ -1661,13 +1308,12 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
       return true;
     }
   }
-  if (probe_reply_size_ > 0) {
-    const ProbeReply r = probe_replies_[probe_reply_head_];
+  if (!probe_replies_.empty()) {
+    const ProbeReply r = probe_replies_.front();
     // Reply on the port the probe came in on, so the probe measures that plane.
     const int path = control_path(now, r.port, r.probe.ev_index, mask, true);
     if (path != PathSet::kNone) {
-      probe_reply_head_ = ring_wrap(probe_reply_head_ + 1, probe_replies_.size());
-      --probe_reply_size_;
+      probe_replies_.pop_front();
       fill_common(out, paths_.port_of(path), path);
       t.bth.opcode = wire::Opcode::kProbeReply;
       t.probe = r.probe;
@@ -1737,24 +1383,14 @@ void Qp::fill_ack(Time now, TxPacket& out) {
   ensure_responder_rings();
   wire::TransportPacket& t = out.pkt;
   t.bth.opcode = wire::Opcode::kAck;
-  t.bth.psn = psn_add(rcv_base_, -1);
-  t.aeth = wire::Aeth{kAethAck, msg_base_ & kPsnMask};
+  t.bth.psn = psn_add(window_.base(), -1);
+  t.aeth = wire::Aeth{kAethAck, window_.msg_base() & kPsnMask};
   wire::SackExt& s = t.sack;
-  s.cum_psn = rcv_base_;
-  s.sack_base = rcv_base_;
-  // Words beyond the ring (a multiple of 64 bits) are empty: a PSN there would have grown it.
-  for (int w = 0; w < wire::kSackBitmapWords; ++w) {
-    s.bitmap[static_cast<size_t>(w)] =
-        64u * w <= rcv_mask_ ? rcv_bits64(psn_add(rcv_base_, 64 * w)) : 0;
-  }
-  s.received_bytes = received_bytes_;
+  window_.fill_sack(s);  // cumulative PSN, bitmap, received bytes, echoes
   s.service_time_ns =
       static_cast<uint32_t>(std::min<Time>((now - newest_arrival_) / kPicosPerNano, UINT32_MAX));
-  s.echo_count = static_cast<uint8_t>(echo_count_);
   s.ports_down = engine_.ports_down_bitmap();
-  std::copy(echoes_.begin(), echoes_.begin() + echo_count_, s.echo.begin());
   out.transport_bytes = kAckWireBytes;
-  echo_count_ = 0;
   unacked_packets_ = 0;
   ack_now_ = false;
   ack_due_ = kNever;
@@ -1774,10 +1410,10 @@ Time Qp::deadline() const {
   if (!ack_repeat_now_) d = std::min(d, ack_repeat_due_);
   if (!reverse_probe_due_) d = std::min(d, reverse_.next_probe_time());
   if (state_ != QpState::kRts) return d;
-  if (has_outstanding()) d = std::min(d, last_progress_ + rto_interval());
-  if (is_mrc() && rec_head_ != rec_tail_) {
-    d = std::min(d, pto_due(recs_[rec_head_ & rec_mask_].sent_at));
-    d = std::min(d, rack_tie_due(rec_head_));
+  if (has_outstanding()) d = std::min(d, loss_.rto_due());
+  if (is_mrc() && !loss_.empty()) {
+    d = std::min(
+        d, loss_.next_deadline(loss_context(), [this](uint16_t ev) { return transmit_queue(ev); }));
   }
   if (!probes_due_) d = std::min(d, paths_.next_probe_time());
   d = std::min(d, pacing_wait_until_);
@@ -1809,7 +1445,7 @@ void Qp::on_timer(Time now) {
     cc_->on_timer(now);
     engine_.mark_ready(this);
   }
-  if (has_outstanding() && last_progress_ + rto_interval() <= now) {
+  if (has_outstanding() && loss_.rto_due() <= now) {
     on_rto(now);
     if (state_ != QpState::kRts) return;
   } else if (is_mrc()) {
@@ -1827,8 +1463,8 @@ void Qp::set_port_up(Time now, uint8_t port, bool up) {
   if (!up && state_ == QpState::kRts && is_mrc()) {
     // Packets that left on a dead port are gone: resend them elsewhere at once. The paths
     // themselves are not to blame, so they keep their state for when the port returns.
-    for (uint32_t seq = rec_head_; seq != rec_tail_; ++seq) {
-      const TxRecord& r = recs_[seq & rec_mask_];
+    for (uint32_t seq = loss_.head(); seq != loss_.tail(); ++seq) {
+      const LossDetector::Record& r = loss_.at(seq);
       if (paths_.port_of(r.ev) == port && record_current(seq))
         declare_lost(now, r.psn, false, LossCause::kOther);
     }
@@ -1846,8 +1482,8 @@ void Qp::on_peer_ports(Time now, uint32_t ports_down) {
   paths_.set_peer_ports_down(ports_down);
   ++engine_.counters_.peer_port_changes;
   if (newly_down && state_ == QpState::kRts) {
-    for (uint32_t seq = rec_head_; seq != rec_tail_; ++seq) {
-      const TxRecord& r = recs_[seq & rec_mask_];
+    for (uint32_t seq = loss_.head(); seq != loss_.tail(); ++seq) {
+      const LossDetector::Record& r = loss_.at(seq);
       if (((newly_down >> paths_.port_of(r.ev)) & 1) && record_current(seq))
         declare_lost(now, r.psn, false, LossCause::kOther);
     }
@@ -1862,8 +1498,8 @@ Status Qp::set_path_denied(Time now, int ev_index, bool denied) {
   }
   report_path_change(now, ev_index, paths_.set_denied(ev_index, denied));
   if (denied && state_ == QpState::kRts && is_mrc()) {
-    for (uint32_t seq = rec_head_; seq != rec_tail_; ++seq) {
-      const TxRecord& r = recs_[seq & rec_mask_];
+    for (uint32_t seq = loss_.head(); seq != loss_.tail(); ++seq) {
+      const LossDetector::Record& r = loss_.at(seq);
       if (r.ev == ev_index && record_current(seq))
         declare_lost(now, r.psn, false, LossCause::kOther);
     }
@@ -1885,8 +1521,8 @@ Status Qp::replace_path(Time now, int ev_index, const PathDesc& desc) {
   // A reverse slot on it would carry ACKs on an EV no probe has tried: take another.
   report_reverse_change(now, reverse_.on_path_unusable(ev_index, paths_, seed_));
   if (state_ == QpState::kRts && is_mrc()) {
-    for (uint32_t seq = rec_head_; seq != rec_tail_; ++seq) {
-      const TxRecord& r = recs_[seq & rec_mask_];
+    for (uint32_t seq = loss_.head(); seq != loss_.tail(); ++seq) {
+      const LossDetector::Record& r = loss_.at(seq);
       if (r.ev == ev_index && record_current(seq))
         declare_lost(now, r.psn, false, LossCause::kOther);
     }
@@ -1911,13 +1547,9 @@ Status Qp::update(const QpUpdate& u) {
       (u.max_wimm_dest && *u.max_wimm_dest == 0)) {
     return fail(Error::kInvalidArgument);
   }
-  if (u.timeout) {
-    timeout_ = *u.timeout;
-    // The learned PTO floor stays below the ACK timeout (see pto_floor_).
-    pto_floor_ = std::min(pto_floor_, pto_floor_limit());
-  }
-  if (u.retry_linear) retry_linear_ = *u.retry_linear;
-  if (u.retry_exp) retry_exp_ = *u.retry_exp;
+  if (u.timeout) loss_.set_timeout(*u.timeout);
+  const LossTiming& lt = loss_.timing();
+  loss_.set_retry(u.retry_linear.value_or(lt.retry_linear), u.retry_exp.value_or(lt.retry_exp));
   if (u.max_wimm) {
     max_wimm_ = *u.max_wimm;
     engine_.mark_ready(this);  // WRITE_IMMs held by the old limit may go now
@@ -1927,8 +1559,9 @@ Status Qp::update(const QpUpdate& u) {
 }
 
 QpLimits Qp::limits() const {
-  return QpLimits{timeout_,       retry_linear_, retry_exp_,    max_wimm_,
-                  max_wimm_dest_, mpr_psns_,     mpr_dest_psns_};
+  const LossTiming& lt = loss_.timing();
+  return QpLimits{lt.timeout,     lt.retry_linear, lt.retry_exp,           max_wimm_,
+                  max_wimm_dest_, mpr_psns_,       window_.mpr_dest_psns()};
 }
 
 // OCP 5.5 CC CONFIG on an ONLINE profile: the running algorithm takes the new parameters and

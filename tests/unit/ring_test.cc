@@ -135,6 +135,42 @@ TEST(Ring, reserve__grows_to_exactly_the_request_and_never_shrinks) {
   EXPECT_EQ(r.storage_bytes(), 5 * sizeof(int));
 }
 
+TEST(Ring, push_back_within__grows_from_first_then_doubles_up_to_the_limit) {
+  Ring<int> r;
+  EXPECT_TRUE(r.push_back_within(1, 10, 2));
+  EXPECT_EQ(r.capacity(), 2u);
+  EXPECT_TRUE(r.push_back_within(2, 10, 2));
+  EXPECT_TRUE(r.push_back_within(3, 10, 2));
+  EXPECT_EQ(r.capacity(), 4u);
+  for (int i = 4; i <= 10; ++i)
+    EXPECT_TRUE(r.push_back_within(i, 10, 2));
+  EXPECT_EQ(r.capacity(), 10u);  // 8 doubled is 16: capped at the limit
+  EXPECT_FALSE(r.push_back_within(11, 10, 2));
+  EXPECT_EQ(r.size(), 10u);
+  EXPECT_EQ(r.back(), 10);
+}
+
+TEST(Ring, copy__keeps_the_entries_in_order_and_the_capacity) {
+  Ring<int> r(3);
+  r.push_back(1);
+  r.push_back(2);
+  (void)r.pop_front();
+  r.push_back(3);
+  r.push_back(4);  // wrapped
+  Ring<int> c = r;
+  EXPECT_EQ(contents(c), (std::vector<int>{2, 3, 4}));
+  EXPECT_EQ(c.capacity(), 3u);
+  Ring<int> m = std::move(c);
+  EXPECT_EQ(contents(m), (std::vector<int>{2, 3, 4}));
+  EXPECT_EQ(c.capacity(), 0u);  // NOLINT(bugprone-use-after-move): moved-from is empty
+}
+
+// A QP holds several rings (docs/performance.md, "Bytes per QP"): a pointer and three 32-bit
+// counters.
+TEST(Ring, object__is_a_pointer_and_three_32_bit_counters) {
+  EXPECT_LE(sizeof(Ring<uint64_t>), 24u);
+}
+
 // Property: any sequence of operations leaves the ring holding what std::deque holds after
 // the same operations (bounded pushes refused exactly when the ring is at its capacity).
 enum class Op {
