@@ -622,8 +622,8 @@ int events(Device& d, double seconds) {
 int probe(Device& d, int port, const std::string& dst, int count) {
   in6_addr dgid{};
   if (inet_pton(AF_INET6, dst.c_str(), &dgid) != 1) {
-    fmt::print(stderr, "mrc-ctl: probe --dst {}: not an IPv6 address\n", dst);
-    return 2;
+    return mrc::tools::fail_setup("mrc-ctl",
+                                  fmt::format("probe --dst {}: not an IPv6 address", dst));
   }
   std::vector<mrc_ctl_ep_req> req(static_cast<size_t>(count));
   for (int i = 0; i < count; ++i) {
@@ -649,9 +649,9 @@ int probe(Device& d, int port, const std::string& dst, int count) {
 // A port number the device has (1..ports), else exit status 2 after a message.
 int check_port(const Device& d, int port, const char* what) {
   if (port >= 1 && static_cast<uint32_t>(port) <= d.ports) return 0;
-  fmt::print(stderr, "mrc-ctl: {}: port {} does not exist: this device has {} port{} (1..{})\n",
-             what, port, d.ports, d.ports == 1 ? "" : "s", d.ports);
-  return 2;
+  return mrc::tools::fail_setup(
+      "mrc-ctl", fmt::format("{}: port {} does not exist: this device has {} port{} (1..{})", what,
+                             port, d.ports, d.ports == 1 ? "" : "s", d.ports));
 }
 
 }  // namespace

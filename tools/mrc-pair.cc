@@ -148,14 +148,13 @@ int run(const Options& o) {
 
   auto pn = make_pair_net(n, c);
   if (!pn) {
-    fmt::print(stderr, "mrc-pair: setup failed: {}\n", error_name(pn.error()));
-    return 2;
+    return tools::fail_setup("mrc-pair", fmt::format("setup failed: {}", error_name(pn.error())));
   }
   FaultNet& net = *pn->net;
   if (!o.pcap.empty()) {
     if (auto st = net.enable_pcap(o.pcap); !st) {
-      fmt::print(stderr, "mrc-pair: cannot write {}: {}\n", o.pcap, error_name(st.error()));
-      return 2;
+      return tools::fail_setup("mrc-pair",
+                               fmt::format("cannot write {}: {}", o.pcap, error_name(st.error())));
     }
   }
 

@@ -748,28 +748,25 @@ uint32_t paths_per_qp(const SimConfig& c, const FabricShape& s) {
 int print_ranks_plan(const Scenario& sc, uint32_t ranks) {
   auto wl = make_workload(sc.workload, sc.base.topo.hosts, sc.seed);
   if (!wl) {
-    fmt::print(stderr, "mrc-sim: {}\n", wl.error());
-    return 2;
+    return tools::fail_setup("mrc-sim", wl.error());
   }
   RecordingSink sink;
   if (auto st = (*wl)->start(sink); !st) {
-    fmt::print(stderr, "mrc-sim: {}\n", st.error());
-    return 2;
+    return tools::fail_setup("mrc-sim", st.error());
   }
   fmt::print("mrc-sim: {} - partition plan for {} ranks (blocks layout, docs/simulator.md)\n",
              sc.name, ranks);
   for (const TransportRun& tr : sc.runs) {
     auto shape = fabric_shape(tr.config.topo);
     if (!shape) {
-      fmt::print(stderr, "mrc-sim: the simulator rejects this fabric\n");
-      return 2;
+      return tools::fail_setup("mrc-sim", "the simulator rejects this fabric");
     }
     auto plan = plan_partition(tr.config, ranks, sink.flows, paths_per_qp(tr.config, *shape));
     if (!plan) {
-      fmt::print(stderr,
-                 "mrc-sim: --ranks-plan {}: the fabric has {} blocks: at most that many ranks\n",
-                 ranks, BlockLayout(*shape).blocks());
-      return 2;
+      return tools::fail_setup(
+          "mrc-sim",
+          fmt::format("--ranks-plan {}: the fabric has {} blocks: at most that many ranks", ranks,
+                      BlockLayout(*shape).blocks()));
     }
     fmt::print("\n[{}] {} flows at the start, {} paths per QP\n{}", tr.name, sink.flows.size(),
                paths_per_qp(tr.config, *shape), format_plan(*plan));

@@ -109,8 +109,7 @@ int run_send(const std::string& address, uint16_t port, double duration_s) {
   to.sin6_family = AF_INET6;
   to.sin6_port = htons(port);
   if (inet_pton(AF_INET6, address.c_str(), &to.sin6_addr) != 1) {
-    std::fprintf(stderr, "mrc-tcp-stall: not an IPv6 address: %s\n", address.c_str());
-    return 2;
+    return mrc::tools::fail_setup("mrc-tcp-stall", fmt::format("not an IPv6 address: {}", address));
   }
   const int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return fail("socket");

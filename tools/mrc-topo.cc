@@ -358,9 +358,9 @@ int main(int argc, char** argv) {
     DesignParams probe = *p;
     probe.gpus = 1;
     if (auto problem = check(probe, o.a)) {
-      fmt::print(stderr, "mrc-topo: {} design: {}\n", p == &o.mp ? "multi-plane" : "conventional",
-                 problem->what);
-      return 2;
+      return tools::fail_setup(
+          "mrc-topo",
+          fmt::format("{} design: {}", p == &o.mp ? "multi-plane" : "conventional", problem->what));
     }
   }
 
@@ -372,8 +372,7 @@ int main(int argc, char** argv) {
     out.emplace_back(evaluate(mp, o.a), evaluate(cv, o.a));
     for (const Outcome* x : {&out.back().first, &out.back().second}) {
       if (x->problem && x->problem->code != Error::kTooBig) {
-        fmt::print(stderr, "mrc-topo: {} GPUs: {}\n", n, x->problem->what);
-        return 2;
+        return tools::fail_setup("mrc-topo", fmt::format("{} GPUs: {}", n, x->problem->what));
       }
       all_fit = all_fit && x->report.has_value();
     }

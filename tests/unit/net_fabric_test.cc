@@ -52,6 +52,7 @@
 #include "net/pattern.h"
 #include "net/session.h"
 #include "net/side_channel.h"
+#include "support/forged_datagram.h"
 #include "wire/codec.h"
 
 namespace mrc::net {
@@ -492,32 +493,7 @@ std::map<std::string, uint64_t> kv_parse(const std::vector<uint8_t>& frame) {
   return out;
 }
 
-// The datagram (BTH .. ICRC) a host would send for `pkt` from `from`: valid framing and a
-// valid ICRC, computed over the IPv6/UDP fields the kernel builds for a datagram from that
-// address and port (see udp_driver.h), whatever the packet's fields say.
-std::vector<uint8_t> forge(const wire::TransportPacket& pkt, const sockaddr_in6& from) {
-  std::vector<uint8_t> buf(48 + 9400);
-  auto n = wire::encode_transport(pkt, std::span(buf).subspan(48));
-  if (!n) return {};
-  uint8_t* h = buf.data();
-  std::memset(h, 0, 48);
-  h[0] = 0x60;
-  const uint16_t len = static_cast<uint16_t>(8 + *n + 4);
-  h[4] = static_cast<uint8_t>(len >> 8);
-  h[5] = static_cast<uint8_t>(len);
-  h[6] = 17;
-  std::memcpy(h + 8, &from.sin6_addr, 16);
-  h[40] = static_cast<uint8_t>(ntohs(from.sin6_port) >> 8);
-  h[41] = static_cast<uint8_t>(ntohs(from.sin6_port));
-  h[42] = kIcrcUdpPort >> 8;
-  h[43] = kIcrcUdpPort & 0xFF;
-  h[44] = h[4];
-  h[45] = h[5];
-  const uint32_t crc = wire::icrc(std::span<const uint8_t>(buf.data(), 48 + *n));
-  for (int i = 0; i < 4; ++i)
-    buf[48 + *n + i] = static_cast<uint8_t>(crc >> (8 * i));
-  return std::vector<uint8_t>(buf.begin() + 48, buf.begin() + 48 + *n + 4);
-}
+using testnet::forged_datagram;
 
 // A WRITE_ONLY of `len` bytes (payload `len`, or none for a trimmed one) as the client sends.
 std::vector<uint8_t> forged_write(uint32_t qpn, uint32_t rkey, uint64_t addr, uint32_t psn,
@@ -534,7 +510,7 @@ std::vector<uint8_t> forged_write(uint32_t qpn, uint32_t rkey, uint64_t addr, ui
   pkt.data.pkt_count = 1;
   pkt.payload = trimmed ? nullptr : payload.data();
   pkt.payload_len = trimmed ? 0 : len;
-  return forge(pkt, from);
+  return forged_datagram(pkt, from);
 }
 
 // An ACK to the requester `qpn` acknowledging PSN `psn` (cumulatively, and echoed).
@@ -547,7 +523,7 @@ std::vector<uint8_t> forged_ack(uint32_t qpn, uint32_t psn, const sockaddr_in6& 
   pkt.sack.sack_base = psn & 0xFFFFFF;
   pkt.sack.echo_count = 1;
   pkt.sack.echo[0] = wire::AckEcho{psn & 0xFFFFFF, 0, 0};
-  return forge(pkt, from);
+  return forged_datagram(pkt, from);
 }
 
 // What the attacker needs to know about the connection (from the hellos) and the client's

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "net/pattern.h"
+#include "support/forged_datagram.h"
 #include "wire/codec.h"
 
 namespace mrc::net {
@@ -212,8 +213,7 @@ TEST(Session, write_imm__over_udp_mode_verified) {
 }
 
 // A forged transport packet aimed at the server's QP: valid framing and ICRC, bad fields.
-std::vector<uint8_t> forged_write(const Session& client, const Hello& server, uint32_t qpn,
-                                  uint32_t rkey, uint64_t addr, uint32_t psn,
+std::vector<uint8_t> forged_write(uint32_t qpn, uint32_t rkey, uint64_t addr, uint32_t psn,
                                   const sockaddr_in6& from) {
   wire::TransportPacket pkt;
   pkt.bth.opcode = wire::Opcode::kWriteOnly;
@@ -226,30 +226,9 @@ std::vector<uint8_t> forged_write(const Session& client, const Hello& server, ui
   static uint8_t payload[64] = {};
   pkt.payload = payload;
   pkt.payload_len = 64;
-  (void)client;
-  (void)server;
-  std::vector<uint8_t> buf(48 + 512);
-  auto n = wire::encode_transport(pkt, std::span(buf).subspan(48));
-  EXPECT_TRUE(n);
-  // The ICRC over the headers the kernel will build (see udp_driver.h).
-  uint8_t* h = buf.data();
-  std::memset(h, 0, 48);
-  h[0] = 0x60;
-  const uint16_t len = static_cast<uint16_t>(8 + *n + 4);
-  h[4] = static_cast<uint8_t>(len >> 8);
-  h[5] = static_cast<uint8_t>(len);
-  h[6] = 17;
-  std::memcpy(h + 8, &from.sin6_addr, 16);
-  h[40] = static_cast<uint8_t>(ntohs(from.sin6_port) >> 8);
-  h[41] = static_cast<uint8_t>(ntohs(from.sin6_port));
-  h[42] = 4791 >> 8;
-  h[43] = 4791 & 0xFF;
-  h[44] = h[4];
-  h[45] = h[5];
-  const uint32_t crc = wire::icrc(std::span<const uint8_t>(buf.data(), 48 + *n));
-  for (int i = 0; i < 4; ++i)
-    buf[48 + *n + i] = static_cast<uint8_t>(crc >> (8 * i));
-  return std::vector<uint8_t>(buf.begin() + 48, buf.begin() + 48 + *n + 4);
+  auto d = testnet::forged_datagram(pkt, from);
+  EXPECT_FALSE(d.empty());
+  return d;
 }
 
 TEST(Session, poll__bad_datagrams_are_dropped_by_reason_and_the_transfer_is_unaffected) {
@@ -273,10 +252,8 @@ TEST(Session, poll__bad_datagrams_are_dropped_by_reason_and_the_transfer_is_unaf
   // Bad rkey and bad address at a PSN inside the window, before the real packet: the
   // responder must check them before placing anything.
   const uint32_t next_psn = (p.client->hello(HelloRole::kClient).qps[0].first_psn + 3) & 0xFFFFFF;
-  send(
-      forged_write(*p.client, server, qpn, server.rkey ^ 0x55, server.remote_addr, next_psn, self));
-  send(
-      forged_write(*p.client, server, qpn, server.rkey, server.remote_addr - 4096, next_psn, self));
+  send(forged_write(qpn, server.rkey ^ 0x55, server.remote_addr, next_psn, self));
+  send(forged_write(qpn, server.rkey, server.remote_addr - 4096, next_psn, self));
   std::atomic<bool> stop{false};
   std::thread attacker([&] {
     std::mt19937 rng(1);
@@ -286,12 +263,12 @@ TEST(Session, poll__bad_datagrams_are_dropped_by_reason_and_the_transfer_is_unaf
       for (auto& b : junk)
         b = static_cast<uint8_t>(rng());
       send(junk);  // random garbage
-      auto good = forged_write(*p.client, server, qpn, server.rkey, base, 0, self);
+      auto good = forged_write(qpn, server.rkey, base, 0, self);
       send(std::vector<uint8_t>(good.begin(),
                                 good.begin() + static_cast<long>(rng() % good.size())));
-      send(forged_write(*p.client, server, qpn + 100, server.rkey, base, 0, self));  // QPN
+      send(forged_write(qpn + 100, server.rkey, base, 0, self));  // QPN
       // A PSN far outside the window.
-      send(forged_write(*p.client, server, qpn, server.rkey, base, 0x800000, self));
+      send(forged_write(qpn, server.rkey, base, 0x800000, self));
       ::usleep(200);
     }
   });
