@@ -200,13 +200,40 @@ std::vector<const Link*> FabricPlan::links_in(std::string_view ns) const {
   return out;
 }
 
-NetResult<FabricPlan> plan_fabric(const FabricSpec& spec) {
-  if (auto ok = validate(spec); !ok) return std::unexpected(ok.error());
-  FabricPlan plan;
-  plan.spec = spec;
-  const std::string prefix = spec.name + "-";
+namespace {
 
-  // Nodes: hosts, then per plane leaves and spines. Indexes are recomputed below by id.
+// Where plan_fabric's nodes and links stand in the plan: nodes are hosts, then per plane its
+// leaves and spines; links are host links host-major (h0-p0, h0-p1, h1-p0, ...), then the
+// leaf-spine links per plane, leaf-major.
+struct PlanIndex {
+  const FabricPlan& plan;
+  const FabricSpec& spec;
+
+  const Node& host_node(int h) const { return plan.nodes[size_t(h)]; }
+  const Node& leaf_node(int p, int l) const {
+    return plan.nodes[size_t(spec.hosts + p * (spec.leaves + spec.spines) + l)];
+  }
+  const Node& spine_node(int p, int s) const {
+    return plan.nodes[size_t(spec.hosts + p * (spec.leaves + spec.spines) + spec.leaves + s)];
+  }
+  const Link& host_link(int h, int p) const { return plan.links[size_t(h * spec.planes + p)]; }
+  const Link& fabric_link(int p, int l, int s) const {
+    return plan.links[size_t(spec.hosts * spec.planes + (p * spec.leaves + l) * spec.spines + s)];
+  }
+};
+
+// An interface named after what is at its other end: "p1" (a host's port on plane 1), "l0"
+// (a spine's port to leaf 0), "s3" (a leaf's port to spine 3). Built in place: GCC 12 warns
+// (-Wrestrict, a false positive) on "l" + std::to_string(l) once inlined here.
+std::string port_name(char kind, int index) {
+  std::string name(1, kind);
+  name += std::to_string(index);
+  return name;
+}
+
+void plan_nodes(FabricPlan& plan) {
+  const FabricSpec& spec = plan.spec;
+  const std::string prefix = spec.name + "-";
   for (int h = 0; h < spec.hosts; ++h)
     plan.nodes.push_back({NodeKind::kHost, -1, h, host_id(h), prefix + host_id(h), host_usid(h)});
   for (int p = 0; p < spec.planes; ++p) {
@@ -217,15 +244,13 @@ NetResult<FabricPlan> plan_fabric(const FabricSpec& spec) {
       plan.nodes.push_back(
           {NodeKind::kSpine, p, s, spine_id(p, s), prefix + spine_id(p, s), spine_usid(s)});
   }
-  const auto host_node = [&](int h) -> const Node& { return plan.nodes[size_t(h)]; };
-  const auto leaf_node = [&](int p, int l) -> const Node& {
-    return plan.nodes[size_t(spec.hosts + p * (spec.leaves + spec.spines) + l)];
-  };
-  const auto spine_node = [&](int p, int s) -> const Node& {
-    return plan.nodes[size_t(spec.hosts + p * (spec.leaves + spec.spines) + spec.leaves + s)];
-  };
+}
 
-  // Links. Host links host-major (h0-p0, h0-p1, h1-p0, ...), then leaf-spine links per plane.
+// The links with their ends' addresses, and every address the plan assigns: both ends of
+// every link, and each host port's own /128.
+void plan_links(FabricPlan& plan) {
+  const FabricSpec& spec = plan.spec;
+  const PlanIndex at{plan, spec};
   for (int h = 0; h < spec.hosts; ++h) {
     for (int p = 0; p < spec.planes; ++p) {
       Link link;
@@ -235,9 +260,9 @@ NetResult<FabricPlan> plan_fabric(const FabricSpec& spec) {
       link.host = h;
       link.leaf = leaf_of_host(spec, h);
       link.upper =
-          make_end(leaf_node(p, link.leaf), host_id(h), link_address(p, host_usid(h), 0, 1));
+          make_end(at.leaf_node(p, link.leaf), host_id(h), link_address(p, host_usid(h), 0, 1));
       link.lower =
-          make_end(host_node(h), "p" + std::to_string(p), link_address(p, host_usid(h), 0, 2));
+          make_end(at.host_node(h), port_name('p', p), link_address(p, host_usid(h), 0, 2));
       plan.links.push_back(std::move(link));
     }
   }
@@ -250,9 +275,9 @@ NetResult<FabricPlan> plan_fabric(const FabricSpec& spec) {
         link.plane = p;
         link.leaf = l;
         link.spine = s;
-        link.upper = make_end(spine_node(p, s), "l" + std::to_string(l),
+        link.upper = make_end(at.spine_node(p, s), port_name('l', l),
                               link_address(p, spine_usid(s), leaf_usid(l), 1));
-        link.lower = make_end(leaf_node(p, l), "s" + std::to_string(s),
+        link.lower = make_end(at.leaf_node(p, l), port_name('s', s),
                               link_address(p, spine_usid(s), leaf_usid(l), 2));
         plan.links.push_back(std::move(link));
       }
@@ -265,79 +290,90 @@ NetResult<FabricPlan> plan_fabric(const FabricSpec& spec) {
       plan.addresses.push_back({link.lower.ns, link.lower.ifname,
                                 format_ipv6(host_address(link.plane, link.host)) + "/128"});
   }
+}
 
-  const auto host_link = [&](int h, int p) -> const Link& {
-    return plan.links[size_t(h * spec.planes + p)];
-  };
-  const auto fabric_link = [&](int p, int l, int s) -> const Link& {
-    return plan.links[size_t(spec.hosts * spec.planes + (p * spec.leaves + l) * spec.spines + s)];
-  };
+// A static route of `ns` to `prefix` via one link end (SRv6 forwarding unless `plain`).
+Route forward_route(const std::string& ns, std::string prefix, const LinkEnd& via,
+                    const LinkEnd& dev, bool plain = false) {
+  return {ns, std::move(prefix), RouteKind::kForward, {{via.ip, dev.ifname}}, {}, plain};
+}
 
-  // Routes. Hosts: the plane's block out of the plane's port, sourced from the port address.
+// Hosts: the plane's block out of the plane's port, sourced from the port address.
+void plan_host_routes(FabricPlan& plan, const PlanIndex& at) {
+  const FabricSpec& spec = plan.spec;
   for (int h = 0; h < spec.hosts; ++h) {
     for (int p = 0; p < spec.planes; ++p) {
-      const Link& l = host_link(h, p);
-      Route r;
-      r.ns = host_node(h).ns;
-      r.prefix = block_prefix(p);
-      r.nexthops = {{l.upper.ip, l.lower.ifname}};
+      const Link& l = at.host_link(h, p);
+      Route r = forward_route(at.host_node(h).ns, block_prefix(p), l.upper, l.lower);
       r.src = format_ipv6(host_address(p, h));
       plan.routes.push_back(std::move(r));
     }
   }
-  for (int p = 0; p < spec.planes; ++p) {
-    for (int l = 0; l < spec.leaves; ++l) {
-      const Node& leaf = leaf_node(p, l);
-      plan.routes.push_back(
-          {leaf.ns, usid_prefix(p, leaf_usid(l)), RouteKind::kSeg6End, {}, {}, false});
+}
+
+// Leaf l of plane p: its own uSID ends there (End), each spine's uSID goes up to that spine,
+// each host's down to it (its own hosts) or, in plain mode only, up to any spine (ECMP by the
+// multipath hash: any spine reaches the host's leaf).
+void plan_leaf_routes(FabricPlan& plan, const PlanIndex& at, int p, int l) {
+  const FabricSpec& spec = plan.spec;
+  const Node& leaf = at.leaf_node(p, l);
+  plan.routes.push_back(
+      {leaf.ns, usid_prefix(p, leaf_usid(l)), RouteKind::kSeg6End, {}, {}, false});
+  for (int s = 0; s < spec.spines; ++s) {
+    const Link& up = at.fabric_link(p, l, s);
+    plan.routes.push_back(
+        forward_route(leaf.ns, usid_prefix(p, spine_usid(s)), up.upper, up.lower));
+  }
+  for (int h = 0; h < spec.hosts; ++h) {
+    Route r{leaf.ns, usid_prefix(p, host_usid(h)), RouteKind::kForward, {}, {}, false};
+    if (leaf_of_host(spec, h) == l) {
+      const Link& down = at.host_link(h, p);
+      r.nexthops = {{down.lower.ip, down.upper.ifname}};
+    } else {
+      r.plain = true;
       for (int s = 0; s < spec.spines; ++s) {
-        const Link& up = fabric_link(p, l, s);
-        plan.routes.push_back({leaf.ns,
-                               usid_prefix(p, spine_usid(s)),
-                               RouteKind::kForward,
-                               {{up.upper.ip, up.lower.ifname}},
-                               {},
-                               false});
-      }
-      for (int h = 0; h < spec.hosts; ++h) {
-        Route r{leaf.ns, usid_prefix(p, host_usid(h)), RouteKind::kForward, {}, {}, false};
-        if (leaf_of_host(spec, h) == l) {
-          const Link& down = host_link(h, p);
-          r.nexthops = {{down.lower.ip, down.upper.ifname}};
-        } else {
-          // Plain mode only: any spine reaches the host's leaf (ECMP by the multipath hash).
-          r.plain = true;
-          for (int s = 0; s < spec.spines; ++s) {
-            const Link& up = fabric_link(p, l, s);
-            r.nexthops.push_back({up.upper.ip, up.lower.ifname});
-          }
-        }
-        plan.routes.push_back(std::move(r));
+        const Link& up = at.fabric_link(p, l, s);
+        r.nexthops.push_back({up.upper.ip, up.lower.ifname});
       }
     }
-    for (int s = 0; s < spec.spines; ++s) {
-      const Node& spine = spine_node(p, s);
-      plan.routes.push_back(
-          {spine.ns, usid_prefix(p, spine_usid(s)), RouteKind::kSeg6End, {}, {}, false});
-      for (int l = 0; l < spec.leaves; ++l) {
-        const Link& down = fabric_link(p, l, s);
-        plan.routes.push_back({spine.ns,
-                               usid_prefix(p, leaf_usid(l)),
-                               RouteKind::kForward,
-                               {{down.lower.ip, down.upper.ifname}},
-                               {},
-                               false});
-      }
-      for (int h = 0; h < spec.hosts; ++h) {
-        const Link& down = fabric_link(p, leaf_of_host(spec, h), s);
-        plan.routes.push_back({spine.ns,
-                               usid_prefix(p, host_usid(h)),
-                               RouteKind::kForward,
-                               {{down.lower.ip, down.upper.ifname}},
-                               {},
-                               true});
-      }
-    }
+    plan.routes.push_back(std::move(r));
+  }
+}
+
+// Spine s of plane p: its own uSID ends there (End), each leaf's uSID goes down to that leaf,
+// and in plain mode each host's down to the host's leaf.
+void plan_spine_routes(FabricPlan& plan, const PlanIndex& at, int p, int s) {
+  const FabricSpec& spec = plan.spec;
+  const Node& spine = at.spine_node(p, s);
+  plan.routes.push_back(
+      {spine.ns, usid_prefix(p, spine_usid(s)), RouteKind::kSeg6End, {}, {}, false});
+  for (int l = 0; l < spec.leaves; ++l) {
+    const Link& down = at.fabric_link(p, l, s);
+    plan.routes.push_back(
+        forward_route(spine.ns, usid_prefix(p, leaf_usid(l)), down.lower, down.upper));
+  }
+  for (int h = 0; h < spec.hosts; ++h) {
+    const Link& down = at.fabric_link(p, leaf_of_host(spec, h), s);
+    plan.routes.push_back(
+        forward_route(spine.ns, usid_prefix(p, host_usid(h)), down.lower, down.upper, true));
+  }
+}
+
+}  // namespace
+
+NetResult<FabricPlan> plan_fabric(const FabricSpec& spec) {
+  if (auto ok = validate(spec); !ok) return std::unexpected(ok.error());
+  FabricPlan plan;
+  plan.spec = spec;
+  plan_nodes(plan);
+  plan_links(plan);
+  const PlanIndex at{plan, plan.spec};
+  plan_host_routes(plan, at);
+  for (int p = 0; p < spec.planes; ++p) {
+    for (int l = 0; l < spec.leaves; ++l)
+      plan_leaf_routes(plan, at, p, l);
+    for (int s = 0; s < spec.spines; ++s)
+      plan_spine_routes(plan, at, p, s);
   }
   return plan;
 }

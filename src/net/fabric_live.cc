@@ -527,12 +527,35 @@ NetStatus flap_link(const FabricPlan& plan, std::string_view name, uint64_t peri
   return restored;
 }
 
-NetResult<ordered_json> fabric_status(const FabricPlan& plan) {
-  auto faults = load_faults(plan.spec.name);
-  if (!faults) return std::unexpected(faults.error());
-  // Per namespace: interface flags and counters, and the nft drop counters per chain.
+namespace {
+
+// What the namespaces report: per namespace its interfaces as `ip -s -j link show` lists
+// them, and the packets the fault rules dropped per interface (nft counters of the in_<if>
+// chains).
+struct LiveState {
   std::map<std::string, std::map<std::string, json>> devs;       // ns -> ifname -> ip -j
   std::map<std::string, std::map<std::string, uint64_t>> drops;  // ns -> ifname -> packets
+};
+
+// The fault counters of `ns` from `nft -j list table`; a listing that does not parse is
+// skipped (counters are a convenience; a format change must not break status).
+void read_fault_drops(const std::string& ns, const std::string& listing_text, LiveState& st) {
+  try {
+    const json listing = json::parse(listing_text);
+    for (const auto& item : listing.at("nftables")) {
+      if (!item.contains("rule")) continue;
+      const auto& rule = item["rule"];
+      std::string chain = rule.value("chain", "");
+      if (!chain.starts_with("in_")) continue;
+      for (const auto& expr : rule.at("expr"))
+        if (expr.contains("counter"))
+          st.drops[ns][chain.substr(3)] += expr["counter"].value("packets", uint64_t(0));
+    }
+  } catch (const json::exception&) {
+  }
+}
+
+NetResult<LiveState> read_live_state(const FabricPlan& plan) {
   std::vector<Job> jobs;
   for (const auto& n : plan.nodes) {
     jobs.push_back({n.ns, {"ip", "-s", "-j", "link", "show"}, {}, {}});
@@ -540,6 +563,7 @@ NetResult<ordered_json> fabric_status(const FabricPlan& plan) {
         {n.ns, {"nft", "-j", "list", "table", "netdev", std::string(kNftTable)}, {}, {}});
   }
   const auto outputs = run_jobs_collect(jobs, /*stop_on_failure=*/false);
+  LiveState st;
   for (size_t ni = 0; ni < plan.nodes.size(); ++ni) {
     const Node& n = plan.nodes[ni];
     const auto& r = outputs[2 * ni];
@@ -549,82 +573,86 @@ NetResult<ordered_json> fabric_status(const FabricPlan& plan) {
     try {
       const json listing = json::parse(r->out);
       for (const auto& d : listing)
-        devs[n.ns][d.at("ifname")] = d;
+        st.devs[n.ns][d.at("ifname")] = d;
     } catch (const json::exception& e) {
       return live_error("ip -j in " + n.ns + ": " + e.what());
     }
     const auto& nft = outputs[2 * ni + 1];
-    if (!nft || nft->exit_code != 0) continue;  // no table: no faults there
-    try {
-      const json listing = json::parse(nft->out);
-      for (const auto& item : listing.at("nftables")) {
-        if (!item.contains("rule")) continue;
-        const auto& rule = item["rule"];
-        std::string chain = rule.value("chain", "");
-        if (!chain.starts_with("in_")) continue;
-        for (const auto& expr : rule.at("expr"))
-          if (expr.contains("counter"))
-            drops[n.ns][chain.substr(3)] += expr["counter"].value("packets", uint64_t(0));
-      }
-    } catch (const json::exception&) {
-      // Counters are a convenience; a format change must not break status.
-    }
+    if (nft && nft->exit_code == 0) read_fault_drops(n.ns, nft->out, st);  // no table: no faults
   }
+  return st;
+}
+
+// One end of a link: its interface's state and counters (operstate MISSING when the
+// interface is gone) and the packets the fault rules dropped there; `up` says whether it is
+// administratively up.
+ordered_json link_end_status(const LinkEnd& e, const LiveState& st, bool& up) {
+  ordered_json je;
+  je["node"] = e.node;
+  je["interface"] = e.ifname;
+  const json* d = nullptr;
+  if (const auto nsit = st.devs.find(e.ns); nsit != st.devs.end())
+    if (auto it = nsit->second.find(e.ifname); it != nsit->second.end()) d = &it->second;
+  up = false;
+  if (d) {
+    const auto& flags = d->at("flags");
+    up = std::find(flags.begin(), flags.end(), "UP") != flags.end();
+    je["operstate"] = d->value("operstate", "");
+    const json stats = d->value("stats64", json::object());
+    const json rx = stats.value("rx", json::object());
+    const json tx = stats.value("tx", json::object());
+    je["tx_packets"] = tx.value("packets", uint64_t(0));
+    je["tx_bytes"] = tx.value("bytes", uint64_t(0));
+    je["tx_dropped"] = tx.value("dropped", uint64_t(0));
+    je["rx_packets"] = rx.value("packets", uint64_t(0));
+    je["rx_bytes"] = rx.value("bytes", uint64_t(0));
+    je["rx_dropped"] = rx.value("dropped", uint64_t(0));
+  } else {
+    je["operstate"] = "MISSING";
+  }
+  je["admin_up"] = up;
+  uint64_t fault_drops = 0;
+  if (auto it = st.drops.find(e.ns); it != st.drops.end())
+    if (auto jt = it->second.find(e.ifname); jt != it->second.end()) fault_drops = jt->second;
+  je["fault_dropped"] = fault_drops;
+  return je;
+}
+
+// A link: up, half-down or down by its ends, the faults on it (a blackholed switch at either
+// end blackholes it), its rate, and both ends.
+ordered_json link_status(const FabricPlan& plan, const Link& l, const FaultState& faults,
+                         const LiveState& st) {
+  ordered_json o;
+  o["name"] = l.name;
+  LinkFaults f;
+  if (auto it = faults.links.find(l.name); it != faults.links.end()) f = it->second;
+  bool upper_up = false, lower_up = false;
+  ordered_json upper = link_end_status(l.upper, st, upper_up);
+  ordered_json lower = link_end_status(l.lower, st, lower_up);
+  o["state"] = upper_up && lower_up ? "up" : (upper_up || lower_up ? "half-down" : "down");
+  const bool switch_dark = faults.blackholed_switches.contains(l.upper.node) ||
+                           faults.blackholed_switches.contains(l.lower.node);
+  o["blackhole"] = f.blackhole || switch_dark;
+  o["loss_percent"] = f.loss_percent;
+  o["rate_bps"] = f.rate_bps ? f.rate_bps : plan.spec.rate_bps;
+  o["upper"] = std::move(upper);
+  o["lower"] = std::move(lower);
+  return o;
+}
+
+}  // namespace
+
+NetResult<ordered_json> fabric_status(const FabricPlan& plan) {
+  auto faults = load_faults(plan.spec.name);
+  if (!faults) return std::unexpected(faults.error());
+  auto st = read_live_state(plan);
+  if (!st) return std::unexpected(st.error());
   ordered_json out;
   out["name"] = plan.spec.name;
   out["blackholed_switches"] = faults->blackholed_switches;
   ordered_json links = ordered_json::array();
-  for (const auto& l : plan.links) {
-    ordered_json o;
-    o["name"] = l.name;
-    LinkFaults f;
-    if (auto it = faults->links.find(l.name); it != faults->links.end()) f = it->second;
-    bool all_up = true, any_up = false;
-    ordered_json ends = ordered_json::array();
-    for (const LinkEnd* e : {&l.upper, &l.lower}) {
-      ordered_json je;
-      je["node"] = e->node;
-      je["interface"] = e->ifname;
-      const auto nsit = devs.find(e->ns);
-      const json* d = nullptr;
-      if (nsit != devs.end())
-        if (auto it = nsit->second.find(e->ifname); it != nsit->second.end()) d = &it->second;
-      bool up = false;
-      if (d) {
-        const auto& flags = d->at("flags");
-        up = std::find(flags.begin(), flags.end(), "UP") != flags.end();
-        je["operstate"] = d->value("operstate", "");
-        const json stats = d->value("stats64", json::object());
-        const json rx = stats.value("rx", json::object());
-        const json tx = stats.value("tx", json::object());
-        je["tx_packets"] = tx.value("packets", uint64_t(0));
-        je["tx_bytes"] = tx.value("bytes", uint64_t(0));
-        je["tx_dropped"] = tx.value("dropped", uint64_t(0));
-        je["rx_packets"] = rx.value("packets", uint64_t(0));
-        je["rx_bytes"] = rx.value("bytes", uint64_t(0));
-        je["rx_dropped"] = rx.value("dropped", uint64_t(0));
-      } else {
-        je["operstate"] = "MISSING";
-      }
-      je["admin_up"] = up;
-      uint64_t fault_drops = 0;
-      if (auto it = drops.find(e->ns); it != drops.end())
-        if (auto jt = it->second.find(e->ifname); jt != it->second.end()) fault_drops = jt->second;
-      je["fault_dropped"] = fault_drops;
-      all_up = all_up && up;
-      any_up = any_up || up;
-      ends.push_back(je);
-    }
-    o["state"] = all_up ? "up" : (any_up ? "half-down" : "down");
-    const bool switch_dark = faults->blackholed_switches.contains(l.upper.node) ||
-                             faults->blackholed_switches.contains(l.lower.node);
-    o["blackhole"] = f.blackhole || switch_dark;
-    o["loss_percent"] = f.loss_percent;
-    o["rate_bps"] = f.rate_bps ? f.rate_bps : plan.spec.rate_bps;
-    o["upper"] = ends[0];
-    o["lower"] = ends[1];
-    links.push_back(o);
-  }
+  for (const auto& l : plan.links)
+    links.push_back(link_status(plan, l, *faults, *st));
   out["links"] = links;
   return out;
 }
