@@ -29,10 +29,6 @@ std::string hex4(uint32_t v) {
   return buf;
 }
 
-bool all_digits(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
 // Link addresses: fd00:PP:X:Y::/64 with the end's number (1 = upper, 2 = lower) last.
 wire::Ipv6Addr link_address(int plane, uint16_t x, uint16_t y, uint8_t end) {
   wire::Ipv6Addr a{};
@@ -152,6 +148,10 @@ std::string host_link_name(int host, int plane) {
 }
 std::string fabric_link_name(int plane, int leaf, int spine) {
   return leaf_id(plane, leaf) + "-s" + std::to_string(spine);
+}
+
+bool all_digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 bool is_fabric_namespace(std::string_view name, std::string_view ns) {
@@ -620,6 +620,84 @@ std::string nft_script(const FabricPlan& plan, const FaultState& faults, std::st
   return out;
 }
 
+namespace {
+
+// A switch of plane p: its index, names, uSID and SID; a leaf lists its hosts.
+ordered_json describe_switch(const FabricSpec& s, const Node& n) {
+  ordered_json o;
+  o[n.kind == NodeKind::kLeaf ? "leaf" : "spine"] = n.index;
+  o["id"] = n.id;
+  o["namespace"] = n.ns;
+  o["usid"] = n.usid;
+  o["usid_hex"] = hex4(n.usid);
+  o["sid"] = usid_prefix(n.plane, n.usid);
+  if (n.kind == NodeKind::kLeaf) {
+    std::vector<int> hosts;
+    for (int h = 0; h < s.hosts; ++h)
+      if (leaf_of_host(s, h) == n.index) hosts.push_back(h);
+    o["hosts"] = hosts;
+  }
+  return o;
+}
+
+// Plane p: its locator block and its leaves and spines.
+ordered_json describe_plane(const FabricPlan& plan, int p) {
+  ordered_json plane;
+  plane["plane"] = p;
+  plane["block"] = block_prefix(p);
+  plane["block_hex"] = hex4(plane_block(p) >> 16) + hex4(plane_block(p) & 0xFFFF);
+  ordered_json leaves = ordered_json::array();
+  ordered_json spines = ordered_json::array();
+  for (const auto& n : plan.nodes) {
+    if (n.plane != p) continue;
+    (n.kind == NodeKind::kLeaf ? leaves : spines).push_back(describe_switch(plan.spec, n));
+  }
+  plane["leaves"] = leaves;
+  plane["spines"] = spines;
+  return plane;
+}
+
+// Host h: its names, uSID, leaf, and per plane its port (interface, address, link, gateway).
+ordered_json describe_host(const FabricPlan& plan, int h) {
+  const FabricSpec& s = plan.spec;
+  const Node& n = plan.nodes[size_t(h)];
+  ordered_json o;
+  o["host"] = h;
+  o["id"] = n.id;
+  o["namespace"] = n.ns;
+  o["usid"] = n.usid;
+  o["usid_hex"] = hex4(n.usid);
+  o["leaf"] = leaf_of_host(s, h);
+  ordered_json ports = ordered_json::array();
+  for (int p = 0; p < s.planes; ++p) {
+    const Link& l = plan.links[size_t(h * s.planes + p)];
+    ports.push_back({{"plane", p},
+                     {"interface", l.lower.ifname},
+                     {"address", format_ipv6(host_address(p, h))},
+                     {"link", l.name},
+                     {"link_address", l.lower.address},
+                     {"gateway", l.upper.ip}});
+  }
+  o["ports"] = ports;
+  return o;
+}
+
+ordered_json describe_link(const Link& l) {
+  ordered_json o;
+  o["name"] = l.name;
+  o["kind"] = l.kind == LinkKind::kHostLeaf ? "host-leaf" : "leaf-spine";
+  o["plane"] = l.plane;
+  if (l.kind == LinkKind::kHostLeaf) o["host"] = l.host;
+  o["leaf"] = l.leaf;
+  if (l.kind == LinkKind::kLeafSpine) o["spine"] = l.spine;
+  for (const auto* e : {&l.upper, &l.lower})
+    o[e == &l.upper ? "upper" : "lower"] = {
+        {"node", e->node}, {"namespace", e->ns}, {"interface", e->ifname}, {"address", e->address}};
+  return o;
+}
+
+}  // namespace
+
 ordered_json describe(const FabricPlan& plan) {
   const FabricSpec& s = plan.spec;
   ordered_json j;
@@ -638,77 +716,16 @@ ordered_json describe(const FabricPlan& plan) {
       {"fields", kMultipathHashFields},
       {"fields_meaning", "src addr, dst addr, next header, flow label, UDP src port, dst port"}};
   ordered_json planes = ordered_json::array();
-  for (int p = 0; p < s.planes; ++p) {
-    ordered_json plane;
-    plane["plane"] = p;
-    plane["block"] = block_prefix(p);
-    plane["block_hex"] = hex4(plane_block(p) >> 16) + hex4(plane_block(p) & 0xFFFF);
-    ordered_json leaves = ordered_json::array();
-    ordered_json spines = ordered_json::array();
-    for (const auto& n : plan.nodes) {
-      if (n.plane != p) continue;
-      ordered_json o;
-      o[n.kind == NodeKind::kLeaf ? "leaf" : "spine"] = n.index;
-      o["id"] = n.id;
-      o["namespace"] = n.ns;
-      o["usid"] = n.usid;
-      o["usid_hex"] = hex4(n.usid);
-      o["sid"] = usid_prefix(p, n.usid);
-      if (n.kind == NodeKind::kLeaf) {
-        std::vector<int> hosts;
-        for (int h = 0; h < s.hosts; ++h)
-          if (leaf_of_host(s, h) == n.index) hosts.push_back(h);
-        o["hosts"] = hosts;
-        leaves.push_back(o);
-      } else {
-        spines.push_back(o);
-      }
-    }
-    plane["leaves"] = leaves;
-    plane["spines"] = spines;
-    planes.push_back(plane);
-  }
+  for (int p = 0; p < s.planes; ++p)
+    planes.push_back(describe_plane(plan, p));
   j["planes"] = planes;
   ordered_json hosts = ordered_json::array();
-  for (int h = 0; h < s.hosts; ++h) {
-    const Node& n = plan.nodes[size_t(h)];
-    ordered_json o;
-    o["host"] = h;
-    o["id"] = n.id;
-    o["namespace"] = n.ns;
-    o["usid"] = n.usid;
-    o["usid_hex"] = hex4(n.usid);
-    o["leaf"] = leaf_of_host(s, h);
-    ordered_json ports = ordered_json::array();
-    for (int p = 0; p < s.planes; ++p) {
-      const Link& l = plan.links[size_t(h * s.planes + p)];
-      ports.push_back({{"plane", p},
-                       {"interface", l.lower.ifname},
-                       {"address", format_ipv6(host_address(p, h))},
-                       {"link", l.name},
-                       {"link_address", l.lower.address},
-                       {"gateway", l.upper.ip}});
-    }
-    o["ports"] = ports;
-    hosts.push_back(o);
-  }
+  for (int h = 0; h < s.hosts; ++h)
+    hosts.push_back(describe_host(plan, h));
   j["hosts"] = hosts;
   ordered_json links = ordered_json::array();
-  for (const auto& l : plan.links) {
-    ordered_json o;
-    o["name"] = l.name;
-    o["kind"] = l.kind == LinkKind::kHostLeaf ? "host-leaf" : "leaf-spine";
-    o["plane"] = l.plane;
-    if (l.kind == LinkKind::kHostLeaf) o["host"] = l.host;
-    o["leaf"] = l.leaf;
-    if (l.kind == LinkKind::kLeafSpine) o["spine"] = l.spine;
-    for (const auto* e : {&l.upper, &l.lower})
-      o[e == &l.upper ? "upper" : "lower"] = {{"node", e->node},
-                                              {"namespace", e->ns},
-                                              {"interface", e->ifname},
-                                              {"address", e->address}};
-    links.push_back(o);
-  }
+  for (const auto& l : plan.links)
+    links.push_back(describe_link(l));
   j["links"] = links;
   return j;
 }

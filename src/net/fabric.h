@@ -99,6 +99,9 @@ std::string fabric_link_name(int plane, int leaf, int spine);
 // and why another fabric whose name merely starts with the same letters is left alone.
 bool is_fabric_namespace(std::string_view name, std::string_view ns);
 
+// A non-empty run of decimal digits (the numbers in node names, a pid file's name).
+bool all_digits(std::string_view s);
+
 // ---------------------------------------------------------------------------------------------
 // The plan
 

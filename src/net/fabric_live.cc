@@ -33,10 +33,6 @@ std::unexpected<NetError> bad_argument(std::string msg) {
   return net_fail(NetErrc::kInvalidArgument, std::move(msg));
 }
 
-bool all_digits(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
 NetStatus write_file_atomically(const fs::path& path, const std::string& text) {
   const fs::path tmp = path.string() + ".tmp." + std::to_string(getpid());
   {
