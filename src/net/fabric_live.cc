@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "net/fabric_probe.h"
 #include "net/netns_exec.h"
@@ -117,6 +118,62 @@ namespace {
 constexpr const char* kIncompleteMarker = "incomplete";
 }  // namespace
 
+namespace {
+
+bool up_interrupted(const UpOptions& options) {
+  return options.interrupted && *options.interrupted != 0;
+}
+
+// A step of `up`, then a look at the interruption flag (a signal also stops the step's
+// children when it reaches the whole process group; the step then fails).
+NetStatus up_step(const NetStatus& ok, const UpOptions& options) {
+  if (!ok) return ok;
+  if (up_interrupted(options)) return live_error("interrupted");
+  return {};
+}
+
+// One job per node running `tool -batch -` on the node's lines.
+std::vector<Job> batch_jobs(const FabricPlan& plan, const std::string& tool,
+                            const std::function<std::vector<std::string>(const Node&)>& lines) {
+  std::vector<Job> jobs;
+  for (const auto& n : plan.nodes)
+    jobs.push_back({n.ns, {tool, "-batch", "-"}, joined_lines(lines(n)), {}});
+  return jobs;
+}
+
+// The planned namespaces, their sysctls, links, addresses and routes, and the rate limits.
+NetStatus build_fabric(const FabricPlan& plan, const UpOptions& options) {
+  const FabricSpec& spec = plan.spec;
+  if (auto st = up_step(ip_batch({}, netns_add_lines(plan)), options); !st) return st;
+  // Sysctls before the veths exist: conf/default/* applies to interfaces created later.
+  std::vector<Job> sysctl_jobs;
+  for (const auto& n : plan.nodes)
+    sysctl_jobs.push_back({n.ns, {}, {}, sysctls_for(n)});
+  if (auto st = up_step(run_jobs(sysctl_jobs), options); !st) return st;
+  if (auto st = up_step(ip_batch({}, veth_lines(plan)), options); !st) return st;
+  const auto setup = [&](const Node& n) { return node_setup_lines(plan, n); };
+  if (auto st = up_step(run_jobs(batch_jobs(plan, "ip", setup)), options); !st) {
+    NetError e = st.error();
+    if (e.message.find("seg6local") != std::string::npos)
+      e.message +=
+          " (the kernel needs SRv6 seg6local End with the NEXT-C-SID flavour: Linux >= 6.1"
+          " with CONFIG_IPV6_SEG6_LWTUNNEL, and iproute2 >= 6.1)";
+    return std::unexpected(e);
+  }
+  if (spec.rate_bps == 0) return {};
+  const auto rate_limits = [&](const Node& n) {
+    std::vector<std::string> lines;
+    for (const Link* l : plan.links_in(n.ns)) {
+      const LinkEnd& e = l->upper.ns == n.ns ? l->upper : l->lower;
+      lines.push_back(join_args(tbf_args(e.ifname, spec.rate_bps, spec.mtu)));
+    }
+    return lines;
+  };
+  return up_step(run_jobs(batch_jobs(plan, "tc", rate_limits)), options);
+}
+
+}  // namespace
+
 NetResult<FabricPlan> fabric_up(const FabricSpec& spec, const UpOptions& options) {
   auto plan = plan_fabric(spec);
   if (!plan) return plan;
@@ -128,10 +185,10 @@ NetResult<FabricPlan> fabric_up(const FabricSpec& spec, const UpOptions& options
                         "` first, or pass --replace");
     if (auto down = fabric_down(spec.name); !down) return std::unexpected(down.error());
   }
-  const auto interrupted = [&] { return options.interrupted && *options.interrupted != 0; };
+  // Whatever fails from here removes what was built.
   const auto fail_and_clean = [&](const std::string& msg) -> NetResult<FabricPlan> {
     (void)fabric_down(spec.name);
-    if (interrupted()) return live_error("up interrupted, fabric removed again");
+    if (up_interrupted(options)) return live_error("up interrupted, fabric removed again");
     return live_error("up failed, fabric removed again: " + msg);
   };
   const fs::path dir = state_dir(spec.name);
@@ -141,52 +198,19 @@ NetResult<FabricPlan> fabric_up(const FabricSpec& spec, const UpOptions& options
   if (auto ok = write_file_atomically(dir / kIncompleteMarker, std::to_string(getpid()) + "\n");
       !ok)
     return fail_and_clean(ok.error().message);
-
-  // Each step, then a look at the interruption flag (a signal also stops the step's children
-  // when it reaches the whole process group; the step then fails and the same cleanup runs).
-  const auto step = [&](const NetStatus& ok) -> std::optional<std::string> {
-    if (!ok) return ok.error().message;
-    if (interrupted()) return std::string("interrupted");
-    return std::nullopt;
-  };
-  if (auto err = step(ip_batch({}, netns_add_lines(*plan)))) return fail_and_clean(*err);
-  // Sysctls before the veths exist: conf/default/* applies to interfaces created later.
-  std::vector<Job> sysctl_jobs;
-  for (const auto& n : plan->nodes)
-    sysctl_jobs.push_back({n.ns, {}, {}, sysctls_for(n)});
-  if (auto err = step(run_jobs(sysctl_jobs))) return fail_and_clean(*err);
-  if (auto err = step(ip_batch({}, veth_lines(*plan)))) return fail_and_clean(*err);
-  std::vector<Job> setup_jobs;
-  for (const auto& n : plan->nodes)
-    setup_jobs.push_back(
-        {n.ns, {"ip", "-batch", "-"}, joined_lines(node_setup_lines(*plan, n)), {}});
-  if (auto err = step(run_jobs(setup_jobs))) {
-    if (err->find("seg6local") != std::string::npos)
-      *err +=
-          " (the kernel needs SRv6 seg6local End with the NEXT-C-SID flavour: Linux >= 6.1"
-          " with CONFIG_IPV6_SEG6_LWTUNNEL, and iproute2 >= 6.1)";
-    return fail_and_clean(*err);
-  }
-  if (spec.rate_bps > 0) {
-    std::vector<Job> tc_jobs;
-    for (const auto& n : plan->nodes) {
-      std::vector<std::string> lines;
-      for (const Link* l : plan->links_in(n.ns)) {
-        const LinkEnd& e = l->upper.ns == n.ns ? l->upper : l->lower;
-        lines.push_back(join_args(tbf_args(e.ifname, spec.rate_bps, spec.mtu)));
-      }
-      tc_jobs.push_back({n.ns, {"tc", "-batch", "-"}, joined_lines(lines), {}});
-    }
-    if (auto err = step(run_jobs(tc_jobs))) return fail_and_clean(*err);
-  }
+  if (auto st = build_fabric(*plan, options); !st) return fail_and_clean(st.error().message);
   // "Up" means every path forwards: the kernel uses a veth's routes only once its link-watch
   // work has seen the carrier, which on a loaded machine can be a second after `ip` returned.
   if (options.forwarding_timeout_ms > 0)
-    if (auto err = step(wait_until_forwarding(*plan, options.forwarding_timeout_ms)))
-      return fail_and_clean(*err);
-  if (auto err = step(save_faults(spec.name, {}))) return fail_and_clean(*err);
-  if (auto err = step(write_file_atomically(dir / "fabric.json", describe(*plan).dump(2) + "\n")))
-    return fail_and_clean(*err);
+    if (auto st = up_step(wait_until_forwarding(*plan, options.forwarding_timeout_ms), options);
+        !st)
+      return fail_and_clean(st.error().message);
+  if (auto st = up_step(save_faults(spec.name, {}), options); !st)
+    return fail_and_clean(st.error().message);
+  if (auto st = up_step(write_file_atomically(dir / "fabric.json", describe(*plan).dump(2) + "\n"),
+                        options);
+      !st)
+    return fail_and_clean(st.error().message);
   fs::remove(dir / kIncompleteMarker, ec);
   return plan;
 }

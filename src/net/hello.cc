@@ -156,26 +156,34 @@ NetStatus check_client_hello(const Hello& h, const HelloLimits& l) {
   return {};
 }
 
-NetResult<Hello> decode_hello(std::span<const uint8_t> bytes) {
-  if (bytes.size() >= 4) {
-    const uint32_t magic = Reader(bytes).u32();
-    if (magic == kRefusalMagic) {
-      std::string why;
-      for (uint8_t c : bytes.subspan(4).first(std::min(bytes.size() - 4, kRefusalMaxChars)))
-        why += c >= 0x20 && c < 0x7F ? static_cast<char>(c) : '?';
-      return net_fail(NetErrc::kRefused, "the server refused: " + why);
-    }
-    if (magic == kChallengeMagic)
-      return net_fail(NetErrc::kRefused,
-                      "the server asks for a shared secret: run the client with its --psk");
+namespace {
+
+// A server's refusal or a --psk challenge where a hello was expected: the error to report
+// (kRefused). Anything else passes.
+NetStatus check_not_refused(std::span<const uint8_t> bytes) {
+  if (bytes.size() < 4) return {};
+  const uint32_t magic = Reader(bytes).u32();
+  if (magic == kRefusalMagic) {
+    std::string why;
+    for (uint8_t c : bytes.subspan(4).first(std::min(bytes.size() - 4, kRefusalMaxChars)))
+      why += c >= 0x20 && c < 0x7F ? static_cast<char>(c) : '?';
+    return net_fail(NetErrc::kRefused, "the server refused: " + why);
   }
+  if (magic == kChallengeMagic)
+    return net_fail(NetErrc::kRefused,
+                    "the server asks for a shared secret: run the client with its --psk");
+  return {};
+}
+
+// The hello's frame: magic, version (into h.version), body length and the CRC-32 over all
+// before it. Returns the body.
+NetResult<std::span<const uint8_t>> hello_body(std::span<const uint8_t> bytes, Hello& h) {
   if (bytes.size() < kPrefixBytes + 4)
     return net_fail(NetErrc::kBadHello,
                     "hello truncated (" + std::to_string(bytes.size()) + " bytes)");
   Reader prefix(bytes);
   if (prefix.u32() != kHelloMagic)
     return net_fail(NetErrc::kBadHello, "not an MRC hello (bad magic): is the peer mrc-perf?");
-  Hello h;
   h.version = prefix.u16();
   if (h.version != kHelloVersion)
     return net_fail(NetErrc::kVersionMismatch,
@@ -192,7 +200,12 @@ NetResult<Hello> decode_hello(std::span<const uint8_t> bytes) {
                        bytes[bytes.size() - 1];
   if (wire::crc32(bytes.first(bytes.size() - 4)) != crc)
     return net_fail(NetErrc::kBadHello, "hello CRC mismatch (corrupted side channel?)");
-  Reader r(bytes.subspan(kPrefixBytes, body));
+  return bytes.subspan(kPrefixBytes, body);
+}
+
+// The body's fixed fields, then its plane and QP arrays (counts checked against the limits
+// and the bytes left).
+NetStatus read_hello_body(Reader& r, Hello& h) {
   const uint8_t role = r.u8();
   if (role != static_cast<uint8_t>(HelloRole::kClient) &&
       role != static_cast<uint8_t>(HelloRole::kServer))
@@ -233,6 +246,18 @@ NetResult<Hello> decode_hello(std::span<const uint8_t> bytes) {
     q.first_psn = r.u32();
   }
   if (!r.ok()) return net_fail(NetErrc::kBadHello, "hello arrays truncated");
+  return {};
+}
+
+}  // namespace
+
+NetResult<Hello> decode_hello(std::span<const uint8_t> bytes) {
+  if (auto st = check_not_refused(bytes); !st) return std::unexpected(st.error());
+  Hello h;
+  auto body = hello_body(bytes, h);
+  if (!body) return std::unexpected(body.error());
+  Reader r(*body);
+  if (auto st = read_hello_body(r, h); !st) return std::unexpected(st.error());
   return h;
 }
 

@@ -83,71 +83,99 @@ Hello Session::hello(HelloRole role) const {
   return h;
 }
 
-NetStatus Session::connect(const Hello& peer) {
-  const size_t P = config_.driver.ports.size();
+namespace {
+
+// Whether a peer's hello fits our session: the same planes, QP count, EV mode and MTU, and a
+// responder that accepts outstanding PSNs.
+NetStatus check_peer(const SessionConfig& config, size_t qps, const Hello& peer) {
+  const size_t P = config.driver.ports.size();
   if (peer.planes.size() != P)
     return net_fail(NetErrc::kIncompatible, "peer has " + std::to_string(peer.planes.size()) +
                                                 " planes, we have " + std::to_string(P));
-  if (peer.qps.size() != qpns_.size())
+  if (peer.qps.size() != qps)
     return net_fail(NetErrc::kIncompatible, "peer has " + std::to_string(peer.qps.size()) +
-                                                " QPs, we have " + std::to_string(qpns_.size()) +
+                                                " QPs, we have " + std::to_string(qps) +
                                                 " (use the same -q on both ends)");
-  if (peer.ev_mode != static_cast<uint8_t>(config_.driver.ev_mode))
+  if (peer.ev_mode != static_cast<uint8_t>(config.driver.ev_mode))
     return net_fail(NetErrc::kIncompatible,
                     std::string("EV modes differ: peer ") +
                         ev::format_mode_name(static_cast<ev::FormatMode>(peer.ev_mode)) + ", we " +
-                        ev::format_mode_name(config_.driver.ev_mode));
-  if (peer.mtu != config_.mtu)
+                        ev::format_mode_name(config.driver.ev_mode));
+  if (peer.mtu != config.mtu)
     return net_fail(NetErrc::kIncompatible, "MTUs differ: peer " + std::to_string(peer.mtu) +
-                                                ", we " + std::to_string(config_.mtu));
+                                                ", we " + std::to_string(config.mtu));
   if (peer.mpr_dest == 0)
     return net_fail(NetErrc::kIncompatible, "peer accepts no outstanding PSNs (MPR 0)");
+  return {};
+}
+
+// What each plane's paths are planned from: the peer's port address and leaf uSID, ours, and
+// the spines to spray over.
+std::vector<PlanePaths> plane_paths(const SessionConfig& config, const Hello& peer) {
+  std::vector<PlanePaths> planes(peer.planes.size());
+  for (size_t p = 0; p < planes.size(); ++p) {
+    std::memcpy(&planes[p].peer_addr, peer.planes[p].addr.data(), 16);
+    planes[p].peer_leaf_usid = peer.planes[p].leaf_usid;
+    planes[p].local_leaf_usid = p < config.leaf_usids.size() ? config.leaf_usids[p] : 0;
+    if (p < config.spine_usids.size()) planes[p].spine_usids = config.spine_usids[p];
+  }
+  return planes;
+}
+
+// QP i's attributes towards the peer's QP i: its paths, congestion control for the session's
+// line rate (all planes) and base RTT, the PSNs, and window limits no larger than the peer's
+// responder accepts (as with RDMA's rd_atomic pair).
+QpAttr qp_attr(const SessionConfig& config, const Hello& peer, size_t i, uint32_t sq_psn,
+               std::vector<PathDesc> paths) {
+  QpAttr a;
+  a.transport = TransportMode::kMrc;
+  a.paths = std::move(paths);
+  a.ev_min_active = std::max<uint32_t>(1, static_cast<uint32_t>(a.paths.size()) / 8);
+  const uint64_t link = config.link_bps * config.driver.ports.size();
+  a.cc.algorithm = config.cc;
+  a.cc.nscc.base_rtt = config.base_rtt;
+  a.cc.nscc.link_bps = link;
+  a.cc.nscc.mtu = config.mtu;
+  a.cc.dcqcn.line_rate_bps = link;
+  a.cc.dcqcn.mtu = config.mtu;
+  const uint64_t bdp = static_cast<uint64_t>(static_cast<__uint128_t>(link) * config.base_rtt /
+                                             (8 * kPicosPerSecond));
+  a.cc.fixed_window = std::max<uint64_t>(2 * bdp, 16ull * config.mtu);
+  a.dest_qpn = peer.qps[i].qpn;
+  a.peer = Session::kPeerId;
+  a.rq_psn = peer.qps[i].first_psn;
+  a.sq_psn = sq_psn;
+  a.path_mtu = config.mtu;
+  a.mpr_dest = config.mpr;
+  a.max_wimm_dest = config.max_wimm;
+  a.mpr = std::min(config.mpr, peer.mpr_dest);
+  a.max_wimm = std::min(config.max_wimm, peer.max_wimm_dest);
+  a.timeout = config.timeout;
+  a.reorder_window = config.reorder_window;
+  a.path_policy.probe_interval = config.probe_interval;
+  a.path_policy.burst =
+      config.spray_burst ? config.spray_burst : spray_burst(config.driver, config.mtu);
+  return a;
+}
+
+}  // namespace
+
+NetStatus Session::connect(const Hello& peer) {
+  if (auto st = check_peer(config_, qpns_.size(), peer); !st) return st;
   peer_ = peer;
-  std::vector<Endpoint> eps(P);
-  std::vector<PlanePaths> planes(P);
-  for (size_t p = 0; p < P; ++p) {
+  std::vector<Endpoint> eps(peer.planes.size());
+  for (size_t p = 0; p < eps.size(); ++p) {
     std::memcpy(&eps[p].addr, peer.planes[p].addr.data(), 16);
     eps[p].port = peer.planes[p].udp_port;
-    planes[p].peer_addr = eps[p].addr;
-    planes[p].peer_leaf_usid = peer.planes[p].leaf_usid;
-    planes[p].local_leaf_usid = p < config_.leaf_usids.size() ? config_.leaf_usids[p] : 0;
-    if (p < config_.spine_usids.size()) planes[p].spine_usids = config_.spine_usids[p];
   }
   if (auto st = driver_->set_peer(kPeerId, eps); !st) return st;
+  const std::vector<PlanePaths> planes = plane_paths(config_, peer);
   const Time now = driver_->now();
   for (size_t i = 0; i < qpns_.size(); ++i) {
     auto paths =
         plan_paths(config_.driver.ev_mode, config_.evs_per_plane, planes, static_cast<uint32_t>(i));
     if (!paths) return engine_fail("EV list", paths.error());
-    QpAttr a;
-    a.transport = TransportMode::kMrc;
-    a.paths = std::move(*paths);
-    a.ev_min_active = std::max<uint32_t>(1, static_cast<uint32_t>(a.paths.size()) / 8);
-    const uint64_t link = config_.link_bps * P;
-    a.cc.algorithm = config_.cc;
-    a.cc.nscc.base_rtt = config_.base_rtt;
-    a.cc.nscc.link_bps = link;
-    a.cc.nscc.mtu = config_.mtu;
-    a.cc.dcqcn.line_rate_bps = link;
-    a.cc.dcqcn.mtu = config_.mtu;
-    const uint64_t bdp = static_cast<uint64_t>(static_cast<__uint128_t>(link) * config_.base_rtt /
-                                               (8 * kPicosPerSecond));
-    a.cc.fixed_window = std::max<uint64_t>(2 * bdp, 16ull * config_.mtu);
-    a.dest_qpn = peer.qps[i].qpn;
-    a.peer = kPeerId;
-    a.rq_psn = peer.qps[i].first_psn;
-    a.sq_psn = first_psn_[i];
-    a.path_mtu = config_.mtu;
-    a.mpr_dest = config_.mpr;
-    a.max_wimm_dest = config_.max_wimm;
-    // As with RDMA's rd_atomic pair: never more than the peer's responder accepts.
-    a.mpr = std::min(config_.mpr, peer.mpr_dest);
-    a.max_wimm = std::min(config_.max_wimm, peer.max_wimm_dest);
-    a.timeout = config_.timeout;
-    a.reorder_window = config_.reorder_window;
-    a.path_policy.probe_interval = config_.probe_interval;
-    a.path_policy.burst =
-        config_.spray_burst ? config_.spray_burst : spray_burst(config_.driver, config_.mtu);
+    const QpAttr a = qp_attr(config_, peer, i, first_psn_[i], std::move(*paths));
     for (QpState target : {QpState::kInit, QpState::kRtr, QpState::kRts})
       if (auto st = engine_->modify_qp(now, qpns_[i], target, a); !st)
         return engine_fail(std::string("modify_qp to ") + qp_state_name(target), st.error());
