@@ -715,55 +715,72 @@ static bool same_path(const sockaddr_in6& a, const sockaddr_in6& b) {
          std::memcmp(&a.sin6_addr, &b.sin6_addr, sizeof a.sin6_addr) == 0;
 }
 
+// How many queued datagrams from `first` (at most `avail`) one message carries: one, or with
+// GSO a run on one path, all of one size but the last, which may be shorter (udp(7)).
+static size_t message_run(const UdpDriver::Impl& m, const std::vector<uint32_t>& queue,
+                          size_t first, size_t avail, bool gso) {
+  if (!gso) return 1;
+  const UdpDriver::Impl::Slot& head = m.tx_slots[queue[first]];
+  const size_t limit = std::min({avail, kMaxGsoDatagrams, kMaxGsoBytes / std::max(head.bytes, 1u)});
+  size_t count = 1;
+  while (count < limit) {
+    const UdpDriver::Impl::Slot& next = m.tx_slots[queue[first + count]];
+    if (next.bytes > head.bytes || !same_path(next.dst, head.dst)) break;
+    ++count;
+    if (next.bytes < head.bytes) break;
+  }
+  return count;
+}
+
+// A slot's datagram as iovecs at `iov`: headers, the payload where it is registered, pad and
+// ICRC (the kernel's copy into the skb is the only one), or the slot's bytes in one piece.
+// Returns how many.
+static size_t datagram_iovecs(UdpDriver::Impl& m, uint32_t index, iovec* iov) {
+  const UdpDriver::Impl::Slot& slot = m.tx_slots[index];
+  uint8_t* transport = m.tx_data(index) + kHeaderRoom;
+  if (!slot.payload) {
+    iov[0] = iovec{transport, slot.bytes};
+    return 1;
+  }
+  iov[0] = iovec{transport, slot.head};
+  iov[1] = iovec{const_cast<uint8_t*>(slot.payload), slot.payload_len};
+  iov[2] = iovec{transport + slot.head, slot.bytes - slot.head - slot.payload_len};
+  return 3;
+}
+
+// The messages of one sendmmsg: up to tx_msgs.size() queued datagrams from `done` (3 iovecs
+// each), in the queue's order, each message one datagram or a GSO run (message_run).
+// Returns how many messages; tx_msg_datagrams says how many datagrams each carries.
+static size_t prepare_messages(UdpDriver::Impl& m, const std::vector<uint32_t>& queue, size_t done,
+                               bool gso) {
+  const size_t avail = std::min(queue.size() - done, m.tx_msgs.size());
+  size_t msgs = 0, used = 0;
+  while (used < avail) {
+    const UdpDriver::Impl::Slot& head = m.tx_slots[queue[done + used]];
+    const size_t count = message_run(m, queue, done + used, avail - used, gso);
+    iovec* iov = &m.tx_iov[3 * used];
+    size_t iovs = 0;
+    for (size_t k = 0; k < count; ++k)
+      iovs += datagram_iovecs(m, queue[done + used + k], iov + iovs);
+    msghdr& h = m.tx_msgs[msgs].msg_hdr;
+    h = msghdr{};
+    h.msg_name = const_cast<sockaddr_in6*>(&head.dst);
+    h.msg_namelen = sizeof head.dst;
+    h.msg_iov = iov;
+    h.msg_iovlen = iovs;
+    if (count > 1) set_udp_segment(h, m.tx_control[msgs], static_cast<uint16_t>(head.bytes));
+    m.tx_msg_datagrams[msgs++] = static_cast<uint32_t>(count);
+    used += count;
+  }
+  return msgs;
+}
+
 // Sends the slots queued on socket `s` with sendmmsg. Returns false on a hard error.
 static bool send_queued(UdpDriver::Impl& m, DriverStats& stats, std::vector<uint32_t>& queue,
                         UdpDriver::Impl::Socket& s, NetError& err) {
   size_t done = 0;
   while (done < queue.size()) {
-    // Up to tx_msgs.size() datagrams per sendmmsg (3 iovecs each), in messages of one datagram
-    // or, with GSO, of a run of datagrams on one path: all of one size but the last, which
-    // may be shorter (udp(7)). The queue's order is kept.
-    const size_t avail = std::min(queue.size() - done, m.tx_msgs.size());
-    size_t msgs = 0, used = 0;
-    while (used < avail) {
-      const UdpDriver::Impl::Slot& head = m.tx_slots[queue[done + used]];
-      size_t count = 1;
-      if (s.gso) {
-        const size_t limit =
-            std::min({avail - used, kMaxGsoDatagrams, kMaxGsoBytes / std::max(head.bytes, 1u)});
-        while (count < limit) {
-          const UdpDriver::Impl::Slot& next = m.tx_slots[queue[done + used + count]];
-          if (next.bytes > head.bytes || !same_path(next.dst, head.dst)) break;
-          ++count;
-          if (next.bytes < head.bytes) break;
-        }
-      }
-      iovec* iov = &m.tx_iov[3 * used];
-      size_t iovs = 0;
-      for (size_t k = 0; k < count; ++k) {
-        const uint32_t index = queue[done + used + k];
-        const UdpDriver::Impl::Slot& slot = m.tx_slots[index];
-        uint8_t* transport = m.tx_data(index) + kHeaderRoom;
-        if (slot.payload) {
-          // Headers, the payload where it is registered, pad and ICRC: the kernel's copy
-          // into the skb is the only one.
-          iov[iovs++] = iovec{transport, slot.head};
-          iov[iovs++] = iovec{const_cast<uint8_t*>(slot.payload), slot.payload_len};
-          iov[iovs++] = iovec{transport + slot.head, slot.bytes - slot.head - slot.payload_len};
-        } else {
-          iov[iovs++] = iovec{transport, slot.bytes};
-        }
-      }
-      msghdr& h = m.tx_msgs[msgs].msg_hdr;
-      h = msghdr{};
-      h.msg_name = const_cast<sockaddr_in6*>(&head.dst);
-      h.msg_namelen = sizeof head.dst;
-      h.msg_iov = iov;
-      h.msg_iovlen = iovs;
-      if (count > 1) set_udp_segment(h, m.tx_control[msgs], static_cast<uint16_t>(head.bytes));
-      m.tx_msg_datagrams[msgs++] = static_cast<uint32_t>(count);
-      used += count;
-    }
+    const size_t msgs = prepare_messages(m, queue, done, s.gso);
     const int sent = ::sendmmsg(s.fd.get(), m.tx_msgs.data(), static_cast<unsigned>(msgs), 0);
     ++stats.sendmmsg_calls;
     PortStats& ps = stats.ports[s.port];
