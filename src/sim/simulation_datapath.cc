@@ -195,9 +195,9 @@ void Simulation::Impl::switch_arrive(uint32_t swi, uint32_t ingress, uint32_t id
   const QueuedPacket queued{idx, static_cast<uint16_t>(p.wire_bytes),
                             static_cast<uint16_t>(ingress)};
   if (high) {
-    out.high.push(queued);
+    out.high.push_back(queued);
   } else {
-    out.low.push(queued);
+    out.low.push_back(queued);
     if (sc.pfc) {
       sw.ingress_bytes[ingress] += p.wire_bytes;
       if (!sw.pause_sent[ingress] && sw.ingress_bytes[ingress] > pfc_xoff) {
@@ -233,7 +233,7 @@ void Simulation::Impl::schedule_departure(uint32_t swi, uint32_t port_index, uin
   if (pos == out.wire.size()) {
     e.start = std::max(now, out.busy_until);
     e.arrive = e.start + ser + hop;
-    out.wire.push(e);
+    out.wire.push_back(e);
     out.busy_until = e.start + ser;
   } else {
     e.start = out.wire[pos].start;
@@ -268,7 +268,7 @@ void Simulation::Impl::settle(Port& out) {
 void Simulation::Impl::deliver(uint32_t swi, uint32_t port_index) {
   Port& out = switches[swi].ports[port_index];
   if (out.waiting) settle(out);
-  const uint32_t idx = out.wire.pop().idx;
+  const uint32_t idx = out.wire.pop_front().idx;
   // The next entry has started (it follows the one just delivered on the wire), so no later
   // insertion can move it: its event stands.
   if (!out.wire.empty()) {
@@ -295,9 +295,9 @@ void Simulation::Impl::recall(uint32_t swi, uint32_t port_index) {
     const ScheduledPacket& e = out.wire[i];
     const QueuedPacket q{e.idx, e.wire_bytes, 0};  // ingress: PFC only, never scheduled
     if (e.high) {
-      out.high.push(q);
+      out.high.push_back(q);
     } else {
-      out.low.push(q);
+      out.low.push_back(q);
     }
   }
   for (; out.waiting > 0; --out.waiting)
@@ -316,7 +316,7 @@ void Simulation::Impl::start_tx(uint32_t swi, uint32_t port_index) {
     // queue goes back to scheduled departures, in the order this function would send it.
     for (PacketFifo* fifo : {&out.high, &out.low}) {
       while (!fifo->empty()) {
-        const QueuedPacket q = fifo->pop();
+        const QueuedPacket q = fifo->pop_front();
         out.queue_bytes -= q.wire_bytes;
         schedule_departure(swi, port_index, q.idx, q.wire_bytes, fifo == &out.high);
       }
@@ -326,10 +326,10 @@ void Simulation::Impl::start_tx(uint32_t swi, uint32_t port_index) {
   QueuedPacket q;
   bool high;
   if (!out.high.empty()) {
-    q = out.high.pop();
+    q = out.high.pop_front();
     high = true;
   } else if (!out.low.empty() && !out.paused) {
-    q = out.low.pop();
+    q = out.low.pop_front();
     high = false;
   } else {
     return;

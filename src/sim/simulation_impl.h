@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/ring.h"
 #include "sim/event_queue.h"
 #include "sim/partition.h"
 #include "sim/simulation.h"
@@ -123,48 +124,7 @@ struct ScheduledPacket {
   Time arrive = 0;    // arrival at the peer (switch latency included)
 };
 
-// Ring of queued packets that keeps its memory (no allocation in steady state).
-template <typename T>
-class Ring {
- public:
-  bool empty() const { return size_ == 0; }
-  size_t size() const { return size_; }
-  void push(const T& p) {
-    if (size_ == buf_.size()) grow();
-    buf_[(head_ + size_) & (buf_.size() - 1)] = p;
-    ++size_;
-  }
-  T pop() {
-    const T p = buf_[head_];
-    head_ = (head_ + 1) & (buf_.size() - 1);
-    --size_;
-    return p;
-  }
-  T pop_back() {
-    --size_;
-    return buf_[(head_ + size_) & (buf_.size() - 1)];
-  }
-  const T& front() const { return buf_[head_]; }
-  T& operator[](size_t i) { return buf_[(head_ + i) & (buf_.size() - 1)]; }
-  // Inserts before position `i` (0 = front).
-  void insert(size_t i, const T& p) {
-    push(p);
-    for (size_t j = size_ - 1; j > i; --j)
-      (*this)[j] = (*this)[j - 1];
-    (*this)[i] = p;
-  }
-
- private:
-  void grow() {
-    std::vector<T> n(std::max<size_t>(4, buf_.size() * 2));  // millions of ports: start small
-    for (size_t i = 0; i < size_; ++i)
-      n[i] = buf_[(head_ + i) & (buf_.size() - 1)];
-    buf_ = std::move(n);
-    head_ = 0;
-  }
-  std::vector<T> buf_;
-  size_t head_ = 0, size_ = 0;
-};
+// A port's queue of packets (common/ring.h: keeps its memory, no allocation in steady state).
 using PacketFifo = Ring<QueuedPacket>;
 
 // Serialization time of `bytes` at `bps`, in ps.
