@@ -227,18 +227,78 @@ NetResult<SideChannel> accept_one(int listen_fd) {
                      format_endpoint(Endpoint{peer.sin6_addr, ntohs(peer.sin6_port)}));
 }
 
+// A connection in handshake: taken, not yet sent its first frame.
+struct PendingHandshake {
+  SideChannel ch;
+  uint64_t deadline_ns;
+};
+
+using HandshakeLog = std::function<void(const std::string&)>;
+
+// Expired handshakes close first: an idle connection holds nothing for long.
+void close_expired(std::vector<PendingHandshake>& pending, uint64_t now, int timeout_ms,
+                   const HandshakeLog& note) {
+  for (size_t i = 0; i < pending.size();) {
+    if (now >= pending[i].deadline_ns) {
+      note("side channel: " + pending[i].ch.peer_name() + " sent no hello within " +
+           std::to_string(timeout_ms) + " ms: closed");
+      pending.erase(pending.begin() + static_cast<ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+}
+
+// How long poll may wait: until the first handshake deadline or the end (-1: no end).
+int handshake_wait_ms(const std::vector<PendingHandshake>& pending, uint64_t now, uint64_t end) {
+  uint64_t wake = end;
+  for (const PendingHandshake& p : pending)
+    wake = std::min(wake, p.deadline_ns);
+  if (wake == UINT64_MAX) return -1;
+  const uint64_t wait_ns = wake > now ? wake - now : 0;
+  return static_cast<int>(std::min<uint64_t>((wait_ns + 999'999) / 1'000'000, INT32_MAX));
+}
+
+// Reads the pending connections poll found readable (`fds` after the listener's entry, in
+// order; the list changes as they are read): one whose first frame is taken is returned,
+// with the frame in `frame`; one that fails or is refused is closed.
+std::optional<SideChannel> read_first_frames(
+    const std::vector<pollfd>& fds, std::vector<PendingHandshake>& pending,
+    const std::function<HandshakeVerdict(SideChannel&, std::span<const uint8_t>)>& first_frame,
+    std::vector<uint8_t>& frame, const HandshakeLog& note) {
+  std::vector<int> readable;
+  for (size_t i = 1; i < fds.size(); ++i)
+    if (fds[i].revents) readable.push_back(fds[i].fd);
+  for (int fd : readable) {
+    auto it = std::find_if(pending.begin(), pending.end(),
+                           [&](const PendingHandshake& p) { return p.ch.fd() == fd; });
+    if (it == pending.end()) continue;
+    auto f = it->ch.try_recv_frame();
+    if (!f) {
+      note("side channel: " + it->ch.peer_name() + ": " + f.error().message + ": closed");
+      pending.erase(it);
+      continue;
+    }
+    if (!*f) continue;  // not whole yet
+    if (first_frame(it->ch, **f) == HandshakeVerdict::kTake) {
+      SideChannel taken = std::move(it->ch);
+      taken.set_max_frame(kMaxFrameBytes);
+      frame = std::move(**f);
+      return taken;
+    }
+    pending.erase(it);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 NetResult<SideChannel> SideListener::accept_handshake(
     int timeout_ms, const HandshakeLimits& limits,
     const std::function<HandshakeVerdict(SideChannel&, std::span<const uint8_t>)>& first_frame,
     std::vector<uint8_t>& frame, const std::function<void(const std::string&)>& log) {
-  struct Pending {
-    SideChannel ch;
-    uint64_t deadline_ns;
-  };
-  std::vector<Pending> pending;
-  const auto note = [&](const std::string& line) {
+  std::vector<PendingHandshake> pending;
+  const HandshakeLog note = [&](const std::string& line) {
     if (log) log(line);
   };
   const uint64_t end =
@@ -251,86 +311,47 @@ NetResult<SideChannel> SideListener::accept_handshake(
       return net_fail(NetErrc::kTimeout, "no client completed a handshake on side-channel port " +
                                              std::to_string(port_) + " within " +
                                              std::to_string(timeout_ms) + " ms");
-    // Expired handshakes go first: an idle connection holds nothing for long.
-    for (size_t i = 0; i < pending.size();) {
-      if (now >= pending[i].deadline_ns) {
-        note("side channel: " + pending[i].ch.peer_name() + " sent no hello within " +
-             std::to_string(limits.handshake_timeout_ms) + " ms: closed");
-        pending.erase(pending.begin() + static_cast<ptrdiff_t>(i));
-      } else {
-        ++i;
-      }
-    }
-    uint64_t wake = end;
-    for (const Pending& p : pending)
-      wake = std::min(wake, p.deadline_ns);
+    close_expired(pending, now, limits.handshake_timeout_ms, note);
     fds.clear();
     fds.push_back(pollfd{fd_.get(), POLLIN, 0});
-    for (const Pending& p : pending)
+    for (const PendingHandshake& p : pending)
       fds.push_back(pollfd{p.ch.fd(), POLLIN, 0});
-    const uint64_t wait_ns = wake > now ? wake - now : 0;
-    const int wait_ms =
-        wake == UINT64_MAX
-            ? -1
-            : static_cast<int>(std::min<uint64_t>((wait_ns + 999'999) / 1'000'000, INT32_MAX));
-    const int n = ::poll(fds.data(), fds.size(), wait_ms);
+    const int n = ::poll(fds.data(), fds.size(), handshake_wait_ms(pending, now, end));
     if (n < 0) {
       if (errno == EINTR) continue;
       return errno_fail("poll", errno);
     }
     if (n == 0) continue;
-    // Pending connections that have something (in order; the list changes below).
-    std::vector<int> readable;
-    for (size_t i = 1; i < fds.size(); ++i)
-      if (fds[i].revents) readable.push_back(fds[i].fd);
-    for (int fd : readable) {
-      auto it = std::find_if(pending.begin(), pending.end(),
-                             [&](const Pending& p) { return p.ch.fd() == fd; });
-      if (it == pending.end()) continue;
-      auto f = it->ch.try_recv_frame();
-      if (!f) {
-        note("side channel: " + it->ch.peer_name() + ": " + f.error().message + ": closed");
-        pending.erase(it);
-        continue;
-      }
-      if (!*f) continue;  // not whole yet
-      if (first_frame(it->ch, **f) == HandshakeVerdict::kTake) {
-        SideChannel taken = std::move(it->ch);
-        taken.set_max_frame(kMaxFrameBytes);
-        frame = std::move(**f);
-        return taken;
-      }
-      pending.erase(it);
-    }
-    if (fds[0].revents & POLLIN) {
-      // Every connection waiting in the backlog, not just one per turn.
-      for (int k = 0; k < 64; ++k) {
-        pollfd lp{fd_.get(), POLLIN, 0};
-        if (k > 0 && ::poll(&lp, 1, 0) <= 0) break;
-        auto ch = accept_one(fd_.get());
-        if (!ch) {
-          if (ch.error().code == NetErrc::kSystem && (errno == EMFILE || errno == ENFILE)) {
-            // Out of descriptors: make room by closing the oldest handshake.
-            if (!pending.empty()) pending.erase(pending.begin());
-          }
-          break;
+    if (auto taken = read_first_frames(fds, pending, first_frame, frame, note))
+      return std::move(*taken);
+    if (!(fds[0].revents & POLLIN)) continue;
+    // Every connection waiting in the backlog, not just one per turn.
+    for (int k = 0; k < 64; ++k) {
+      pollfd lp{fd_.get(), POLLIN, 0};
+      if (k > 0 && ::poll(&lp, 1, 0) <= 0) break;
+      auto ch = accept_one(fd_.get());
+      if (!ch) {
+        if (ch.error().code == NetErrc::kSystem && (errno == EMFILE || errno == ENFILE)) {
+          // Out of descriptors: make room by closing the oldest handshake.
+          if (!pending.empty()) pending.erase(pending.begin());
         }
-        if (pending.size() >= max_pending) {
-          note("side channel: " + std::to_string(pending.size()) +
-               " connections in handshake: the oldest, " + pending.front().ch.peer_name() +
-               ", closed");
-          pending.erase(pending.begin());
-        }
-        ch->set_max_frame(limits.max_first_frame);
-        if (limits.greeting) {
-          ch->greeting_ = limits.greeting();
-          if (!ch->greeting_.empty()) (void)ch->send_frame(ch->greeting_, 100);
-        }
-        pending.push_back(Pending{
-            std::move(*ch),
-            monotonic_ns() +
-                static_cast<uint64_t>(std::max(limits.handshake_timeout_ms, 1)) * 1'000'000});
+        break;
       }
+      if (pending.size() >= max_pending) {
+        note("side channel: " + std::to_string(pending.size()) +
+             " connections in handshake: the oldest, " + pending.front().ch.peer_name() +
+             ", closed");
+        pending.erase(pending.begin());
+      }
+      ch->set_max_frame(limits.max_first_frame);
+      if (limits.greeting) {
+        ch->greeting_ = limits.greeting();
+        if (!ch->greeting_.empty()) (void)ch->send_frame(ch->greeting_, 100);
+      }
+      pending.push_back(PendingHandshake{
+          std::move(*ch),
+          monotonic_ns() +
+              static_cast<uint64_t>(std::max(limits.handshake_timeout_ms, 1)) * 1'000'000});
     }
   }
 }
