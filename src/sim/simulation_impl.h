@@ -385,7 +385,7 @@ struct Simulation::Impl {
   std::unique_ptr<wire::PcapWriter> pcap;
   std::vector<uint8_t> pcap_hosts;
 
-  // ---- helpers ----
+  // ---- small queries and conversions ----
   uint32_t leaf_index(uint32_t plane, uint32_t leaf) const { return plane * (L + S) + leaf; }
   uint32_t spine_index(uint32_t plane, uint32_t spine) const { return plane * (L + S) + L + spine; }
   uint32_t leaf_of(HostId h) const { return h / H; }
