@@ -2,8 +2,7 @@
 # mrc-plot on a large run directory (docs/simulator.md, "mrc-plot"): the default scenario's run
 # (mrc-sim --out) with its flows.csv replicated to ~40 MB (every flow of every transport
 # repeated with new flow ids, so the file keeps the real one's columns, transports, sizes and
-# unfinished flows; each transport's rows together, as mrc-sim writes them), then `mrc-plot`
-# timed 3 times: wall and CPU seconds (user + system; on a shared machine the wall time is
+# unfinished flows; the whole table repeated), then `mrc-plot` timed 3 times: wall and CPU seconds (user + system; on a shared machine the wall time is
 # mostly the machine's load). Ends with one line:
 #   flows_csv_mb=<MB> flows=<rows> links_csv_mb=<MB> wall_s=<s,s,s> median_wall_s=<s>
 #   median_cpu_s=<s> load=<1-minute load average>
@@ -22,18 +21,12 @@ import sys
 path, mb = sys.argv[1], float(sys.argv[2])
 lines = open(path).read().splitlines()
 header, rows = lines[0], [r.split(",", 1)[1] for r in lines[1:]]
-# Each transport's rows stay together, in the order mrc-sim writes them.
-by_transport = {}
-for r in rows:
-    by_transport.setdefault(r.split(",", 1)[0], []).append(r)
-copies = max(1, round(mb * 1e6 / (len(open(path).read()) - len(header))))
 with open(path, "w") as f:
     f.write(header + "\n")
     n = 0
-    for block in by_transport.values():
-        for _ in range(copies):
-            f.write("".join(f"{n + i},{r}\n" for i, r in enumerate(block)))
-            n += len(block)
+    while f.tell() < mb * 1e6:
+        f.write("".join(f"{n + i},{r}\n" for i, r in enumerate(rows)))
+        n += len(rows)
 PY
 python3 - "$out" <<'PY'
 import os, statistics, subprocess, sys, time
