@@ -19,7 +19,9 @@ case "$which" in
   C|c) scenario=${MRC_BENCH_C_SCENARIO:-scenarios/bench/b.toml} ;;
   *) echo "usage: scripts/bench-sim.sh A|B|C" >&2; exit 2 ;;
 esac
-if [ ! -x build/bin/mrc-sim ]; then
+# MRC_BENCH_BIN: the mrc-sim to measure (default build/bin/mrc-sim, built if missing).
+sim=${MRC_BENCH_BIN:-build/bin/mrc-sim}
+if [ ! -x "$sim" ]; then
   MRC_SKIP_APT=${MRC_SKIP_APT:-1} scripts/setup.sh > /dev/null
 fi
 out=build/bench-sim-${which,,}
@@ -32,9 +34,9 @@ if [ "${which,,}" = c ]; then
   [ "$(id -u)" = 0 ] && launch+=(--allow-run-as-root)
   [ "$(nproc)" -lt 2 ] && launch+=(--oversubscribe)
   t0=$(date +%s.%N)
-  build/bin/mrc-sim "$scenario" "${extra[@]}" --quiet --out "$out/serial"
+  "$sim" "$scenario" "${extra[@]}" --quiet --out "$out/serial"
   t1=$(date +%s.%N)
-  "${launch[@]}" build/bin/mrc-sim "$scenario" "${extra[@]}" --quiet --out "$out/ranks2"
+  "${launch[@]}" "$sim" "$scenario" "${extra[@]}" --quiet --out "$out/ranks2"
   t2=$(date +%s.%N)
   python3 - "$out" "$t0" "$t1" "$t2" <<'PY'
 import filecmp, json, sys
@@ -69,7 +71,7 @@ print("wall_s=%.2f peak_rss_mb=%.0f fct_p50_us=%.1f fct_max_us=%.1f ideal_us=%.1
 PY
 }
 if [ -z "${MRC_BENCH_REF:-}" ]; then
-  build/bin/mrc-sim "$scenario" "${args[@]}" --out "$out"
+  "$sim" "$scenario" "${args[@]}" --out "$out"
   summary "$out/summary.json"
   exit 0
 fi
@@ -84,7 +86,7 @@ runs=${MRC_BENCH_RUNS:-3}
 for i in $(seq 1 "$runs"); do
   "$MRC_BENCH_REF" "$scenario" "${ref_args[@]}" --quiet --out "$out/ref$i"
   echo "run $i reference: $(summary "$out/ref$i/summary.json")"
-  build/bin/mrc-sim "$scenario" "${args[@]}" --quiet --out "$out/new$i"
+  "$sim" "$scenario" "${args[@]}" --quiet --out "$out/new$i"
   echo "run $i this build: $(summary "$out/new$i/summary.json")"
 done
 python3 - "$out" "$runs" <<'PY'
