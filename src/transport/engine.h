@@ -503,6 +503,8 @@ class Engine {
   void on_timer(Time now);
 
   const EngineCounters& counters() const { return counters_; }
+  // NSCC's decisions, summed over every QP of this engine that ran it (cc::Nscc::Stats).
+  const cc::Nscc::Stats& nscc_stats() const { return nscc_stats_; }
   EngineCounters& mutable_counters() { return counters_; }
 
   // ---- Internal plumbing used by Qp ---------------------------------------------------
@@ -574,6 +576,7 @@ class Engine {
   // (docs/performance.md, "Bytes per QP").
   SharedConstants<CcSpec, CcSpec> cc_specs_;
   SharedConstants<cc::NsccConfig, cc::NsccParams> nscc_params_;
+  cc::Nscc::Stats nscc_stats_;  // what the QPs' NSCC objects count into
 
   friend class Qp;
 };

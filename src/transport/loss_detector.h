@@ -73,8 +73,16 @@ class LossDetector {
   // attributes; the oldest PSN the first ACK may report is `first_psn`.
   void start(uint32_t limit, const LossTiming& timing, uint32_t first_psn);
   // The ring (`initial` records, a power of two) and one FIFO per path: when the QP first
-  // sends.
+  // sends, and again after release().
   void allocate(uint32_t initial, size_t paths);
+  bool allocated() const { return !recs_.empty(); }
+  // Frees the ring and the FIFOs of a QP with nothing in flight (empty(): every record
+  // retired, so every FIFO is empty too). Sequence numbers go on from tail().
+  void release() {
+    recs_.clear();
+    mask_ = 0;
+    path_fifos_.clear();
+  }
   const LossTiming& timing() const { return timing_; }
   // update_qp: new ACK timeout and retry counts (the learned PTO floor stays below half the
   // new timeout).

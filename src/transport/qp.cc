@@ -128,7 +128,8 @@ Status Qp::to_rtr(const QpAttr& a) {
   peer_ = a.peer;
   mtu_ = a.path_mtu;
   max_wimm_dest_ = a.max_wimm_dest;
-  window_.start(128u * a.mpr_dest, a.rq_psn);
+  mpr_dest_psns_ = 128u * a.mpr_dest;
+  rq_psn_ = a.rq_psn;
   state_ = QpState::kRtr;
   return {};
 }
@@ -149,7 +150,8 @@ Status Qp::to_rts(Time now, const QpAttr& a) {
     case CcAlgorithm::kNscc: {
       cc::NsccConfig cfg = cc_spec_->nscc;
       cfg.mtu = mtu_;
-      cc_ = std::make_unique<cc::Nscc>(engine_.nscc_params_.get(cfg, cc::resolve_nscc));
+      cc_ = std::make_unique<cc::Nscc>(engine_.nscc_params_.get(cfg, cc::resolve_nscc),
+                                       &engine_.nscc_stats_);
       break;
     }
     case CcAlgorithm::kDcqcn: {
@@ -184,21 +186,24 @@ void Qp::to_err(Time now, WcStatus first_status) {
     status = WcStatus::kFlushed;
   }
   sq_head_ = sq_send_ = sq_tail_;
-  while (!rq_.empty()) {
-    engine_.emit_completion(
-        Completion{rq_.pop_front(), qpn_, WcStatus::kFlushed, WcOpcode::kRecvImm, 0, 0, now});
-  }
   retx_.clear();
   inflight_bytes_ = 0;
   wimm_outstanding_ = 0;
-  window_.clear_echoes();
-  ack_now_ = false;
-  ack_due_ = kNever;
-  ack_repeat_due_ = kNever;
-  ack_repeat_now_ = false;
-  nacks_.clear();
+  if (rx_) {
+    while (!rx_->rq.empty()) {
+      engine_.emit_completion(
+          Completion{rx_->rq.pop_front(), qpn_, WcStatus::kFlushed, WcOpcode::kRecvImm, 0, 0, now});
+    }
+    rx_->window.clear_echoes();
+    rx_->ack_now = false;
+    rx_->ack_due = kNever;
+    rx_->ack_repeat_due = kNever;
+    rx_->ack_repeat_now = false;
+    rx_->nacks.clear();
+    rx_->roce_nak_pending = rx_->cnp_pending = false;
+  }
   probe_replies_.clear();
-  roce_nak_pending_ = cnp_pending_ = probes_due_ = false;
+  probes_due_ = false;
   pacing_wait_until_ = kNever;
   if (!was_error) {
     engine_.emit_event(
@@ -211,8 +216,11 @@ QpMemory Qp::memory() const {
   m.object = sizeof(Qp);
   m.paths = paths_.heap_bytes() + loss_.path_bytes() + reverse_.heap_bytes();
   m.rings = sq_.capacity() * sizeof(SendWr) + pkts_.capacity() * sizeof(TxPkt) +
-            loss_.ring_bytes() + retx_.storage_bytes() + window_.ring_bytes() +
-            rq_.storage_bytes() + nacks_.storage_bytes() + probe_replies_.storage_bytes();
+            loss_.ring_bytes() + retx_.storage_bytes() + probe_replies_.storage_bytes();
+  if (rx_) {
+    m.object += sizeof(Responder);
+    m.rings += rx_->window.ring_bytes() + rx_->rq.storage_bytes() + rx_->nacks.storage_bytes();
+  }
   m.cc = cc_ ? cc_->object_bytes() : 0;
   return m;
 }
@@ -233,8 +241,39 @@ void Qp::ensure_requester_rings() {
   if (is_mrc()) loss_.allocate(2 * n, paths_.size());
 }
 
+// The responder's state exists once the QP receives (a data packet or a posted receive): the
+// requester of a pair, which only receives ACKs, never holds it. Its window starts where RTR
+// said (rq_psn_, mpr_dest_psns_).
+void Qp::ensure_responder() {
+  if (rx_) return;
+  rx_ = std::make_unique<Responder>();
+  rx_->window.start(mpr_dest_psns_, rq_psn_);
+}
+
 void Qp::ensure_responder_rings() {
-  if (!window_.allocated()) window_.allocate(engine_.config().qp_initial_ring);
+  ensure_responder();
+  if (!rx_->window.allocated()) rx_->window.allocate(engine_.config().qp_initial_ring);
+}
+
+// A QP keeps its rings only while it has work (docs/performance.md, "Bytes per QP"): a
+// simulated all-to-all holds ~a million QPs, each of which sends or receives a few messages.
+// The requester's go once every WR has completed and every PSN is acknowledged (then every
+// transmission record has been retired too: the ACK's RACK pass retires records that are not
+// current); the next post_write allocates them again. Stale entries of the retransmission
+// queue (PSNs acknowledged after they were queued) go with them: popping skips them anyway.
+void Qp::release_idle_requester_rings() {
+  if (sq_.empty() || sq_head_ != sq_tail_ || snd_una_ != next_psn_ || !loss_.empty()) return;
+  sq_.clear();
+  pkts_.clear();
+  pkt_mask_ = 0;
+  retx_ = Ring<uint32_t>();
+  loss_.release();
+}
+
+// The responder's go once nothing is received beyond the cumulative PSN and no message is
+// open; its small control queues once they are empty.
+void Qp::release_idle_responder_rings() {
+  if (rx_ && rx_->window.allocated() && rx_->window.idle()) rx_->window.release();
 }
 
 uint32_t Qp::initial_ring(uint32_t limit) const {
@@ -300,11 +339,12 @@ Status Qp::post_write(Time now, const WriteWr& wr) {
 
 Status Qp::post_recv(uint64_t wr_id) {
   if (state_ != QpState::kRtr && state_ != QpState::kRts) return fail(Error::kBadQpState);
-  if (!rq_.push_back_within(wr_id, create_.rq_depth, engine_.config().qp_initial_ring)) {
+  ensure_responder();
+  if (!rx_->rq.push_back_within(wr_id, create_.rq_depth, engine_.config().qp_initial_ring)) {
     return fail(Error::kQueueFull);
   }
   // A message may be placed and waiting for this receive (MRC has no RNR).
-  complete_recv_messages(newest_arrival_);
+  complete_recv_messages(rx_->newest_arrival);
   return {};
 }
 
@@ -648,6 +688,7 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
   loss_.note_ack_reach(s.sack_base);
   advance_una();
   complete_send_wrs(now);
+  release_idle_requester_rings();
   engine_.mark_ready(this);
 }
 
@@ -688,6 +729,7 @@ void Qp::on_roce_ack(Time now, const RxPacket& rx) {
   if (progress) loss_.on_roce_progress(now);
   advance_una();
   complete_send_wrs(now);
+  release_idle_requester_rings();
   engine_.mark_ready(this);
 }
 
@@ -1006,12 +1048,12 @@ Status Qp::accept_data(Time now, const RxPacket& rx, const MemoryRegion* r) {
   const wire::TransportPacket& t = rx.pkt;
   const bool with_imm = t.bth.opcode == wire::Opcode::kWriteOnlyImm;
   const uint32_t msg = t.data.msg_num;
-  if (!window_.message_in_window(msg))
+  if (!rx_->window.message_in_window(msg))
     return drop(DropReason::kPsnOutOfWindow, Error::kPsnOutOfWindow);
   const uint32_t last_psn =
       psn_add(t.bth.psn, static_cast<int64_t>(t.data.pkt_count) - 1 - t.data.pkt_index);
   // A message beyond the ring is not known (its slot holds another message number).
-  const ReceiveWindow::Message* seen = window_.find(msg);
+  const ReceiveWindow::Message* seen = rx_->window.find(msg);
   const bool known = seen != nullptr;
   if (known && (seen->last_psn != last_psn || seen->with_imm != with_imm)) {
     return drop(DropReason::kInconsistent, Error::kBadExtension);
@@ -1021,28 +1063,27 @@ Status Qp::accept_data(Time now, const RxPacket& rx, const MemoryRegion* r) {
   // next were refused, none could ever complete. Only that one message at a time goes over
   // the limit, and only while a requester sends more than the limit allows (or after
   // update_qp lowered it below what was already open).
-  if (!known && with_imm && wimm_dest_open_ >= max_wimm_dest_ && msg != window_.msg_base()) {
+  if (!known && with_imm && rx_->wimm_dest_open >= max_wimm_dest_ &&
+      msg != rx_->window.msg_base()) {
     return drop(DropReason::kWimmExceeded, Error::kQueueFull);
   }
   if (rx.trimmed) {
     // The header survived, the payload did not: ask for exactly this packet again.
     ++engine_.counters_.trimmed_received;
-    if (nacks_.push_back_within(TrimNack{t.bth.psn, t.data.ev_index, rx.port}, kTrimNackQueue,
-                                engine_.config().qp_initial_ring)) {
+    if (rx_->nacks.push_back_within(TrimNack{t.bth.psn, t.data.ev_index, rx.port}, kTrimNackQueue,
+                                    engine_.config().qp_initial_ring)) {
       engine_.mark_control(this);
     }
     return {};
   }
-  ReceiveWindow::Message& m = window_.slot(msg);
   if (r->base && t.payload && t.payload_len) {
     std::memcpy(r->base + (t.reth.va - r->iova), t.payload, t.payload_len);
   }
-  if (!known) {
-    m = ReceiveWindow::Message{msg, last_psn, 0, t.imm, true, with_imm};
-    if (with_imm) ++wimm_dest_open_;
-  }
+  if (!known && with_imm) ++rx_->wimm_dest_open;
+  ReceiveWindow::Message& m =
+      known ? rx_->window.get(msg) : rx_->window.open(msg, last_psn, t.imm, with_imm);
   m.bytes += t.payload_len;
-  const bool advanced = window_.mark_received(t.bth.psn, t.payload_len);
+  const bool advanced = rx_->window.mark_received(t.bth.psn, t.payload_len);
   engine_.counters_.bytes_placed += t.payload_len;
   ++engine_.counters_.data_received;
   uint8_t flags = 0;
@@ -1059,16 +1100,16 @@ Status Qp::accept_data(Time now, const RxPacket& rx, const MemoryRegion* r) {
 Status Qp::on_data(Time now, const RxPacket& rx) {
   ensure_responder_rings();
   const uint32_t psn = rx.pkt.bth.psn;
-  const int32_t d = window_.offset(psn);
-  if (!window_.acceptable(d)) {
+  const int32_t d = rx_->window.offset(psn);
+  if (!rx_->window.acceptable(d)) {
     return drop(DropReason::kPsnOutOfWindow, Error::kPsnOutOfWindow);  // stale or beyond
   }
   const auto region = check_data(rx);
   if (!region) return fail(region.error());
   // The bitmap grows here only, for a PSN inside the window but beyond the ring (unsigned:
   // a duplicate's negative offset is beyond both).
-  window_.cover(static_cast<uint32_t>(d));
-  if (d < 0 || window_.received(psn)) {
+  rx_->window.cover(static_cast<uint32_t>(d));
+  if (d < 0 || rx_->window.received(psn)) {
     // Received before: never placed or completed twice, but acknowledged again (the
     // earlier ACK may have been lost).
     ++engine_.counters_.duplicates;
@@ -1080,75 +1121,76 @@ Status Qp::on_data(Time now, const RxPacket& rx) {
 
 Status Qp::on_roce_data(Time now, const RxPacket& rx) {
   ensure_responder_rings();
-  const int32_t d = window_.offset(rx.pkt.bth.psn);
-  if (!window_.acceptable(d)) return drop(DropReason::kPsnOutOfWindow, Error::kPsnOutOfWindow);
+  const int32_t d = rx_->window.offset(rx.pkt.bth.psn);
+  if (!rx_->window.acceptable(d)) return drop(DropReason::kPsnOutOfWindow, Error::kPsnOutOfWindow);
   const auto region = check_data(rx);
   if (!region) return fail(region.error());
   if (d < 0) {
     ++engine_.counters_.duplicates;
     queue_echo(now, rx, wire::AckEcho::kDuplicate);
-    ack_now_ = true;
+    rx_->ack_now = true;
     engine_.mark_control(this);
     return {};
   }
   if (d > 0 || rx.trimmed) {
     // RoCEv2 responders accept only the expected PSN; one NAK per gap (IBTA 9.7.5.2.2).
     ++engine_.counters_.out_of_sequence;
-    if (!roce_nak_sent_for_base_) {
-      roce_nak_sent_for_base_ = true;
-      roce_nak_pending_ = true;
+    if (!rx_->roce_nak_sent_for_base) {
+      rx_->roce_nak_sent_for_base = true;
+      rx_->roce_nak_pending = true;
       engine_.mark_control(this);
     }
     return {};
   }
   if (rx.ecn_ce) {
     // DCQCN notification point: at most one CNP per interval per QP.
-    if (!cnp_ever_ || now >= last_cnp_ + engine_.config().cnp_interval) {
-      cnp_pending_ = true;
+    if (!rx_->cnp_ever || now >= rx_->last_cnp + engine_.config().cnp_interval) {
+      rx_->cnp_pending = true;
       engine_.mark_control(this);
     }
   }
-  const uint32_t before = window_.base();
+  const uint32_t before = rx_->window.base();
   auto s = accept_data(now, rx, *region);
-  if (s && window_.base() != before) roce_nak_sent_for_base_ = false;
+  if (s && rx_->window.base() != before) rx_->roce_nak_sent_for_base = false;
   return s;
 }
 
 void Qp::complete_recv_messages(Time now) {
-  while (ReceiveWindow::Message* m = window_.completable()) {
+  while (ReceiveWindow::Message* m = rx_->window.completable()) {
     if (m->with_imm) {
-      if (rq_.empty()) break;  // no RNR in MRC: wait for the application's receive
-      const uint64_t wr_id = rq_.pop_front();
+      if (rx_->rq.empty()) break;  // no RNR in MRC: wait for the application's receive
+      const uint64_t wr_id = rx_->rq.pop_front();
       engine_.emit_completion(
           Completion{wr_id, qpn_, WcStatus::kSuccess, WcOpcode::kRecvImm, m->imm, m->bytes, now});
-      --wimm_dest_open_;
+      --rx_->wimm_dest_open;
     }
-    window_.complete_next();
-    ack_now_ = true;
+    rx_->window.complete_next();
+    rx_->ack_now = true;
   }
-  if (ack_now_) engine_.mark_control(this);
+  release_idle_responder_rings();
+  if (rx_->ack_now) engine_.mark_control(this);
 }
 
 void Qp::queue_echo(Time now, const RxPacket& rx, uint8_t flags) {
   // A duplicate's echo is the requester's DSACK (on_duplicate_echo).
-  window_.add_echo(wire::AckEcho{rx.pkt.bth.psn, rx.pkt.data.ev_index, flags});
-  newest_arrival_ = now;
+  rx_->window.add_echo(wire::AckEcho{rx.pkt.bth.psn, rx.pkt.data.ev_index, flags});
+  rx_->newest_arrival = now;
   // Paper 2.4: the reverse set is probed while the QP is active inbound. A resent packet we
   // already had means the ACK that reported it was lost: probe the set now.
   reverse_.on_data_path(rx.pkt.data.ev_index, paths_);
   reverse_.on_inbound(now, engine_.reverse_probe_interval());
   if (flags & wire::AckEcho::kDuplicate) reverse_.on_ack_loss(now);
-  ack_port_ = rx.port;
-  ack_path_ = rx.pkt.data.ev_index;
-  ack_repeat_due_ = kNever;  // this packet's own ACK carries the state: no repeat
-  ack_repeat_now_ = false;
-  ++unacked_packets_;
-  if (unacked_packets_ >= engine_.config().ack_every || rx.pkt.bth.ack_req ||
+  rx_->ack_port = rx.port;
+  rx_->ack_path = rx.pkt.data.ev_index;
+  rx_->ack_repeat_due = kNever;  // this packet's own ACK carries the state: no repeat
+  rx_->ack_repeat_now = false;
+  ++rx_->unacked_packets;
+  if (rx_->unacked_packets >= engine_.config().ack_every || rx.pkt.bth.ack_req ||
       (flags & wire::AckEcho::kDuplicate)) {
-    ack_now_ = true;
+    rx_->ack_now = true;
     engine_.mark_control(this);
-  } else if (ack_due_ == kNever) {
-    ack_due_ = now + engine_.config().ack_delay;
+  } else if (rx_->ack_due == kNever) {
+    rx_->ack_due = now + engine_.config().ack_delay;
   }
 }
 
@@ -1164,8 +1206,9 @@ void Qp::on_probe(Time now, const RxPacket& rx) {
 // Control packets.
 
 bool Qp::has_control() const {
-  return ack_now_ || ack_repeat_now_ || !nacks_.empty() || !probe_replies_.empty() ||
-         roce_nak_pending_ || cnp_pending_ || probes_due_ || reverse_probe_due_;
+  if (!probe_replies_.empty() || probes_due_ || reverse_probe_due_) return true;
+  return rx_ && (rx_->ack_now || rx_->ack_repeat_now || !rx_->nacks.empty() ||
+                 rx_->roce_nak_pending || rx_->cnp_pending);
 }
 
 // Probe replies, CNPs (RoCE) and ACKs without a reverse EV set (ack_path) go back along the
@@ -1196,10 +1239,10 @@ int Qp::control_path(Time now, uint8_t preferred_port, int preferred_path, uint3
 // the data packet's path, as control_path chooses.
 int Qp::ack_path(Time now, uint8_t preferred_port, int preferred_path, uint32_t mask, bool repeat) {
   if (reverse_.enabled() && reverse_.any_live(paths_)) {
-    const int path = reverse_.pick(mask, paths_, repeat ? last_ack_path_ : PathSet::kNone);
+    const int path = reverse_.pick(mask, paths_, repeat ? rx_->last_ack_path : PathSet::kNone);
     // A repeat never takes the lost ACK's way while another exists: with one live slot, the
     // choice of ack_repeat_path (another port, else another path).
-    if (!repeat || (path != last_ack_path_ && path != PathSet::kNone)) return path;
+    if (!repeat || (path != rx_->last_ack_path && path != PathSet::kNone)) return path;
   }
   if (repeat) return ack_repeat_path(mask);
   return control_path(now, preferred_port, preferred_path, mask, false);
@@ -1214,7 +1257,7 @@ int Qp::ack_path(Time now, uint8_t preferred_port, int preferred_path, uint32_t 
 int Qp::ack_repeat_path(uint32_t mask) const {
   const size_t n = paths_.size();
   if (n == 0) return PathSet::kNone;
-  const size_t start = last_ack_path_ >= 0 ? static_cast<size_t>(last_ack_path_) : n - 1;
+  const size_t start = rx_->last_ack_path >= 0 ? static_cast<size_t>(rx_->last_ack_path) : n - 1;
   bool other_port_exists = false, same_port_exists = false;
   int same_port = PathSet::kNone;
   for (size_t k = 1; k <= n; ++k) {
@@ -1223,20 +1266,20 @@ int Qp::ack_repeat_path(uint32_t mask) const {
     if (paths_.state_of(i) != ev::EvState::kGood || !paths_.active(i) || !paths_.port_up(port))
       continue;
     const bool allowed = (mask >> port) & 1;
-    if (port != last_ack_port_) {
+    if (port != rx_->last_ack_port) {
       if (allowed) return i;
       other_port_exists = true;
-    } else if (i != last_ack_path_) {
+    } else if (i != rx_->last_ack_path) {
       if (allowed && same_port == PathSet::kNone) same_port = i;
       same_port_exists = true;
     }
   }
   if (other_port_exists) return PathSet::kNone;
   if (same_port_exists) return same_port;  // kNone while its port is outside the mask
-  const bool last_ok = last_ack_path_ >= 0 && static_cast<size_t>(last_ack_path_) < n &&
-                       paths_.state_of(last_ack_path_) == ev::EvState::kGood &&
-                       paths_.port_up(last_ack_port_) && ((mask >> last_ack_port_) & 1);
-  return last_ok ? last_ack_path_ : PathSet::kNone;
+  const bool last_ok = rx_->last_ack_path >= 0 && static_cast<size_t>(rx_->last_ack_path) < n &&
+                       paths_.state_of(rx_->last_ack_path) == ev::EvState::kGood &&
+                       paths_.port_up(rx_->last_ack_port) && ((mask >> rx_->last_ack_port) & 1);
+  return last_ok ? rx_->last_ack_path : PathSet::kNone;
 }
 
 void Qp::fill_common(TxPacket& out, uint8_t port, int path) {
@@ -1256,50 +1299,51 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
     return false;
   }
   wire::TransportPacket& t = out.pkt;
-  if (!nacks_.empty()) {
-    const TrimNack n = nacks_.front();
+  if (rx_ && !rx_->nacks.empty()) {
+    const TrimNack n = rx_->nacks.front();
     const int path = ack_path(now, n.port, n.ev, mask, false);
     if (path != PathSet::kNone) {
-      nacks_.pop_front();
+      rx_->nacks.pop_front();
+      if (rx_->nacks.empty()) rx_->nacks = {};  // storage only while there is work
       fill_common(out, paths_.port_of(path), path);
       t.bth.opcode = wire::Opcode::kTrimNack;
       t.bth.psn = n.psn;
-      t.aeth = wire::Aeth{kAethNakSeqErr, window_.msg_base() & kPsnMask};
-      t.nack = wire::TrimNackExt{n.psn, window_.base(), n.ev, 0};
+      t.aeth = wire::Aeth{kAethNakSeqErr, rx_->window.msg_base() & kPsnMask};
+      t.nack = wire::TrimNackExt{n.psn, rx_->window.base(), n.ev, 0};
       out.transport_bytes = kTrimNackWireBytes;
       ++engine_.counters_.nacks_sent;
       return true;
     }
   }
-  if (roce_nak_pending_ || ack_now_) {
-    const int path = ack_path(now, ack_port_, ack_path_, mask, false);
+  if (rx_ && (rx_->roce_nak_pending || rx_->ack_now)) {
+    const int path = ack_path(now, rx_->ack_port, rx_->ack_path, mask, false);
     if (path != PathSet::kNone) {
       fill_common(out, paths_.port_of(path), path);
       fill_ack(now, out);
-      if (roce_nak_pending_) {
+      if (rx_->roce_nak_pending) {
         t.aeth.syndrome = kAethNakSeqErr;
-        roce_nak_pending_ = false;
+        rx_->roce_nak_pending = false;
         ++engine_.counters_.nacks_sent;
       }
       return true;
     }
   }
-  if (ack_repeat_now_) {
-    const int path = ack_path(now, ack_port_, ack_path_, mask, true);
+  if (rx_ && rx_->ack_repeat_now) {
+    const int path = ack_path(now, rx_->ack_port, rx_->ack_path, mask, true);
     if (path != PathSet::kNone) {
       fill_common(out, paths_.port_of(path), path);
-      fill_ack(now, out);        // no echoes: an arrival since the last ACK cancels the repeat
-      ack_repeat_due_ = kNever;  // once per quiet spell
+      fill_ack(now, out);            // no echoes: an arrival since the last ACK cancels the repeat
+      rx_->ack_repeat_due = kNever;  // once per quiet spell
       ++engine_.counters_.ack_repeats;
       return true;
     }
   }
-  if (cnp_pending_) {
-    const int path = control_path(now, ack_port_, ack_path_, mask, false);
+  if (rx_ && rx_->cnp_pending) {
+    const int path = control_path(now, rx_->ack_port, rx_->ack_path, mask, false);
     if (path != PathSet::kNone) {
-      cnp_pending_ = false;
-      cnp_ever_ = true;
-      last_cnp_ = now;
+      rx_->cnp_pending = false;
+      rx_->cnp_ever = true;
+      rx_->last_cnp = now;
       fill_common(out, paths_.port_of(path), path);
       t.bth.opcode = wire::Opcode::kCnp;
       t.bth.becn = true;
@@ -1314,6 +1358,7 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
     const int path = control_path(now, r.port, r.probe.ev_index, mask, true);
     if (path != PathSet::kNone) {
       probe_replies_.pop_front();
+      if (probe_replies_.empty()) probe_replies_ = {};
       fill_common(out, paths_.port_of(path), path);
       t.bth.opcode = wire::Opcode::kProbeReply;
       t.probe = r.probe;
@@ -1380,25 +1425,24 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
 }
 
 void Qp::fill_ack(Time now, TxPacket& out) {
-  ensure_responder_rings();
   wire::TransportPacket& t = out.pkt;
   t.bth.opcode = wire::Opcode::kAck;
-  t.bth.psn = psn_add(window_.base(), -1);
-  t.aeth = wire::Aeth{kAethAck, window_.msg_base() & kPsnMask};
+  t.bth.psn = psn_add(rx_->window.base(), -1);
+  t.aeth = wire::Aeth{kAethAck, rx_->window.msg_base() & kPsnMask};
   wire::SackExt& s = t.sack;
-  window_.fill_sack(s);  // cumulative PSN, bitmap, received bytes, echoes
-  s.service_time_ns =
-      static_cast<uint32_t>(std::min<Time>((now - newest_arrival_) / kPicosPerNano, UINT32_MAX));
+  rx_->window.fill_sack(s);  // cumulative PSN, bitmap, received bytes, echoes
+  s.service_time_ns = static_cast<uint32_t>(
+      std::min<Time>((now - rx_->newest_arrival) / kPicosPerNano, UINT32_MAX));
   s.ports_down = engine_.ports_down_bitmap();
   out.transport_bytes = kAckWireBytes;
-  unacked_packets_ = 0;
-  ack_now_ = false;
-  ack_due_ = kNever;
-  ack_repeat_now_ = false;  // this ACK carries the state a pending repeat would have
-  last_ack_port_ = out.port;
-  last_ack_path_ = out.ev_index;
+  rx_->unacked_packets = 0;
+  rx_->ack_now = false;
+  rx_->ack_due = kNever;
+  rx_->ack_repeat_now = false;  // this ACK carries the state a pending repeat would have
+  rx_->last_ack_port = out.port;
+  rx_->last_ack_path = out.ev_index;
   if (engine_.ack_repeat_after() > 0 && is_mrc())
-    ack_repeat_due_ = now + engine_.ack_repeat_after();
+    rx_->ack_repeat_due = now + engine_.ack_repeat_after();
   ++engine_.counters_.acks_sent;
 }
 
@@ -1406,8 +1450,11 @@ void Qp::fill_ack(Time now, TxPacket& out) {
 // Timers and ports.
 
 Time Qp::deadline() const {
-  Time d = ack_now_ ? kNever : ack_due_;
-  if (!ack_repeat_now_) d = std::min(d, ack_repeat_due_);
+  Time d = kNever;
+  if (rx_) {
+    if (!rx_->ack_now) d = rx_->ack_due;
+    if (!rx_->ack_repeat_now) d = std::min(d, rx_->ack_repeat_due);
+  }
   if (!reverse_probe_due_) d = std::min(d, reverse_.next_probe_time());
   if (state_ != QpState::kRts) return d;
   if (has_outstanding()) d = std::min(d, loss_.rto_due());
@@ -1422,14 +1469,14 @@ Time Qp::deadline() const {
 }
 
 void Qp::on_timer(Time now) {
-  if (ack_due_ <= now) {
-    ack_due_ = kNever;
-    ack_now_ = true;
+  if (rx_ && rx_->ack_due <= now) {
+    rx_->ack_due = kNever;
+    rx_->ack_now = true;
     engine_.mark_control(this);
   }
-  if (ack_repeat_due_ <= now) {
-    ack_repeat_due_ = kNever;
-    ack_repeat_now_ = true;
+  if (rx_ && rx_->ack_repeat_due <= now) {
+    rx_->ack_repeat_due = kNever;
+    rx_->ack_repeat_now = true;
     engine_.mark_control(this);
   }
   if (!reverse_probe_due_ && reverse_.next_probe_time() <= now) {
@@ -1560,8 +1607,8 @@ Status Qp::update(const QpUpdate& u) {
 
 QpLimits Qp::limits() const {
   const LossTiming& lt = loss_.timing();
-  return QpLimits{lt.timeout,     lt.retry_linear, lt.retry_exp,           max_wimm_,
-                  max_wimm_dest_, mpr_psns_,       window_.mpr_dest_psns()};
+  return QpLimits{lt.timeout,     lt.retry_linear, lt.retry_exp,  max_wimm_,
+                  max_wimm_dest_, mpr_psns_,       mpr_dest_psns_};
 }
 
 // OCP 5.5 CC CONFIG on an ONLINE profile: the running algorithm takes the new parameters and

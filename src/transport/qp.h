@@ -18,7 +18,9 @@
 // entries and doubles when a new entry would not fit, up to its protocol limit (MPR,
 // sq_depth, ...). Window checks use the limits, never the current size, so behaviour does not
 // depend on how far a ring has grown. A simulated all-to-all holds ~a million QPs that carry a
-// few packets each.
+// few packets each, so a QP also frees its rings once idle (release_idle_requester_rings,
+// release_idle_responder_rings) and holds the responder's state only once it receives
+// (Responder). docs/performance.md, "Bytes per QP".
 #pragma once
 
 #include <array>
@@ -130,7 +132,10 @@ class Qp {
   // ---- requester ------------------------------------------------------------------------
   bool is_mrc() const { return transport_ == TransportMode::kMrc; }
   void ensure_requester_rings();
+  void ensure_responder();
   void ensure_responder_rings();
+  void release_idle_requester_rings();
+  void release_idle_responder_rings();
   // The size a ring whose limit is `limit` (a power of two) starts at.
   uint32_t initial_ring(uint32_t limit) const;
   // Each doubles its ring, keeping the live entries at the slots their PSN / sequence number
@@ -236,29 +241,35 @@ class Qp {
   uint32_t transmit_queue(uint16_t ev) const;
   LossDetector loss_;
 
-  // Responder state.
-  ReceiveWindow window_;
-  uint32_t wimm_dest_open_ = 0;   // WRITE-with-imm messages seen but not completed
-  Ring<uint64_t> rq_;             // posted receive wr_ids
-  uint32_t unacked_packets_ = 0;  // accepted since the last ACK
-  bool ack_now_ = false;
-  Time ack_due_ = kNever;
-  Time newest_arrival_ = 0;
-  uint8_t ack_port_ = 0;
-  int ack_path_ = -1;  // path index of the newest packet to acknowledge
-  // Tail-ACK repeat (Engine::set_ack_repeat_after): due when no packet arrives by then after
-  // an ACK; pending once due; the port and path the last ACK took (the repeat avoids them).
-  Time ack_repeat_due_ = kNever;
-  bool ack_repeat_now_ = false;
-  uint8_t last_ack_port_ = 0;
-  int last_ack_path_ = -1;
-  Ring<TrimNack> nacks_;
+  // Responder state: in rx_, allocated when the QP first receives (ensure_responder).
+  struct Responder {
+    ReceiveWindow window;
+    uint32_t wimm_dest_open = 0;   // WRITE-with-imm messages seen but not completed
+    Ring<uint64_t> rq;             // posted receive wr_ids
+    uint32_t unacked_packets = 0;  // accepted since the last ACK
+    bool ack_now = false;
+    Time ack_due = kNever;
+    Time newest_arrival = 0;
+    uint8_t ack_port = 0;
+    int ack_path = -1;  // path index of the newest packet to acknowledge
+    // Tail-ACK repeat (Engine::set_ack_repeat_after): due when no packet arrives by then after
+    // an ACK; pending once due; the port and path the last ACK took (the repeat avoids them).
+    Time ack_repeat_due = kNever;
+    bool ack_repeat_now = false;
+    uint8_t last_ack_port = 0;
+    int last_ack_path = -1;
+    Ring<TrimNack> nacks;
+    bool roce_nak_pending = false;
+    bool roce_nak_sent_for_base = false;
+    bool cnp_pending = false;
+    bool cnp_ever = false;
+    Time last_cnp = 0;
+  };
+  std::unique_ptr<Responder> rx_;
+  uint32_t rq_psn_ = 0;            // RTR: the first PSN the responder expects
+  uint32_t mpr_dest_psns_ = 1024;  // RTR: MPR_dest in PSNs (the responder's window)
+  // Probe replies: a requester answers the peer responder's reverse-set probes too.
   Ring<ProbeReply> probe_replies_;
-  bool roce_nak_pending_ = false;
-  bool roce_nak_sent_for_base_ = false;
-  bool cnp_pending_ = false;
-  Time last_cnp_ = 0;
-  bool cnp_ever_ = false;
 };
 
 }  // namespace mrc

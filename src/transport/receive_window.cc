@@ -31,10 +31,16 @@ void ReceiveWindow::allocate(uint32_t initial) {
 bool ReceiveWindow::mark_received(uint32_t psn, uint32_t bytes) {
   set_bit(psn, true);
   received_bytes_ += bytes;
-  if (psn != base_) return false;
+  if (psn != base_) {
+    ++ahead_;
+    return false;
+  }
+  set_bit(base_, false);
+  base_ = psn_add(base_, 1);
   while (received(base_)) {
     set_bit(base_, false);
     base_ = psn_add(base_, 1);
+    --ahead_;
   }
   return true;
 }
@@ -100,7 +106,8 @@ void ReceiveWindow::fill_sack(wire::SackExt& s) {
   s.sack_base = base_;
   // Words beyond the ring (a multiple of 64 bits) are empty: a PSN there would have grown it.
   for (int w = 0; w < wire::kSackBitmapWords; ++w) {
-    s.bitmap[static_cast<size_t>(w)] = 64u * w <= bits_mask_ ? bits64(psn_add(base_, 64 * w)) : 0;
+    s.bitmap[static_cast<size_t>(w)] =
+        allocated() && 64u * w <= bits_mask_ ? bits64(psn_add(base_, 64 * w)) : 0;
   }
   s.received_bytes = received_bytes_;
   s.echo_count = static_cast<uint8_t>(echo_count_);

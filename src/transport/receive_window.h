@@ -34,9 +34,19 @@ class ReceiveWindow {
 
   // RTR: MPR_dest in PSNs; the first expected PSN.
   void start(uint32_t mpr_dest_psns, uint32_t first_psn);
-  // The rings (`initial` entries, rounded as each needs): when the QP first receives.
+  // The rings (`initial` entries, rounded as each needs): when the QP first receives, and
+  // again after release().
   void allocate(uint32_t initial);
   bool allocated() const { return !bits_.empty(); }
+  // Nothing received beyond base() and no message open: the rings hold nothing.
+  bool idle() const { return ahead_ == 0 && open_ == 0; }
+  // Frees the rings of an idle window (a responder between messages keeps only its counters).
+  void release() {
+    bits_.clear();
+    bits_mask_ = 0;
+    msgs_.clear();
+    msgs_mask_ = 0;
+  }
 
   uint32_t mpr_dest_psns() const { return mpr_dest_psns_; }
   // The ring limit, in PSNs and in messages: MPR_dest rounded up to a power of two, at least
@@ -73,11 +83,16 @@ class ReceiveWindow {
     const Message& m = msgs_[msg & msgs_mask_];
     return m.seen && m.msg_num == msg ? &m : nullptr;
   }
-  // The slot of message `msg` (inside the window), growing the ring to reach it.
-  Message& slot(uint32_t msg) {
+  // Opens message `msg` (inside the window, not open yet), growing the ring to reach it.
+  Message& open(uint32_t msg, uint32_t last_psn, uint32_t imm, bool with_imm) {
     if (msg - msg_base_ > msgs_mask_) grow_msgs(msg - msg_base_);
-    return msgs_[msg & msgs_mask_];
+    Message& m = msgs_[msg & msgs_mask_];
+    m = Message{msg, last_psn, 0, imm, true, with_imm};
+    ++open_;
+    return m;
   }
+  // The open message `msg`.
+  Message& get(uint32_t msg) { return msgs_[msg & msgs_mask_]; }
   // The next message in order if all its packets have arrived, else nullptr.
   Message* completable() {
     if (msgs_.empty()) return nullptr;
@@ -88,6 +103,7 @@ class ReceiveWindow {
   void complete_next() {
     msgs_[msg_base_ & msgs_mask_].seen = false;
     ++msg_base_;
+    --open_;
   }
 
   // ---- ACK tracking ----------------------------------------------------------------------
@@ -97,6 +113,7 @@ class ReceiveWindow {
   // last 8 echoes.
   void add_echo(const wire::AckEcho& e);
   // Fills the ACK's cumulative PSN, SACK bitmap and echoes; the echoes are then consumed.
+  // Without rings (released or never allocated) nothing lies beyond base(): an empty bitmap.
   void fill_sack(wire::SackExt& s);
   void clear_echoes() { echo_count_ = 0; }
 
@@ -129,6 +146,8 @@ class ReceiveWindow {
   uint32_t msgs_mask_ = 0;  // msgs_.size() - 1
   uint32_t msg_base_ = 0;
   uint64_t received_bytes_ = 0;
+  uint32_t ahead_ = 0;  // PSNs received beyond base_ (bits set)
+  uint32_t open_ = 0;   // messages open
   std::array<wire::AckEcho, wire::kMaxAckEchoes> echoes_{};
   uint32_t echo_count_ = 0;
 };

@@ -51,6 +51,30 @@ TEST(LossDetector, full__at_the_limit_whatever_the_ring_size) {
   EXPECT_EQ(d.tail() - d.head(), 8u);
 }
 
+TEST(LossDetector, release__frees_the_ring_and_fifos_and_sequence_numbers_go_on) {
+  LossDetector d = make();
+  d.record(0, 1, us(0));
+  d.record(1, 1, us(1));
+  d.note_delivered(us(1), 1, 1);
+  EXPECT_TRUE(rack(d, us(2), false).empty());  // neither lost: within the window
+  // Nothing current any more (both acknowledged): RACK retires them.
+  d.detect_rack(
+      us(2), false, LossContext{}, [](uint32_t) { return false; }, [](uint16_t ev) { return ev; },
+      [](uint32_t, LossCause) {});
+  ASSERT_TRUE(d.empty());
+  d.release();
+  EXPECT_FALSE(d.allocated());
+  EXPECT_EQ(d.ring_bytes() + d.path_bytes(), 0u);
+  d.allocate(4, 4);
+  EXPECT_EQ(d.record(2, 1, us(3)), 2u);
+  EXPECT_TRUE(d.at(2).linked);
+  Losses lost;
+  d.detect_on_path(
+      1, 2, 100, [](uint32_t) { return true; },
+      [&](uint32_t psn, LossCause c) { lost.emplace_back(psn, c); });
+  EXPECT_TRUE(lost.empty());  // the FIFO starts empty: nothing before record 2
+}
+
 TEST(LossDetector, detect_on_path__loses_earlier_transmissions_on_that_path_only) {
   LossDetector d = make();
   d.record(0, 0, us(0));  // seq 0, path 0

@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <queue>
 #include <vector>
 
@@ -46,6 +47,23 @@ void halve(Nscc& cc, Time now) {
 
 // ---------------------------------------------------------------------------------------------
 // Parameters and defaults.
+
+TEST(Nscc, stats__objects_given_a_shared_stats_count_into_it_and_keep_none_of_their_own) {
+  const auto params = std::make_shared<const NsccParams>(resolve_nscc(config()));
+  Nscc::Stats shared;
+  Nscc a(params, &shared);
+  Nscc b(params, &shared);
+  a.on_loss(0, kMtu);
+  b.on_loss(0, kMtu);
+  EXPECT_EQ(shared.loss_decreases, 2u);
+  EXPECT_EQ(&a.stats(), &shared);
+  Nscc alone(config());
+  alone.on_loss(0, kMtu);
+  EXPECT_EQ(alone.stats().loss_decreases, 1u);
+  EXPECT_EQ(shared.loss_decreases, 2u);
+  // The shared counters are not the object's memory; its own are.
+  EXPECT_EQ(alone.object_bytes(), a.object_bytes() + sizeof(Nscc::Stats));
+}
 
 TEST(Nscc, resolve__defaults_derived_from_config) {
   const NsccParams p = resolve_nscc(config());

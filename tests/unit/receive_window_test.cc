@@ -97,12 +97,10 @@ TEST(ReceiveWindow, add_echo__when_full_keeps_duplicates_and_drops_the_oldest_pl
 
 TEST(ReceiveWindow, messages__complete_in_order_once_their_last_psn_arrived) {
   ReceiveWindow w = make();
-  ReceiveWindow::Message& m1 = w.slot(1);
-  m1 = ReceiveWindow::Message{1, 1, 0, 0, true, false};
+  w.open(1, 1, 0, false);
   w.mark_received(1, 10);
   EXPECT_EQ(w.completable(), nullptr);  // message 0 comes first
-  ReceiveWindow::Message& m0 = w.slot(0);
-  m0 = ReceiveWindow::Message{0, 0, 0, 0, true, false};
+  w.open(0, 0, 0, false);
   w.mark_received(0, 10);
   ASSERT_NE(w.completable(), nullptr);
   EXPECT_EQ(w.completable()->msg_num, 0u);
@@ -115,17 +113,44 @@ TEST(ReceiveWindow, messages__complete_in_order_once_their_last_psn_arrived) {
   EXPECT_EQ(w.find(1), nullptr);
 }
 
-TEST(ReceiveWindow, slot__grows_the_message_ring_keeping_open_messages) {
+TEST(ReceiveWindow, open__grows_the_message_ring_keeping_open_messages) {
   ReceiveWindow w = make();
-  w.slot(2) = ReceiveWindow::Message{2, 9, 0, 0, true, false};
-  w.slot(40) = ReceiveWindow::Message{40, 50, 0, 0, true, true};
+  w.open(2, 9, 0, false);
+  w.open(40, 50, 7, true);
   ASSERT_NE(w.find(2), nullptr);
   EXPECT_EQ(w.find(2)->last_psn, 9u);
   ASSERT_NE(w.find(40), nullptr);
   EXPECT_TRUE(w.find(40)->with_imm);
+  EXPECT_EQ(w.get(40).imm, 7u);
   EXPECT_EQ(w.find(3), nullptr);
   EXPECT_TRUE(w.message_in_window(w.limit() - 1));
   EXPECT_FALSE(w.message_in_window(w.limit()));
+}
+
+TEST(ReceiveWindow, idle__once_nothing_is_ahead_of_the_base_and_no_message_is_open) {
+  ReceiveWindow w = make();
+  EXPECT_TRUE(w.idle());
+  w.open(0, 1, 0, false);
+  EXPECT_FALSE(w.idle());
+  w.mark_received(1, 10);  // ahead of the base
+  w.mark_received(0, 10);
+  EXPECT_FALSE(w.idle());  // the message is still open
+  ASSERT_NE(w.completable(), nullptr);
+  w.complete_next();
+  EXPECT_TRUE(w.idle());
+  w.release();
+  EXPECT_FALSE(w.allocated());
+  EXPECT_EQ(w.ring_bytes(), 0u);
+  // Without rings the ACK still says where the window stands, with an empty bitmap.
+  wire::SackExt s;
+  w.fill_sack(s);
+  EXPECT_EQ(s.cum_psn, 2u);
+  EXPECT_EQ(s.bitmap[0], 0u);
+  EXPECT_EQ(s.received_bytes, 20u);
+  w.allocate(4);  // the next message: rings again, the window where it was
+  EXPECT_EQ(w.base(), 2u);
+  EXPECT_EQ(w.msg_base(), 1u);
+  EXPECT_TRUE(w.mark_received(2, 10));
 }
 
 // Property: any arrival order inside the window leaves the base at the first PSN not

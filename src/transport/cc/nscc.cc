@@ -77,8 +77,11 @@ NsccParams resolve_nscc(const NsccConfig& cfg) {
 // RTT; the fabric's trimming and the decrease rules absorb the excess.
 Nscc::Nscc(const NsccConfig& cfg) : Nscc(std::make_shared<const NsccParams>(resolve_nscc(cfg))) {}
 
-Nscc::Nscc(std::shared_ptr<const NsccParams> params)
-    : p_(std::move(params)), cwnd_(static_cast<double>(p_->max_cwnd)) {}
+Nscc::Nscc(std::shared_ptr<const NsccParams> params, Stats* stats)
+    : p_(std::move(params)),
+      own_stats_(stats ? nullptr : std::make_unique<Stats>()),
+      stats_(stats ? stats : own_stats_.get()),
+      cwnd_(static_cast<double>(p_->max_cwnd)) {}
 
 void Nscc::reconfigure(const NsccConfig& cfg) {
   reconfigure(std::make_shared<const NsccParams>(resolve_nscc(cfg)));
@@ -129,7 +132,7 @@ void Nscc::multiplicative_decrease(Time now) {
   // Increases accumulated before the cut were earned by a larger window; drop them.
   inc_bytes_ = 0;
   increased_ = false;
-  ++stats_.multiplicative_decreases;
+  ++stats_->multiplicative_decreases;
 }
 
 // UET quick adapt: once per period (base_rtt + target_delay), if the period saw a loss, a trim
@@ -150,7 +153,7 @@ bool Nscc::maybe_quick_adapt(Time now) {
       inc_bytes_ = 0;
       increased_ = false;
       fast_bytes_ = 0;
-      ++stats_.quick_adapts;
+      ++stats_->quick_adapts;
       fired = true;
     }
   }
@@ -179,7 +182,7 @@ void Nscc::maybe_adjust(Time now, uint32_t delivered) {
         std::min(1.0, static_cast<double>(elapsed) / static_cast<double>(p_->adjust_period));
     cwnd_ += inc_bytes_ / cwnd_ + p_->eta * eta_share;
     clamp();
-    ++stats_.adjustments;
+    ++stats_->adjustments;
   }
   inc_bytes_ = 0;
   increased_ = false;
@@ -201,7 +204,7 @@ void Nscc::on_ack(const AckSample& s, uint64_t inflight_bytes) {
     // Stale feedback from the window quick adapt replaced. A trim NACK carries no byte count;
     // count it as one packet of the old pipeline.
     bytes_ignored_ += s.acked_bytes != 0 ? s.acked_bytes : p_->mtu;
-    ++stats_.ignored_acks;
+    ++stats_->ignored_acks;
     maybe_quick_adapt(s.now);  // keep the period running, with no trigger armed
     return;
   }
@@ -221,31 +224,31 @@ void Nscc::on_ack(const AckSample& s, uint64_t inflight_bytes) {
     // Delay high, no mark, and this flow's packets were trimmed within the last two quick-adapt
     // periods: the queue is the receiver's last hop, where the paper's switches do not mark
     // ECN (paper 2.1), not a draining one. Hold the window; the trims cut it.
-    ++stats_.noop_acks;
+    ++stats_->noop_acks;
   } else if (!congested && delay >= target) {
     // Delay high but no mark: the queue is draining (delay is the trailing signal). Grow gently.
     inc_bytes_ += p_->fi * delivered;
     increased_ = true;
-    ++stats_.fair_increase_acks;
+    ++stats_->fair_increase_acks;
   } else if (!congested) {
     if (fast_bytes_ >= static_cast<uint64_t>(cwnd_)) {
       // A whole window came back with an empty network: grow multiplicatively, now.
       cwnd_ += p_->fi_scale * delivered;
       clamp();
-      ++stats_.fast_increase_acks;
+      ++stats_->fast_increase_acks;
     } else {
       // Linear in the headroom below target: fastest on an empty queue, zero at the target.
       const double headroom = static_cast<double>(target - delay) / static_cast<double>(target);
       inc_bytes_ += p_->prop_gain * delivered * headroom;
       increased_ = true;
-      ++stats_.proportional_increase_acks;
+      ++stats_->proportional_increase_acks;
     }
   } else if (delay >= target) {
     multiplicative_decrease(s.now);
   } else {
     // ECN with low delay: one path is congested, the fabric is not. Path selection reacts
     // (the EV is recycled); the window does not (UET NSCC "no change" quadrant).
-    ++stats_.noop_acks;
+    ++stats_->noop_acks;
   }
   maybe_adjust(s.now, delivered);
 }
@@ -279,7 +282,7 @@ void Nscc::on_lost(Time now, uint32_t bytes, double keep) {
   inc_bytes_ = 0;
   increased_ = false;
   fast_bytes_ = 0;
-  ++stats_.loss_decreases;
+  ++stats_->loss_decreases;
 }
 
 std::unique_ptr<CongestionControl> make_nscc(const NsccConfig& cfg) {

@@ -58,7 +58,9 @@ NsccParams resolve_nscc(const NsccConfig& cfg);
 // `now` must never decrease across calls (the engine's clock is monotonic).
 class Nscc final : public CongestionControl {
  public:
-  // Counters of the decisions taken, for tests and the engine's statistics.
+  // Counters of the decisions taken, for tests and the engine's statistics. Kept outside the
+  // per-QP object: an engine's QPs count into one Stats (Engine::nscc_stats), 72 bytes a QP
+  // less (docs/performance.md, "Bytes per QP").
   struct Stats {
     uint64_t fair_increase_acks = 0;
     uint64_t proportional_increase_acks = 0;
@@ -71,10 +73,12 @@ class Nscc final : public CongestionControl {
     uint64_t ignored_acks = 0;  // stale feedback after a quick adapt
   };
 
+  // Counts into a Stats of its own (stats()).
   explicit Nscc(const NsccConfig& cfg);
   // Parameters resolved once and shared by every QP with the same configuration (Engine
-  // keeps them in a SharedConstants): a QP's NSCC object holds only its window state.
-  explicit Nscc(std::shared_ptr<const NsccParams> params);
+  // keeps them in a SharedConstants): a QP's NSCC object holds only its window state. Counts
+  // into `stats` (shared, outliving the object) if given, else into a Stats of its own.
+  explicit Nscc(std::shared_ptr<const NsccParams> params, Stats* stats = nullptr);
 
   uint64_t cwnd() const override { return static_cast<uint64_t>(cwnd_); }
   // Window-based: no pacing.
@@ -84,7 +88,7 @@ class Nscc final : public CongestionControl {
   void on_loss(Time now, uint32_t bytes) override;
   void on_trim_loss(Time now, uint32_t bytes) override;
   const char* name() const override { return "uet-1.0-nscc"; }
-  size_t object_bytes() const override { return sizeof(*this); }
+  size_t object_bytes() const override { return sizeof(*this) + (own_stats_ ? sizeof(Stats) : 0); }
 
   // New parameters for a running flow (OCP 5.5: CONFIG of an ONLINE CC profile with
   // MRC_CTL_OPT_CAP_CC_PROFILE_MODIFY_ONLINE). Resolved as by the constructor; the window,
@@ -94,7 +98,8 @@ class Nscc final : public CongestionControl {
   void reconfigure(std::shared_ptr<const NsccParams> params);
 
   const NsccParams& params() const { return *p_; }
-  const Stats& stats() const { return stats_; }
+  // What this object counted into: its own Stats, or the shared one it was given.
+  const Stats& stats() const { return *stats_; }
   double cwnd_exact() const { return cwnd_; }
   // EWMA of the queueing delay, ps (drives the size of a multiplicative decrease).
   double avg_delay() const { return avg_delay_; }
@@ -113,23 +118,25 @@ class Nscc final : public CongestionControl {
   void clamp();
 
   std::shared_ptr<const NsccParams> p_;  // never null
-  Stats stats_;
-  double cwnd_ = 0;         // bytes
-  double avg_delay_ = 0;    // ps
-  double inc_bytes_ = 0;    // batched increase, bytes^2
-  bool increased_ = false;  // an increase quadrant was hit since the last adjustment
+  std::unique_ptr<Stats> own_stats_;     // when no shared Stats was given
+  Stats* stats_ = nullptr;               // never null: own_stats_ or the shared one
+  double cwnd_ = 0;                      // bytes
+  double avg_delay_ = 0;                 // ps
+  double inc_bytes_ = 0;                 // batched increase, bytes^2
+  bool increased_ = false;               // an increase quadrant was hit since the last adjustment
   bool started_ = false;
+  // Quick adapt flags (with the other fields of quick adapt below; here to share one word).
+  bool qa_congestion_ = false;        // loss or trim since qa_start_
+  bool qa_delay_ = false;             // a delay sample above qa_threshold since qa_start_
+  bool qa_trimmed_ = false;           // a trimmed packet reported since qa_start_
+  bool trimmed_last_period_ = false;  // ... or in the quick-adapt period before
   Time last_adjust_ = 0;
   uint64_t bytes_since_adjust_ = 0;
   Time last_md_ = kNever;    // time of the last multiplicative decrease
   uint64_t fast_bytes_ = 0;  // consecutive bytes acked at near-zero delay without ECN
   // Quick adapt.
   Time qa_start_ = 0;
-  uint64_t achieved_ = 0;             // bytes delivered since qa_start_
-  bool qa_congestion_ = false;        // loss or trim since qa_start_
-  bool qa_delay_ = false;             // a delay sample above qa_threshold since qa_start_
-  bool qa_trimmed_ = false;           // a trimmed packet reported since qa_start_
-  bool trimmed_last_period_ = false;  // ... or in the quick-adapt period before
+  uint64_t achieved_ = 0;  // bytes delivered since qa_start_
   uint64_t bytes_to_ignore_ = 0;
   uint64_t bytes_ignored_ = 0;
   uint64_t inflight_ = 0;  // last value the engine reported
