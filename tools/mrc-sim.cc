@@ -156,6 +156,7 @@ json echo_config(const Scenario& sc) {
       {"probe_backoff_limit", t.probe_backoff_limit},
       {"resurrect_probes", t.resurrect_probes},
       {"resurrect_window", format_duration(t.resurrect_window)},
+      {"port_return_probes", t.port_return_probes},
       {"trim_hold", format_duration(t.trim_hold)},
       {"probe_budget_interval", format_duration(t.probe_budget_interval)},
       {"borrow_rtt", t.borrow_rtt},

@@ -766,6 +766,7 @@ TextStatus read_transport(TableReader& r, TransportConfig& t, std::vector<std::s
   TRY(r.uint("probe_backoff_limit", t.probe_backoff_limit, 0, 20));
   TRY(r.uint("resurrect_probes", t.resurrect_probes, 1, 1u << 16));
   TRY(r.duration("resurrect_window", t.resurrect_window));
+  TRY(r.uint("port_return_probes", t.port_return_probes, 0, 1u << 16));
   TRY(r.duration("trim_hold", t.trim_hold));
   TRY(r.duration("probe_budget_interval", t.probe_budget_interval));
   TRY(r.uint("reverse_evs_per_plane", t.reverse_evs_per_plane, 0, 8));

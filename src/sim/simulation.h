@@ -123,6 +123,7 @@ struct TransportConfig {
   uint32_t probe_backoff_limit = PathPolicy{}.probe_backoff_limit;
   uint32_t resurrect_probes = PathPolicy{}.resurrect_probes;
   Time resurrect_window = PathPolicy{}.resurrect_window;
+  uint32_t port_return_probes = PathPolicy{}.port_return_probes;
   Time trim_hold = PathPolicy{}.trim_hold;
   Time probe_budget_interval = EngineConfig{}.probe_budget_interval;
   // The reverse EV set of ACKs (EngineConfig::reverse_evs_per_plane, paper 2.4; the engine's

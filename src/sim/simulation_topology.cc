@@ -700,6 +700,7 @@ Status Simulation::Impl::configure_qp(Engine& e, uint32_t qpn, HostId me, HostId
     a.path_policy.probe_backoff_limit = tc.probe_backoff_limit;
     a.path_policy.resurrect_probes = tc.resurrect_probes;
     a.path_policy.resurrect_window = tc.resurrect_window;
+    a.path_policy.port_return_probes = tc.port_return_probes;
     a.path_policy.trim_hold = tc.trim_hold;
     a.path_policy.ecn_swap_marks = tc.ecn_swap_marks;
     CcAlgorithm alg = tc.cc;

@@ -384,10 +384,12 @@ PathStateChange PathSet::on_loss(int i, Time now) {
   }
   burst_left_ = 0;  // whichever path lost it: the next picks spray (pick)
   if (e.state == ev::EvState::kAssumedBad) {
-    // A packet sent before the path was marked: more evidence, and the probes start over.
+    // A packet sent before the path was marked: more evidence, and the probes start over
+    // (and, once its port is back, not only the port's fault).
     if (Probe* pr = probe_of(i)) {
       if (pr->losses_standing < UINT16_MAX) ++pr->losses_standing;
       pr->probe_streak = 0;
+      if (port_up(e.port)) pr->port_fault = false;
     }
     return {};
   }
@@ -406,6 +408,7 @@ PathStateChange PathSet::on_loss(int i, Time now) {
   }
   set_state(i, ev::EvState::kAssumedBad);
   start_probing(i, now);
+  if (!port_up(e.port)) assumed_bad_.back().port_fault = true;  // lost to the port
   PathStateChange c{true, ev::EvState::kGood, ev::EvState::kAssumedBad};
   c.swapped_in = swap_out(i);
   if (c.swapped_in != kNone) c.replaced = i;
@@ -427,8 +430,10 @@ PathStateChange PathSet::on_probe_reply(int i, uint64_t probe_id, Time now) {
   // lossy one answers probes): an answer then brings the path back at once, and the next loss
   // on a kept path can map that one out instead.
   const bool at_floor = usable_ <= min_active_;
-  if (!at_floor && (pr->probe_streak < policy_.resurrect_probes ||
-                    now - pr->streak_start < policy_.resurrect_window)) {
+  const bool port_returned = pr->port_fault && pr->probe_streak >= policy_.port_return_probes;
+  if (!at_floor && !port_returned &&
+      (pr->probe_streak < policy_.resurrect_probes ||
+       now - pr->streak_start < policy_.resurrect_window)) {
     // Not enough yet: the next probe at the base interval from this one's departure (the
     // backoff stays: a path that keeps failing probes is waited for again after a failure).
     pr->next_probe_at = std::max(now, pr->probe_sent_at + policy_.probe_interval);
@@ -515,18 +520,44 @@ Status PathSet::replace(int i, const PathDesc& desc) {
   return {};
 }
 
-void PathSet::set_port_up(uint8_t port, bool up) {
+void PathSet::set_port_up(uint8_t port, bool up, Time now) {
+  const uint32_t before = usable_ports();
   if (up) {
     port_up_mask_ |= 1u << port;
   } else {
     port_up_mask_ &= ~(1u << port);
   }
+  on_usable_ports(before, now);
   recount();
 }
 
-void PathSet::set_peer_ports_down(uint32_t mask) {
+void PathSet::set_peer_ports_down(uint32_t mask, Time now) {
+  const uint32_t before = usable_ports();
   peer_down_mask_ = mask;
+  on_usable_ports(before, now);
   recount();
+}
+
+void PathSet::on_usable_ports(uint32_t before, Time now) {
+  if (policy_.port_return_probes == 0) return;
+  const uint32_t after = usable_ports();
+  const uint32_t gone = before & ~after, back = after & ~before;
+  if ((gone | back) == 0) return;
+  for (Probe& p : assumed_bad_) {
+    const uint8_t port = evs_[p.index].port;
+    if ((gone >> port) & 1) {
+      // Which of its losses were the port's cannot be told apart; those that were not are
+      // found out by the probe at the port's return.
+      p.port_fault = true;
+    } else if (((back >> port) & 1) && p.port_fault) {
+      // Probed at once, from a clean slate: a probe outstanding since before the port went
+      // down was lost with it and says nothing about the path.
+      p.next_probe_at = now;
+      p.probe_id = 0;
+      p.probe_streak = 0;
+      p.probe_backoff = 0;
+    }
+  }
 }
 
 Time PathSet::next_probe_time() const {
@@ -548,6 +579,7 @@ int PathSet::take_due_probe(Time now, uint32_t port_mask, uint64_t* probe_id,
       // probe it less often (up to the limit) and start the count over.
       p.probe_failed = true;
       p.probe_streak = 0;
+      p.port_fault = false;  // the port is up, the path did not answer
       p.probe_backoff = static_cast<uint8_t>(std::min<uint32_t>(
           p.probe_backoff + 1u, std::min<uint32_t>(policy_.probe_backoff_limit, 20)));
     }

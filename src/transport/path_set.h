@@ -91,6 +91,16 @@ struct PathPolicy {
   // waits as a backup. Backups are taken in rotation, so the EV that just left comes back
   // last. 0: off (ECN only recycles). docs/engine.md, "decisions".
   uint32_t ecn_swap_marks = 0;
+  // A NIC port that comes back (here, or at the peer: the port-state bitmap of its ACKs,
+  // paper 3). Its paths that were ASSUMED_BAD when the port was seen down, or were marked
+  // while it was down, lost their packets to the port: the port's own state says when it
+  // works again (paper 5.2.2, Figs 9a/9b: traffic "quickly resumes" on a restored link), so
+  // such a path is probed at once when the port is back and is GOOD again after this many
+  // answered probes in a row, without the resurrection window. A probe it leaves unanswered
+  // after the port's return, or a loss then, puts it back under resurrect_probes and
+  // resurrect_window. 0: every path follows resurrect_probes and resurrect_window.
+  // docs/engine.md, "Decisions". (After ecn_swap_marks: in its padding.)
+  uint32_t port_return_probes = 1;
 };
 
 // A path as PathSet::path() reports it (built on demand: the set stores it compactly).
@@ -164,11 +174,12 @@ class PathSet {
   // one. Errors (the set is unchanged): kInvalidArgument for an index out of range, a port
   // beyond the configured ports, or desc.state kAssumedBad (only the NIC marks paths bad).
   Status replace(int i, const PathDesc& desc);
-  void set_port_up(uint8_t port, bool up);
+  // A local port went down or came back (`now`: see PathPolicy::port_return_probes).
+  void set_port_up(uint8_t port, bool up, Time now);
   // The peer's NIC ports that are down (the port-state bitmap of its ACKs, paper 3): a plane
   // is usable only while the port at both ends is up, so paths on these ports are skipped
   // (not marked) and not probed.
-  void set_peer_ports_down(uint32_t mask);
+  void set_peer_ports_down(uint32_t mask, Time now);
   uint32_t peer_ports_down() const { return peer_down_mask_; }
   // Port `port` can carry this QP's packets: up here and at the peer. If the peer's bitmap
   // leaves no port up here, it is ignored: only an ACK can clear it, and none comes back
@@ -245,6 +256,7 @@ class PathSet {
     uint32_t probe_streak = 0;  // probes answered in a row
     uint8_t probe_backoff = 0;  // doublings of probe_interval (PathPolicy::probe_backoff_limit)
     bool probe_failed = false;  // a probe went unanswered since the path was marked
+    bool port_fault = false;    // its port was down (PathPolicy::port_return_probes)
     // Losses declared on it since it was marked and not undone by a late delivery.
     uint16_t losses_standing = 1;
   };
@@ -255,6 +267,8 @@ class PathSet {
            port_up(e.port);
   }
   void recount();
+  // usable_ports() changed from `before`: PathPolicy::port_return_probes.
+  void on_usable_ports(uint32_t before, Time now);
   void set_state(int i, ev::EvState s);
   Probe* probe_of(int i);
   void start_probing(int i, Time now);

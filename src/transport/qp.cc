@@ -112,7 +112,7 @@ Status Qp::to_init(const QpAttr& a) {
                          : 0,
                      ports);
   for (uint8_t p = 0; p < ports; ++p) {
-    if (!((engine_.port_up_mask_ >> p) & 1)) paths_.set_port_up(p, false);
+    if (!((engine_.port_up_mask_ >> p) & 1)) paths_.set_port_up(p, false, 0);
   }
   cc_spec_ = engine_.cc_specs_.get(a.cc, [](const CcSpec& c) { return c; });
   state_ = QpState::kInit;
@@ -869,7 +869,7 @@ void Qp::on_rto(Time now) {
     // stale (a port it reported down came back while every packet went to another of its
     // ports that has died since, so no ACK could say so). Forget it and try every plane
     // again; a port that is still down loses those packets and the next ACK reports it.
-    if (paths_.peer_ports_down() != 0) paths_.set_peer_ports_down(0);
+    if (paths_.peer_ports_down() != 0) paths_.set_peer_ports_down(0, now);
     for (uint32_t seq = loss_.head(); seq != loss_.tail(); ++seq) {
       if (record_current(seq)) declare_lost(now, loss_.at(seq).psn, true, LossCause::kRto);
     }
@@ -1506,7 +1506,7 @@ void Qp::on_timer(Time now) {
 
 void Qp::set_port_up(Time now, uint8_t port, bool up) {
   if (state_ == QpState::kReset) return;
-  paths_.set_port_up(port, up);
+  paths_.set_port_up(port, up, now);
   if (!up && state_ == QpState::kRts && is_mrc()) {
     // Packets that left on a dead port are gone: resend them elsewhere at once. The paths
     // themselves are not to blame, so they keep their state for when the port returns.
@@ -1526,7 +1526,7 @@ void Qp::set_port_up(Time now, uint8_t port, bool up) {
 // the port is down, and the plane is used again when an ACK says the port is back.
 void Qp::on_peer_ports(Time now, uint32_t ports_down) {
   const uint32_t newly_down = ports_down & ~paths_.peer_ports_down();
-  paths_.set_peer_ports_down(ports_down);
+  paths_.set_peer_ports_down(ports_down, now);
   ++engine_.counters_.peer_port_changes;
   if (newly_down && state_ == QpState::kRts) {
     for (uint32_t seq = loss_.head(); seq != loss_.tail(); ++seq) {

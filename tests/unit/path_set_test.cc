@@ -342,14 +342,100 @@ TEST(PathSet, on_probe_reply__at_the_min_active_floor_the_first_answer_revives) 
 TEST(PathSet, set_port_up__removes_and_restores_its_paths) {
   PathSet s;
   s.init(paths(4, 2), 1, 2, PathPolicy{}, 1);
-  s.set_port_up(0, false);
+  s.set_port_up(0, false, 0);
   EXPECT_EQ(s.usable_count(), 2u);
   for (int k = 0; k < 6; ++k)
     EXPECT_EQ(s.path(s.pick(0, 0x3)).desc.port, 1);
-  s.set_port_up(1, false);
+  s.set_port_up(1, false, 0);
   EXPECT_EQ(s.pick(0, 0x3), PathSet::kNone);
-  s.set_port_up(0, true);
+  s.set_port_up(0, true, 0);
   EXPECT_EQ(s.usable_count(), 2u);
+}
+
+// Paper 3 and 5.2.2: a NIC port that comes back is used again promptly. Its paths that the
+// dead port made lose packets are probed as soon as the port is back and return on the first
+// answer; a path that then fails its probe goes back to the full resurrection rule.
+TEST(PathSet, set_port_up__paths_the_dead_port_mapped_out_return_on_the_first_answer) {
+  for (const bool peer : {false, true}) {
+    PathSet s;
+    PathPolicy pol;
+    pol.probe_interval = us(10);
+    s.init(paths(8, 2), 1, 2, pol, 1);
+    // Port 1 dies: its packets on paths 1 and 3 are lost and mark them before the port is
+    // seen down (a NIC's remap delay; at the peer, the bitmap's round trip).
+    ASSERT_TRUE(s.on_loss(1, us(1)).changed);
+    ASSERT_TRUE(s.on_loss(3, us(2)).changed);
+    if (peer) {
+      s.set_peer_ports_down(0x2, us(5));
+    } else {
+      s.set_port_up(1, false, us(5));
+    }
+    ASSERT_TRUE(s.on_loss(5, us(6)).changed);  // a packet in flight found lost later
+    uint64_t id = 0;
+    EXPECT_EQ(s.take_due_probe(us(100), 0x3, &id), PathSet::kNone);  // no probe while down
+    if (peer) {
+      s.set_peer_ports_down(0, us(300));
+    } else {
+      s.set_port_up(1, true, us(300));
+    }
+    EXPECT_EQ(s.next_probe_time(), us(300));
+    std::set<int> returned;
+    int failing = PathSet::kNone;
+    for (int k = 0; k < 3; ++k) {
+      const int i = s.take_due_probe(us(300), 0x3, &id);
+      ASSERT_NE(i, PathSet::kNone);
+      if (i == 5) {  // path 5 is dead for another reason: its probe goes unanswered
+        failing = i;
+        continue;
+      }
+      const PathStateChange c = s.on_probe_reply(i, id, us(302));
+      EXPECT_TRUE(c.changed) << "path " << i;
+      returned.insert(i);
+    }
+    EXPECT_EQ(returned, (std::set<int>{1, 3}));
+    ASSERT_EQ(failing, 5);
+    EXPECT_EQ(s.path(5).state, ev::EvState::kAssumedBad);
+    // Its next probe finds the last one unanswered: from then on it needs resurrect_probes
+    // answers over resurrect_window like any path.
+    bool unanswered = false;
+    const Time t = s.next_probe_time();
+    ASSERT_EQ(s.take_due_probe(t, 0x3, &id, &unanswered), 5);
+    EXPECT_TRUE(unanswered);
+    EXPECT_FALSE(s.on_probe_reply(5, id, t + us(1)).changed);
+    EXPECT_EQ(s.usable_count(), 7u);
+  }
+}
+
+TEST(PathSet, set_port_up__with_port_return_probes_0_a_returning_port_waits_for_resurrection) {
+  PathSet s;
+  PathPolicy pol;
+  pol.probe_interval = us(10);
+  pol.port_return_probes = 0;
+  s.init(paths(4, 2), 1, 2, pol, 1);
+  ASSERT_TRUE(s.on_loss(1, us(1)).changed);
+  s.set_port_up(1, false, us(5));
+  s.set_port_up(1, true, us(300));
+  uint64_t id = 0;
+  const Time t = s.next_probe_time();
+  ASSERT_EQ(s.take_due_probe(t, 0x3, &id), 1);
+  EXPECT_FALSE(s.on_probe_reply(1, id, t + us(1)).changed);  // 1 of 32 answers
+  EXPECT_EQ(s.path(1).state, ev::EvState::kAssumedBad);
+}
+
+// A path mapped out before its port was seen down, and losing a packet after the port is
+// back, was not only the port's fault: the full rule.
+TEST(PathSet, on_loss__after_the_port_is_back_a_path_needs_the_full_resurrection) {
+  PathSet s;
+  PathPolicy pol;
+  pol.probe_interval = us(10);
+  s.init(paths(4, 2), 1, 2, pol, 1);
+  ASSERT_TRUE(s.on_loss(1, us(1)).changed);
+  s.set_port_up(1, false, us(5));
+  s.set_port_up(1, true, us(300));
+  EXPECT_FALSE(s.on_loss(1, us(301)).changed);  // a packet sent on it before it was marked
+  uint64_t id = 0;
+  ASSERT_EQ(s.take_due_probe(us(300), 0x3, &id), 1);
+  EXPECT_FALSE(s.on_probe_reply(1, id, us(302)).changed);
 }
 
 TEST(PathSet, set_denied__never_used_and_reversible) {
@@ -450,10 +536,10 @@ RC_GTEST_PROP(PathSet, pick__only_returns_usable_paths, ()) {
         s.set_denied(path, false);
         break;
       case kPortDown:
-        s.set_port_up(static_cast<uint8_t>(arg % ports), false);
+        s.set_port_up(static_cast<uint8_t>(arg % ports), false, now);
         break;
       case kPortUp:
-        s.set_port_up(static_cast<uint8_t>(arg % ports), true);
+        s.set_port_up(static_cast<uint8_t>(arg % ports), true, now);
         break;
       case kEcn: {
         const PathStateChange c = s.on_ecn(path, now);

@@ -254,6 +254,54 @@ TEST(Simulation, link_down__host_link_peers_learn_the_dead_port_from_acks_and_fi
   EXPECT_LT(st.fault_drops, 200u);
 }
 
+// Paper 3, 5.2.2 (Figs 9a, 9b): traffic returns promptly to a NIC port that comes back. Host
+// 0's plane-1 link dies for 300 us under a stream each way; during the NIC's remap delay both
+// ends lose packets on the plane and map its EVs out. When the port is back (locally; at host
+// 1 from host 0's port-state bitmap) those EVs are probed at once and return on the first
+// answer (PathPolicy::port_return_probes), not after the 1 ms resurrection window.
+TEST(Simulation, link_up__a_host_ports_evs_return_within_microseconds) {
+  struct Run {
+    Time last_return = 0;  // the last ASSUMED_BAD -> GOOD of a plane-1 EV after the link is up
+    uint64_t marked = 0;   // plane-1 EVs mapped out
+    Time slower_end = 0;
+  };
+  const Time down = us(100), up = us(400);
+  auto run = [&](uint32_t port_return_probes) {
+    SimConfig c = small_fabric(TransportKind::kMrc, 8, 2, 8);
+    c.transport.port_remap_delay = us(100);
+    c.transport.port_return_probes = port_return_probes;
+    auto sim = make(c);
+    EXPECT_TRUE(sim->add_flow(FlowSpec{0, 1, 48u << 20, 0, false, 0}));
+    EXPECT_TRUE(sim->add_flow(FlowSpec{1, 0, 48u << 20, 0, false, 0}));
+    sim->link_down(LinkRef{LinkRef::kHostLeaf, 1, 0, 0}, down);
+    sim->link_up(LinkRef{LinkRef::kHostLeaf, 1, 0, 0}, up);
+    sim->run(ms(50));
+    expect_every_flow_ok(*sim);
+    Run r;
+    for (const EvEvent& e : sim->ev_events()) {
+      if (e.ack_ev || e.plane != 1 || e.replaced != -1) continue;
+      if (e.to == ev::EvState::kAssumedBad) ++r.marked;
+      if (e.to == ev::EvState::kGood && e.time > up)
+        r.last_return = std::max(r.last_return, e.time);
+    }
+    for (const FlowResult& f : sim->flows())
+      r.slower_end = std::max(r.slower_end, f.end);
+    return r;
+  };
+  const Run fast = run(1), full = run(0);
+  std::printf(
+      "plane-1 EVs mapped out %llu / %llu; last back %.1f / %.1f us after the link; slower "
+      "flow ends %.1f / %.1f us (port_return_probes 1 / 0)\n",
+      (unsigned long long)fast.marked, (unsigned long long)full.marked,
+      (fast.last_return - up) / 1e6, (full.last_return - up) / 1e6, fast.slower_end / 1e6,
+      full.slower_end / 1e6);
+  ASSERT_GT(fast.marked, 0u);  // the remap delay did map EVs out
+  EXPECT_GT(fast.last_return, up);
+  EXPECT_LT(fast.last_return, up + us(50));
+  EXPECT_GE(full.last_return, up + ms(1));  // the resurrection window
+  EXPECT_LT(fast.slower_end, full.slower_end);
+}
+
 TEST(Simulation, run__incast_with_trimming_has_no_timeouts) {
   auto sim = make(small_fabric(TransportKind::kMrc));
   for (uint32_t i = 1; i < 17; ++i)
