@@ -160,6 +160,7 @@ json echo_config(const Scenario& sc) {
       {"trim_hold", format_duration(t.trim_hold)},
       {"probe_budget_interval", format_duration(t.probe_budget_interval)},
       {"borrow_rtt", t.borrow_rtt},
+      {"ack_waits_for_port", t.ack_waits_for_port},
       {"loss_keep", t.loss_keep},
       {"ecn_cooldown", format_duration(t.ecn_cooldown)},
       {"routing_convergence", format_duration(t.routing_convergence)}};

@@ -771,6 +771,7 @@ TextStatus read_transport(TableReader& r, TransportConfig& t, std::vector<std::s
   TRY(r.duration("probe_budget_interval", t.probe_budget_interval));
   TRY(r.uint("reverse_evs_per_plane", t.reverse_evs_per_plane, 0, 8));
   TRY(r.boolean("borrow_rtt", t.borrow_rtt));
+  TRY(r.boolean("ack_waits_for_port", t.ack_waits_for_port));
   TRY(r.real("loss_keep", t.loss_keep, 0, 1));
   TRY(r.duration("ecn_cooldown", t.ecn_cooldown));
   TRY(r.duration("routing_convergence", t.routing_convergence, true));

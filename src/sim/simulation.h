@@ -132,6 +132,9 @@ struct TransportConfig {
   // A QP's first packets use the fabric's RTT (EngineConfig::fabric_rtt = the base RTT, and
   // share_rtt) for their tail-loss probe; false: the ACK timeout, as before.
   bool borrow_rtt = true;
+  // An ACK whose data packet's port is busy waits for it instead of taking another port's
+  // next data path (EngineConfig::ack_waits_for_port); false: any free port at once, as before.
+  bool ack_waits_for_port = true;
   // NsccConfig::loss_keep; 0 = 1 (no cut) with trimming, max_md_jump (0.5) without.
   double loss_keep = 0;
   // 0 = base RTT / 16 (a few round-robin visits); path_mode ecmp: at least one round-robin

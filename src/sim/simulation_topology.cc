@@ -249,6 +249,7 @@ void Simulation::Impl::build_hosts() {
     // timeout when they are lost (EngineConfig::fabric_rtt).
     ec.fabric_rtt = cfg.transport.borrow_rtt ? base_rtt : 0;
     ec.share_rtt = cfg.transport.borrow_rtt;
+    ec.ack_waits_for_port = cfg.transport.ack_waits_for_port;
     ec.probe_budget_interval = cfg.transport.probe_budget_interval;
     ec.reverse_evs_per_plane = static_cast<uint8_t>(cfg.transport.reverse_evs_per_plane);
     host.engine = std::make_unique<Engine>(ec);

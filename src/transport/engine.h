@@ -140,6 +140,16 @@ struct EngineConfig {
   // docs/engine.md, "Reverse path".
   uint8_t reverse_evs_per_plane = 2;
   Time reverse_probe_interval = 0;
+  // Without a reverse EV set (or with none of its EVs live), an ACK or trim NACK takes the
+  // reverse of a path its data came by: the packet that asked for it, else another the ACK
+  // reports (its echoes, newest first) whose port is free. Each crossed a working spine
+  // moments ago (paper 2.4: control on EVs known to work; in a symmetric EV set the same
+  // spine). When all those ports are busy, `ack_waits_for_port` holds the ACK for one
+  // (control goes first: at most one data packet's serialization) instead of sending it at
+  // once on a free port's next data path, which nothing has checked: after a leaf-spine link
+  // fails it may cross it, and a small message's ACK is lost. false: any free port at once.
+  // docs/engine.md, "Decisions".
+  bool ack_waits_for_port = true;
 };
 
 // An RTT estimate (RFC 6298 smoothing): a QP's own, or the engine's shared one.

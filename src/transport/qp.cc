@@ -1245,6 +1245,26 @@ int Qp::ack_path(Time now, uint8_t preferred_port, int preferred_path, uint32_t 
     if (!repeat || (path != rx_->last_ack_path && path != PathSet::kNone)) return path;
   }
   if (repeat) return ack_repeat_path(mask);
+  if (engine_.config().ack_waits_for_port) {
+    // The reverse of a path data just came by (this packet's, else the newest echo's on a
+    // free port): each crossed a working spine moments ago. None free: wait for one's port.
+    bool waiting = false;
+    const auto usable = [&](int i) {
+      return i >= 0 && static_cast<size_t>(i) < paths_.size() &&
+             paths_.state_of(i) == ev::EvState::kGood && paths_.port_up(paths_.port_of(i));
+    };
+    if (usable(preferred_path)) {
+      if ((mask >> paths_.port_of(preferred_path)) & 1) return preferred_path;
+      waiting = true;
+    }
+    for (uint32_t k = rx_ ? rx_->window.echo_count() : 0; k-- > 0;) {
+      const int i = rx_->window.echo(k).ev_index;
+      if (!usable(i)) continue;
+      if ((mask >> paths_.port_of(i)) & 1) return i;
+      waiting = true;
+    }
+    if (waiting) return PathSet::kNone;  // EngineConfig::ack_waits_for_port
+  }
   return control_path(now, preferred_port, preferred_path, mask, false);
 }
 

@@ -116,6 +116,9 @@ class ReceiveWindow {
   // Without rings (released or never allocated) nothing lies beyond base(): an empty bitmap.
   void fill_sack(wire::SackExt& s);
   void clear_echoes() { echo_count_ = 0; }
+  // The echoes queued for the next ACK, oldest first (the paths its packets came by).
+  uint32_t echo_count() const { return echo_count_; }
+  const wire::AckEcho& echo(uint32_t k) const { return echoes_[k]; }
 
   size_t ring_bytes() const {
     return bits_.capacity() * sizeof(uint64_t) + msgs_.capacity() * sizeof(Message);

@@ -414,6 +414,67 @@ TEST(Engine, reverse_path__an_ev_dead_only_for_acks_is_mapped_out_of_the_reverse
   EXPECT_LT(dropped_with_set * 5, dropped_without);
 }
 
+// EngineConfig::ack_waits_for_port: with the reverse set off, an ACK goes back on the reverse
+// of a path its data came by (the ways back known to cross a working spine, paper 2.4).
+// The responder here also streams data of its own, so those paths' ports are often busy
+// when the ACK is due: waiting, every ACK leaves on the path of a packet it reports; not
+// waiting, many leave at once on another port's next data path, one nothing has checked
+// (after a leaf-spine link fails, one that crosses it: a small message's ACK lost).
+TEST(Engine, ack_path__waits_for_the_port_its_data_came_by) {
+  uint64_t off_path[2] = {0, 0};
+  for (bool wait : {true, false}) {
+    SCOPED_TRACE(::testing::Message() << "ack_waits_for_port " << wait);
+    MiniNet net(2, 100'000'000'000ull, us(1), 0, 0, [&](EngineConfig& c) {
+      c.reverse_evs_per_plane = 0;
+      c.ack_waits_for_port = wait;
+    });
+    Pair p = connect(net, 2, 64, 1 << 20);
+    // Engine 1's own stream to engine 0 on a second QP pair (registered the other way round).
+    std::vector<uint8_t> back_src(4 << 20, 0x5A), back_dst(4 << 20, 0);
+    const MemoryKeys back_src_keys =
+        *net.e(1).register_memory(back_src.data(), back_src.size(), 0x4000000, kLocalWrite);
+    const MemoryKeys back_dst_keys = *net.e(0).register_memory(
+        back_dst.data(), back_dst.size(), 0x8000000, kLocalWrite | kRemoteWrite);
+    uint32_t back[2];
+    for (int i = 0; i < 2; ++i)
+      back[i] = *net.e(i).create_qp(QpCreateAttr{});
+    for (int i = 0; i < 2; ++i) {
+      const QpAttr a = mrc_attr(2, 64, back[1 - i]);
+      ASSERT_TRUE(net.e(i).modify_qp(0, back[i], QpState::kInit, a));
+      ASSERT_TRUE(net.e(i).modify_qp(0, back[i], QpState::kRtr, a));
+      ASSERT_TRUE(net.e(i).modify_qp(0, back[i], QpState::kRts, a));
+    }
+    uint64_t acks = 0;
+    net.hook = [&](int src, const TxPacket& tx) {
+      if (src != 1 || tx.pkt.bth.opcode != wire::Opcode::kAck || tx.pkt.sack.echo_count == 0)
+        return Fate::kDeliver;
+      ++acks;
+      bool echoed = false;
+      for (uint32_t k = 0; k < tx.pkt.sack.echo_count; ++k)
+        echoed |= tx.pkt.sack.echo[k].ev_index == tx.ev_index;
+      if (!echoed) ++off_path[wait ? 0 : 1];
+      return Fate::kDeliver;
+    };
+    WriteWr w;
+    w.wr_id = 9;
+    w.lkey = back_src_keys.lkey;
+    w.local_addr = 0x4000000;
+    w.length = back_src.size();
+    w.remote_addr = 0x8000000;
+    w.rkey = back_dst_keys.rkey;
+    ASSERT_TRUE(net.e(1).post_write(0, back[1], w));
+    ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 1 << 20)));
+    net.run(ms(50));
+    ASSERT_EQ(net.completions[0].size(), 1u);
+    ASSERT_EQ(net.completions[1].size(), 1u);
+    EXPECT_TRUE(data_matches(p));
+    EXPECT_EQ(back_dst, back_src);
+    EXPECT_GT(acks, 20u);
+  }
+  EXPECT_EQ(off_path[0], 0u);
+  EXPECT_GT(off_path[1], 10u);
+}
+
 // Without loss a repeat tells the requester nothing new: the same completions at the same
 // times as without repeats, one repeat per quiet spell (after each round, never inside a
 // stream, where every arrival cancels it), and no echo counted twice (no spurious loss, no
