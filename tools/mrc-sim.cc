@@ -24,11 +24,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "mrc_git_describe.h"  // generated at build time: cmake/git_describe.cmake
 #include "sim/partition.h"
+#include "sim/progress.h"
 #include "sim/runner.h"
 #include "sim/scenario.h"
 #ifdef MRC_HAVE_MPI
@@ -658,42 +660,28 @@ void print_table(const Scenario& sc, const std::vector<Ran>& runs) {
 
 // ---- progress --------------------------------------------------------------------------------
 
-// A rough lower bound on when the workload ends (line rate of all planes, no congestion), for
-// the ETA of long runs; 0 when unknown (htsim).
-Time estimated_end(const Scenario& sc) {
+// The ETA's measure of progress (sim/progress.h): the workload's bytes (RunProgress), or for a
+// workload bounded by time its deadline; neither: why there is no ETA.
+Time progress_deadline(const Scenario& sc) {
   const WorkloadConfig& w = sc.workload;
-  const double bps = static_cast<double>(sc.base.topo.link_bps) * sc.base.topo.planes;
-  auto xfer = [&](double bytes) { return static_cast<Time>(bytes * 8 / bps * kPicosPerSecond); };
-  const double hosts = sc.base.topo.hosts;
-  const double n = !w.group.empty() ? static_cast<double>(w.group.size())
-                   : w.ranks        ? static_cast<double>(w.ranks)
-                                    : hosts;
-  const double size = static_cast<double>(w.size);
-  // A collective moves in steps, each waiting for the last: a step costs its transfer plus the
-  // fabric's round trip (4 links and 3 switches each way in a two-tier fabric).
-  const Time rtt = 2 * (4 * sc.base.topo.link_delay + 3 * sc.base.topo.switch_latency);
-  const double steps = 2 * std::max(1.0, n - 1);  // ring AllReduce: reduce-scatter, all-gather
-  const Time allreduce = static_cast<Time>(steps) * (xfer(size / std::max(1.0, n)) + rtt);
-  switch (w.kind) {
-    case WorkloadConfig::kPermutation:
-      return w.start + xfer(size);
-    case WorkloadConfig::kUniform:
-      return w.start + w.spread + xfer(size * (w.flows ? w.flows : hosts) / hosts);
-    case WorkloadConfig::kIncast:
-      return w.start + xfer(size * (w.senders ? w.senders : hosts - 1));
-    case WorkloadConfig::kAllToAll:
-      return w.start + xfer(size * (n - 1) / n);
-    case WorkloadConfig::kAllReduce:
-      return w.start + allreduce;
-    case WorkloadConfig::kTraining:
-      return w.start + w.iterations * (w.compute + allreduce);
-    case WorkloadConfig::kSteady:
-      return w.until;
+  if (w.kind == WorkloadConfig::kSteady) return w.until;
+  Time last = 0;
+  if (w.kind == WorkloadConfig::kFlows)
+    for (const WorkloadConfig::Flow& f : w.flow_list)
+      last = std::max(last, f.until);
+  return last;
+}
+
+std::string no_eta_reason(const Scenario& sc, bool distributed) {
+  if (distributed) return "no ETA: a rank counts only its own hosts' bytes";
+  switch (sc.workload.kind) {
     case WorkloadConfig::kHtsim:
+      return "no ETA: flows started by triggers";
     case WorkloadConfig::kFlows:
-      return 0;
+      return "no ETA: streams without an end";
+    default:
+      return "no ETA: the workload's size is not known ahead";
   }
-  return 0;
 }
 
 // ---- htsim ---------------------------------------------------------------------------------
@@ -920,13 +908,7 @@ int main(int argc, char** argv) {
   }
 
   const bool tty = isatty(STDERR_FILENO);
-  const Time est_end = estimated_end(sc);
-  // (and streams, which post their messages one by one)
-  const bool collective = sc.workload.kind == WorkloadConfig::kAllReduce ||
-                          sc.workload.kind == WorkloadConfig::kAllToAll ||
-                          sc.workload.kind == WorkloadConfig::kTraining ||
-                          sc.workload.kind == WorkloadConfig::kSteady ||
-                          sc.workload.kind == WorkloadConfig::kFlows;
+  const Time deadline = progress_deadline(sc);
   const auto t0 = Clock::now();
   std::vector<Ran> runs;
   int status = 0;
@@ -934,30 +916,27 @@ int main(int argc, char** argv) {
     const auto start = Clock::now();
     auto last = start;
     RunHooks hooks;
+    std::optional<EtaEstimator> eta;
     if (!quiet)
-      hooks.progress = [&](const std::string& name, Time now, uint64_t events, uint64_t done,
-                           uint64_t added) {
+      hooks.progress = [&](const std::string& name, const RunProgress& p) {
         const auto wall = Clock::now();
+        const double secs = std::chrono::duration<double>(wall - start).count();
+        // The workload's size is known once it has started (the first report).
+        if (!eta)
+          eta.emplace(exchange ? 0 : p.bytes_total, exchange ? 0 : deadline,
+                      no_eta_reason(sc, exchange != nullptr));
+        const EtaEstimate e = eta->update(secs, p.now, p.bytes_placed);
         if (!tty && wall - last < std::chrono::seconds(2)) return;
         last = wall;
-        const double secs = std::chrono::duration<double>(wall - start).count();
-        // Progress: the larger of the flows done and the simulated time against a rough
-        // (optimistic) estimate of the end; capped, as the estimate ignores congestion.
-        // Collectives add their flows step by step: flows done / added says nothing of the
-        // whole, so their progress is the simulated time alone.
-        double frac =
-            added && !collective ? static_cast<double>(done) / static_cast<double>(added) : 0;
-        if (est_end > 0)
-          frac = std::max(frac,
-                          std::min(0.95, static_cast<double>(now) / static_cast<double>(est_end)));
-        const std::string eta = frac > 0.01 && frac < 0.95
-                                    ? fmt::format("{:.0f}s", secs * (1 - frac) / frac)
-                                    : std::string("?");
+        const std::string progress =
+            (e.fraction > 0 ? fmt::format("{:.0f}% | ", 100 * e.fraction) : std::string()) +
+            (e.seconds ? "ETA " + format_eta(*e.seconds) : e.reason);
         fmt::print(stderr,
                    "{}[{}] sim {:.3f} ms | {:.1f} M events | {:.2f} M ev/s | flows {}/{} | "
-                   "ETA {}   {}",
-                   tty ? "\r" : "", name, static_cast<double>(now) / kPicosPerMilli, events / 1e6,
-                   secs > 0 ? events / secs / 1e6 : 0.0, done, added, eta, tty ? "" : "\n");
+                   "{}   {}",
+                   tty ? "\r" : "", name, static_cast<double>(p.now) / kPicosPerMilli,
+                   p.events / 1e6, secs > 0 ? p.events / secs / 1e6 : 0.0, p.flows_completed,
+                   p.flows_added, progress, tty ? "" : "\n");
       };
     hooks.block_partitions = partition == "blocks";
     hooks.exchange = exchange.get();

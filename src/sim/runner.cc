@@ -323,7 +323,9 @@ TextResult<TransportResult> run_transport(const Scenario& sc, const TransportRun
   sim.on_flow_received([&driver](const FlowResult& r) { driver.on_flow_received(r); });
   if (hooks.progress)
     sim.on_progress([&](Time now, uint64_t events) {
-      hooks.progress(run.name, now, events, driver.flows_completed(), driver.flows_added());
+      hooks.progress(run.name,
+                     RunProgress{now, events, driver.flows_completed(), driver.flows_added(),
+                                 sim.bytes_placed(), driver.total_bytes()});
     });
   auto started = driver.start();
   if (!started) return std::unexpected(started.error());

@@ -74,9 +74,20 @@ struct TransportResult {
   std::string fabric;               // Simulation::fabric_description()
 };
 
+// Where a run is (RunHooks::progress), every 2^22 events.
+struct RunProgress {
+  Time now = 0;  // simulated
+  uint64_t events = 0;
+  uint64_t flows_completed = 0, flows_added = 0;
+  // Payload placed at the receivers (Simulation::bytes_placed: this rank's hosts in a
+  // distributed run) and the workload's whole payload (WorkloadDriver::total_bytes: 0 when
+  // not known ahead).
+  uint64_t bytes_placed = 0, bytes_total = 0;
+};
+
 struct RunHooks {
-  // Progress: transport name, simulated time, events so far, flows completed, flows added.
-  std::function<void(const std::string&, Time, uint64_t, uint64_t, uint64_t)> progress;
+  // Progress: transport name and where the run is.
+  std::function<void(const std::string&, const RunProgress&)> progress;
   // Writes a pcap of these hosts to pcap_path (empty = none).
   std::string pcap_path;
   std::vector<HostId> pcap_hosts;

@@ -737,6 +737,12 @@ Time Simulation::run(Time until) {
 Time Simulation::now() const {
   return impl_->now;
 }
+uint64_t Simulation::bytes_placed() const {
+  uint64_t total = 0;
+  for (const Host& h : impl_->hosts)
+    if (h.engine) total += h.engine->counters().bytes_placed;
+  return total;
+}
 void Simulation::on_progress(std::function<void(Time, uint64_t)> cb) {
   impl_->progress_cb = std::move(cb);
 }

@@ -392,8 +392,11 @@ class Simulation {
   // count), nothing is scheduled, or `until`. Returns now().
   Time run(Time until = kNever);
   Time now() const;
-  // Optional progress report every `every` of wall time (the callback gets now() and events).
+  // Optional progress report every 2^22 events (the callback gets now() and events).
   void on_progress(std::function<void(Time, uint64_t)> cb);
+  // Payload bytes placed at the receivers so far (duplicates excluded), over this process's
+  // hosts (a rank's own in a distributed run).
+  uint64_t bytes_placed() const;
 
   // ---- results ----
   const std::vector<FlowResult>& flows() const;

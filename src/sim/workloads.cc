@@ -161,7 +161,10 @@ double CollectiveResult::busbw_GBps() const {
 // ---- StaticFlows ---------------------------------------------------------------------------
 
 StaticFlows::StaticFlows(std::string name, std::vector<FlowSpec> flows)
-    : name_(std::move(name)), flows_(std::move(flows)) {}
+    : name_(std::move(name)), flows_(std::move(flows)) {
+  for (const FlowSpec& f : flows_)
+    total_ += f.bytes;
+}
 
 TextStatus StaticFlows::start(FlowSink& sink) {
   for (const FlowSpec& s : flows_) {
@@ -180,6 +183,15 @@ TextStatus StaticFlows::on_complete(const FlowResult&, FlowSink&) {
 
 SteadyStreams::SteadyStreams(std::string name, std::vector<Stream> streams)
     : name_(std::move(name)), streams_(std::move(streams)) {}
+
+uint64_t SteadyStreams::total_bytes() const {
+  uint64_t total = 0;
+  for (const Stream& st : streams_) {
+    if (st.until > st.start) return 0;  // as many messages as fit before `until`
+    total += st.bytes * st.depth;
+  }
+  return total;
+}
 
 TextStatus SteadyStreams::post(uint32_t stream, Time at, FlowSink& sink) {
   const Stream& st = streams_[stream];
@@ -251,6 +263,7 @@ TextStatus AllToAll::start(FlowSink& sink) {
   started_ = true;
   remaining_ = static_cast<uint32_t>(flows->size());
   for (const FlowSpec& s : *flows) {
+    total_ += s.bytes;
     auto id = add(sink, "all_to_all", s);
     if (!id) return std::unexpected(id.error());
   }
@@ -363,6 +376,10 @@ TextStatus RingAllReduce::start(FlowSink& sink) {
     return text_error("allreduce: size (" + std::to_string(bytes_) +
                       " bytes) must be at least the number of ranks (" + std::to_string(n()) + ")");
   remaining_ = n() * steps();
+  total_ = 0;
+  for (uint32_t r = 0; r < n(); ++r)
+    for (uint32_t k = 0; k < steps(); ++k)
+      total_ += step_bytes(r, k);
   stage_at_.assign(n(), 0);
   received_in_.assign(size_t{n()} * stages(), 0);
   if (stages() > 1) received_.assign(size_t{n()} * steps(), false);
@@ -454,7 +471,9 @@ TextStatus TrainingLoop::start(FlowSink& sink) {
     finished_ = true;
     return {};
   }
-  return begin_iteration(0, start_, sink);
+  auto st = begin_iteration(0, start_, sink);
+  if (st && current_) total_ = count_ * current_->total_bytes();
+  return st;
 }
 
 TextStatus TrainingLoop::begin_iteration(uint32_t index, Time at, FlowSink& sink) {
@@ -887,6 +906,14 @@ HtsimWorkload::HtsimWorkload(HtsimMatrix m) : m_(std::move(m)) {
     if (m_.connections[i].trigger) triggers_[m_.connections[i].trigger].targets.push_back(i);
 }
 
+uint64_t HtsimWorkload::total_bytes() const {
+  if (!m_.triggers.empty()) return 0;
+  uint64_t total = 0;
+  for (const HtsimConnection& c : m_.connections)
+    total += c.bytes;
+  return total;
+}
+
 TextStatus HtsimWorkload::launch(uint32_t conn, Time at, FlowSink& sink) {
   const HtsimConnection& c = m_.connections[conn];
   FlowSpec s{c.src, c.dst, c.bytes, at, false, c.id};
@@ -986,6 +1013,16 @@ TextStatus WorkloadDriver::start() {
     if (!st) return st;
   }
   return {};
+}
+
+uint64_t WorkloadDriver::total_bytes() const {
+  uint64_t total = 0;
+  for (const auto& w : workloads_) {
+    const uint64_t b = w->total_bytes();
+    if (b == 0) return 0;
+    total += b;
+  }
+  return total;
 }
 
 void WorkloadDriver::on_flow_complete(const FlowResult& r) {

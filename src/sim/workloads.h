@@ -129,6 +129,9 @@ class Workload {
   virtual bool done() const = 0;
   virtual const std::vector<CollectiveResult>& collectives() const { return kNoCollectives; }
   virtual const std::vector<IterationResult>& iterations() const { return kNoIterations; }
+  // The payload bytes of every flow it will add, once started (mrc-sim's progress line); 0
+  // when not known ahead (streams that run until a deadline, flows started by triggers).
+  virtual uint64_t total_bytes() const { return 0; }
 
  protected:
   static const std::vector<CollectiveResult> kNoCollectives;
@@ -143,10 +146,12 @@ class StaticFlows final : public Workload {
   TextStatus start(FlowSink& sink) override;
   TextStatus on_complete(const FlowResult& r, FlowSink& sink) override;
   bool done() const override { return completed_ == flows_.size(); }
+  uint64_t total_bytes() const override { return total_; }
 
  private:
   std::string name_;
   std::vector<FlowSpec> flows_;
+  uint64_t total_ = 0;
   size_t completed_ = 0;
 };
 
@@ -171,6 +176,7 @@ class SteadyStreams final : public Workload {
   TextStatus start(FlowSink& sink) override;
   TextStatus on_complete(const FlowResult& r, FlowSink& sink) override;
   bool done() const override { return started_ && in_flight_ == 0; }
+  uint64_t total_bytes() const override;           // 0 unless every stream sends only its `depth`
   uint64_t messages() const { return messages_; }  // posted so far
 
  private:
@@ -198,11 +204,13 @@ class AllToAll final : public Workload {
   TextStatus on_complete(const FlowResult& r, FlowSink& sink) override;
   bool done() const override { return started_ && remaining_ == 0; }
   const std::vector<CollectiveResult>& collectives() const override { return results_; }
+  uint64_t total_bytes() const override { return total_; }
 
  private:
   std::vector<HostId> group_;
   uint64_t bytes_;
   Time start_;
+  uint64_t total_ = 0;
   bool started_ = false;
   uint32_t remaining_ = 0;
   CollectiveResult current_;
@@ -246,6 +254,7 @@ class RingAllReduce final : public Workload {
   TextStatus on_received(const FlowResult& r, FlowSink& sink) override;
   bool done() const override { return finished_; }
   const std::vector<CollectiveResult>& collectives() const override { return results_; }
+  uint64_t total_bytes() const override { return total_; }  // every rank's every step
 
   // The schedule (valid once the group and row are: start() checks them). Steps are
   // numbered per rank across the stages: stage 1's, then stage 2's, then stage 3's.
@@ -290,6 +299,7 @@ class RingAllReduce final : public Workload {
   // flow -> rank << 32 | step, kReceived once its receive has been acted on
   std::unordered_map<FlowId, uint64_t> owner_;
   static constexpr uint64_t kReceived = 1ull << 63;
+  uint64_t total_ = 0;
   uint32_t remaining_ = 0;
   bool finished_ = false;
   CollectiveResult current_;
@@ -312,6 +322,7 @@ class TrainingLoop final : public Workload {
   bool done() const override { return finished_; }
   const std::vector<CollectiveResult>& collectives() const override { return collectives_; }
   const std::vector<IterationResult>& iterations() const override { return iterations_; }
+  uint64_t total_bytes() const override { return total_; }  // every iteration's AllReduce
   bool aborted() const { return aborted_; }
 
  private:
@@ -327,6 +338,7 @@ class TrainingLoop final : public Workload {
   std::vector<std::unique_ptr<RingAllReduce>> retired_;  // kept until the driver is idle
   std::vector<CollectiveResult> collectives_;
   std::vector<IterationResult> iterations_;
+  uint64_t total_ = 0;
   bool finished_ = false;
   bool aborted_ = false;
 };
@@ -404,6 +416,7 @@ class HtsimWorkload final : public Workload {
   TextStatus start(FlowSink& sink) override;
   TextStatus on_complete(const FlowResult& r, FlowSink& sink) override;
   bool done() const override;
+  uint64_t total_bytes() const override;  // 0 with triggers (they may never fire)
   uint32_t started() const { return started_; }
 
  private:
@@ -441,6 +454,8 @@ class WorkloadDriver {
   const std::vector<std::unique_ptr<Workload>>& workloads() const { return workloads_; }
   uint64_t flows_added() const { return added_; }
   uint64_t flows_completed() const { return completed_; }
+  // Every workload's Workload::total_bytes(), once started; 0 if one of them does not know.
+  uint64_t total_bytes() const;
   bool done() const;
 
  private:

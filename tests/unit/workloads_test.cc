@@ -462,6 +462,47 @@ TEST(Workloads, training__iterations_chain_compute_then_allreduce) {
   EXPECT_EQ(tl.iterations()[0].start, us(2));
 }
 
+// The payload a run will move (mrc-sim's progress line): known once the workloads started,
+// equal to the bytes of every flow they then add; 0 when a workload cannot know it ahead.
+TEST(Workloads, total_bytes__equals_the_bytes_of_every_flow_added) {
+  auto flow_bytes = [](const FakeNet& net) {
+    uint64_t b = 0;
+    for (const FlowResult& f : net.flows)
+      b += f.spec.bytes;
+    return b;
+  };
+  auto check = [&](std::unique_ptr<Workload> w, const char* what) {
+    SCOPED_TRACE(what);
+    FakeNet net;
+    WorkloadDriver d(net);
+    d.add(std::move(w));
+    ASSERT_TRUE(d.start());
+    const uint64_t total = d.total_bytes();
+    net.run(d);
+    ASSERT_TRUE(d.done());
+    EXPECT_GT(total, 0u);
+    EXPECT_EQ(total, flow_bytes(net));
+  };
+  check(
+      std::make_unique<StaticFlows>("permutation", *permutation_flows(all_hosts(8), 10'000, 0, 3)),
+      "permutation");
+  check(std::make_unique<AllToAll>(all_hosts(5), 10'001, 0), "all-to-all");
+  check(std::make_unique<RingAllReduce>(all_hosts(6), 100'003, 0), "ring");
+  check(std::make_unique<RingAllReduce>(all_hosts(8), 100'003, 0, 4), "ring2d");
+  check(std::make_unique<TrainingLoop>(all_hosts(4), 8192, us(50), 3, 0), "training");
+  // Streams until a deadline: as many messages as fit, not known ahead.
+  FakeNet net;
+  WorkloadDriver d(net);
+  d.add(
+      std::make_unique<StaticFlows>("permutation", *permutation_flows(all_hosts(4), 10'000, 0, 3)));
+  d.add(std::make_unique<SteadyStreams>("steady",
+                                        *steady_permutation(all_hosts(4), 4096, 0, us(100), 2, 1)));
+  ASSERT_TRUE(d.start());
+  EXPECT_EQ(d.workloads()[0]->total_bytes(), 40'000u);
+  EXPECT_EQ(d.workloads()[1]->total_bytes(), 0u);
+  EXPECT_EQ(d.total_bytes(), 0u);
+}
+
 TEST(Workloads, training__a_failed_allreduce_aborts_the_job) {
   FakeNet net;
   net.fail_ids = {30};  // a flow of the second iteration (24 flows per iteration)
