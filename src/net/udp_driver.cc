@@ -441,6 +441,7 @@ std::vector<std::pair<std::string, uint64_t>> driver_counters(const DriverStats&
   out.emplace_back("losses_other", c.losses_other);
   out.emplace_back("spurious_losses", c.spurious_losses);
   out.emplace_back("losses_undone", c.losses_undone);
+  out.emplace_back("losses_acked_before_resend", c.losses_acked_before_resend);
   out.emplace_back("duplicate_retransmits", c.duplicate_retransmits);
   out.emplace_back("timeouts", c.timeouts);
   out.emplace_back("probes_sent", c.probes_sent);

@@ -360,6 +360,10 @@ struct EngineCounters {
   // Of those: acknowledged before the retransmission even left (the cheapest false loss;
   // the rest were resent for nothing).
   uint64_t losses_undone = 0;
+  // Declared lost again after a retransmission, then acknowledged before the next one left:
+  // some copy arrived, which one is unknown (so not in losses_undone). With losses_undone and
+  // retransmits it accounts for every loss declared.
+  uint64_t losses_acked_before_resend = 0;
   // A retransmission that reached the responder after another copy had (its echo says
   // duplicate: a DSACK, RFC 8985 6.2): resent for nothing, whether or not spurious_losses
   // saw the original arrive.

@@ -549,6 +549,8 @@ bool Qp::record_current(uint32_t seq) const {
 bool Qp::ack_psn(Time now, uint32_t psn) {
   TxPkt& p = pkt(psn);
   if (p.state == PktState::kAcked || p.state == PktState::kFree) return false;
+  if (is_mrc() && p.state == PktState::kLost && p.transmissions > 1)
+    ++engine_.counters_.losses_acked_before_resend;
   if (is_mrc() && p.state == PktState::kLost && p.transmissions == 1) {
     // Declared lost, but the only transmission was delivered: reordering, not loss. Same
     // lesson as a spurious retransmission (the path works; widen the reordering window).

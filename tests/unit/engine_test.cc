@@ -671,6 +671,61 @@ TEST(Engine, pto_floor__learns_only_from_psns_the_previous_ack_could_report) {
   }
 }
 
+// A lone packet resent by its tail-loss probe, the resend declared lost by the next probe
+// timeout, and then the ACK (the peer was only slow): the loss is accounted for as acknowledged
+// before its resend left, not undone (which copy arrived is unknown) and not resent.
+TEST(Engine, ack_psn__a_resend_declared_lost_then_acknowledged_is_counted_as_acked_before_resend) {
+  MiniNet net(1);
+  Engine& e = net.e(0);
+  std::vector<uint8_t> src(4096, 0x5A);
+  const uint32_t qpn = *e.create_qp(QpCreateAttr{});
+  const MemoryKeys keys = *e.register_memory(src.data(), src.size(), 0x1000, kLocalWrite);
+  QpAttr a = mrc_attr(1, 8, 77);
+  a.cc.algorithm = CcAlgorithm::kNone;
+  for (QpState st : {QpState::kInit, QpState::kRtr, QpState::kRts})
+    ASSERT_TRUE(e.modify_qp(0, qpn, st, a));
+  WriteWr w;
+  w.wr_id = 1;
+  w.lkey = keys.lkey;
+  w.local_addr = 0x1000;
+  w.length = 4096;
+  w.remote_addr = 0x800000;
+  w.rkey = 9;
+  ASSERT_TRUE(e.post_write(0, qpn, w));
+  TxPacket tx;
+  ASSERT_TRUE(e.poll_transmit(0, 1, tx));
+  // Timers run until the first loss is declared; the resend leaves; then timers run until the
+  // resend is declared lost in its turn (it is not sent again).
+  Time t = 0;
+  auto run_timers_until = [&](uint64_t losses) {
+    for (; e.counters().losses_detected < losses && t < ms(100); t += us(5))
+      if (e.next_deadline() <= t) e.on_timer(t);
+  };
+  run_timers_until(1);
+  ASSERT_EQ(e.counters().losses_detected, 1u);
+  bool resent = false;
+  while (!resent && e.poll_transmit(t, 1, tx))
+    resent = tx.pkt.bth.opcode == wire::Opcode::kWriteOnly && tx.pkt.bth.psn == 0;
+  ASSERT_TRUE(resent);
+  run_timers_until(2);
+  ASSERT_EQ(e.counters().losses_detected, 2u);
+  EXPECT_EQ(e.counters().retransmits, 1u);
+  RxPacket rx;
+  rx.pkt.bth.opcode = wire::Opcode::kAck;
+  rx.pkt.bth.dest_qp = qpn;
+  rx.pkt.bth.psn = 0;
+  rx.pkt.aeth = wire::Aeth{0, 0};
+  rx.pkt.sack.cum_psn = 1;
+  rx.pkt.sack.sack_base = 1;
+  ASSERT_TRUE(e.on_packet(t, rx));
+  EXPECT_EQ(e.counters().losses_acked_before_resend, 1u);
+  EXPECT_EQ(e.counters().losses_undone, 0u);
+  EXPECT_EQ(e.counters().retransmits, 1u);
+  Completion c;
+  ASSERT_TRUE(e.poll_completion(c));
+  EXPECT_EQ(c.status, WcStatus::kSuccess);
+}
+
 // A driver that sends a batch from one socket per path, one socket after another (the Linux
 // driver's STEV and UDP modes): every packet of the batch carries the batch's timestamp, but
 // path k's leave k x 1.5 us after path 0's (the RTT is ~2.7 us; on mrc-fabric the spread is

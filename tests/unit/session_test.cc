@@ -318,11 +318,15 @@ TEST(Session, write__loopback_without_loss_has_at_most_two_windows_of_false_retr
   EXPECT_LE(c.retransmits, 2 * window);
   // Holes wider than the ACK's bitmap are no evidence for the per-path rule.
   EXPECT_EQ(c.losses_path_order, 0u);
-  // Every false loss is recognised as one when the original's ACK arrives.
-  EXPECT_LE(c.losses_detected - c.losses_undone, c.retransmits);
-  std::printf("retransmits %lu losses %lu (path order %lu rack %lu pto %lu rto %lu) undone %lu\n",
-              c.retransmits, c.losses_detected, c.losses_path_order, c.losses_rack, c.losses_pto,
-              c.losses_rto, c.losses_undone);
+  // Every loss is accounted for: resent, or acknowledged before its resend left (undone when
+  // the only transmission arrived; on a loaded machine a retransmission can be declared lost
+  // in its turn and then acknowledged, which copy arrived unknown).
+  EXPECT_LE(c.losses_detected - c.losses_undone - c.losses_acked_before_resend, c.retransmits);
+  std::printf(
+      "retransmits %lu losses %lu (path order %lu rack %lu pto %lu rto %lu) undone %lu acked "
+      "before resend %lu\n",
+      c.retransmits, c.losses_detected, c.losses_path_order, c.losses_rack, c.losses_pto,
+      c.losses_rto, c.losses_undone, c.losses_acked_before_resend);
 }
 
 // Every datagram carries its path's flow label (ev::path_flow_label: STEV's EV bits, a hash
