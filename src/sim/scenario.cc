@@ -773,6 +773,10 @@ TextStatus read_transport(TableReader& r, TransportConfig& t, std::vector<std::s
   TRY(r.boolean("borrow_rtt", t.borrow_rtt));
   TRY(r.boolean("ack_waits_for_port", t.ack_waits_for_port));
   TRY(r.real("loss_keep", t.loss_keep, 0, 1));
+  TRY(r.size("nscc_min_cwnd", t.nscc_min_cwnd));
+  if (t.nscc_min_cwnd > t.mtu)
+    return r.err("nscc_min_cwnd", r.node("nscc_min_cwnd"),
+                 "nscc_min_cwnd must be at most transport.mtu (" + std::to_string(t.mtu) + ")");
   TRY(r.duration("ecn_cooldown", t.ecn_cooldown));
   TRY(r.duration("routing_convergence", t.routing_convergence, true));
   // An integer for every kind, or a table per kind ({roce = 8, roce_pfc = 8}: the paper's

@@ -714,6 +714,7 @@ Status Simulation::Impl::configure_qp(Engine& e, uint32_t qpn, HostId me, HostId
     // instead of trimming signals congestion by loss, as before (NsccConfig::loss_keep).
     a.cc.nscc.loss_keep =
         tc.loss_keep > 0 ? tc.loss_keep : (cfg.sw.trimming ? 1.0 : a.cc.nscc.max_md_jump);
+    a.cc.nscc.min_cwnd = static_cast<uint32_t>(tc.nscc_min_cwnd);
     a.cc.dcqcn.line_rate_bps = link;
     a.cc.dcqcn.mtu = tc.mtu;
     // DCQCN as the paper evaluates it (Zhu et al. 2015, section 5: T = 55 us for both the

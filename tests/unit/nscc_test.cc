@@ -77,6 +77,7 @@ TEST(Nscc, resolve__defaults_derived_from_config) {
   EXPECT_EQ(p.adjust_bytes, 8u * 4096);             // 8 MTU
   EXPECT_EQ(p.fast_increase_delay, ns(937) + 500);  // target / 8
   EXPECT_EQ(p.max_cwnd, 187'500u);                  // 1.5 * 125 000
+  EXPECT_EQ(p.min_cwnd, 1024u);                     // mtu / 4
   EXPECT_DOUBLE_EQ(p.bdp, 125'000.0);
   EXPECT_DOUBLE_EQ(p.scale, 125'000.0 / 150'000.0);
   EXPECT_DOUBLE_EQ(p.fi, 4096 * p.scale);  // 1 MTU per RTT at the reference network
@@ -102,7 +103,9 @@ TEST(Nscc, resolve__explicit_values_are_kept) {
   c.gamma = 0.5;
   c.max_md_jump = 0.7;
   c.qa_gate = 2;
+  c.min_cwnd = 512;
   const NsccParams p = resolve_nscc(c);
+  EXPECT_EQ(p.min_cwnd, 512u);
   EXPECT_EQ(p.target_delay, us(3));
   EXPECT_EQ(p.qa_threshold, us(20));
   EXPECT_EQ(p.qa_period, us(13));
@@ -252,7 +255,7 @@ TEST(Nscc, on_ack__ecn_and_high_delay_decreases_once_per_rtt) {
       const double avg = cc.avg_delay();
       const double target = static_cast<double>(p.target_delay);
       const double keep = std::max(1 - p.gamma * (avg - target) / avg, p.max_md_jump);
-      EXPECT_NEAR(cc.cwnd_exact(), std::max(before * keep, double(kMtu)), 1e-6);
+      EXPECT_NEAR(cc.cwnd_exact(), std::max(before * keep, double(p.min_cwnd)), 1e-6);
       cuts.push_back(t);
     }
   }
@@ -560,19 +563,96 @@ TEST(Nscc, on_loss__cuts_by_loss_keep_once_per_base_rtt) {
   EXPECT_EQ(cc.stats().loss_decreases, 2u);
 }
 
-TEST(Nscc, cwnd__stays_within_mtu_and_max_cwnd) {
+TEST(Nscc, cwnd__stays_within_min_cwnd_and_max_cwnd) {
   Nscc cc(config(false));
   Time t = 0;
   for (int i = 0; i < 100; ++i, t += us(11)) {
     cc.on_loss(t, kMtu);
-    ASSERT_GE(cc.cwnd(), kMtu);
+    ASSERT_GE(cc.cwnd(), cc.params().min_cwnd);
   }
-  EXPECT_EQ(cc.cwnd(), kMtu);
+  EXPECT_EQ(cc.cwnd(), kMtu / 4);  // the default floor
   for (int i = 0; i < 20000; ++i, t += ns(50)) {
     cc.on_ack(ack(t, us(10)), 0);  // empty network: proportional then fast increase
     ASSERT_LE(cc.cwnd(), cc.params().max_cwnd);
   }
   EXPECT_EQ(cc.cwnd(), cc.params().max_cwnd);
+}
+
+TEST(Nscc, resolve_nscc__min_cwnd_is_at_most_one_mtu) {
+  NsccConfig c = config();
+  c.min_cwnd = 3 * kMtu;
+  EXPECT_EQ(resolve_nscc(c).min_cwnd, kMtu);
+  c.min_cwnd = kMtu;  // the window-only NSCC: never paced
+  EXPECT_EQ(resolve_nscc(c).min_cwnd, kMtu);
+}
+
+// Cuts a fresh NSCC down to its floor (losses, one per base RTT, each halving the window).
+void cut_to_floor(Nscc& cc, Time& t) {
+  for (int i = 0; i < 12; ++i, t += us(11))
+    cc.on_loss(t, kMtu);
+  ASSERT_EQ(cc.cwnd_exact(), double(cc.params().min_cwnd));
+}
+
+TEST(Nscc, next_send_time__no_pacing_at_one_mtu_or_more) {
+  NsccConfig c = config(false);
+  c.min_cwnd = kMtu;
+  Nscc cc(c);
+  Time t = 0;
+  for (int i = 0; i < 12; ++i, t += us(11))
+    cc.on_loss(t, kMtu);
+  ASSERT_EQ(cc.cwnd(), kMtu);
+  cc.on_send(t, kMtu, kMtu);
+  EXPECT_EQ(cc.next_send_time(), 0);
+}
+
+TEST(Nscc, next_send_time__below_one_mtu_a_packet_every_bytes_times_base_rtt_over_cwnd) {
+  Nscc cc(config(false));
+  Time t = 0;
+  cut_to_floor(cc, t);                // 1024 bytes: a quarter of a packet per base RTT
+  EXPECT_EQ(cc.next_send_time(), 0);  // nothing sent yet
+  cc.on_send(t, kMtu, kMtu);
+  EXPECT_EQ(cc.next_send_time(), t + 4 * us(10));  // four base RTTs for one MTU
+  // A queueing delay does not stretch the pacing (the base RTT paces, not the measured one).
+  cc.on_ack(ack(t + us(40), us(40), true), 0);
+  const Time sent = t + us(41);
+  cc.on_send(sent, 2048, 2048);  // a half packet: half the wait
+  const double w = cc.cwnd_exact();
+  ASSERT_LT(w, double(kMtu));
+  EXPECT_EQ(cc.next_send_time(), sent + static_cast<Time>(double(us(10)) * 2048 / w));
+}
+
+TEST(Nscc, adjust__below_one_mtu_one_increase_at_most_doubles_the_window) {
+  Nscc cc(config(false));
+  Time t = 0;
+  cut_to_floor(cc, t);
+  // One ACK of a whole packet at half the target delay, adjusted at once (the period has
+  // elapsed): the proportional gain (4 fi * headroom 1/2 per window acked, window 1024) would
+  // be ~7 MTU; doubling caps it.
+  const Time rtt = us(10) + cc.params().target_delay / 2;
+  cc.on_ack(ack(t + us(11), rtt), 0);
+  ASSERT_EQ(cc.stats().proportional_increase_acks, 1u);
+  ASSERT_EQ(cc.stats().adjustments, 1u);
+  EXPECT_DOUBLE_EQ(cc.cwnd_exact(), 2048.0);
+  cc.on_ack(ack(t + us(22), rtt), 0);
+  EXPECT_DOUBLE_EQ(cc.cwnd_exact(), 4096.0);
+  // From one MTU up the increase is the UET one, unbounded: more than double.
+  cc.on_ack(ack(t + us(33), rtt), 0);
+  EXPECT_GT(cc.cwnd_exact(), 8192.0);
+}
+
+TEST(Nscc, quick_adapt__never_raises_a_window_below_one_mtu) {
+  Nscc cc(config());
+  Time t = 0;
+  for (int i = 0; i < 12; ++i, t += us(11))
+    cc.on_loss(t, kMtu);
+  const double floor = cc.cwnd_exact();
+  ASSERT_LT(floor, double(kMtu));
+  // A period with a trim and nothing delivered: quick adapt would set max(0, mtu), a raise.
+  const uint64_t before = cc.stats().quick_adapts;
+  cc.on_ack(trim(t + ns(100), us(50)), kMtu);
+  cc.on_ack(trim(t + ns(100) + cc.params().qa_period, us(50)), kMtu);
+  EXPECT_EQ(cc.stats().quick_adapts, before);
+  EXPECT_LE(cc.cwnd_exact(), floor);
 }
 
 TEST(Nscc, reconfigure__new_parameters_keep_the_flow_state) {

@@ -167,6 +167,7 @@ ack_every = 2
 probe_interval = "50us"
 ecn_cooldown = "8us"
 routing_convergence = "2ms"
+nscc_min_cwnd = "1KiB"
 [workload]
 kind = "training"
 size = "8MiB"
@@ -223,6 +224,7 @@ sample_interval = "20us"
   EXPECT_EQ(b.transport.mpr, 16u);
   EXPECT_EQ(b.transport.timeout, 10u);
   EXPECT_EQ(b.transport.routing_convergence, ms(2));
+  EXPECT_EQ(b.transport.nscc_min_cwnd, 1024u);
   EXPECT_EQ(b.sample_interval, us(20));
   EXPECT_EQ(sc->until, ms(50));
   ASSERT_EQ(sc->runs.size(), 2u);
@@ -387,6 +389,8 @@ TEST(Scenario, errors__values_that_do_not_fit) {
                               "[workload]\nkind = \"permutation\"\n",
                               "s.toml"),
                {"6 leaves of 4 hosts", "6 x 2 ports", "raise hosts_per_leaf or spines"});
+  expect_error(parse_scenario("[transport]\nmtu = 2048\nnscc_min_cwnd = 4096\n", "s.toml"),
+               {"s.toml:3:", "transport.nscc_min_cwnd", "at most transport.mtu (2048)"});
   expect_error(load_scenario("/nonexistent/x.toml"), {"cannot open"});
 }
 

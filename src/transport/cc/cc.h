@@ -53,6 +53,13 @@ struct NsccConfig {
   // delay stays high, and fair increases would refill the window the trims cut.
   // docs/congestion-control.md, "Incast without last-hop ECN".
   bool trim_stops_fair_increase = true;
+  // Smallest window, bytes (not in the OCP struct); 0 = mtu / 4, at most mtu. Below one MTU the
+  // window is a rate: one packet in flight, and a packet of b bytes leaves b * base_rtt / cwnd
+  // after the one before (paced, next_send_time); mtu turns pacing off. An incast whose fair share
+  // is below one MTU per RTT (400 Gb/s over 256 senders) needs it: with a floor of one MTU the
+  // senders keep more than the pipe and the last hop's queue in flight, and the excess is trimmed.
+  // docs/congestion-control.md, "Incast without last-hop ECN".
+  uint32_t min_cwnd = 0;
   friend bool operator==(const NsccConfig&, const NsccConfig&) = default;
 };
 

@@ -24,6 +24,10 @@ constexpr double kFiScaleAtReference = 0.25;  // fast increase: +25% per RTT at 
 // 5 * base_rtt: high delay without a mark is most likely one slow path, not the fabric.
 constexpr double kUnmarkedDelayDiscount = 0.25;
 constexpr uint64_t kTrustUnmarkedDelayRtts = 5;
+// Default smallest window: a quarter of an MTU, a packet every 4 base RTTs: an incast of 4 x
+// as many senders as have a fair share of one MTU per RTT. (An eighth did as well in the
+// 256-sender incasts; the larger floor keeps a paced sender's gaps shorter.)
+constexpr uint32_t kMinCwndMtuFraction = 4;
 
 Time or_default(Time v, Time d) {
   return v != 0 ? v : d;
@@ -55,6 +59,8 @@ NsccParams resolve_nscc(const NsccConfig& cfg) {
     p.max_cwnd = static_cast<uint64_t>(1.5 * bdp);
   }
   p.max_cwnd = std::max<uint64_t>(p.max_cwnd, p.mtu);
+  p.min_cwnd = cfg.min_cwnd != 0 ? std::min(cfg.min_cwnd, p.mtu)
+                                 : std::max<uint32_t>(p.mtu / kMinCwndMtuFraction, 1);
   p.bdp = static_cast<double>(p.max_cwnd) / 1.5;
   p.scale = p.bdp / kNsccReferenceBdp;
 
@@ -100,13 +106,37 @@ void Nscc::start(Time now) {
 }
 
 void Nscc::clamp() {
-  cwnd_ = std::clamp(cwnd_, double(p_->mtu), double(p_->max_cwnd));
+  cwnd_ = std::clamp(cwnd_, double(p_->min_cwnd), double(p_->max_cwnd));
+}
+
+// [decision] Below one MTU, one increase at most doubles the window. The batched increase is
+// per window acknowledged (inc / cwnd), so the ACK of one packet sent by a window far below one
+// MTU is worth several RTTs of gain: unbounded, a 1 KB window would jump to several MTUs on one
+// ACK and the senders of an incast would refill the last hop at once. From one MTU up the UET
+// rules apply unchanged (a doubling bound there slows the regrowth of the flows left when an
+// incast ends: 16 senders of 256 KiB, 1.16 -> 1.38 of the fair share).
+void Nscc::grow(double bytes) {
+  cwnd_ += cwnd_ < p_->mtu ? std::min(bytes, cwnd_) : bytes;
+  clamp();
+}
+
+// [decision] A window of cwnd bytes per base RTT below one MTU: a packet of b bytes every
+// b * base_rtt / cwnd (delay-based controllers such as Swift pace a window below one packet
+// the same way). Paced by the base RTT, not a smoothed one: in an incast the measured RTT is
+// inflated by the very queue the senders should drain, and pacing by it kept the last flows
+// slow after the incast ended (16 senders: 1.38 of the fair share with the smoothed RTT,
+// 1.15 with the base RTT).
+Time Nscc::next_send_time() const {
+  if (cwnd_ >= p_->mtu || last_send_bytes_ == 0) return 0;
+  return last_send_ +
+         static_cast<Time>(static_cast<double>(p_->base_rtt) * last_send_bytes_ / cwnd_);
 }
 
 void Nscc::on_send(Time now, uint32_t bytes, uint64_t inflight_bytes) {
-  (void)bytes;
   start(now);
   inflight_ = inflight_bytes;
+  last_send_ = now;
+  last_send_bytes_ = bytes;
 }
 
 void Nscc::update_avg_delay(Time delay, bool congested) {
@@ -180,8 +210,7 @@ void Nscc::maybe_adjust(Time now, uint32_t delivered) {
   if (increased_) {
     const double eta_share =
         std::min(1.0, static_cast<double>(elapsed) / static_cast<double>(p_->adjust_period));
-    cwnd_ += inc_bytes_ / cwnd_ + p_->eta * eta_share;
-    clamp();
+    grow(inc_bytes_ / cwnd_ + p_->eta * eta_share);
     ++stats_->adjustments;
   }
   inc_bytes_ = 0;
@@ -233,8 +262,7 @@ void Nscc::on_ack(const AckSample& s, uint64_t inflight_bytes) {
   } else if (!congested) {
     if (fast_bytes_ >= static_cast<uint64_t>(cwnd_)) {
       // A whole window came back with an empty network: grow multiplicatively, now.
-      cwnd_ += p_->fi_scale * delivered;
-      clamp();
+      grow(p_->fi_scale * delivered);
       ++stats_->fast_increase_acks;
     } else {
       // Linear in the headroom below target: fastest on an empty queue, zero at the target.

@@ -27,7 +27,8 @@ inline constexpr double kNsccReferenceBdp = 150'000.0;  // bytes
 // Every NsccConfig value with its default resolved (see resolve_nscc).
 struct NsccParams {
   bool qa_enabled = true;
-  uint32_t mtu = 0;              // bytes; also the minimum window
+  uint32_t mtu = 0;              // bytes; also the smallest window quick adapt sets
+  uint64_t min_cwnd = 0;         // bytes, lower window bound; below mtu the window is paced
   Time base_rtt = 0;             // ps
   Time target_delay = 0;         // ps, queueing delay that separates "low" from "high"
   Time qa_threshold = 0;         // ps, queueing delay that arms quick adapt
@@ -81,8 +82,10 @@ class Nscc final : public CongestionControl {
   explicit Nscc(std::shared_ptr<const NsccParams> params, Stats* stats = nullptr);
 
   uint64_t cwnd() const override { return static_cast<uint64_t>(cwnd_); }
-  // Window-based: no pacing.
-  Time next_send_time() const override { return 0; }
+  // Window-based from one MTU up: no pacing. Below one MTU the window is a rate: the engine
+  // keeps one packet in flight (it always lets one go with nothing in flight), and that packet
+  // waits until bytes * base_rtt / cwnd after the one before it.
+  Time next_send_time() const override;
   void on_send(Time now, uint32_t bytes, uint64_t inflight_bytes) override;
   void on_ack(const AckSample& s, uint64_t inflight_bytes) override;
   void on_loss(Time now, uint32_t bytes) override;
@@ -116,6 +119,8 @@ class Nscc final : public CongestionControl {
   // A loss or a trimmed packet's resend: arms quick adapt, then keeps `keep` of the window.
   void on_lost(Time now, uint32_t bytes, double keep);
   void clamp();
+  // Adds `bytes` to the window (below one MTU at most doubling it), then clamps.
+  void grow(double bytes);
 
   std::shared_ptr<const NsccParams> p_;  // never null
   std::unique_ptr<Stats> own_stats_;     // when no shared Stats was given
@@ -140,6 +145,9 @@ class Nscc final : public CongestionControl {
   uint64_t bytes_to_ignore_ = 0;
   uint64_t bytes_ignored_ = 0;
   uint64_t inflight_ = 0;  // last value the engine reported
+  // Pacing below one MTU: the last packet sent.
+  Time last_send_ = 0;
+  uint32_t last_send_bytes_ = 0;
 };
 
 }  // namespace mrc::cc
