@@ -708,7 +708,7 @@ def iteration_metrics(run, tname):
     # EV detection: first ASSUMED_BAD after the fault.
     det = None
     if tname.startswith("mrc") and tf is not None:
-        evs = [e for e in run.ev_events() if e["transport"] == tname and e["to"] == "assumed_bad"
+        evs = [e for e in run.ev_events() if e["transport"] == tname and e.get("to") == "assumed_bad"
                and e["time_ns"] / 1e3 >= tf]
         if evs:
             det = min(e["time_ns"] for e in evs) / 1e3 - tf

@@ -318,12 +318,12 @@ TEST(QpMemory, memory__per_path_state_and_object_are_compact_at_32_and_256_evs) 
     // specification and its decision counters are the engine's, shared by its QPs). 864: 32 of
     // them the reverse EV set's fixed state (paper 2.4, ReversePathSet).
     EXPECT_LE(o.mem_a.object, 864u);
-    EXPECT_LE(o.mem_a.cc, 144u);
+    EXPECT_LE(o.mem_a.cc, 160u);  // 16 of them the pacing of windows below one MTU
     // Rings only while there is work: none once the WRITE has completed.
     EXPECT_EQ(o.mem_a.rings, 0u);
-    // Measured: 1,584 bytes at 32 EVs, 5,616 at 256 (paper 2.1 asks for a few bits of path
+    // Measured: 1,600 bytes at 32 EVs, 5,632 at 256 (paper 2.1 asks for a few bits of path
     // state; docs/performance.md says what is left between these and 1 KB / 2 KB).
-    EXPECT_LE(o.mem_a.total(), evs == 32 ? 1584u : 5616u);
+    EXPECT_LE(o.mem_a.total(), evs == 32 ? 1600u : 5632u);
   }
 }
 

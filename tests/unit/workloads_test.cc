@@ -892,9 +892,13 @@ sample_interval = 0
   EXPECT_EQ(faulted.stats.timeouts, 0u);
   EXPECT_LE(faulted.summary.fct_max_us, 1.4 * clean.summary.fct_max_us)
       << "fault-free max " << clean.summary.fct_max_us << " us";
+  // ACKs sent at once on any free port's next data path cross the dead link more often. With
+  // windows below one MTU paced (docs/congestion-control.md) the max FCT of the two is within
+  // 1%, so the packets the fault drops are what tells them apart.
   const auto at_once = run(true, false);
-  EXPECT_GT(at_once.summary.fct_max_us, faulted.summary.fct_max_us)
-      << "ACKs on any free port at once should lose more to the dead link";
+  EXPECT_GT(at_once.stats.fault_drops, faulted.stats.fault_drops)
+      << "ACKs on any free port at once should lose more to the dead link (max FCT "
+      << at_once.summary.fct_max_us << " vs " << faulted.summary.fct_max_us << " us)";
 }
 
 TEST(WorkloadsSim, incast__with_trimming_completes_without_timeouts) {
