@@ -1422,6 +1422,7 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
     // shares the NIC's probe budget with the path probes.
     if (!engine_.take_probe_token(now)) {
       ++engine_.counters_.probes_deferred;
+      reverse_.defer_probe(engine_.next_probe_token());
       reverse_probe_due_ = false;
       engine_.rearm(this);
       return false;

@@ -34,6 +34,7 @@
 // and 32 bytes of fixed state.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 
@@ -88,6 +89,9 @@ class ReversePathSet {
   void on_ack_loss(Time now);
   // When the next probe is due (kNever: none scheduled).
   Time next_probe_time() const { return next_probe_at_; }
+  // The NIC's probe budget had no token: the due probe waits until `at` (the next token), so
+  // the QP's timer does not fire again at once for a probe that cannot go.
+  void defer_probe(Time at) { next_probe_at_ = std::max(next_probe_at_, at); }
 
   struct Probe {
     int path = kNone;  // kNone: nothing to probe on the ports in the mask

@@ -926,6 +926,43 @@ sample_interval = 0
   EXPECT_GT(r->stats.trims, 0u) << "15:1 overload trims at the destination's leaf";
 }
 
+// The reverse EV set's probes (paper 2.4) share the NIC's probe budget. A receiver whose
+// budget is empty must wait for the next token, not wake at once for a probe that cannot go:
+// that loop cost minutes of simulation at one simulated instant on a 64-sender incast.
+TEST(WorkloadsSim, incast__reverse_probes_without_tokens_wait_for_the_next_token) {
+  const auto run = [](const char* budget) {
+    auto sc = parse_scenario(std::string(R"(
+[topo]
+hosts = 16
+radix = 8
+[transport]
+kinds = ["mrc"]
+reverse_evs_per_plane = 2
+probe_budget_interval = ")") + budget +
+                                 R"("
+[workload]
+kind = "incast"
+senders = 15
+dst = 3
+size = "512KiB"
+[run]
+sample_interval = 0
+)",
+                             "incast.toml");
+    EXPECT_TRUE(sc) << sc.error();
+    auto r = run_transport(*sc, sc->runs[0]);
+    EXPECT_TRUE(r) << r.error();
+    return std::move(*r);
+  };
+  const auto unlimited = run("0ns");
+  const auto scarce = run("50us");
+  EXPECT_EQ(scarce.summary.completed, 15u);
+  EXPECT_EQ(scarce.stats.timeouts, 0u);
+  EXPECT_LE(scarce.stats.events, 2 * unlimited.stats.events)
+      << "a scarce probe budget must not multiply the events (unlimited: " << unlimited.stats.events
+      << ")";
+}
+
 TEST(WorkloadsSim, permutation__mrc_near_ideal_roce_collides) {
   auto sc = parse_scenario(R"(
 [topo]
