@@ -901,7 +901,8 @@ sample_interval = 0
       << at_once.summary.fct_max_us << " vs " << faulted.summary.fct_max_us << " us)";
 }
 
-TEST(WorkloadsSim, incast__with_trimming_completes_without_timeouts) {
+// 15 senders to one host of a 16-host fabric: the incast the tests below share.
+Scenario incast_15_to_1() {
   auto sc = parse_scenario(R"(
 [topo]
 hosts = 16
@@ -917,8 +918,13 @@ size = "512KiB"
 sample_interval = 0
 )",
                            "incast.toml");
-  ASSERT_TRUE(sc) << sc.error();
-  auto r = run_transport(*sc, sc->runs[0]);
+  EXPECT_TRUE(sc) << sc.error();
+  return std::move(*sc);
+}
+
+TEST(WorkloadsSim, incast__with_trimming_completes_without_timeouts) {
+  const Scenario sc = incast_15_to_1();
+  auto r = run_transport(sc, sc.runs[0]);
   ASSERT_TRUE(r) << r.error();
   EXPECT_EQ(r->summary.completed, 15u);
   EXPECT_EQ(r->stats.timeouts, 0u);
@@ -930,32 +936,16 @@ sample_interval = 0
 // budget is empty must wait for the next token, not wake at once for a probe that cannot go:
 // that loop cost minutes of simulation at one simulated instant on a 64-sender incast.
 TEST(WorkloadsSim, incast__reverse_probes_without_tokens_wait_for_the_next_token) {
-  const auto run = [](const char* budget) {
-    auto sc = parse_scenario(std::string(R"(
-[topo]
-hosts = 16
-radix = 8
-[transport]
-kinds = ["mrc"]
-reverse_evs_per_plane = 2
-probe_budget_interval = ")") + budget +
-                                 R"("
-[workload]
-kind = "incast"
-senders = 15
-dst = 3
-size = "512KiB"
-[run]
-sample_interval = 0
-)",
-                             "incast.toml");
-    EXPECT_TRUE(sc) << sc.error();
-    auto r = run_transport(*sc, sc->runs[0]);
+  const auto run = [](Time budget_interval) {
+    Scenario sc = incast_15_to_1();
+    sc.runs[0].config.transport.reverse_evs_per_plane = 2;
+    sc.runs[0].config.transport.probe_budget_interval = budget_interval;
+    auto r = run_transport(sc, sc.runs[0]);
     EXPECT_TRUE(r) << r.error();
     return std::move(*r);
   };
-  const auto unlimited = run("0ns");
-  const auto scarce = run("50us");
+  const auto unlimited = run(0);
+  const auto scarce = run(50 * kPicosPerMicro);
   EXPECT_EQ(scarce.summary.completed, 15u);
   EXPECT_EQ(scarce.stats.timeouts, 0u);
   EXPECT_LE(scarce.stats.events, 2 * unlimited.stats.events)
