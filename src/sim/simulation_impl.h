@@ -415,7 +415,9 @@ struct Simulation::Impl {
   std::vector<uint16_t> ft_usids(HostId src, HostId dst, uint32_t path) const;
   uint32_t ft_num_paths() const { return ft_tiers == 4 ? half * half * half : half * half; }
   uint16_t ft_path(const ev::ExpandedEv& carrier) const;  // what the switches act on
-  // Out of line: the two-tier data path keeps its inlined forward() small.
+  // Out of line: forward(), which the data path calls for every packet (from
+  // simulation_datapath.cc, another translation unit, so a call, not inlined), stays small for
+  // the two-tier fabrics.
   [[gnu::noinline]] uint32_t forward_fat_tree(const Switch& sw, const SimPacket& p);
   uint32_t forward_four_tier(const Switch& sw, const SimPacket& p);
   Result<uint64_t> check_fat_tree_usid() const;
