@@ -57,24 +57,56 @@ bool legal_profile_transition(ProfileState cur, ProfileState target) {
          (cur == ProfileState::kOnline && target == ProfileState::kOffline);
 }
 
-// Where a profile modify starts, the same for EV format, EV and CC profiles (5.5): the
-// profile's state now (INIT when `p` is null: it does not exist), the caller's claim about it
-// (CUR_STATE, checked when `cur_state_bit` is in `mask`), the state asked for (STATE, when
-// `state_bit` is in `mask`, else staying put) and the transition rule. nullopt: EINVAL.
+// Each profile kind's slot in the node state, how to find it by id, and the state bits of its
+// attribute mask.
+template <typename SlotType, int CurStateBit, int StateBit, SlotType* (NodeState::*Find)(uint64_t)>
+struct ProfileKindOf {
+  using Slot = SlotType;
+  static constexpr int kCurStateBit = CurStateBit;
+  static constexpr int kStateBit = StateBit;
+  static Slot* find(NodeState& node, uint64_t id) { return (node.*Find)(id); }
+};
+template <typename Attr>
+struct ProfileKind;
+template <>
+struct ProfileKind<mrc_ctl_ev_fmt_profile_attr>
+    : ProfileKindOf<ShmFmtProfile, MRC_CTL_EV_FMT_PROFILE_CUR_STATE, MRC_CTL_EV_FMT_PROFILE_STATE,
+                    &NodeState::find_fmt> {};
+template <>
+struct ProfileKind<mrc_ctl_ev_profile_attr>
+    : ProfileKindOf<ShmEvProfile, MRC_CTL_EV_PROFILE_CUR_STATE, MRC_CTL_EV_PROFILE_STATE,
+                    &NodeState::find_ev> {};
+template <>
+struct ProfileKind<mrc_ctl_cc_profile_attr>
+    : ProfileKindOf<ShmCcProfile, MRC_CTL_CC_PROFILE_CUR_STATE, MRC_CTL_CC_PROFILE_STATE,
+                    &NodeState::find_cc> {};
+
+// Where a profile modify starts, the same for EV format, EV and CC profiles (5.5), under the
+// node lock: the profile `id` names (null: it does not exist), its state now (INIT when null),
+// the caller's claim about it (CUR_STATE, checked when in `mask`), the state asked for (STATE,
+// when in `mask`, else staying put) and the transition rule. nullopt: EINVAL.
+template <typename Slot>
 struct ProfileMove {
+  Slot* profile;
   ProfileState cur;
   ProfileState target;
   bool moving;
 };
-template <typename Profile, typename Attr>
-std::optional<ProfileMove> profile_move(const Profile* p, const Attr& attr, int mask,
-                                        int cur_state_bit, int state_bit) {
+template <typename Attr>
+std::optional<ProfileMove<typename ProfileKind<Attr>::Slot>> profile_move(NodeState& node,
+                                                                          uint64_t id,
+                                                                          const Attr& attr,
+                                                                          int mask) {
+  using Kind = ProfileKind<Attr>;
+  typename Kind::Slot* p = Kind::find(node, id);
   const ProfileState cur = p ? static_cast<ProfileState>(p->state) : ProfileState::kInit;
-  if ((mask & cur_state_bit) && attr.cur_profile_state != static_cast<mrc_ctl_profile_state>(cur))
+  if ((mask & Kind::kCurStateBit) &&
+      attr.cur_profile_state != static_cast<mrc_ctl_profile_state>(cur))
     return std::nullopt;
-  const auto target = (mask & state_bit) ? static_cast<ProfileState>(attr.profile_state) : cur;
+  const auto target =
+      (mask & Kind::kStateBit) ? static_cast<ProfileState>(attr.profile_state) : cur;
   if (target > ProfileState::kOnline || !legal_profile_transition(cur, target)) return std::nullopt;
-  return ProfileMove{cur, target, target != cur};
+  return ProfileMove<typename Kind::Slot>{p, cur, target, target != cur};
 }
 
 // Whether live QPs hold profile `p`, which then cannot leave ONLINE (5.5: EBUSY). QPs of
@@ -250,12 +282,10 @@ MRC_EXPORT int mrc_ctl_modify_ev_fmt_profile(mrc_context* ctx, uint64_t id,
   if (!ctx || !attr || (mask & ~kFmtKnown)) return fail(EINVAL);
   NodeState& node = *ctx->dev->node;
   NodeLock guard(node);
-  NodeStateLayout& s = node.get();
-  ShmFmtProfile* p = node.find_fmt(id);
-  const auto move =
-      profile_move(p, *attr, mask, MRC_CTL_EV_FMT_PROFILE_CUR_STATE, MRC_CTL_EV_FMT_PROFILE_STATE);
+  const auto move = profile_move(node, id, *attr, mask);
   if (!move) return fail(EINVAL);
-  const auto [cur, target, moving] = *move;
+  auto [p, cur, target, moving] = *move;
+  NodeStateLayout& s = node.get();
   const bool op = mask & MRC_CTL_EV_FMT_PROFILE_OP;
   const bool modify_fields = op && attr->ev_fmt_op.op == MRC_CTL_EV_FMT_OP_MODIFY_FIELDS;
   const bool query_fields = op && attr->ev_fmt_op.op == MRC_CTL_EV_FMT_OP_QUERY_FIELDS;
@@ -492,9 +522,9 @@ std::optional<EvOps> ev_ops_of(const mrc_ctl_ev_profile_attr& attr, int mask) {
 }
 
 // What the profile's state permits of the request (5.5); an errno, or 0.
-int check_ev_request(NodeState& node, const ShmEvProfile* p, const ProfileMove& move,
+int check_ev_request(NodeState& node, const ProfileMove<ShmEvProfile>& move,
                      const mrc_ctl_ev_profile_attr& attr, int mask, const EvOps& ops) {
-  const auto [cur, target, moving] = move;
+  const auto [p, cur, target, moving] = move;
   constexpr int kAttrBits = MRC_CTL_EV_PROFILE_MODE | MRC_CTL_EV_PROFILE_FMT_ID |
                             MRC_CTL_EV_PROFILE_COUNT | MRC_CTL_EV_PROFILE_MIN_ACTIVE |
                             MRC_CTL_EV_PROFILE_EVENT_MASK;
@@ -624,12 +654,10 @@ MRC_EXPORT int mrc_ctl_modify_ev_profile(mrc_context* ctx, uint64_t id,
   const uint32_t ports = static_cast<uint32_t>(ctx->dev->config.ports.size());
   NodeState& node = *ctx->dev->node;
   NodeLock guard(node);
-  ShmEvProfile* p = node.find_ev(id);
-  const auto move =
-      profile_move(p, *attr, mask, MRC_CTL_EV_PROFILE_CUR_STATE, MRC_CTL_EV_PROFILE_STATE);
+  const auto move = profile_move(node, id, *attr, mask);
   if (!move) return fail(EINVAL);
-  const auto [cur, target, moving] = *move;
-  if (int e = check_ev_request(node, p, *move, *attr, mask, *ops)) return fail(e);
+  const auto [p, cur, target, moving] = *move;
+  if (int e = check_ev_request(node, *move, *attr, mask, *ops)) return fail(e);
 
   auto w = std::make_unique<ShmEvProfile>(p ? *p : ShmEvProfile{});
   w->id = id;
@@ -717,11 +745,9 @@ MRC_EXPORT int mrc_ctl_modify_cc_profile(mrc_context* ctx, uint64_t id,
   if (!ctx || !attr || (mask & ~kCcKnown)) return fail(EINVAL);
   NodeState& node = *ctx->dev->node;
   NodeLock guard(node);
-  ShmCcProfile* p = node.find_cc(id);
-  const auto move =
-      profile_move(p, *attr, mask, MRC_CTL_CC_PROFILE_CUR_STATE, MRC_CTL_CC_PROFILE_STATE);
+  const auto move = profile_move(node, id, *attr, mask);
   if (!move) return fail(EINVAL);
-  const auto [cur, target, moving] = *move;
+  auto [p, cur, target, moving] = *move;
   const bool changes = mask & (MRC_CTL_CC_PROFILE_ALGORITHM | MRC_CTL_CC_PROFILE_CONFIG);
   if (cur == ProfileState::kInit && !moving && changes) return fail(EINVAL);
   // ONLINE: CONFIG may change (MRC_CTL_OPT_CAP_CC_PROFILE_MODIFY_ONLINE, 5.5), ALGORITHM not;

@@ -58,6 +58,21 @@ bool Simulation::Impl::ft_agg_reaches(uint32_t pod, uint32_t a, uint32_t dst_lea
   return false;
 }
 
+template <typename Usable>
+uint32_t Simulation::Impl::ft_ecmp_up_port(const Switch& sw, const SimPacket& p,
+                                           Usable usable) const {
+  const uint32_t h = mix32(
+      (static_cast<uint64_t>(p.entropy) << 32) ^ (static_cast<uint64_t>(p.src) << 20) ^ p.dst ^
+      (static_cast<uint64_t>(sw.index + 1) << 44) ^ (static_cast<uint64_t>(sw.kind) << 60));
+  if (route_down_count[0] == 0) return half + h % half;
+  uint32_t alive[1024];
+  uint32_t n = 0;
+  for (uint32_t u = 0; u < half && n < 1024; ++u)
+    if (usable(u)) alive[n++] = u;
+  if (n == 0) return half + h % half;  // no route: the packet dies on a dead link
+  return half + alive[h % n];
+}
+
 // Fat tree: down is unique (core -> the destination pod's agg of its group -> leaf -> host);
 // up, SRv6 follows the path the sender chose (leaf: its agg, agg: its core), ECMP hashes per
 // switch over the up ports that routing still lists.
@@ -73,26 +88,14 @@ uint32_t Simulation::Impl::forward_fat_tree(const Switch& sw, const SimPacket& p
     const uint32_t path = p.spine == kNoSpine ? 0 : p.spine;  // < half^2 (ft_path)
     return half + (leaf ? path / half : path % half);
   }
-  const uint32_t h = mix32(
-      (static_cast<uint64_t>(p.entropy) << 32) ^ (static_cast<uint64_t>(p.src) << 20) ^ p.dst ^
-      (static_cast<uint64_t>(sw.index + 1) << 44) ^ (static_cast<uint64_t>(sw.kind) << 60));
-  if (route_down_count[0] == 0) return half + h % half;
-  uint32_t alive[1024];
-  uint32_t n = 0;
-  for (uint32_t u = 0; u < half && n < 1024; ++u) {
-    if (leaf) {
-      if (route_down[ft_route_leaf_agg(sw.index, u)] || !ft_agg_reaches(pod, u, dst_leaf)) continue;
-    } else {
-      const uint32_t a = sw.index % half;
-      if (route_down[ft_route_agg_core(pod, a, u)] ||
-          route_down[ft_route_agg_core(dst_pod, a, u)] ||
-          route_down[ft_route_leaf_agg(dst_leaf, a)])
-        continue;
-    }
-    alive[n++] = u;
-  }
-  if (n == 0) return half + h % half;  // no route: the packet dies on a dead link
-  return half + alive[h % n];
+  return ft_ecmp_up_port(sw, p, [&](uint32_t u) {
+    if (leaf)
+      return !route_down[ft_route_leaf_agg(sw.index, u)] && ft_agg_reaches(pod, u, dst_leaf);
+    const uint32_t a = sw.index % half;
+    return !route_down[ft_route_agg_core(pod, a, u)] &&
+           !route_down[ft_route_agg_core(dst_pod, a, u)] &&
+           !route_down[ft_route_leaf_agg(dst_leaf, a)];
+  });
 }
 
 // Four tiers, as routing sees it: local spine `spine` reaches `dst_leaf` down through the
@@ -151,30 +154,17 @@ uint32_t Simulation::Impl::forward_four_tier(const Switch& sw, const SimPacket& 
     if (sw.kind == Switch::kAgg) return half + (path / half) % half;
     return half + path % half;
   }
-  const uint32_t h = mix32(
-      (static_cast<uint64_t>(p.entropy) << 32) ^ (static_cast<uint64_t>(p.src) << 20) ^ p.dst ^
-      (static_cast<uint64_t>(sw.index + 1) << 44) ^ (static_cast<uint64_t>(sw.kind) << 60));
-  if (route_down_count[0] == 0) return half + h % half;
-  uint32_t alive[1024];
-  uint32_t n = 0;
   const uint32_t pod = sw.index / half;
-  for (uint32_t u = 0; u < half && n < 1024; ++u) {
-    bool usable;
-    if (sw.kind == Switch::kLeaf) {
-      usable = !route_down[ft_route_leaf_agg(sw.index, u)] && ft4_agg_reaches(pod, u, dst_leaf);
-    } else if (sw.kind == Switch::kAgg) {
-      usable = !route_down[ft_route_agg_core(pod, sw.index % half, u)] &&
-               ft4_spine_reaches((pod / half) * sq + (sw.index % half) * half + u, dst_leaf);
-    } else {
-      const uint32_t dst_spine = dst_superpod * sq + sw.index % sq;
-      usable = !route_down[ft_route_spine_core(sw.index, u)] &&
-               !route_down[ft_route_spine_core(dst_spine, u)] &&
-               ft4_spine_reaches(dst_spine, dst_leaf);
-    }
-    if (usable) alive[n++] = u;
-  }
-  if (n == 0) return half + h % half;  // no route: the packet dies on a dead link
-  return half + alive[h % n];
+  return ft_ecmp_up_port(sw, p, [&](uint32_t u) {
+    if (sw.kind == Switch::kLeaf)
+      return !route_down[ft_route_leaf_agg(sw.index, u)] && ft4_agg_reaches(pod, u, dst_leaf);
+    if (sw.kind == Switch::kAgg)
+      return !route_down[ft_route_agg_core(pod, sw.index % half, u)] &&
+             ft4_spine_reaches((pod / half) * sq + (sw.index % half) * half + u, dst_leaf);
+    const uint32_t dst_spine = dst_superpod * sq + sw.index % sq;
+    return !route_down[ft_route_spine_core(sw.index, u)] &&
+           !route_down[ft_route_spine_core(dst_spine, u)] && ft4_spine_reaches(dst_spine, dst_leaf);
+  });
 }
 
 Result<uint64_t> Simulation::check_usid_forwarding() const {

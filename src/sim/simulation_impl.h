@@ -420,6 +420,10 @@ struct Simulation::Impl {
   // the two-tier fabrics.
   [[gnu::noinline]] uint32_t forward_fat_tree(const Switch& sw, const SimPacket& p);
   uint32_t forward_four_tier(const Switch& sw, const SimPacket& p);
+  // A fat tree switch's ECMP up port: the packet's hash over the up ports u in [0, half) for
+  // which `usable(u)` holds as routing sees it (every up port while no link is down).
+  template <typename Usable>
+  uint32_t ft_ecmp_up_port(const Switch& sw, const SimPacket& p, Usable usable) const;
   Result<uint64_t> check_fat_tree_usid() const;
   // Fat tree ECMP routing view: index of a leaf-agg or agg-core link in route_down.
   size_t ft_route_leaf_agg(uint32_t leaf, uint32_t a) const {
@@ -521,6 +525,9 @@ struct Simulation::Impl {
   Status set_up_partitions();
   void build_fat_tree_switches(bool sample_links);
   void build_two_tier_switches(bool sample_links);
+  // Switch `id`'s identity and `ports` unwired ports (the two builders above wire them).
+  Switch& place_switch(uint32_t id, Switch::Kind kind, uint32_t plane, uint32_t index,
+                       size_t ports);
   void set_up_ports_and_routing_view();
   void build_hosts();
   void number_host_links(uint32_t first_id);

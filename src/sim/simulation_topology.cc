@@ -9,6 +9,31 @@
 
 namespace mrc::sim {
 
+namespace {
+
+// Wires the switches' ports to their peers; switch-to-switch links get ids in wiring order when
+// links are sampled.
+class PortWiring {
+ public:
+  explicit PortWiring(bool sample_links) : sample_links_(sample_links) {}
+  void to_switch(Port& port, uint32_t peer, uint32_t peer_port) {
+    port.peer = peer;
+    port.peer_port = peer_port;
+    if (sample_links_) port.link_id = next_link_id_++;
+  }
+  static void to_host(Port& port, HostId host, uint32_t host_port) {
+    port.peer = host;
+    port.peer_port = host_port;
+    port.peer_is_host = true;
+  }
+
+ private:
+  bool sample_links_;
+  uint32_t next_link_id_ = 0;
+};
+
+}  // namespace
+
 // The fabric from cfg: its shape, the switches' queue thresholds, the partitions with their
 // event queues, switches and ports, hosts with their engines, then what runs on them (link
 // sampling, throughput series, scheduled departures). The order of the steps is the order of
@@ -164,46 +189,36 @@ Status Simulation::Impl::set_up_partitions() {
 // A two-tier Clos's switches, plane by plane: leaves (host ports, then uplinks: uplink u to
 // spine u mod S, lane u / S), then spines (one port per leaf and lane).
 void Simulation::Impl::build_two_tier_switches(bool sample_links) {
-  uint32_t link_id = 0;
+  PortWiring wiring(sample_links);
   for (uint32_t p = 0; p < P; ++p) {
     for (uint32_t l = 0; l < L; ++l) {
-      Switch& s = switches[leaf_index(p, l)];
-      s.kind = Switch::kLeaf;
-      s.plane = p;
-      s.index = l;
-      s.partition = plane_partition(p);
-      s.ports.resize(H + U);
-      for (uint32_t i = 0; i < H; ++i) {
-        Port& port = s.ports[i];
-        port.peer = l * H + i;
-        port.peer_port = p;
-        port.peer_is_host = true;
-      }
+      Switch& s = place_switch(leaf_index(p, l), Switch::kLeaf, p, l, H + U);
+      for (uint32_t i = 0; i < H; ++i)
+        PortWiring::to_host(s.ports[i], l * H + i, p);
       for (uint32_t u = 0; u < U; ++u) {
-        Port& port = s.ports[H + u];
         const uint32_t spine = u % S, lane = u / S;
-        port.peer = spine_index(p, spine);
-        port.peer_port = l * k_parallel + lane;
-        if (sample_links) port.link_id = link_id++;
+        wiring.to_switch(s.ports[H + u], spine_index(p, spine), l * k_parallel + lane);
       }
     }
     for (uint32_t sp = 0; sp < S; ++sp) {
-      Switch& s = switches[spine_index(p, sp)];
-      s.kind = Switch::kSpine;
-      s.plane = p;
-      s.index = sp;
-      s.partition = plane_partition(p);
-      s.ports.resize(static_cast<size_t>(L) * k_parallel);
-      for (uint32_t l = 0; l < L; ++l) {
-        for (uint32_t lane = 0; lane < k_parallel; ++lane) {
-          Port& port = s.ports[l * k_parallel + lane];
-          port.peer = leaf_index(p, l);
-          port.peer_port = H + lane * S + sp;
-          if (sample_links) port.link_id = link_id++;
-        }
-      }
+      Switch& s = place_switch(spine_index(p, sp), Switch::kSpine, p, sp,
+                               static_cast<size_t>(L) * k_parallel);
+      for (uint32_t l = 0; l < L; ++l)
+        for (uint32_t lane = 0; lane < k_parallel; ++lane)
+          wiring.to_switch(s.ports[l * k_parallel + lane], leaf_index(p, l), H + lane * S + sp);
     }
   }
+}
+
+Switch& Simulation::Impl::place_switch(uint32_t id, Switch::Kind kind, uint32_t plane,
+                                       uint32_t index, size_t ports) {
+  Switch& s = switches[id];
+  s.kind = kind;
+  s.plane = plane;
+  s.index = index;
+  s.partition = plane_partition(plane);
+  s.ports.resize(ports);
+  return s;
 }
 
 // Every port's link rate and delay, the switches' PFC accounting, and a routing view with
@@ -376,62 +391,45 @@ uint32_t Simulation::Impl::switch_partition(const Switch& s) const {
 // pod of the superpod and one up port per core of their group (local spine s to cores
 // s*half .. s*half + half - 1), cores one port per superpod.
 void Simulation::Impl::build_fat_tree_switches(bool sample_links) {
-  uint32_t link_id = 0;
-  const auto make = [&](uint32_t id, Switch::Kind kind, uint32_t index, uint32_t ports) -> Switch& {
-    Switch& s = switches[id];
-    s.kind = kind;
-    s.index = index;
-    s.partition = plane_partition(0);
-    s.ports.resize(ports);
-    return s;
-  };
-  // A switch-to-switch port (link ids in build order when links are sampled).
-  const auto wire_port = [&](Port& port, uint32_t peer, uint32_t peer_port) {
-    port.peer = peer;
-    port.peer_port = peer_port;
-    if (sample_links) port.link_id = link_id++;
-  };
+  PortWiring wiring(sample_links);
   for (uint32_t e = 0; e < L; ++e) {
     const uint32_t pod = e / half;
-    Switch& s = make(e, Switch::kLeaf, e, 2 * half);
-    for (uint32_t i = 0; i < half; ++i) {
-      Port& port = s.ports[i];
-      port.peer = e * H + i;
-      port.peer_port = 0;
-      port.peer_is_host = true;
-    }
+    Switch& s = place_switch(e, Switch::kLeaf, 0, e, 2 * half);
+    for (uint32_t i = 0; i < half; ++i)
+      PortWiring::to_host(s.ports[i], e * H + i, 0);
     for (uint32_t a = 0; a < half; ++a)
-      wire_port(s.ports[half + a], agg_switch(pod, a), e % half);
+      wiring.to_switch(s.ports[half + a], agg_switch(pod, a), e % half);
   }
   for (uint32_t g = 0; g < aggs; ++g) {
     const uint32_t pod = g / half, a = g % half;
-    Switch& s = make(agg_switch(pod, a), Switch::kAgg, g, 2 * half);
+    Switch& s = place_switch(agg_switch(pod, a), Switch::kAgg, 0, g, 2 * half);
     for (uint32_t i = 0; i < half; ++i) {
-      wire_port(s.ports[i], pod * half + i, half + a);
+      wiring.to_switch(s.ports[i], pod * half + i, half + a);
       if (ft_tiers == 4) {
-        wire_port(s.ports[half + i], ft_spine_switch((pod / half) * half * half + a * half + i),
-                  pod % half);
+        wiring.to_switch(s.ports[half + i],
+                         ft_spine_switch((pod / half) * half * half + a * half + i), pod % half);
       } else {
-        wire_port(s.ports[half + i], core_switch(a * half + i), pod);
+        wiring.to_switch(s.ports[half + i], core_switch(a * half + i), pod);
       }
     }
   }
   for (uint32_t g = 0; g < ft_spines; ++g) {
     const uint32_t superpod = g / (half * half), local = g % (half * half);
-    Switch& s = make(ft_spine_switch(g), Switch::kSpine, g, 2 * half);
+    Switch& s = place_switch(ft_spine_switch(g), Switch::kSpine, 0, g, 2 * half);
     for (uint32_t i = 0; i < half; ++i) {
-      wire_port(s.ports[i], agg_switch(superpod * half + i, local / half), half + local % half);
-      wire_port(s.ports[half + i], core_switch(local * half + i), superpod);
+      wiring.to_switch(s.ports[i], agg_switch(superpod * half + i, local / half),
+                       half + local % half);
+      wiring.to_switch(s.ports[half + i], core_switch(local * half + i), superpod);
     }
   }
   // A core has one port per pod (three tiers) or per superpod (four).
   const uint32_t core_ports = ft_tiers == 4 ? superpods : pods;
   for (uint32_t c = 0; c < cores; ++c) {
-    Switch& s = make(core_switch(c), Switch::kCore, c, core_ports);
+    Switch& s = place_switch(core_switch(c), Switch::kCore, 0, c, core_ports);
     for (uint32_t q = 0; q < core_ports; ++q) {
       const uint32_t peer =
           ft_tiers == 4 ? ft_spine_switch(q * half * half + c / half) : agg_switch(q, c / half);
-      wire_port(s.ports[q], peer, half + c % half);
+      wiring.to_switch(s.ports[q], peer, half + c % half);
     }
   }
 }

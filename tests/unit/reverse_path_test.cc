@@ -14,6 +14,17 @@ using testpaths::paths;
 
 constexpr Time kInterval = us(10);
 
+// `n` paths over `ports` planes (PathSet seeded with `seed`) and a reverse set of `per_plane`
+// EVs a plane over them.
+struct Sets {
+  PathSet ps;
+  ReversePathSet r;
+  Sets(int n, int ports, int per_plane, uint64_t seed = 1) {
+    ps.init(paths(n, ports), 1, static_cast<uint8_t>(ports), PathPolicy{}, seed);
+    r.configure(static_cast<uint8_t>(per_plane), static_cast<uint8_t>(ports));
+  }
+};
+
 // Data arrived on every path once: before the first probe, each fills an empty slot of its port.
 void feed(ReversePathSet& r, const PathSet& ps) {
   for (size_t i = 0; i < ps.size(); ++i)
@@ -45,10 +56,8 @@ struct Driver {
 };
 
 TEST(ReversePathSet, pick__fills_evs_per_plane_per_port_and_sprays_over_planes) {
-  PathSet ps;
-  ps.init(paths(16, 4), 1, 4, PathPolicy{}, 1);
-  ReversePathSet r;
-  r.configure(2, 4);
+  Sets sets(16, 4, 2);
+  auto& [ps, r] = sets;
   EXPECT_EQ(r.slots(), 8u);
   EXPECT_EQ(r.pick(0xF, ps), ReversePathSet::kNone);  // nothing known yet: the caller falls back
   feed(r, ps);
@@ -72,20 +81,16 @@ TEST(ReversePathSet, pick__fills_evs_per_plane_per_port_and_sprays_over_planes) 
 }
 
 TEST(ReversePathSet, pick__disabled_set_picks_nothing) {
-  PathSet ps;
-  ps.init(paths(4, 2), 1, 2, PathPolicy{}, 1);
-  ReversePathSet r;
-  r.configure(0, 2);
+  Sets sets(4, 2, 0);
+  auto& [ps, r] = sets;
   EXPECT_FALSE(r.enabled());
   EXPECT_EQ(r.pick(0x3, ps), ReversePathSet::kNone);
   EXPECT_FALSE(r.any_live(ps));
 }
 
 TEST(ReversePathSet, take_probe__unanswered_probe_maps_a_dead_ev_out_and_a_probe_refills_it) {
-  PathSet ps;
-  ps.init(paths(16, 2), 1, 2, PathPolicy{}, 3);
-  ReversePathSet r;
-  r.configure(1, 2);
+  Sets sets(16, 2, 1, 3);
+  auto& [ps, r] = sets;
   feed(r, ps);
   const int victim = r.pick(0x1, ps);  // the port-0 slot
   ASSERT_NE(victim, ReversePathSet::kNone);
@@ -101,10 +106,8 @@ TEST(ReversePathSet, take_probe__unanswered_probe_maps_a_dead_ev_out_and_a_probe
 }
 
 TEST(ReversePathSet, take_probe__no_probe_without_inbound_data_or_with_outbound_data) {
-  PathSet ps;
-  ps.init(paths(4, 2), 1, 2, PathPolicy{}, 1);
-  ReversePathSet r;
-  r.configure(2, 2);
+  Sets sets(4, 2, 2);
+  auto& [ps, r] = sets;
   EXPECT_EQ(r.next_probe_time(), kNever);
   EXPECT_TRUE(r.on_inbound(0, kInterval));  // one packet: the clock starts
   EXPECT_EQ(r.next_probe_time(), kInterval);
@@ -120,10 +123,8 @@ TEST(ReversePathSet, take_probe__no_probe_without_inbound_data_or_with_outbound_
 }
 
 TEST(ReversePathSet, on_ack_loss__brings_the_next_probe_forward) {
-  PathSet ps;
-  ps.init(paths(4, 2), 1, 2, PathPolicy{}, 1);
-  ReversePathSet r;
-  r.configure(1, 2);
+  Sets sets(4, 2, 1);
+  auto& [ps, r] = sets;
   r.on_inbound(0, kInterval);
   r.on_ack_loss(us(1));
   EXPECT_EQ(r.next_probe_time(), us(1));
@@ -136,10 +137,8 @@ TEST(ReversePathSet, on_ack_loss__brings_the_next_probe_forward) {
 }
 
 TEST(ReversePathSet, on_probe_reply__stale_or_foreign_answer_changes_nothing) {
-  PathSet ps;
-  ps.init(paths(8, 2), 1, 2, PathPolicy{}, 1);
-  ReversePathSet r;
-  r.configure(1, 2);
+  Sets sets(8, 2, 1);
+  auto& [ps, r] = sets;
   feed(r, ps);
   r.on_inbound(0, kInterval);
   r.on_inbound(us(1), kInterval);
@@ -152,10 +151,8 @@ TEST(ReversePathSet, on_probe_reply__stale_or_foreign_answer_changes_nothing) {
 }
 
 TEST(ReversePathSet, on_path_unusable__a_path_the_qps_data_found_dead_is_replaced_at_once) {
-  PathSet ps;
-  ps.init(paths(8, 2), 1, 2, PathPolicy{}, 1);
-  ReversePathSet r;
-  r.configure(1, 2);
+  Sets sets(8, 2, 1);
+  auto& [ps, r] = sets;
   feed(r, ps);
   const int i = r.pick(0x1, ps);
   ps.on_loss(i, 0);
@@ -175,11 +172,8 @@ RC_GTEST_PROP(ReversePathSet, probes_converge_to_working_evs, ()) {
   const int ports = *rc::gen::inRange(1, 5);
   const int per_port = *rc::gen::inRange(2, 9);
   const int per_plane = *rc::gen::inRange(1, 4);
-  PathSet ps;
-  ps.init(paths(ports * per_port, ports), 1, static_cast<uint8_t>(ports), PathPolicy{},
-          *rc::gen::arbitrary<uint64_t>());
-  ReversePathSet r;
-  r.configure(static_cast<uint8_t>(per_plane), static_cast<uint8_t>(ports));
+  Sets sets(ports * per_port, ports, per_plane, *rc::gen::arbitrary<uint64_t>());
+  auto& [ps, r] = sets;
   std::set<int> dead;
   for (int i = 0; i < ports * per_port; ++i)
     if (*rc::gen::inRange(0, 3) == 0) dead.insert(i);
