@@ -708,13 +708,30 @@ struct AttackCounts {
 //   at the side channel, before the client: garbage, an idle connection and a hello asking for
 //     a buffer of 2^60 bytes (refused, the server serves on).
 // The transfer completes and verifies, the server placed exactly the client's bytes, and every
-// kind of bad packet is counted under its reason.
+// kind of bad packet is counted under its reason, exactly: the server's receive window
+// (--mpr 512: 65,536 PSNs) holds the whole transfer, so a PSN the server has received stays
+// inside it until the end. The attacker reads the client's progress, then sends; on a loaded
+// machine it can be descheduled in between while the transfer goes on, and with mrc-perf's
+// default window (2,048 PSNs) the PSN it then forges may have fallen behind the window: the
+// packet is dropped as psn_out_of_window before its rkey, address or length is looked at.
 TEST_F(NetFabric, write__hostile_input_during_a_verified_transfer_is_dropped_counted_and_harmless) {
+  // The server's MPR_dest (units of 128 PSNs): a window of 65,536 PSNs, the whole transfer's
+  // (kSize x kCount / 4 KiB), so no PSN of it is ever stale at the server.
+  constexpr uint32_t kServerMpr = 512;
+  constexpr uint32_t kServerWindowPsns = kServerMpr * 128;
+  constexpr uint64_t kSize = 65536, kCount = 4096;  // 256 MiB
+  static_assert(kSize / 4096 * kCount <= kServerWindowPsns);
   const uint16_t port = next_side_port();
   const std::string base = dir_ + "/hostile";
-  std::vector<std::string> sv = {
-      tool("mrc-perf"),      "-p",   std::to_string(port), "--json", base + ".server.json",
-      "--accept-timeout-ms", "60000"};
+  std::vector<std::string> sv = {tool("mrc-perf"),
+                                 "-p",
+                                 std::to_string(port),
+                                 "--json",
+                                 base + ".server.json",
+                                 "--accept-timeout-ms",
+                                 "60000",
+                                 "--mpr",
+                                 std::to_string(kServerMpr)};
   for (const auto& a : perf_host_args(kServerHost))
     sv.push_back(a);
   Child server = spawn_in(ns(kServerHost), sv, base + ".server.out");
@@ -811,9 +828,10 @@ TEST_F(NetFabric, write__hostile_input_during_a_verified_transfer_is_dropped_cou
     std::mt19937 rng(7);
     const auto began = Clock::now();
     attack_begin = began;
-    // Beyond the server's window (mrc-perf's --mpr 16: 2,048 PSNs past its next expected PSN,
-    // which is at most the client's window of 512 past `received`).
-    const uint32_t window_ahead = 8192;
+    // Beyond the server's window (65,536 PSNs past its next expected PSN, which is at most the
+    // client's 63 outstanding messages past `received`), and less than half the 24-bit PSN
+    // space ahead (so never behind it either).
+    const uint32_t window_ahead = 1u << 20;
     const auto real = forged_write(t.qpn, t.rkey, t.remote_addr, t.first_psn, own, 4096);
     size_t truncation = 0;
     auto next_round = Clock::now();
@@ -882,7 +900,6 @@ TEST_F(NetFabric, write__hostile_input_during_a_verified_transfer_is_dropped_cou
   });
 
   InProcessResult result;
-  constexpr uint64_t kSize = 65536, kCount = 4096;  // 256 MiB
   std::thread client([&] {
     result = run_in_process_client(
         ns(kClientHost), plane_address(1, kServerHost), port, kSize, kCount,
@@ -925,7 +942,7 @@ TEST_F(NetFabric, write__hostile_input_during_a_verified_transfer_is_dropped_cou
       "%llu, acks of unsent PSNs %llu)\n"
       "[ MRC     ] server drops: decode %llu, wrong_peer %llu, unknown_qp %llu, bad_rkey %llu, "
       "bad_address %llu, payload_too_long %llu, psn_out_of_window %llu, duplicates %llu, "
-      "kernel_rcvbuf %llu; client drops: bad_ack %llu\n",
+      "kernel_rcvbuf %llu; client drops: bad_ack %llu; client retransmits %llu\n",
       static_cast<unsigned long long>(sent.total.load()),
       static_cast<unsigned long long>(sent.decode.load()),
       static_cast<unsigned long long>(sent.wrong_peer.load()),
@@ -946,22 +963,31 @@ TEST_F(NetFabric, write__hostile_input_during_a_verified_transfer_is_dropped_cou
       static_cast<unsigned long long>(counter("duplicates")),
       static_cast<unsigned long long>(kernel),
       static_cast<unsigned long long>(
-          result.client_counters.drops[static_cast<int>(DropReason::kBadAck)]));
+          result.client_counters.drops[static_cast<int>(DropReason::kBadAck)]),
+      static_cast<unsigned long long>(result.client_counters.retransmits));
   EXPECT_GT(sent.total.load(), 1000u);
   const double attack_s = std::chrono::duration<double>(attack_end - attack_begin).count();
   std::printf("[ MRC     ] hostile input: %.0f datagrams/s over %.2f s\n",
               static_cast<double>(sent.total.load()) / std::max(attack_s, 1e-3), attack_s);
   EXPECT_GT(sent.bad_rkey.load(), 0u) << "the transfer completed before any message did?";
-  // Every kind landed in its counter (the kernel's drops, if the socket overflowed, are the
-  // only excuse; a reason's counter may also hold the real traffic's, e.g. stale retransmits).
-  EXPECT_GE(counter("drop_decode") + kernel, sent.decode.load());
-  EXPECT_GE(counter("drop_wrong_peer") + kernel, sent.wrong_peer.load());
-  EXPECT_GE(counter("drop_unknown_qp") + kernel, sent.unknown_qp.load());
-  EXPECT_GE(counter("drop_bad_rkey") + kernel, sent.bad_rkey.load());
-  EXPECT_GE(counter("drop_bad_address") + kernel, sent.bad_address.load());
-  EXPECT_GE(counter("drop_payload_too_long") + kernel, sent.payload_too_long.load());
-  EXPECT_GE(counter("drop_psn_out_of_window") + kernel, sent.psn_out_of_window.load());
+  // Every kind landed in its counter, exactly: only the attacker sends these, so a counter holds
+  // no more than was sent, and no less unless the server's socket overflowed (its kernel's
+  // drops are the only excuse). Duplicates also hold the real traffic's: at most one per
+  // packet the client sent again. The client's packets stayed inside the server's window.
+  EXPECT_LE(result.client_counters.data_sent, kServerWindowPsns);  // first transmissions
+  auto expect_exact = [&](const char* name, uint64_t forged) {
+    EXPECT_LE(counter(name), forged) << name;
+    EXPECT_GE(counter(name) + kernel, forged) << name;
+  };
+  expect_exact("drop_decode", sent.decode.load());
+  expect_exact("drop_wrong_peer", sent.wrong_peer.load());
+  expect_exact("drop_unknown_qp", sent.unknown_qp.load());
+  expect_exact("drop_bad_rkey", sent.bad_rkey.load());
+  expect_exact("drop_bad_address", sent.bad_address.load());
+  expect_exact("drop_payload_too_long", sent.payload_too_long.load());
+  expect_exact("drop_psn_out_of_window", sent.psn_out_of_window.load());
   EXPECT_GE(counter("duplicates") + kernel, sent.replays.load());
+  EXPECT_LE(counter("duplicates"), sent.replays.load() + result.client_counters.retransmits);
   EXPECT_GE(result.client_counters.drops[static_cast<int>(DropReason::kBadAck)] +
                 result.client_counters.drops[static_cast<int>(DropReason::kUnknownQp)],
             sent.acks_of_unsent.load() * 9 / 10)
