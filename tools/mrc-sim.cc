@@ -718,7 +718,7 @@ file = "{}"
 // Records the flows a workload adds at its start (the plan's QP count).
 class RecordingSink final : public FlowSink {
  public:
-  Result<FlowId> add_flow(const FlowSpec& spec) override {
+  SimResult<FlowId> add_flow(const FlowSpec& spec) override {
     flows.push_back(spec);
     return static_cast<FlowId>(flows.size() - 1);
   }
@@ -739,11 +739,11 @@ uint32_t paths_per_qp(const SimConfig& c, const FabricShape& s) {
 int print_ranks_plan(const Scenario& sc, uint32_t ranks) {
   auto wl = make_workload(sc.workload, sc.base.topo.hosts, sc.seed);
   if (!wl) {
-    return tools::fail_setup("mrc-sim", wl.error());
+    return tools::fail_setup("mrc-sim", wl.error().message);
   }
   RecordingSink sink;
   if (auto st = (*wl)->start(sink); !st) {
-    return tools::fail_setup("mrc-sim", st.error());
+    return tools::fail_setup("mrc-sim", st.error().message);
   }
   fmt::print("mrc-sim: {} - partition plan for {} ranks (blocks layout, docs/simulator.md)\n",
              sc.name, ranks);
@@ -830,10 +830,10 @@ int main(int argc, char** argv) {
   }
   if (seed_opt->count() > 0) sets.push_back("seed=" + std::to_string(seed));
 
-  TextResult<Scenario> parsed = text_error("");
+  SimResult<Scenario> parsed = sim_fail("");
   if (!htsim_path.empty()) {
     auto m = load_htsim_cm(htsim_path);
-    if (!m) return failed(m.error(), 2);
+    if (!m) return failed(m.error().message, 2);
     const std::string abs = std::filesystem::absolute(htsim_path).string();
     if (scenario_path.empty()) {
       parsed = parse_scenario(htsim_base_toml(abs, m->nodes), "<htsim>", sets);
@@ -856,7 +856,7 @@ int main(int argc, char** argv) {
   } else {
     parsed = load_scenario(scenario_path, sets);
   }
-  if (!parsed) return failed(parsed.error(), 2);
+  if (!parsed) return failed(parsed.error().message, 2);
   Scenario& sc = *parsed;
   if (ranks_plan > 0) return rank == 0 ? print_ranks_plan(sc, ranks_plan) : 0;
   if (ranks > 1) {
@@ -947,7 +947,7 @@ int main(int argc, char** argv) {
     }
     auto r = run_transport(sc, tr, hooks);
     if (!quiet && tty && rank == 0) fmt::print(stderr, "\r{:<100}\r", "");
-    if (!r) return failed(r.error(), 1);
+    if (!r) return failed(r.error().message, 1);
     Ran ran;
     ran.r = std::move(*r);
     ran.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();

@@ -43,13 +43,13 @@ struct Options {
 // One design at one size: the report, or why it does not fit.
 struct Outcome {
   std::optional<DesignReport> report;
-  std::optional<TopoProblem> problem;
+  std::optional<SimError> problem;
 };
 
 Outcome evaluate(const DesignParams& p, const Assumptions& a) {
   if (auto problem = check(p, a)) return Outcome{std::nullopt, problem};
   auto r = size_design(p, a);
-  if (!r) return Outcome{std::nullopt, TopoProblem{r.error(), "sizing failed"}};
+  if (!r) return Outcome{std::nullopt, r.error()};
   return Outcome{*r, std::nullopt};
 }
 
@@ -142,8 +142,8 @@ void print_block(uint64_t gpus, const Options& o, const Outcome& mp, const Outco
   }
   for (const Row& r : rows)
     fmt::print("{:<{}}  {:>{}}  {:>{}}  {:>6}\n", r.label, w0, r.mp, w1, r.cv, w2, r.ratio);
-  if (mp.problem) fmt::print("  multi-plane: {}\n", mp.problem->what);
-  if (cv.problem) fmt::print("  conventional: {}\n", cv.problem->what);
+  if (mp.problem) fmt::print("  multi-plane: {}\n", mp.problem->message);
+  if (cv.problem) fmt::print("  conventional: {}\n", cv.problem->message);
   fmt::print("\n");
 }
 
@@ -206,7 +206,7 @@ ordered_json params_json(const DesignParams& p) {
 ordered_json outcome_json(const Outcome& x) {
   if (!x.report)
     return ordered_json{{"error", std::string(error_name(x.problem->code))},
-                        {"message", x.problem->what}};
+                        {"message", x.problem->message}};
   const DesignReport& r = *x.report;
   return ordered_json{{"tiers", r.tiers},
                       {"worst_case_hops", r.worst_case_hops},
@@ -359,8 +359,8 @@ int main(int argc, char** argv) {
     probe.gpus = 1;
     if (auto problem = check(probe, o.a)) {
       return tools::fail_setup(
-          "mrc-topo",
-          fmt::format("{} design: {}", p == &o.mp ? "multi-plane" : "conventional", problem->what));
+          "mrc-topo", fmt::format("{} design: {}", p == &o.mp ? "multi-plane" : "conventional",
+                                  problem->message));
     }
   }
 
@@ -372,7 +372,7 @@ int main(int argc, char** argv) {
     out.emplace_back(evaluate(mp, o.a), evaluate(cv, o.a));
     for (const Outcome* x : {&out.back().first, &out.back().second}) {
       if (x->problem && x->problem->code != Error::kTooBig) {
-        return tools::fail_setup("mrc-topo", fmt::format("{} GPUs: {}", n, x->problem->what));
+        return tools::fail_setup("mrc-topo", fmt::format("{} GPUs: {}", n, x->problem->message));
       }
       all_fit = all_fit && x->report.has_value();
     }

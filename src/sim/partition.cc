@@ -9,16 +9,22 @@
 namespace mrc::sim {
 
 // The same arithmetic as Simulation's build (simulation_test checks that both agree).
-Result<FabricShape> fabric_shape(const TopologyConfig& t) {
+SimResult<FabricShape> fabric_shape(const TopologyConfig& t) {
   FabricShape s;
   s.hosts = t.hosts;
   s.planes = t.planes;
   if (t.hosts < 2 || t.planes == 0 || t.planes > 32 || t.radix < 2) {
-    return fail(Error::kInvalidArgument);
+    return sim_fail("topo: hosts " + std::to_string(t.hosts) + ", planes " +
+                    std::to_string(t.planes) + ", radix " + std::to_string(t.radix) +
+                    ": need at least 2 hosts, 1 to 32 planes and a radix of at least 2");
   }
   if (t.kind == TopologyKind::kFatTree) {
     if (t.planes != 1 || (t.tiers != 3 && t.tiers != 4) || t.radix < 4 || t.radix % 2 != 0)
-      return fail(Error::kInvalidArgument);
+      return sim_fail(
+          "topo: a fat tree has one plane, 3 or 4 tiers and an even radix of at "
+          "least 4 (planes " +
+          std::to_string(t.planes) + ", tiers " + std::to_string(t.tiers) + ", radix " +
+          std::to_string(t.radix) + ")");
     s.fat_tree = true;
     s.half = t.radix / 2;
     s.hosts_per_leaf = s.uplinks = s.half;
@@ -37,11 +43,15 @@ Result<FabricShape> fabric_shape(const TopologyConfig& t) {
     return s;
   }
   s.hosts_per_leaf = t.hosts_per_leaf ? t.hosts_per_leaf : t.radix / 2;
-  if (s.hosts_per_leaf == 0 || s.hosts_per_leaf >= t.radix) return fail(Error::kInvalidArgument);
+  if (s.hosts_per_leaf == 0 || s.hosts_per_leaf >= t.radix)
+    return sim_fail("topo: hosts_per_leaf " + std::to_string(s.hosts_per_leaf) +
+                    " must be at least 1 and below the radix " + std::to_string(t.radix));
   s.uplinks = t.radix - s.hosts_per_leaf;
   s.leaves = (t.hosts + s.hosts_per_leaf - 1) / s.hosts_per_leaf;
   s.spines = t.spines ? t.spines : s.uplinks;
-  if (s.spines == 0 || s.uplinks % s.spines != 0) return fail(Error::kInvalidArgument);
+  if (s.spines == 0 || s.uplinks % s.spines != 0)
+    return sim_fail("topo: spines " + std::to_string(s.spines) + " must divide the " +
+                    std::to_string(s.uplinks) + " uplinks of a leaf");
   return s;
 }
 
@@ -67,14 +77,16 @@ uint32_t BlockLayout::core_block(uint32_t core) const {
   return spread(core, shape_.cores, blocks_);
 }
 
-Result<PartitionPlan> plan_partition(const SimConfig& cfg, uint32_t ranks,
-                                     const std::vector<FlowSpec>& flows, uint32_t paths_per_qp,
-                                     const MemoryModel& model) {
+SimResult<PartitionPlan> plan_partition(const SimConfig& cfg, uint32_t ranks,
+                                        const std::vector<FlowSpec>& flows, uint32_t paths_per_qp,
+                                        const MemoryModel& model) {
   auto shape = fabric_shape(cfg.topo);
-  if (!shape) return fail(shape.error());
+  if (!shape) return std::unexpected(shape.error());
   const FabricShape& s = *shape;
   const BlockLayout layout(s);
-  if (ranks == 0 || ranks > layout.blocks()) return fail(Error::kInvalidArgument);
+  if (ranks == 0 || ranks > layout.blocks())
+    return sim_fail(std::to_string(ranks) + " ranks: the fabric has " +
+                    std::to_string(layout.blocks()) + " blocks to share (1 rank at least)");
   PartitionPlan p;
   p.ranks = ranks;
   p.blocks = layout.blocks();

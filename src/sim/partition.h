@@ -41,7 +41,7 @@ struct FabricShape {
   uint32_t pods = 0, half = 0, aggs = 0, ft_spines = 0, cores = 0;  // fat tree
 };
 // Errors: kInvalidArgument (the configuration Simulation::create would reject).
-Result<FabricShape> fabric_shape(const TopologyConfig& t);
+SimResult<FabricShape> fabric_shape(const TopologyConfig& t);
 
 // The blocks of a fabric and which rank holds each.
 class BlockLayout {
@@ -103,9 +103,9 @@ struct MemoryModel {
 };
 // `flows`: the flows the workload adds at its start (dependent workloads add more later; the
 // plan counts what is known). `paths_per_qp`: EVs of a QP over all planes.
-Result<PartitionPlan> plan_partition(const SimConfig& cfg, uint32_t ranks,
-                                     const std::vector<FlowSpec>& flows, uint32_t paths_per_qp,
-                                     const MemoryModel& model = {});
+SimResult<PartitionPlan> plan_partition(const SimConfig& cfg, uint32_t ranks,
+                                        const std::vector<FlowSpec>& flows, uint32_t paths_per_qp,
+                                        const MemoryModel& model = {});
 std::string format_plan(const PartitionPlan& p);
 
 // The other ranks of a distributed run, as a Simulation sees them. Every call is collective:

@@ -8,34 +8,34 @@ namespace mrc::sim {
 
 namespace {
 
-TextResult<std::vector<HostId>> collective_group(const WorkloadConfig& w, uint32_t hosts) {
+SimResult<std::vector<HostId>> collective_group(const WorkloadConfig& w, uint32_t hosts) {
   const std::string kind = workload_kind_name(w.kind);
   if (!w.group.empty()) {
     std::set<HostId> seen;
     for (HostId h : w.group) {
       if (h >= hosts)
-        return text_error("workload." + std::string("group") + ": host " + std::to_string(h) +
-                          " out of range (the fabric has " + std::to_string(hosts) + " hosts)");
+        return sim_fail("workload." + std::string("group") + ": host " + std::to_string(h) +
+                        " out of range (the fabric has " + std::to_string(hosts) + " hosts)");
       if (!seen.insert(h).second)
-        return text_error("workload.group: host " + std::to_string(h) + " listed twice");
+        return sim_fail("workload.group: host " + std::to_string(h) + " listed twice");
     }
     return w.group;
   }
   if (w.ranks > hosts)
-    return text_error("workload.ranks: " + std::to_string(w.ranks) + " ranks but the fabric has " +
-                      std::to_string(hosts) + " hosts");
+    return sim_fail("workload.ranks: " + std::to_string(w.ranks) + " ranks but the fabric has " +
+                    std::to_string(hosts) + " hosts");
   return all_hosts(w.ranks == 0 ? hosts : w.ranks);
 }
 
 }  // namespace
 
-TextResult<std::unique_ptr<Workload>> make_workload(const WorkloadConfig& w, uint32_t hosts,
-                                                    uint64_t seed) {
+SimResult<std::unique_ptr<Workload>> make_workload(const WorkloadConfig& w, uint32_t hosts,
+                                                   uint64_t seed) {
   using K = WorkloadConfig;
   const std::vector<HostId> everyone = all_hosts(hosts);
   auto flows_of = [](std::string name,
-                     TextResult<std::vector<FlowSpec>> f) -> TextResult<std::unique_ptr<Workload>> {
-    if (!f) return text_error("workload: " + f.error());
+                     SimResult<std::vector<FlowSpec>> f) -> SimResult<std::unique_ptr<Workload>> {
+    if (!f) return sim_fail("workload: ", f.error());
     return std::make_unique<StaticFlows>(std::move(name), std::move(*f));
   };
   switch (w.kind) {
@@ -46,8 +46,8 @@ TextResult<std::unique_ptr<Workload>> make_workload(const WorkloadConfig& w, uin
                                                       w.start, w.spread, seed));
     case K::kIncast:
       if (w.dst >= hosts)
-        return text_error("workload.dst: host " + std::to_string(w.dst) +
-                          " out of range (the fabric has " + std::to_string(hosts) + " hosts)");
+        return sim_fail("workload.dst: host " + std::to_string(w.dst) +
+                        " out of range (the fabric has " + std::to_string(hosts) + " hosts)");
       return flows_of("incast", incast_flows(everyone, w.dst, w.senders ? w.senders : hosts - 1,
                                              w.size, w.start));
     case K::kAllToAll:
@@ -55,22 +55,22 @@ TextResult<std::unique_ptr<Workload>> make_workload(const WorkloadConfig& w, uin
     case K::kTraining: {
       auto g = collective_group(w, hosts);
       if (!g) return std::unexpected(g.error());
-      if (g->size() < 2) return text_error("workload: a collective needs at least 2 ranks");
+      if (g->size() < 2) return sim_fail("workload: a collective needs at least 2 ranks");
       if (w.kind == K::kAllToAll) return std::make_unique<AllToAll>(*g, w.size, w.start);
       const uint32_t row = w.algorithm == K::kRing2d ? w.row : 0;
       if (row != 0 && g->size() % row != 0)
-        return text_error("workload.row: " + std::to_string(row) +
-                          " ranks per row do not divide the " + std::to_string(g->size()) +
-                          " ranks of the group");
+        return sim_fail("workload.row: " + std::to_string(row) +
+                        " ranks per row do not divide the " + std::to_string(g->size()) +
+                        " ranks of the group");
       if (w.kind == K::kAllReduce) return std::make_unique<RingAllReduce>(*g, w.size, w.start, row);
       return std::make_unique<TrainingLoop>(*g, w.size, w.compute, w.iterations, w.start, row);
     }
     case K::kSteady: {
       auto g = collective_group(w, hosts);
       if (!g) return std::unexpected(g.error());
-      if (g->size() < 2) return text_error("workload: steady streams need at least 2 hosts");
+      if (g->size() < 2) return sim_fail("workload: steady streams need at least 2 hosts");
       auto streams = steady_permutation(*g, w.size, w.start, w.until, w.depth, seed);
-      if (!streams) return text_error("workload: " + streams.error());
+      if (!streams) return sim_fail("workload: ", streams.error());
       return std::make_unique<SteadyStreams>("steady", std::move(*streams));
     }
     case K::kFlows: {
@@ -82,9 +82,8 @@ TextResult<std::unique_ptr<Workload>> make_workload(const WorkloadConfig& w, uin
         const WorkloadConfig::Flow& f = w.flow_list[i];
         for (HostId h : {f.src, f.dst})
           if (h >= hosts)
-            return text_error("workload.flow[" + std::to_string(i) + "]: host " +
-                              std::to_string(h) + " out of range (the fabric has " +
-                              std::to_string(hosts) + " hosts)");
+            return sim_fail("workload.flow[" + std::to_string(i) + "]: host " + std::to_string(h) +
+                            " out of range (the fabric has " + std::to_string(hosts) + " hosts)");
         const uint16_t set = f.paths.empty() ? 0 : ++path_set;
         streams.push_back(
             {f.src, f.dst, f.size, f.start, f.until, f.until > f.start ? w.depth : 1, set});
@@ -95,16 +94,15 @@ TextResult<std::unique_ptr<Workload>> make_workload(const WorkloadConfig& w, uin
       auto m = load_htsim_cm(w.file);
       if (!m) return std::unexpected(m.error());
       if (m->nodes > hosts)
-        return text_error(w.file + ": 'Nodes " + std::to_string(m->nodes) +
-                          "' but the fabric has " + std::to_string(hosts) +
-                          " hosts (set topo.hosts)");
+        return sim_fail(w.file + ": 'Nodes " + std::to_string(m->nodes) + "' but the fabric has " +
+                        std::to_string(hosts) + " hosts (set topo.hosts)");
       return std::make_unique<HtsimWorkload>(std::move(*m));
     }
   }
-  return text_error("workload: unknown kind");
+  return sim_fail("workload: unknown kind");
 }
 
-TextStatus apply_faults(Simulation& sim, const Scenario& sc) {
+SimStatus apply_faults(Simulation& sim, const Scenario& sc) {
   for (const FaultConfig& f : sc.faults) {
     const std::string where = sc.source + ":" + std::to_string(f.line) + ": fault '" +
                               fault_kind_name(f.kind) + "' on " + f.target + ": ";
@@ -113,26 +111,26 @@ TextStatus apply_faults(Simulation& sim, const Scenario& sc) {
                            f.kind == FaultConfig::kBlackholeReboot;
     if (f.kind == FaultConfig::kPathLoss) {
       if (sim.num_pods() > 0)
-        return text_error(where +
-                          "path_loss names a two-tier Clos path (a plane's spine); the "
-                          "fabric is a fat tree");
-      const std::string missing =
-          sim.check_switch(SwitchRef{SwitchRef::kSpine, f.path.plane, f.path.spine, 0});
-      if (!missing.empty()) return text_error(where + missing);
+        return sim_fail(where +
+                        "path_loss names a two-tier Clos path (a plane's spine); the "
+                        "fabric is a fat tree");
+      if (auto spine =
+              sim.check_switch(SwitchRef{SwitchRef::kSpine, f.path.plane, f.path.spine, 0});
+          !spine)
+        return sim_fail(where, spine.error());
       for (HostId h : {f.src, f.dst})
         if (h >= sim.num_hosts())
-          return text_error(where + "host " + std::to_string(h) + " does not exist (" +
-                            std::to_string(sim.num_hosts()) + " hosts)");
+          return sim_fail(where + "host " + std::to_string(h) + " does not exist (" +
+                          std::to_string(sim.num_hosts()) + " hosts)");
       sim.path_loss(f.src, f.dst, f.path, f.probability, f.at, f.until);
       continue;
     }
     if (on_switch) {
-      if (const std::string missing = sim.check_switch(f.sw); !missing.empty())
-        return text_error(where + missing);
+      if (auto sw = sim.check_switch(f.sw); !sw) return sim_fail(where, sw.error());
     } else {
       for (const LinkRef& l : f.links)
-        if (const std::string missing = sim.check_link(l); !missing.empty())
-          return text_error(where + (f.links.size() > 1 ? link_name(l) + ": " : "") + missing);
+        if (auto link = sim.check_link(l); !link)
+          return sim_fail(where + (f.links.size() > 1 ? link_name(l) + ": " : ""), link.error());
     }
     if (!on_switch && f.links.size() != 1) {
       // Several links, the same fault on each at the same times (a transceiver or line card
@@ -186,11 +184,11 @@ TextStatus apply_faults(Simulation& sim, const Scenario& sc) {
   return {};
 }
 
-TextStatus apply_htsim_failures(Simulation& sim, const HtsimMatrix& m, const std::string& file) {
+SimStatus apply_htsim_failures(Simulation& sim, const HtsimMatrix& m, const std::string& file) {
   if (!m.failures.empty() && sim.num_pods() > 0)
-    return text_error(file +
-                      ": failure lines are mapped onto two-tier fabrics only; on a fat "
-                      "tree use [[fault]] tables (pod1/leaf0-agg2, pod1/agg2-core9, core9)");
+    return sim_fail(file +
+                    ": failure lines are mapped onto two-tier fabrics only; on a fat "
+                    "tree use [[fault]] tables (pod1/leaf0-agg2, pod1/agg2-core9, core9)");
   for (const HtsimFailure& f : m.failures) {
     auto fault = htsim_fault(f, sim.num_leaves(), sim.num_spines(), sim.config().topo.planes, file);
     if (!fault) return std::unexpected(fault.error());
@@ -258,24 +256,25 @@ std::string blocks_layout_limit(const Scenario& sc) {
   return {};
 }
 
-TextResult<TransportResult> run_transport(const Scenario& sc, const TransportRun& run,
-                                          const RunHooks& hooks) {
+SimResult<TransportResult> run_transport(const Scenario& sc, const TransportRun& run,
+                                         const RunHooks& hooks) {
   SimConfig config = run.config;
   config.block_partitions = config.block_partitions || hooks.block_partitions;
   if (config.block_partitions || hooks.exchange != nullptr) {
     if (const std::string why = blocks_layout_limit(sc); !why.empty())
-      return text_error(sc.source +
-                        ": the blocks partition layout (mpirun runs, --partition "
-                        "blocks) cannot run this scenario: " +
-                        why + " (run it serially with --partition planes)");
+      return sim_fail(sc.source +
+                      ": the blocks partition layout (mpirun runs, --partition "
+                      "blocks) cannot run this scenario: " +
+                      why + " (run it serially with --partition planes)");
   }
   auto created = Simulation::create(config, hooks.exchange);
   if (!created)
-    return text_error(sc.source + ": transport " + run.name +
-                      ": the simulator rejected the configuration (" +
-                      std::string(error_name(created.error())) +
-                      "): check topo.kind, topo.hosts, topo.radix, topo.hosts_per_leaf and "
-                      "topo.spines");
+    return sim_fail(
+        created.error().code,
+        sc.source + ": transport " + run.name + ": the simulator rejected the configuration (" +
+            std::string(error_name(created.error().code)) + ": " + created.error().message +
+            "): check topo.kind, topo.hosts, topo.radix, topo.hosts_per_leaf and "
+            "topo.spines");
   Simulation& sim = **created;
 
   auto wl = make_workload(sc.workload, sim.num_hosts(), sc.seed);
@@ -295,25 +294,23 @@ TextResult<TransportResult> run_transport(const Scenario& sc, const TransportRun
     const std::string where = sc.source + ":" + std::to_string(f.line) + ": workload.flow[" +
                               std::to_string(i) + "].paths: ";
     if (sim.num_pods() > 0)
-      return text_error(where +
-                        "pinned paths name a two-tier Clos's spines; the fabric is a fat "
-                        "tree");
+      return sim_fail(where +
+                      "pinned paths name a two-tier Clos's spines; the fabric is a fat "
+                      "tree");
     for (size_t k = 0; k < f.paths.size(); ++k) {
-      const std::string missing =
-          sim.check_switch(SwitchRef{SwitchRef::kSpine, f.paths[k].plane, f.paths[k].spine, 0});
-      if (!missing.empty()) return text_error(where + f.path_names[k] + ": " + missing);
+      const SwitchRef spine{SwitchRef::kSpine, f.paths[k].plane, f.paths[k].spine, 0};
+      if (auto st = sim.check_switch(spine); !st)
+        return sim_fail(where + f.path_names[k] + ": ", st.error());
     }
     if (!sim.add_path_set(f.paths))
-      return text_error(where + "transport " + run.name +
-                        ": pinned paths need path_mode = \"srv6\" (an ECMP entropy names no "
-                        "spine)");
+      return sim_fail(where + "transport " + run.name +
+                      ": pinned paths need path_mode = \"srv6\" (an ECMP entropy names no "
+                      "spine)");
   }
 
   if (!hooks.pcap_path.empty()) {
     auto p = sim.enable_pcap(hooks.pcap_path, hooks.pcap_hosts);
-    if (!p)
-      return text_error(hooks.pcap_path + ": cannot write pcap (" +
-                        std::string(error_name(p.error())) + ")");
+    if (!p) return std::unexpected(p.error());  // "<path>: cannot write pcap (<why>)"
   }
 
   SimulationSink sink(sim);
@@ -358,7 +355,7 @@ TextResult<TransportResult> run_transport(const Scenario& sc, const TransportRun
     r.iterations.insert(r.iterations.end(), w->iterations().begin(), w->iterations().end());
     if (auto* t = dynamic_cast<const TrainingLoop*>(w.get())) r.job_aborted = t->aborted();
   }
-  if (driver.error()) r.workload_error = *driver.error();
+  if (driver.error()) r.workload_error = driver.error()->message;
   return r;
 }
 

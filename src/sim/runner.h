@@ -20,19 +20,19 @@ namespace mrc::sim {
 class SimulationSink final : public FlowSink {
  public:
   explicit SimulationSink(Simulation& sim) : sim_(sim) {}
-  Result<FlowId> add_flow(const FlowSpec& spec) override { return sim_.add_flow(spec); }
+  SimResult<FlowId> add_flow(const FlowSpec& spec) override { return sim_.add_flow(spec); }
 
  private:
   Simulation& sim_;
 };
 
 // The workload of a scenario for a fabric of `hosts` hosts (loads the .cm file for htsim).
-TextResult<std::unique_ptr<Workload>> make_workload(const WorkloadConfig& w, uint32_t hosts,
-                                                    uint64_t seed);
+SimResult<std::unique_ptr<Workload>> make_workload(const WorkloadConfig& w, uint32_t hosts,
+                                                   uint64_t seed);
 // Schedules the scenario's faults (and an htsim matrix's failure lines); checks every link
 // and switch exists in `sim`'s fabric. Errors name the fault's line in the scenario file.
-TextStatus apply_faults(Simulation& sim, const Scenario& sc);
-TextStatus apply_htsim_failures(Simulation& sim, const HtsimMatrix& m, const std::string& file);
+SimStatus apply_faults(Simulation& sim, const Scenario& sc);
+SimStatus apply_htsim_failures(Simulation& sim, const HtsimMatrix& m, const std::string& file);
 
 // Nearest-rank percentile (p in [0, 100]) of an unsorted sample; 0 for an empty one.
 double percentile(std::vector<double> v, double p);
@@ -102,7 +102,7 @@ struct RunHooks {
 std::string blocks_layout_limit(const Scenario& sc);
 
 // One transport of the scenario, start to end.
-TextResult<TransportResult> run_transport(const Scenario& sc, const TransportRun& run,
-                                          const RunHooks& hooks = {});
+SimResult<TransportResult> run_transport(const Scenario& sc, const TransportRun& run,
+                                         const RunHooks& hooks = {});
 
 }  // namespace mrc::sim

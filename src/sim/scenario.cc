@@ -152,21 +152,20 @@ struct Unit {
   uint64_t scale;
 };
 
-TextResult<uint64_t> parse_with_units(std::string_view s, std::initializer_list<Unit> units,
-                                      const char* what, const char* example,
-                                      bool case_insensitive) {
+SimResult<uint64_t> parse_with_units(std::string_view s, std::initializer_list<Unit> units,
+                                     const char* what, const char* example, bool case_insensitive) {
   auto [num, unit] = split_unit(s);
   if (num.empty())
-    return text_error("expected " + std::string(what) + " (a number and a unit) like " + example +
-                      ", got \"" + std::string(s) + "\"");
+    return sim_fail("expected " + std::string(what) + " (a number and a unit) like " + example +
+                    ", got \"" + std::string(s) + "\"");
   const std::string u = case_insensitive ? lower(unit) : std::string(unit);
   for (const Unit& k : units) {
     const std::string name = case_insensitive ? lower(k.name) : std::string(k.name);
     if (u == name) {
       auto v = parse_scaled_decimal(num, k.scale);
       if (!v)
-        return text_error("expected " + std::string(what) + " like " + example + ", got \"" +
-                          std::string(s) + "\"");
+        return sim_fail("expected " + std::string(what) + " like " + example + ", got \"" +
+                        std::string(s) + "\"");
       return *v;
     }
   }
@@ -174,15 +173,15 @@ TextResult<uint64_t> parse_with_units(std::string_view s, std::initializer_list<
   for (const Unit& k : units)
     list += std::string(list.empty() ? "" : ", ") + k.name;
   if (unit.empty())
-    return text_error("expected " + std::string(what) + " with a unit (" + list + ") like " +
-                      example + ", got \"" + std::string(s) + "\"");
-  return text_error("unknown unit \"" + std::string(unit) + "\" in \"" + std::string(s) +
-                    "\" (expected " + list + ")");
+    return sim_fail("expected " + std::string(what) + " with a unit (" + list + ") like " +
+                    example + ", got \"" + std::string(s) + "\"");
+  return sim_fail("unknown unit \"" + std::string(unit) + "\" in \"" + std::string(s) +
+                  "\" (expected " + list + ")");
 }
 
 }  // namespace
 
-TextResult<Time> parse_duration(std::string_view s) {
+SimResult<Time> parse_duration(std::string_view s) {
   if (trim(s) == "0") return 0;  // zero needs no unit
   return parse_with_units(s,
                           {{"ps", 1},
@@ -193,7 +192,7 @@ TextResult<Time> parse_duration(std::string_view s) {
                           "a duration", "\"1.5us\"", false);
 }
 
-TextResult<uint64_t> parse_rate(std::string_view s) {
+SimResult<uint64_t> parse_rate(std::string_view s) {
   return parse_with_units(s,
                           {{"bps", 1},
                            {"Kbps", 1000},
@@ -203,7 +202,7 @@ TextResult<uint64_t> parse_rate(std::string_view s) {
                           "a rate", "\"400Gbps\"", true);
 }
 
-TextResult<uint64_t> parse_size(std::string_view s) {
+SimResult<uint64_t> parse_size(std::string_view s) {
   return parse_with_units(s,
                           {{"B", 1},
                            {"KB", 1000},
@@ -351,14 +350,14 @@ std::optional<std::string> from_fabric_name(std::string_view s) {
 
 }  // namespace
 
-TextResult<LinkRef> parse_link_name(std::string_view s) {
+SimResult<LinkRef> parse_link_name(std::string_view s) {
   if (auto ours = from_fabric_name(s)) {
     if (ours->find('-') != std::string::npos || ours->find("/host") != std::string::npos)
       return parse_link_name(*ours);
   }
   const size_t slash = s.find('/');
   auto bad = [&] {
-    return text_error("expected " + std::string(kLinkForms) + ", got \"" + std::string(s) + "\"");
+    return sim_fail("expected " + std::string(kLinkForms) + ", got \"" + std::string(s) + "\"");
   };
   if (auto h = numbered(s, "host")) return LinkRef{LinkRef::kHostLeaf, 0, *h, 0, 0};  // fat tree
   if (slash == std::string_view::npos) {
@@ -398,13 +397,13 @@ TextResult<LinkRef> parse_link_name(std::string_view s) {
   return LinkRef{LinkRef::kLeafSpine, *plane, *leaf, *spine};
 }
 
-TextResult<SwitchRef> parse_switch_name(std::string_view s) {
+SimResult<SwitchRef> parse_switch_name(std::string_view s) {
   if (auto ours = from_fabric_name(s);
       ours && ours->find('-') == std::string::npos && ours->find("/host") == std::string::npos)
     return parse_switch_name(*ours);
   const size_t slash = s.find('/');
   auto bad = [&] {
-    return text_error("expected " + std::string(kSwitchForms) + ", got \"" + std::string(s) + "\"");
+    return sim_fail("expected " + std::string(kSwitchForms) + ", got \"" + std::string(s) + "\"");
   };
   if (auto c = numbered(s, "core")) return SwitchRef{SwitchRef::kCore, 0, *c, 0};
   if (auto sp = numbered(s, "spine")) return SwitchRef{SwitchRef::kFtSpine, 0, *sp, 0};
@@ -487,24 +486,24 @@ class TableReader {
   bool has(std::string_view key) const { return t_ && t_->contains(key); }
   void allow(std::string_view key) { valid_.insert(std::string(key)); }
 
-  std::unexpected<std::string> err(std::string_view key, const toml::node* n,
-                                   const std::string& msg) const {
-    return text_error(o_.where(key_path(key), n) + ": key '" + key_path(key) + "': " + msg);
+  std::unexpected<SimError> err(std::string_view key, const toml::node* n,
+                                const std::string& msg) const {
+    return sim_fail(o_.where(key_path(key), n) + ": key '" + key_path(key) + "': " + msg);
   }
-  std::unexpected<std::string> expected(std::string_view key, const toml::node* n,
-                                        const std::string& what) const {
+  std::unexpected<SimError> expected(std::string_view key, const toml::node* n,
+                                     const std::string& what) const {
     return err(key, n, "expected " + what + ", got " + describe(*n));
   }
-  std::unexpected<std::string> missing(std::string_view key, const std::string& what) const {
+  std::unexpected<SimError> missing(std::string_view key, const std::string& what) const {
     const std::string where = t_ && t_->source().begin.line > 0
                                   ? o_.file + ":" + std::to_string(t_->source().begin.line)
                                   : o_.file;
-    return text_error(where + ": " +
-                      (path_.empty() ? std::string("the scenario") : "[" + path_ + "]") +
-                      " is missing required key '" + std::string(key) + "' (" + what + ")");
+    return sim_fail(where + ": " +
+                    (path_.empty() ? std::string("the scenario") : "[" + path_ + "]") +
+                    " is missing required key '" + std::string(key) + "' (" + what + ")");
   }
 
-  TextStatus u64(std::string_view key, uint64_t& out, uint64_t min = 0, uint64_t max = UINT64_MAX) {
+  SimStatus u64(std::string_view key, uint64_t& out, uint64_t min = 0, uint64_t max = UINT64_MAX) {
     const toml::node* n = node(key);
     if (!n) return {};
     auto what = [&] {
@@ -519,22 +518,22 @@ class TableReader {
     return {};
   }
   template <typename T>
-  TextStatus uint(std::string_view key, T& out, uint64_t min = 0,
-                  uint64_t max = std::numeric_limits<T>::max()) {
+  SimStatus uint(std::string_view key, T& out, uint64_t min = 0,
+                 uint64_t max = std::numeric_limits<T>::max()) {
     uint64_t v = out;
     auto st = u64(key, v, min, max);
     if (!st) return st;
     out = static_cast<T>(v);
     return {};
   }
-  TextStatus boolean(std::string_view key, bool& out) {
+  SimStatus boolean(std::string_view key, bool& out) {
     const toml::node* n = node(key);
     if (!n) return {};
     if (!n->is_boolean()) return expected(key, n, "true or false");
     out = n->as_boolean()->get();
     return {};
   }
-  TextStatus real(std::string_view key, double& out, double min, double max) {
+  SimStatus real(std::string_view key, double& out, double min, double max) {
     const toml::node* n = node(key);
     if (!n) return {};
     double v = 0;
@@ -552,7 +551,7 @@ class TableReader {
     out = v;
     return {};
   }
-  TextStatus string(std::string_view key, std::string& out) {
+  SimStatus string(std::string_view key, std::string& out) {
     const toml::node* n = node(key);
     if (!n) return {};
     if (!n->is_string()) return expected(key, n, "a string");
@@ -560,7 +559,7 @@ class TableReader {
     return {};
   }
   // One of `choices`; returns the index.
-  TextStatus choice(std::string_view key, std::initializer_list<const char*> choices, size_t& out) {
+  SimStatus choice(std::string_view key, std::initializer_list<const char*> choices, size_t& out) {
     const toml::node* n = node(key);
     if (!n) return {};
     std::string list;
@@ -577,7 +576,7 @@ class TableReader {
     }
     return expected(key, n, "one of " + list);
   }
-  TextStatus duration(std::string_view key, Time& out, bool allow_never = false) {
+  SimStatus duration(std::string_view key, Time& out, bool allow_never = false) {
     const toml::node* n = node(key);
     if (!n) return {};
     const std::string what =
@@ -594,22 +593,22 @@ class TableReader {
       return {};
     }
     auto v = parse_duration(s);
-    if (!v) return err(key, n, v.error());
+    if (!v) return err(key, n, v.error().message);
     out = *v;
     return {};
   }
-  TextStatus rate(std::string_view key, uint64_t& out) {
+  SimStatus rate(std::string_view key, uint64_t& out) {
     const toml::node* n = node(key);
     if (!n) return {};
     if (!n->is_string())
       return expected(key, n, "a rate with a unit (bps, Kbps, Mbps, Gbps, Tbps) like \"400Gbps\"");
     auto v = parse_rate(n->as_string()->get());
-    if (!v) return err(key, n, v.error());
+    if (!v) return err(key, n, v.error().message);
     if (*v == 0) return err(key, n, "a rate must be > 0");
     out = *v;
     return {};
   }
-  TextStatus size(std::string_view key, uint64_t& out) {
+  SimStatus size(std::string_view key, uint64_t& out) {
     const toml::node* n = node(key);
     if (!n) return {};
     if (n->is_integer()) {
@@ -620,13 +619,13 @@ class TableReader {
     if (!n->is_string())
       return expected(key, n, "a size: bytes as an integer, or a string like \"4MiB\"");
     auto v = parse_size(n->as_string()->get());
-    if (!v) return err(key, n, v.error());
+    if (!v) return err(key, n, v.error().message);
     out = *v;
     return {};
   }
 
   // Unknown keys are errors.
-  TextStatus finish() const {
+  SimStatus finish() const {
     if (!t_) return {};
     for (auto&& [k, v] : *t_) {
       if (valid_.count(std::string(k.str()))) continue;
@@ -635,11 +634,11 @@ class TableReader {
         list += std::string(list.empty() ? "" : ", ") + s;
       const std::string kp = key_path(k.str());
       const std::string where = o_.where(kp, &v);
-      return text_error(
-          where + ": unknown key '" + kp + "'" +
-          (list.empty() ? ""
-                        : " (valid keys" + (path_.empty() ? std::string() : " in [" + path_ + "]") +
-                              ": " + list + ")"));
+      return sim_fail(where + ": unknown key '" + kp + "'" +
+                      (list.empty() ? ""
+                                    : " (valid keys" +
+                                          (path_.empty() ? std::string() : " in [" + path_ + "]") +
+                                          ": " + list + ")"));
     }
     return {};
   }
@@ -658,14 +657,14 @@ class TableReader {
   } while (0)
 
 // A sub-table of `r` (absent = nullptr); error if the key holds something else.
-TextResult<const toml::table*> subtable(TableReader& r, std::string_view key) {
+SimResult<const toml::table*> subtable(TableReader& r, std::string_view key) {
   const toml::node* n = r.node(key);
   if (!n) return nullptr;
   if (!n->is_table()) return r.expected(key, n, "a table ([" + r.key_path(key) + "])");
   return n->as_table();
 }
 
-TextStatus read_topo(TableReader& r, TopologyConfig& t) {
+SimStatus read_topo(TableReader& r, TopologyConfig& t) {
   size_t kind = t.kind == TopologyKind::kFatTree ? 1 : 0;
   TRY(r.choice("kind", {"clos2", "fat_tree"}, kind));
   t.kind = kind == 1 ? TopologyKind::kFatTree : TopologyKind::kClos2;
@@ -697,7 +696,7 @@ TextStatus read_topo(TableReader& r, TopologyConfig& t) {
   return r.finish();
 }
 
-TextStatus read_switch(TableReader& r, SwitchConfig& s) {
+SimStatus read_switch(TableReader& r, SwitchConfig& s) {
   TRY(r.size("queue", s.queue_bytes));
   TRY(r.size("ecn_kmin", s.ecn_kmin_bytes));
   TRY(r.size("ecn_kmax", s.ecn_kmax_bytes));
@@ -723,8 +722,8 @@ TextStatus read_switch(TableReader& r, SwitchConfig& s) {
 
 constexpr std::initializer_list<const char*> kKinds = {"mrc", "mrc_oblivious", "roce", "roce_pfc"};
 
-TextStatus read_transport(TableReader& r, TransportConfig& t, std::vector<std::string>& kinds,
-                          std::string& cc_name, std::map<std::string, uint32_t>& qps_per_kind) {
+SimStatus read_transport(TableReader& r, TransportConfig& t, std::vector<std::string>& kinds,
+                         std::string& cc_name, std::map<std::string, uint32_t>& qps_per_kind) {
   if (const toml::node* n = r.node("kinds")) {
     std::string list;
     for (const char* c : kKinds)
@@ -816,10 +815,10 @@ constexpr std::initializer_list<const char*> kWorkloadKinds = {
     "permutation", "uniform", "incast", "all_to_all", "allreduce",
     "training",    "htsim",   "steady", "flows"};
 
-TextResult<PathRef> parse_path_name(std::string_view s);
+SimResult<PathRef> parse_path_name(std::string_view s);
 
 // One [[workload.flow]] entry.
-TextStatus read_flow_entry(TableReader& r, WorkloadConfig::Flow& f) {
+SimStatus read_flow_entry(TableReader& r, WorkloadConfig::Flow& f) {
   for (const char* key : {"src", "dst"}) {
     r.allow(key);
     if (!r.has(key)) return r.missing(key, "a host number");
@@ -842,7 +841,7 @@ TextStatus read_flow_entry(TableReader& r, WorkloadConfig::Flow& f) {
       if (!e.is_string())
         return r.err("paths", n, "expected " + what + ", got an element " + describe(e));
       auto p = parse_path_name(e.as_string()->get());
-      if (!p) return r.err("paths", n, p.error());
+      if (!p) return r.err("paths", n, p.error().message);
       f.paths.push_back(*p);
       f.path_names.push_back(e.as_string()->get());
     }
@@ -850,7 +849,7 @@ TextStatus read_flow_entry(TableReader& r, WorkloadConfig::Flow& f) {
   return r.finish();
 }
 
-TextStatus read_workload(TableReader& r, WorkloadConfig& w, const std::string& base_dir) {
+SimStatus read_workload(TableReader& r, WorkloadConfig& w, const std::string& base_dir) {
   if (!r.has("kind")) {
     r.allow("kind");
     std::string list;
@@ -864,7 +863,7 @@ TextStatus read_workload(TableReader& r, WorkloadConfig& w, const std::string& b
   const std::string kind = workload_kind_name(w.kind);
   // Which keys apply to which kind.
   auto only = [&](std::string_view key,
-                  std::initializer_list<WorkloadConfig::Kind> ks) -> TextStatus {
+                  std::initializer_list<WorkloadConfig::Kind> ks) -> SimStatus {
     if (!r.has(key)) return {};
     for (auto x : ks)
       if (x == w.kind) return {};
@@ -980,17 +979,17 @@ constexpr std::initializer_list<const char*> kFaultKinds = {
     "gray_loss", "degrade", "flap",          "path_loss", "blackhole_reboot"};
 
 // A spine named as a path ("p0/spine3": the plane and the spine an EV names).
-TextResult<PathRef> parse_path_name(std::string_view s) {
+SimResult<PathRef> parse_path_name(std::string_view s) {
   auto sw = parse_switch_name(s);
   if (!sw || sw->kind != SwitchRef::kSpine)
-    return text_error(
+    return sim_fail(
         "expected a path as the spine its EV names, like \"p0/spine3\" (plane 0, "
         "spine 3), got \"" +
         std::string(s) + "\"");
   return PathRef{sw->plane, sw->index};
 }
 
-TextStatus read_fault(TableReader& r, FaultConfig& f) {
+SimStatus read_fault(TableReader& r, FaultConfig& f) {
   if (!r.has("kind")) {
     r.allow("kind");
     std::string list;
@@ -1027,17 +1026,17 @@ TextStatus read_fault(TableReader& r, FaultConfig& f) {
   if (on_switch) {
     TRY(r.string(target, f.target));
     auto s = parse_switch_name(f.target);
-    if (!s) return r.err(target, r.node(target), s.error());
+    if (!s) return r.err(target, r.node(target), s.error().message);
     f.sw = *s;
   } else if (on_path) {
     TRY(r.string(target, f.target));
     auto p = parse_path_name(f.target);
-    if (!p) return r.err(target, r.node(target), p.error());
+    if (!p) return r.err(target, r.node(target), p.error().message);
     f.path = *p;
   } else if (r.has("link")) {
     TRY(r.string("link", f.target));
     auto l = parse_link_name(f.target);
-    if (!l) return r.err("link", r.node("link"), l.error());
+    if (!l) return r.err("link", r.node("link"), l.error().message);
     f.link = *l;
     f.links = {*l};
   } else {
@@ -1048,7 +1047,7 @@ TextStatus read_fault(TableReader& r, FaultConfig& f) {
       if (!e.is_string())
         return r.err("links", n, "expected " + what + ", got an element " + describe(e));
       auto l = parse_link_name(e.as_string()->get());
-      if (!l) return r.err("links", n, l.error());
+      if (!l) return r.err("links", n, l.error().message);
       f.links.push_back(*l);
       f.target += (f.target.empty() ? "" : ", ") + e.as_string()->get();
     }
@@ -1074,7 +1073,7 @@ TextStatus read_fault(TableReader& r, FaultConfig& f) {
     return r.missing("at", "when the fault happens, a duration like \"50us\"");
   }
   TRY(r.duration("at", f.at));
-  auto need = [&](std::string_view key, bool needed, const std::string& what) -> TextStatus {
+  auto need = [&](std::string_view key, bool needed, const std::string& what) -> SimStatus {
     r.allow(key);
     if (needed && !r.has(key)) return r.missing(key, what);
     if (!needed && r.has(key))
@@ -1114,10 +1113,10 @@ TextStatus read_fault(TableReader& r, FaultConfig& f) {
 // A three-tier fat tree of radix k: even k, at most k pods of (k/2)^2 hosts, and switch counts
 // that fit the uSID ranges (16383 per tier). Four tiers: at most k superpods of (k/2)^3
 // hosts; aggs and spines share a range (8192 each), cores 16383.
-TextStatus check_fat_tree(const TopologyConfig& t, const std::string& where) {
+SimStatus check_fat_tree(const TopologyConfig& t, const std::string& where) {
   if (t.radix % 2 != 0)
-    return text_error(where + "a fat tree needs an even radix (k/2 ports down, k/2 up), got " +
-                      std::to_string(t.radix));
+    return sim_fail(where + "a fat tree needs an even radix (k/2 ports down, k/2 up), got " +
+                    std::to_string(t.radix));
   const uint64_t half = t.radix / 2;
   const bool four = t.tiers == 4;
   auto capacity_of = [&](uint64_t k) { return four ? k * k * k * k / 8 : k * k * k / 4; };
@@ -1126,26 +1125,26 @@ TextStatus check_fat_tree(const TopologyConfig& t, const std::string& where) {
     uint32_t k = 4;
     while (capacity_of(k) < t.hosts)
       k += 2;
-    return text_error(where + std::to_string(t.hosts) + " hosts do not fit a " +
-                      (four ? "four" : "three") + "-tier fat tree of radix " +
-                      std::to_string(t.radix) + " (at most " + (four ? "k^4/8" : "k^3/4") + " = " +
-                      std::to_string(capacity) +
-                      (four ? ": k superpods of (k/2)^3 hosts" : ": k pods of (k/2)^2 hosts") +
-                      "): raise radix to >= " + std::to_string(k) + ", or lower hosts");
+    return sim_fail(where + std::to_string(t.hosts) + " hosts do not fit a " +
+                    (four ? "four" : "three") + "-tier fat tree of radix " +
+                    std::to_string(t.radix) + " (at most " + (four ? "k^4/8" : "k^3/4") + " = " +
+                    std::to_string(capacity) +
+                    (four ? ": k superpods of (k/2)^3 hosts" : ": k pods of (k/2)^2 hosts") +
+                    "): raise radix to >= " + std::to_string(k) + ", or lower hosts");
   }
   if (four) {
     const uint64_t superpods = (t.hosts + half * half * half - 1) / (half * half * half);
     if (superpods * half * half > 0x2000 || half * half * half > 0x3FFF)
-      return text_error(where + "radix " + std::to_string(t.radix) +
-                        " is too large for the simulator's four-tier uSID plan (at most 8192 "
-                        "aggs and spines each, 16383 cores): use radix <= 32");
+      return sim_fail(where + "radix " + std::to_string(t.radix) +
+                      " is too large for the simulator's four-tier uSID plan (at most 8192 "
+                      "aggs and spines each, 16383 cores): use radix <= 32");
     return {};
   }
   const uint64_t pods = (t.hosts + half * half - 1) / (half * half);
   if (pods * half > 0x3FFF || half * half > 0x3FFF)
-    return text_error(where + "radix " + std::to_string(t.radix) +
-                      " is too large for the simulator's uSID plan (at most 16383 leaves, aggs "
-                      "and cores each): use radix <= 180");
+    return sim_fail(where + "radix " + std::to_string(t.radix) +
+                    " is too large for the simulator's uSID plan (at most 16383 leaves, aggs "
+                    "and cores each): use radix <= 180");
   return {};
 }
 
@@ -1182,10 +1181,10 @@ toml::table parse_override_value(std::string_view value) {
   return out;
 }
 
-TextStatus apply_override(toml::table& root, const std::string& arg, Origin& origin) {
+SimStatus apply_override(toml::table& root, const std::string& arg, Origin& origin) {
   const size_t eq = arg.find('=');
   if (eq == std::string::npos || eq == 0)
-    return text_error("--set " + arg + ": expected key=value (e.g. topo.hosts=256)");
+    return sim_fail("--set " + arg + ": expected key=value (e.g. topo.hosts=256)");
   const std::string key(trim(std::string_view(arg).substr(0, eq)));
   const std::string_view value = std::string_view(arg).substr(eq + 1);
   std::vector<std::string> segs;
@@ -1193,7 +1192,7 @@ TextStatus apply_override(toml::table& root, const std::string& arg, Origin& ori
     const size_t d = key.find('.', p);
     segs.push_back(key.substr(p, d == std::string::npos ? std::string::npos : d - p));
     if (segs.back().empty())
-      return text_error("--set " + arg + ": empty component in key '" + key + "'");
+      return sim_fail("--set " + arg + ": empty component in key '" + key + "'");
     if (d == std::string::npos) break;
     p = d + 1;
   }
@@ -1210,19 +1209,18 @@ TextStatus apply_override(toml::table& root, const std::string& arg, Origin& ori
       auto idx = parse_u32(s);
       toml::array& a = *cur->as_array();
       if (!idx || *idx >= a.size())
-        return text_error("--set " + arg + ": '" + display + "' is an array of " +
-                          std::to_string(a.size()) + "; expected an index 0.." +
-                          std::to_string(a.size() == 0 ? 0 : a.size() - 1) + ", got '" + s + "'");
+        return sim_fail("--set " + arg + ": '" + display + "' is an array of " +
+                        std::to_string(a.size()) + "; expected an index 0.." +
+                        std::to_string(a.size() == 0 ? 0 : a.size() - 1) + ", got '" + s + "'");
       cur = a.get(*idx);
       display += "[" + s + "]";
     } else {
-      return text_error("--set " + arg + ": '" + display + "' is " + describe(*cur) +
-                        ", not a table");
+      return sim_fail("--set " + arg + ": '" + display + "' is " + describe(*cur) +
+                      ", not a table");
     }
   }
   if (!cur->is_table())
-    return text_error("--set " + arg + ": '" + display + "' is " + describe(*cur) +
-                      ", not a table");
+    return sim_fail("--set " + arg + ": '" + display + "' is " + describe(*cur) + ", not a table");
   toml::table v = parse_override_value(value);
   cur->as_table()->insert_or_assign(segs.back(), *v.get("v"));
   display += (display.empty() ? "" : ".") + segs.back();
@@ -1232,17 +1230,17 @@ TextStatus apply_override(toml::table& root, const std::string& arg, Origin& ori
 
 }  // namespace
 
-TextResult<Scenario> parse_scenario(std::string_view text, std::string_view filename,
-                                    const std::vector<std::string>& overrides) {
+SimResult<Scenario> parse_scenario(std::string_view text, std::string_view filename,
+                                   const std::vector<std::string>& overrides) {
   Origin origin;
   origin.file = std::string(filename);
   toml::table root;
   try {
     root = toml::parse(text, filename);
   } catch (const toml::parse_error& e) {
-    return text_error(origin.file + ":" + std::to_string(e.source().begin.line) + ":" +
-                      std::to_string(e.source().begin.column) +
-                      ": TOML syntax error: " + std::string(e.description()));
+    return sim_fail(origin.file + ":" + std::to_string(e.source().begin.line) + ":" +
+                    std::to_string(e.source().begin.column) +
+                    ": TOML syntax error: " + std::string(e.description()));
   }
   for (const std::string& o : overrides)
     TRY(apply_override(root, o, origin));
@@ -1283,14 +1281,14 @@ TextResult<Scenario> parse_scenario(std::string_view text, std::string_view file
     const std::string where = origin.file + ": [topo]: ";
     const uint32_t h = t.hosts_per_leaf ? t.hosts_per_leaf : t.radix / 2;
     if (h == 0 || h >= t.radix)
-      return text_error(where + "hosts_per_leaf (" + std::to_string(h) +
-                        ") must be in 1..radix-1 (radix " + std::to_string(t.radix) + ")");
+      return sim_fail(where + "hosts_per_leaf (" + std::to_string(h) +
+                      ") must be in 1..radix-1 (radix " + std::to_string(t.radix) + ")");
     const uint32_t up = t.radix - h;
     const uint32_t spines = t.spines ? t.spines : up;
     if (spines == 0 || up % spines != 0)
-      return text_error(where + "spines (" + std::to_string(spines) +
-                        ") must divide the uplinks per leaf (radix - hosts_per_leaf = " +
-                        std::to_string(up) + ")");
+      return sim_fail(where + "spines (" + std::to_string(spines) +
+                      ") must divide the uplinks per leaf (radix - hosts_per_leaf = " +
+                      std::to_string(up) + ")");
     const uint64_t leaves = (t.hosts + h - 1) / h;
     if (leaves * (up / spines) > t.radix) {
       std::string msg = where + std::to_string(t.hosts) + " hosts need " + std::to_string(leaves) +
@@ -1308,7 +1306,7 @@ TextResult<Scenario> parse_scenario(std::string_view text, std::string_view file
       } else {
         msg += ", raise hosts_per_leaf or spines";
       }
-      return text_error(msg + ", or lower hosts");
+      return sim_fail(msg + ", or lower hosts");
     }
   }
 
@@ -1381,16 +1379,16 @@ TextResult<Scenario> parse_scenario(std::string_view text, std::string_view file
   return sc;
 }
 
-TextResult<Scenario> load_scenario(const std::string& path,
-                                   const std::vector<std::string>& overrides) {
+SimResult<Scenario> load_scenario(const std::string& path,
+                                  const std::vector<std::string>& overrides) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return text_error(path + ": cannot open scenario file");
+  if (!in) return sim_fail(path + ": cannot open scenario file");
   std::ostringstream ss;
   ss << in.rdbuf();
   return parse_scenario(ss.str(), path, overrides);
 }
 
-TextResult<Scenario> default_scenario(const std::vector<std::string>& overrides) {
+SimResult<Scenario> default_scenario(const std::vector<std::string>& overrides) {
   auto sc = parse_scenario(kDefaultScenario, "<default>", overrides);
   if (sc) sc->source = "<default>";
   return sc;

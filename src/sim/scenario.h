@@ -121,27 +121,27 @@ struct Scenario {
 
 // Parses a scenario; `overrides` are "dotted.key=value" strings applied on top of the file
 // (value: a TOML value; a bare word is a string; [a, b] of bare words is an array of strings).
-TextResult<Scenario> parse_scenario(std::string_view toml_text, std::string_view filename,
-                                    const std::vector<std::string>& overrides = {});
-TextResult<Scenario> load_scenario(const std::string& path,
+SimResult<Scenario> parse_scenario(std::string_view toml_text, std::string_view filename,
                                    const std::vector<std::string>& overrides = {});
+SimResult<Scenario> load_scenario(const std::string& path,
+                                  const std::vector<std::string>& overrides = {});
 
 // The embedded default scenario (a small multi-plane fabric, a permutation, MRC against
 // RoCEv2/ECMP and MRC oblivious, a leaf-spine link failure mid-run).
 std::string_view default_scenario_toml();
-TextResult<Scenario> default_scenario(const std::vector<std::string>& overrides = {});
+SimResult<Scenario> default_scenario(const std::vector<std::string>& overrides = {});
 
 // Names: "p0/leaf3-spine7" (also "p0/leaf3->spine7"), "p1/host5" (host-leaf link),
 // "p0/spine2", "p0/leaf1".
-TextResult<LinkRef> parse_link_name(std::string_view s);
-TextResult<SwitchRef> parse_switch_name(std::string_view s);
+SimResult<LinkRef> parse_link_name(std::string_view s);
+SimResult<SwitchRef> parse_switch_name(std::string_view s);
 std::string link_name(const LinkRef& l);
 std::string switch_name(const SwitchRef& s);
 
 // Units ("1.5us" -> ps, "400Gbps" -> bit/s, "4KiB" -> bytes). Errors say what was expected.
-TextResult<Time> parse_duration(std::string_view s);
-TextResult<uint64_t> parse_rate(std::string_view s);
-TextResult<uint64_t> parse_size(std::string_view s);
+SimResult<Time> parse_duration(std::string_view s);
+SimResult<uint64_t> parse_rate(std::string_view s);
+SimResult<uint64_t> parse_size(std::string_view s);
 std::string format_duration(Time t);  // "1.5us", "never"
 std::string format_rate(uint64_t bps);
 std::string format_size(uint64_t bytes);

@@ -37,7 +37,7 @@ void Simulation::Impl::flow_start(FlowId f) {
   st.parts_left = parts;
   for (uint32_t part = 0; part < parts; ++part) {
     const uint32_t plane = roce ? part % P : 0xFF;
-    Result<QpPair> qp = fail(Error::kNoResources);
+    SimResult<QpPair> qp = sim_fail(Error::kNoResources, "no QP");
     if (blocks) {
       // The receiver's end is set up in its own partition, one lookahead later: before any
       // packet of this flow can get there (two links away at least).
@@ -441,13 +441,15 @@ void Simulation::Impl::emit_throughput() {
 Simulation::Simulation(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Simulation::~Simulation() = default;
 
-Result<std::unique_ptr<Simulation>> Simulation::create(const SimConfig& cfg,
-                                                       RankExchange* exchange) {
+SimResult<std::unique_ptr<Simulation>> Simulation::create(const SimConfig& cfg,
+                                                          RankExchange* exchange) {
   const TopologyConfig& t = cfg.topo;
   if (t.hosts < 2 || t.planes == 0 || t.planes > 32 || t.radix < 2 || t.link_bps == 0 ||
       cfg.transport.mtu < 64 || cfg.transport.mtu > 9000 || cfg.transport.ack_every == 0 ||
       cfg.transport.qps_per_flow == 0 || cfg.transport.qps_per_flow > 256) {
-    return fail(Error::kInvalidArgument);
+    return sim_fail(
+        "topo.hosts >= 2, topo.planes 1 to 32, topo.radix >= 2, topo.link_rate > 0, "
+        "transport.mtu 64 to 9000, transport.ack_every >= 1 and transport.qps_per_flow 1 to 256");
   }
   auto impl = std::make_unique<Impl>();
   impl->cfg = cfg;
@@ -464,7 +466,7 @@ Result<std::unique_ptr<Simulation>> Simulation::create(const SimConfig& cfg,
   if (impl->cfg.sw.ecn_last_hop == Lh::kAuto)
     impl->cfg.sw.ecn_last_hop = cfg.transport.kind == TransportKind::kRoce ? Lh::kOn : Lh::kOff;
   impl->ecn_last_hop = impl->cfg.sw.ecn_last_hop == Lh::kOn;
-  if (auto s = impl->build(); !s) return fail(s.error());
+  if (auto s = impl->build(); !s) return std::unexpected(s.error());
   return std::unique_ptr<Simulation>(new Simulation(std::move(impl)));
 }
 
@@ -553,11 +555,15 @@ Time Simulation::Impl::ideal_fct(const FlowSpec& spec) const {
   return ideal;
 }
 
-Result<FlowId> Simulation::add_flow(const FlowSpec& spec) {
+SimResult<FlowId> Simulation::add_flow(const FlowSpec& spec) {
   Impl& m = *impl_;
   if (spec.src >= m.hosts.size() || spec.dst >= m.hosts.size() || spec.src == spec.dst ||
       spec.bytes > kMaxFlowBytes || spec.path_set > m.path_sets.size()) {
-    return fail(Error::kInvalidArgument);
+    return sim_fail("flow " + std::to_string(spec.src) + " -> " + std::to_string(spec.dst) +
+                    " of " + std::to_string(spec.bytes) + " bytes on path set " +
+                    std::to_string(spec.path_set) + ": needs two distinct hosts of the " +
+                    std::to_string(m.hosts.size()) + ", at most " + std::to_string(kMaxFlowBytes) +
+                    " bytes and a path set that exists");
   }
   FlowResult r;
   r.id = static_cast<FlowId>(m.num_flows);
@@ -590,15 +596,20 @@ Result<FlowId> Simulation::add_flow(const FlowSpec& spec) {
   return r.id;
 }
 
-Result<uint16_t> Simulation::add_path_set(std::vector<PathRef> paths) {
+SimResult<uint16_t> Simulation::add_path_set(std::vector<PathRef> paths) {
   Impl& m = *impl_;
   const bool mrc_ecmp =
       m.cfg.transport.kind != TransportKind::kRoce && m.cfg.transport.path_mode == PathMode::kEcmp;
   if (paths.empty() || paths.size() > 4096 || m.fat_tree || mrc_ecmp ||
       m.path_sets.size() >= 0xFFFF)
-    return fail(Error::kInvalidArgument);
+    return sim_fail(
+        "pinned paths: 1 to 4096 of them, on a two-tier Clos whose MRC runs use "
+        "SRv6 paths, and at most 65535 path sets");
   for (const PathRef& r : paths)
-    if (r.plane >= m.P || r.spine >= m.S) return fail(Error::kInvalidArgument);
+    if (r.plane >= m.P || r.spine >= m.S)
+      return sim_fail("pinned path p" + std::to_string(r.plane) + "/spine" +
+                      std::to_string(r.spine) + ": the fabric has " + std::to_string(m.P) +
+                      " planes of " + std::to_string(m.S) + " spines");
   m.path_sets.push_back(std::move(paths));
   return static_cast<uint16_t>(m.path_sets.size());
 }
@@ -834,9 +845,11 @@ const std::vector<EvEvent>& Simulation::ev_events() const {
   return impl_->ev_events;
 }
 
-Status Simulation::enable_pcap(const std::string& path, std::vector<HostId> which) {
+SimStatus Simulation::enable_pcap(const std::string& path, std::vector<HostId> which) {
   auto w = wire::PcapWriter::open(path);
-  if (!w) return fail(w.error());
+  if (!w)
+    return sim_fail(w.error(),
+                    path + ": cannot write pcap (" + std::string(error_name(w.error())) + ")");
   impl_->pcap = std::make_unique<wire::PcapWriter>(std::move(*w));
   impl_->pcap_hosts.assign(impl_->hosts.size(), 0);
   for (HostId h : which) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/types.h"
+#include "sim/sim_error.h"
 #include "transport/engine.h"
 
 namespace mrc::sim {
@@ -328,8 +329,8 @@ class Simulation {
   // ev_events()) are those of the whole fabric on every rank after run(); flows() is every
   // flow on rank 0 and the flows a rank sent on the others (a rank keeps only the records of
   // the flows its hosts send).
-  static Result<std::unique_ptr<Simulation>> create(const SimConfig& cfg,
-                                                    RankExchange* exchange = nullptr);
+  static SimResult<std::unique_ptr<Simulation>> create(const SimConfig& cfg,
+                                                       RankExchange* exchange = nullptr);
   ~Simulation();
 
   const SimConfig& config() const;
@@ -352,17 +353,18 @@ class Simulation {
   // (4 leaves + 4 aggs) + 16 cores" or "4-tier fat tree k=4: 4 superpods x (2 pods x (2 leaves
   // + 2 aggs) + 4 spines) + 8 cores".
   std::string fabric_description() const;
-  // Empty when the link or switch exists in this fabric; else why not (what does exist).
-  std::string check_link(const LinkRef& l) const;
-  std::string check_switch(const SwitchRef& s) const;
+  // Whether the link or switch exists in this fabric; the error says why not (what does
+  // exist). Errors: kInvalidArgument.
+  SimStatus check_link(const LinkRef& l) const;
+  SimStatus check_switch(const SwitchRef& s) const;
 
   // A WRITE of spec.bytes from src to dst at spec.start (one QP per ordered host pair per
   // transport, created on first use). Errors: kInvalidArgument (bad host, src == dst).
-  Result<FlowId> add_flow(const FlowSpec& spec);
+  SimResult<FlowId> add_flow(const FlowSpec& spec);
   // Registers a pinned EV set for FlowSpec::path_set; returns its id (1, 2, ...). Errors:
   // kInvalidArgument (empty, more than 4096 paths, a plane or spine the fabric does not
   // have, a fat tree, MRC with path_mode ecmp: an entropy names no spine).
-  Result<uint16_t> add_path_set(std::vector<PathRef> paths);
+  SimResult<uint16_t> add_path_set(std::vector<PathRef> paths);
   // Called when a flow completes (successfully or not), in simulated-time order; may add
   // flows (dependent workloads: collectives, training iterations).
   void on_flow_complete(std::function<void(const FlowResult&)> cb);
@@ -419,13 +421,16 @@ class Simulation {
   // copies the segment into the address (End with SRH, RFC 8754 / RFC 9800) and routes on it.
   // Returns the number of routes checked. Errors: kInvalidArgument (not an SRv6 fabric),
   // kBadExtension (a route differs: a bug).
-  Result<uint64_t> check_usid_forwarding() const;
+  SimResult<uint64_t> check_usid_forwarding() const;
   // Writes packets sent or received by `hosts` to a pcap (decodable with our dissector).
-  Status enable_pcap(const std::string& path, std::vector<HostId> hosts);
+  SimStatus enable_pcap(const std::string& path, std::vector<HostId> hosts);
 
  private:
   struct Impl;
   explicit Simulation(std::unique_ptr<Impl> impl);
+  // check_link, check_switch: empty, or why not.
+  std::string why_no_link(const LinkRef& l) const;
+  std::string why_no_switch(const SwitchRef& s) const;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -167,9 +167,21 @@ uint32_t Simulation::Impl::forward_four_tier(const Switch& sw, const SimPacket& 
   });
 }
 
-Result<uint64_t> Simulation::check_usid_forwarding() const {
+namespace {
+
+// A uSID self-check that found the walked route and the simulator's forwarding apart.
+std::unexpected<SimError> usid_mismatch(HostId src, HostId dst, uint32_t path, const char* what) {
+  return sim_fail(Error::kBadExtension, "uSID forwarding check, host " + std::to_string(src) +
+                                            " -> " + std::to_string(dst) + " path " +
+                                            std::to_string(path) + ": " + what);
+}
+
+}  // namespace
+
+SimResult<uint64_t> Simulation::check_usid_forwarding() const {
   const Impl& m = *impl_;
-  if (m.cfg.transport.path_mode != PathMode::kSrv6) return fail(Error::kInvalidArgument);
+  if (m.cfg.transport.path_mode != PathMode::kSrv6)
+    return sim_fail("the uSID forwarding check needs transport.path_mode = \"srv6\"");
   if (m.fat_tree) return m.check_fat_tree_usid();
   uint64_t checked = 0;
   for (uint32_t plane = 0; plane < m.P; ++plane) {
@@ -208,7 +220,7 @@ Result<uint64_t> Simulation::check_usid_forwarding() const {
                        active < kHostUsidBase) {
               usid_port = (active - kLeafUsidBase) * m.k_parallel;  // down to the leaf
             } else {
-              return fail(Error::kBadExtension);  // no static route for this uSID
+              return usid_mismatch(src, dst, spine, "no static route for the active uSID");
             }
             uint32_t fwd_port = const_cast<Impl&>(m).forward(x, p);
             if (m.k_parallel > 1) {
@@ -217,10 +229,12 @@ Result<uint64_t> Simulation::check_usid_forwarding() const {
               if (x.kind == Switch::kLeaf && fwd_port >= m.H)
                 fwd_port = m.H + (fwd_port - m.H) % m.S;
             }
-            if (usid_port != fwd_port) return fail(Error::kBadExtension);
+            if (usid_port != fwd_port)
+              return usid_mismatch(src, dst, spine, "the uSID route and the forwarding differ");
             const Port& out = x.ports[fwd_port];
             if (out.peer_is_host) {
-              if (out.peer != dst) return fail(Error::kBadExtension);
+              if (out.peer != dst)
+                return usid_mismatch(src, dst, spine, "delivered to another host");
               break;
             }
             sw = out.peer;
@@ -240,7 +254,7 @@ Result<uint64_t> Simulation::check_usid_forwarding() const {
 // (segments_left 1 -> 0, RFC 8754 section 4.3.1.1). Then a static route for the active uSID.
 // Four-tier routes between superpods are the only ones with a second carrier (7 uSIDs): the
 // destination leaf ends the first one and routes on the host uSID of the segment.
-Result<uint64_t> Simulation::Impl::check_fat_tree_usid() const {
+SimResult<uint64_t> Simulation::Impl::check_fat_tree_usid() const {
   uint64_t checked = 0;
   const uint32_t n_paths = ft_num_paths(), sq = half * half;
   const bool four = ft_tiers == 4;
@@ -266,7 +280,7 @@ Result<uint64_t> Simulation::Impl::check_fat_tree_usid() const {
         const uint32_t path = i * step;
         const std::vector<uint16_t> usids = ft_usids(src, dst, path);
         const auto carrier = ev::srv6_carrier(kLocatorBlock, usids);
-        if (!carrier) return fail(Error::kBadExtension);  // more uSIDs than DA + SRH hold
+        if (!carrier) return usid_mismatch(src, dst, path, "more uSIDs than DA + SRH hold");
         // The headers as the sender writes them (ev::apply_to_envelope): the first carrier is
         // the destination address, a second one the SRH's remaining segment.
         wire::Ipv6Addr da{}, segment{};
@@ -295,7 +309,7 @@ Result<uint64_t> Simulation::Impl::check_fat_tree_usid() const {
               da = segment;  // End with SRH: segments_left 1 -> 0, DA = segment list[0]
               segment_left = false;
             } else {
-              return fail(Error::kBadExtension);  // a switch is not a route's destination
+              return usid_mismatch(src, dst, path, "the route ends at a switch");
             }
           }
           const uint16_t active = wire::usid_active(da);
@@ -335,18 +349,21 @@ Result<uint64_t> Simulation::Impl::check_fat_tree_usid() const {
           } else if (!four && is_agg(active) && (active - kAggUsidBase) % half == x.index / half) {
             usid_port = (active - kAggUsidBase) / half;  // core: down to that agg's pod
           }
-          if (usid_port == UINT32_MAX) return fail(Error::kBadExtension);
+          if (usid_port == UINT32_MAX)
+            return usid_mismatch(src, dst, path, "no static route for the active uSID");
           const uint32_t fwd_port = const_cast<Impl&>(*this).forward(x, p);
-          if (usid_port != fwd_port) return fail(Error::kBadExtension);
+          if (usid_port != fwd_port)
+            return usid_mismatch(src, dst, path, "the uSID route and the forwarding differ");
           const Port& out = x.ports[fwd_port];
           if (out.peer_is_host) {
-            if (out.peer != dst) return fail(Error::kBadExtension);
+            if (out.peer != dst) return usid_mismatch(src, dst, path, "delivered to another host");
             arrived = true;
           }
           sw = out.peer;
         }
         // Arrived, with every uSID of both carriers used (the host's is the last).
-        if (!arrived || segment_left) return fail(Error::kBadExtension);
+        if (!arrived || segment_left)
+          return usid_mismatch(src, dst, path, "not delivered with every uSID used");
         ++checked;
       }
     }

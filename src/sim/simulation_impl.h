@@ -424,7 +424,7 @@ struct Simulation::Impl {
   // which `usable(u)` holds as routing sees it (every up port while no link is down).
   template <typename Usable>
   uint32_t ft_ecmp_up_port(const Switch& sw, const SimPacket& p, Usable usable) const;
-  Result<uint64_t> check_fat_tree_usid() const;
+  SimResult<uint64_t> check_fat_tree_usid() const;
   // Fat tree ECMP routing view: index of a leaf-agg or agg-core link in route_down.
   size_t ft_route_leaf_agg(uint32_t leaf, uint32_t a) const {
     return static_cast<size_t>(leaf) * half + a;
@@ -518,11 +518,11 @@ struct Simulation::Impl {
   }
 
   // Building the fabric (simulation_topology.cc): build() runs the steps below in order.
-  Status build();
-  Status shape_fat_tree(Time hop);
-  Status shape_two_tier(Time hop);
+  SimStatus build();
+  SimStatus shape_fat_tree(Time hop);
+  SimStatus shape_two_tier(Time hop);
   void set_queue_thresholds(uint32_t mtu_wire);
-  Status set_up_partitions();
+  SimStatus set_up_partitions();
   void build_fat_tree_switches(bool sample_links);
   void build_two_tier_switches(bool sample_links);
   // Switch `id`'s identity and `ports` unwired ports (the two builders above wire them).
@@ -540,18 +540,18 @@ struct Simulation::Impl {
   // qp_index: which of a flow's QPs (transport.qps_per_flow); path_set: pinned EVs (0: none).
   void build_paths(HostId src, HostId dst, uint32_t plane, uint32_t qp_index, uint16_t path_set,
                    QpAttr& a);
-  Result<QpPair> qp_for(HostId src, HostId dst, uint32_t plane, uint32_t qp_index = 0,
-                        uint16_t path_set = 0);
+  SimResult<QpPair> qp_for(HostId src, HostId dst, uint32_t plane, uint32_t qp_index = 0,
+                           uint16_t path_set = 0);
   // QP table key: peer, pinned path set, QP index, plane (0xFF: every plane).
   static uint64_t qp_key(HostId peer, uint32_t plane, uint32_t qp_index, uint16_t path_set) {
     return (static_cast<uint64_t>(peer) << 32) | (static_cast<uint64_t>(path_set) << 16) |
            ((qp_index & 0xFF) << 8) | (plane & 0xFF);
   }
   std::vector<std::vector<PathRef>> path_sets;  // Simulation::add_path_set, id = index + 1
-  Status configure_qp(Engine& e, uint32_t qpn, HostId me, HostId peer, uint32_t plane,
-                      uint32_t dest_qpn, uint32_t qp_index = 0, uint16_t path_set = 0);
-  Result<uint32_t> blocks_qp(HostId me, HostId peer, uint32_t plane, uint32_t qp_index,
-                             uint16_t path_set);
+  SimStatus configure_qp(Engine& e, uint32_t qpn, HostId me, HostId peer, uint32_t plane,
+                         uint32_t dest_qpn, uint32_t qp_index = 0, uint16_t path_set = 0);
+  SimResult<uint32_t> blocks_qp(HostId me, HostId peer, uint32_t plane, uint32_t qp_index,
+                                uint16_t path_set);
   // EVs per plane of an MRC QP on a two-tier Clos (TransportConfig::evs_per_plane and
   // backup_evs_per_plane resolved against the fabric).
   uint32_t active_evs_per_plane() const;

@@ -38,7 +38,7 @@ class PortWiring {
 // event queues, switches and ports, hosts with their engines, then what runs on them (link
 // sampling, throughput series, scheduled departures). The order of the steps is the order of
 // the events they schedule, which the results depend on.
-Status Simulation::Impl::build() {
+SimStatus Simulation::Impl::build() {
   const TopologyConfig& t = cfg.topo;
   P = t.planes;
   const uint32_t mtu_wire = cfg.transport.mtu + 120 + kIpUdpBytes + kEthernetOverhead;
@@ -75,34 +75,52 @@ Status Simulation::Impl::build() {
 
 // A fat tree: one plane; k/2 hosts and k/2 uplinks per leaf; pods as many as the hosts need
 // (a core has one port per pod, so at most k pods).
-Status Simulation::Impl::shape_fat_tree(Time hop) {
+SimStatus Simulation::Impl::shape_fat_tree(Time hop) {
   const TopologyConfig& t = cfg.topo;
   fat_tree = true;
   if (P != 1 || (t.tiers != 3 && t.tiers != 4) || t.radix < 4 || t.radix % 2 != 0 ||
       t.hosts_per_leaf != 0 || t.spines != 0 || t.radix >= 0x4000)
-    return fail(Error::kInvalidArgument);
+    return sim_fail(
+        "topo: a fat tree has one plane, 3 or 4 tiers, an even radix from 4 to "
+        "16382 and neither hosts_per_leaf nor spines (planes " +
+        std::to_string(P) + ", tiers " + std::to_string(t.tiers) + ", radix " +
+        std::to_string(t.radix) + ")");
   ft_tiers = t.tiers;
   half = t.radix / 2;
   H = U = half;
   const uint64_t pod_hosts = static_cast<uint64_t>(half) * half;
   if (ft_tiers == 3) {
     pods = static_cast<uint32_t>((t.hosts + pod_hosts - 1) / pod_hosts);
-    if (pods > t.radix) return fail(Error::kInvalidArgument);
+    if (pods > t.radix)
+      return sim_fail(Error::kTooBig, "topo: " + std::to_string(t.hosts) + " hosts need " +
+                                          std::to_string(pods) + " pods; radix " +
+                                          std::to_string(t.radix) + " cores have room for " +
+                                          std::to_string(t.radix));
     cores = half * half;
   } else {
     // Whole superpods (a core has one port per superpod, so at most k of them).
     superpods = static_cast<uint32_t>((t.hosts + pod_hosts * half - 1) / (pod_hosts * half));
-    if (superpods > t.radix) return fail(Error::kInvalidArgument);
+    if (superpods > t.radix)
+      return sim_fail(Error::kTooBig, "topo: " + std::to_string(t.hosts) + " hosts need " +
+                                          std::to_string(superpods) + " superpods; radix " +
+                                          std::to_string(t.radix) + " cores have room for " +
+                                          std::to_string(t.radix));
     pods = superpods * half;
     ft_spines = superpods * half * half;
     cores = half * half * half;
     if (pods * half > kMaxFourTierAggsOrSpines || ft_spines > kMaxFourTierAggsOrSpines)
-      return fail(Error::kInvalidArgument);
+      return sim_fail(Error::kTooBig, "topo: a four-tier fat tree of " +
+                                          std::to_string(pods * half) + " aggs and " +
+                                          std::to_string(ft_spines) + " spines: at most " +
+                                          std::to_string(kMaxFourTierAggsOrSpines) + " of each");
   }
   L = pods * half;
   aggs = pods * half;
   if (L > kMaxFatTreeSwitchesPerTier || cores > kMaxFatTreeSwitchesPerTier)
-    return fail(Error::kInvalidArgument);
+    return sim_fail(Error::kTooBig, "topo: a fat tree of " + std::to_string(L) + " leaves and " +
+                                        std::to_string(cores) + " cores: at most " +
+                                        std::to_string(kMaxFatTreeSwitchesPerTier) +
+                                        " switches per tier");
   S = aggs + ft_spines + cores;
   // Longest path: 2 x tiers links and 2 x tiers - 1 switches each way; within a pod 4 and
   // 3; within a superpod (four tiers) 6 and 5.
@@ -112,16 +130,24 @@ Status Simulation::Impl::shape_fat_tree(Time hop) {
 
 // A two-tier Clos: per plane, L leaves of H hosts and U uplinks, S spines (U / S parallel
 // links between a leaf and a spine).
-Status Simulation::Impl::shape_two_tier(Time hop) {
+SimStatus Simulation::Impl::shape_two_tier(Time hop) {
   const TopologyConfig& t = cfg.topo;
   H = t.hosts_per_leaf ? t.hosts_per_leaf : t.radix / 2;
-  if (H == 0 || H >= t.radix) return fail(Error::kInvalidArgument);
+  if (H == 0 || H >= t.radix)
+    return sim_fail("topo: hosts_per_leaf " + std::to_string(H) +
+                    " must be at least 1 and below the radix " + std::to_string(t.radix));
   U = t.radix - H;
   L = (t.hosts + H - 1) / H;
   S = t.spines ? t.spines : U;
-  if (S == 0 || U % S != 0) return fail(Error::kInvalidArgument);
+  if (S == 0 || U % S != 0)
+    return sim_fail("topo: spines " + std::to_string(S) + " must divide the " + std::to_string(U) +
+                    " uplinks of a leaf");
   k_parallel = U / S;
-  if (L * k_parallel > t.radix) return fail(Error::kInvalidArgument);  // spine ports
+  if (L * k_parallel > t.radix)  // spine ports
+    return sim_fail(Error::kTooBig, "topo: " + std::to_string(L) + " leaves x " +
+                                        std::to_string(k_parallel) +
+                                        " parallel links need more ports than a spine's radix " +
+                                        std::to_string(t.radix));
   // Base RTT of the longest path: 4 links each way, a full MTU serialized per hop.
   base_rtt = 2 * (4 * hop + 3 * t.switch_latency);
   return {};
@@ -145,18 +171,21 @@ void Simulation::Impl::set_queue_thresholds(uint32_t mtu_wire) {
 // Partitions: hosts in 0, plane p in 1 + p, when links give a lookahead; or blocks (and, over
 // several ranks, the blocks this rank holds). Each partition gets its event queue and random
 // generator.
-Status Simulation::Impl::set_up_partitions() {
+SimStatus Simulation::Impl::set_up_partitions() {
   const TopologyConfig& t = cfg.topo;
   lookahead = t.link_delay;
   num_partitions = lookahead > 0 ? 1 + P : 1;
   if (blocks) {
-    if (lookahead == 0) return fail(Error::kInvalidArgument);
+    if (lookahead == 0)
+      return sim_fail("the blocks partition layout needs topo.link_delay above 0 (its lookahead)");
     auto shape = fabric_shape(t);
-    if (!shape) return fail(shape.error());
+    if (!shape) return std::unexpected(shape.error());
     layout = BlockLayout(*shape);
     num_partitions = layout.blocks();
     const uint32_t ranks = ex ? ex->ranks() : 1;
-    if (ranks > num_partitions) return fail(Error::kInvalidArgument);
+    if (ranks > num_partitions)
+      return sim_fail(std::to_string(ranks) + " ranks: the fabric has " +
+                      std::to_string(num_partitions) + " blocks to share");
     rank = ex ? ex->rank() : 0;
     owned.assign(num_partitions, 0);
     for (uint32_t b = 0; b < num_partitions; ++b)
@@ -621,8 +650,8 @@ uint32_t Simulation::Impl::backup_evs_per_plane() const {
   return ecmp_evs() ? want : std::min(want, S - active);
 }
 
-Result<QpPair> Simulation::Impl::qp_for(HostId src, HostId dst, uint32_t plane, uint32_t qp_index,
-                                        uint16_t path_set) {
+SimResult<QpPair> Simulation::Impl::qp_for(HostId src, HostId dst, uint32_t plane,
+                                           uint32_t qp_index, uint16_t path_set) {
   const uint64_t key = qp_key(dst, plane, qp_index, path_set);
   auto it = hosts[src].qps.find(key);
   if (it != hosts[src].qps.end()) return it->second;
@@ -633,11 +662,13 @@ Result<QpPair> Simulation::Impl::qp_for(HostId src, HostId dst, uint32_t plane, 
   ca.rq_depth = 64;
   auto qs = es.create_qp(ca);
   auto qd = ed.create_qp(ca);
-  if (!qs || !qd) return fail(Error::kNoResources);
+  if (!qs || !qd)
+    return sim_fail(Error::kNoResources, "hosts " + std::to_string(src) + " and " +
+                                             std::to_string(dst) + ": no QP left");
   if (auto s = configure_qp(es, *qs, src, dst, plane, *qd, qp_index, path_set); !s)
-    return fail(s.error());
+    return std::unexpected(s.error());
   if (auto s = configure_qp(ed, *qd, dst, src, plane, *qs, qp_index, path_set); !s)
-    return fail(s.error());
+    return std::unexpected(s.error());
   const QpPair fwd{*qs, *qd};
   hosts[src].qps[key] = fwd;
   hosts[dst].qps[qp_key(src, plane, qp_index, path_set)] = QpPair{*qd, *qs};
@@ -648,8 +679,8 @@ Result<QpPair> Simulation::Impl::qp_for(HostId src, HostId dst, uint32_t plane, 
 // own (the sender when a flow starts, the receiver one lookahead later: kFlowAccept), so no
 // partition touches another's engine. Neither end knows the other's QP number: packets are
 // delivered to the receiver's QP for the sender (host_arrive), and dest_qpn stays 0.
-Result<uint32_t> Simulation::Impl::blocks_qp(HostId me, HostId peer, uint32_t plane,
-                                             uint32_t qp_index, uint16_t path_set) {
+SimResult<uint32_t> Simulation::Impl::blocks_qp(HostId me, HostId peer, uint32_t plane,
+                                                uint32_t qp_index, uint16_t path_set) {
   const uint64_t key = qp_key(peer, plane, qp_index, path_set);
   auto it = hosts[me].qps.find(key);
   if (it != hosts[me].qps.end()) return it->second.local_qpn;
@@ -658,9 +689,9 @@ Result<uint32_t> Simulation::Impl::blocks_qp(HostId me, HostId peer, uint32_t pl
   ca.sq_depth = 64;  // as qp_for
   ca.rq_depth = 64;
   auto q = e.create_qp(ca);
-  if (!q) return fail(Error::kNoResources);
+  if (!q) return sim_fail(Error::kNoResources, "host " + std::to_string(me) + ": no QP left");
   if (auto s = configure_qp(e, *q, me, peer, plane, 0, qp_index, path_set); !s)
-    return fail(s.error());
+    return std::unexpected(s.error());
   hosts[me].qps[key] = QpPair{*q, 0};
   if (qp_index != 0 || path_set != 0) hosts[me].qp_sub[*q] = (qp_index << 16) | path_set;
   ++qps_created[me];
@@ -668,9 +699,9 @@ Result<uint32_t> Simulation::Impl::blocks_qp(HostId me, HostId peer, uint32_t pl
 }
 
 // One end of a QP pair, from RESET to RTS.
-Status Simulation::Impl::configure_qp(Engine& e, uint32_t qpn, HostId me, HostId peer,
-                                      uint32_t plane, uint32_t dest_qpn, uint32_t qp_index,
-                                      uint16_t path_set) {
+SimStatus Simulation::Impl::configure_qp(Engine& e, uint32_t qpn, HostId me, HostId peer,
+                                         uint32_t plane, uint32_t dest_qpn, uint32_t qp_index,
+                                         uint16_t path_set) {
   const TransportConfig& tc = cfg.transport;
   const uint64_t link =
       static_cast<uint64_t>(tc.kind == TransportKind::kRoce ? 1 : P) * cfg.topo.link_bps;
@@ -738,9 +769,11 @@ Status Simulation::Impl::configure_qp(Engine& e, uint32_t qpn, HostId me, HostId
                                                             : 8;
     a.retry_linear = 7;
     a.retry_exp = 7;
-    if (auto s = e.modify_qp(now, qpn, QpState::kInit, a); !s) return fail(s.error());
-    if (auto s = e.modify_qp(now, qpn, QpState::kRtr, a); !s) return fail(s.error());
-    if (auto s = e.modify_qp(now, qpn, QpState::kRts, a); !s) return fail(s.error());
+    for (const QpState state : {QpState::kInit, QpState::kRtr, QpState::kRts})
+      if (auto s = e.modify_qp(now, qpn, state, a); !s)
+        return sim_fail(s.error(), "host " + std::to_string(me) + " QP " + std::to_string(qpn) +
+                                       ": the engine refused its attributes (" +
+                                       std::string(error_name(s.error())) + ")");
   }
   return {};
 }
@@ -805,7 +838,17 @@ std::string Simulation::fabric_description() const {
          " spines)";
 }
 
-std::string Simulation::check_link(const LinkRef& l) const {
+SimStatus Simulation::check_link(const LinkRef& l) const {
+  if (std::string why = why_no_link(l); !why.empty()) return sim_fail(std::move(why));
+  return {};
+}
+
+SimStatus Simulation::check_switch(const SwitchRef& s) const {
+  if (std::string why = why_no_switch(s); !why.empty()) return sim_fail(std::move(why));
+  return {};
+}
+
+std::string Simulation::why_no_link(const LinkRef& l) const {
   const Impl& m = *impl_;
   const std::string hosts = std::to_string(m.hosts.size());
   if (m.fat_tree) {
@@ -889,7 +932,7 @@ std::string Simulation::check_link(const LinkRef& l) const {
   }
 }
 
-std::string Simulation::check_switch(const SwitchRef& s) const {
+std::string Simulation::why_no_switch(const SwitchRef& s) const {
   const Impl& m = *impl_;
   if (m.fat_tree) {
     switch (s.kind) {

@@ -29,8 +29,8 @@ uint64_t largest_divisor_at_most(uint64_t n, uint64_t limit) {
   return 1;
 }
 
-TopoProblem invalid(std::string what) {
-  return TopoProblem{Error::kInvalidArgument, std::move(what)};
+SimError invalid(std::string what) {
+  return SimError{Error::kInvalidArgument, std::move(what)};
 }
 
 bool bad_real(double v) {
@@ -61,7 +61,7 @@ uint64_t clos_capacity(uint32_t radix, uint32_t leaf_down, uint32_t tiers) {
   return cap;
 }
 
-std::optional<TopoProblem> check(const ClosParams& p) {
+std::optional<SimError> check(const ClosParams& p) {
   if (p.hosts == 0) return invalid("hosts must be at least 1");
   if (p.hosts > kMaxHosts) return invalid("hosts must be at most 2^40");
   if (p.radix < 4 || p.radix % 2 != 0 || p.radix > kMaxRadix)
@@ -75,16 +75,16 @@ std::optional<TopoProblem> check(const ClosParams& p) {
   if (p.max_tiers < 1 || p.max_tiers > kMaxTiers) return invalid("max_tiers must be in [1, 8]");
   const uint64_t cap = clos_capacity(p.radix, d, p.max_tiers);
   if (p.hosts > cap)
-    return TopoProblem{Error::kTooBig, num(p.hosts) + " hosts exceed the " + num(p.max_tiers) +
-                                           "-tier capacity of radix " + num(p.radix) + " (" +
-                                           num(cap) + " with " + num(d) +
-                                           " hosts per leaf); allow more tiers, use a " +
-                                           "larger radix or more oversubscription"};
+    return SimError{Error::kTooBig, num(p.hosts) + " hosts exceed the " + num(p.max_tiers) +
+                                        "-tier capacity of radix " + num(p.radix) + " (" +
+                                        num(cap) + " with " + num(d) +
+                                        " hosts per leaf); allow more tiers, use a " +
+                                        "larger radix or more oversubscription"};
   return std::nullopt;
 }
 
-Result<ClosSizing> size_clos(const ClosParams& p) {
-  if (auto problem = check(p)) return fail(problem->code);
+SimResult<ClosSizing> size_clos(const ClosParams& p) {
+  if (auto problem = check(p)) return std::unexpected(*problem);
   const uint64_t n = p.hosts;
   const uint64_t r = p.radix;
   const uint64_t half = r / 2;
@@ -150,7 +150,7 @@ const char* packaging_name(OpticsPackaging p) {
   return "?";
 }
 
-std::optional<TopoProblem> check(const Assumptions& a) {
+std::optional<SimError> check(const Assumptions& a) {
   if (bad_real(a.host_link_m) || bad_real(a.copper_reach_m))
     return invalid("cable lengths must be finite and >= 0");
   if (a.lane_gbps == 0) return invalid("lane_gbps must be positive");
@@ -162,14 +162,14 @@ std::optional<TopoProblem> check(const Assumptions& a) {
   return std::nullopt;
 }
 
-Result<double> transceiver_w(const Assumptions& a, uint32_t gbps) {
-  if (gbps == 0) return fail(Error::kInvalidArgument);
+SimResult<double> transceiver_w(const Assumptions& a, uint32_t gbps) {
+  if (gbps == 0) return sim_fail("a link of 0 Gb/s has no transceiver");
   if (gbps <= 100) return a.xcvr_100g_w;
   if (gbps <= 200) return a.xcvr_200g_w;
   if (gbps <= 400) return a.xcvr_400g_w;
   if (gbps <= 800) return a.xcvr_800g_w;
   if (gbps <= 1600) return a.xcvr_1600g_w;
-  return fail(Error::kInvalidArgument);
+  return sim_fail("no transceiver above 1600 Gb/s (" + num(gbps) + " Gb/s)");
 }
 
 DesignParams multi_plane_params(uint64_t gpus) {
@@ -182,7 +182,7 @@ DesignParams conventional_params(uint64_t gpus) {
       .gpus = gpus, .planes = 1, .link_gbps = 800, .radix = 64, .oversub = 1.0, .max_tiers = 4};
 }
 
-std::optional<TopoProblem> check(const DesignParams& p, const Assumptions& a) {
+std::optional<SimError> check(const DesignParams& p, const Assumptions& a) {
   if (auto problem = check(a)) return problem;
   if (p.planes == 0 || p.planes > kMaxPlanes) return invalid("planes must be in [1, 1024]");
   if (p.link_gbps == 0 || p.link_gbps % a.lane_gbps != 0)
@@ -230,14 +230,14 @@ struct ModuleTally {
 
 }  // namespace
 
-Result<DesignReport> size_design(const DesignParams& p, const Assumptions& a) {
-  if (auto problem = check(p, a)) return fail(problem->code);
+SimResult<DesignReport> size_design(const DesignParams& p, const Assumptions& a) {
+  if (auto problem = check(p, a)) return std::unexpected(*problem);
   auto plane = size_clos(ClosParams{.hosts = p.gpus,
                                     .radix = p.radix,
                                     .oversub = p.oversub,
                                     .max_tiers = p.max_tiers,
                                     .uniform_links = p.uniform_links});
-  if (!plane) return fail(plane.error());
+  if (!plane) return std::unexpected(plane.error());
 
   DesignReport r;
   r.params = p;

@@ -37,14 +37,9 @@
 #include <vector>
 
 #include "common/types.h"
+#include "sim/sim_error.h"
 
 namespace mrc::sim {
-
-// Why a sizing was refused: the error value plus a sentence a user can act on.
-struct TopoProblem {
-  Error code = Error::kInvalidArgument;
-  std::string what;
-};
 
 // ---- one plane: a folded Clos ----------------------------------------------------------
 
@@ -73,8 +68,8 @@ uint32_t leaf_host_ports(uint32_t radix, double oversub);
 // Max hosts of a `tiers`-tier folded Clos whose leaves have d host ports (saturates at
 // UINT64_MAX). tiers = 1 is a single switch (R hosts).
 uint64_t clos_capacity(uint32_t radix, uint32_t leaf_down, uint32_t tiers);
-std::optional<TopoProblem> check(const ClosParams& p);
-Result<ClosSizing> size_clos(const ClosParams& p);
+std::optional<SimError> check(const ClosParams& p);
+SimResult<ClosSizing> size_clos(const ClosParams& p);
 
 // ---- assumptions: media, optics packaging, power ---------------------------------------
 
@@ -125,10 +120,10 @@ struct Assumptions {
   double copper_end_w = 0.0;
 };
 
-std::optional<TopoProblem> check(const Assumptions& a);
+std::optional<SimError> check(const Assumptions& a);
 // Power of one pluggable of `gbps` (the smallest table entry >= gbps); kInvalidArgument
 // above 1.6T or for 0.
-Result<double> transceiver_w(const Assumptions& a, uint32_t gbps);
+SimResult<double> transceiver_w(const Assumptions& a, uint32_t gbps);
 
 // ---- a whole design: P planes of a folded Clos -----------------------------------------
 
@@ -167,7 +162,7 @@ struct DesignReport {
   double power_w = 0;         // switches + optics; NICs excluded (same in both designs)
 };
 
-std::optional<TopoProblem> check(const DesignParams& p, const Assumptions& a);
-Result<DesignReport> size_design(const DesignParams& p, const Assumptions& a);
+std::optional<SimError> check(const DesignParams& p, const Assumptions& a);
+SimResult<DesignReport> size_design(const DesignParams& p, const Assumptions& a);
 
 }  // namespace mrc::sim

@@ -23,9 +23,9 @@ std::string flow_error(std::string_view who, const FlowSpec& s, Error e) {
   return o.str();
 }
 
-TextResult<FlowId> add(FlowSink& sink, std::string_view who, const FlowSpec& s) {
+SimResult<FlowId> add(FlowSink& sink, std::string_view who, const FlowSpec& s) {
   auto id = sink.add_flow(s);
-  if (!id) return text_error(flow_error(who, s, id.error()));
+  if (!id) return sim_fail(id.error().code, flow_error(who, s, id.error().code));
   return *id;
 }
 
@@ -40,8 +40,8 @@ std::vector<HostId> all_hosts(uint32_t n) {
 
 // ---- static flow sets ----------------------------------------------------------------------
 
-TextResult<std::vector<uint32_t>> random_derangement(uint32_t n, uint64_t seed) {
-  if (n < 2) return text_error("a permutation needs at least 2 hosts");
+SimResult<std::vector<uint32_t>> random_derangement(uint32_t n, uint64_t seed) {
+  if (n < 2) return sim_fail("a permutation needs at least 2 hosts");
   Rng rng(seed ^ 0x7065726d75746174ull);  // "permutat": separate stream from other uses
   std::vector<uint32_t> p(n);
   for (int attempt = 0; attempt < 64; ++attempt) {
@@ -60,11 +60,11 @@ TextResult<std::vector<uint32_t>> random_derangement(uint32_t n, uint64_t seed) 
   return p;
 }
 
-TextResult<std::vector<FlowSpec>> permutation_flows(const std::vector<HostId>& hosts,
-                                                    uint64_t bytes, Time start, uint64_t seed) {
-  if (bytes == 0) return text_error("permutation: size must be > 0");
+SimResult<std::vector<FlowSpec>> permutation_flows(const std::vector<HostId>& hosts, uint64_t bytes,
+                                                   Time start, uint64_t seed) {
+  if (bytes == 0) return sim_fail("permutation: size must be > 0");
   auto perm = random_derangement(static_cast<uint32_t>(hosts.size()), seed);
-  if (!perm) return text_error("permutation: " + perm.error());
+  if (!perm) return sim_fail("permutation: ", perm.error());
   std::vector<FlowSpec> flows;
   flows.reserve(hosts.size());
   for (size_t i = 0; i < hosts.size(); ++i)
@@ -72,11 +72,11 @@ TextResult<std::vector<FlowSpec>> permutation_flows(const std::vector<HostId>& h
   return flows;
 }
 
-TextResult<std::vector<FlowSpec>> uniform_random_flows(const std::vector<HostId>& hosts,
-                                                       uint32_t count, uint64_t bytes, Time start,
-                                                       Time spread, uint64_t seed) {
-  if (hosts.size() < 2) return text_error("uniform: needs at least 2 hosts");
-  if (bytes == 0) return text_error("uniform: size must be > 0");
+SimResult<std::vector<FlowSpec>> uniform_random_flows(const std::vector<HostId>& hosts,
+                                                      uint32_t count, uint64_t bytes, Time start,
+                                                      Time spread, uint64_t seed) {
+  if (hosts.size() < 2) return sim_fail("uniform: needs at least 2 hosts");
+  if (bytes == 0) return sim_fail("uniform: size must be > 0");
   Rng rng(seed ^ 0x756e69666f726d00ull);
   const uint64_t n = hosts.size();
   std::vector<FlowSpec> flows;
@@ -91,15 +91,15 @@ TextResult<std::vector<FlowSpec>> uniform_random_flows(const std::vector<HostId>
   return flows;
 }
 
-TextResult<std::vector<FlowSpec>> incast_flows(const std::vector<HostId>& hosts, HostId dst,
-                                               uint32_t senders, uint64_t bytes, Time start) {
-  if (bytes == 0) return text_error("incast: size must be > 0");
+SimResult<std::vector<FlowSpec>> incast_flows(const std::vector<HostId>& hosts, HostId dst,
+                                              uint32_t senders, uint64_t bytes, Time start) {
+  if (bytes == 0) return sim_fail("incast: size must be > 0");
   auto it = std::find(hosts.begin(), hosts.end(), dst);
   if (it == hosts.end())
-    return text_error("incast: destination host " + std::to_string(dst) + " is not in the group");
+    return sim_fail("incast: destination host " + std::to_string(dst) + " is not in the group");
   if (senders == 0 || senders >= hosts.size())
-    return text_error("incast: senders must be in 1.." + std::to_string(hosts.size() - 1) +
-                      ", got " + std::to_string(senders));
+    return sim_fail("incast: senders must be in 1.." + std::to_string(hosts.size() - 1) + ", got " +
+                    std::to_string(senders));
   const size_t at = static_cast<size_t>(it - hosts.begin());
   std::vector<FlowSpec> flows;
   for (uint32_t k = 1; k <= senders; ++k)
@@ -107,14 +107,14 @@ TextResult<std::vector<FlowSpec>> incast_flows(const std::vector<HostId>& hosts,
   return flows;
 }
 
-TextResult<std::vector<FlowSpec>> all_to_all_flows(const std::vector<HostId>& group,
-                                                   uint64_t bytes_per_rank, Time start) {
+SimResult<std::vector<FlowSpec>> all_to_all_flows(const std::vector<HostId>& group,
+                                                  uint64_t bytes_per_rank, Time start) {
   const uint64_t n = group.size();
-  if (n < 2) return text_error("all_to_all: needs at least 2 ranks");
+  if (n < 2) return sim_fail("all_to_all: needs at least 2 ranks");
   if (bytes_per_rank < n)
-    return text_error("all_to_all: size (" + std::to_string(bytes_per_rank) +
-                      " bytes per rank) must be at least the number of ranks (" +
-                      std::to_string(n) + ")");
+    return sim_fail("all_to_all: size (" + std::to_string(bytes_per_rank) +
+                    " bytes per rank) must be at least the number of ranks (" + std::to_string(n) +
+                    ")");
   std::vector<FlowSpec> flows;
   flows.reserve(n * (n - 1));
   for (uint64_t i = 0; i < n; ++i)
@@ -166,7 +166,7 @@ StaticFlows::StaticFlows(std::string name, std::vector<FlowSpec> flows)
     total_ += f.bytes;
 }
 
-TextStatus StaticFlows::start(FlowSink& sink) {
+SimStatus StaticFlows::start(FlowSink& sink) {
   for (const FlowSpec& s : flows_) {
     auto id = add(sink, name_, s);
     if (!id) return std::unexpected(id.error());
@@ -174,7 +174,7 @@ TextStatus StaticFlows::start(FlowSink& sink) {
   return {};
 }
 
-TextStatus StaticFlows::on_complete(const FlowResult&, FlowSink&) {
+SimStatus StaticFlows::on_complete(const FlowResult&, FlowSink&) {
   ++completed_;
   return {};
 }
@@ -193,7 +193,7 @@ uint64_t SteadyStreams::total_bytes() const {
   return total;
 }
 
-TextStatus SteadyStreams::post(uint32_t stream, Time at, FlowSink& sink) {
+SimStatus SteadyStreams::post(uint32_t stream, Time at, FlowSink& sink) {
   const Stream& st = streams_[stream];
   FlowSpec f;
   f.src = st.src;
@@ -210,19 +210,18 @@ TextStatus SteadyStreams::post(uint32_t stream, Time at, FlowSink& sink) {
   return {};
 }
 
-TextStatus SteadyStreams::start(FlowSink& sink) {
+SimStatus SteadyStreams::start(FlowSink& sink) {
   started_ = true;
   for (uint32_t i = 0; i < streams_.size(); ++i) {
     if (streams_[i].depth == 0 || streams_[i].bytes == 0)
-      return text_error(name_ + ": stream " + std::to_string(i) +
-                        " needs depth >= 1 and bytes > 0");
+      return sim_fail(name_ + ": stream " + std::to_string(i) + " needs depth >= 1 and bytes > 0");
     for (uint32_t d = 0; d < streams_[i].depth; ++d)
       if (auto st = post(i, streams_[i].start, sink); !st) return st;
   }
   return {};
 }
 
-TextStatus SteadyStreams::on_complete(const FlowResult& r, FlowSink& sink) {
+SimStatus SteadyStreams::on_complete(const FlowResult& r, FlowSink& sink) {
   auto it = stream_of_.find(r.id);
   if (it == stream_of_.end()) return {};
   const uint32_t stream = it->second;
@@ -232,10 +231,10 @@ TextStatus SteadyStreams::on_complete(const FlowResult& r, FlowSink& sink) {
   return {};
 }
 
-TextResult<std::vector<SteadyStreams::Stream>> steady_permutation(const std::vector<HostId>& hosts,
-                                                                  uint64_t bytes, Time start,
-                                                                  Time until, uint32_t depth,
-                                                                  uint64_t seed) {
+SimResult<std::vector<SteadyStreams::Stream>> steady_permutation(const std::vector<HostId>& hosts,
+                                                                 uint64_t bytes, Time start,
+                                                                 Time until, uint32_t depth,
+                                                                 uint64_t seed) {
   auto flows = permutation_flows(hosts, bytes, start, seed);
   if (!flows) return std::unexpected(flows.error());
   std::vector<SteadyStreams::Stream> v;
@@ -249,7 +248,7 @@ TextResult<std::vector<SteadyStreams::Stream>> steady_permutation(const std::vec
 AllToAll::AllToAll(std::vector<HostId> group, uint64_t bytes_per_rank, Time start)
     : group_(std::move(group)), bytes_(bytes_per_rank), start_(start) {}
 
-TextStatus AllToAll::start(FlowSink& sink) {
+SimStatus AllToAll::start(FlowSink& sink) {
   auto flows = all_to_all_flows(group_, bytes_, start_);
   if (!flows) return std::unexpected(flows.error());
   current_ = CollectiveResult{CollectiveKind::kAllToAll,
@@ -270,7 +269,7 @@ TextStatus AllToAll::start(FlowSink& sink) {
   return {};
 }
 
-TextStatus AllToAll::on_complete(const FlowResult& r, FlowSink&) {
+SimStatus AllToAll::on_complete(const FlowResult& r, FlowSink&) {
   if (remaining_ == 0) return {};
   if (!r.ok) current_.ok = false;
   current_.end = std::max(current_.end, r.end);
@@ -355,7 +354,7 @@ uint64_t RingAllReduce::step_bytes(uint32_t rank, uint32_t step) const {
   return split(buffer_bytes(s, rank), s.len, chunk_of(rank, step));
 }
 
-TextStatus RingAllReduce::send(uint32_t rank, uint32_t step, Time at, FlowSink& sink) {
+SimStatus RingAllReduce::send(uint32_t rank, uint32_t step, Time at, FlowSink& sink) {
   // With immediate: the receiver acts on its receive (on_received).
   FlowSpec s{group_[rank], group_[peer(rank, step)], step_bytes(rank, step), at,
              true,         tag(iteration_, step)};
@@ -365,16 +364,16 @@ TextStatus RingAllReduce::send(uint32_t rank, uint32_t step, Time at, FlowSink& 
   return {};
 }
 
-TextStatus RingAllReduce::start(FlowSink& sink) {
-  if (n() < 2) return text_error("allreduce: needs at least 2 ranks");
-  if (n() > 65535) return text_error("allreduce: at most 65535 ranks");
+SimStatus RingAllReduce::start(FlowSink& sink) {
+  if (n() < 2) return sim_fail("allreduce: needs at least 2 ranks");
+  if (n() > 65535) return sim_fail("allreduce: at most 65535 ranks");
   if (row_ != 0 && (row_ < 2 || n() % row_ != 0))
-    return text_error("allreduce: ring2d row (" + std::to_string(row_) +
-                      " ranks) must be at least 2 and divide the number of ranks (" +
-                      std::to_string(n()) + ")");
+    return sim_fail("allreduce: ring2d row (" + std::to_string(row_) +
+                    " ranks) must be at least 2 and divide the number of ranks (" +
+                    std::to_string(n()) + ")");
   if (bytes_ < n())
-    return text_error("allreduce: size (" + std::to_string(bytes_) +
-                      " bytes) must be at least the number of ranks (" + std::to_string(n()) + ")");
+    return sim_fail("allreduce: size (" + std::to_string(bytes_) +
+                    " bytes) must be at least the number of ranks (" + std::to_string(n()) + ")");
   remaining_ = n() * steps();
   total_ = 0;
   for (uint32_t r = 0; r < n(); ++r)
@@ -392,7 +391,7 @@ TextStatus RingAllReduce::start(FlowSink& sink) {
   return {};
 }
 
-TextStatus RingAllReduce::on_receive(uint32_t rank, uint32_t step, Time at, FlowSink& sink) {
+SimStatus RingAllReduce::on_receive(uint32_t rank, uint32_t step, Time at, FlowSink& sink) {
   const uint32_t s = stage_of(step);
   ++received_in_[size_t{rank} * stages() + s];
   if (s > stage_at_[rank]) {
@@ -421,7 +420,7 @@ TextStatus RingAllReduce::on_receive(uint32_t rank, uint32_t step, Time at, Flow
   return {};
 }
 
-TextStatus RingAllReduce::on_received(const FlowResult& r, FlowSink& sink) {
+SimStatus RingAllReduce::on_received(const FlowResult& r, FlowSink& sink) {
   auto it = owner_.find(r.id);
   if (it == owner_.end() || (it->second & kReceived)) return {};
   it->second |= kReceived;
@@ -431,7 +430,7 @@ TextStatus RingAllReduce::on_received(const FlowResult& r, FlowSink& sink) {
   return on_receive(peer(rank, step), step, r.received, sink);
 }
 
-TextStatus RingAllReduce::on_complete(const FlowResult& r, FlowSink& sink) {
+SimStatus RingAllReduce::on_complete(const FlowResult& r, FlowSink& sink) {
   auto it = owner_.find(r.id);
   if (it == owner_.end()) return {};
   const bool received = it->second & kReceived;
@@ -466,7 +465,7 @@ TrainingLoop::TrainingLoop(std::vector<HostId> group, uint64_t bytes, Time compu
       start_(start),
       row_(row) {}
 
-TextStatus TrainingLoop::start(FlowSink& sink) {
+SimStatus TrainingLoop::start(FlowSink& sink) {
   if (count_ == 0) {
     finished_ = true;
     return {};
@@ -476,12 +475,12 @@ TextStatus TrainingLoop::start(FlowSink& sink) {
   return st;
 }
 
-TextStatus TrainingLoop::begin_iteration(uint32_t index, Time at, FlowSink& sink) {
+SimStatus TrainingLoop::begin_iteration(uint32_t index, Time at, FlowSink& sink) {
   iterations_.push_back(IterationResult{index, at, at + compute_, kNever, true});
   if (current_) retired_.push_back(std::move(current_));
   current_ =
       std::make_unique<RingAllReduce>(group_, bytes_, at + compute_, row_, index,
-                                      [this](const CollectiveResult& c, FlowSink& s) -> TextStatus {
+                                      [this](const CollectiveResult& c, FlowSink& s) -> SimStatus {
                                         collectives_.push_back(c);
                                         IterationResult& it = iterations_.back();
                                         it.end = c.end;
@@ -500,13 +499,13 @@ TextStatus TrainingLoop::begin_iteration(uint32_t index, Time at, FlowSink& sink
   return current_->start(sink);
 }
 
-TextStatus TrainingLoop::on_complete(const FlowResult& r, FlowSink& sink) {
+SimStatus TrainingLoop::on_complete(const FlowResult& r, FlowSink& sink) {
   retired_.clear();  // not inside any of them now
   if (!current_) return {};
   return current_->on_complete(r, sink);
 }
 
-TextStatus TrainingLoop::on_received(const FlowResult& r, FlowSink& sink) {
+SimStatus TrainingLoop::on_received(const FlowResult& r, FlowSink& sink) {
   retired_.clear();
   if (!current_) return {};
   return current_->on_received(r, sink);
@@ -575,7 +574,7 @@ class CmParser {
  public:
   CmParser(std::string_view filename) : file_(filename) {}
 
-  TextResult<HtsimMatrix> parse(std::string_view text) {
+  SimResult<HtsimMatrix> parse(std::string_view text) {
     uint32_t lineno = 0;
     size_t pos = 0;
     while (pos <= text.size()) {
@@ -594,17 +593,17 @@ class CmParser {
 
  private:
   std::string at(uint32_t line) const { return std::string(file_) + ":" + std::to_string(line); }
-  std::unexpected<std::string> err(const std::string& msg) const {
-    return text_error(at(line_) + ": " + msg);
+  std::unexpected<SimError> err(const std::string& msg) const {
+    return sim_fail(at(line_) + ": " + msg);
   }
 
   // The value after keyword tokens[i]; advances i.
-  TextResult<std::string_view> value(const std::vector<std::string_view>& t, size_t& i) {
+  SimResult<std::string_view> value(const std::vector<std::string_view>& t, size_t& i) {
     if (i + 1 >= t.size())
       return err("expected a value after '" + std::string(t[i]) + "', got end of line");
     return t[++i];
   }
-  TextResult<uint64_t> number(const std::vector<std::string_view>& t, size_t& i, const char* what) {
+  SimResult<uint64_t> number(const std::vector<std::string_view>& t, size_t& i, const char* what) {
     auto v = value(t, i);
     if (!v) return std::unexpected(v.error());
     auto n = parse_uint(*v);
@@ -613,14 +612,14 @@ class CmParser {
                  std::string(t[i - 1]) + "', got '" + std::string(*v) + "'");
     return *n;
   }
-  TextResult<uint32_t> id32(const std::vector<std::string_view>& t, size_t& i, const char* what) {
+  SimResult<uint32_t> id32(const std::vector<std::string_view>& t, size_t& i, const char* what) {
     auto n = number(t, i, what);
     if (!n) return std::unexpected(n.error());
     if (*n > UINT32_MAX) return err(std::string(what) + " out of range: " + std::to_string(*n));
     return static_cast<uint32_t>(*n);
   }
 
-  TextStatus header(const std::vector<std::string_view>& t, std::optional<uint32_t>& slot) {
+  SimStatus header(const std::vector<std::string_view>& t, std::optional<uint32_t>& slot) {
     if (body_started_)
       return err("header line '" + std::string(t[0]) +
                  "' after the first connection/trigger/failure line");
@@ -635,7 +634,7 @@ class CmParser {
     return {};
   }
 
-  TextStatus parse_line(std::string_view line) {
+  SimStatus parse_line(std::string_view line) {
     auto t = tokenize(line);
     if (t.empty() || t[0][0] == '#') return {};
     if (t[0] == "Nodes") return header(t, nodes_);
@@ -652,7 +651,7 @@ class CmParser {
         std::string(t[0]) + "'");
   }
 
-  TextStatus connection(const std::vector<std::string_view>& t) {
+  SimStatus connection(const std::vector<std::string_view>& t) {
     if (!nodes_) return err("connection before the 'Nodes N' header");
     HtsimConnection c;
     c.line = line_;
@@ -724,7 +723,7 @@ class CmParser {
     return {};
   }
 
-  TextStatus trigger(const std::vector<std::string_view>& t) {
+  SimStatus trigger(const std::vector<std::string_view>& t) {
     HtsimTrigger tr;
     tr.line = line_;
     bool have_type = false, have_count = false;
@@ -765,7 +764,7 @@ class CmParser {
     return {};
   }
 
-  TextStatus failure(const std::vector<std::string_view>& t) {
+  SimStatus failure(const std::vector<std::string_view>& t) {
     HtsimFailure f;
     f.line = line_;
     bool have_type = false, have_switch = false;
@@ -814,12 +813,12 @@ class CmParser {
     return {};
   }
 
-  TextResult<HtsimMatrix> finish() {
+  SimResult<HtsimMatrix> finish() {
     const std::string f(file_);
-    if (!nodes_) return text_error(f + ": missing 'Nodes N' header");
+    if (!nodes_) return sim_fail(f + ": missing 'Nodes N' header");
     if (*nodes_ < 2)
-      return text_error(f + ": 'Nodes " + std::to_string(*nodes_) + "': need at least 2 nodes");
-    if (!conns_) return text_error(f + ": missing 'Connections C' header");
+      return sim_fail(f + ": 'Nodes " + std::to_string(*nodes_) + "': need at least 2 nodes");
+    if (!conns_) return sim_fail(f + ": missing 'Connections C' header");
     m_.nodes = *nodes_;
     auto count = [&](const char* what, std::optional<uint32_t> declared, size_t actual) {
       const uint32_t d = declared.value_or(0);
@@ -835,15 +834,15 @@ class CmParser {
     for (auto msg : {count("Connections", conns_, m_.connections.size()),
                      count("Triggers", trigs_, m_.triggers.size()),
                      count("Failures", fails_, m_.failures.size())})
-      if (!msg.empty()) return text_error(msg);
+      if (!msg.empty()) return sim_fail(msg);
     for (const auto& [id, line] : referenced_) {
       bool found = false;
       for (const auto& t : m_.triggers)
         found = found || t.id == id;
       if (!found)
-        return text_error(at(line) + ": trigger " + std::to_string(id) +
-                          " is referenced but never defined ('trigger id " + std::to_string(id) +
-                          " oneshot|multishot|barrier')");
+        return sim_fail(at(line) + ": trigger " + std::to_string(id) +
+                        " is referenced but never defined ('trigger id " + std::to_string(id) +
+                        " oneshot|multishot|barrier')");
     }
     return std::move(m_);
   }
@@ -859,24 +858,24 @@ class CmParser {
 
 }  // namespace
 
-TextResult<HtsimMatrix> parse_htsim_cm(std::string_view text, std::string_view filename) {
+SimResult<HtsimMatrix> parse_htsim_cm(std::string_view text, std::string_view filename) {
   return CmParser(filename).parse(text);
 }
 
-TextResult<HtsimMatrix> load_htsim_cm(const std::string& path) {
+SimResult<HtsimMatrix> load_htsim_cm(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return text_error(path + ": cannot open connection matrix");
+  if (!in) return sim_fail(path + ": cannot open connection matrix");
   std::ostringstream ss;
   ss << in.rdbuf();
   return parse_htsim_cm(ss.str(), path);
 }
 
-TextResult<HtsimFault> htsim_fault(const HtsimFailure& f, uint32_t leaves, uint32_t spines,
-                                   uint32_t planes, std::string_view filename) {
+SimResult<HtsimFault> htsim_fault(const HtsimFailure& f, uint32_t leaves, uint32_t spines,
+                                  uint32_t planes, std::string_view filename) {
   const std::string where = std::string(filename) + ":" + std::to_string(f.line) + ": ";
   if (f.plane >= planes)
-    return text_error(where + "plane " + std::to_string(f.plane) + " out of range (fabric has " +
-                      std::to_string(planes) + " planes)");
+    return sim_fail(where + "plane " + std::to_string(f.plane) + " out of range (fabric has " +
+                    std::to_string(planes) + " planes)");
   HtsimFault out;
   out.at = f.at;
   const bool tor = f.switch_type == HtsimFailure::kTor;
@@ -884,16 +883,16 @@ TextResult<HtsimFault> htsim_fault(const HtsimFailure& f, uint32_t leaves, uint3
   const uint32_t nlink = tor ? spines : leaves;
   const char* sname = tor ? "leaf (TOR)" : "spine (AGG/CORE)";
   if (f.switch_id >= nsw)
-    return text_error(where + "switch_id " + std::to_string(f.switch_id) + " out of range: the " +
-                      sname + " count per plane is " + std::to_string(nsw));
+    return sim_fail(where + "switch_id " + std::to_string(f.switch_id) + " out of range: the " +
+                    sname + " count per plane is " + std::to_string(nsw));
   if (!f.link_id) {
     out.whole_switch = true;
     out.sw = SwitchRef{tor ? SwitchRef::kLeaf : SwitchRef::kSpine, f.plane, f.switch_id};
     return out;
   }
   if (*f.link_id >= nlink)
-    return text_error(where + "link_id " + std::to_string(*f.link_id) + " out of range: a " +
-                      sname + " has " + std::to_string(nlink) + (tor ? " uplinks" : " downlinks"));
+    return sim_fail(where + "link_id " + std::to_string(*f.link_id) + " out of range: a " + sname +
+                    " has " + std::to_string(nlink) + (tor ? " uplinks" : " downlinks"));
   out.link = LinkRef{LinkRef::kLeafSpine, f.plane, tor ? f.switch_id : *f.link_id,
                      tor ? *f.link_id : f.switch_id};
   return out;
@@ -914,19 +913,19 @@ uint64_t HtsimWorkload::total_bytes() const {
   return total;
 }
 
-TextStatus HtsimWorkload::launch(uint32_t conn, Time at, FlowSink& sink) {
+SimStatus HtsimWorkload::launch(uint32_t conn, Time at, FlowSink& sink) {
   const HtsimConnection& c = m_.connections[conn];
   FlowSpec s{c.src, c.dst, c.bytes, at, false, c.id};
   auto id = sink.add_flow(s);
   if (!id)
-    return text_error("htsim matrix line " + std::to_string(c.line) + ": " +
-                      flow_error("connection", s, id.error()));
+    return sim_fail(id.error().code, "htsim matrix line " + std::to_string(c.line) + ": " +
+                                         flow_error("connection", s, id.error().code));
   conn_of_[*id] = conn;
   ++started_;
   return {};
 }
 
-TextStatus HtsimWorkload::start(FlowSink& sink) {
+SimStatus HtsimWorkload::start(FlowSink& sink) {
   for (uint32_t i = 0; i < m_.connections.size(); ++i)
     if (m_.connections[i].start) {
       auto st = launch(i, *m_.connections[i].start, sink);
@@ -935,7 +934,7 @@ TextStatus HtsimWorkload::start(FlowSink& sink) {
   return {};
 }
 
-TextStatus HtsimWorkload::activate(uint32_t trigger, Time at, FlowSink& sink) {
+SimStatus HtsimWorkload::activate(uint32_t trigger, Time at, FlowSink& sink) {
   auto it = triggers_.find(trigger);
   if (it == triggers_.end()) return {};
   TriggerState& t = it->second;
@@ -960,7 +959,7 @@ TextStatus HtsimWorkload::activate(uint32_t trigger, Time at, FlowSink& sink) {
   return {};
 }
 
-TextStatus HtsimWorkload::on_complete(const FlowResult& r, FlowSink& sink) {
+SimStatus HtsimWorkload::on_complete(const FlowResult& r, FlowSink& sink) {
   auto it = conn_of_.find(r.id);
   if (it == conn_of_.end()) return {};
   const HtsimConnection& c = m_.connections[it->second];
@@ -983,7 +982,7 @@ bool HtsimWorkload::done() const {
 class WorkloadDriver::Tracking final : public FlowSink {
  public:
   explicit Tracking(WorkloadDriver& d) : d_(d) {}
-  Result<FlowId> add_flow(const FlowSpec& spec) override {
+  SimResult<FlowId> add_flow(const FlowSpec& spec) override {
     auto id = d_.sink_.add_flow(spec);
     if (id) {
       d_.owner_[*id] = current;
@@ -1006,7 +1005,7 @@ Workload& WorkloadDriver::add(std::unique_ptr<Workload> w) {
   return *workloads_.back();
 }
 
-TextStatus WorkloadDriver::start() {
+SimStatus WorkloadDriver::start() {
   for (uint32_t i = 0; i < workloads_.size(); ++i) {
     tracking_->current = i;
     auto st = workloads_[i]->start(*tracking_);

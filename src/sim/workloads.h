@@ -34,43 +34,35 @@
 
 namespace mrc::sim {
 
-// Errors that carry a message for a person (file, line, what was expected).
-template <typename T>
-using TextResult = std::expected<T, std::string>;
-using TextStatus = std::expected<void, std::string>;
-inline std::unexpected<std::string> text_error(std::string msg) {
-  return std::unexpected<std::string>(std::move(msg));
-}
-
 // Where a workload's flows go: a Simulation (runner.h adapts one) or a fake in tests.
 class FlowSink {
  public:
   virtual ~FlowSink() = default;
-  virtual Result<FlowId> add_flow(const FlowSpec& spec) = 0;
+  virtual SimResult<FlowId> add_flow(const FlowSpec& spec) = 0;
 };
 
 // ---- static flow sets (pure, deterministic) ----------------------------------------------
 
 // A uniformly random derangement of 0..n-1 (perm[i] != i for every i); n >= 2.
-TextResult<std::vector<uint32_t>> random_derangement(uint32_t n, uint64_t seed);
+SimResult<std::vector<uint32_t>> random_derangement(uint32_t n, uint64_t seed);
 
 // Every host of `hosts` sends `bytes` to perm[i] (a random derangement), all at `start`.
-TextResult<std::vector<FlowSpec>> permutation_flows(const std::vector<HostId>& hosts,
-                                                    uint64_t bytes, Time start, uint64_t seed);
+SimResult<std::vector<FlowSpec>> permutation_flows(const std::vector<HostId>& hosts, uint64_t bytes,
+                                                   Time start, uint64_t seed);
 // `count` flows, each from a uniformly random host to a different uniformly random host,
 // starting uniformly at random in [start, start + spread).
-TextResult<std::vector<FlowSpec>> uniform_random_flows(const std::vector<HostId>& hosts,
-                                                       uint32_t count, uint64_t bytes, Time start,
-                                                       Time spread, uint64_t seed);
+SimResult<std::vector<FlowSpec>> uniform_random_flows(const std::vector<HostId>& hosts,
+                                                      uint32_t count, uint64_t bytes, Time start,
+                                                      Time spread, uint64_t seed);
 // `senders` hosts send `bytes` each to `dst`, all at `start`. The senders are the hosts
 // following dst in `hosts` (wrapping around), so they are deterministic and spread over leaves
 // in host order.
-TextResult<std::vector<FlowSpec>> incast_flows(const std::vector<HostId>& hosts, HostId dst,
-                                               uint32_t senders, uint64_t bytes, Time start);
+SimResult<std::vector<FlowSpec>> incast_flows(const std::vector<HostId>& hosts, HostId dst,
+                                              uint32_t senders, uint64_t bytes, Time start);
 // Every rank sends bytes_per_rank / n to every other rank (nccl-tests AlltoAll: S is the
 // bytes per rank, split into n equal parts), all at `start`.
-TextResult<std::vector<FlowSpec>> all_to_all_flows(const std::vector<HostId>& group,
-                                                   uint64_t bytes_per_rank, Time start);
+SimResult<std::vector<FlowSpec>> all_to_all_flows(const std::vector<HostId>& group,
+                                                  uint64_t bytes_per_rank, Time start);
 
 // 0..n-1.
 std::vector<HostId> all_hosts(uint32_t n);
@@ -119,12 +111,12 @@ class Workload {
   virtual ~Workload() = default;
   virtual std::string_view name() const = 0;
   // Adds the initial flows.
-  virtual TextStatus start(FlowSink& sink) = 0;
+  virtual SimStatus start(FlowSink& sink) = 0;
   // `r` is one of the flows this workload added (through `sink`); may add more flows.
-  virtual TextStatus on_complete(const FlowResult& r, FlowSink& sink) = 0;
+  virtual SimStatus on_complete(const FlowResult& r, FlowSink& sink) = 0;
   // `r` (one of its flows, sent with immediate) is whole at its receiver (r.received); comes
   // before on_complete for the same flow; may add flows.
-  virtual TextStatus on_received(const FlowResult&, FlowSink&) { return {}; }
+  virtual SimStatus on_received(const FlowResult&, FlowSink&) { return {}; }
   // Everything this workload will ever add has completed (or it gave up).
   virtual bool done() const = 0;
   virtual const std::vector<CollectiveResult>& collectives() const { return kNoCollectives; }
@@ -143,8 +135,8 @@ class StaticFlows final : public Workload {
  public:
   StaticFlows(std::string name, std::vector<FlowSpec> flows);
   std::string_view name() const override { return name_; }
-  TextStatus start(FlowSink& sink) override;
-  TextStatus on_complete(const FlowResult& r, FlowSink& sink) override;
+  SimStatus start(FlowSink& sink) override;
+  SimStatus on_complete(const FlowResult& r, FlowSink& sink) override;
   bool done() const override { return completed_ == flows_.size(); }
   uint64_t total_bytes() const override { return total_; }
 
@@ -173,14 +165,14 @@ class SteadyStreams final : public Workload {
   };
   SteadyStreams(std::string name, std::vector<Stream> streams);
   std::string_view name() const override { return name_; }
-  TextStatus start(FlowSink& sink) override;
-  TextStatus on_complete(const FlowResult& r, FlowSink& sink) override;
+  SimStatus start(FlowSink& sink) override;
+  SimStatus on_complete(const FlowResult& r, FlowSink& sink) override;
   bool done() const override { return started_ && in_flight_ == 0; }
   uint64_t total_bytes() const override;           // 0 unless every stream sends only its `depth`
   uint64_t messages() const { return messages_; }  // posted so far
 
  private:
-  TextStatus post(uint32_t stream, Time at, FlowSink& sink);
+  SimStatus post(uint32_t stream, Time at, FlowSink& sink);
   std::string name_;
   std::vector<Stream> streams_;
   std::unordered_map<FlowId, uint32_t> stream_of_;
@@ -190,18 +182,18 @@ class SteadyStreams final : public Workload {
 };
 
 // Every host of `hosts` streams to a random derangement partner (permutation_flows' pairs).
-TextResult<std::vector<SteadyStreams::Stream>> steady_permutation(const std::vector<HostId>& hosts,
-                                                                  uint64_t bytes, Time start,
-                                                                  Time until, uint32_t depth,
-                                                                  uint64_t seed);
+SimResult<std::vector<SteadyStreams::Stream>> steady_permutation(const std::vector<HostId>& hosts,
+                                                                 uint64_t bytes, Time start,
+                                                                 Time until, uint32_t depth,
+                                                                 uint64_t seed);
 
 // All-to-all as a collective: all flows at once; reports time, algbw and busbw.
 class AllToAll final : public Workload {
  public:
   AllToAll(std::vector<HostId> group, uint64_t bytes_per_rank, Time start);
   std::string_view name() const override { return "all_to_all"; }
-  TextStatus start(FlowSink& sink) override;
-  TextStatus on_complete(const FlowResult& r, FlowSink& sink) override;
+  SimStatus start(FlowSink& sink) override;
+  SimStatus on_complete(const FlowResult& r, FlowSink& sink) override;
   bool done() const override { return started_ && remaining_ == 0; }
   const std::vector<CollectiveResult>& collectives() const override { return results_; }
   uint64_t total_bytes() const override { return total_; }
@@ -245,13 +237,13 @@ class AllToAll final : public Workload {
 // j B/m bytes, the first B mod m chunks one byte more.
 class RingAllReduce final : public Workload {
  public:
-  using DoneFn = std::function<TextStatus(const CollectiveResult&, FlowSink&)>;
+  using DoneFn = std::function<SimStatus(const CollectiveResult&, FlowSink&)>;
   RingAllReduce(std::vector<HostId> group, uint64_t bytes, Time start, uint32_t row = 0,
                 uint32_t iteration = 0, DoneFn on_done = nullptr);
   std::string_view name() const override { return "allreduce"; }
-  TextStatus start(FlowSink& sink) override;
-  TextStatus on_complete(const FlowResult& r, FlowSink& sink) override;
-  TextStatus on_received(const FlowResult& r, FlowSink& sink) override;
+  SimStatus start(FlowSink& sink) override;
+  SimStatus on_complete(const FlowResult& r, FlowSink& sink) override;
+  SimStatus on_received(const FlowResult& r, FlowSink& sink) override;
   bool done() const override { return finished_; }
   const std::vector<CollectiveResult>& collectives() const override { return results_; }
   uint64_t total_bytes() const override { return total_; }  // every rank's every step
@@ -283,8 +275,8 @@ class RingAllReduce final : public Workload {
   uint32_t n() const { return static_cast<uint32_t>(group_.size()); }
   uint32_t position(const Stage& s, uint32_t rank) const { return rank / s.stride % s.len; }
   uint64_t buffer_bytes(const Stage& s, uint32_t rank) const;
-  TextStatus send(uint32_t rank, uint32_t step, Time at, FlowSink& sink);
-  TextStatus on_receive(uint32_t rank, uint32_t step, Time at, FlowSink& sink);
+  SimStatus send(uint32_t rank, uint32_t step, Time at, FlowSink& sink);
+  SimStatus on_receive(uint32_t rank, uint32_t step, Time at, FlowSink& sink);
 
   std::vector<HostId> group_;
   uint64_t bytes_;
@@ -316,9 +308,9 @@ class TrainingLoop final : public Workload {
   TrainingLoop(std::vector<HostId> group, uint64_t bytes, Time compute, uint32_t iterations,
                Time start, uint32_t row = 0);
   std::string_view name() const override { return "training"; }
-  TextStatus start(FlowSink& sink) override;
-  TextStatus on_complete(const FlowResult& r, FlowSink& sink) override;
-  TextStatus on_received(const FlowResult& r, FlowSink& sink) override;
+  SimStatus start(FlowSink& sink) override;
+  SimStatus on_complete(const FlowResult& r, FlowSink& sink) override;
+  SimStatus on_received(const FlowResult& r, FlowSink& sink) override;
   bool done() const override { return finished_; }
   const std::vector<CollectiveResult>& collectives() const override { return collectives_; }
   const std::vector<IterationResult>& iterations() const override { return iterations_; }
@@ -326,7 +318,7 @@ class TrainingLoop final : public Workload {
   bool aborted() const { return aborted_; }
 
  private:
-  TextStatus begin_iteration(uint32_t index, Time at, FlowSink& sink);
+  SimStatus begin_iteration(uint32_t index, Time at, FlowSink& sink);
 
   std::vector<HostId> group_;
   uint64_t bytes_;
@@ -389,8 +381,8 @@ struct HtsimMatrix {
 };
 
 // Errors: "<filename>:<line>: <what was expected>".
-TextResult<HtsimMatrix> parse_htsim_cm(std::string_view text, std::string_view filename);
-TextResult<HtsimMatrix> load_htsim_cm(const std::string& path);
+SimResult<HtsimMatrix> parse_htsim_cm(std::string_view text, std::string_view filename);
+SimResult<HtsimMatrix> load_htsim_cm(const std::string& path);
 
 // A failure line as a fault on our two-tier fabric: TOR = leaf `switch_id`, link_id = its
 // uplink to spine `link_id`; AGG/CORE = spine `switch_id`, link_id = its downlink to leaf
@@ -401,8 +393,8 @@ struct HtsimFault {
   SwitchRef sw;
   Time at = 0;
 };
-TextResult<HtsimFault> htsim_fault(const HtsimFailure& f, uint32_t leaves, uint32_t spines,
-                                   uint32_t planes, std::string_view filename);
+SimResult<HtsimFault> htsim_fault(const HtsimFailure& f, uint32_t leaves, uint32_t spines,
+                                  uint32_t planes, std::string_view filename);
 
 // Runs a matrix: flows with a start time start then; a flow with `trigger T` starts when T
 // fires; a completed flow activates its send_done_trigger and recv_done_trigger (both at its
@@ -413,15 +405,15 @@ class HtsimWorkload final : public Workload {
  public:
   explicit HtsimWorkload(HtsimMatrix m);
   std::string_view name() const override { return "htsim"; }
-  TextStatus start(FlowSink& sink) override;
-  TextStatus on_complete(const FlowResult& r, FlowSink& sink) override;
+  SimStatus start(FlowSink& sink) override;
+  SimStatus on_complete(const FlowResult& r, FlowSink& sink) override;
   bool done() const override;
   uint64_t total_bytes() const override;  // 0 with triggers (they may never fire)
   uint32_t started() const { return started_; }
 
  private:
-  TextStatus activate(uint32_t trigger, Time at, FlowSink& sink);
-  TextStatus launch(uint32_t conn, Time at, FlowSink& sink);
+  SimStatus activate(uint32_t trigger, Time at, FlowSink& sink);
+  SimStatus launch(uint32_t conn, Time at, FlowSink& sink);
 
   struct TriggerState {
     HtsimTrigger spec;
@@ -447,10 +439,10 @@ class WorkloadDriver {
   explicit WorkloadDriver(FlowSink& sink);
   ~WorkloadDriver();
   Workload& add(std::unique_ptr<Workload> w);
-  TextStatus start();
+  SimStatus start();
   void on_flow_complete(const FlowResult& r);
   void on_flow_received(const FlowResult& r);
-  const std::optional<std::string>& error() const { return error_; }
+  const std::optional<SimError>& error() const { return error_; }
   const std::vector<std::unique_ptr<Workload>>& workloads() const { return workloads_; }
   uint64_t flows_added() const { return added_; }
   uint64_t flows_completed() const { return completed_; }
@@ -465,7 +457,7 @@ class WorkloadDriver {
   std::unordered_map<FlowId, uint32_t> owner_;  // flow -> workload index
   uint64_t added_ = 0;
   uint64_t completed_ = 0;
-  std::optional<std::string> error_;
+  std::optional<SimError> error_;
   std::unique_ptr<Tracking> tracking_;
 };
 

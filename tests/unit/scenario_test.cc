@@ -19,11 +19,11 @@ namespace {
 
 // Expects `r` to fail with a message containing every one of `parts`.
 template <typename T>
-void expect_error(const TextResult<T>& r, std::initializer_list<std::string_view> parts) {
+void expect_error(const SimResult<T>& r, std::initializer_list<std::string_view> parts) {
   ASSERT_FALSE(r) << "expected an error containing '" << *parts.begin() << "'";
   for (std::string_view p : parts)
-    EXPECT_NE(r.error().find(p), std::string::npos)
-        << "message: " << r.error() << "\nmissing: " << p;
+    EXPECT_NE(r.error().message.find(p), std::string::npos)
+        << "message: " << r.error().message << "\nmissing: " << p;
 }
 
 constexpr const char* kMinimal = R"(name = "m"
@@ -85,18 +85,18 @@ TEST(Scenario, names__links_and_switches) {
 
 TEST(Scenario, names__mrc_fabric_forms_name_the_same_links_and_switches) {
   auto l = parse_link_name("p2-l3-s7");
-  ASSERT_TRUE(l) << l.error();
+  ASSERT_TRUE(l) << l.error().message;
   EXPECT_EQ(link_name(*l), "p2/leaf3-spine7");
   auto h = parse_link_name("h5-p1");
-  ASSERT_TRUE(h) << h.error();
+  ASSERT_TRUE(h) << h.error().message;
   EXPECT_EQ(h->kind, LinkRef::kHostLeaf);
   EXPECT_EQ(h->plane, 1u);
   EXPECT_EQ(h->a, 5u);
   auto sp = parse_switch_name("p1-s4");
-  ASSERT_TRUE(sp) << sp.error();
+  ASSERT_TRUE(sp) << sp.error().message;
   EXPECT_EQ(switch_name(*sp), "p1/spine4");
   auto lf = parse_switch_name("p0-l2");
-  ASSERT_TRUE(lf) << lf.error();
+  ASSERT_TRUE(lf) << lf.error().message;
   EXPECT_EQ(switch_name(*lf), "p0/leaf2");
   expect_error(parse_link_name("p0-l3"), {"expected a link", "p0-l3-s7"});
   expect_error(parse_switch_name("p0-l3-s7"), {"expected a switch"});
@@ -107,7 +107,7 @@ TEST(Scenario, names__mrc_fabric_forms_name_the_same_links_and_switches) {
 
 TEST(Scenario, default__parses_and_compares_three_transports) {
   auto sc = default_scenario();
-  ASSERT_TRUE(sc) << sc.error();
+  ASSERT_TRUE(sc) << sc.error().message;
   EXPECT_EQ(sc->name, "default");
   EXPECT_EQ(sc->source, "<default>");
   EXPECT_GE(sc->base.topo.hosts, 64u);
@@ -201,7 +201,7 @@ until = "50ms"
 sample_interval = "20us"
 )",
                            "full.toml");
-  ASSERT_TRUE(sc) << sc.error();
+  ASSERT_TRUE(sc) << sc.error().message;
   const SimConfig& b = sc->base;
   EXPECT_EQ(sc->seed, 42u);
   EXPECT_EQ(b.topo.hosts, 24u);
@@ -246,7 +246,7 @@ sample_interval = "20us"
 
 TEST(Scenario, name__defaults_to_the_file_stem) {
   auto sc = parse_scenario("[workload]\nkind = \"permutation\"\n", "dir/my-run.toml");
-  ASSERT_TRUE(sc) << sc.error();
+  ASSERT_TRUE(sc) << sc.error().message;
   EXPECT_EQ(sc->name, "my-run");
 }
 
@@ -256,7 +256,7 @@ TEST(Scenario, overrides__any_key_by_dotted_path) {
   auto sc = default_scenario({"topo.hosts=256", "topo.radix=32", "transport.kinds=[\"mrc\"]",
                               "seed=9", "workload.size=1MiB", "fault.0.at=30us",
                               "switch.trimming=false", "run.until=never"});
-  ASSERT_TRUE(sc) << sc.error();
+  ASSERT_TRUE(sc) << sc.error().message;
   EXPECT_EQ(sc->base.topo.hosts, 256u);
   EXPECT_EQ(sc->base.topo.radix, 32u);
   ASSERT_EQ(sc->runs.size(), 1u);
@@ -268,12 +268,12 @@ TEST(Scenario, overrides__any_key_by_dotted_path) {
   EXPECT_FALSE(sc->base.sw.trimming);
   EXPECT_EQ(sc->until, kNever);
   auto nofault = default_scenario({"fault=[]"});
-  ASSERT_TRUE(nofault) << nofault.error();
+  ASSERT_TRUE(nofault) << nofault.error().message;
   EXPECT_TRUE(nofault->faults.empty()) << "fault=[] removes the default's failure";
   // Bare words in a list are strings; new tables are created on the way.
   auto sc2 =
       parse_scenario(kMinimal, "m.toml", {"transport.kinds=[mrc, roce_pfc]", "switch.pfc=true"});
-  ASSERT_TRUE(sc2) << sc2.error();
+  ASSERT_TRUE(sc2) << sc2.error().message;
   ASSERT_EQ(sc2->runs.size(), 2u);
   EXPECT_EQ(sc2->runs[1].name, "roce_pfc");
   EXPECT_TRUE(sc2->base.sw.pfc);
@@ -396,14 +396,14 @@ TEST(Scenario, errors__values_that_do_not_fit) {
 
 TEST(Scenario, allreduce_algorithm__ring_by_default_ring2d_with_row) {
   auto flat = parse_scenario("[workload]\nkind = \"allreduce\"\n", "s.toml");
-  ASSERT_TRUE(flat) << flat.error();
+  ASSERT_TRUE(flat) << flat.error().message;
   EXPECT_EQ(flat->workload.algorithm, WorkloadConfig::kRing);
   EXPECT_EQ(flat->workload.row, 0u);
   auto sc = parse_scenario(
       "[topo]\nhosts = 16\nradix = 8\n[workload]\nkind = \"training\"\nalgorithm = "
       "\"ring2d\"\nrow = 4\ngroup = [0, 4, 8, 12, 1, 5, 9, 13]\n",
       "s.toml");
-  ASSERT_TRUE(sc) << sc.error();
+  ASSERT_TRUE(sc) << sc.error().message;
   EXPECT_EQ(sc->workload.algorithm, WorkloadConfig::kRing2d);
   EXPECT_EQ(sc->workload.row, 4u);
   EXPECT_STREQ(allreduce_algorithm_name(sc->workload.algorithm), "ring2d");
@@ -411,14 +411,14 @@ TEST(Scenario, allreduce_algorithm__ring_by_default_ring2d_with_row) {
   // 4 run 2 x 3 + 2 x 1 = 8 steps per rank.
   auto set = parse_scenario("[topo]\nhosts = 16\nradix = 8\n[workload]\nkind = \"allreduce\"\n",
                             "s.toml", {"workload.algorithm=ring2d", "workload.row=8"});
-  ASSERT_TRUE(set) << set.error();
+  ASSERT_TRUE(set) << set.error().message;
   EXPECT_EQ(set->workload.row, 8u);
   auto wl = make_workload(sc->workload, 16, 1);
-  ASSERT_TRUE(wl) << wl.error();
+  ASSERT_TRUE(wl) << wl.error().message;
   EXPECT_EQ(static_cast<TrainingLoop&>(**wl).name(), "training");
   sc->workload.kind = WorkloadConfig::kAllReduce;
   auto ar2 = make_workload(sc->workload, 16, 1);
-  ASSERT_TRUE(ar2) << ar2.error();
+  ASSERT_TRUE(ar2) << ar2.error().message;
   EXPECT_EQ(static_cast<RingAllReduce&>(**ar2).steps(), 8u);
   EXPECT_EQ(static_cast<RingAllReduce&>(**ar2).stages(), 3u);
 }
@@ -452,14 +452,14 @@ TEST(Scenario, allreduce_algorithm__errors_name_the_key) {
                {"workload.row", "does not apply to workload kind 'all_to_all'"});
   // Every host of the fabric (no ranks, no group): known when the fabric is built.
   auto sc = parse_scenario(ar + "algorithm = \"ring2d\"\nrow = 5\n", "s.toml");
-  ASSERT_TRUE(sc) << sc.error();
+  ASSERT_TRUE(sc) << sc.error().message;
   expect_error(make_workload(sc->workload, 16, 1),
                {"workload.row: 5 ranks per row do not divide the 16 ranks of the group"});
 }
 
 TEST(Scenario, htsim_file__is_resolved_relative_to_the_scenario) {
   auto sc = parse_scenario("[workload]\nkind = \"htsim\"\nfile = \"m.cm\"\n", "/a/b/s.toml");
-  ASSERT_TRUE(sc) << sc.error();
+  ASSERT_TRUE(sc) << sc.error().message;
   EXPECT_EQ(sc->workload.file, "/a/b/m.cm");
 }
 
@@ -480,7 +480,7 @@ failure switch_type TOR switch_id 1 link_id 2
 failure switch_type CORE switch_id 3 plane 1 at 50
 )",
                           "m.cm");
-  ASSERT_TRUE(m) << m.error();
+  ASSERT_TRUE(m) << m.error().message;
   EXPECT_EQ(m->nodes, 16u);
   ASSERT_EQ(m->connections.size(), 3u);
   EXPECT_EQ(m->connections[0].dst, 5u);
@@ -695,7 +695,7 @@ TEST(Scenario, fat_tree__parses_and_checks_the_shape) {
       "[[fault]]\nkind = \"switch_reboot\"\nswitch = \"core3\"\n"
       "at = \"1us\"\nduration = \"5us\"\n",
       "f.toml");
-  ASSERT_TRUE(sc) << sc.error();
+  ASSERT_TRUE(sc) << sc.error().message;
   EXPECT_EQ(sc->base.topo.kind, TopologyKind::kFatTree);
   EXPECT_EQ(sc->base.topo.tiers, 3u);
   EXPECT_EQ(sc->base.topo.planes, 1u) << "a fat tree is single-plane by default";
@@ -709,7 +709,7 @@ TEST(Scenario, fat_tree__parses_and_checks_the_shape) {
                                  "[[fault]]\nkind = \"link_down\"\nlink = \"spine6-core5\"\n"
                                  "at = \"1us\"\n",
                              "f.toml");
-  ASSERT_TRUE(four) << four.error();
+  ASSERT_TRUE(four) << four.error().message;
   EXPECT_EQ(four->base.topo.tiers, 4u);
   EXPECT_EQ(four->faults[0].link.kind, LinkRef::kSpineCore);
   expect_error(parse_scenario(ft + "tiers = 4\nhosts = 33\nradix = 4\n" + wl, "f.toml"),
@@ -727,7 +727,7 @@ TEST(Scenario, fat_tree__parses_and_checks_the_shape) {
 
 TEST(Scenario, fat_tree__committed_scenario_parses) {
   auto sc = load_scenario(std::string(MRC_SOURCE_DIR) + "/scenarios/fat_tree_800g.toml");
-  ASSERT_TRUE(sc) << sc.error();
+  ASSERT_TRUE(sc) << sc.error().message;
   EXPECT_EQ(sc->base.topo.kind, TopologyKind::kFatTree);
   EXPECT_EQ(sc->base.topo.link_bps, 800'000'000'000ull);
   EXPECT_EQ(sc->faults[0].link.kind, LinkRef::kAggCore);
@@ -741,7 +741,7 @@ TEST(Scenario, load_scenario__every_committed_scenario_parses) {
        std::filesystem::recursive_directory_iterator(std::string(MRC_SOURCE_DIR) + "/scenarios")) {
     if (e.path().extension() != ".toml") continue;
     auto sc = load_scenario(e.path().string());
-    EXPECT_TRUE(sc) << e.path() << ": " << (sc ? "" : sc.error());
+    EXPECT_TRUE(sc) << e.path() << ": " << (sc ? "" : sc.error().message);
     ++n;
   }
   EXPECT_GE(n, 20u);
@@ -749,7 +749,7 @@ TEST(Scenario, load_scenario__every_committed_scenario_parses) {
 
 TEST(Scenario, fat_tree__committed_four_tier_scenario_parses) {
   auto sc = load_scenario(std::string(MRC_SOURCE_DIR) + "/scenarios/fat_tree_4tier_800g.toml");
-  ASSERT_TRUE(sc) << sc.error();
+  ASSERT_TRUE(sc) << sc.error().message;
   EXPECT_EQ(sc->base.topo.tiers, 4u);
   EXPECT_EQ(sc->base.topo.hosts, 512u);
   EXPECT_EQ(sc->faults[0].link.kind, LinkRef::kSpineCore);
@@ -832,7 +832,7 @@ TEST(Scenario, ecn_last_hop__auto_resolves_per_transport_and_explicit_values_app
   using Lh = SwitchConfig::EcnLastHop;
   auto sc = parse_scenario(std::string(kMinimal) + "[transport]\nkinds = [\"mrc\", \"roce_pfc\"]\n",
                            "s.toml");
-  ASSERT_TRUE(sc) << sc.error();
+  ASSERT_TRUE(sc) << sc.error().message;
   EXPECT_EQ(sc->base.sw.ecn_last_hop, Lh::kAuto);
   // Simulation::create resolves "auto": off for MRC (paper 2.1), on for RoCE (DCQCN).
   auto mrc = Simulation::create(sc->runs[0].config);
@@ -841,10 +841,10 @@ TEST(Scenario, ecn_last_hop__auto_resolves_per_transport_and_explicit_values_app
   EXPECT_EQ((*mrc)->config().sw.ecn_last_hop, Lh::kOff);
   EXPECT_EQ((*roce)->config().sw.ecn_last_hop, Lh::kOn);
   auto on = parse_scenario(kMinimal, "s.toml", {"switch.ecn_last_hop=true"});
-  ASSERT_TRUE(on) << on.error();
+  ASSERT_TRUE(on) << on.error().message;
   EXPECT_EQ((*Simulation::create(on->runs[0].config))->config().sw.ecn_last_hop, Lh::kOn);
   auto off = parse_scenario(kMinimal, "s.toml", {"switch.ecn_last_hop=false"});
-  ASSERT_TRUE(off) << off.error();
+  ASSERT_TRUE(off) << off.error().message;
   EXPECT_EQ((*Simulation::create(off->runs[1].config))->config().sw.ecn_last_hop, Lh::kOff);
   EXPECT_TRUE(parse_scenario(kMinimal, "s.toml", {"switch.ecn_last_hop=auto"}));
   expect_error(
@@ -854,19 +854,19 @@ TEST(Scenario, ecn_last_hop__auto_resolves_per_transport_and_explicit_values_app
 
 TEST(Scenario, qps_per_flow__an_integer_for_every_kind_or_a_table_per_kind) {
   auto all = parse_scenario(kMinimal, "s.toml", {"transport.qps_per_flow=4"});
-  ASSERT_TRUE(all) << all.error();
+  ASSERT_TRUE(all) << all.error().message;
   for (const TransportRun& r : all->runs)
     EXPECT_EQ(r.config.transport.qps_per_flow, 4u) << r.name;
   auto per = parse_scenario(std::string(kMinimal) +
                                 "[transport]\nkinds = [\"mrc\", \"roce\", \"roce_pfc\"]\n"
                                 "qps_per_flow = {roce = 8, roce_pfc = 16}\n",
                             "s.toml");
-  ASSERT_TRUE(per) << per.error();
+  ASSERT_TRUE(per) << per.error().message;
   EXPECT_EQ(per->runs[0].config.transport.qps_per_flow, 1u);
   EXPECT_EQ(per->runs[1].config.transport.qps_per_flow, 8u);
   EXPECT_EQ(per->runs[2].config.transport.qps_per_flow, 16u);
   auto set = parse_scenario(kMinimal, "s.toml", {"transport.qps_per_flow.roce=2"});
-  ASSERT_TRUE(set) << set.error();
+  ASSERT_TRUE(set) << set.error().message;
   EXPECT_EQ(set->runs[1].config.transport.qps_per_flow, 2u);
   expect_error(parse_scenario(kMinimal, "s.toml", {"transport.qps_per_flow=0"}),
                {"--set transport.qps_per_flow=0", "an integer in 1..256, or a table"});
@@ -899,7 +899,7 @@ start = "1ms"
 
 TEST(Scenario, flows_workload__entries_streams_and_pinned_paths) {
   auto sc = parse_scenario(kTwoFlows, "f.toml");
-  ASSERT_TRUE(sc) << sc.error();
+  ASSERT_TRUE(sc) << sc.error().message;
   const WorkloadConfig& w = sc->workload;
   EXPECT_EQ(w.kind, WorkloadConfig::kFlows);
   EXPECT_EQ(w.depth, 3u);
@@ -943,7 +943,7 @@ kind = "flows"
 
 TEST(Scenario, flows_workload__a_spine_the_fabric_lacks_fails_when_the_run_starts) {
   auto sc = parse_scenario(kTwoFlows, "f.toml", {"workload.flow.0.paths=[p0/spine9]"});
-  ASSERT_TRUE(sc) << sc.error();
+  ASSERT_TRUE(sc) << sc.error().message;
   auto r = run_transport(*sc, sc->runs[0]);
   expect_error(r, {"f.toml:8: workload.flow[0].paths: p0/spine9: spine 9 does not exist"});
   auto ecmp = parse_scenario(kTwoFlows, "f.toml", {"transport.path_mode=ecmp"});
@@ -951,14 +951,14 @@ TEST(Scenario, flows_workload__a_spine_the_fabric_lacks_fails_when_the_run_start
   expect_error(run_transport(*ecmp, ecmp->runs[0]), {"pinned paths need path_mode = \"srv6\""});
   // RoCE ignores the pinning (one ECMP hash per QP).
   auto roce = run_transport(*ecmp, ecmp->runs[1]);
-  ASSERT_TRUE(roce) << roce.error();
+  ASSERT_TRUE(roce) << roce.error().message;
 }
 
 TEST(Scenario, steady_workload__until_is_required_and_later_than_start) {
   const std::string base =
       std::string(kMinimal).substr(0, std::string(kMinimal).find("kind")) + "kind = \"steady\"\n";
   auto sc = parse_scenario(base + "size = \"256KiB\"\nuntil = \"1ms\"\nranks = 8\n", "s.toml");
-  ASSERT_TRUE(sc) << sc.error();
+  ASSERT_TRUE(sc) << sc.error().message;
   EXPECT_EQ(sc->workload.kind, WorkloadConfig::kSteady);
   EXPECT_EQ(sc->workload.until, ms(1));
   EXPECT_EQ(sc->workload.depth, 2u);
@@ -997,7 +997,7 @@ reboot_at = "150us"
 duration = "100us"
 )",
                            "s.toml");
-  ASSERT_TRUE(sc) << sc.error();
+  ASSERT_TRUE(sc) << sc.error().message;
   ASSERT_EQ(sc->faults.size(), 3u);
   const FaultConfig& flap = sc->faults[0];
   ASSERT_EQ(flap.links.size(), 3u);
@@ -1059,14 +1059,14 @@ TEST(Scenario, faults__several_links_and_path_loss_are_checked_when_the_run_star
                                "[[fault]]\nkind = \"link_down\"\nlinks = [\"p0/leaf1-spine1\", "
                                "\"p0/leaf9-spine1\"]\nat = 0\n",
                            "s.toml");
-  ASSERT_TRUE(sc) << sc.error();
+  ASSERT_TRUE(sc) << sc.error().message;
   expect_error(run_transport(*sc, sc->runs[0]),
                {"s.toml:7: fault 'link_down'", "p0/leaf9-spine1: no such link"});
   auto loss = parse_scenario(std::string(kMinimal) +
                                  "[[fault]]\nkind = \"path_loss\"\npath = \"p0/spine1\"\nsrc = 0\n"
                                  "dst = 99\nprobability = 0.5\nat = 0\n",
                              "s.toml");
-  ASSERT_TRUE(loss) << loss.error();
+  ASSERT_TRUE(loss) << loss.error().message;
   expect_error(run_transport(*loss, loss->runs[0]), {"host 99 does not exist (16 hosts)"});
 }
 
@@ -1074,7 +1074,7 @@ TEST(Scenario, run__host_link_samples_and_throughput_interval) {
   auto sc = parse_scenario(
       std::string(kMinimal) + "[run]\nthroughput_interval = \"5us\"\nsample_host_links = false\n",
       "s.toml");
-  ASSERT_TRUE(sc) << sc.error();
+  ASSERT_TRUE(sc) << sc.error().message;
   EXPECT_EQ(sc->base.throughput_interval, us(5));
   EXPECT_FALSE(sc->base.sample_host_links);
   auto d = parse_scenario(kMinimal, "s.toml");
@@ -1094,9 +1094,9 @@ reboot_at = "40us"
 duration = "50us"
 )",
                            "s.toml", {"workload.size=2MiB"});
-  ASSERT_TRUE(sc) << sc.error();
+  ASSERT_TRUE(sc) << sc.error().message;
   auto r = run_transport(*sc, sc->runs[0]);
-  ASSERT_TRUE(r) << r.error();
+  ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->summary.completed, 16u);
   EXPECT_GT(r->stats.fault_drops, 0u);
   EXPECT_EQ(r->stats.qp_errors, 0u);
@@ -1106,7 +1106,7 @@ TEST(Scenario, paper__committed_scenarios_parse) {
   for (const char* f : {"steady_faults.toml", "paper/fig08-t1-blackhole-reboot.toml",
                         "paper/fig12-13-lossy-ev.toml", "paper/fig14-two-flows-one-ev.toml"}) {
     auto sc = load_scenario(std::string(MRC_SOURCE_DIR) + "/scenarios/" + f);
-    EXPECT_TRUE(sc) << f << ": " << (sc ? "" : sc.error());
+    EXPECT_TRUE(sc) << f << ": " << (sc ? "" : sc.error().message);
   }
 }
 

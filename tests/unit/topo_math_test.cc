@@ -147,8 +147,8 @@ TEST(TopoMath, transceiver_w__power_table_entries_and_errors) {
   EXPECT_DOUBLE_EQ(*transceiver_w(a, 300), a.xcvr_400g_w);
   EXPECT_DOUBLE_EQ(*transceiver_w(a, 800), a.xcvr_800g_w);
   EXPECT_DOUBLE_EQ(*transceiver_w(a, 1600), a.xcvr_1600g_w);
-  EXPECT_EQ(transceiver_w(a, 0).error(), Error::kInvalidArgument);
-  EXPECT_EQ(transceiver_w(a, 3200).error(), Error::kInvalidArgument);
+  EXPECT_EQ(transceiver_w(a, 0).error().code, Error::kInvalidArgument);
+  EXPECT_EQ(transceiver_w(a, 3200).error().code, Error::kInvalidArgument);
 }
 
 // ---- edge cases ------------------------------------------------------------------------
@@ -224,25 +224,25 @@ TEST(TopoMath, edge__oversubscription) {
 
 TEST(TopoMath, edge__beyond_capacity_is_too_big_with_a_reason) {
   const ClosParams p{.hosts = 131073, .radix = 512, .oversub = 1.0, .max_tiers = 2};
-  EXPECT_EQ(size_clos(p).error(), Error::kTooBig);
+  EXPECT_EQ(size_clos(p).error().code, Error::kTooBig);
   auto problem = check(p);
   ASSERT_TRUE(problem.has_value());
   EXPECT_EQ(problem->code, Error::kTooBig);
-  EXPECT_NE(problem->what.find("131072"), std::string::npos) << problem->what;
-  EXPECT_EQ(size_design(multi_plane_params(131073), Assumptions{}).error(), Error::kTooBig);
+  EXPECT_NE(problem->message.find("131072"), std::string::npos) << problem->message;
+  EXPECT_EQ(size_design(multi_plane_params(131073), Assumptions{}).error().code, Error::kTooBig);
   // With a third tier allowed it is a three-tier multi-plane fabric.
   DesignParams three = multi_plane_params(131073);
   three.max_tiers = 3;
   EXPECT_EQ(design(three).tiers, 3u);
   EXPECT_EQ(design(three).worst_case_hops, 5u);
   // Beyond four tiers of radix 64.
-  EXPECT_EQ(size_design(conventional_params(2097153), Assumptions{}).error(), Error::kTooBig);
+  EXPECT_EQ(size_design(conventional_params(2097153), Assumptions{}).error().code, Error::kTooBig);
 }
 
 TEST(TopoMath, edge__invalid_inputs_are_errors) {
   const auto bad = [](ClosParams p) {
     auto r = size_clos(p);
-    return !r.has_value() && r.error() == Error::kInvalidArgument && check(p).has_value();
+    return !r.has_value() && r.error().code == Error::kInvalidArgument && check(p).has_value();
   };
   EXPECT_TRUE(bad({.hosts = 0, .radix = 64}));
   EXPECT_TRUE(bad({.hosts = 10, .radix = 63}));  // odd
@@ -257,7 +257,7 @@ TEST(TopoMath, edge__invalid_inputs_are_errors) {
 
   const auto bad_design = [](DesignParams p, Assumptions a = {}) {
     auto r = size_design(p, a);
-    return !r.has_value() && r.error() == Error::kInvalidArgument && check(p, a).has_value();
+    return !r.has_value() && r.error().code == Error::kInvalidArgument && check(p, a).has_value();
   };
   DesignParams p = multi_plane_params(8192);
   p.planes = 0;

@@ -20,8 +20,8 @@ namespace {
 // listed in `fail_ids` complete with an error.
 class FakeNet final : public FlowSink {
  public:
-  Result<FlowId> add_flow(const FlowSpec& s) override {
-    if (s.src == s.dst || s.bytes == 0) return fail(Error::kInvalidArgument);
+  SimResult<FlowId> add_flow(const FlowSpec& s) override {
+    if (s.src == s.dst || s.bytes == 0) return sim_fail("bad flow");
     FlowResult r;
     r.id = static_cast<FlowId>(flows.size());
     r.spec = s;
@@ -54,7 +54,7 @@ TEST(Workloads, derangement__is_a_permutation_without_fixed_points_and_determini
   for (uint32_t n : {2u, 3u, 5u, 16u, 64u, 1000u}) {
     for (uint64_t seed : {1ull, 2ull, 99ull}) {
       auto p = random_derangement(n, seed);
-      ASSERT_TRUE(p) << p.error();
+      ASSERT_TRUE(p) << p.error().message;
       std::vector<uint32_t> sorted = *p;
       std::sort(sorted.begin(), sorted.end());
       for (uint32_t i = 0; i < n; ++i) {
@@ -169,7 +169,7 @@ TEST(Workloads, ring_allreduce__2n_minus_2_steps_of_s_over_n_chained_on_receives
   ASSERT_TRUE(d.start());
   EXPECT_EQ(net.flows.size(), n) << "step 0 of every rank starts at once";
   net.run(d);
-  ASSERT_FALSE(d.error()) << *d.error();
+  ASSERT_FALSE(d.error()) << d.error()->message;
   ASSERT_TRUE(d.done());
   EXPECT_EQ(ar.steps(), 2 * (n - 1));
   ASSERT_EQ(net.flows.size(), n * 2 * (n - 1));
@@ -256,7 +256,7 @@ TEST(Workloads,
     }
     queue_new();
   }
-  ASSERT_FALSE(d.error()) << *d.error();
+  ASSERT_FALSE(d.error()) << d.error()->message;
   ASSERT_TRUE(d.done());
   ASSERT_EQ(net.flows.size(), n * ar.steps()) << "one flow per rank and step, none repeated";
   std::map<std::pair<uint32_t, uint32_t>, const FlowResult*> by;
@@ -282,7 +282,8 @@ TEST(Workloads, ring_allreduce__rejects_tiny_groups_and_sizes) {
   RingAllReduce tiny({1, 2, 3}, 2, 0);
   auto st = tiny.start(net);
   ASSERT_FALSE(st);
-  EXPECT_NE(st.error().find("at least the number of ranks"), std::string::npos) << st.error();
+  EXPECT_NE(st.error().message.find("at least the number of ranks"), std::string::npos)
+      << st.error().message;
 }
 
 // ---- two-level (2D) ring AllReduce ---------------------------------------------------------
@@ -303,7 +304,7 @@ TEST(Workloads, ring2d__row_rings_column_rings_row_rings_chained_on_receives) {
   ASSERT_TRUE(d.start());
   EXPECT_EQ(net.flows.size(), n) << "step 0 of every rank starts at once";
   net.run(d);
-  ASSERT_FALSE(d.error()) << *d.error();
+  ASSERT_FALSE(d.error()) << d.error()->message;
   ASSERT_TRUE(d.done());
 
   // Stages: row reduce-scatter (row-1 steps), column AllReduce (2(rows-1)), row all-gather.
@@ -421,9 +422,9 @@ TEST(Workloads, ring2d__rejects_rows_that_do_not_fit) {
     RingAllReduce ar(all_hosts(12), 12000, 0, row);
     auto st = ar.start(net);
     ASSERT_FALSE(st) << "row " << row;
-    EXPECT_NE(st.error().find("must be at least 2 and divide the number of ranks (12)"),
+    EXPECT_NE(st.error().message.find("must be at least 2 and divide the number of ranks (12)"),
               std::string::npos)
-        << st.error();
+        << st.error().message;
   }
   EXPECT_TRUE(net.flows.empty());
 }
@@ -585,7 +586,7 @@ trigger id 2 multishot
 trigger id 3 barrier count 2
 )";
   auto m = parse_htsim_cm(cm, "t.cm");
-  ASSERT_TRUE(m) << m.error();
+  ASSERT_TRUE(m) << m.error().message;
   FakeNet net;
   WorkloadDriver d(net);
   auto& w = static_cast<HtsimWorkload&>(d.add(std::make_unique<HtsimWorkload>(*m)));
@@ -622,7 +623,7 @@ Triggers 1
 trigger id 9 barrier count 2
 )";
   auto m = parse_htsim_cm(cm, "b.cm");
-  ASSERT_TRUE(m) << m.error();
+  ASSERT_TRUE(m) << m.error().message;
   FakeNet net;
   WorkloadDriver d(net);
   d.add(std::make_unique<HtsimWorkload>(*m));
@@ -638,7 +639,7 @@ TEST(Workloads, htsim__failures_map_to_links_and_switches) {
   f.switch_id = 3;
   f.link_id = 2;
   auto a = htsim_fault(f, 8, 4, 2, "x.cm");
-  ASSERT_TRUE(a) << a.error();
+  ASSERT_TRUE(a) << a.error().message;
   EXPECT_FALSE(a->whole_switch);
   EXPECT_EQ(a->link.kind, LinkRef::kLeafSpine);
   EXPECT_EQ(a->link.a, 3u);
@@ -659,8 +660,8 @@ TEST(Workloads, htsim__failures_map_to_links_and_switches) {
   f.line = 12;
   auto bad = htsim_fault(f, 8, 4, 2, "x.cm");
   ASSERT_FALSE(bad);
-  EXPECT_NE(bad.error().find("x.cm:12: switch_id 4 out of range"), std::string::npos)
-      << bad.error();
+  EXPECT_NE(bad.error().message.find("x.cm:12: switch_id 4 out of range"), std::string::npos)
+      << bad.error().message;
   f.switch_id = 0;
   f.plane = 2;
   EXPECT_FALSE(htsim_fault(f, 8, 4, 2, "x.cm"));
@@ -691,7 +692,7 @@ TEST(WorkloadsSim, ring_allreduce_and_training__complete_on_the_fabric) {
     (*sim)->on_flow_received([&](const FlowResult& r) { d.on_flow_received(r); });
     ASSERT_TRUE(d.start());
     (*sim)->run(ms(20));
-    ASSERT_FALSE(d.error()) << *d.error();
+    ASSERT_FALSE(d.error()) << d.error()->message;
     EXPECT_TRUE(d.done()) << transport_name(k);
     ASSERT_EQ(tl.iterations().size(), 2u);
     for (const CollectiveResult& c : tl.collectives()) {
@@ -725,10 +726,10 @@ until = "20ms"
 sample_interval = 0
 )",
                            "tiny.toml");
-  ASSERT_TRUE(sc) << sc.error();
+  ASSERT_TRUE(sc) << sc.error().message;
   for (const TransportRun& run : sc->runs) {
     auto r = run_transport(*sc, run);
-    ASSERT_TRUE(r) << r.error();
+    ASSERT_TRUE(r) << r.error().message;
     EXPECT_EQ(r->summary.count, 16u);
     if (run.name == "mrc") {
       EXPECT_EQ(r->summary.completed, 16u);
@@ -777,7 +778,7 @@ TEST(WorkloadsSim, ring2d__training_completes_and_busbw_near_the_nic_rate) {
     (*sim)->on_flow_complete([&](const FlowResult& r) { d.on_flow_complete(r); });
     ASSERT_TRUE(d.start());
     (*sim)->run(ms(20));
-    ASSERT_FALSE(d.error()) << *d.error();
+    ASSERT_FALSE(d.error()) << d.error()->message;
     EXPECT_TRUE(d.done()) << transport_name(k);
     ASSERT_EQ(tl.collectives().size(), 2u);
     for (const CollectiveResult& c : tl.collectives()) {
@@ -834,9 +835,9 @@ sample_interval = 0
     if (fault)
       toml += "[[fault]]\nkind = \"link_down\"\nlink = \"p0/leaf0-spine0\"\nat = \"10us\"\n";
     auto sc = parse_scenario(toml, "a2a.toml");
-    EXPECT_TRUE(sc) << sc.error();
+    EXPECT_TRUE(sc) << sc.error().message;
     auto r = run_transport(*sc, sc->runs[0]);
-    EXPECT_TRUE(r) << r.error();
+    EXPECT_TRUE(r) << r.error().message;
     return std::move(*r);
   };
   const auto clean = run(false);
@@ -878,11 +879,11 @@ sample_interval = 0
     if (fault)
       toml += "[[fault]]\nkind = \"link_down\"\nlink = \"p0/leaf0-spine0\"\nat = \"10us\"\n";
     auto sc = parse_scenario(toml, "a2a.toml");
-    EXPECT_TRUE(sc) << sc.error();
+    EXPECT_TRUE(sc) << sc.error().message;
     sc->runs[0].config.transport.reverse_evs_per_plane = 0;  // ACKs on their data's paths
     sc->runs[0].config.transport.ack_waits_for_port = wait;
     auto r = run_transport(*sc, sc->runs[0]);
-    EXPECT_TRUE(r) << r.error();
+    EXPECT_TRUE(r) << r.error().message;
     return std::move(*r);
   };
   const auto clean = run(false, true);
@@ -918,14 +919,14 @@ size = "512KiB"
 sample_interval = 0
 )",
                            "incast.toml");
-  EXPECT_TRUE(sc) << sc.error();
+  EXPECT_TRUE(sc) << sc.error().message;
   return std::move(*sc);
 }
 
 TEST(WorkloadsSim, incast__with_trimming_completes_without_timeouts) {
   const Scenario sc = incast_15_to_1();
   auto r = run_transport(sc, sc.runs[0]);
-  ASSERT_TRUE(r) << r.error();
+  ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->summary.completed, 15u);
   EXPECT_EQ(r->stats.timeouts, 0u);
   EXPECT_EQ(r->stats.qp_errors, 0u);
@@ -941,7 +942,7 @@ TEST(WorkloadsSim, incast__reverse_probes_without_tokens_wait_for_the_next_token
     sc.runs[0].config.transport.reverse_evs_per_plane = 2;
     sc.runs[0].config.transport.probe_budget_interval = budget_interval;
     auto r = run_transport(sc, sc.runs[0]);
-    EXPECT_TRUE(r) << r.error();
+    EXPECT_TRUE(r) << r.error().message;
     return std::move(*r);
   };
   const auto unlimited = run(0);
@@ -968,7 +969,7 @@ size = "2MiB"
 sample_interval = 0
 )",
                            "perm.toml", {"seed=3"});
-  ASSERT_TRUE(sc) << sc.error();
+  ASSERT_TRUE(sc) << sc.error().message;
   auto mrc = run_transport(*sc, sc->runs[0]);
   auto roce = run_transport(*sc, sc->runs[1]);
   ASSERT_TRUE(mrc && roce);
@@ -1051,7 +1052,7 @@ TEST(Workloads, steady_streams__a_failed_message_ends_its_stream) {
 
 TEST(Workloads, steady_permutation__every_host_streams_to_its_derangement_partner) {
   auto s = steady_permutation(all_hosts(16), 1u << 20, us(5), ms(1), 3, 11);
-  ASSERT_TRUE(s) << s.error();
+  ASSERT_TRUE(s) << s.error().message;
   auto p = permutation_flows(all_hosts(16), 1u << 20, us(5), 11);
   ASSERT_EQ(s->size(), 16u);
   for (size_t i = 0; i < s->size(); ++i) {
@@ -1075,9 +1076,9 @@ size = "64KiB"
 until = "100us"
 )",
                            "s.toml");
-  ASSERT_TRUE(sc) << sc.error();
+  ASSERT_TRUE(sc) << sc.error().message;
   auto r = run_transport(*sc, sc->runs[0]);
-  ASSERT_TRUE(r) << r.error();
+  ASSERT_TRUE(r) << r.error().message;
   EXPECT_GT(r->summary.count, 16u * 4);  // several messages per stream
   EXPECT_EQ(r->summary.completed, r->summary.count);
   for (const FlowResult& f : r->flows)
