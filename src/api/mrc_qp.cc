@@ -264,64 +264,85 @@ MRC_EXPORT int mrc_query_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc_
   return 0;
 }
 
-MRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc_qp_attr* mattr,
-                             int mrc_attr_mask) {
-  if (!qp || (vattr_mask && !vattr) || (mrc_attr_mask && !mattr)) return fail_errno(EINVAL);
-  SoftDevice& dev = *qp->ctx->dev;
-  const bool lenient = !dev.config.strict;
-  if (vattr_mask & ~(kSupportedVerbsMask | kUnsupportedVerbsMask)) return fail_errno(EINVAL);
-  if (vattr_mask & kUnsupportedVerbsMask) {
-    if (!lenient) return fail_errno(EINVAL);  // strict mode (3.7); by default ignored (8)
+namespace {
+
+// One mrc_modify_qp call: the caller's attributes and masks (vattr_mask without the verbs bits
+// MRC ignores, when lenient), and what the call moves the QP to.
+struct ModifyRequest {
+  const ibv_qp_attr* vattr;
+  int vattr_mask;
+  const mrc_qp_attr* mattr;
+  int mrc_attr_mask;
+  ibv_qp_state cur = IBV_QPS_RESET;
+  ibv_qp_state target = IBV_QPS_RESET;
+  bool moving = false;
+  bool reinit = false;  // INIT -> INIT with other profiles
+  bool sets_up_paths() const { return (moving && target == IBV_QPS_INIT) || reinit; }
+};
+
+// The profiles a QP takes at INIT: their slots in the node state (-1: the device's defaults).
+struct ProfileRefs {
+  int ev_index = -1;
+  int cc_index = -1;
+  bool auto_paths = false;
+};
+
+// Before the device lock: the masks and the value ranges of 3.7. An errno, or 0. The verbs
+// attributes MRC does not use are refused in strict mode, dropped (said once) by default (8).
+int check_attribute_values(const mrc_qp& qp, bool lenient, ModifyRequest& r) {
+  if (r.vattr_mask & ~(kSupportedVerbsMask | kUnsupportedVerbsMask)) return EINVAL;
+  if (r.vattr_mask & kUnsupportedVerbsMask) {
+    if (!lenient) return EINVAL;  // strict mode (3.7); by default ignored (8)
     warn_once(Leniency::kVerbsBits,
               "mrc_modify_qp: ignoring verbs attributes MRC does not use (mask 0x%x: "
               "IBV_QP_PORT, IBV_QP_TIMEOUT, IBV_QP_RETRY_CNT, IBV_QP_RNR_RETRY, ... as mrc.h "
               "lists them)",
-              static_cast<unsigned>(vattr_mask & kUnsupportedVerbsMask));
-    vattr_mask &= ~kUnsupportedVerbsMask;
+              static_cast<unsigned>(r.vattr_mask & kUnsupportedVerbsMask));
+    r.vattr_mask &= ~kUnsupportedVerbsMask;
   }
-  if (mrc_attr_mask & ~kMrcMaskAll) return fail_errno(EINVAL);
-  // Value ranges (3.7).
-  if (mrc_attr_mask & MRC_QP_TIMEOUT && mattr->timeout > 24) return fail_errno(EINVAL);
-  if (mrc_attr_mask & MRC_QP_RETRY_CNT &&
-      (mattr->retry.linear_cnt > 7 || mattr->retry.exp_cnt > 25))
-    return fail_errno(EINVAL);
-  if (mrc_attr_mask & MRC_QP_MPR && (mattr->mpr.mpr == 0 || mattr->mpr.mpr > kMaxMpr))
-    return fail_errno(EINVAL);
-  if (mrc_attr_mask & MRC_QP_MPR_DEST &&
-      (mattr->mpr.mpr_dest == 0 || mattr->mpr.mpr_dest > kMaxMpr))
-    return fail_errno(EINVAL);
-  if (mrc_attr_mask & MRC_QP_MAX_WIMM && mattr->wimm.max_wimm > kMaxWimm) return fail_errno(EINVAL);
-  if (mrc_attr_mask & MRC_QP_MAX_WIMM_DEST && mattr->wimm.max_wimm_dest > kMaxWimm)
-    return fail_errno(EINVAL);
-  if (mrc_attr_mask & MRC_QP_CAP) {
+  const int m = r.mrc_attr_mask;
+  const mrc_qp_attr* a = r.mattr;
+  if (m & ~kMrcMaskAll) return EINVAL;
+  if (m & MRC_QP_TIMEOUT && a->timeout > 24) return EINVAL;
+  if (m & MRC_QP_RETRY_CNT && (a->retry.linear_cnt > 7 || a->retry.exp_cnt > 25)) return EINVAL;
+  if (m & MRC_QP_MPR && (a->mpr.mpr == 0 || a->mpr.mpr > kMaxMpr)) return EINVAL;
+  if (m & MRC_QP_MPR_DEST && (a->mpr.mpr_dest == 0 || a->mpr.mpr_dest > kMaxMpr)) return EINVAL;
+  if (m & MRC_QP_MAX_WIMM && a->wimm.max_wimm > kMaxWimm) return EINVAL;
+  if (m & MRC_QP_MAX_WIMM_DEST && a->wimm.max_wimm_dest > kMaxWimm) return EINVAL;
+  if (m & MRC_QP_CAP) {
     const uint32_t known = MRC_QP_CAP_TRIM_NACK_DEST_UNSUPPORTED | MRC_QP_CAP_DYNAMIC_MPR |
                            MRC_QP_CAP_SVC_TIME_DEST_UNSUPPORTED;
     // No MRC_DEVICE_CAP_DYNAMIC_MPR on this device: asking for it is EINVAL (3.7), said once
     // on stderr too, since OCP's QP example requests it without checking the device's caps.
-    if (mattr->cap & MRC_QP_CAP_DYNAMIC_MPR)
+    if (a->cap & MRC_QP_CAP_DYNAMIC_MPR)
       warn_once(Leniency::kDynamicMpr,
                 "mrc_modify_qp: MRC_QP_CAP_DYNAMIC_MPR refused (EINVAL): this device does not "
                 "offer MRC_DEVICE_CAP_DYNAMIC_MPR (docs/c-api.md, Limitations)");
-    if ((mattr->cap & ~known) || (mattr->cap & MRC_QP_CAP_DYNAMIC_MPR)) return fail_errno(EINVAL);
+    if ((a->cap & ~known) || (a->cap & MRC_QP_CAP_DYNAMIC_MPR)) return EINVAL;
   }
-  if (mrc_attr_mask & MRC_QP_HINT && mattr->qp_hint && mattr->qp_hint->ctx != qp->ctx)
-    return fail_errno(EINVAL);
-  if (vattr_mask & IBV_QP_PATH_MTU && !mtu_bytes(vattr->path_mtu)) return fail_errno(EINVAL);
+  if (m & MRC_QP_HINT && a->qp_hint && a->qp_hint->ctx != qp.ctx) return EINVAL;
+  if (r.vattr_mask & IBV_QP_PATH_MTU && !mtu_bytes(r.vattr->path_mtu)) return EINVAL;
+  return 0;
+}
 
-  DeviceLock dlk(dev);
-  const ibv_qp_state cur = qp->state;
-  if (vattr_mask & IBV_QP_CUR_STATE && vattr->cur_qp_state != cur) return fail_errno(EINVAL);
-  const ibv_qp_state target = vattr_mask & IBV_QP_STATE ? vattr->qp_state : cur;
-  if (!legal_transition(cur, target) && target != cur) return fail_errno(EINVAL);
-  if (vattr_mask & IBV_QP_STATE && !legal_transition(cur, target)) return fail_errno(EINVAL);
+// The state move (3.8) and the attributes each target requires, supplied now or in an earlier
+// call (by default the device's defaults stand in for the MRC ones, said once). Fills
+// r.cur, r.target, r.moving and r.reinit. An errno, or 0.
+int check_transition(const mrc_qp& qp, bool lenient, ModifyRequest& r) {
+  r.cur = qp.state;
+  if (r.vattr_mask & IBV_QP_CUR_STATE && r.vattr->cur_qp_state != r.cur) return EINVAL;
+  r.target = r.vattr_mask & IBV_QP_STATE ? r.vattr->qp_state : r.cur;
+  if (!legal_transition(r.cur, r.target) && r.target != r.cur) return EINVAL;
+  if (r.vattr_mask & IBV_QP_STATE && !legal_transition(r.cur, r.target)) return EINVAL;
 
-  // Required attributes per target (3.8): supplied now or in an earlier call.
-  const int have_mrc = qp->mrc_attr_set | mrc_attr_mask;
-  const int have_verbs = vattr_mask;
+  const int have_mrc = qp.mrc_attr_set | r.mrc_attr_mask;
+  const int have_verbs = r.vattr_mask;
   auto missing = [&](int need_mrc, int need_verbs) {
     return (have_mrc & need_mrc) != need_mrc || (have_verbs & need_verbs) != need_verbs;
   };
-  const bool moving = target != cur;
+  const ibv_qp_state target = r.target;
+  r.moving = target != r.cur;
+  const bool moving = r.moving;
   if (lenient && moving &&
       ((target == IBV_QPS_INIT &&
         missing(MRC_QP_HINT | MRC_QP_EV_PROFILE_ID | MRC_QP_CC_PROFILE_ID, 0)) ||
@@ -333,212 +354,267 @@ MRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc
               "are used (AUTO paths and NSCC without profile ids; MRC_SOFT_STRICT=1 refuses)");
   if (moving && target == IBV_QPS_INIT && !lenient &&
       missing(MRC_QP_HINT | MRC_QP_EV_PROFILE_ID | MRC_QP_CC_PROFILE_ID, 0))
-    return fail_errno(EINVAL);
+    return EINVAL;
   if (moving && target == IBV_QPS_RTR &&
       missing(lenient ? 0 : MRC_QP_MAX_WIMM_DEST | MRC_QP_MPR_DEST,
               IBV_QP_AV | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_PATH_MTU))
-    return fail_errno(EINVAL);
+    return EINVAL;
   if (moving && target == IBV_QPS_RTS &&
       missing(lenient ? 0 : MRC_QP_MAX_WIMM | MRC_QP_MPR | MRC_QP_RETRY_CNT | MRC_QP_TIMEOUT,
               IBV_QP_SQ_PSN))
-    return fail_errno(EINVAL);
+    return EINVAL;
   // Profiles change at RESET -> INIT, or INIT -> INIT (an attribute-only modify in INIT, as
   // libibverbs allows INIT -> INIT): the engine QP is then re-initialised, which nothing can
   // observe in INIT (no traffic, no receives before RTR). Not later (EBUSY rules of 5.5).
-  const bool profile_change = mrc_attr_mask & (MRC_QP_EV_PROFILE_ID | MRC_QP_CC_PROFILE_ID);
-  if (profile_change && target != IBV_QPS_INIT) return fail_errno(EINVAL);
-  const bool reinit = !moving && cur == IBV_QPS_INIT && profile_change;
-  // Attribute-only modifies in RTR / RTS (no IBV_QP_STATE, or RTS -> RTS). 3.8's table names
-  // the MRC attributes of each target state, and the header's prose says they "may be changed"
-  // there; we read a modify whose target is the current state by the same row (docs/c-api.md):
-  //   RTR: MAX_WIMM_DEST changes on the live QP (Engine::update_qp); the RTS row's attributes
-  //        are kept for RTS (3.8, "accept an attribute supplied before its listed transition");
-  //   RTS: MAX_WIMM, TIMEOUT, RETRY_CNT change on the live QP (Engine::update_qp).
-  // Everything else the engine fixed at its transition may only be restated with its current
-  // value, a different one is EINVAL and changes nothing: MPR / MPR_DEST (they size the PSN
-  // rings; dynamic MPR, MRC_DEVICE_CAP_DYNAMIC_MPR, is not offered), CAP, the RTR row's
-  // attributes in RTS, and the connection attributes.
-  QpUpdate live;
-  if (!moving && (cur == IBV_QPS_RTR || cur == IBV_QPS_RTS)) {
-    const mrc_qp_attr& c = qp->mrc_attr;
-    const ibv_qp_attr& v = qp->vattr;
-    const bool rts = cur == IBV_QPS_RTS;
-    auto differs = [&](int bit, bool fixed, bool same) {
-      return (mrc_attr_mask & bit) && fixed && (!(qp->mrc_attr_set & bit) || !same);
-    };
-    if (mattr &&
-        (differs(MRC_QP_MAX_WIMM_DEST, rts, mattr->wimm.max_wimm_dest == c.wimm.max_wimm_dest) ||
-         differs(MRC_QP_MPR_DEST, true, mattr->mpr.mpr_dest == c.mpr.mpr_dest) ||
-         differs(MRC_QP_CAP, true, mattr->cap == c.cap) ||
-         differs(MRC_QP_MPR, rts, mattr->mpr.mpr == c.mpr.mpr)))
-      return fail_errno(EINVAL);
-    if (rts) {
-      if (mrc_attr_mask & MRC_QP_TIMEOUT) live.timeout = mattr->timeout;
-      if (mrc_attr_mask & MRC_QP_RETRY_CNT) {
-        live.retry_linear = mattr->retry.linear_cnt;
-        live.retry_exp = mattr->retry.exp_cnt;
-      }
-      if (mrc_attr_mask & MRC_QP_MAX_WIMM)
-        live.max_wimm = std::max<uint16_t>(1, mattr->wimm.max_wimm);
-    } else if (mrc_attr_mask & MRC_QP_MAX_WIMM_DEST) {
-      live.max_wimm_dest = std::max<uint16_t>(1, mattr->wimm.max_wimm_dest);
-    }
-    if (((vattr_mask & IBV_QP_PATH_MTU) && vattr->path_mtu != v.path_mtu) ||
-        ((vattr_mask & IBV_QP_DEST_QPN) && vattr->dest_qp_num != v.dest_qp_num) ||
-        ((vattr_mask & IBV_QP_RQ_PSN) && vattr->rq_psn != v.rq_psn) ||
-        ((vattr_mask & IBV_QP_SQ_PSN) && rts && vattr->sq_psn != v.sq_psn) ||
-        ((vattr_mask & IBV_QP_AV) &&
-         std::memcmp(vattr->ah_attr.grh.dgid.raw, v.ah_attr.grh.dgid.raw, 16) != 0))
-      return fail_errno(EINVAL);
-  }
+  const bool profile_change = r.mrc_attr_mask & (MRC_QP_EV_PROFILE_ID | MRC_QP_CC_PROFILE_ID);
+  if (profile_change && target != IBV_QPS_INIT) return EINVAL;
+  r.reinit = !moving && r.cur == IBV_QPS_INIT && profile_change;
+  return 0;
+}
 
-  QpAttr next = qp->engine_attr;
-  int ev_index = -1, cc_index = -1;
-  bool auto_paths = false;
-  if ((moving && target == IBV_QPS_INIT) || reinit) {
-    NodeLock guard(*dev.node);
-    NodeStateLayout& s = dev.node->get();
-    const bool have_ev = have_mrc & MRC_QP_EV_PROFILE_ID, have_cc = have_mrc & MRC_QP_CC_PROFILE_ID;
-    const uint64_t ev_id = mrc_attr_mask & MRC_QP_EV_PROFILE_ID
-                               ? mattr->profile.ev_profile_id
-                               : qp->mrc_attr.profile.ev_profile_id;
-    const uint64_t cc_id = mrc_attr_mask & MRC_QP_CC_PROFILE_ID
-                               ? mattr->profile.cc_profile_id
-                               : qp->mrc_attr.profile.cc_profile_id;
-    if (have_ev) {
-      ShmEvProfile* p = dev.node->find_ev(ev_id);
-      if (!p || p->state != static_cast<uint8_t>(ProfileState::kOnline)) return fail_errno(EINVAL);
-      if (int e = build_paths(dev, *p, s, next, auto_paths)) return fail_errno(e);
-      ev_index = static_cast<int>(p - s.ev);
-      qp->ev_generation = p->generation;
-    } else {  // lenient default: the device's own AUTO paths
-      ShmEvProfile autop{};
-      autop.mode = MRC_CTL_EV_MODE_AUTO;
-      if (int e = build_paths(dev, autop, s, next, auto_paths)) return fail_errno(e);
+// Attribute-only modifies in RTR / RTS (no IBV_QP_STATE, or RTS -> RTS). 3.8's table names
+// the MRC attributes of each target state, and the header's prose says they "may be changed"
+// there; we read a modify whose target is the current state by the same row (docs/c-api.md):
+//   RTR: MAX_WIMM_DEST changes on the live QP (Engine::update_qp); the RTS row's attributes
+//        are kept for RTS (3.8, "accept an attribute supplied before its listed transition");
+//   RTS: MAX_WIMM, TIMEOUT, RETRY_CNT change on the live QP (Engine::update_qp).
+// Everything else the engine fixed at its transition may only be restated with its current
+// value, a different one is EINVAL and changes nothing: MPR / MPR_DEST (they size the PSN
+// rings; dynamic MPR, MRC_DEVICE_CAP_DYNAMIC_MPR, is not offered), CAP, the RTR row's
+// attributes in RTS, and the connection attributes. Fills `live`; an errno, or 0.
+int check_live_update(const mrc_qp& qp, const ModifyRequest& r, QpUpdate& live) {
+  if (r.moving || (r.cur != IBV_QPS_RTR && r.cur != IBV_QPS_RTS)) return 0;
+  const mrc_qp_attr& c = qp.mrc_attr;
+  const ibv_qp_attr& v = qp.vattr;
+  const bool rts = r.cur == IBV_QPS_RTS;
+  const int m = r.mrc_attr_mask;
+  const mrc_qp_attr* a = r.mattr;
+  auto differs = [&](int bit, bool fixed, bool same) {
+    return (m & bit) && fixed && (!(qp.mrc_attr_set & bit) || !same);
+  };
+  if (a && (differs(MRC_QP_MAX_WIMM_DEST, rts, a->wimm.max_wimm_dest == c.wimm.max_wimm_dest) ||
+            differs(MRC_QP_MPR_DEST, true, a->mpr.mpr_dest == c.mpr.mpr_dest) ||
+            differs(MRC_QP_CAP, true, a->cap == c.cap) ||
+            differs(MRC_QP_MPR, rts, a->mpr.mpr == c.mpr.mpr)))
+    return EINVAL;
+  if (rts) {
+    if (m & MRC_QP_TIMEOUT) live.timeout = a->timeout;
+    if (m & MRC_QP_RETRY_CNT) {
+      live.retry_linear = a->retry.linear_cnt;
+      live.retry_exp = a->retry.exp_cnt;
     }
-    if (have_cc) {
-      ShmCcProfile* p = dev.node->find_cc(cc_id);
-      if (!p || p->state != static_cast<uint8_t>(ProfileState::kOnline)) return fail_errno(EINVAL);
-      apply_cc(*p, dev.config.ports.size(), next);
-      cc_index = static_cast<int>(p - s.cc);
-      qp->cc_generation = p->generation;
-    } else {
-      ShmCcProfile def{};
-      def.algorithm = 0;
-      apply_cc(def, dev.config.ports.size(), next);
-    }
+    if (m & MRC_QP_MAX_WIMM) live.max_wimm = std::max<uint16_t>(1, a->wimm.max_wimm);
+  } else if (m & MRC_QP_MAX_WIMM_DEST) {
+    live.max_wimm_dest = std::max<uint16_t>(1, a->wimm.max_wimm_dest);
   }
-  if (mrc_attr_mask & MRC_QP_MAX_WIMM) next.max_wimm = std::max<uint16_t>(1, mattr->wimm.max_wimm);
-  if (mrc_attr_mask & MRC_QP_MAX_WIMM_DEST)
-    next.max_wimm_dest = std::max<uint16_t>(1, mattr->wimm.max_wimm_dest);
-  if (mrc_attr_mask & MRC_QP_MPR) next.mpr = mattr->mpr.mpr;
-  if (mrc_attr_mask & MRC_QP_MPR_DEST) next.mpr_dest = mattr->mpr.mpr_dest;
-  if (mrc_attr_mask & MRC_QP_TIMEOUT) next.timeout = mattr->timeout;
-  if (mrc_attr_mask & MRC_QP_RETRY_CNT) {
-    next.retry_linear = mattr->retry.linear_cnt;
-    next.retry_exp = mattr->retry.exp_cnt;
-  }
-  if (vattr_mask & IBV_QP_PATH_MTU) next.path_mtu = mtu_bytes(vattr->path_mtu);
-  if (vattr_mask & IBV_QP_RQ_PSN) next.rq_psn = vattr->rq_psn & 0xFFFFFF;
-  if (vattr_mask & IBV_QP_SQ_PSN) next.sq_psn = vattr->sq_psn & 0xFFFFFF;
-  if (vattr_mask & IBV_QP_DEST_QPN) next.dest_qpn = vattr->dest_qp_num & 0xFFFF;
-  if (vattr_mask & IBV_QP_AV) {
-    // IBV_QP_AV (3.7): the peer is the GID's host; its UDP port comes from the slot in the
-    // destination QPN (docs/c-api.md "QP numbers"); its address on every plane from the
-    // prefix rule.
-    if (!vattr->ah_attr.is_global) return fail_errno(EINVAL);
-    if (!(vattr_mask & IBV_QP_DEST_QPN)) return fail_errno(EINVAL);
-    in6_addr gid;
-    std::memcpy(gid.s6_addr, vattr->ah_attr.grh.dgid.raw, 16);
-    const uint32_t peer_slot = (vattr->dest_qp_num >> 16) & 0xFF;
-    char key[64];
-    std::snprintf(
-        key, sizeof key, "%016llx%016llx/%u",
-        static_cast<unsigned long long>(be64toh(vattr->ah_attr.grh.dgid.global.subnet_prefix)),
-        static_cast<unsigned long long>(be64toh(vattr->ah_attr.grh.dgid.global.interface_id)),
-        peer_slot);
-    auto [it, fresh] = dev.peers.try_emplace(key, dev.next_peer);
-    if (fresh) {
-      ++dev.next_peer;
-      std::vector<in6_addr> addrs;
-      for (size_t p = 0; p < dev.config.ports.size(); ++p)
-        addrs.push_back(peer_address(dev.config, gid, p));
-      if (!dev.path->set_peer(it->second, addrs,
-                              static_cast<uint16_t>(dev.config.udp_base_port + peer_slot))) {
-        dev.peers.erase(it);
-        return fail_errno(EINVAL);
-      }
-    }
-    next.peer = it->second;
-  }
+  const int vm = r.vattr_mask;
+  const ibv_qp_attr* n = r.vattr;
+  if (((vm & IBV_QP_PATH_MTU) && n->path_mtu != v.path_mtu) ||
+      ((vm & IBV_QP_DEST_QPN) && n->dest_qp_num != v.dest_qp_num) ||
+      ((vm & IBV_QP_RQ_PSN) && n->rq_psn != v.rq_psn) ||
+      ((vm & IBV_QP_SQ_PSN) && rts && n->sq_psn != v.sq_psn) ||
+      ((vm & IBV_QP_AV) && std::memcmp(n->ah_attr.grh.dgid.raw, v.ah_attr.grh.dgid.raw, 16) != 0))
+    return EINVAL;
+  return 0;
+}
 
-  if (moving) {
+// At INIT: the paths of the QP's EV profile and the settings of its CC profile (both ONLINE),
+// or the device's defaults (AUTO paths, NSCC) without profile ids. An errno, or 0.
+int resolve_profiles(SoftDevice& dev, mrc_qp& qp, const ModifyRequest& r, QpAttr& next,
+                     ProfileRefs& refs) {
+  NodeLock guard(*dev.node);
+  NodeStateLayout& s = dev.node->get();
+  const int have_mrc = qp.mrc_attr_set | r.mrc_attr_mask;
+  const bool have_ev = have_mrc & MRC_QP_EV_PROFILE_ID, have_cc = have_mrc & MRC_QP_CC_PROFILE_ID;
+  const uint64_t ev_id = r.mrc_attr_mask & MRC_QP_EV_PROFILE_ID ? r.mattr->profile.ev_profile_id
+                                                                : qp.mrc_attr.profile.ev_profile_id;
+  const uint64_t cc_id = r.mrc_attr_mask & MRC_QP_CC_PROFILE_ID ? r.mattr->profile.cc_profile_id
+                                                                : qp.mrc_attr.profile.cc_profile_id;
+  if (have_ev) {
+    ShmEvProfile* p = dev.node->find_ev(ev_id);
+    if (!p || p->state != static_cast<uint8_t>(ProfileState::kOnline)) return EINVAL;
+    if (int e = build_paths(dev, *p, s, next, refs.auto_paths)) return e;
+    refs.ev_index = static_cast<int>(p - s.ev);
+    qp.ev_generation = p->generation;
+  } else {  // lenient default: the device's own AUTO paths
+    ShmEvProfile autop{};
+    autop.mode = MRC_CTL_EV_MODE_AUTO;
+    if (int e = build_paths(dev, autop, s, next, refs.auto_paths)) return e;
+  }
+  if (have_cc) {
+    ShmCcProfile* p = dev.node->find_cc(cc_id);
+    if (!p || p->state != static_cast<uint8_t>(ProfileState::kOnline)) return EINVAL;
+    apply_cc(*p, dev.config.ports.size(), next);
+    refs.cc_index = static_cast<int>(p - s.cc);
+    qp.cc_generation = p->generation;
+  } else {
+    ShmCcProfile def{};
+    def.algorithm = 0;
+    apply_cc(def, dev.config.ports.size(), next);
+  }
+  return 0;
+}
+
+// The request's MRC and verbs attributes into the engine's QP attributes (not the peer).
+void apply_attributes(const ModifyRequest& r, QpAttr& next) {
+  const int m = r.mrc_attr_mask;
+  const mrc_qp_attr* a = r.mattr;
+  if (m & MRC_QP_MAX_WIMM) next.max_wimm = std::max<uint16_t>(1, a->wimm.max_wimm);
+  if (m & MRC_QP_MAX_WIMM_DEST) next.max_wimm_dest = std::max<uint16_t>(1, a->wimm.max_wimm_dest);
+  if (m & MRC_QP_MPR) next.mpr = a->mpr.mpr;
+  if (m & MRC_QP_MPR_DEST) next.mpr_dest = a->mpr.mpr_dest;
+  if (m & MRC_QP_TIMEOUT) next.timeout = a->timeout;
+  if (m & MRC_QP_RETRY_CNT) {
+    next.retry_linear = a->retry.linear_cnt;
+    next.retry_exp = a->retry.exp_cnt;
+  }
+  const int vm = r.vattr_mask;
+  if (vm & IBV_QP_PATH_MTU) next.path_mtu = mtu_bytes(r.vattr->path_mtu);
+  if (vm & IBV_QP_RQ_PSN) next.rq_psn = r.vattr->rq_psn & 0xFFFFFF;
+  if (vm & IBV_QP_SQ_PSN) next.sq_psn = r.vattr->sq_psn & 0xFFFFFF;
+  if (vm & IBV_QP_DEST_QPN) next.dest_qpn = r.vattr->dest_qp_num & 0xFFFF;
+}
+
+// IBV_QP_AV (3.7): the peer is the GID's host; its UDP port comes from the slot in the
+// destination QPN (docs/c-api.md "QP numbers"); its address on every plane from the prefix
+// rule. A peer seen first is registered with the data path. An errno, or 0.
+int resolve_peer(SoftDevice& dev, const ibv_qp_attr& vattr, int vattr_mask, QpAttr& next) {
+  if (!vattr.ah_attr.is_global) return EINVAL;
+  if (!(vattr_mask & IBV_QP_DEST_QPN)) return EINVAL;
+  in6_addr gid;
+  std::memcpy(gid.s6_addr, vattr.ah_attr.grh.dgid.raw, 16);
+  const uint32_t peer_slot = (vattr.dest_qp_num >> 16) & 0xFF;
+  char key[64];
+  std::snprintf(
+      key, sizeof key, "%016llx%016llx/%u",
+      static_cast<unsigned long long>(be64toh(vattr.ah_attr.grh.dgid.global.subnet_prefix)),
+      static_cast<unsigned long long>(be64toh(vattr.ah_attr.grh.dgid.global.interface_id)),
+      peer_slot);
+  auto [it, fresh] = dev.peers.try_emplace(key, dev.next_peer);
+  if (fresh) {
+    ++dev.next_peer;
+    std::vector<in6_addr> addrs;
+    for (size_t p = 0; p < dev.config.ports.size(); ++p)
+      addrs.push_back(peer_address(dev.config, gid, p));
+    if (!dev.path->set_peer(it->second, addrs,
+                            static_cast<uint16_t>(dev.config.udp_base_port + peer_slot))) {
+      dev.peers.erase(it);
+      return EINVAL;
+    }
+  }
+  next.peer = it->second;
+  return 0;
+}
+
+// The engine's QP: the transition, the live update, or (INIT -> INIT with other profiles)
+// RESET + INIT, restoring the old attributes if the new ones are refused. An errno, or 0.
+int apply_to_engine(SoftDevice& dev, mrc_qp& qp, const ModifyRequest& r, const QpAttr& next,
+                    const QpUpdate& live) {
+  if (r.moving) {
     if (auto st =
-            dev.engine->modify_qp(dev.path->now(), qp->engine_qpn, engine_state(target), next);
+            dev.engine->modify_qp(dev.path->now(), qp.engine_qpn, engine_state(r.target), next);
         !st)
-      return fail_errno(EINVAL);
-  } else if (auto st = dev.engine->update_qp(dev.path->now(), qp->engine_qpn, live); !st) {
-    return fail_errno(EINVAL);  // the values were range-checked above: only a QP gone to ERR
+      return EINVAL;
+  } else if (auto st = dev.engine->update_qp(dev.path->now(), qp.engine_qpn, live); !st) {
+    return EINVAL;  // the values were range-checked above: only a QP gone to ERR
   }
-  if (reinit) {  // INIT -> INIT with other profiles: RESET + INIT of the engine QP
+  if (r.reinit) {
     const Time now = dev.path->now();
-    (void)dev.engine->modify_qp(now, qp->engine_qpn, QpState::kReset, next);
-    if (!dev.engine->modify_qp(now, qp->engine_qpn, QpState::kInit, next)) {
-      (void)dev.engine->modify_qp(now, qp->engine_qpn, QpState::kInit, qp->engine_attr);
-      return fail_errno(EINVAL);
+    (void)dev.engine->modify_qp(now, qp.engine_qpn, QpState::kReset, next);
+    if (!dev.engine->modify_qp(now, qp.engine_qpn, QpState::kInit, next)) {
+      (void)dev.engine->modify_qp(now, qp.engine_qpn, QpState::kInit, qp.engine_attr);
+      return EINVAL;
     }
-    release_profiles(dev, qp);  // the new references are taken below
+    release_profiles(dev, &qp);  // the new references are taken in commit_modify
   }
-  // Committed.
-  if ((moving && target == IBV_QPS_INIT) || reinit) {
+  return 0;
+}
+
+// The modify is committed: profile references, the hint, and the attributes as the caller
+// will query them (mrc_query_qp).
+void commit_modify(SoftDevice& dev, mrc_qp& qp, const ModifyRequest& r, const ProfileRefs& refs,
+                   const QpAttr& next) {
+  if (r.sets_up_paths()) {
     NodeLock guard(*dev.node);
     NodeStateLayout& s = dev.node->get();
-    qp->ev_profile = ev_index;
-    qp->cc_profile = cc_index;
-    qp->auto_paths = auto_paths;
+    qp.ev_profile = refs.ev_index;
+    qp.cc_profile = refs.cc_index;
+    qp.auto_paths = refs.auto_paths;
     // Counted per process slot, so that a crashed process's QPs are reclaimed (node_state.h).
-    if (ev_index >= 0)
-      NodeState::add_qp_ref(s.ev[ev_index].active_qps, s.ev[ev_index].slot_qps, dev.slot);
-    if (cc_index >= 0)
-      NodeState::add_qp_ref(s.cc[cc_index].active_qps, s.cc[cc_index].slot_qps, dev.slot);
+    if (refs.ev_index >= 0)
+      NodeState::add_qp_ref(s.ev[refs.ev_index].active_qps, s.ev[refs.ev_index].slot_qps, dev.slot);
+    if (refs.cc_index >= 0)
+      NodeState::add_qp_ref(s.cc[refs.cc_index].active_qps, s.cc[refs.cc_index].slot_qps, dev.slot);
   }
-  if (moving && target == IBV_QPS_RESET) {
-    release_profiles(dev, qp);
-    qp->mrc_attr_set = 0;
+  const bool to_reset = r.moving && r.target == IBV_QPS_RESET;
+  if (to_reset) {
+    release_profiles(dev, &qp);
+    qp.mrc_attr_set = 0;
   }
-  qp->engine_attr = next;
-  if (mrc_attr_mask & MRC_QP_HINT) {
-    if (qp->hint) --qp->hint->qp_refs;
-    qp->hint = mattr->qp_hint;
-    if (qp->hint) ++qp->hint->qp_refs;
+  qp.engine_attr = next;
+  const int m = r.mrc_attr_mask;
+  const mrc_qp_attr* a = r.mattr;
+  if (m & MRC_QP_HINT) {
+    if (qp.hint) --qp.hint->qp_refs;
+    qp.hint = a->qp_hint;
+    if (qp.hint) ++qp.hint->qp_refs;
   }
-  if (mattr) {
-    mrc_qp_attr& c = qp->mrc_attr;
-    if (mrc_attr_mask & MRC_QP_MAX_WIMM) c.wimm.max_wimm = mattr->wimm.max_wimm;
-    if (mrc_attr_mask & MRC_QP_MAX_WIMM_DEST) c.wimm.max_wimm_dest = mattr->wimm.max_wimm_dest;
-    if (mrc_attr_mask & MRC_QP_MPR) c.mpr.mpr = mattr->mpr.mpr;
-    if (mrc_attr_mask & MRC_QP_MPR_DEST) c.mpr.mpr_dest = mattr->mpr.mpr_dest;
-    if (mrc_attr_mask & MRC_QP_TIMEOUT) c.timeout = mattr->timeout;
-    if (mrc_attr_mask & MRC_QP_EV_PROFILE_ID)
-      c.profile.ev_profile_id = mattr->profile.ev_profile_id;
-    if (mrc_attr_mask & MRC_QP_CC_PROFILE_ID)
-      c.profile.cc_profile_id = mattr->profile.cc_profile_id;
-    if (mrc_attr_mask & MRC_QP_RETRY_CNT) c.retry = mattr->retry;
-    if (mrc_attr_mask & MRC_QP_CAP) c.cap = mattr->cap;
-    if (mrc_attr_mask & MRC_QP_VENDOR_CFG)
-      std::memcpy(c.vendor_cfg, mattr->vendor_cfg, sizeof c.vendor_cfg);
-    c.qp_hint = qp->hint;
+  if (a) {
+    mrc_qp_attr& c = qp.mrc_attr;
+    if (m & MRC_QP_MAX_WIMM) c.wimm.max_wimm = a->wimm.max_wimm;
+    if (m & MRC_QP_MAX_WIMM_DEST) c.wimm.max_wimm_dest = a->wimm.max_wimm_dest;
+    if (m & MRC_QP_MPR) c.mpr.mpr = a->mpr.mpr;
+    if (m & MRC_QP_MPR_DEST) c.mpr.mpr_dest = a->mpr.mpr_dest;
+    if (m & MRC_QP_TIMEOUT) c.timeout = a->timeout;
+    if (m & MRC_QP_EV_PROFILE_ID) c.profile.ev_profile_id = a->profile.ev_profile_id;
+    if (m & MRC_QP_CC_PROFILE_ID) c.profile.cc_profile_id = a->profile.cc_profile_id;
+    if (m & MRC_QP_RETRY_CNT) c.retry = a->retry;
+    if (m & MRC_QP_CAP) c.cap = a->cap;
+    if (m & MRC_QP_VENDOR_CFG) std::memcpy(c.vendor_cfg, a->vendor_cfg, sizeof c.vendor_cfg);
+    c.qp_hint = qp.hint;
   }
-  if (!(moving && target == IBV_QPS_RESET)) qp->mrc_attr_set |= mrc_attr_mask;
-  ibv_qp_attr& v = qp->vattr;
-  if (vattr_mask & IBV_QP_ACCESS_FLAGS) v.qp_access_flags = vattr->qp_access_flags;
-  if (vattr_mask & IBV_QP_PKEY_INDEX) v.pkey_index = vattr->pkey_index;
-  if (vattr_mask & IBV_QP_AV) v.ah_attr = vattr->ah_attr;
-  if (vattr_mask & IBV_QP_PATH_MTU) v.path_mtu = vattr->path_mtu;
-  if (vattr_mask & IBV_QP_DEST_QPN) v.dest_qp_num = vattr->dest_qp_num;
-  if (vattr_mask & IBV_QP_RQ_PSN) v.rq_psn = vattr->rq_psn;
-  if (vattr_mask & IBV_QP_SQ_PSN) v.sq_psn = vattr->sq_psn;
-  qp->state = target;
+  if (!to_reset) qp.mrc_attr_set |= m;
+  ibv_qp_attr& v = qp.vattr;
+  const int vm = r.vattr_mask;
+  const ibv_qp_attr* n = r.vattr;
+  if (vm & IBV_QP_ACCESS_FLAGS) v.qp_access_flags = n->qp_access_flags;
+  if (vm & IBV_QP_PKEY_INDEX) v.pkey_index = n->pkey_index;
+  if (vm & IBV_QP_AV) v.ah_attr = n->ah_attr;
+  if (vm & IBV_QP_PATH_MTU) v.path_mtu = n->path_mtu;
+  if (vm & IBV_QP_DEST_QPN) v.dest_qp_num = n->dest_qp_num;
+  if (vm & IBV_QP_RQ_PSN) v.rq_psn = n->rq_psn;
+  if (vm & IBV_QP_SQ_PSN) v.sq_psn = n->sq_psn;
+  qp.state = r.target;
+}
+
+}  // namespace
+
+// The steps in order: the values (3.7), then under the device lock the state move (3.8), the
+// live update, the profiles and the peer, the engine's QP, and the commit: a refused modify
+// changes nothing mrc_query_qp reports.
+MRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc_qp_attr* mattr,
+                             int mrc_attr_mask) {
+  if (!qp || (vattr_mask && !vattr) || (mrc_attr_mask && !mattr)) return fail_errno(EINVAL);
+  SoftDevice& dev = *qp->ctx->dev;
+  const bool lenient = !dev.config.strict;
+  ModifyRequest r{vattr, vattr_mask, mattr, mrc_attr_mask};
+  if (int e = check_attribute_values(*qp, lenient, r)) return fail_errno(e);
+
+  DeviceLock dlk(dev);
+  if (int e = check_transition(*qp, lenient, r)) return fail_errno(e);
+  QpUpdate live;
+  if (int e = check_live_update(*qp, r, live)) return fail_errno(e);
+  QpAttr next = qp->engine_attr;
+  ProfileRefs refs;
+  if (r.sets_up_paths()) {
+    if (int e = resolve_profiles(dev, *qp, r, next, refs)) return fail_errno(e);
+  }
+  apply_attributes(r, next);
+  if (r.vattr_mask & IBV_QP_AV) {
+    if (int e = resolve_peer(dev, *r.vattr, r.vattr_mask, next)) return fail_errno(e);
+  }
+  if (int e = apply_to_engine(dev, *qp, r, next, live)) return fail_errno(e);
+  commit_modify(dev, *qp, r, refs, next);
   return 0;
 }
 
