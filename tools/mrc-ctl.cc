@@ -227,16 +227,16 @@ constexpr int64_t kU32 = 0xFFFFFFFFll;
 // Profile ids are the caller's 64-bit keys (5.5); TOML integers are signed 64-bit.
 constexpr int64_t kMaxId = INT64_MAX;
 
-// Reads `path`; nullopt after printing every problem (file:line).
-std::optional<ProfileFile> read_profile_file(const std::string& path) {
-  toml::table root;
+// The file as TOML; nullopt after printing why not (a directory, or a syntax error at
+// file:line:column).
+std::optional<toml::table> parse_profile_toml(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     fmt::print(stderr, "mrc-ctl: {}: a directory, not a profile file; nothing applied\n", path);
     return std::nullopt;
   }
   try {
-    root = toml::parse_file(path);
+    return toml::parse_file(path);
   } catch (const toml::parse_error& e) {
     if (e.source().begin.line > 0)
       fmt::print(stderr, "mrc-ctl: {}:{}:{}: {}; nothing applied\n", path, e.source().begin.line,
@@ -245,142 +245,165 @@ std::optional<ProfileFile> read_profile_file(const std::string& path) {
       fmt::print(stderr, "mrc-ctl: {}: {}; nothing applied\n", path, e.description());
     return std::nullopt;
   }
+}
+
+// A table's id, an error when another table of its kind (`ids`) has it.
+uint64_t read_unique_id(FileReader& r, const toml::table& t, const char* table,
+                        std::set<uint64_t>& ids) {
+  const auto id =
+      static_cast<uint64_t>(r.integer(t, table, "id", 0, kMaxId, std::nullopt).value_or(0));
+  if (!ids.insert(id).second) r.error(&t, fmt::format("[[{}]] id {} appears twice", table, id));
+  return id;
+}
+
+// ev_format.widths: 1 to kMaxProfileFields fields of 1 to 32 bits, kEvBits in all at most.
+void read_format_widths(FileReader& r, const toml::table& t, EvFormat& f) {
+  const toml::node* w = t.get("widths");
+  if (!w) {
+    r.error(&t, "[[ev_format]] needs 'widths' (bits of each field, e.g. widths = [16])");
+    return;
+  }
+  const toml::array* a = w->as_array();
+  if (!a || a->empty() || a->size() > api::kMaxProfileFields) {
+    r.error(w, fmt::format("ev_format.widths: expected an array of 1 to {} integers",
+                           api::kMaxProfileFields));
+    return;
+  }
+  int64_t total = 0;
+  for (const toml::node& x : *a) {
+    const auto* v = x.as_integer();
+    if (!v || v->get() < 1 || v->get() > 32) {
+      r.error(&x, "ev_format.widths: each width is an integer of 1 to 32 bits");
+      continue;
+    }
+    total += v->get();
+    f.widths.push_back({static_cast<uint8_t>(v->get())});
+  }
+  if (total > static_cast<int64_t>(mrc::ev::kEvBits))
+    r.error(w, fmt::format("ev_format.widths add up to {} bits, more than an EV's {}", total,
+                           mrc::ev::kEvBits));
+}
+
+EvFormat read_ev_format(FileReader& r, const toml::table& t, std::set<uint64_t>& ids) {
+  r.known_keys(t, "ev_format", {"id", "mode", "widths"});
+  EvFormat f;
+  f.id = read_unique_id(r, t, "ev_format", ids);
+  const auto mode = r.one_of(t, "ev_format", "mode", {"udp", "stev", "srv6"}, "udp");
+  if (mode)
+    f.mode = *mode == "stev"   ? MRC_CTL_EV_FMT_MODE_STEV
+             : *mode == "srv6" ? MRC_CTL_EV_FMT_MODE_SRV6
+                               : MRC_CTL_EV_FMT_MODE_UDP;
+  read_format_widths(r, t, f);
+  return f;
+}
+
+// One of ev_profile.fields: {width, init_val, min_val, max_val, mask}.
+mrc_ctl_ev_field read_ev_field(FileReader& r, const toml::table& ft) {
+  const char* table = "ev_profile.fields";
+  r.known_keys(ft, table, {"width", "init_val", "min_val", "max_val", "mask"});
+  mrc_ctl_ev_field f{};
+  f.width = static_cast<uint32_t>(r.integer(ft, table, "width", 1, 32, std::nullopt).value_or(1));
+  f.init_val = static_cast<uint32_t>(r.integer(ft, table, "init_val", 0, kU32, 0).value_or(0));
+  f.min_val = static_cast<uint32_t>(r.integer(ft, table, "min_val", 0, kU32, 0).value_or(0));
+  f.max_val = static_cast<uint32_t>(r.integer(ft, table, "max_val", 0, kU32, 0).value_or(0));
+  f.mask = static_cast<uint32_t>(r.integer(ft, table, "mask", 0, kU32, 0).value_or(0));
+  if (f.min_val > f.max_val)
+    r.error(&ft, fmt::format("ev_profile.fields: min_val {} is more than max_val {}", f.min_val,
+                             f.max_val));
+  return f;
+}
+
+// ev_profile.fields: an array of up to kMaxProfileFields field tables.
+void read_ev_fields(FileReader& r, const toml::node& fs, EvProfile& p) {
+  const toml::array* a = fs.as_array();
+  if (!a || a->size() > api::kMaxProfileFields) {
+    r.error(&fs, fmt::format("ev_profile.fields: expected an array of up to {} tables "
+                             "{{width, init_val, min_val, max_val, mask}}",
+                             api::kMaxProfileFields));
+    return;
+  }
+  for (const toml::node& x : *a) {
+    const toml::table* ft = x.as_table();
+    if (!ft) {
+      r.error(&x,
+              "ev_profile.fields: each field is a table {width, init_val, min_val, "
+              "max_val, mask}");
+      continue;
+    }
+    p.fields.push_back(read_ev_field(r, *ft));
+  }
+}
+
+EvProfile read_ev_profile(FileReader& r, const toml::table& t, std::set<uint64_t>& ids) {
+  r.known_keys(t, "ev_profile", {"id", "mode", "format", "count", "min_active", "fields"});
+  EvProfile p;
+  p.id = read_unique_id(r, t, "ev_profile", ids);
+  const auto mode = r.one_of(t, "ev_profile", "mode", {"gen", "exp", "auto"}, "gen");
+  if (mode)
+    p.mode = *mode == "auto"  ? MRC_CTL_EV_MODE_AUTO
+             : *mode == "exp" ? MRC_CTL_EV_MODE_EXP
+                              : MRC_CTL_EV_MODE_GEN;
+  const bool auto_mode = mode && *mode == "auto";
+  // AUTO profiles take the device's own EVs: format, count and fields are not theirs.
+  const std::optional<int64_t> none = auto_mode ? std::optional<int64_t>(0) : std::nullopt;
+  p.format =
+      static_cast<uint64_t>(r.integer(t, "ev_profile", "format", 0, kMaxId, none).value_or(0));
+  p.count = static_cast<uint32_t>(
+      r.integer(t, "ev_profile", "count", 1, api::kMaxEvsPerProfile, none).value_or(1));
+  p.min_active = static_cast<uint32_t>(
+      r.integer(t, "ev_profile", "min_active", 1, api::kMaxEvsPerProfile, 1).value_or(1));
+  if (!auto_mode && p.min_active > p.count)
+    r.error(&t, fmt::format("ev_profile {}: min_active {} is more than count {}", p.id,
+                            p.min_active, p.count));
+  if (const toml::node* fs = t.get("fields"))
+    read_ev_fields(r, *fs, p);
+  else if (!auto_mode)
+    r.error(&t,
+            fmt::format("ev_profile {} needs 'fields' (mode \"{}\")", p.id, mode.value_or("gen")));
+  return p;
+}
+
+CcProfile read_cc_profile(FileReader& r, const toml::table& t, std::set<uint64_t>& ids) {
+  r.known_keys(t, "cc_profile", {"id", "algorithm", "base_rtt_ns", "target_delay_ns", "max_cwnd"});
+  CcProfile c;
+  c.id = read_unique_id(r, t, "cc_profile", ids);
+  c.algorithm = r.one_of(t, "cc_profile", "algorithm", {"uet-1.0-nscc", "none"}, "uet-1.0-nscc")
+                    .value_or("uet-1.0-nscc");
+  c.cfg.base_rtt =
+      static_cast<uint32_t>(r.integer(t, "cc_profile", "base_rtt_ns", 1, kU32, 50'000).value_or(1));
+  c.cfg.target_delay =
+      static_cast<uint32_t>(r.integer(t, "cc_profile", "target_delay_ns", 0, kU32, 0).value_or(0));
+  c.cfg.max_cwnd =
+      static_cast<uint32_t>(r.integer(t, "cc_profile", "max_cwnd", 0, kU32, 0).value_or(0));
+  if (c.algorithm == "none")
+    for (const char* k : {"base_rtt_ns", "target_delay_ns", "max_cwnd"})
+      if (t.get(k))
+        r.error(t.get(k), fmt::format("cc_profile {}: '{}' needs an algorithm, "
+                                      "not \"none\"",
+                                      c.id, k));
+  return c;
+}
+
+// Reads `path`; nullopt after printing every problem (file:line).
+std::optional<ProfileFile> read_profile_file(const std::string& path) {
+  const std::optional<toml::table> root = parse_profile_toml(path);
+  if (!root) return std::nullopt;
   FileReader r(path);
-  for (auto&& [k, v] : root)
+  for (auto&& [k, v] : *root)
     if (k.str() != "ev_format" && k.str() != "ev_profile" && k.str() != "cc_profile")
       r.error(&v, fmt::format("unknown table or key '{}' (valid: [[ev_format]], [[ev_profile]], "
                               "[[cc_profile]])",
                               k.str()));
   ProfileFile out;
-  std::set<uint64_t> ids;
-  auto unique = [&](const toml::table& t, const char* table, uint64_t id) {
-    if (!ids.insert(id).second) r.error(&t, fmt::format("[[{}]] id {} appears twice", table, id));
-  };
-  for (const toml::table* t : r.tables(root, "ev_format")) {
-    r.known_keys(*t, "ev_format", {"id", "mode", "widths"});
-    EvFormat f;
-    f.id = static_cast<uint64_t>(
-        r.integer(*t, "ev_format", "id", 0, kMaxId, std::nullopt).value_or(0));
-    unique(*t, "ev_format", f.id);
-    const auto mode = r.one_of(*t, "ev_format", "mode", {"udp", "stev", "srv6"}, "udp");
-    if (mode)
-      f.mode = *mode == "stev"   ? MRC_CTL_EV_FMT_MODE_STEV
-               : *mode == "srv6" ? MRC_CTL_EV_FMT_MODE_SRV6
-                                 : MRC_CTL_EV_FMT_MODE_UDP;
-    const toml::node* w = t->get("widths");
-    if (!w) {
-      r.error(t, "[[ev_format]] needs 'widths' (bits of each field, e.g. widths = [16])");
-    } else if (const toml::array* a = w->as_array();
-               !a || a->empty() || a->size() > api::kMaxProfileFields) {
-      r.error(w, fmt::format("ev_format.widths: expected an array of 1 to {} integers",
-                             api::kMaxProfileFields));
-    } else {
-      int64_t total = 0;
-      for (const toml::node& x : *a) {
-        const auto* v = x.as_integer();
-        if (!v || v->get() < 1 || v->get() > 32) {
-          r.error(&x, "ev_format.widths: each width is an integer of 1 to 32 bits");
-          continue;
-        }
-        total += v->get();
-        f.widths.push_back({static_cast<uint8_t>(v->get())});
-      }
-      if (total > static_cast<int64_t>(mrc::ev::kEvBits))
-        r.error(w, fmt::format("ev_format.widths add up to {} bits, more than an EV's {}", total,
-                               mrc::ev::kEvBits));
-    }
-    out.formats.push_back(f);
-  }
-  ids.clear();
-  for (const toml::table* t : r.tables(root, "ev_profile")) {
-    r.known_keys(*t, "ev_profile", {"id", "mode", "format", "count", "min_active", "fields"});
-    EvProfile p;
-    p.id = static_cast<uint64_t>(
-        r.integer(*t, "ev_profile", "id", 0, kMaxId, std::nullopt).value_or(0));
-    unique(*t, "ev_profile", p.id);
-    const auto mode = r.one_of(*t, "ev_profile", "mode", {"gen", "exp", "auto"}, "gen");
-    if (mode)
-      p.mode = *mode == "auto"  ? MRC_CTL_EV_MODE_AUTO
-               : *mode == "exp" ? MRC_CTL_EV_MODE_EXP
-                                : MRC_CTL_EV_MODE_GEN;
-    const bool auto_mode = mode && *mode == "auto";
-    // AUTO profiles take the device's own EVs: format, count and fields are not theirs.
-    const std::optional<int64_t> none = auto_mode ? std::optional<int64_t>(0) : std::nullopt;
-    p.format =
-        static_cast<uint64_t>(r.integer(*t, "ev_profile", "format", 0, kMaxId, none).value_or(0));
-    p.count = static_cast<uint32_t>(
-        r.integer(*t, "ev_profile", "count", 1, api::kMaxEvsPerProfile, none).value_or(1));
-    p.min_active = static_cast<uint32_t>(
-        r.integer(*t, "ev_profile", "min_active", 1, api::kMaxEvsPerProfile, 1).value_or(1));
-    if (!auto_mode && p.min_active > p.count)
-      r.error(t, fmt::format("ev_profile {}: min_active {} is more than count {}", p.id,
-                             p.min_active, p.count));
-    if (const toml::node* fs = t->get("fields")) {
-      const toml::array* a = fs->as_array();
-      if (!a || a->size() > api::kMaxProfileFields) {
-        r.error(fs, fmt::format("ev_profile.fields: expected an array of up to {} tables "
-                                "{{width, init_val, min_val, max_val, mask}}",
-                                api::kMaxProfileFields));
-      } else {
-        for (const toml::node& x : *a) {
-          const toml::table* ft = x.as_table();
-          if (!ft) {
-            r.error(&x,
-                    "ev_profile.fields: each field is a table {width, init_val, min_val, "
-                    "max_val, mask}");
-            continue;
-          }
-          r.known_keys(*ft, "ev_profile.fields",
-                       {"width", "init_val", "min_val", "max_val", "mask"});
-          mrc_ctl_ev_field f{};
-          f.width = static_cast<uint32_t>(
-              r.integer(*ft, "ev_profile.fields", "width", 1, 32, std::nullopt).value_or(1));
-          f.init_val = static_cast<uint32_t>(
-              r.integer(*ft, "ev_profile.fields", "init_val", 0, kU32, 0).value_or(0));
-          f.min_val = static_cast<uint32_t>(
-              r.integer(*ft, "ev_profile.fields", "min_val", 0, kU32, 0).value_or(0));
-          f.max_val = static_cast<uint32_t>(
-              r.integer(*ft, "ev_profile.fields", "max_val", 0, kU32, 0).value_or(0));
-          f.mask = static_cast<uint32_t>(
-              r.integer(*ft, "ev_profile.fields", "mask", 0, kU32, 0).value_or(0));
-          if (f.min_val > f.max_val)
-            r.error(ft, fmt::format("ev_profile.fields: min_val {} is more than max_val {}",
-                                    f.min_val, f.max_val));
-          p.fields.push_back(f);
-        }
-      }
-    } else if (!auto_mode) {
-      r.error(
-          t, fmt::format("ev_profile {} needs 'fields' (mode \"{}\")", p.id, mode.value_or("gen")));
-    }
-    out.evs.push_back(p);
-  }
-  // An EV profile's format: one of this file's, or one already ONLINE on the device (checked
-  // when applying).
-  ids.clear();
-  for (const toml::table* t : r.tables(root, "cc_profile")) {
-    r.known_keys(*t, "cc_profile",
-                 {"id", "algorithm", "base_rtt_ns", "target_delay_ns", "max_cwnd"});
-    CcProfile c;
-    c.id = static_cast<uint64_t>(
-        r.integer(*t, "cc_profile", "id", 0, kMaxId, std::nullopt).value_or(0));
-    unique(*t, "cc_profile", c.id);
-    c.algorithm = r.one_of(*t, "cc_profile", "algorithm", {"uet-1.0-nscc", "none"}, "uet-1.0-nscc")
-                      .value_or("uet-1.0-nscc");
-    c.cfg.base_rtt = static_cast<uint32_t>(
-        r.integer(*t, "cc_profile", "base_rtt_ns", 1, kU32, 50'000).value_or(1));
-    c.cfg.target_delay = static_cast<uint32_t>(
-        r.integer(*t, "cc_profile", "target_delay_ns", 0, kU32, 0).value_or(0));
-    c.cfg.max_cwnd =
-        static_cast<uint32_t>(r.integer(*t, "cc_profile", "max_cwnd", 0, kU32, 0).value_or(0));
-    if (c.algorithm == "none")
-      for (const char* k : {"base_rtt_ns", "target_delay_ns", "max_cwnd"})
-        if (t->get(k))
-          r.error(t->get(k), fmt::format("cc_profile {}: '{}' needs an algorithm, "
-                                         "not \"none\"",
-                                         c.id, k));
-    out.ccs.push_back(c);
-  }
+  // Ids are unique per kind of table. An EV profile's format: one of this file's, or one
+  // already ONLINE on the device (checked when applying).
+  std::set<uint64_t> format_ids, ev_ids, cc_ids;
+  for (const toml::table* t : r.tables(*root, "ev_format"))
+    out.formats.push_back(read_ev_format(r, *t, format_ids));
+  for (const toml::table* t : r.tables(*root, "ev_profile"))
+    out.evs.push_back(read_ev_profile(r, *t, ev_ids));
+  for (const toml::table* t : r.tables(*root, "cc_profile"))
+    out.ccs.push_back(read_cc_profile(r, *t, cc_ids));
   if (out.formats.empty() && out.evs.empty() && out.ccs.empty() && r.errors.empty())
     r.error(nullptr,
             "no profiles: expected [[ev_format]], [[ev_profile]] or [[cc_profile]] "
@@ -656,6 +679,107 @@ int check_port(const Device& d, int port, const char* what) {
 
 }  // namespace
 
+namespace {
+
+// The command line: each subcommand and its options.
+struct CtlArgs {
+  CLI::App* apply = nullptr;
+  CLI::App* show = nullptr;
+  CLI::App* events = nullptr;
+  CLI::App* probe = nullptr;
+  CLI::App* port = nullptr;
+  std::string file;
+  bool check_only = false;
+  uint64_t show_id = 0;
+  double seconds = 10;
+  int probe_port = 1, probe_count = 1;
+  std::string probe_dst;
+  int port_num = 0;
+  std::string port_action;
+};
+
+void add_subcommands(CLI::App& app, CtlArgs& a) {
+  a.apply = app.add_subcommand(
+      "apply",
+      "Check a TOML profile file as a whole, then configure its [[ev_format]], "
+      "[[ev_profile]] and [[cc_profile]] profiles and bring them ONLINE (nothing is "
+      "applied if the file has an error)");
+  a.apply->add_option("file", a.file, "Profile file (TOML), e.g. examples/profiles.toml")
+      ->required();
+  a.apply->add_flag("--check", a.check_only, "Only check the file (no device needed)");
+  a.show = app.add_subcommand("show", "EV array and states of an EV profile");
+  a.show->add_option("id", a.show_id, "EV profile id")->required();
+  a.events = app.add_subcommand("events", "Print EV events as they arrive");
+  a.events->add_option("--seconds", a.seconds, "How long to listen (0.001 to 86400)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 86400.0));
+  a.probe = app.add_subcommand("probe", "EV probes to a node, RTT in ns");
+  a.probe->add_option("--port", a.probe_port, "Local port (plane) to probe from")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 255));
+  a.probe->add_option("--dst", a.probe_dst, "The target node's IPv6 address")->required();
+  a.probe->add_option("--count", a.probe_count, "Probes to send (1 to 1024)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  a.port = app.add_subcommand("port", "Enable or disable a port (plane) of this node");
+  a.port->add_option("port", a.port_num, "Port number (1..ports)")
+      ->required()
+      ->check(CLI::Range(1, 255));
+  a.port->add_option("action", a.port_action, "enable or disable")
+      ->required()
+      ->check(CLI::IsMember({"enable", "disable"}));
+}
+
+// apply: the file checked as a whole (--check stops there), then against the profiles already
+// ONLINE on the device, then applied; any problem and nothing is.
+int run_apply(const CtlArgs& a) {
+  const std::optional<ProfileFile> profiles = read_profile_file(a.file);
+  if (!profiles) return 2;
+  if (a.check_only) {
+    fmt::print("{}: {} ev_format, {} ev_profile, {} cc_profile: ok\n", a.file,
+               profiles->formats.size(), profiles->evs.size(), profiles->ccs.size());
+    return 0;
+  }
+  Device d;
+  if (const int rc = d.open(); rc != 0) return rc;
+  std::vector<std::string> conflicts;
+  if (check_against_device(d, *profiles, conflicts) != 0) return 1;
+  for (const std::string& c : conflicts)
+    fmt::print(stderr, "mrc-ctl: {}\n", c);
+  if (!conflicts.empty()) {
+    fmt::print(stderr, "mrc-ctl: {}: nothing applied\n", a.file);
+    return 1;
+  }
+  return apply(d, *profiles);
+}
+
+// port N enable|disable.
+int set_port_admin(Device& d, int port, const std::string& action) {
+  if (const int rc = check_port(d, port, "port"); rc != 0) return rc;
+  mrc_ctl_port_attr attr{action == "enable" ? MRC_CTL_PORT_ADMIN_ENABLED
+                                            : MRC_CTL_PORT_ADMIN_DISABLED};
+  if (mrc_ctl_modify_port(d.mctx, static_cast<uint8_t>(port), &attr, MRC_CTL_PORT_ADMIN_STATE) != 0)
+    return die(fmt::format("port {} {}", port, action));
+  fmt::print("port {} {}d\n", port, action);
+  return 0;
+}
+
+// show, events, probe and port: each needs the device.
+int run_device_command(const CtlArgs& a) {
+  Device d;
+  if (const int rc = d.open(); rc != 0) return rc;
+  if (*a.show) return show(d, a.show_id);
+  if (*a.events) return events(d, a.seconds);
+  if (*a.probe) {
+    if (const int rc = check_port(d, a.probe_port, "probe --port"); rc != 0) return rc;
+    return probe(d, a.probe_port, a.probe_dst, a.probe_count);
+  }
+  if (*a.port) return set_port_admin(d, a.port_num, a.port_action);
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{
       "mrc-ctl: the node's MRC controller (OCP mrc_ctl.h) for the mrc_soft0 device.\n"
@@ -665,83 +789,9 @@ int main(int argc, char** argv) {
       "mrc-ctl"};
   mrc::tools::set_exit_codes(app, "0 done, 1 the device is not configured or refused a change");
   app.require_subcommand(1);
-  std::string file;
-  bool check_only = false;
-  auto* apply_cmd = app.add_subcommand(
-      "apply",
-      "Check a TOML profile file as a whole, then configure its [[ev_format]], "
-      "[[ev_profile]] and [[cc_profile]] profiles and bring them ONLINE (nothing is "
-      "applied if the file has an error)");
-  apply_cmd->add_option("file", file, "Profile file (TOML), e.g. examples/profiles.toml")
-      ->required();
-  apply_cmd->add_flag("--check", check_only, "Only check the file (no device needed)");
-  uint64_t show_id = 0;
-  auto* show_cmd = app.add_subcommand("show", "EV array and states of an EV profile");
-  show_cmd->add_option("id", show_id, "EV profile id")->required();
-  double seconds = 10;
-  auto* events_cmd = app.add_subcommand("events", "Print EV events as they arrive");
-  events_cmd->add_option("--seconds", seconds, "How long to listen (0.001 to 86400)")
-      ->capture_default_str()
-      ->check(CLI::Range(0.001, 86400.0));
-  int probe_port = 1, probe_count = 1;
-  std::string probe_dst;
-  auto* probe_cmd = app.add_subcommand("probe", "EV probes to a node, RTT in ns");
-  probe_cmd->add_option("--port", probe_port, "Local port (plane) to probe from")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 255));
-  probe_cmd->add_option("--dst", probe_dst, "The target node's IPv6 address")->required();
-  probe_cmd->add_option("--count", probe_count, "Probes to send (1 to 1024)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1024));
-  int port_num = 0;
-  std::string port_action;
-  auto* port_cmd = app.add_subcommand("port", "Enable or disable a port (plane) of this node");
-  port_cmd->add_option("port", port_num, "Port number (1..ports)")
-      ->required()
-      ->check(CLI::Range(1, 255));
-  port_cmd->add_option("action", port_action, "enable or disable")
-      ->required()
-      ->check(CLI::IsMember({"enable", "disable"}));
+  CtlArgs args;
+  add_subcommands(app, args);
   if (const int rc = mrc::tools::parse(app, argc, argv); rc >= 0) return rc;
-
-  std::optional<ProfileFile> profiles;
-  if (*apply_cmd) {
-    profiles = read_profile_file(file);
-    if (!profiles) return 2;
-    if (check_only) {
-      fmt::print("{}: {} ev_format, {} ev_profile, {} cc_profile: ok\n", file,
-                 profiles->formats.size(), profiles->evs.size(), profiles->ccs.size());
-      return 0;
-    }
-  }
-  Device d;
-  if (const int rc = d.open(); rc != 0) return rc;
-  if (*apply_cmd) {
-    std::vector<std::string> conflicts;
-    if (check_against_device(d, *profiles, conflicts) != 0) return 1;
-    for (const std::string& c : conflicts)
-      fmt::print(stderr, "mrc-ctl: {}\n", c);
-    if (!conflicts.empty()) {
-      fmt::print(stderr, "mrc-ctl: {}: nothing applied\n", file);
-      return 1;
-    }
-    return apply(d, *profiles);
-  }
-  if (*show_cmd) return show(d, show_id);
-  if (*events_cmd) return events(d, seconds);
-  if (*probe_cmd) {
-    if (const int rc = check_port(d, probe_port, "probe --port"); rc != 0) return rc;
-    return probe(d, probe_port, probe_dst, probe_count);
-  }
-  if (*port_cmd) {
-    if (const int rc = check_port(d, port_num, "port"); rc != 0) return rc;
-    mrc_ctl_port_attr a{port_action == "enable" ? MRC_CTL_PORT_ADMIN_ENABLED
-                                                : MRC_CTL_PORT_ADMIN_DISABLED};
-    if (mrc_ctl_modify_port(d.mctx, static_cast<uint8_t>(port_num), &a, MRC_CTL_PORT_ADMIN_STATE) !=
-        0)
-      return die(fmt::format("port {} {}", port_num, port_action));
-    fmt::print("port {} {}d\n", port_num, port_action);
-    return 0;
-  }
-  return 0;
+  if (*args.apply) return run_apply(args);
+  return run_device_command(args);
 }
