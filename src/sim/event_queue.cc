@@ -26,7 +26,11 @@ void EventQueue::place(const SimEvent& e) {
     side_.push_back(e);
     std::push_heap(side_.begin(), side_.end(), Later{});
   } else {
-    buckets_[idx].push_back(e);
+    std::vector<SimEvent>& b = buckets_[idx];
+    // A bucket without a buffer (advance() released it) starts at 16 events, not at one.
+    if (b.size() == b.capacity()) [[unlikely]]
+      b.reserve(std::max<size_t>(2 * b.capacity(), 16));
+    b.push_back(e);
   }
   ++near_size_;
 }
@@ -105,12 +109,14 @@ void EventQueue::advance() {
       open_.clear();
       open_pos_ = 0;
       open_.swap(b);
-      // `b` now holds the previous open bucket's (empty) buffer. Buckets would otherwise
-      // keep the high-water capacity of a burst forever: thousands of buckets times a burst
-      // is gigabytes. Keep buffers of up to 2048 events (64 KiB): with a ring of a few hundred
-      // buckets that is a few MB that stays in the cache, and a bucket is refilled without
-      // reallocating (benchmark A: 10-15 % faster than 4096 buckets keeping 256).
-      if (b.capacity() > 2048) std::vector<SimEvent>().swap(b);
+      // `b` now holds the previous open bucket's (empty) buffer. It is kept only when small:
+      // `b` is now the bucket a whole horizon ahead, which fills only as the cursor nears
+      // it, so a buffer sized for a full bucket would sit mostly empty in every bucket of
+      // the ring (benchmark B at 8,192 GPUs, 32 blocks of 256 buckets: 250 MB of buffers
+      // holding 24 MB of events, the blocks layout's extra memory against the planes
+      // layout). A bucket grows from 16 events by doubling; its buffer goes with it to the
+      // cursor and is released there.
+      if (b.capacity() > kKeptEvents) std::vector<SimEvent>().swap(b);
       sort_open();
       return;
     }
@@ -154,6 +160,13 @@ SimEvent EventQueue::pop() {
     return e;
   }
   return open_[open_pos_++];
+}
+
+size_t EventQueue::buffer_bytes() const {
+  size_t events = open_.capacity() + scratch_.capacity() + side_.capacity() + far_.capacity();
+  for (const std::vector<SimEvent>& b : buckets_)
+    events += b.capacity();
+  return events * sizeof(SimEvent) + buckets_.capacity() * sizeof(buckets_[0]);
 }
 
 }  // namespace mrc::sim

@@ -59,6 +59,8 @@ class EventQueue {
   }
   // Removes and returns the earliest event. Precondition: !empty().
   SimEvent pop();
+  // Bytes the queue holds for events (the capacity of its buffers), for memory accounting.
+  size_t buffer_bytes() const;
 
  private:
   bool in_horizon(Time t) const { return t < base_ + horizon_; }
@@ -76,6 +78,9 @@ class EventQueue {
   uint32_t cursor_ = 0;  // bucket index holding [base_, base_ + width_)
   std::vector<std::vector<SimEvent>> buckets_;
   std::vector<SimEvent> open_;  // the cursor bucket, sorted, consumed from open_pos_
+  // A bucket's buffer of up to this many events stays with it when the cursor passes
+  // (advance()); larger ones are released there.
+  static constexpr size_t kKeptEvents = 64;
   size_t open_pos_ = 0;
   std::vector<SimEvent> scratch_;  // radix sort buffer
   std::vector<SimEvent> side_;     // heap: events pushed into the cursor bucket after it opened

@@ -41,6 +41,30 @@ TEST(EventQueue, pop__far_events_come_back_in_order) {
   EXPECT_EQ(q.pop().time, 20'000'000u);
 }
 
+TEST(EventQueue, pop__a_burst_leaves_no_large_buffers_behind_it) {
+  // 64 buckets of 1024 ps; every bucket receives a burst of 1000 events once, then the ring
+  // goes round three more times with one event per bucket.
+  EventQueue q(1024, 64);
+  const size_t empty_bytes = q.buffer_bytes();
+  Time t = 0;
+  for (uint32_t b = 0; b < 64; ++b)
+    for (uint32_t i = 0; i < 1000; ++i)
+      q.push(SimEvent{.time = b * 1024 + i % 1024, .key = t++});
+  const size_t burst_bytes = q.buffer_bytes();
+  EXPECT_GE(burst_bytes, 64 * 1000 * sizeof(SimEvent));
+  Time now = 0;
+  for (uint32_t round = 0; round < 4; ++round) {
+    while (!q.empty())
+      now = q.pop().time;
+    for (uint32_t b = 0; b < 64; ++b)
+      q.push(SimEvent{.time = now + 1 + b * 1024, .key = t++});
+  }
+  // Buckets keep small buffers only; one bucket's burst may stay in the sort buffer.
+  EXPECT_LT(q.buffer_bytes(),
+            empty_bytes + 64 * 64 * sizeof(SimEvent) + 2 * 1024 * sizeof(SimEvent));
+  EXPECT_LT(q.buffer_bytes() * 10, burst_bytes);
+}
+
 TEST(EventQueue, peek_ready__is_the_next_pop) {
   EventQueue q(1024, 16);
   q.push(SimEvent{.time = 10, .key = 1});
