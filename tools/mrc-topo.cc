@@ -265,13 +265,10 @@ ordered_json assumptions_json(const Options& o) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  Options o;
-  CLI::App app{
-      "mrc-topo: switches, links, optics, hops and power of a multi-plane two-tier fabric "
-      "against a conventional single-plane fat tree (closed form; see docs/topology.md)",
-      "mrc-topo"};
-  mrc::tools::set_exit_codes(app, "0 every size fits, 1 a size needs more tiers than allowed");
+namespace {
+
+// The two designs compared: GPU counts, planes, speeds, radix, tiers, oversubscription.
+void add_design_options(CLI::App& app, Options& o) {
   app.add_option("--gpus", o.gpus, "GPU counts (one NIC each); several give a table")
       ->required()
       ->expected(1, -1)
@@ -305,6 +302,10 @@ int main(int argc, char** argv) {
   app.add_flag("--min-switches", o.min_switches,
                "partial pods with the fewest switches (uneven parallel links) instead of equal "
                "parallel links to every switch");
+}
+
+// Optics, copper and power assumptions.
+void add_assumption_options(CLI::App& app, Options& o) {
   app.add_option("--host-link-m", o.a.host_link_m, "NIC-leaf cable length (m)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e6));
@@ -344,16 +345,11 @@ int main(int argc, char** argv) {
   app.add_option("--copper-end-w", o.a.copper_end_w, "W per end of a copper host link")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e6));
-  app.add_flag("--json", o.json, "one JSON object instead of the tables");
-  if (const int rc = mrc::tools::parse(app, argc, argv); rc >= 0) return rc;
-  o.a.packaging =
-      o.packaging == "per-port" ? OpticsPackaging::kPerPort : OpticsPackaging::kBreakout;
-  for (DesignParams* p : {&o.mp, &o.cv}) {
-    p->oversub = o.oversub;
-    p->uniform_links = !o.min_switches;
-  }
+}
 
-  // Bad parameters (anything but a size that does not fit) stop here.
+// Bad parameters (anything but a size that does not fit): a message, and the exit status;
+// nullopt when both designs are sound.
+std::optional<int> check_designs(const Options& o) {
   for (const DesignParams* p : {&o.mp, &o.cv}) {
     DesignParams probe = *p;
     probe.gpus = 1;
@@ -363,9 +359,15 @@ int main(int argc, char** argv) {
                                   problem->message));
     }
   }
+  return std::nullopt;
+}
 
-  std::vector<std::pair<Outcome, Outcome>> out;
-  bool all_fit = true;
+using Outcomes = std::vector<std::pair<Outcome, Outcome>>;
+
+// Both designs at every size; a size refused for anything but needing more tiers stops it
+// (a message, and the exit status).
+std::optional<int> evaluate_sizes(const Options& o, Outcomes& out, bool& all_fit) {
+  all_fit = true;
   for (uint64_t n : o.gpus) {
     DesignParams mp = o.mp, cv = o.cv;
     mp.gpus = cv.gpus = n;
@@ -377,24 +379,53 @@ int main(int argc, char** argv) {
       all_fit = all_fit && x->report.has_value();
     }
   }
+  return std::nullopt;
+}
 
-  if (o.json) {
-    ordered_json sizes = ordered_json::array();
-    for (size_t i = 0; i < out.size(); ++i)
-      sizes.push_back(ordered_json{{"gpus", o.gpus[i]},
-                                   {"multi_plane", outcome_json(out[i].first)},
-                                   {"conventional", outcome_json(out[i].second)},
-                                   {"ratios", ratios_json(out[i].first, out[i].second)}});
-    const ordered_json doc{{"tool", "mrc-topo"},
-                           {"schema", 1},
-                           {"assumptions", assumptions_json(o)},
-                           {"multi_plane", params_json(o.mp)},
-                           {"conventional", params_json(o.cv)},
-                           {"sizes", sizes}};
-    fmt::print("{}\n", doc.dump(2));
-    return all_fit ? 0 : 1;
+void print_json(const Options& o, const Outcomes& out) {
+  ordered_json sizes = ordered_json::array();
+  for (size_t i = 0; i < out.size(); ++i)
+    sizes.push_back(ordered_json{{"gpus", o.gpus[i]},
+                                 {"multi_plane", outcome_json(out[i].first)},
+                                 {"conventional", outcome_json(out[i].second)},
+                                 {"ratios", ratios_json(out[i].first, out[i].second)}});
+  const ordered_json doc{{"tool", "mrc-topo"},
+                         {"schema", 1},
+                         {"assumptions", assumptions_json(o)},
+                         {"multi_plane", params_json(o.mp)},
+                         {"conventional", params_json(o.cv)},
+                         {"sizes", sizes}};
+  fmt::print("{}\n", doc.dump(2));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{
+      "mrc-topo: switches, links, optics, hops and power of a multi-plane two-tier fabric "
+      "against a conventional single-plane fat tree (closed form; see docs/topology.md)",
+      "mrc-topo"};
+  mrc::tools::set_exit_codes(app, "0 every size fits, 1 a size needs more tiers than allowed");
+  add_design_options(app, o);
+  add_assumption_options(app, o);
+  app.add_flag("--json", o.json, "one JSON object instead of the tables");
+  if (const int rc = mrc::tools::parse(app, argc, argv); rc >= 0) return rc;
+  o.a.packaging =
+      o.packaging == "per-port" ? OpticsPackaging::kPerPort : OpticsPackaging::kBreakout;
+  for (DesignParams* p : {&o.mp, &o.cv}) {
+    p->oversub = o.oversub;
+    p->uniform_links = !o.min_switches;
   }
 
+  if (const std::optional<int> rc = check_designs(o)) return *rc;
+  Outcomes out;
+  bool all_fit = true;
+  if (const std::optional<int> rc = evaluate_sizes(o, out, all_fit)) return *rc;
+  if (o.json) {
+    print_json(o, out);
+    return all_fit ? 0 : 1;
+  }
   for (size_t i = 0; i < out.size(); ++i)
     print_block(o.gpus[i], o, out[i].first, out[i].second);
   if (out.size() > 1) print_summary(o, out);
