@@ -767,6 +767,269 @@ int print_ranks_plan(const Scenario& sc, uint32_t ranks) {
 
 }  // namespace
 
+namespace {
+
+// The command line.
+struct SimArgs {
+  std::string scenario_path, out_dir, htsim_path, pcap_hosts_arg;
+  std::vector<std::string> sets;
+  uint64_t seed = 0;
+  CLI::Option* seed_opt = nullptr;
+  bool quiet = false, print_default = false;
+  uint32_t ranks_plan = 0;
+  std::string partition = "auto";
+};
+
+void add_options(CLI::App& app, SimArgs& a) {
+  app.add_option("scenario", a.scenario_path, "Scenario file (TOML); default: the embedded one")
+      ->check(CLI::ExistingFile);
+  app.add_option("--set", a.sets,
+                 "Override a key by dotted path: --set topo.hosts=256 (repeatable)")
+      ->allow_extra_args(false)  // one value per --set: a scenario file may follow
+      ->take_all();
+  a.seed_opt =
+      app.add_option("--seed", a.seed, "Random seed, 0 to 2^63-1 (overrides the scenario's)")
+          ->check(CLI::Range(int64_t{0}, INT64_MAX));
+  app.add_option("--out", a.out_dir, "Output directory (default out/<scenario name>)");
+  app.add_option("--htsim", a.htsim_path, "Run an htsim connection matrix (.cm)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--pcap-hosts", a.pcap_hosts_arg,
+                 "Comma-separated hosts whose packets go to <out>/<transport>.pcap");
+  app.add_flag("--quiet", a.quiet, "No progress and no table (files only)");
+  app.add_flag("--print-default", a.print_default, "Print the embedded default scenario and exit");
+  app.add_option("--ranks-plan", a.ranks_plan,
+                 "Print how N ranks would share the fabric (blocks, links between ranks, "
+                 "predicted memory per rank) and exit")
+      ->check(CLI::Range(1u, kMaxBlocks));
+  app.add_option("--partition", a.partition,
+                 "Partition layout: blocks (the layout of a run under mpirun: the same results "
+                 "on any number of ranks), planes (one partition per plane), or auto (default: "
+                 "blocks, unless the scenario needs planes)")
+      ->check(CLI::IsMember({"auto", "blocks", "planes"}));
+}
+
+// The scenario to run: a file, the embedded default, or an htsim matrix (on the default
+// fabric, or as the workload of a scenario file), with the --set overrides.
+SimResult<Scenario> load_requested_scenario(const SimArgs& a) {
+  if (a.htsim_path.empty())
+    return a.scenario_path.empty() ? default_scenario(a.sets)
+                                   : load_scenario(a.scenario_path, a.sets);
+  auto m = load_htsim_cm(a.htsim_path);
+  if (!m) return std::unexpected(m.error());
+  const std::string abs = std::filesystem::absolute(a.htsim_path).string();
+  if (a.scenario_path.empty())
+    return parse_scenario(htsim_base_toml(abs, m->nodes), "<htsim>", a.sets);
+  // The scenario's fabric and transports, the matrix as the workload.
+  SimResult<Scenario> parsed = load_scenario(a.scenario_path, a.sets);
+  if (parsed) {
+    parsed->workload = WorkloadConfig{};
+    parsed->workload.kind = WorkloadConfig::kHtsim;
+    parsed->workload.file = abs;
+    if (parsed->base.topo.hosts < m->nodes)
+      return sim_fail(fmt::format("{} has Nodes {} but the scenario's fabric has {} hosts",
+                                  a.htsim_path, m->nodes, parsed->base.topo.hosts));
+  }
+  return parsed;
+}
+
+// A run over several ranks needs a block per rank and a lookahead.
+SimStatus check_ranks(const Scenario& sc, uint32_t ranks) {
+  if (ranks <= 1) return {};
+  auto shape = fabric_shape(sc.base.topo);
+  if (shape && BlockLayout(*shape).blocks() < ranks)
+    return sim_fail(
+        fmt::format("{} ranks, but this fabric has {} blocks (one per leaf, or per pod "
+                    "of a fat tree, up to {}): run at most {} ranks",
+                    ranks, BlockLayout(*shape).blocks(), kMaxBlocks, BlockLayout(*shape).blocks()));
+  if (sc.base.topo.link_delay == 0)
+    return sim_fail("a run over several ranks needs topo.link_delay > 0 (the lookahead)");
+  return {};
+}
+
+// --pcap-hosts: host numbers below `hosts`, separated by commas.
+SimResult<std::vector<HostId>> parse_pcap_hosts(const std::string& arg, uint32_t hosts) {
+  std::vector<HostId> out;
+  std::string_view s = arg;
+  while (!s.empty()) {
+    const size_t c = s.find(',');
+    const std::string item(s.substr(0, c));
+    try {
+      size_t used = 0;
+      const unsigned long v = std::stoul(item, &used);
+      if (used != item.size() || v >= hosts) throw std::out_of_range(item);
+      out.push_back(static_cast<HostId>(v));
+    } catch (const std::exception&) {
+      return sim_fail(
+          fmt::format("--pcap-hosts: expected host numbers 0..{} separated by "
+                      "commas, got '{}'",
+                      hosts - 1, item));
+    }
+    if (c == std::string_view::npos) break;
+    s.remove_prefix(c + 1);
+  }
+  return out;
+}
+
+// One transport's progress line on stderr: in place on a terminal, every 2 s otherwise.
+class ProgressLine {
+ public:
+  ProgressLine(const Scenario& sc, const RankExchange* exchange, Time deadline, bool tty)
+      : sc_(sc), exchange_(exchange), deadline_(deadline), tty_(tty) {}
+  void operator()(const std::string& name, const RunProgress& p) {
+    const auto wall = Clock::now();
+    const double secs = std::chrono::duration<double>(wall - start_).count();
+    // The workload's size is known once it has started (the first report).
+    if (!eta_)
+      eta_.emplace(exchange_ ? 0 : p.bytes_total, exchange_ ? 0 : deadline_,
+                   no_eta_reason(sc_, exchange_ != nullptr));
+    const EtaEstimate e = eta_->update(secs, p.now, p.bytes_placed);
+    if (!tty_ && wall - last_ < std::chrono::seconds(2)) return;
+    last_ = wall;
+    const std::string progress =
+        (e.fraction > 0 ? fmt::format("{:.0f}% | ", 100 * e.fraction) : std::string()) +
+        (e.seconds ? "ETA " + format_eta(*e.seconds) : e.reason);
+    fmt::print(stderr,
+               "{}[{}] sim {:.3f} ms | {:.1f} M events | {:.2f} M ev/s | flows {}/{} | "
+               "{}   {}",
+               tty_ ? "\r" : "", name, static_cast<double>(p.now) / kPicosPerMilli, p.events / 1e6,
+               secs > 0 ? p.events / secs / 1e6 : 0.0, p.flows_completed, p.flows_added, progress,
+               tty_ ? "" : "\n");
+  }
+
+ private:
+  const Scenario& sc_;
+  const RankExchange* exchange_;
+  Time deadline_;
+  bool tty_;
+  Clock::time_point start_ = Clock::now();
+  Clock::time_point last_ = start_;
+  std::optional<EtaEstimator> eta_;
+};
+
+// Every transport of the scenario in turn, into `runs`. The status: 0, or 1 when a workload
+// reported an error; an error when a run failed.
+SimResult<int> run_transports(const Scenario& sc, const SimArgs& a, RankExchange* exchange,
+                              uint32_t rank, const std::vector<HostId>& pcap_hosts,
+                              std::vector<Ran>& runs) {
+  const bool tty = isatty(STDERR_FILENO);
+  const Time deadline = progress_deadline(sc);
+  int status = 0;
+  for (const TransportRun& tr : sc.runs) {
+    const auto start = Clock::now();
+    ProgressLine line(sc, exchange, deadline, tty);
+    RunHooks hooks;
+    if (!a.quiet)
+      hooks.progress = [&line](const std::string& name, const RunProgress& p) { line(name, p); };
+    hooks.block_partitions = a.partition == "blocks";
+    hooks.exchange = exchange;
+    if (!pcap_hosts.empty()) {
+      hooks.pcap_path = (std::filesystem::path(a.out_dir) / (tr.name + ".pcap")).string();
+      hooks.pcap_hosts = pcap_hosts;
+    }
+    auto r = run_transport(sc, tr, hooks);
+    if (!a.quiet && tty && rank == 0) fmt::print(stderr, "\r{:<100}\r", "");
+    if (!r) return std::unexpected(r.error());
+    Ran ran;
+    ran.r = std::move(*r);
+    ran.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    ran.leaves = ran.r.leaves;
+    ran.spines = ran.r.spines;
+    if (!ran.r.workload_error.empty()) status = 1;
+    if (!a.quiet && rank == 0)
+      fmt::print(stderr, "[{}] done: {:.3f} ms simulated, {:.1f} M events in {:.2f} s\n", tr.name,
+                 static_cast<double>(ran.r.sim_time) / kPicosPerMilli, ran.r.stats.events / 1e6,
+                 ran.wall_seconds);
+    runs.push_back(std::move(ran));
+  }
+  return status;
+}
+
+// summary.json's "run": wall time, events, memory of every rank, the partition layout, and
+// under mpirun what the end-of-window exchange cost each rank. Every rank takes part.
+json run_json(const std::vector<Ran>& runs, double wall, uint64_t events,
+              const std::string& partition, RankExchange* exchange, uint32_t rank, uint32_t ranks) {
+  json per = json::object();
+  for (const Ran& r : runs)
+    per[r.r.name] = r.wall_seconds;
+  std::vector<uint64_t> rss(ranks, 0);
+  rss[rank] = peak_rss_bytes();
+  if (exchange) exchange->all_sum(rss);
+  const uint64_t rss_max = *std::max_element(rss.begin(), rss.end());
+  json run = {{"wall_seconds", wall},
+              {"events_per_second", wall > 0 ? static_cast<double>(events) / wall : 0.0},
+              {"peak_rss_bytes", rss_max},
+              {"huge_page_bytes", huge_page_bytes()},
+              {"wall_seconds_per_transport", per},
+              {"partition", partition},
+              {"ranks", ranks},
+              {"peak_rss_bytes_per_rank", rss}};
+  if (exchange) {
+    const RankExchange::Cost c = exchange->cost();
+    std::vector<uint64_t> bytes(ranks, 0), wall_ns(ranks, 0);
+    bytes[rank] = c.bytes_sent;
+    wall_ns[rank] = c.wall_ns;
+    exchange->all_sum(bytes);
+    exchange->all_sum(wall_ns);
+    json secs = json::array();
+    for (uint64_t ns : wall_ns)
+      secs.push_back(static_cast<double>(ns) / 1e9);
+    run["exchange"] = {
+        {"windows", c.calls}, {"bytes_sent_per_rank", bytes}, {"seconds_per_rank", secs}};
+  }
+  return run;
+}
+
+// summary.json without its "run" part.
+json summary_json(const Scenario& sc, const std::vector<Ran>& runs, uint64_t& events) {
+  json j;
+  j["schema"] = 1;
+  j["version"] = version();
+  j["scenario"] = {{"name", sc.name},
+                   {"description", sc.description},
+                   {"source", sc.source},
+                   {"overrides", sc.overrides}};
+  j["seed"] = sc.seed;
+  j["config"] = echo_config(sc);
+  Time sim_time = 0;
+  events = 0;
+  for (const Ran& r : runs) {
+    sim_time = std::max(sim_time, r.r.sim_time);
+    events += r.r.stats.events;
+  }
+  j["sim_time_ps"] = sim_time;
+  j["events"] = events;
+  json tj = json::array();
+  for (const Ran& r : runs) {
+    tj.push_back(transport_json(r));
+    if (sc.workload.kind == WorkloadConfig::kIncast)
+      tj.back()["slowdown"]["last_done_vs_fair_share"] = incast_max_vs_fair_share(sc, r.r);
+  }
+  j["transports"] = tj;
+  return j;
+}
+
+// The run directory: summary.json, flows.csv, links.csv, ev_events.jsonl (and flows_ts.csv).
+SimStatus write_run_directory(const std::string& out_dir, const json& summary, const Scenario& sc,
+                              const std::vector<Ran>& runs) {
+  const std::filesystem::path dir(out_dir);
+  try {
+    auto f = fmt::output_file((dir / "summary.json").string());
+    f.print("{}\n", summary.dump(2));
+    f.close();
+    write_flows((dir / "flows.csv").string(), runs);
+    write_links((dir / "links.csv").string(), runs);
+    write_ev_events((dir / "ev_events.jsonl").string(), runs);
+    if (sc.base.throughput_interval > 0)
+      write_flows_ts((dir / "flows_ts.csv").string(), runs, sc.base.throughput_interval);
+  } catch (const std::exception& e) {
+    return sim_fail(Error::kIoError,
+                    fmt::format("cannot write the results to {}: {}", out_dir, e.what()));
+  }
+  return {};
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   reexec_with_huge_pages(argv);
   CLI::App app{
@@ -776,36 +1039,8 @@ int main(int argc, char** argv) {
       "mrc-sim"};
   mrc::tools::set_exit_codes(app,
                              "0 every transport ran, 1 a run failed (bad fault, workload error)");
-  std::string scenario_path, out_dir, htsim_path, pcap_hosts_arg;
-  std::vector<std::string> sets;
-  uint64_t seed = 0;
-  bool quiet = false, print_default = false;
-  uint32_t ranks_plan = 0;
-  std::string partition = "auto";
-  app.add_option("scenario", scenario_path, "Scenario file (TOML); default: the embedded one")
-      ->check(CLI::ExistingFile);
-  app.add_option("--set", sets, "Override a key by dotted path: --set topo.hosts=256 (repeatable)")
-      ->allow_extra_args(false)  // one value per --set: a scenario file may follow
-      ->take_all();
-  auto* seed_opt =
-      app.add_option("--seed", seed, "Random seed, 0 to 2^63-1 (overrides the scenario's)")
-          ->check(CLI::Range(int64_t{0}, INT64_MAX));
-  app.add_option("--out", out_dir, "Output directory (default out/<scenario name>)");
-  app.add_option("--htsim", htsim_path, "Run an htsim connection matrix (.cm)")
-      ->check(CLI::ExistingFile);
-  app.add_option("--pcap-hosts", pcap_hosts_arg,
-                 "Comma-separated hosts whose packets go to <out>/<transport>.pcap");
-  app.add_flag("--quiet", quiet, "No progress and no table (files only)");
-  app.add_flag("--print-default", print_default, "Print the embedded default scenario and exit");
-  app.add_option("--ranks-plan", ranks_plan,
-                 "Print how N ranks would share the fabric (blocks, links between ranks, "
-                 "predicted memory per rank) and exit")
-      ->check(CLI::Range(1u, kMaxBlocks));
-  app.add_option("--partition", partition,
-                 "Partition layout: blocks (the layout of a run under mpirun: the same results "
-                 "on any number of ranks), planes (one partition per plane), or auto (default: "
-                 "blocks, unless the scenario needs planes)")
-      ->check(CLI::IsMember({"auto", "blocks", "planes"}));
+  SimArgs a;
+  add_options(app, a);
   if (const int rc = mrc::tools::parse(app, argc, argv); rc >= 0) return rc;
 
   // Under mpirun (an MPI build): one process per rank, the blocks layout. Every rank parses
@@ -822,77 +1057,24 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "mrc-sim: {}\n", message);
     return status;
   };
-  if (exchange) partition = "blocks";
+  if (exchange) a.partition = "blocks";
 
-  if (print_default) {
+  if (a.print_default) {
     if (rank == 0) fmt::print("{}", default_scenario_toml());
     return 0;
   }
-  if (seed_opt->count() > 0) sets.push_back("seed=" + std::to_string(seed));
-
-  SimResult<Scenario> parsed = sim_fail("");
-  if (!htsim_path.empty()) {
-    auto m = load_htsim_cm(htsim_path);
-    if (!m) return failed(m.error().message, 2);
-    const std::string abs = std::filesystem::absolute(htsim_path).string();
-    if (scenario_path.empty()) {
-      parsed = parse_scenario(htsim_base_toml(abs, m->nodes), "<htsim>", sets);
-    } else {
-      // The scenario's fabric and transports, the matrix as the workload.
-      parsed = load_scenario(scenario_path, sets);
-      if (parsed) {
-        parsed->workload = WorkloadConfig{};
-        parsed->workload.kind = WorkloadConfig::kHtsim;
-        parsed->workload.file = abs;
-        if (parsed->base.topo.hosts < m->nodes) {
-          return failed(fmt::format("{} has Nodes {} but the scenario's fabric has {} hosts",
-                                    htsim_path, m->nodes, parsed->base.topo.hosts),
-                        2);
-        }
-      }
-    }
-  } else if (scenario_path.empty()) {
-    parsed = default_scenario(sets);
-  } else {
-    parsed = load_scenario(scenario_path, sets);
-  }
+  if (a.seed_opt->count() > 0) a.sets.push_back("seed=" + std::to_string(a.seed));
+  SimResult<Scenario> parsed = load_requested_scenario(a);
   if (!parsed) return failed(parsed.error().message, 2);
   Scenario& sc = *parsed;
-  if (ranks_plan > 0) return rank == 0 ? print_ranks_plan(sc, ranks_plan) : 0;
-  if (ranks > 1) {
-    auto shape = fabric_shape(sc.base.topo);
-    if (shape && BlockLayout(*shape).blocks() < ranks)
-      return failed(fmt::format("{} ranks, but this fabric has {} blocks (one per leaf, or per pod "
-                                "of a fat tree, up to {}): run at most {} ranks",
-                                ranks, BlockLayout(*shape).blocks(), kMaxBlocks,
-                                BlockLayout(*shape).blocks()),
-                    2);
-    if (sc.base.topo.link_delay == 0)
-      return failed("a run over several ranks needs topo.link_delay > 0 (the lookahead)", 2);
-  }
-
+  if (a.ranks_plan > 0) return rank == 0 ? print_ranks_plan(sc, a.ranks_plan) : 0;
+  if (auto st = check_ranks(sc, ranks); !st) return failed(st.error().message, 2);
   std::vector<HostId> pcap_hosts;
-  if (!pcap_hosts_arg.empty()) {
-    std::string_view s = pcap_hosts_arg;
-    while (!s.empty()) {
-      const size_t c = s.find(',');
-      const std::string item(s.substr(0, c));
-      try {
-        size_t used = 0;
-        const unsigned long v = std::stoul(item, &used);
-        if (used != item.size() || v >= sc.base.topo.hosts) throw std::out_of_range(item);
-        pcap_hosts.push_back(static_cast<HostId>(v));
-      } catch (const std::exception&) {
-        return failed(fmt::format("--pcap-hosts: expected host numbers 0..{} separated by "
-                                  "commas, got '{}'",
-                                  sc.base.topo.hosts - 1, item),
-                      2);
-      }
-      if (c == std::string_view::npos) break;
-      s.remove_prefix(c + 1);
-    }
+  if (!a.pcap_hosts_arg.empty()) {
+    auto hosts = parse_pcap_hosts(a.pcap_hosts_arg, sc.base.topo.hosts);
+    if (!hosts) return failed(hosts.error().message, 2);
+    pcap_hosts = std::move(*hosts);
   }
-
   if (exchange && !pcap_hosts.empty())
     return failed(
         "--pcap-hosts: not available under mpirun (each rank sees only its own hosts' "
@@ -900,142 +1082,30 @@ int main(int argc, char** argv) {
         2);
   // The blocks layout unless the scenario needs a feature it lacks (then the per-plane one,
   // and mpirun and --partition blocks refuse the scenario with the reason).
-  if (partition == "auto") partition = blocks_layout_limit(sc).empty() ? "blocks" : "planes";
-  if (out_dir.empty()) out_dir = "out/" + sc.name;
+  if (a.partition == "auto") a.partition = blocks_layout_limit(sc).empty() ? "blocks" : "planes";
+  if (a.out_dir.empty()) a.out_dir = "out/" + sc.name;
   if (rank == 0) {
     std::error_code ec;
-    std::filesystem::create_directories(out_dir, ec);
-    if (ec) return failed(fmt::format("cannot create {}: {}", out_dir, ec.message()), 2);
+    std::filesystem::create_directories(a.out_dir, ec);
+    if (ec) return failed(fmt::format("cannot create {}: {}", a.out_dir, ec.message()), 2);
   }
 
-  const bool tty = isatty(STDERR_FILENO);
-  const Time deadline = progress_deadline(sc);
   const auto t0 = Clock::now();
   std::vector<Ran> runs;
-  int status = 0;
-  for (const TransportRun& tr : sc.runs) {
-    const auto start = Clock::now();
-    auto last = start;
-    RunHooks hooks;
-    std::optional<EtaEstimator> eta;
-    if (!quiet)
-      hooks.progress = [&](const std::string& name, const RunProgress& p) {
-        const auto wall = Clock::now();
-        const double secs = std::chrono::duration<double>(wall - start).count();
-        // The workload's size is known once it has started (the first report).
-        if (!eta)
-          eta.emplace(exchange ? 0 : p.bytes_total, exchange ? 0 : deadline,
-                      no_eta_reason(sc, exchange != nullptr));
-        const EtaEstimate e = eta->update(secs, p.now, p.bytes_placed);
-        if (!tty && wall - last < std::chrono::seconds(2)) return;
-        last = wall;
-        const std::string progress =
-            (e.fraction > 0 ? fmt::format("{:.0f}% | ", 100 * e.fraction) : std::string()) +
-            (e.seconds ? "ETA " + format_eta(*e.seconds) : e.reason);
-        fmt::print(stderr,
-                   "{}[{}] sim {:.3f} ms | {:.1f} M events | {:.2f} M ev/s | flows {}/{} | "
-                   "{}   {}",
-                   tty ? "\r" : "", name, static_cast<double>(p.now) / kPicosPerMilli,
-                   p.events / 1e6, secs > 0 ? p.events / secs / 1e6 : 0.0, p.flows_completed,
-                   p.flows_added, progress, tty ? "" : "\n");
-      };
-    hooks.block_partitions = partition == "blocks";
-    hooks.exchange = exchange.get();
-    if (!pcap_hosts.empty()) {
-      hooks.pcap_path = (std::filesystem::path(out_dir) / (tr.name + ".pcap")).string();
-      hooks.pcap_hosts = pcap_hosts;
-    }
-    auto r = run_transport(sc, tr, hooks);
-    if (!quiet && tty && rank == 0) fmt::print(stderr, "\r{:<100}\r", "");
-    if (!r) return failed(r.error().message, 1);
-    Ran ran;
-    ran.r = std::move(*r);
-    ran.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    ran.leaves = ran.r.leaves;
-    ran.spines = ran.r.spines;
-    if (!ran.r.workload_error.empty()) status = 1;
-    if (!quiet && rank == 0)
-      fmt::print(stderr, "[{}] done: {:.3f} ms simulated, {:.1f} M events in {:.2f} s\n", tr.name,
-                 static_cast<double>(ran.r.sim_time) / kPicosPerMilli, ran.r.stats.events / 1e6,
-                 ran.wall_seconds);
-    runs.push_back(std::move(ran));
-  }
+  const SimResult<int> status = run_transports(sc, a, exchange.get(), rank, pcap_hosts, runs);
+  if (!status) return failed(status.error().message, 1);
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-
-  json j;
-  j["schema"] = 1;
-  j["version"] = version();
-  j["scenario"] = {{"name", sc.name},
-                   {"description", sc.description},
-                   {"source", sc.source},
-                   {"overrides", sc.overrides}};
-  j["seed"] = sc.seed;
-  j["config"] = echo_config(sc);
-  Time sim_time = 0;
   uint64_t events = 0;
-  for (const Ran& r : runs) {
-    sim_time = std::max(sim_time, r.r.sim_time);
-    events += r.r.stats.events;
-  }
-  j["sim_time_ps"] = sim_time;
-  j["events"] = events;
-  json tj = json::array();
-  for (const Ran& r : runs) {
-    tj.push_back(transport_json(r));
-    if (sc.workload.kind == WorkloadConfig::kIncast)
-      tj.back()["slowdown"]["last_done_vs_fair_share"] = incast_max_vs_fair_share(sc, r.r);
-  }
-  j["transports"] = tj;
-  json per = json::object();
-  for (const Ran& r : runs)
-    per[r.r.name] = r.wall_seconds;
-  // Peak memory of every rank (one entry serially).
-  std::vector<uint64_t> rss(ranks, 0);
-  rss[rank] = peak_rss_bytes();
-  if (exchange) exchange->all_sum(rss);
-  const uint64_t rss_max = *std::max_element(rss.begin(), rss.end());
-  j["run"] = {{"wall_seconds", wall},
-              {"events_per_second", wall > 0 ? static_cast<double>(events) / wall : 0.0},
-              {"peak_rss_bytes", rss_max},
-              {"huge_page_bytes", huge_page_bytes()},
-              {"wall_seconds_per_transport", per},
-              {"partition", partition},
-              {"ranks", ranks},
-              {"peak_rss_bytes_per_rank", rss}};
-  if (exchange) {
-    // What the end-of-window exchange cost each rank (every transport together).
-    const RankExchange::Cost c = exchange->cost();
-    std::vector<uint64_t> bytes(ranks, 0), wall_ns(ranks, 0);
-    bytes[rank] = c.bytes_sent;
-    wall_ns[rank] = c.wall_ns;
-    exchange->all_sum(bytes);
-    exchange->all_sum(wall_ns);
-    json secs = json::array();
-    for (uint64_t ns : wall_ns)
-      secs.push_back(static_cast<double>(ns) / 1e9);
-    j["run"]["exchange"] = {
-        {"windows", c.calls}, {"bytes_sent_per_rank", bytes}, {"seconds_per_rank", secs}};
-  }
-  if (rank != 0) return status;  // rank 0 writes the run directory
-
-  const std::filesystem::path dir(out_dir);
-  try {
-    auto f = fmt::output_file((dir / "summary.json").string());
-    f.print("{}\n", j.dump(2));
-    f.close();
-    write_flows((dir / "flows.csv").string(), runs);
-    write_links((dir / "links.csv").string(), runs);
-    write_ev_events((dir / "ev_events.jsonl").string(), runs);
-    if (sc.base.throughput_interval > 0)
-      write_flows_ts((dir / "flows_ts.csv").string(), runs, sc.base.throughput_interval);
-  } catch (const std::exception& e) {
-    return failed(fmt::format("cannot write the results to {}: {}", out_dir, e.what()), 1);
-  }
-
-  if (!quiet) {
+  json j = summary_json(sc, runs, events);
+  j["run"] = run_json(runs, wall, events, a.partition, exchange.get(), rank, ranks);
+  if (rank != 0) return *status;  // rank 0 writes the run directory
+  if (auto st = write_run_directory(a.out_dir, j, sc, runs); !st)
+    return failed(st.error().message, 1);
+  if (!a.quiet) {
     print_table(sc, runs);
     fmt::print("\n{:.1f} s wall, {:.1f} M events ({:.2f} M/s), peak RSS {} MB -> {}/\n", wall,
-               events / 1e6, wall > 0 ? events / wall / 1e6 : 0.0, peak_rss_bytes() >> 20, out_dir);
+               events / 1e6, wall > 0 ? events / wall / 1e6 : 0.0, peak_rss_bytes() >> 20,
+               a.out_dir);
   }
-  return status;
+  return *status;
 }
