@@ -610,7 +610,12 @@ def exp4(a, rep, runs, docs):
     rep.w()
     rep.w("Goodput = bytes delivered to the receiver / time of the last completion, against the receiver's "
           "line rate (planes x link rate). Tail = FCT p99 and max. Timeouts = ACK timeouts fired "
-          "(`counters.timeouts`). Trimming only applies to MRC runs (RoCE never trims).")
+          "(`counters.timeouts`). Last flow / fair share = the last completion against the time the "
+          "receiver's line rate needs for all N flows' payload bytes "
+          "(`slowdown.last_done_vs_fair_share`; the FCTs' slowdown against a flow alone on the fabric is in "
+          "`summary.json`). Switches do not mark ECN on the last hop (paper 2.1, `switch.ecn_last_hop`), so "
+          "the receiver's queue signals MRC by trimming and delay only. Trimming only applies to MRC runs "
+          "(RoCE never trims).")
     rep.w()
     rows = []
     pts = {}
@@ -622,13 +627,14 @@ def exp4(a, rep, runs, docs):
             mk = t["makespan_ps"] / 1e6
             gp = t["flows"]["bytes_delivered"] * 8 / (mk * 1e3) if mk else 0
             label = f"{name}{'' if name.startswith('roce') else (' trim' if trim else ' no-trim')}"
+            fair = t["slowdown"].get("last_done_vs_fair_share", 0.0)
             rows.append([n, label, f"{t['flows']['completed']}/{t['flows']['count']}", f1(gp), f"{gp / line:.2f}",
-                         f1(t["fct_us"]["p50"]), f1(t["fct_us"]["p99"]), f1(t["fct_us"]["max"]),
+                         f"{fair:.2f}", f1(t["fct_us"]["p50"]), f1(t["fct_us"]["p99"]), f1(t["fct_us"]["max"]),
                          t["counters"]["timeouts"], t["counters"]["drops"], t["counters"]["trims"],
                          t["counters"]["retransmits"], t["counters"]["qp_errors"], r.source()])
-            pts.setdefault(label, []).append((n, gp / line, t["fct_us"]["max"], t["counters"]["timeouts"]))
-    rep.table(["N", "transport", "done", "goodput Gb/s", "of line rate", "FCT p50 us", "p99 us", "max us",
-               "timeouts", "drops", "trims", "retx", "QP errors", "source"], rows)
+            pts.setdefault(label, []).append((n, gp / line, t["fct_us"]["max"], t["counters"]["timeouts"], fair))
+    rep.table(["N", "transport", "done", "goodput Gb/s", "of line rate", "last flow / fair share", "FCT p50 us",
+               "p99 us", "max us", "timeouts", "drops", "trims", "retx", "QP errors", "source"], rows)
     if runs:
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4))
         for label, p in pts.items():
@@ -655,25 +661,30 @@ def exp4(a, rep, runs, docs):
         mn = pts.get("mrc no-trim", [])
         rp = pts.get("roce_pfc", [])
         if mt:
-            meas = (f"MRC+trimming: {min(x[1] for x in mt):.2f}-{max(x[1] for x in mt):.2f} of line rate, "
-                    f"{sum(x[3] for x in mt)} timeouts; without trimming {sum(x[3] for x in mn)} timeouts, "
-                    f"max FCT up to {max(x[2] for x in mn):,.0f} us; RoCE+PFC {min(x[1] for x in rp):.2f}-"
-                    f"{max(x[1] for x in rp):.2f} of line rate")
-            holds = sum(x[3] for x in mt) == 0 and min(x[1] for x in mt) >= 0.8
+            top = max(mt)  # the largest fan-in
+            meas = (f"MRC+trimming, {min(x[0] for x in mt)}-{top[0]} senders: {sum(x[3] for x in mt)} ACK timeouts; "
+                    f"last flow at {top[4]:.2f} of the fair share at {top[0]} senders "
+                    f"({min(x[4] for x in mt):.2f}-{max(x[4] for x in mt):.2f} over N), "
+                    f"{min(x[1] for x in mt):.2f}-{max(x[1] for x in mt):.2f} of line rate; without trimming "
+                    f"{sum(x[3] for x in mn)} timeouts, max FCT up to {max(x[2] for x in mn):,.0f} us; RoCE+PFC "
+                    f"{min(x[1] for x in rp):.2f}-{max(x[1] for x in rp):.2f} of line rate")
+            # The claim is about timeouts; the issue's target for the largest fan-in is a last
+            # flow within 1.1 of its fair share.
+            holds = sum(x[3] for x in mt) == 0 and top[4] <= 1.1
             ok_n = [x[0] for x in mt if x[3] == 0]
             bad_n = [x[0] for x in mt if x[3] > 0]
             mn_bad = [x[0] for x in mn if x[3] > 0]
-            why = ("trimming turns overflow into NACKs instead of losses; without it the losses are "
-                   "recovered by RACK and the tail-loss probe" +
+            why = ("trimming turns overflow into NACKs and resends; a QP without an RTT sample times its "
+                   "tail-loss probe from the fabric's RTT, and NSCC's window goes below one MTU (paced) where "
+                   "the fair share is below one MTU per RTT (docs/congestion-control.md), so the trimmed headers "
+                   "the last hop drops are found without the ACK timeout; RoCE+PFC, lossless, is closer to line "
+                   "rate (no resends); without trimming the losses are recovered by RACK and the tail-loss probe" +
                    (f", and from {min(mn_bad)} senders some only by the ACK timeout" if mn_bad else "") +
                    f" (goodput without trimming {min(x[1] for x in mn):.2f}-{max(x[1] for x in mn):.2f}"
                    " of line rate)")
             if bad_n:
                 why = (f"holds up to {max(ok_n) if ok_n else 0} senders; at {', '.join(map(str, bad_n))} senders "
-                       "trimmed headers are dropped at the full last-hop queue (256 senders' starting windows) "
-                       "and some wait for the ACK timeout: a flow that has no RTT sample of its own cannot time "
-                       "a tail-loss probe unless it borrows the fabric's RTT (`transport.borrow_rtt`); "
-                       "RoCE+PFC is lossless and does better there. " + why)
+                       "some trimmed headers wait for the ACK timeout. " + why)
             rep.claims.append(("Incast without timeouts (trimming)", meas, "holds" if holds else "partly", why))
 
 
@@ -951,8 +962,10 @@ def exp_ao(a, rep, runs, docs):
             f"default settings, worst-flow slowdown adaptive vs oblivious over seeds 1-3: no fault "
             f"{fmt(nf)} (adaptive better in {win(nf)}/{len(nf)}); with the link failure {fmt(lf)} "
             f"(better in {win(lf)}/{len(lf)}); ECN cooldowns of 4 us and more (10x the default base RTT / 16) make adaptive worse",
-            "holds without faults (small margin)" + ("" if win(lf) == len(lf) else
-                                                      "; not with the link failure (mixed across seeds)"),
+            ("holds without faults (small margin)" if win(nf) == len(nf) else
+             f"mixed without faults ({win(nf)}/{len(nf)} seeds)") +
+            ("" if win(lf) == len(lf) else
+             f"; with the link failure on {win(lf)} of {len(lf)} seeds (mixed across seeds)"),
             "the worst flow under a failure is set by loss recovery of the packets lost on the dead link, "
             "not by load balance; longer EV cooldowns shrink the EV set (analysis below)"))
 
