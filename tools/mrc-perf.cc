@@ -1583,13 +1583,10 @@ int run_client(const Options& o) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  Options o;
-  CLI::App app{
-      "mrc-perf: RDMA WRITE bandwidth over MRC on Linux UDP/IPv6 (like ib_write_bw); "
-      "docs/linux-driver.md",
-      "mrc-perf"};
-  mrc::tools::set_exit_codes(app, "0 the transfer completed (and verified), 1 it failed");
+namespace {
+
+// The transfer: server or client, sizes, counts, QPs.
+void add_transfer_options(CLI::App& app, Options& o) {
   app.add_option("server", o.server, "server to connect to (client mode); none = be the server");
   app.add_option("-p,--port", o.side_port, "side-channel TCP port")
       ->capture_default_str()
@@ -1606,6 +1603,10 @@ int main(int argc, char** argv) {
   app.add_option("-q,--qp", o.qps, "QPs (1 to 1024)")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1024u));
+}
+
+// This host's planes and paths: addresses, interfaces, fabric, EVs, MTU.
+void add_path_options(CLI::App& app, Options& o) {
   app.add_option("--local", o.local,
                  "local address per plane, ADDR or [ADDR]:PORT (comma separated)")
       ->delimiter(',');
@@ -1626,6 +1627,10 @@ int main(int argc, char** argv) {
   app.add_option("-m,--mtu", o.mtu, "path MTU (payload bytes per packet)")
       ->capture_default_str()
       ->check(CLI::Range(256u, 9000u));
+}
+
+// What is sent and reported: units, WRITE with immediate, verification, JSON, depth.
+void add_report_options(CLI::App& app, Options& o) {
   app.add_flag("--report_gbits", o.gbits, "report Gb/sec instead of MB/sec");
   app.add_flag("--write-imm", o.write_imm, "RDMA WRITE with immediate");
   app.add_flag("--verify", o.verify, "check every payload byte at the server");
@@ -1633,6 +1638,10 @@ int main(int argc, char** argv) {
   app.add_option("-t,--tx-depth", o.tx_depth, "messages outstanding (1 to 65536)")
       ->capture_default_str()
       ->check(CLI::Range(1u, 65536u));
+}
+
+// Congestion control and loss recovery.
+void add_congestion_options(CLI::App& app, Options& o) {
   app.add_option("--cc", o.cc, "nscc | fixed | none")
       ->capture_default_str()
       ->check(CLI::IsMember({"nscc", "fixed", "none"}));
@@ -1648,6 +1657,10 @@ int main(int argc, char** argv) {
   app.add_option("--mpr", o.mpr, "outstanding PSNs, units of 128")
       ->capture_default_str()
       ->check(CLI::Range(1u, 512u));
+}
+
+// The Linux driver: checksums, polling, GSO, timestamps, batching, spraying.
+void add_driver_options(CLI::App& app, Options& o) {
   app.add_flag("--no-icrc-verify", o.no_icrc_verify,
                "do not check the ICRC on receive (the UDP checksum still covers the payload; "
                "refused in SRV6 mode, which sends zero UDP checksums)");
@@ -1683,6 +1696,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   app.add_option("--data-port", o.data_port, "UDP port of the data sockets (0: any)");
+}
+
+// The raw-UDP comparison, timeouts, seed and the side channel's security.
+void add_session_options(CLI::App& app, Options& o) {
   app.add_flag("--raw-udp", o.raw_udp,
                "client: blast raw UDP (same planes, paths and datagram size, sendmmsg; UDP GSO "
                "where MRC uses it) for "
@@ -1711,8 +1728,10 @@ int main(int argc, char** argv) {
                  "server: refuse a client whose test needs a larger buffer")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24))
       ->capture_default_str();
-  if (const int rc = mrc::tools::parse(app, argc, argv); rc >= 0) return rc;
-  if (o.size == 0 && !o.all_sizes) o.size = 1;
+}
+
+// What the options cannot check alone: the exit status of a bad argument, or nullopt.
+std::optional<int> check_arguments(const CLI::App& app, const Options& o) {
   if (o.no_icrc_verify && o.ev_mode == "srv6" && !o.server.empty()) {
     // SRV6 sends zero UDP checksums: the ICRC is the only check left (docs/linux-driver.md).
     // (A server follows the client's mode; its driver refuses the combination itself.)
@@ -1739,5 +1758,26 @@ int main(int argc, char** argv) {
   for (const std::string& ifname : o.ifnames)
     if (!ifname.empty() && if_nametoindex(ifname.c_str()) == 0)
       return mrc::tools::bad_argument(app, "--ifname: no interface '{}' here", ifname);
+  return std::nullopt;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{
+      "mrc-perf: RDMA WRITE bandwidth over MRC on Linux UDP/IPv6 (like ib_write_bw); "
+      "docs/linux-driver.md",
+      "mrc-perf"};
+  mrc::tools::set_exit_codes(app, "0 the transfer completed (and verified), 1 it failed");
+  add_transfer_options(app, o);
+  add_path_options(app, o);
+  add_report_options(app, o);
+  add_congestion_options(app, o);
+  add_driver_options(app, o);
+  add_session_options(app, o);
+  if (const int rc = mrc::tools::parse(app, argc, argv); rc >= 0) return rc;
+  if (o.size == 0 && !o.all_sizes) o.size = 1;
+  if (const std::optional<int> rc = check_arguments(app, o)) return *rc;
   return o.server.empty() ? run_server(o) : run_client(o);
 }
