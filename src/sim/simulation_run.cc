@@ -3,6 +3,7 @@
 // layout's run, which exchanges events and flow completions between ranks at the end of each
 // window and merges the ranks' results.
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <tuple>
 #include <type_traits>
@@ -163,6 +164,55 @@ T take(const std::vector<uint8_t>& in, size_t& pos) {
   pos += sizeof(T);
   return x;
 }
+// Events for another rank are sent with their zero 32-bit words left out: a mask of the
+// nonzero words (a bit each), then those words. Most of a crossing packet's words are zero or
+// repeat nothing the receiver has (a data packet's RETH and immediate are zero after its
+// message's first packet, an event's high time bits and local indices are zero): a data
+// packet crossing ranks took 168 bytes whole (header 40, packet record 128 with its padding).
+void append_sparse(std::vector<uint8_t>& out, const void* src, size_t bytes) {
+  const size_t words = bytes / 4, mask_bytes = (words + 7) / 8;
+  const size_t n = out.size();
+  out.resize(n + mask_bytes + bytes);  // at most; trimmed below
+  uint8_t* mask = out.data() + n;
+  uint8_t* w = mask + mask_bytes;
+  const auto* s = static_cast<const uint8_t*>(src);
+  for (size_t i = 0; i < words; ++i) {
+    uint32_t v;
+    std::memcpy(&v, s + 4 * i, 4);
+    if (v == 0) continue;
+    mask[i / 8] = static_cast<uint8_t>(mask[i / 8] | (1u << (i % 8)));
+    std::memcpy(w, &v, 4);
+    w += 4;
+  }
+  out.resize(static_cast<size_t>(w - out.data()));
+}
+void take_sparse(const std::vector<uint8_t>& in, size_t& pos, void* dst, size_t bytes) {
+  const size_t words = bytes / 4, mask_bytes = (words + 7) / 8;
+  const uint8_t* mask = in.data() + pos;
+  const uint8_t* w = mask + mask_bytes;
+  auto* d = static_cast<uint8_t*>(dst);
+  std::memset(d, 0, bytes);
+  for (size_t i = 0; i < words; ++i) {
+    if (((mask[i / 8] >> (i % 8)) & 1) == 0) continue;
+    std::memcpy(d + 4 * i, w, 4);
+    w += 4;
+  }
+  pos = static_cast<size_t>(w - in.data());
+}
+// A packet record's bytes without the padding after its body.
+constexpr size_t kPacketBytes = offsetof(SimPacket, body) + sizeof(DataBody);
+static_assert(kPacketBytes % 4 == 0 && sizeof(RemoteHeader) % 4 == 0 &&
+              sizeof(wire::TransportPacket) % 4 == 0);
+template <typename T>
+void append_sparse(std::vector<uint8_t>& out, const T& x) {
+  append_sparse(out, &x, sizeof(T));
+}
+template <typename T>
+T take_sparse(const std::vector<uint8_t>& in, size_t& pos) {
+  T x;
+  take_sparse(in, pos, &x, sizeof(T));
+  return x;
+}
 template <typename T>
 std::vector<uint8_t> to_bytes(const std::vector<T>& v) {
   std::vector<uint8_t> out(v.size() * sizeof(T));
@@ -193,22 +243,30 @@ void Simulation::Impl::send_remote(uint32_t partition, const SimEvent& e) {
   h.partition = partition;
   h.event = e;
   if (e.type == kSwitchArrive) {
-    const SimPacket& p = packets[e.c];
+    SimPacket p = packets[e.c];
     h.carries = p.is_data ? 1 : 2;
-    append(out, h);
-    append(out, p);
-    if (!p.is_data) append(out, controls[p.control]);
+    h.event.c = 0;  // local indices: the receiver allocates its own
+    append_sparse(out, h);
+    if (!p.is_data) {
+      p.control = 0;
+      append_sparse(out, &p, kPacketBytes);
+      append_sparse(out, controls[packets[e.c].control]);
+    } else {
+      append_sparse(out, &p, kPacketBytes);
+    }
     free_packet(e.c);
     return;
   }
   if (e.type == kFlowAccept) {
+    static_assert(sizeof(FlowAccept) % 4 == 0);
     h.carries = 3;
-    append(out, h);
-    append(out, accepts[e.c]);
+    h.event.c = 0;
+    append_sparse(out, h);
+    append_sparse(out, accepts[e.c]);
     free_accepts.push_back(e.c);
     return;
   }
-  append(out, h);
+  append_sparse(out, h);
 }
 
 // One exchange per window: events for other ranks' partitions, this window's flow
@@ -247,18 +305,20 @@ Time Simulation::Impl::communicate(uint64_t& total_events) {
     total_events += h.events;
     const size_t end = pos + h.event_bytes;
     while (pos < end) {
-      const auto rh = take<RemoteHeader>(in, pos);
+      const auto rh = take_sparse<RemoteHeader>(in, pos);
       SimEvent e = rh.event;
       if (rh.carries == 3) {
         const uint32_t ai = pool_take(accepts, free_accepts);
-        accepts[ai] = take<FlowAccept>(in, pos);
+        accepts[ai] = take_sparse<FlowAccept>(in, pos);
         e.c = ai;
       } else if (rh.carries != 0) {
         const uint32_t idx = alloc_packet();
-        packets[idx] = take<SimPacket>(in, pos);
+        SimPacket p;
+        take_sparse(in, pos, &p, kPacketBytes);
+        packets[idx] = p;
         if (rh.carries == 2) {
           const uint32_t c = alloc_control();
-          controls[c] = take<wire::TransportPacket>(in, pos);
+          controls[c] = take_sparse<wire::TransportPacket>(in, pos);
           packets[idx].control = c;
         }
         e.c = idx;
