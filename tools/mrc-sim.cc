@@ -164,6 +164,7 @@ json echo_config(const Scenario& sc) {
       {"borrow_rtt", t.borrow_rtt},
       {"ack_waits_for_port", t.ack_waits_for_port},
       {"loss_keep", t.loss_keep},
+      {"trim_keep", t.trim_keep},
       {"nscc_min_cwnd", t.nscc_min_cwnd},
       {"ecn_cooldown", format_duration(t.ecn_cooldown)},
       {"routing_convergence", format_duration(t.routing_convergence)}};

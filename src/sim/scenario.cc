@@ -772,6 +772,7 @@ SimStatus read_transport(TableReader& r, TransportConfig& t, std::vector<std::st
   TRY(r.boolean("borrow_rtt", t.borrow_rtt));
   TRY(r.boolean("ack_waits_for_port", t.ack_waits_for_port));
   TRY(r.real("loss_keep", t.loss_keep, 0, 1));
+  TRY(r.real("trim_keep", t.trim_keep, 0, 1));
   TRY(r.size("nscc_min_cwnd", t.nscc_min_cwnd));
   if (t.nscc_min_cwnd > t.mtu)
     return r.err("nscc_min_cwnd", r.node("nscc_min_cwnd"),

@@ -543,6 +543,31 @@ TEST(Nscc, on_loss__trim_loss_cuts_by_max_md_jump_once_per_base_rtt) {
   EXPECT_EQ(cc.stats().loss_decreases, 1u);
 }
 
+// NsccConfig::trim_keep (a fabric whose switches hash the EVs): a trimmed packet's resend keeps
+// that fraction instead of max_md_jump, still once per base RTT; 0 and out-of-range values
+// mean max_md_jump.
+TEST(Nscc, on_trim_loss__keeps_trim_keep_of_the_window_once_per_base_rtt) {
+  NsccConfig c = config(false);
+  c.trim_keep = 0.8;
+  Nscc cc(c);
+  const double w = cc.cwnd_exact();
+  cc.on_trim_loss(us(1), kMtu);
+  EXPECT_DOUBLE_EQ(cc.cwnd_exact(), w * 0.8);
+  cc.on_trim_loss(us(5), kMtu);  // same RTT: the same congestion event
+  EXPECT_DOUBLE_EQ(cc.cwnd_exact(), w * 0.8);
+  cc.on_trim_loss(us(12), kMtu);
+  EXPECT_DOUBLE_EQ(cc.cwnd_exact(), w * 0.8 * 0.8);
+  cc.on_loss(us(30), kMtu);  // a non-trim loss still follows loss_keep (0.5 here)
+  EXPECT_DOUBLE_EQ(cc.cwnd_exact(), w * 0.8 * 0.8 * 0.5);
+  EXPECT_EQ(cc.stats().loss_decreases, 3u);
+  for (double keep : {0.0, -1.0, 1.5}) {
+    c.trim_keep = keep;
+    c.max_md_jump = 0.4;
+    EXPECT_DOUBLE_EQ(resolve_nscc(c).trim_keep, 0.4) << keep;
+  }
+  EXPECT_DOUBLE_EQ(resolve_nscc(config()).trim_keep, 0.5);  // the default: max_md_jump
+}
+
 TEST(Nscc, on_loss__out_of_range_loss_keep_means_no_cut) {
   for (double keep : {0.0, -1.0, 1.5}) {
     NsccConfig c = config();

@@ -46,6 +46,14 @@ struct NsccConfig {
   // trimming signals congestion by loss: set it there (0.5 = max_md_jump, the cut a trimmed
   // packet's resend makes). docs/congestion-control.md, "Loss".
   double loss_keep = 1.0;
+  // What a trimmed packet's resend does to the window: the fraction it keeps (not in the OCP
+  // struct). 0, the default: max_md_jump, the largest cut (a full queue is the strongest
+  // congestion signal). On a fabric whose switches hash the EVs (ECMP), a trim is mostly an
+  // inner queue that hashed EVs of several QPs overfilled: one of the QP's many paths, which
+  // ECN steering and EV replacement move away from (paper 2.1), and a halved window is then
+  // recovered over hundreds of RTTs while the QP's other paths stay idle. The simulator keeps
+  // 0.8 of the window there. docs/congestion-control.md, "Loss".
+  double trim_keep = 0;
   // Whether a trim in the last two quick-adapt periods turns the "delay high, no ECN" fair
   // increase into no change (not in the OCP struct). UET's rule reads an unmarked high delay
   // as a draining queue, which holds when every hop marks ECN; the paper's switches do not

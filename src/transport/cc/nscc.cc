@@ -73,6 +73,7 @@ NsccParams resolve_nscc(const NsccConfig& cfg) {
   p.gamma = cfg.gamma > 0 && cfg.gamma <= 1 ? cfg.gamma : 0.8;
   p.max_md_jump = cfg.max_md_jump > 0 && cfg.max_md_jump <= 1 ? cfg.max_md_jump : 0.5;
   p.loss_keep = cfg.loss_keep > 0 && cfg.loss_keep <= 1 ? cfg.loss_keep : 1.0;
+  p.trim_keep = cfg.trim_keep > 0 && cfg.trim_keep <= 1 ? cfg.trim_keep : p.max_md_jump;
   p.trim_stops_fair_increase = cfg.trim_stops_fair_increase;
   p.qa_gate = std::min<uint8_t>(cfg.qa_gate, 63);
   p.delay_ewma_gain = kDelayEwmaGain;
@@ -283,14 +284,15 @@ void Nscc::on_ack(const AckSample& s, uint64_t inflight_bytes) {
 
 // A loss that was not a trim is a path signal, not congestion (paper 2.1): it arms quick
 // adapt and keeps loss_keep of the window (1 by default: all of it). A trimmed packet's resend
-// is congestion: it cuts by the largest allowed step (max_md_jump), on top of the trimmed ACK
-// sample. Both share the once-per-base-RTT limit with ECN decreases.
+// is congestion: it keeps trim_keep of the window (by default max_md_jump, the largest allowed
+// step), on top of the trimmed ACK sample. Both share the once-per-base-RTT limit with ECN
+// decreases.
 void Nscc::on_loss(Time now, uint32_t bytes) {
   on_lost(now, bytes, p_->loss_keep);
 }
 
 void Nscc::on_trim_loss(Time now, uint32_t bytes) {
-  on_lost(now, bytes, p_->max_md_jump);
+  on_lost(now, bytes, p_->trim_keep);
 }
 
 void Nscc::on_lost(Time now, uint32_t bytes, double keep) {

@@ -46,6 +46,7 @@ struct NsccParams {
   double gamma = 0;              // multiplicative-decrease gain
   double max_md_jump = 0;        // smallest fraction of the window one decrease keeps
   double loss_keep = 0;          // fraction of the window a (non-trim) loss keeps
+  double trim_keep = 0;          // fraction a trimmed packet's resend keeps (max_md_jump)
   bool trim_stops_fair_increase = true;
   double delay_ewma_gain = 0;  // weight of one sample in avg_delay
   uint8_t qa_gate = 0;         // quick adapt only if achieved < max_cwnd >> qa_gate
