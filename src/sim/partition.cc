@@ -148,15 +148,18 @@ SimResult<PartitionPlan> plan_partition(const SimConfig& cfg, uint32_t ranks,
   // QPs: one at each end per host pair (both directions share it), one per plane for RoCE.
   const uint32_t qps_per_pair = cfg.transport.kind == TransportKind::kRoce ? s.planes : 1;
   std::unordered_set<uint64_t> pairs;
+  std::vector<uint64_t> host_sent(s.hosts, 0);
   for (const FlowSpec& f : flows) {
     if (f.src >= s.hosts || f.dst >= s.hosts || f.src == f.dst) continue;
-    p.per_rank[rank(layout.host_block(f.src))].sent_bytes += std::min<uint64_t>(f.bytes, 1 << 20);
+    host_sent[f.src] = std::min<uint64_t>(host_sent[f.src] + f.bytes, 1 << 20);
     ++p.per_rank[rank(layout.host_block(f.src))].flows;
     const uint64_t lo = std::min(f.src, f.dst), hi = std::max(f.src, f.dst);
     if (!pairs.insert(lo << 32 | hi).second) continue;
     p.per_rank[rank(layout.host_block(f.src))].qps += qps_per_pair;
     p.per_rank[rank(layout.host_block(f.dst))].qps += qps_per_pair;
   }
+  for (HostId h = 0; h < s.hosts; ++h)
+    p.per_rank[rank(layout.host_block(h))].sent_bytes += host_sent[h];
   for (RankPlan& r : p.per_rank) {
     // A rank keeps the records of the flows it sends, and an index entry for every flow.
     const uint64_t own_flows = ranks == 1 ? flows.size() : r.flows;

@@ -74,7 +74,7 @@ class BlockLayout {
 struct RankPlan {
   uint32_t blocks = 0;
   uint64_t hosts = 0, switches = 0, ports = 0, qps = 0, flows = 0;
-  uint64_t sent_bytes = 0;  // of the flows this rank sends, each counted up to 1 MiB
+  uint64_t sent_bytes = 0;  // of the flows this rank's hosts send, each host's up to 1 MiB
   uint64_t predicted_bytes = 0;
 };
 struct PartitionPlan {
@@ -84,20 +84,21 @@ struct PartitionPlan {
   Time lookahead = 0;
   std::vector<RankPlan> per_rank;
 };
-// Memory model of the prediction (bytes), fitted to two workloads (docs/performance.md,
-// "Benchmark C"): benchmark B's permutation of 1 MiB messages (64 paths per QP) at 16,384 GPUs,
-// serially and on 2 ranks (prediction within 5 %), and all-to-alls of 16 MiB per rank at
-// 128 and 256 GPUs (128 paths; the prediction is 30 % high: fewer of their bytes are in flight
-// at once).
+// Memory model of the prediction (bytes). The QP terms were refitted on 2026-12-02 to serial
+// all-to-alls of 16 MiB per rank (docs/performance.md, "2,048 and 8,192 GPUs"): 128 GPUs at
+// 128 and 256 paths per QP (16,256 QPs) give the per-path bytes, 256 GPUs at 128 paths (65,280
+// QPs) the per-QP bytes. `base` holds the program and Open MPI (~100 MB a rank; a serial run
+// has about 8 MB of it). The other terms: benchmark B's permutation of 1 MiB messages (64 paths
+// per QP) at 16,384 GPUs, serially and on 2 ranks.
 struct MemoryModel {
-  uint64_t per_host = 36 << 10;     // engine, NIC ports, host record, its packets and events
-  uint64_t per_qp_base = 12 << 10;  // QP and its rings
-  uint64_t per_qp_path = 40;        // per path (EV) of a QP
-  uint64_t per_port = 230;          // switch egress port with its queues
-  uint64_t per_flow = 160;          // flow record and result (at its sender's rank)
-  uint64_t per_flow_index = 4;      // every flow's slot in the index, on every rank
-  // Packets and engine records of a flow's message in flight, at its sender's rank: this
-  // share of the message's first MiB.
+  uint64_t per_host = 36 << 10;  // engine, NIC ports, host record, its packets and events
+  uint64_t per_qp_base = 3270;   // QP and its rings, its table entries, allocator overhead
+  uint64_t per_qp_path = 30;     // per path (EV) of a QP
+  uint64_t per_port = 230;       // switch egress port with its queues
+  uint64_t per_flow = 160;       // flow record and result (at its sender's rank)
+  uint64_t per_flow_index = 4;   // every flow's slot in the index, on every rank
+  // Packets and engine records in flight, at the sender's rank: this share of the first MiB
+  // each host sends (a host's window, not its flows', bounds what is in flight).
   double in_flight_share = 0.03;
   uint64_t base = 110ull << 20;  // program, MPI, event queues, exchange buffers
 };
