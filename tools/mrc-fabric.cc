@@ -239,23 +239,265 @@ int run_exec(std::string name, std::vector<std::string> args) {
   return 1;
 }
 
+// Every option and subcommand of the command line (main() parses into it).
+struct FabricArgs {
+  std::string name = "mrc";
+  FabricSpec spec;
+  std::string rate_text;
+  bool replace = false;
+  int forwarding_timeout_ms = 10'000;
+  bool kill_processes = false;
+  bool json_out = false;
+  std::string host;  // exec: listed for --help only (run_exec parses it)
+  std::vector<std::string> command;
+  std::string action, target;
+  bool off = false;
+  int percent = 0;
+  std::string period_text = "100ms", duration_text;
+  int count = 0;
+  bool background = false;
+  std::string from_host, to_host;
+  int probes_per_path = 3;
+  // Values parsed from the texts above by check_values.
+  uint64_t rate_bps = 0, period_us = 0, duration_us = 0;
+
+  CLI::App *up = nullptr, *down = nullptr, *show = nullptr, *status = nullptr, *exec = nullptr,
+           *link = nullptr, *blackhole = nullptr, *loss = nullptr, *rate = nullptr, *flap = nullptr,
+           *paths = nullptr, *check = nullptr;
+};
+
+// `up`, `down`, `show`, `status` and `exec`: the fabric's life and what it runs.
+void add_fabric_commands(CLI::App& app, FabricArgs& a) {
+  a.up = app.add_subcommand("up", "build the fabric");
+  a.up->add_option("--hosts", a.spec.hosts, "hosts")
+      ->capture_default_str()
+      ->check(CLI::Range(2, kMaxHosts));
+  a.up->add_option("--planes", a.spec.planes, "planes (NIC ports per host)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxPlanes));
+  a.up->add_option("--leaves", a.spec.leaves, "leaves per plane (at most --hosts)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxLeaves));
+  a.up->add_option("--spines", a.spec.spines, "spines per plane")
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxSpines));
+  a.up->add_option("--mtu", a.spec.mtu, "MTU of every link")
+      ->capture_default_str()
+      ->check(CLI::Range(1280, 65535));
+  a.up->add_option("--rate", a.rate_text, "per-link rate limit (tbf), e.g. 10gbit");
+  a.up->add_flag("--replace", a.replace, "tear down an existing fabric of that name first");
+  a.up->add_option("--wait-ms", a.forwarding_timeout_ms,
+                   "return once every path forwards (UDP probes), or fail and remove the fabric "
+                   "after this long; 0 skips the check")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 600'000));
+
+  a.down = app.add_subcommand("down", "remove the fabric (idempotent, also after a crash)");
+  a.down->add_flag("--kill", a.kill_processes,
+                   "also stop processes running in the fabric (SIGTERM, then SIGKILL)");
+  a.show = app.add_subcommand("show", "print fabric.json");
+  a.status = app.add_subcommand("status", "per-link counters and fault state");
+  a.status->add_flag("--json", a.json_out, "one JSON object");
+
+  // Listed for --help; run_exec handles it before CLI11 sees the command's own options.
+  a.exec = app.add_subcommand("exec", "run a command in a host namespace: exec HOST cmd...");
+  a.exec->add_option("host", a.host, "h0 or 0")->required();
+  a.exec->add_option("command", a.command, "command and arguments")->required();
+}
+
+// `link`, `blackhole`, `loss`, `rate` and `flap`: faults on a running fabric.
+void add_fault_commands(CLI::App& app, FabricArgs& a) {
+  a.link = app.add_subcommand("link", "admin down/up of a link (both ends)");
+  a.link->add_option("action", a.action, "down | up")
+      ->required()
+      ->check(CLI::IsMember({"down", "up"}));
+  a.link->add_option("link", a.target, "link name, e.g. p0-l0-s1 or h2-p1")->required();
+
+  a.blackhole = app.add_subcommand("blackhole", "silently drop on a link or a whole switch");
+  a.blackhole->add_option("target", a.target, "link (p0-l0-s1, h2-p1) or switch (p0-s1, p0-l0)")
+      ->required();
+  a.blackhole->add_flag("--off", a.off, "remove the blackhole");
+
+  a.loss = app.add_subcommand("loss", "random loss on a link, each direction (0 removes)");
+  a.loss->add_option("link", a.target, "link name")->required();
+  a.loss->add_option("percent", a.percent, "0..100")->required()->check(CLI::Range(0, 100));
+
+  a.rate = app.add_subcommand("rate", "rate limit a link, each direction (0 = fabric rate)");
+  a.rate->add_option("link", a.target, "link name")->required();
+  a.rate->add_option("rate", a.rate_text, "e.g. 1gbit, 100mbit, 0")->required();
+
+  a.flap = app.add_subcommand(
+      "flap", "toggle a link: down for half the period, up for the other half; ends up");
+  a.flap->add_option("link", a.target, "link name")->required();
+  a.flap->add_option("--period", a.period_text, "one down+up cycle")->capture_default_str();
+  a.flap->add_option("--count", a.count, "cycles (0 = until --duration, or until interrupted)")
+      ->check(CLI::Range(0, 1'000'000'000));
+  a.flap->add_option("--duration", a.duration_text, "stop after this long, e.g. 5s");
+  a.flap->add_flag("--background", a.background, "detach; `down` or kill PID stops it");
+}
+
+// `paths` and `check`: what the fabric's routes are and whether they forward.
+void add_query_commands(CLI::App& app, FabricArgs& a) {
+  a.paths = app.add_subcommand("paths", "destination addresses and links from one host to another");
+  a.paths->add_option("from", a.from_host, "h0 or 0")->required();
+  a.paths->add_option("to", a.to_host, "h3 or 3")->required();
+
+  a.check = app.add_subcommand("check", "UDP probes over every path (SRv6 and plain)");
+  a.check->add_option("--count", a.probes_per_path, "datagrams per path")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+}
+
+// Values whose form or range the parser cannot check: bad arguments too, before anything
+// runs. Returns the exit status of a bad argument, or -1.
+int check_values(FabricArgs& a) {
+  a.spec.name = a.name;
+  if (const std::string e = name_error(a.name); !e.empty()) return bad_argument(e);
+  if (!a.rate_text.empty()) {
+    auto r = parse_rate(a.rate_text);
+    if (!r) return bad_argument(r.error().message);
+    a.rate_bps = *r;
+  }
+  if (*a.flap) {
+    auto period = parse_duration_us(a.period_text);
+    if (!period) return bad_argument("--period: " + period.error().message);
+    if (*period < 2000) return bad_argument("--period must be at least 2ms");
+    a.period_us = *period;
+    if (!a.duration_text.empty()) {
+      auto d = parse_duration_us(a.duration_text);
+      if (!d) return bad_argument("--duration: " + d.error().message);
+      a.duration_us = *d;
+    }
+  }
+  return -1;
+}
+
+int run_up(FabricArgs& a) {
+  a.spec.rate_bps = a.rate_bps;
+  if (auto ok = validate(a.spec); !ok) return bad_argument(ok.error().message);
+  struct sigaction sa {};
+  sa.sa_handler = on_up_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP})
+    sigaction(sig, &sa, nullptr);
+  auto plan = fabric_up(a.spec, {.replace = a.replace,
+                                 .forwarding_timeout_ms = a.forwarding_timeout_ms,
+                                 .interrupted = &g_up_interrupted});
+  if (!plan) return report(std::unexpected(plan.error()));
+  const FabricSpec& spec = a.spec;
+  fmt::print("fabric '{}' up: {} hosts, {} planes x ({} leaves + {} spines), {} links, mtu {}{}\n",
+             a.name, spec.hosts, spec.planes, spec.leaves, spec.spines, plan->links.size(),
+             spec.mtu, spec.rate_bps ? ", rate " + format_rate(spec.rate_bps) : "");
+  fmt::print("description: {}/fabric.json\n", state_dir(a.name));
+  return 0;
+}
+
+int run_down(const FabricArgs& a) {
+  if (const auto pids = fabric_processes(a.name); !pids.empty() && !a.kill_processes) {
+    std::string list;
+    for (int pid : pids)
+      list += " " + std::to_string(pid);
+    fmt::print(stderr,
+               "mrc-fabric: warning: processes still run in the fabric (pids{}); their "
+               "namespaces and links live on until they exit (use down --kill)\n",
+               list);
+  }
+  auto n = fabric_down(a.name, a.kill_processes);
+  if (!n) return report(std::unexpected(n.error()));
+  fmt::print("fabric '{}' down: {} namespaces removed\n", a.name, *n);
+  return 0;
+}
+
+int run_show(const std::string& name) {
+  std::ifstream f(state_dir(name) + "/fabric.json");
+  if (!f) {
+    const auto plan = load_fabric(name);  // says why: missing, or an `up` that did not finish
+    fmt::print(stderr, "mrc-fabric: {}\n",
+               plan ? "cannot read " + state_dir(name) + "/fabric.json" : plan.error().message);
+    return 1;
+  }
+  std::cout << f.rdbuf();
+  return 0;
+}
+
+// A fault command on a link (or, for blackhole, a switch) of the fabric; one the fabric does
+// not have is a bad argument.
+int run_fault(const FabricPlan& plan, FabricArgs& a) {
+  a.target = fabric_spelling(a.target);
+  if ((*a.link || *a.loss || *a.rate || *a.flap) && !plan.link(a.target))
+    return bad_argument(
+        fmt::format("unknown link '{}' (e.g. p0-l0-s1 or p0/leaf0-spine1, h2-p1)", a.target));
+  if (*a.blackhole && !plan.link(a.target) && !plan.node(a.target))
+    return bad_argument(
+        fmt::format("unknown link or switch '{}' (e.g. p0-l0-s1, h2-p1, p0-s1, p0-l0)", a.target));
+  if (*a.link) return report(set_link_admin(plan, a.target, a.action == "up"));
+  if (*a.blackhole) return report(set_blackhole(plan, a.target, !a.off));
+  if (*a.loss) return report(set_loss(plan, a.target, a.percent));
+  if (*a.rate) return report(set_rate(plan, a.target, a.rate_bps));
+  if (a.background) return flap_in_background(plan, a.target, a.period_us, a.count, a.duration_us);
+  return report(flap_link(plan, a.target, a.period_us, a.count, a.duration_us));
+}
+
+int run_paths(const FabricPlan& plan, const FabricArgs& args) {
+  const auto a = parse_host(plan, args.from_host), b = parse_host(plan, args.to_host);
+  if (!a || !b || *a == *b)
+    return bad_argument(
+        fmt::format("paths: need two different hosts in h0..h{}", plan.spec.hosts - 1));
+  const FabricSpec& sp = plan.spec;
+  const auto print = [&](int p, const std::string& kind, const mrc::wire::Ipv6Addr& da,
+                         std::optional<int> spine) {
+    std::string links;
+    for (const auto& l : path_links(sp, p, *a, *b, spine))
+      links += " " + l;
+    fmt::print("p{} {:<10} {:<28} {}\n", p, kind, format_ipv6(da),
+               spine || kind != "plain" ? links.substr(1) : "(ECMP)");
+  };
+  for (int p = 0; p < sp.planes; ++p) {
+    for (int s = 0; s < sp.spines; ++s)
+      print(p, "via s" + std::to_string(s), srv6_address(sp, p, s, *b), s);
+    if (leaf_of_host(sp, *a) == leaf_of_host(sp, *b))
+      print(p, "same-leaf", srv6_address(sp, p, std::nullopt, *b), std::nullopt);
+    print(p, "plain", host_address(p, *b), std::nullopt);
+  }
+  return 0;
+}
+
+int run_check(const FabricPlan& plan, int probes_per_path) {
+  auto probes = all_probes(plan.spec);
+  if (auto ok = run_probes(plan, probes, probes_per_path, 300); !ok) return report(ok);
+  int lost_paths = 0;
+  for (const auto& p : probes) {
+    if (p.received < p.sent) {
+      ++lost_paths;
+      fmt::print("LOST {:<24} {:<32} {}/{}\n", p.label(), p.destination, p.received, p.sent);
+    }
+  }
+  fmt::print("{} paths, {} with losses\n", probes.size(), lost_paths);
+  return lost_paths ? 1 : 0;
+}
+
+// `exec` takes everything after its host as the command, so it is found before CLI11 parses
+// (a --name before it still counts). Returns -1 when the command line is not an exec.
+int exec_before_parsing(int argc, char** argv) {
+  std::string name = "mrc";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--name" && i + 1 < argc) {
+      name = argv[++i];
+    } else if (a.starts_with("--name=")) {
+      name = a.substr(7);
+    } else {
+      if (a == "exec") return run_exec(name, std::vector<std::string>(argv + i + 1, argv + argc));
+      break;
+    }
+  }
+  return -1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  {
-    std::string name = "mrc";
-    for (int i = 1; i < argc; ++i) {
-      const std::string a = argv[i];
-      if (a == "--name" && i + 1 < argc) {
-        name = argv[++i];
-      } else if (a.starts_with("--name=")) {
-        name = a.substr(7);
-      } else {
-        if (a == "exec") return run_exec(name, std::vector<std::string>(argv + i + 1, argv + argc));
-        break;
-      }
-    }
-  }
+  if (const int rc = exec_before_parsing(argc, argv); rc >= 0) return rc;
   CLI::App app{"mrc-fabric: multi-plane two-tier SRv6 fabrics of network namespaces (root)",
                "mrc-fabric"};
   mrc::tools::set_exit_codes(
@@ -264,229 +506,31 @@ int main(int argc, char** argv) {
       "probes; exec: the command's own)");
   app.require_subcommand(1);
   app.fallthrough();  // --name may follow the subcommand
-  std::string name = "mrc";
-  app.add_option("--name", name, "fabric name: namespace prefix and state directory")
+  FabricArgs a;
+  app.add_option("--name", a.name, "fabric name: namespace prefix and state directory")
       ->capture_default_str();
-
-  FabricSpec spec;
-  std::string rate_text;
-  bool replace = false;
-  auto* up = app.add_subcommand("up", "build the fabric");
-  up->add_option("--hosts", spec.hosts, "hosts")
-      ->capture_default_str()
-      ->check(CLI::Range(2, kMaxHosts));
-  up->add_option("--planes", spec.planes, "planes (NIC ports per host)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, kMaxPlanes));
-  up->add_option("--leaves", spec.leaves, "leaves per plane (at most --hosts)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, kMaxLeaves));
-  up->add_option("--spines", spec.spines, "spines per plane")
-      ->capture_default_str()
-      ->check(CLI::Range(1, kMaxSpines));
-  up->add_option("--mtu", spec.mtu, "MTU of every link")
-      ->capture_default_str()
-      ->check(CLI::Range(1280, 65535));
-  up->add_option("--rate", rate_text, "per-link rate limit (tbf), e.g. 10gbit");
-  up->add_flag("--replace", replace, "tear down an existing fabric of that name first");
-  int forwarding_timeout_ms = 10'000;
-  up->add_option("--wait-ms", forwarding_timeout_ms,
-                 "return once every path forwards (UDP probes), or fail and remove the fabric "
-                 "after this long; 0 skips the check")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 600'000));
-
-  auto* down = app.add_subcommand("down", "remove the fabric (idempotent, also after a crash)");
-  bool kill_processes = false;
-  down->add_flag("--kill", kill_processes,
-                 "also stop processes running in the fabric (SIGTERM, then SIGKILL)");
-  auto* show = app.add_subcommand("show", "print fabric.json");
-  bool json_out = false;
-  auto* status = app.add_subcommand("status", "per-link counters and fault state");
-  status->add_flag("--json", json_out, "one JSON object");
-
-  // Listed for --help; run_exec handles it before CLI11 sees the command's own options.
-  std::string host;
-  std::vector<std::string> command;
-  auto* exec = app.add_subcommand("exec", "run a command in a host namespace: exec HOST cmd...");
-  exec->add_option("host", host, "h0 or 0")->required();
-  exec->add_option("command", command, "command and arguments")->required();
-
-  std::string action, target;
-  bool off = false;
-  auto* link = app.add_subcommand("link", "admin down/up of a link (both ends)");
-  link->add_option("action", action, "down | up")->required()->check(CLI::IsMember({"down", "up"}));
-  link->add_option("link", target, "link name, e.g. p0-l0-s1 or h2-p1")->required();
-
-  auto* blackhole = app.add_subcommand("blackhole", "silently drop on a link or a whole switch");
-  blackhole->add_option("target", target, "link (p0-l0-s1, h2-p1) or switch (p0-s1, p0-l0)")
-      ->required();
-  blackhole->add_flag("--off", off, "remove the blackhole");
-
-  int percent = 0;
-  auto* loss = app.add_subcommand("loss", "random loss on a link, each direction (0 removes)");
-  loss->add_option("link", target, "link name")->required();
-  loss->add_option("percent", percent, "0..100")->required()->check(CLI::Range(0, 100));
-
-  auto* rate = app.add_subcommand("rate", "rate limit a link, each direction (0 = fabric rate)");
-  rate->add_option("link", target, "link name")->required();
-  rate->add_option("rate", rate_text, "e.g. 1gbit, 100mbit, 0")->required();
-
-  std::string period_text = "100ms", duration_text;
-  int count = 0;
-  bool background = false;
-  auto* flap = app.add_subcommand(
-      "flap", "toggle a link: down for half the period, up for the other half; ends up");
-  flap->add_option("link", target, "link name")->required();
-  flap->add_option("--period", period_text, "one down+up cycle")->capture_default_str();
-  flap->add_option("--count", count, "cycles (0 = until --duration, or until interrupted)")
-      ->check(CLI::Range(0, 1'000'000'000));
-  flap->add_option("--duration", duration_text, "stop after this long, e.g. 5s");
-  flap->add_flag("--background", background, "detach; `down` or kill PID stops it");
-
-  std::string from_host, to_host;
-  auto* paths =
-      app.add_subcommand("paths", "destination addresses and links from one host to another");
-  paths->add_option("from", from_host, "h0 or 0")->required();
-  paths->add_option("to", to_host, "h3 or 3")->required();
-
-  int probes_per_path = 3;
-  auto* check = app.add_subcommand("check", "UDP probes over every path (SRv6 and plain)");
-  check->add_option("--count", probes_per_path, "datagrams per path")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
-
+  add_fabric_commands(app, a);
+  add_fault_commands(app, a);
+  add_query_commands(app, a);
   if (const int rc = mrc::tools::parse(app, argc, argv); rc >= 0) return rc;
-  spec.name = name;
-  if (const std::string e = name_error(name); !e.empty()) return bad_argument(e);
-  // Values whose form or range the parser cannot check: bad arguments too, before anything runs.
-  uint64_t rate_bps = 0, period_us = 0, duration_us = 0;
-  if (!rate_text.empty()) {
-    auto r = parse_rate(rate_text);
-    if (!r) return bad_argument(r.error().message);
-    rate_bps = *r;
-  }
-  if (*flap) {
-    auto period = parse_duration_us(period_text);
-    if (!period) return bad_argument("--period: " + period.error().message);
-    if (*period < 2000) return bad_argument("--period must be at least 2ms");
-    period_us = *period;
-    if (!duration_text.empty()) {
-      auto d = parse_duration_us(duration_text);
-      if (!d) return bad_argument("--duration: " + d.error().message);
-      duration_us = *d;
-    }
-  }
+  if (const int rc = check_values(a); rc >= 0) return rc;
 
-  if (*up) {
-    spec.rate_bps = rate_bps;
-    if (auto ok = validate(spec); !ok) return bad_argument(ok.error().message);
-    struct sigaction sa {};
-    sa.sa_handler = on_up_signal;
-    sigemptyset(&sa.sa_mask);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP})
-      sigaction(sig, &sa, nullptr);
-    auto plan = fabric_up(spec, {.replace = replace,
-                                 .forwarding_timeout_ms = forwarding_timeout_ms,
-                                 .interrupted = &g_up_interrupted});
-    if (!plan) return report(std::unexpected(plan.error()));
-    fmt::print(
-        "fabric '{}' up: {} hosts, {} planes x ({} leaves + {} spines), {} links, mtu {}{}\n", name,
-        spec.hosts, spec.planes, spec.leaves, spec.spines, plan->links.size(), spec.mtu,
-        spec.rate_bps ? ", rate " + format_rate(spec.rate_bps) : "");
-    fmt::print("description: {}/fabric.json\n", state_dir(name));
-    return 0;
-  }
-  if (*down) {
-    if (const auto pids = fabric_processes(name); !pids.empty() && !kill_processes) {
-      std::string list;
-      for (int pid : pids)
-        list += " " + std::to_string(pid);
-      fmt::print(stderr,
-                 "mrc-fabric: warning: processes still run in the fabric (pids{}); their "
-                 "namespaces and links live on until they exit (use down --kill)\n",
-                 list);
-    }
-    auto n = fabric_down(name, kill_processes);
-    if (!n) return report(std::unexpected(n.error()));
-    fmt::print("fabric '{}' down: {} namespaces removed\n", name, *n);
-    return 0;
-  }
-  if (*show) {
-    std::ifstream f(state_dir(name) + "/fabric.json");
-    if (!f) {
-      const auto plan = load_fabric(name);  // says why: missing, or an `up` that did not finish
-      fmt::print(stderr, "mrc-fabric: {}\n",
-                 plan ? "cannot read " + state_dir(name) + "/fabric.json" : plan.error().message);
-      return 1;
-    }
-    std::cout << f.rdbuf();
-    return 0;
-  }
-
-  auto plan = load_fabric(name);
+  if (*a.up) return run_up(a);
+  if (*a.down) return run_down(a);
+  if (*a.show) return run_show(a.name);
+  auto plan = load_fabric(a.name);
   if (!plan) return report(std::unexpected(plan.error()));
-
-  if (*status) {
+  if (*a.status) {
     auto st = fabric_status(*plan);
     if (!st) return report(std::unexpected(st.error()));
-    if (json_out)
+    if (a.json_out)
       fmt::print("{}\n", st->dump(2));
     else
       print_status(*st);
     return 0;
   }
-  // A link (or, for blackhole, a switch) the fabric does not have is a bad argument.
-  target = fabric_spelling(target);
-  if ((*link || *loss || *rate || *flap) && !plan->link(target))
-    return bad_argument(
-        fmt::format("unknown link '{}' (e.g. p0-l0-s1 or p0/leaf0-spine1, h2-p1)", target));
-  if (*blackhole && !plan->link(target) && !plan->node(target))
-    return bad_argument(
-        fmt::format("unknown link or switch '{}' (e.g. p0-l0-s1, h2-p1, p0-s1, p0-l0)", target));
-  if (*link) return report(set_link_admin(*plan, target, action == "up"));
-  if (*blackhole) return report(set_blackhole(*plan, target, !off));
-  if (*loss) return report(set_loss(*plan, target, percent));
-  if (*rate) return report(set_rate(*plan, target, rate_bps));
-  if (*flap) {
-    if (background) return flap_in_background(*plan, target, period_us, count, duration_us);
-    return report(flap_link(*plan, target, period_us, count, duration_us));
-  }
-  if (*paths) {
-    const auto a = parse_host(*plan, from_host), b = parse_host(*plan, to_host);
-    if (!a || !b || *a == *b)
-      return bad_argument(
-          fmt::format("paths: need two different hosts in h0..h{}", plan->spec.hosts - 1));
-    const FabricSpec& sp = plan->spec;
-    const auto print = [&](int p, const std::string& kind, const mrc::wire::Ipv6Addr& da,
-                           std::optional<int> spine) {
-      std::string links;
-      for (const auto& l : path_links(sp, p, *a, *b, spine))
-        links += " " + l;
-      fmt::print("p{} {:<10} {:<28} {}\n", p, kind, format_ipv6(da),
-                 spine || kind != "plain" ? links.substr(1) : "(ECMP)");
-    };
-    for (int p = 0; p < sp.planes; ++p) {
-      for (int s = 0; s < sp.spines; ++s)
-        print(p, "via s" + std::to_string(s), srv6_address(sp, p, s, *b), s);
-      if (leaf_of_host(sp, *a) == leaf_of_host(sp, *b))
-        print(p, "same-leaf", srv6_address(sp, p, std::nullopt, *b), std::nullopt);
-      print(p, "plain", host_address(p, *b), std::nullopt);
-    }
-    return 0;
-  }
-  if (*check) {
-    auto probes = all_probes(plan->spec);
-    if (auto ok = run_probes(*plan, probes, probes_per_path, 300); !ok) return report(ok);
-    int lost_paths = 0;
-    for (const auto& p : probes) {
-      if (p.received < p.sent) {
-        ++lost_paths;
-        fmt::print("LOST {:<24} {:<32} {}/{}\n", p.label(), p.destination, p.received, p.sent);
-      }
-    }
-    fmt::print("{} paths, {} with losses\n", probes.size(), lost_paths);
-    return lost_paths ? 1 : 0;
-  }
+  if (*a.link || *a.blackhole || *a.loss || *a.rate || *a.flap) return run_fault(*plan, a);
+  if (*a.paths) return run_paths(*plan, a);
+  if (*a.check) return run_check(*plan, a.probes_per_path);
   return 2;
 }
