@@ -58,7 +58,7 @@ void Simulation::Impl::flow_start(FlowId f) {
       continue;
     }
     if (s.with_imm && !blocks) (void)hosts[s.dst].engine->post_recv(qp->remote_qpn, f);
-    snapshot_qp(st, *hosts[s.src].engine, qp->local_qpn);
+    snapshot_qp(st, hosts[s.src], qp->local_qpn);
     WriteWr w;
     w.wr_id = (static_cast<uint64_t>(f) << 16) | part;
     w.opcode = s.with_imm ? WrOpcode::kWriteImm : WrOpcode::kWrite;
@@ -167,34 +167,38 @@ void Simulation::Impl::on_completion(HostId h, const Completion& c) {
   r.end = now;
   r.fct = now - r.spec.start;
   r.ok = !st.failed;
-  count_flow_paths(st, *host.engine, r);
+  count_flow_paths(st, host, r);
   finish_flow(r);
 }
 
-void Simulation::Impl::snapshot_qp(FlowState& st, const Engine& e, uint32_t qpn) {
+void Simulation::Impl::snapshot_qp(FlowState& st, Host& host, uint32_t qpn) {
+  const Engine& e = *host.engine;
   st.qpns.push_back(qpn);
   if (auto stats = e.qp_stats(qpn)) st.retransmits_at_start += stats->retransmits;
   if (const PathSet* ps = e.qp_paths(qpn)) {
-    for (size_t i = 0; i < ps->size(); ++i)
-      st.path_sent_at_start.push_back(
-          static_cast<uint32_t>(ps->path(static_cast<int>(i)).packets_sent));
+    Host::PathCounts& c = host.path_counts[qpn];
+    if (c.flows++ == 0) c.sent.assign(ps->size(), 0);
+    st.path_sent_at_start.insert(st.path_sent_at_start.end(), c.sent.begin(), c.sent.end());
   }
 }
 
 // Retransmits and paths that carried packets on the flow's QPs while it ran (flows sharing a
 // QP at the same time share these counts; docs/simulator.md).
-void Simulation::Impl::count_flow_paths(FlowState& st, const Engine& e, FlowResult& r) {
+void Simulation::Impl::count_flow_paths(FlowState& st, Host& host, FlowResult& r) {
+  const Engine& e = *host.engine;
   uint64_t retx = 0;
   uint32_t used = 0;
   size_t k = 0;
   for (uint32_t qpn : st.qpns) {
     if (auto stats = e.qp_stats(qpn)) retx += stats->retransmits;
-    if (const PathSet* ps = e.qp_paths(qpn)) {
-      for (size_t i = 0; i < ps->size() && k < st.path_sent_at_start.size(); ++i, ++k) {
-        const auto sent = static_cast<uint32_t>(ps->path(static_cast<int>(i)).packets_sent);
-        if (sent != st.path_sent_at_start[k]) ++used;
-      }
+    if (e.qp_paths(qpn) == nullptr) continue;
+    auto it = host.path_counts.find(qpn);
+    if (it == host.path_counts.end()) continue;
+    const std::vector<uint32_t>& sent = it->second.sent;
+    for (size_t i = 0; i < sent.size() && k < st.path_sent_at_start.size(); ++i, ++k) {
+      if (sent[i] != st.path_sent_at_start[k]) ++used;
     }
+    if (--it->second.flows == 0) host.path_counts.erase(it);
   }
   r.retransmits = retx - std::min(retx, st.retransmits_at_start);
   r.paths_used = used;

@@ -55,6 +55,11 @@ void Simulation::Impl::send_from_host(HostId h, const TxPacket& tx) {
   const bool data = tx.pkt.bth.opcode == wire::Opcode::kWriteOnly ||
                     tx.pkt.bth.opcode == wire::Opcode::kWriteOnlyImm;
   p.is_data = data;
+  if (data && !host.path_counts.empty()) {
+    auto c = host.path_counts.find(tx.src_qpn);
+    if (c != host.path_counts.end() && tx.ev_index < c->second.sent.size())
+      ++c->second.sent[tx.ev_index];
+  }
   if (data) {
     p.body = DataBody{tx.pkt.bth, tx.pkt.reth, tx.pkt.imm, tx.pkt.payload_len, tx.pkt.data};
   } else {

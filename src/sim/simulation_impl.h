@@ -237,13 +237,21 @@ struct Host {
   // Blocks layout: QP number -> qp_index << 16 | path_set, for QPs other than a pair's first
   // with the transport's own EVs (none in most runs).
   std::unordered_map<uint32_t, uint32_t> qp_sub;
+  // Data packets sent per path of each QP that carries running flows (flows.csv's
+  // paths_used; the engine keeps no per-path counts): from its first running flow's start
+  // until its last one ends.
+  struct PathCounts {
+    uint32_t flows = 0;          // running flows (flow parts) on the QP
+    std::vector<uint32_t> sent;  // per path, modulo 2^32
+  };
+  std::unordered_map<uint32_t, PathCounts> path_counts;  // qpn -> counts
 };
 
 struct FlowState {
   uint32_t parts_left = 0;
   bool failed = false;
   // For flows.csv: the flow's QPs and their counters when it started (per-path packets
-  // sent, truncated to 32 bits, and retransmits). Freed when the flow completes.
+  // sent, Host::path_counts, and retransmits). Freed when the flow completes.
   std::vector<uint32_t> qpns;
   std::vector<uint32_t> path_sent_at_start;
   uint64_t retransmits_at_start = 0;
@@ -568,8 +576,8 @@ struct Simulation::Impl {
   // data path
   void service_host(HostId h);
   void send_from_host(HostId h, const TxPacket& tx);
-  void snapshot_qp(FlowState& st, const Engine& e, uint32_t qpn);
-  void count_flow_paths(FlowState& st, const Engine& e, FlowResult& r);
+  void snapshot_qp(FlowState& st, Host& host, uint32_t qpn);
+  void count_flow_paths(FlowState& st, Host& host, FlowResult& r);
   void host_arrive(HostId h, uint32_t pkt);
   uint32_t forward(const Switch& sw, const SimPacket& p);
   void switch_arrive(uint32_t sw, uint32_t ingress, uint32_t pkt);

@@ -589,6 +589,7 @@ class Engine {
   // Configuration QPs only read, one copy per distinct value instead of one per QP
   // (docs/performance.md, "Bytes per QP").
   SharedConstants<CcSpec, CcSpec> cc_specs_;
+  SharedConstants<PathPolicy, PathPolicy> path_policies_;
   SharedConstants<cc::NsccConfig, cc::NsccParams> nscc_params_;
   cc::Nscc::Stats nscc_stats_;  // what the QPs' NSCC objects count into
 

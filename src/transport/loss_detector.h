@@ -207,6 +207,8 @@ class LossDetector {
   uint32_t head_ = 0, tail_ = 0;
   Array<PathFifo> path_fifos_;
   Array<QueueRack> queue_rack_;
+  uint32_t rto_count_ = 0;  // consecutive ACK timeouts without progress (next to the flags:
+                            // in what would be padding)
   bool same_instant_sends_ = false;  // set once two transmissions shared a send time
   bool pto_probe_due_ = false;
   Time rack_time_ = 0;  // latest send time of a transmission known delivered
@@ -240,7 +242,6 @@ class LossDetector {
   uint32_t pto_backoff_ = 0;
   Time pto_fired_at_ = 0;
   Time last_progress_ = 0;
-  uint32_t rto_count_ = 0;  // consecutive ACK timeouts without progress
 };
 
 // ---- templates ---------------------------------------------------------------------------

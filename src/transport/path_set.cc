@@ -21,31 +21,48 @@ bool fits(const ev::ExpandedEv& base, uint8_t offset, const ev::ExpandedEv& e) {
 
 }  // namespace
 
+PathPolicy PathSet::clamped(const PathPolicy& p) {
+  PathPolicy c = p;
+  // Qp::to_init rejects 0; a PathSet used on its own treats it as 1 rather than as a burst
+  // without end (burst - 1 would wrap).
+  c.burst = std::max<uint32_t>(1, p.burst);
+  c.ecn_cooldown = std::min(p.ecn_cooldown, kMaxCooldown);  // cool_ stamps
+  return c;
+}
+
 void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t num_ports,
                    const PathPolicy& policy, uint64_t seed) {
-  evs_.clear();
-  value_hi_.clear();
+  init(paths, min_active, num_ports, std::make_shared<const PathPolicy>(clamped(policy)), seed);
+}
+
+void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t num_ports,
+                   std::shared_ptr<const PathPolicy> policy, uint64_t seed) {
+  n_ = static_cast<uint32_t>(paths.size());
+  n_active_ = 0;
+  states_ = n_ ? std::make_unique<ev::EvState[]>(n_) : nullptr;
+  ports_.reset();
+  values_.reset();
+  value_hi_.reset();
+  table_.reset();
+  order_.reset();
+  slot_of_.reset();
+  cool_.reset();
+  ecn_run_.reset();
   losses_.clear();
-  table_.clear();
-  order_.clear();
-  slot_of_.clear();
   assumed_bad_.clear();
   swaps_ = 0;
   ecn_swaps_ = 0;
   backup_cursor_ = 0;
-  policy_ = policy;
-  // Qp::to_init rejects 0; a PathSet used on its own treats it as 1 rather than as a burst
-  // without end (burst - 1 would wrap).
-  policy_.burst = std::max<uint32_t>(1, policy.burst);
-  policy_.ecn_cooldown = std::min(policy.ecn_cooldown, kMaxCooldown);  // Slot::cool_off
+  policy_ = std::move(policy);
   cool_epoch_ = 0;
+  cool_end_ = 0;
   burst_path_ = kNone;
   burst_left_ = 0;
   trim_hold_until_ = 0;
   min_active_ = min_active;
   port_up_mask_ = num_ports >= 32 ? ~0u : ((1u << num_ports) - 1);
   peer_down_mask_ = 0;
-  num_ports_ = num_ports;
+  num_ports_ = std::max<uint8_t>(num_ports, 1);
   // The template: the first EV, with a 4-byte window over every byte in which the EVs differ
   // (an SRv6 carrier's spine uSID, an STEV's 32 bits). EVs that differ more widely are kept
   // whole in table_ (an explicit profile through the C API, fat-tree carriers).
@@ -68,67 +85,114 @@ void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t
     } else {
       tmpl_.table = true;
     }
-  }
-  evs_.resize(paths.size());
-  if (tmpl_.table) table_.resize(paths.size());
-  for (size_t i = 0; i < paths.size(); ++i) {
-    EvRec& e = evs_[i];
-    e.port = paths[i].port;
-    e.state = paths[i].state == ev::EvState::kDenied ? ev::EvState::kDenied : ev::EvState::kGood;
-    if (tmpl_.table) {
-      table_[i] = paths[i].ev;
-      e.value = static_cast<uint16_t>(i);
-    } else {
-      set_value(i, read_window(paths[i].ev, tmpl_.offset));
+    // Regular ports and values (EvTemplate) when every path follows the first ones.
+    tmpl_.port0 = static_cast<uint8_t>(paths[0].port % num_ports_);
+    if (!tmpl_.table) {
+      tmpl_.first = read_window(paths[0].ev, tmpl_.offset);
+      if (paths.size() > num_ports_) {
+        tmpl_.step = read_window(paths[num_ports_].ev, tmpl_.offset) - tmpl_.first;
+      }
     }
   }
-  // The active set: the first active_per_plane paths of each port (all with 0).
-  slot_of_.assign(paths.size(), kBackup);
-  std::vector<uint32_t> per_port(32, 0);
+  if (tmpl_.table) table_ = std::make_unique<ev::ExpandedEv[]>(n_);
+  bool regular = true, wide = false;
   for (size_t i = 0; i < paths.size(); ++i) {
-    uint32_t& n = per_port[evs_[i].port & 31];
-    if (policy_.active_per_plane == 0 || n < policy_.active_per_plane) {
-      slot_of_[i] = 0;  // active; build_order assigns the slot
+    states_[i] = paths[i].state == ev::EvState::kDenied ? ev::EvState::kDenied : ev::EvState::kGood;
+    set_port(i, paths[i].port);
+    if (tmpl_.table) {
+      table_[i] = paths[i].ev;
+    } else {
+      const uint32_t v = read_window(paths[i].ev, tmpl_.offset);
+      regular = regular && v == regular_value(i);
+      wide = wide || (v >> 16) != 0;
+    }
+  }
+  if (!tmpl_.table && !regular) {
+    values_ = std::make_unique<uint16_t[]>(n_);
+    if (wide) value_hi_ = std::make_unique<uint16_t[]>(n_);
+    for (size_t i = 0; i < paths.size(); ++i)
+      set_value(i, read_window(paths[i].ev, tmpl_.offset));
+  }
+  // The active set: the first active_per_plane paths of each port (all with 0).
+  std::vector<uint8_t> active(n_, 0);
+  std::vector<uint32_t> per_port(32, 0);
+  for (size_t i = 0; i < n_; ++i) {
+    uint32_t& n = per_port[port_of(static_cast<int>(i)) & 31];
+    if (policy_->active_per_plane == 0 || n < policy_->active_per_plane) {
+      active[i] = 1;
       ++n;
     }
   }
-  build_order();
+  build_order(active);
   // A path denied at configuration leaves the active set if a GOOD backup can take its slot.
-  for (size_t i = 0; i < paths.size(); ++i) {
-    if (slot_of_[i] != kBackup && evs_[i].state != ev::EvState::kGood) {
+  for (size_t i = 0; i < n_; ++i) {
+    if (slot_of(i) != kBackup && states_[i] != ev::EvState::kGood) {
       if (swap_out(static_cast<int>(i)) != kNone) --swaps_;  // configuration, not a swap
     }
   }
   Rng rng(seed);
-  cursor_ = order_.empty() ? 0 : rng.below(order_.size());
+  cursor_ = n_active_ == 0 ? 0 : static_cast<uint32_t>(rng.below(n_active_));
   probe_seq_ = rng.next() & 0xFFFFFFFFull;
   recount();
 }
 
 size_t PathSet::heap_bytes() const {
-  return evs_.capacity() * sizeof(EvRec) + value_hi_.capacity() * sizeof(uint16_t) +
-         losses_.capacity() * sizeof(LossCount) + table_.capacity() * sizeof(ev::ExpandedEv) +
-         order_.capacity() * sizeof(Slot) + ecn_run_.capacity() +
-         slot_of_.capacity() * sizeof(uint16_t) + assumed_bad_.capacity() * sizeof(Probe);
+  size_t b = n_ * sizeof(ev::EvState);
+  if (ports_) b += n_;
+  if (values_) b += n_ * sizeof(uint16_t);
+  if (value_hi_) b += n_ * sizeof(uint16_t);
+  if (table_) b += n_ * sizeof(ev::ExpandedEv);
+  if (order_) b += n_active_ * sizeof(uint16_t) + n_ * sizeof(uint16_t);
+  if (cool_) b += n_active_ * sizeof(uint32_t);
+  if (ecn_run_) b += n_active_;
+  return b + losses_.capacity() * sizeof(LossCount) + assumed_bad_.capacity() * sizeof(Probe);
 }
 
 Path PathSet::path(int i) const {
-  const EvRec& e = evs_[static_cast<size_t>(i)];
+  const auto k = static_cast<size_t>(i);
   Path p;
   p.desc.ev = ev(i);
-  p.desc.port = e.port;
-  p.desc.state = e.state == ev::EvState::kDenied ? ev::EvState::kDenied : ev::EvState::kGood;
-  p.state = e.state;
+  p.desc.port = port_of(i);
+  p.desc.state = states_[k] == ev::EvState::kDenied ? ev::EvState::kDenied : ev::EvState::kGood;
+  p.state = states_[k];
   p.active = active(i);
-  p.packets_sent = e.packets_sent;
-  p.losses = losses_of(static_cast<size_t>(i));
+  p.losses = losses_of(k);
   return p;
 }
 
 void PathSet::set_value(size_t i, uint32_t v) {
-  if ((v >> 16) != 0 && value_hi_.empty()) value_hi_.assign(evs_.size(), 0);
-  evs_[i].value = static_cast<uint16_t>(v);
-  if (!value_hi_.empty()) value_hi_[i] = static_cast<uint16_t>(v >> 16);
+  if (!values_) {
+    if (v == regular_value(i)) return;
+    // Irregular from here on: store every path's value.
+    const bool wide = [&] {
+      for (size_t k = 0; k < n_; ++k)
+        if (value_of(k) >> 16) return true;
+      return false;
+    }();
+    auto lo = std::make_unique<uint16_t[]>(n_);
+    std::unique_ptr<uint16_t[]> hi = wide ? std::make_unique<uint16_t[]>(n_) : nullptr;
+    for (size_t k = 0; k < n_; ++k) {
+      const uint32_t x = value_of(k);
+      lo[k] = static_cast<uint16_t>(x);
+      if (hi) hi[k] = static_cast<uint16_t>(x >> 16);
+    }
+    values_ = std::move(lo);
+    value_hi_ = std::move(hi);
+  }
+  if ((v >> 16) != 0 && !value_hi_) value_hi_ = std::make_unique<uint16_t[]>(n_);
+  values_[i] = static_cast<uint16_t>(v);
+  if (value_hi_) value_hi_[i] = static_cast<uint16_t>(v >> 16);
+}
+
+void PathSet::set_port(size_t i, uint8_t port) {
+  if (!ports_) {
+    if (port == (tmpl_.port0 + i) % num_ports_) return;
+    auto p = std::make_unique<uint8_t[]>(n_);
+    for (size_t k = 0; k < n_; ++k)
+      p[k] = port_of(static_cast<int>(k));
+    ports_ = std::move(p);
+  }
+  ports_[i] = port;
 }
 
 uint16_t PathSet::losses_of(size_t i) const {
@@ -138,8 +202,7 @@ uint16_t PathSet::losses_of(size_t i) const {
 }
 
 ev::ExpandedEv PathSet::ev(int i) const {
-  const EvRec& e = evs_[static_cast<size_t>(i)];
-  if (tmpl_.table) return table_[e.value];
+  if (tmpl_.table) return table_[static_cast<size_t>(i)];
   const uint32_t v = value_of(static_cast<size_t>(i));
   ev::ExpandedEv out = tmpl_.base;
   out[tmpl_.offset] = static_cast<uint8_t>(v >> 24);
@@ -155,28 +218,29 @@ void PathSet::store_ev(int i, const ev::ExpandedEv& e) {
     return;
   }
   if (!tmpl_.table) {
-    table_.resize(evs_.size());
-    for (size_t k = 0; k < evs_.size(); ++k)
-      table_[k] = ev(static_cast<int>(k));
-    for (size_t k = 0; k < evs_.size(); ++k)
-      evs_[k].value = static_cast<uint16_t>(k);
-    value_hi_.clear();
+    auto t = std::make_unique<ev::ExpandedEv[]>(n_);
+    for (size_t k = 0; k < n_; ++k)
+      t[k] = ev(static_cast<int>(k));
+    table_ = std::move(t);
+    values_.reset();
+    value_hi_.reset();
     tmpl_.table = true;
   }
   table_[static_cast<size_t>(i)] = e;
-  evs_[static_cast<size_t>(i)].value = static_cast<uint16_t>(i);
 }
 
-void PathSet::build_order() {
+void PathSet::build_order(const std::vector<uint8_t>& active) {
   // Interleave by port: take the first active path of every port, then the second of every
   // port, and so on, so that consecutive picks alternate planes.
-  std::vector<uint32_t> cool(evs_.size(), 0);
-  for (const Slot& slot : order_)
-    if (slot.index < cool.size()) cool[slot.index] = slot.cool_off;
-  std::vector<Slot> order;
+  std::vector<uint32_t> cool(n_, 0);
+  if (cool_) {
+    for (size_t pos = 0; pos < n_active_; ++pos)
+      cool[static_cast<size_t>(path_at(pos))] = cool_[pos];
+  }
+  std::vector<uint16_t> order;
   std::vector<std::vector<uint16_t>> by_port(32);
-  for (size_t i = 0; i < evs_.size(); ++i) {
-    if (slot_of_[i] != kBackup) by_port[evs_[i].port & 31].push_back(static_cast<uint16_t>(i));
+  for (size_t i = 0; i < n_; ++i) {
+    if (active[i]) by_port[port_of(static_cast<int>(i)) & 31].push_back(static_cast<uint16_t>(i));
   }
   size_t n_active = 0;
   for (const auto& bucket : by_port)
@@ -184,42 +248,72 @@ void PathSet::build_order() {
   order.reserve(n_active);
   for (size_t round = 0; order.size() < n_active; ++round) {
     for (auto& bucket : by_port) {
-      if (round >= bucket.size()) continue;
-      const uint16_t i = bucket[round];
-      slot_of_[i] = static_cast<uint16_t>(order.size());
-      order.push_back(Slot{cool[i], i, evs_[i].port, evs_[i].state});
+      if (round < bucket.size()) order.push_back(bucket[round]);
     }
   }
-  order_.assign(order.size(), Slot{});
-  std::copy(order.begin(), order.end(), order_.begin());
-  // Runs of ECN marks start over (a rebuilt order is a new set of slots).
-  if (policy_.ecn_swap_marks > 0 && policy_.active_per_plane > 0) {
-    ecn_run_.assign(order_.size(), 0);
+  n_active_ = static_cast<uint32_t>(order.size());
+  // Stored only if position k does not hold path k (the active set is then the first paths).
+  bool identity = true;
+  for (size_t pos = 0; pos < order.size(); ++pos)
+    identity = identity && order[pos] == pos;
+  if (identity) {
+    order_.reset();
+    slot_of_.reset();
   } else {
-    ecn_run_.clear();
+    order_ = std::make_unique<uint16_t[]>(n_active_);
+    slot_of_ = std::make_unique<uint16_t[]>(n_);
+    std::fill(slot_of_.get(), slot_of_.get() + n_, kBackup);
+    for (size_t pos = 0; pos < order.size(); ++pos) {
+      order_[pos] = order[pos];
+      slot_of_[order[pos]] = static_cast<uint16_t>(pos);
+    }
   }
-  if (cursor_ >= order_.size()) cursor_ = 0;
+  if (cool_) {
+    cool_ = std::make_unique<uint32_t[]>(n_active_);
+    for (size_t pos = 0; pos < n_active_; ++pos)
+      cool_[pos] = cool[static_cast<size_t>(path_at(pos))];
+  }
+  // Runs of ECN marks start over (a rebuilt order is a new set of slots).
+  if (policy_->ecn_swap_marks > 0 && policy_->active_per_plane > 0 && n_active_ > 0) {
+    ecn_run_ = std::make_unique<uint8_t[]>(n_active_);
+  } else {
+    ecn_run_.reset();
+  }
+  if (cursor_ >= n_active_) cursor_ = 0;
+}
+
+void PathSet::store_order() {
+  if (order_) return;
+  order_ = std::make_unique<uint16_t[]>(n_active_);
+  slot_of_ = std::make_unique<uint16_t[]>(n_);
+  for (size_t i = 0; i < n_; ++i)
+    slot_of_[i] = i < n_active_ ? static_cast<uint16_t>(i) : kBackup;
+  for (size_t pos = 0; pos < n_active_; ++pos)
+    order_[pos] = static_cast<uint16_t>(pos);
 }
 
 void PathSet::recount() {
   usable_ = 0;
-  for (size_t i = 0; i < evs_.size(); ++i)
+  for (size_t i = 0; i < n_; ++i)
     usable_ += usable_active(static_cast<int>(i)) ? 1 : 0;
 }
 
 int PathSet::pick(Time now, uint32_t port_mask, int exclude) {
-  const size_t n = order_.size();
+  const size_t n = n_active_;
   if (n == 0) return kNone;
+  // Every cool-down has run out: the stamps go (the next ECN mark allocates them again).
+  if (cool_ && now >= cool_end_) cool_.reset();
   const uint32_t mask = port_mask & usable_ports();
+  const bool steering = policy_->ecn_steering;
   // Bursts only while nothing is suspected: a retransmission (it has a path to avoid) and
   // every pick while a path is ASSUMED_BAD go per packet, so that the paths a failure took
   // are found in one flight, each losing one packet, instead of a run at a time (a blackholed
   // spine then cost ACK timeouts: docs/linux-driver.md, "Bursts per path, opt-in").
   const bool bursting = exclude == kNone && assumed_bad_.empty();
   if (burst_left_ > 0 && bursting) {
-    const Slot& slot = order_[slot_of_[static_cast<size_t>(burst_path_)]];
-    if (slot.state == ev::EvState::kGood && ((mask >> slot.port) & 1) &&
-        !(cooling(slot, now) && policy_.ecn_steering)) {
+    const size_t pos = slot_of(static_cast<size_t>(burst_path_));
+    if (states_[static_cast<size_t>(burst_path_)] == ev::EvState::kGood &&
+        ((mask >> port_of(burst_path_)) & 1) && !(cooling(pos, now) && steering)) {
       --burst_left_;
       return burst_path_;
     }
@@ -233,37 +327,35 @@ int PathSet::pick(Time now, uint32_t port_mask, int exclude) {
   int excluded_ok = kNone;
   for (size_t k = 0; k < n; ++k) {
     const size_t pos = cursor_ + k < n ? cursor_ + k : cursor_ + k - n;
-    const Slot& slot = order_[pos];
-    if (slot.state != ev::EvState::kGood || !((mask >> slot.port) & 1)) continue;
-    const int i = slot.index;
+    const int i = path_at(pos);
+    if (states_[static_cast<size_t>(i)] != ev::EvState::kGood || !((mask >> port_of(i)) & 1))
+      continue;
     if (i == exclude) {
       excluded_ok = i;
       continue;
     }
-    if (cooling(slot, now) && policy_.ecn_steering) {
+    if (steering && cooling(pos, now)) {
       if (fallback == kNone) {
         fallback = i;
         fallback_pos = pos;
       }
       continue;
     }
-    cursor_ = pos + 1 == n ? 0 : pos + 1;
+    cursor_ = pos + 1 == n ? 0 : static_cast<uint32_t>(pos + 1);
     burst_path_ = i;
-    burst_left_ = bursting ? policy_.burst - 1 : 0;
+    burst_left_ = bursting ? policy_->burst - 1 : 0;
     return i;
   }
   if (fallback != kNone) {
     // Advance past the fallback too, so congested paths still rotate.
-    cursor_ = fallback_pos + 1 == n ? 0 : fallback_pos + 1;
+    cursor_ = fallback_pos + 1 == n ? 0 : static_cast<uint32_t>(fallback_pos + 1);
     return fallback;
   }
   return excluded_ok;
 }
 
 void PathSet::set_state(int i, ev::EvState s) {
-  evs_[static_cast<size_t>(i)].state = s;
-  const uint16_t slot = slot_of_[static_cast<size_t>(i)];
-  if (slot != kBackup) order_[slot].state = s;
+  states_[static_cast<size_t>(i)] = s;
 }
 
 PathSet::Probe* PathSet::probe_of(int i) {
@@ -275,7 +367,7 @@ PathSet::Probe* PathSet::probe_of(int i) {
 void PathSet::start_probing(int i, Time now) {
   Probe p;
   p.index = static_cast<uint16_t>(i);
-  p.next_probe_at = now + policy_.probe_interval;
+  p.next_probe_at = now + policy_->probe_interval;
   assumed_bad_.push_back(p);
 }
 
@@ -284,22 +376,22 @@ void PathSet::stop_probing(int i) {
 }
 
 int PathSet::find_backup(uint8_t port, int after) const {
-  const size_t n = evs_.size();
+  const size_t n = n_;
   for (size_t k = 1; k <= n; ++k) {
     const size_t j = (static_cast<size_t>(after) + k) % n;
-    if (slot_of_[j] == kBackup && evs_[j].port == port && evs_[j].state == ev::EvState::kGood)
+    if (slot_of(j) == kBackup && port_of(static_cast<int>(j)) == port &&
+        states_[j] == ev::EvState::kGood)
       return static_cast<int>(j);
   }
   return kNone;
 }
 
 void PathSet::exchange(int out, int in) {
+  store_order();
   const uint16_t pos = slot_of_[static_cast<size_t>(out)];
-  Slot& slot = order_[pos];
-  slot.index = static_cast<uint16_t>(in);
-  slot.state = evs_[static_cast<size_t>(in)].state;
-  slot.cool_off = 0;  // nothing learned about the old EV applies to the new one
-  if (!ecn_run_.empty()) ecn_run_[pos] = 0;
+  order_[pos] = static_cast<uint16_t>(in);
+  clear_cool(pos);  // nothing learned about the old EV applies to the new one
+  if (ecn_run_) ecn_run_[pos] = 0;
   slot_of_[static_cast<size_t>(in)] = pos;
   slot_of_[static_cast<size_t>(out)] = kBackup;
   if (burst_path_ == out) burst_left_ = 0;
@@ -307,19 +399,19 @@ void PathSet::exchange(int out, int in) {
 }
 
 int PathSet::swap_out(int i) {
-  if (policy_.active_per_plane == 0 || slot_of_[static_cast<size_t>(i)] == kBackup) return kNone;
-  const int j = find_backup(evs_[static_cast<size_t>(i)].port, i);
+  if (policy_->active_per_plane == 0 || slot_of(static_cast<size_t>(i)) == kBackup) return kNone;
+  const int j = find_backup(port_of(i), i);
   if (j == kNone) return kNone;
   exchange(i, j);
   return j;
 }
 
 int PathSet::swap_in(int j) {
-  if (policy_.active_per_plane == 0 || slot_of_[static_cast<size_t>(j)] != kBackup) return kNone;
-  const uint8_t port = evs_[static_cast<size_t>(j)].port;
-  for (const Slot& slot : order_) {
-    if (slot.port == port && slot.state != ev::EvState::kGood) {
-      const int out = slot.index;
+  if (policy_->active_per_plane == 0 || slot_of(static_cast<size_t>(j)) != kBackup) return kNone;
+  const uint8_t port = port_of(j);
+  for (size_t pos = 0; pos < n_active_; ++pos) {
+    const int out = path_at(pos);
+    if (port_of(out) == port && states_[static_cast<size_t>(out)] != ev::EvState::kGood) {
       exchange(out, j);
       return out;
     }
@@ -328,7 +420,7 @@ int PathSet::swap_in(int j) {
 }
 
 int PathSet::swap_congested(int i) {
-  const int j = find_backup(evs_[static_cast<size_t>(i)].port, backup_cursor_);
+  const int j = find_backup(port_of(i), backup_cursor_);
   if (j == kNone) return kNone;
   backup_cursor_ = static_cast<uint16_t>(j);
   exchange(i, j);
@@ -338,30 +430,35 @@ int PathSet::swap_congested(int i) {
 
 void PathSet::set_cool(uint16_t pos, Time now, Time until) {
   if (until <= now) {
-    order_[pos].cool_off = 0;
+    clear_cool(pos);
     return;
   }
-  if (now < cool_epoch_ || until - cool_epoch_ > UINT32_MAX) {
+  if (!cool_) {
+    cool_ = std::make_unique<uint32_t[]>(n_active_);
+    cool_epoch_ = now;
+  } else if (now < cool_epoch_ || until - cool_epoch_ > UINT32_MAX) {
     // Move the epoch to `now`: stamps that have run out become 0, the others count from now
     // (each ends at most kMaxCooldown after the `now` it was set at, so they fit).
-    for (Slot& s : order_) {
-      if (s.cool_off == 0) continue;
-      const Time end = cool_epoch_ + s.cool_off;
-      s.cool_off = end > now ? static_cast<uint32_t>(std::min<Time>(end - now, UINT32_MAX)) : 0;
+    for (size_t k = 0; k < n_active_; ++k) {
+      uint32_t& c = cool_[k];
+      if (c == 0) continue;
+      const Time end = cool_epoch_ + c;
+      c = end > now ? static_cast<uint32_t>(std::min<Time>(end - now, UINT32_MAX)) : 0;
     }
     cool_epoch_ = now;
   }
-  order_[pos].cool_off = static_cast<uint32_t>(until - cool_epoch_);
+  cool_[pos] = static_cast<uint32_t>(until - cool_epoch_);
+  cool_end_ = std::max(cool_end_, until);
 }
 
 PathStateChange PathSet::on_ecn(int i, Time now) {
-  const uint16_t pos = slot_of_[static_cast<size_t>(i)];
-  if (!policy_.ecn_steering || pos == kBackup) return {};
-  set_cool(pos, now, now + policy_.ecn_cooldown);
-  if (ecn_run_.empty() || order_[pos].state != ev::EvState::kGood) return {};
+  const uint16_t pos = slot_of(static_cast<size_t>(i));
+  if (!policy_->ecn_steering || pos == kBackup) return {};
+  set_cool(pos, now, now + policy_->ecn_cooldown);
+  if (!ecn_run_ || states_[static_cast<size_t>(i)] != ev::EvState::kGood) return {};
   uint8_t& run = ecn_run_[pos];
   if (run < UINT8_MAX) ++run;
-  if (run < policy_.ecn_swap_marks) return {};
+  if (run < policy_->ecn_swap_marks) return {};
   PathStateChange c;
   c.swapped_in = swap_congested(i);
   if (c.swapped_in != kNone) c.replaced = i;
@@ -369,12 +466,13 @@ PathStateChange PathSet::on_ecn(int i, Time now) {
 }
 
 PathStateChange PathSet::on_trim(int i, Time now) {
-  trim_hold_until_ = now + policy_.trim_hold;
+  trim_hold_until_ = now + policy_->trim_hold;
   return on_ecn(i, now);
 }
 
 PathStateChange PathSet::on_loss(int i, Time now) {
-  EvRec& e = evs_[static_cast<size_t>(i)];
+  const ev::EvState state = states_[static_cast<size_t>(i)];
+  const uint8_t port = port_of(i);
   auto l = std::find_if(losses_.begin(), losses_.end(),
                         [i](const LossCount& c) { return c.index == i; });
   if (l == losses_.end()) {
@@ -383,17 +481,17 @@ PathStateChange PathSet::on_loss(int i, Time now) {
     ++l->losses;
   }
   burst_left_ = 0;  // whichever path lost it: the next picks spray (pick)
-  if (e.state == ev::EvState::kAssumedBad) {
+  if (state == ev::EvState::kAssumedBad) {
     // A packet sent before the path was marked: more evidence, and the probes start over
     // (and, once its port is back, not only the port's fault).
     if (Probe* pr = probe_of(i)) {
       if (pr->losses_standing < UINT16_MAX) ++pr->losses_standing;
       pr->probe_streak = 0;
-      if (port_up(e.port)) pr->port_fault = false;
+      if (port_up(port)) pr->port_fault = false;
     }
     return {};
   }
-  if (!policy_.loss_marking || e.state != ev::EvState::kGood) return {};
+  if (!policy_->loss_marking || state != ev::EvState::kGood) return {};
   if (now < trim_hold_until_) {
     PathStateChange held;
     held.held = true;
@@ -403,12 +501,12 @@ PathStateChange PathSet::on_loss(int i, Time now) {
   // unless a backup takes the path's place.
   const bool counted = usable_active(i);
   if (counted && usable_ <= min_active_ &&
-      (policy_.active_per_plane == 0 || find_backup(e.port, i) == kNone)) {
+      (policy_->active_per_plane == 0 || find_backup(port, i) == kNone)) {
     return {};
   }
   set_state(i, ev::EvState::kAssumedBad);
   start_probing(i, now);
-  if (!port_up(e.port)) assumed_bad_.back().port_fault = true;  // lost to the port
+  if (!port_up(port)) assumed_bad_.back().port_fault = true;  // lost to the port
   PathStateChange c{true, ev::EvState::kGood, ev::EvState::kAssumedBad};
   c.swapped_in = swap_out(i);
   if (c.swapped_in != kNone) c.replaced = i;
@@ -417,9 +515,9 @@ PathStateChange PathSet::on_loss(int i, Time now) {
 }
 
 PathStateChange PathSet::on_probe_reply(int i, uint64_t probe_id, Time now) {
-  if (i < 0 || static_cast<size_t>(i) >= evs_.size()) return {};
+  if (i < 0 || static_cast<size_t>(i) >= n_) return {};
   Probe* pr = probe_of(i);
-  if (evs_[static_cast<size_t>(i)].state != ev::EvState::kAssumedBad || probe_id == 0 ||
+  if (states_[static_cast<size_t>(i)] != ev::EvState::kAssumedBad || probe_id == 0 ||
       pr == nullptr || pr->probe_id != probe_id) {
     return {};
   }
@@ -430,18 +528,18 @@ PathStateChange PathSet::on_probe_reply(int i, uint64_t probe_id, Time now) {
   // lossy one answers probes): an answer then brings the path back at once, and the next loss
   // on a kept path can map that one out instead.
   const bool at_floor = usable_ <= min_active_;
-  const bool port_returned = pr->port_fault && pr->probe_streak >= policy_.port_return_probes;
+  const bool port_returned = pr->port_fault && pr->probe_streak >= policy_->port_return_probes;
   if (!at_floor && !port_returned &&
-      (pr->probe_streak < policy_.resurrect_probes ||
-       now - pr->streak_start < policy_.resurrect_window)) {
+      (pr->probe_streak < policy_->resurrect_probes ||
+       now - pr->streak_start < policy_->resurrect_window)) {
     // Not enough yet: the next probe at the base interval from this one's departure (the
     // backoff stays: a path that keeps failing probes is waited for again after a failure).
-    pr->next_probe_at = std::max(now, pr->probe_sent_at + policy_.probe_interval);
+    pr->next_probe_at = std::max(now, pr->probe_sent_at + policy_->probe_interval);
     return {};
   }
   set_state(i, ev::EvState::kGood);
-  const uint16_t slot = slot_of_[static_cast<size_t>(i)];
-  if (slot != kBackup) order_[slot].cool_off = 0;
+  const uint16_t slot = slot_of(static_cast<size_t>(i));
+  if (slot != kBackup) clear_cool(slot);
   stop_probing(i);
   PathStateChange c{true, ev::EvState::kAssumedBad, ev::EvState::kGood};
   c.replaced = swap_in(i);
@@ -451,8 +549,8 @@ PathStateChange PathSet::on_probe_reply(int i, uint64_t probe_id, Time now) {
 }
 
 PathStateChange PathSet::on_delivered(int i) {
-  if (i < 0 || static_cast<size_t>(i) >= evs_.size()) return {};
-  if (evs_[static_cast<size_t>(i)].state != ev::EvState::kAssumedBad) return {};
+  if (i < 0 || static_cast<size_t>(i) >= n_) return {};
+  if (states_[static_cast<size_t>(i)] != ev::EvState::kAssumedBad) return {};
   if (Probe* pr = probe_of(i)) {
     if (pr->losses_standing > 0) --pr->losses_standing;
     if (pr->losses_standing > 0 || pr->probe_failed) return {};
@@ -467,7 +565,7 @@ PathStateChange PathSet::on_delivered(int i) {
 }
 
 PathStateChange PathSet::set_denied(int i, bool denied) {
-  const ev::EvState from = evs_[static_cast<size_t>(i)].state;
+  const ev::EvState from = states_[static_cast<size_t>(i)];
   PathStateChange c;
   if (denied) {
     if (from == ev::EvState::kDenied) return {};
@@ -484,34 +582,36 @@ PathStateChange PathSet::set_denied(int i, bool denied) {
   recount();
   c.changed = true;
   c.from = from;
-  c.to = evs_[static_cast<size_t>(i)].state;
+  c.to = states_[static_cast<size_t>(i)];
   return c;
 }
 
 Status PathSet::replace(int i, const PathDesc& desc) {
-  if (i < 0 || static_cast<size_t>(i) >= evs_.size() || desc.port >= num_ports_ ||
+  if (i < 0 || static_cast<size_t>(i) >= n_ || desc.port >= num_ports_ ||
       (desc.state != ev::EvState::kGood && desc.state != ev::EvState::kDenied)) {
     return fail(Error::kInvalidArgument);
   }
-  EvRec& e = evs_[static_cast<size_t>(i)];
-  const bool port_changed = e.port != desc.port;
+  const auto k = static_cast<size_t>(i);
+  const bool port_changed = port_of(i) != desc.port;
   if (i == burst_path_) burst_left_ = 0;  // a burst is for the old EV
-  e = EvRec{};
   std::erase_if(losses_, [i](const LossCount& c) { return c.index == i; });
-  e.port = desc.port;
-  e.state = desc.state;
+  set_port(k, desc.port);
+  states_[k] = desc.state;
   store_ev(i, desc.ev);
   stop_probing(i);  // its probe was for the old EV
-  const uint16_t slot = slot_of_[static_cast<size_t>(i)];
+  const uint16_t slot = slot_of(k);
   if (slot != kBackup) {
-    order_[slot].cool_off = 0;
-    order_[slot].state = e.state;
-    order_[slot].port = e.port;
-    if (port_changed) build_order();  // keep consecutive picks alternating planes
+    clear_cool(slot);
+    if (port_changed) {  // keep consecutive picks alternating planes
+      std::vector<uint8_t> active(n_);
+      for (size_t j = 0; j < n_; ++j)
+        active[j] = slot_of(j) != kBackup;
+      build_order(active);
+    }
   }
   // The path keeps its membership; with a backup set, a denied active path still gives its
   // slot to a GOOD backup and a GOOD backup still fills a slot left bad (swaps counted).
-  if (e.state == ev::EvState::kGood) {
+  if (desc.state == ev::EvState::kGood) {
     swap_in(i);
   } else {
     swap_out(i);
@@ -539,12 +639,12 @@ void PathSet::set_peer_ports_down(uint32_t mask, Time now) {
 }
 
 void PathSet::on_usable_ports(uint32_t before, Time now) {
-  if (policy_.port_return_probes == 0) return;
+  if (policy_->port_return_probes == 0) return;
   const uint32_t after = usable_ports();
   const uint32_t gone = before & ~after, back = after & ~before;
   if ((gone | back) == 0) return;
   for (Probe& p : assumed_bad_) {
-    const uint8_t port = evs_[p.index].port;
+    const uint8_t port = port_of(p.index);
     if ((gone >> port) & 1) {
       // Which of its losses were the port's cannot be told apart; those that were not are
       // found out by the probe at the port's return.
@@ -563,7 +663,7 @@ void PathSet::on_usable_ports(uint32_t before, Time now) {
 Time PathSet::next_probe_time() const {
   Time t = kNever;
   for (const Probe& p : assumed_bad_) {
-    if (port_up(evs_[p.index].port)) t = std::min(t, p.next_probe_at);
+    if (port_up(port_of(p.index))) t = std::min(t, p.next_probe_at);
   }
   return t;
 }
@@ -571,7 +671,7 @@ Time PathSet::next_probe_time() const {
 int PathSet::take_due_probe(Time now, uint32_t port_mask, uint64_t* probe_id,
                             bool* previous_unanswered) {
   for (Probe& p : assumed_bad_) {
-    const uint8_t port = evs_[p.index].port;
+    const uint8_t port = port_of(p.index);
     if (p.next_probe_at > now || !port_up(port) || !((port_mask >> port) & 1)) continue;
     const bool unanswered = p.probe_id != 0;
     if (unanswered) {
@@ -581,14 +681,14 @@ int PathSet::take_due_probe(Time now, uint32_t port_mask, uint64_t* probe_id,
       p.probe_streak = 0;
       p.port_fault = false;  // the port is up, the path did not answer
       p.probe_backoff = static_cast<uint8_t>(std::min<uint32_t>(
-          p.probe_backoff + 1u, std::min<uint32_t>(policy_.probe_backoff_limit, 20)));
+          p.probe_backoff + 1u, std::min<uint32_t>(policy_->probe_backoff_limit, 20)));
     }
     if (previous_unanswered) *previous_unanswered = unanswered;
     // A probe id names the path and is fresh each time, so a late reply to an old probe
     // cannot revive a path that failed again since.
     p.probe_id = (static_cast<uint64_t>(p.index) << 48) | (++probe_seq_ & 0xFFFFFFFFFFFFull);
     p.probe_sent_at = now;
-    p.next_probe_at = now + (policy_.probe_interval << p.probe_backoff);
+    p.next_probe_at = now + (policy_->probe_interval << p.probe_backoff);
     *probe_id = p.probe_id;
     return p.index;
   }

@@ -18,14 +18,20 @@
 //   (ASSUMED_BAD, DENIED) is swapped with a GOOD backup of the same port, so every plane keeps
 //   the same number of usable EVs.
 //
-// Memory (paper 2.1: "a few bits of state about path health"; 2.3: EVs expanded from a
-// template): a path holds its compact EV value, port, state and packet count (8 bytes), its
-// slot index (2 bytes) and, while active, its round-robin slot (8 bytes); loss counts and
-// probe state exist only for paths that lost packets; the expanded EV is rebuilt from the
-// set's template when a packet leaves (ev()). docs/performance.md, "Bytes per QP".
+// Memory (paper 2.1: "for each EV, MRC keeps a few bits of state about path health"; 2.3: EVs
+// are compact values expanded from a per-plane template): a path holds its state (1 byte).
+// Its EV value and port are computed from its index while the set is regular (port i % ports,
+// window value first + (i / ports) * step: what a generated EV profile gives) and stored per
+// path only once they are not; the round-robin order is stored only once it differs from the
+// paths' own order (a swap with a backup, a port change), the ECN cool-down stamps only while
+// some path is cooling; loss counts and probe state exist only for paths that lost packets;
+// the expanded EV is rebuilt from the set's template when a packet leaves (ev()). The policy
+// is shared (one immutable copy per distinct policy, Engine). docs/performance.md, "Bytes per
+// QP".
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -101,15 +107,15 @@ struct PathPolicy {
   // resurrect_window. 0: every path follows resurrect_probes and resurrect_window.
   // docs/engine.md, "Decisions". (After ecn_swap_marks: in its padding.)
   uint32_t port_return_probes = 1;
+  friend bool operator==(const PathPolicy&, const PathPolicy&) = default;
 };
 
 // A path as PathSet::path() reports it (built on demand: the set stores it compactly).
 struct Path {
   PathDesc desc;  // desc.ev expanded from the set's template
   ev::EvState state = ev::EvState::kGood;
-  bool active = true;         // in the round-robin set (false: a backup)
-  uint64_t packets_sent = 0;  // counted modulo 2^32
-  uint64_t losses = 0;        // saturates at 65535
+  bool active = true;   // in the round-robin set (false: a backup)
+  uint64_t losses = 0;  // saturates at 65535
 };
 
 struct PathStateChange {
@@ -131,6 +137,12 @@ class PathSet {
   // round-robin starts (so QPs of one host do not march in lockstep).
   void init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t num_ports,
             const PathPolicy& policy, uint64_t seed);
+  // The same with a shared policy (the engine keeps one per distinct policy): `policy` must
+  // already be clamped (clamped()).
+  void init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t num_ports,
+            std::shared_ptr<const PathPolicy> policy, uint64_t seed);
+  // `p` as a set uses it: burst at least 1, ecn_cooldown at most what a stamp holds.
+  static PathPolicy clamped(const PathPolicy& p);
 
   // The next path in round-robin order that is usable now, whose port is in `port_mask`,
   // preferring paths that are not cooling down after ECN and avoiding `exclude` (a
@@ -149,8 +161,9 @@ class PathSet {
   PathStateChange on_trim(int i, Time now);
   // An ACK echo for path `i` without ECN: its run of marks (ecn_swap_marks) ends.
   void on_unmarked(int i) {
-    const uint16_t slot = slot_of_[static_cast<size_t>(i)];
-    if (slot != kBackup && !ecn_run_.empty()) ecn_run_[slot] = 0;
+    if (!ecn_run_) return;
+    const uint16_t slot = slot_of(static_cast<size_t>(i));
+    if (slot != kBackup) ecn_run_[slot] = 0;
   }
   // A packet sent on path `i` was lost: ASSUMED_BAD unless that would leave fewer than
   // min_active usable paths. Returns the state change, if any.
@@ -203,17 +216,19 @@ class PathSet {
   // Active paths usable for traffic: GOOD on an up port.
   uint32_t usable_count() const { return usable_; }
   uint32_t min_active() const { return min_active_; }
-  const PathPolicy& policy() const { return policy_; }
-  size_t size() const { return evs_.size(); }
+  const PathPolicy& policy() const { return *policy_; }
+  size_t size() const { return n_; }
   // Path `i` as configured and as it stands (expands its EV: not for per-packet use).
   Path path(int i) const;
   // Per-packet accessors.
-  uint8_t port_of(int i) const { return evs_[static_cast<size_t>(i)].port; }
-  ev::EvState state_of(int i) const { return evs_[static_cast<size_t>(i)].state; }
-  bool active(int i) const { return slot_of_[static_cast<size_t>(i)] != kBackup; }
+  uint8_t port_of(int i) const {
+    const auto k = static_cast<size_t>(i);
+    return ports_ ? ports_[k] : static_cast<uint8_t>((tmpl_.port0 + k) % num_ports_);
+  }
+  ev::EvState state_of(int i) const { return states_[static_cast<size_t>(i)]; }
+  bool active(int i) const { return slot_of(static_cast<size_t>(i)) != kBackup; }
   // The expanded EV of path `i`: the template with the path's compact value written in.
   ev::ExpandedEv ev(int i) const;
-  void count_sent(int i) { ++evs_[static_cast<size_t>(i)].packets_sent; }
   // Swaps of an active EV for a backup since init (mapped out, or ECN: ecn_swaps()).
   uint64_t swaps() const { return swaps_; }
   // Of those, swaps of a GOOD EV after a run of ECN marks (PathPolicy::ecn_swap_marks).
@@ -224,16 +239,6 @@ class PathSet {
  private:
   static constexpr uint16_t kBackup = 0xFFFF;  // slot_of_ of a path outside the active set
 
-  // One path, compactly (8 bytes). `value` is the low 16 bits of the EV's bytes at the
-  // template's window (the high 16 in value_hi_, allocated only when some EV needs them), or,
-  // once EVs differ outside one 4-byte window, an index into table_. Losses, rarely nonzero,
-  // are counted in the sparse losses_.
-  struct EvRec {
-    uint32_t packets_sent = 0;
-    uint16_t value = 0;
-    uint8_t port = 0;
-    ev::EvState state = ev::EvState::kGood;
-  };
   struct LossCount {
     uint16_t index = 0;
     uint16_t losses = 0;  // saturates at 65535
@@ -241,11 +246,17 @@ class PathSet {
   // The expanded EV of every path is `base` with bytes [offset, offset + 4) replaced by the
   // path's value, big-endian (paper 2.3: a per-QP template specialised per packet). The window
   // ends at the last byte in which EVs differ, so that values that differ in two bytes (a
-  // 16-bit uSID or UDP source port) fit EvRec::value alone.
+  // 16-bit uSID or UDP source port) fit 16 bits per path when they are stored. While `values_`
+  // is empty, path i's value is first + (i / num_ports) * step (a generated profile: the same
+  // value on every port, counting up); while `ports_` is empty its port is (port0 + i) %
+  // num_ports.
   struct EvTemplate {
     ev::ExpandedEv base{};
     uint8_t offset = 0;
     bool table = false;  // EVs differ in more than one 4-byte window: table_ holds them
+    uint8_t port0 = 0;
+    uint32_t first = 0;
+    uint32_t step = 0;
   };
   struct Probe {
     uint16_t index = 0;
@@ -262,10 +273,15 @@ class PathSet {
   };
 
   bool usable_active(int i) const {
-    const EvRec& e = evs_[static_cast<size_t>(i)];
-    return slot_of_[static_cast<size_t>(i)] != kBackup && e.state == ev::EvState::kGood &&
-           port_up(e.port);
+    const auto k = static_cast<size_t>(i);
+    return slot_of(k) != kBackup && states_[k] == ev::EvState::kGood && port_up(port_of(i));
   }
+  // Round-robin position of path i (kBackup: none) and path at position pos: while order_ is
+  // empty, position k holds path k and the paths from n_active_ on are backups.
+  uint16_t slot_of(size_t i) const {
+    return slot_of_ ? slot_of_[i] : (i < n_active_ ? static_cast<uint16_t>(i) : kBackup);
+  }
+  int path_at(size_t pos) const { return order_ ? order_[pos] : static_cast<int>(pos); }
   void recount();
   // usable_ports() changed from `before`: PathPolicy::port_return_probes.
   void on_usable_ports(uint32_t before, Time now);
@@ -273,16 +289,23 @@ class PathSet {
   Probe* probe_of(int i);
   void start_probing(int i, Time now);
   void stop_probing(int i);
-  // Rebuilds order_/slot_of_ from the active paths (interleaved by port), keeping each slot's
-  // ECN cool-down; the cursor stays where it is (clamped).
-  void build_order();
+  // Rebuilds the round-robin order from the paths whose `active` flag is set (interleaved by
+  // port), keeping each path's ECN cool-down; the cursor stays where it is (clamped).
+  void build_order(const std::vector<uint8_t>& active);
+  // Stores order_ and slot_of_ (a swap is about to make the order irregular).
+  void store_order();
   // Writes `ev` as path i's compact value (switching to a table if it does not fit the
   // template).
   void store_ev(int i, const ev::ExpandedEv& ev);
+  uint32_t regular_value(size_t i) const {
+    return tmpl_.first + static_cast<uint32_t>(i / num_ports_) * tmpl_.step;
+  }
   uint32_t value_of(size_t i) const {
-    return evs_[i].value | (value_hi_.empty() ? 0u : static_cast<uint32_t>(value_hi_[i]) << 16);
+    if (!values_) return regular_value(i);
+    return values_[i] | (value_hi_ ? static_cast<uint32_t>(value_hi_[i]) << 16 : 0u);
   }
   void set_value(size_t i, uint32_t v);
+  void set_port(size_t i, uint8_t port);
   uint16_t losses_of(size_t i) const;
   // A GOOD backup on `port` (scanning from after `after`), or kNone.
   int find_backup(uint8_t port, int after) const;
@@ -297,53 +320,57 @@ class PathSet {
   int swap_in(int j);
   void exchange(int out, int in);
 
-  // What pick() reads, in round-robin order, 8 bytes a path: a pick scans consecutive slots
-  // instead of ~90-byte Path records scattered over the QP's memory (in the simulator, with
-  // thousands of QPs per run, that load missed the cache on nearly every packet).
-  // The ECN cool-down is kept as picoseconds after cool_epoch_ in 32 bits (0: not
-  // cooling), exact for cool-downs up to kMaxCooldown (4.29 ms; PathPolicy::ecn_cooldown is
-  // clamped to it); cool_epoch_ moves forward when a new stamp would not fit (set_cool).
-  struct Slot {
-    uint32_t cool_off = 0;  // ECN recycling: skipped until cool_epoch_ + cool_off (0: none)
-    uint16_t index = 0;     // into evs_
-    uint8_t port = 0;
-    ev::EvState state = ev::EvState::kGood;  // mirrors evs_[index].state (set_state)
-  };
+  // The ECN cool-down of the path at a round-robin position is kept as picoseconds after
+  // cool_epoch_ in 32 bits (0: not cooling), exact for cool-downs up to kMaxCooldown (4.29
+  // ms; PathPolicy::ecn_cooldown is clamped to it); cool_epoch_ moves forward when a new stamp
+  // would not fit (set_cool). The stamps exist only from a path's first ECN mark until every
+  // cool-down has run out (cool_end_).
   static constexpr Time kMaxCooldown = UINT32_MAX;
-  bool cooling(const Slot& s, Time now) const {
-    return s.cool_off != 0 && cool_epoch_ + s.cool_off > now;
+  bool cooling(size_t pos, Time now) const {
+    return cool_ && cool_[pos] != 0 && cool_epoch_ + cool_[pos] > now;
   }
-  // Slot `pos` cools until `until` (> now).
+  // Position `pos` cools until `until` (> now).
   void set_cool(uint16_t pos, Time now, Time until);
+  void clear_cool(size_t pos) {
+    if (cool_) cool_[pos] = 0;
+  }
 
-  Array<EvRec> evs_;
-  Array<uint16_t> value_hi_;       // empty while every window value fits 16 bits
-  std::vector<LossCount> losses_;  // paths that lost packets (sparse)
-  EvTemplate tmpl_;
-  Array<ev::ExpandedEv> table_;  // only when the template cannot describe the EVs
-  Array<Slot> order_;            // round-robin order of the active set, interleaved by port
-  Time cool_epoch_ = 0;          // Slot::cool_off counts from here
-  // Per position of order_: ECN echoes in a row (PathPolicy::ecn_swap_marks), saturating.
-  // Allocated only when ECN swaps are on (a backup set and ecn_swap_marks > 0).
-  Array<uint8_t> ecn_run_;
-  Array<uint16_t> slot_of_;         // path index -> position in order_ (kBackup: none)
+  // Per-path arrays hold n_ entries, per-position arrays n_active_ (their sizes are these).
+  uint32_t n_ = 0;
+  uint32_t n_active_ = 0;
+  std::unique_ptr<ev::EvState[]> states_;
+  std::unique_ptr<uint8_t[]> ports_;         // null while ports are regular (EvTemplate)
+  std::unique_ptr<uint16_t[]> values_;       // low 16 bits; null while values are regular
+  std::unique_ptr<uint16_t[]> value_hi_;     // null while every stored value fits 16 bits
+  std::unique_ptr<ev::ExpandedEv[]> table_;  // only when the template cannot describe the EVs
+  std::unique_ptr<uint16_t[]> order_;        // path per position (null: position k holds path k)
+  std::unique_ptr<uint16_t[]> slot_of_;      // position per path, kBackup (null with order_)
+  std::unique_ptr<uint32_t[]> cool_;         // per position (null: nothing cooling)
+  // Per position: ECN echoes in a row (PathPolicy::ecn_swap_marks), saturating. Allocated
+  // only when ECN swaps are on (a backup set and ecn_swap_marks > 0).
+  std::unique_ptr<uint8_t[]> ecn_run_;
+  std::vector<LossCount> losses_;   // paths that lost packets (sparse)
   std::vector<Probe> assumed_bad_;  // ASSUMED_BAD paths (probing)
+  EvTemplate tmpl_;
+  // (Here, in the template's padding.)
+  uint16_t backup_cursor_ = 0;  // where the next ECN swap looks for a backup (rotation)
+  uint8_t num_ports_ = 0;
+  Time cool_epoch_ = 0;  // cool_ counts from here
+  Time cool_end_ = 0;    // every cool-down ends by then
   uint64_t swaps_ = 0;
   uint64_t ecn_swaps_ = 0;
-  uint16_t backup_cursor_ = 0;  // where the next ECN swap looks for a backup (rotation)
-  size_t cursor_ = 0;
+  uint64_t probe_seq_ = 0;
+  // PathPolicy::trim_hold, per QP rather than per path (a trim at the last hop, the incast
+  // case, concerns every path; 8 bytes a QP instead of a per-path stamp).
+  Time trim_hold_until_ = 0;
+  uint32_t cursor_ = 0;
   int burst_path_ = kNone;   // the round-robin's last choice (PathPolicy::burst)
   uint32_t burst_left_ = 0;  // picks it may still take
   uint32_t usable_ = 0;
   uint32_t min_active_ = 0;
   uint32_t port_up_mask_ = 0;
   uint32_t peer_down_mask_ = 0;
-  uint8_t num_ports_ = 0;
-  uint64_t probe_seq_ = 0;
-  // PathPolicy::trim_hold, per QP rather than per path (a trim at the last hop, the incast
-  // case, concerns every path; 8 bytes a QP instead of a wider Slot).
-  Time trim_hold_until_ = 0;
-  PathPolicy policy_;
+  std::shared_ptr<const PathPolicy> policy_;
 };
 
 }  // namespace mrc

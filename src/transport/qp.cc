@@ -106,7 +106,10 @@ Status Qp::to_init(const QpAttr& a) {
     policy.ecn_steering = false;
     policy.loss_marking = false;
   }
-  paths_.init(a.paths, a.ev_min_active, ports, policy, seed_);
+  paths_.init(
+      a.paths, a.ev_min_active, ports,
+      engine_.path_policies_.get(policy, [](const PathPolicy& p) { return PathSet::clamped(p); }),
+      seed_);
   reverse_.configure(transport_ == TransportMode::kMrc
                          ? std::min<uint8_t>(engine_.config().reverse_evs_per_plane, 8)
                          : 0,
@@ -142,8 +145,11 @@ Status Qp::to_rts(Time now, const QpAttr& a) {
   mpr_psns_ = 128u * a.mpr;
   max_wimm_ = a.max_wimm;
   pkt_limit_ = pow2_at_least(mpr_psns_);
-  loss_.start(2 * pkt_limit_, LossTiming{a.timeout, a.retry_linear, a.retry_exp, a.reorder_window},
-              a.sq_psn);
+  loss_timeout_ = a.timeout;
+  loss_retry_linear_ = a.retry_linear;
+  loss_retry_exp_ = a.retry_exp;
+  loss_reorder_window_ = a.reorder_window;
+  if (loss_) loss_->start(2 * pkt_limit_, loss_timing(), a.sq_psn);
   retx_.clear();
   snd_una_ = next_psn_ = gbn_next_ = a.sq_psn;
   switch (cc_spec_->algorithm) {
@@ -167,7 +173,8 @@ Status Qp::to_rts(Time now, const QpAttr& a) {
       cc_.reset();
       break;
   }
-  loss_.restart_rto_clock(now);
+  rts_at_ = now;
+  if (loss_) loss_->restart_rto_clock(now);
   state_ = QpState::kRts;
   return {};
 }
@@ -214,9 +221,14 @@ void Qp::to_err(Time now, WcStatus first_status) {
 QpMemory Qp::memory() const {
   QpMemory m;
   m.object = sizeof(Qp);
-  m.paths = paths_.heap_bytes() + loss_.path_bytes() + reverse_.heap_bytes();
+  m.paths = paths_.heap_bytes() + reverse_.heap_bytes();
   m.rings = sq_.capacity() * sizeof(SendWr) + pkts_.capacity() * sizeof(TxPkt) +
-            loss_.ring_bytes() + retx_.storage_bytes() + probe_replies_.storage_bytes();
+            retx_.storage_bytes() + probe_replies_.storage_bytes();
+  if (loss_) {
+    m.object += sizeof(LossDetector);
+    m.paths += loss_->path_bytes();
+    m.rings += loss_->ring_bytes();
+  }
   if (rx_) {
     m.object += sizeof(Responder);
     m.rings += rx_->window.ring_bytes() + rx_->rq.storage_bytes() + rx_->nacks.storage_bytes();
@@ -238,7 +250,24 @@ void Qp::ensure_requester_rings() {
   pkts_.assign(n, TxPkt{});
   pkt_mask_ = n - 1;
   retx_ = Ring<uint32_t>(n);
-  if (is_mrc()) loss_.allocate(2 * n, paths_.size());
+  ensure_loss();
+  if (is_mrc()) loss_->allocate(2 * n, paths_.size());
+}
+
+// What LossDetector::start would have been given at RTS, and the clock it would have
+// restarted then: a detector made later starts where one made at RTS would be.
+LossTiming Qp::loss_timing() const {
+  return LossTiming{loss_timeout_, loss_retry_linear_, loss_retry_exp_, loss_reorder_window_};
+}
+
+LossDetector& Qp::ensure_loss() {
+  if (!loss_) {
+    loss_ = std::make_unique<LossDetector>();
+    // Nothing has been sent before the detector exists: snd_una_ is still RTS's sq_psn.
+    loss_->start(2 * pkt_limit_, loss_timing(), snd_una_);
+    loss_->restart_rto_clock(rts_at_);
+  }
+  return *loss_;
 }
 
 // The responder's state exists once the QP receives (a data packet or a posted receive): the
@@ -262,12 +291,13 @@ void Qp::ensure_responder_rings() {
 // current); the next post_write allocates them again. Stale entries of the retransmission
 // queue (PSNs acknowledged after they were queued) go with them: popping skips them anyway.
 void Qp::release_idle_requester_rings() {
-  if (sq_.empty() || sq_head_ != sq_tail_ || snd_una_ != next_psn_ || !loss_.empty()) return;
+  if (sq_.empty() || sq_head_ != sq_tail_ || snd_una_ != next_psn_ || (loss_ && !loss_->empty()))
+    return;
   sq_.clear();
   pkts_.clear();
   pkt_mask_ = 0;
   retx_ = Ring<uint32_t>();
-  loss_.release();
+  if (loss_) loss_->release();
 }
 
 // The responder's go once nothing is received beyond the cumulative PSN and no message is
@@ -357,7 +387,7 @@ uint32_t Qp::outstanding_psns() const {
 
 bool Qp::window_allows_new(const SendWr& w) const {
   if (outstanding_psns() >= mpr_psns_) return false;  // MPR
-  if (is_mrc() && loss_.full()) return false;
+  if (is_mrc() && loss_->full()) return false;
   if (w.next_pkt == 0 && w.with_imm && wimm_outstanding_ >= max_wimm_) return false;  // WIMM
   return true;
 }
@@ -388,12 +418,12 @@ Qp::DataResult Qp::produce_data(Time now, uint32_t mask, TxPacket& out) {
     // A tail-loss probe is not held back by congestion control (RFC 9002 6.2.4): when every
     // ACK of a flight was lost the window never opens again, and only the probe's ACK can
     // open it before the ACK timeout declares the whole window lost.
-    if (!loss_.pto_probe_due() && !cc_allows(now, p.bytes)) return blocked_by_cc(now);
-    if (loss_.full()) return DataResult::kIdle;
+    if (!loss_->pto_probe_due() && !cc_allows(now, p.bytes)) return blocked_by_cc(now);
+    if (loss_->full()) return DataResult::kIdle;
     const int path = paths_.pick(now, mask, p.ev);
     if (path == PathSet::kNone)
       return paths_.usable_count() ? DataResult::kPortsBusy : DataResult::kIdle;
-    loss_.clear_pto_probe();
+    loss_->clear_pto_probe();
     retx_.pop_front();
     fill_data(now, psn, path, true, out);
     return DataResult::kSent;
@@ -434,7 +464,7 @@ void Qp::start_new_packet(Time now, SendWr& w, uint32_t bytes) {
   // timer likewise runs only while requests are outstanding). Otherwise a QP idle for longer
   // than the timeout finds it already due when its first ACK arrives: a spurious timeout
   // that declares the whole window lost.
-  if (snd_una_ == next_psn_) loss_.restart_rto_clock(now);
+  if (snd_una_ == next_psn_) loss_->restart_rto_clock(now);
   // The PSN ring grows here only, where a PSN is taken (window_allows_new keeps the
   // outstanding range within pkt_limit_). A tail call, so that the common path needs no
   // stack frame: ~20 instructions per packet otherwise (callgrind, benchmark A at 128 hosts).
@@ -520,8 +550,7 @@ void Qp::fill_data(Time now, uint32_t psn, int path, bool retransmit, TxPacket& 
   p.sent_at = now;
   p.ev = static_cast<uint16_t>(path);
   if (p.transmissions < 255) ++p.transmissions;
-  if (is_mrc()) p.rec = loss_.record(psn, path, now);
-  paths_.count_sent(path);
+  if (is_mrc()) p.rec = loss_->record(psn, path, now);
   if (cc_) cc_->on_send(now, p.bytes, inflight_bytes_);
   if (retransmit) {
     ++engine_.counters_.retransmits;
@@ -537,7 +566,7 @@ bool Qp::psn_in_flight_range(uint32_t psn) const {
 }
 
 bool Qp::record_current(uint32_t seq) const {
-  const LossDetector::Record& r = loss_.at(seq);
+  const LossDetector::Record& r = loss_->at(seq);
   if (!psn_in_flight_range(r.psn)) return false;
   const TxPkt& p = pkts_[r.psn & pkt_mask_];
   return p.state == PktState::kInflight && p.rec == seq;
@@ -559,9 +588,9 @@ bool Qp::ack_psn(Time now, uint32_t psn) {
     // Timing evidence only if the previous ACK could have reported this PSN (its bitmap
     // reached it): then it arrived after that ACK left. Beyond that reach a hole hides a
     // PSN until the hole is filled, and its send-to-ACK time would be the whole recovery's.
-    if (loss_.reportable_by_last_ack(psn)) loss_.learn_pto_floor(now, p.sent_at);
+    if (loss_->reportable_by_last_ack(psn)) loss_->learn_pto_floor(now, p.sent_at);
   } else {
-    loss_.age_pto_floor(now);
+    loss_->age_pto_floor(now);
   }
   if (p.state == PktState::kInflight)
     inflight_bytes_ -= std::min<uint64_t>(inflight_bytes_, p.bytes);
@@ -573,7 +602,7 @@ bool Qp::ack_psn(Time now, uint32_t psn) {
 }
 
 void Qp::note_delivered(Time sent_at, uint32_t seq, uint16_t ev) {
-  loss_.note_delivered(sent_at, seq, transmit_queue(ev));
+  loss_->note_delivered(sent_at, seq, transmit_queue(ev));
 }
 
 uint32_t Qp::transmit_queue(uint16_t ev) const {
@@ -592,7 +621,7 @@ void Qp::learn_pto_floor_from_echoes(Time now, const wire::SackExt& s) {
     if ((e.flags & wire::AckEcho::kDuplicate) || !psn_in_flight_range(e.psn)) continue;
     const TxPkt& p = pkt(e.psn);
     if (p.state == PktState::kLost && p.transmissions == 1 && p.ev == e.ev_index)
-      loss_.learn_pto_floor(now, p.sent_at);
+      loss_->learn_pto_floor(now, p.sent_at);
   }
 }
 
@@ -621,6 +650,7 @@ Status Qp::validate_ack(const wire::SackExt& s) const {
 }
 
 void Qp::on_ack(Time now, const RxPacket& rx) {
+  ensure_loss();  // an ACK before any post (stray) still reaches the detector
   const wire::SackExt& s = rx.pkt.sack;
   bool progress = false;
   if (s.ports_down != paths_.peer_ports_down()) on_peer_ports(now, s.ports_down);
@@ -663,7 +693,7 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
       const Time raw = now > p.sent_at ? now - p.sent_at : 0;
       rtt = raw > service ? raw - service : raw;
       if (!(e.flags & wire::AckEcho::kDuplicate)) {
-        loss_.rtt_sample(rtt, raw);
+        loss_->rtt_sample(rtt, raw);
         engine_.note_rtt_sample(raw);
       }
       detect_losses_on_path(now, e.ev_index, p.rec,
@@ -684,10 +714,10 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
   // 4. RACK: anything sent well before a delivered packet is lost.
   detect_losses_rack(now, false);
   if (progress) {
-    loss_.on_answer(now);
-    loss_.clear_pto_probe();
+    loss_->on_answer(now);
+    loss_->clear_pto_probe();
   }
-  loss_.note_ack_reach(s.sack_base);
+  loss_->note_ack_reach(s.sack_base);
   advance_una();
   complete_send_wrs(now);
   release_idle_requester_rings();
@@ -695,6 +725,7 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
 }
 
 void Qp::on_roce_ack(Time now, const RxPacket& rx) {
+  ensure_loss();
   const wire::SackExt& s = rx.pkt.sack;
   bool progress = false;
   if (psn_diff(s.cum_psn, snd_una_) > 0) {
@@ -728,7 +759,7 @@ void Qp::on_roce_ack(Time now, const RxPacket& rx) {
       gbn_next_ = s.cum_psn;
     }
   }
-  if (progress) loss_.on_roce_progress(now);
+  if (progress) loss_->on_roce_progress(now);
   advance_una();
   complete_send_wrs(now);
   release_idle_requester_rings();
@@ -740,7 +771,7 @@ void Qp::on_roce_ack(Time now, const RxPacket& rx) {
 // and give the path back its GOOD state: it has just delivered a packet.
 void Qp::on_spurious_loss(Time now, uint16_t ev) {
   ++engine_.counters_.spurious_losses;
-  loss_.widen_reorder_window();
+  loss_->widen_reorder_window();
   report_path_change(now, ev, paths_.on_delivered(ev));
 }
 
@@ -753,21 +784,21 @@ void Qp::on_spurious_loss(Time now, uint16_t ev) {
 // arrives as a duplicate). The original's path is not known here; its probe brings it back.
 void Qp::on_duplicate_echo() {
   ++engine_.counters_.duplicate_retransmits;
-  loss_.widen_reorder_window();
+  loss_->widen_reorder_window();
 }
 
 void Qp::detect_losses_on_path(Time now, uint16_t ev, uint32_t upto, uint32_t known_end) {
-  loss_.detect_on_path(
+  loss_->detect_on_path(
       ev, upto, known_end, [this](uint32_t seq) { return record_current(seq); },
       [this, now](uint32_t psn, LossCause cause) { declare_lost(now, psn, true, cause); });
 }
 
 void Qp::detect_losses_rack(Time now, bool check_pto) {
-  loss_.detect_rack(
+  loss_->detect_rack(
       now, check_pto, loss_context(), [this](uint32_t seq) { return record_current(seq); },
       [this](uint16_t ev) { return transmit_queue(ev); },
       [this, now](uint32_t psn, LossCause cause) {
-        if (cause == LossCause::kPto && loss_.srtt() == 0)
+        if (cause == LossCause::kPto && loss_->srtt() == 0)
           ++engine_.counters_.losses_pto_borrowed_rtt;
         declare_lost(now, psn, true, cause);
       });
@@ -795,7 +826,7 @@ void Qp::declare_lost(Time now, uint32_t psn, bool mark_path, LossCause cause) {
       ++c.losses_other;
       break;
   }
-  loss_.note_loss(cause);
+  loss_->note_loss(cause);
   p.state = PktState::kLost;
   inflight_bytes_ -= std::min<uint64_t>(inflight_bytes_, p.bytes);
   if (retx_.full()) {
@@ -862,7 +893,7 @@ bool Qp::has_outstanding() const {
 
 void Qp::on_rto(Time now) {
   ++engine_.counters_.timeouts;
-  if (!loss_.on_rto()) {
+  if (!loss_->on_rto()) {
     to_err(now, WcStatus::kRetryExceeded);
     return;
   }
@@ -872,8 +903,8 @@ void Qp::on_rto(Time now) {
     // ports that has died since, so no ACK could say so). Forget it and try every plane
     // again; a port that is still down loses those packets and the next ACK reports it.
     if (paths_.peer_ports_down() != 0) paths_.set_peer_ports_down(0, now);
-    for (uint32_t seq = loss_.head(); seq != loss_.tail(); ++seq) {
-      if (record_current(seq)) declare_lost(now, loss_.at(seq).psn, true, LossCause::kRto);
+    for (uint32_t seq = loss_->head(); seq != loss_->tail(); ++seq) {
+      if (record_current(seq)) declare_lost(now, loss_->at(seq).psn, true, LossCause::kRto);
     }
     detect_losses_rack(now, false);
   } else {
@@ -887,7 +918,7 @@ void Qp::on_rto(Time now) {
     gbn_next_ = snd_una_;
     if (cc_ && snd_una_ != next_psn_) cc_->on_loss(now, pkt(snd_una_).bytes);
   }
-  loss_.restart_rto_clock(now);
+  loss_->restart_rto_clock(now);
   engine_.mark_ready(this);
 }
 
@@ -907,12 +938,12 @@ void Qp::on_trim_nack(Time now, const RxPacket& rx) {
   // Under a large incast every packet of a flight may be trimmed for a while; that is not the
   // silence the tail-loss probe's backoff and the ACK timeout are for (RFC 8985 7.2, RFC 6298
   // restart on an answer), so both start over.
-  loss_.on_answer(now);
+  loss_->on_answer(now);
   // The trimmed header arrived: a transmission sent a reordering window before it and still
   // unacknowledged was lost (its header dropped at a full queue, or the path failed): RACK,
   // as for a delivered packet (trimmed headers skip the data queues, so they are ahead of
   // the untrimmed packets sent before them by at most those queues, under a window).
-  loss_.note_header_delivered(sent_at);
+  loss_->note_header_delivered(sent_at);
   detect_losses_rack(now, false);
 }
 
@@ -1480,10 +1511,11 @@ Time Qp::deadline() const {
   }
   if (!reverse_probe_due_) d = std::min(d, reverse_.next_probe_time());
   if (state_ != QpState::kRts) return d;
-  if (has_outstanding()) d = std::min(d, loss_.rto_due());
-  if (is_mrc() && !loss_.empty()) {
-    d = std::min(
-        d, loss_.next_deadline(loss_context(), [this](uint16_t ev) { return transmit_queue(ev); }));
+  // Only a QP that has posted work has something outstanding (and its detector).
+  if (loss_ && has_outstanding()) d = std::min(d, loss_->rto_due());
+  if (is_mrc() && loss_ && !loss_->empty()) {
+    d = std::min(d, loss_->next_deadline(loss_context(),
+                                         [this](uint16_t ev) { return transmit_queue(ev); }));
   }
   if (!probes_due_) d = std::min(d, paths_.next_probe_time());
   d = std::min(d, pacing_wait_until_);
@@ -1515,10 +1547,10 @@ void Qp::on_timer(Time now) {
     cc_->on_timer(now);
     engine_.mark_ready(this);
   }
-  if (has_outstanding() && loss_.rto_due() <= now) {
+  if (loss_ && has_outstanding() && loss_->rto_due() <= now) {
     on_rto(now);
     if (state_ != QpState::kRts) return;
-  } else if (is_mrc()) {
+  } else if (is_mrc() && loss_) {
     detect_losses_rack(now, true);
   }
   if (!probes_due_ && paths_.next_probe_time() <= now) {
@@ -1530,11 +1562,11 @@ void Qp::on_timer(Time now) {
 void Qp::set_port_up(Time now, uint8_t port, bool up) {
   if (state_ == QpState::kReset) return;
   paths_.set_port_up(port, up, now);
-  if (!up && state_ == QpState::kRts && is_mrc()) {
+  if (!up && state_ == QpState::kRts && is_mrc() && loss_) {
     // Packets that left on a dead port are gone: resend them elsewhere at once. The paths
     // themselves are not to blame, so they keep their state for when the port returns.
-    for (uint32_t seq = loss_.head(); seq != loss_.tail(); ++seq) {
-      const LossDetector::Record& r = loss_.at(seq);
+    for (uint32_t seq = loss_->head(); seq != loss_->tail(); ++seq) {
+      const LossDetector::Record& r = loss_->at(seq);
       if (paths_.port_of(r.ev) == port && record_current(seq))
         declare_lost(now, r.psn, false, LossCause::kOther);
     }
@@ -1551,9 +1583,9 @@ void Qp::on_peer_ports(Time now, uint32_t ports_down) {
   const uint32_t newly_down = ports_down & ~paths_.peer_ports_down();
   paths_.set_peer_ports_down(ports_down, now);
   ++engine_.counters_.peer_port_changes;
-  if (newly_down && state_ == QpState::kRts) {
-    for (uint32_t seq = loss_.head(); seq != loss_.tail(); ++seq) {
-      const LossDetector::Record& r = loss_.at(seq);
+  if (newly_down && state_ == QpState::kRts && loss_) {
+    for (uint32_t seq = loss_->head(); seq != loss_->tail(); ++seq) {
+      const LossDetector::Record& r = loss_->at(seq);
       if (((newly_down >> paths_.port_of(r.ev)) & 1) && record_current(seq))
         declare_lost(now, r.psn, false, LossCause::kOther);
     }
@@ -1567,9 +1599,9 @@ Status Qp::set_path_denied(Time now, int ev_index, bool denied) {
     return fail(Error::kInvalidArgument);
   }
   report_path_change(now, ev_index, paths_.set_denied(ev_index, denied));
-  if (denied && state_ == QpState::kRts && is_mrc()) {
-    for (uint32_t seq = loss_.head(); seq != loss_.tail(); ++seq) {
-      const LossDetector::Record& r = loss_.at(seq);
+  if (denied && state_ == QpState::kRts && is_mrc() && loss_) {
+    for (uint32_t seq = loss_->head(); seq != loss_->tail(); ++seq) {
+      const LossDetector::Record& r = loss_->at(seq);
       if (r.ev == ev_index && record_current(seq))
         declare_lost(now, r.psn, false, LossCause::kOther);
     }
@@ -1590,9 +1622,9 @@ Status Qp::replace_path(Time now, int ev_index, const PathDesc& desc) {
   if (auto st = paths_.replace(ev_index, desc); !st) return st;
   // A reverse slot on it would carry ACKs on an EV no probe has tried: take another.
   report_reverse_change(now, reverse_.on_path_unusable(ev_index, paths_, seed_));
-  if (state_ == QpState::kRts && is_mrc()) {
-    for (uint32_t seq = loss_.head(); seq != loss_.tail(); ++seq) {
-      const LossDetector::Record& r = loss_.at(seq);
+  if (state_ == QpState::kRts && is_mrc() && loss_) {
+    for (uint32_t seq = loss_->head(); seq != loss_->tail(); ++seq) {
+      const LossDetector::Record& r = loss_->at(seq);
       if (r.ev == ev_index && record_current(seq))
         declare_lost(now, r.psn, false, LossCause::kOther);
     }
@@ -1617,9 +1649,12 @@ Status Qp::update(const QpUpdate& u) {
       (u.max_wimm_dest && *u.max_wimm_dest == 0)) {
     return fail(Error::kInvalidArgument);
   }
-  if (u.timeout) loss_.set_timeout(*u.timeout);
-  const LossTiming& lt = loss_.timing();
-  loss_.set_retry(u.retry_linear.value_or(lt.retry_linear), u.retry_exp.value_or(lt.retry_exp));
+  if (requester) {
+    LossDetector& loss = ensure_loss();
+    if (u.timeout) loss.set_timeout(*u.timeout);
+    const LossTiming& lt = loss.timing();
+    loss.set_retry(u.retry_linear.value_or(lt.retry_linear), u.retry_exp.value_or(lt.retry_exp));
+  }
   if (u.max_wimm) {
     max_wimm_ = *u.max_wimm;
     engine_.mark_ready(this);  // WRITE_IMMs held by the old limit may go now
@@ -1629,7 +1664,7 @@ Status Qp::update(const QpUpdate& u) {
 }
 
 QpLimits Qp::limits() const {
-  const LossTiming& lt = loss_.timing();
+  const LossTiming lt = loss_ ? loss_->timing() : loss_timing();
   return QpLimits{lt.timeout,     lt.retry_linear, lt.retry_exp,  max_wimm_,
                   max_wimm_dest_, mpr_psns_,       mpr_dest_psns_};
 }

@@ -207,12 +207,18 @@ class Qp {
   QpCreateAttr create_;
   QpState state_ = QpState::kReset;
   TransportMode transport_ = TransportMode::kMrc;
+  // (Fields are ordered so that small ones share what padding would take: docs/
+  // performance.md, "Bytes per QP".)
+  bool probes_due_ = false;         // a path probe is due (control pending)
+  bool reverse_probe_due_ = false;  // a reverse-set probe is due (control pending)
+  uint8_t loss_timeout_ = 14, loss_retry_linear_ = 7, loss_retry_exp_ = 7;  // RTS (loss_)
   uint64_t seed_;
 
   // Attributes.
   uint32_t dest_qpn_ = 0, peer_ = 0, mtu_ = 4096;
   uint32_t mpr_psns_ = 1024;
   uint16_t max_wimm_ = 64, max_wimm_dest_ = 64;
+  uint32_t wimm_outstanding_ = 0;  // requester
 
   PathSet paths_;
   ReversePathSet reverse_;  // responder: where its ACKs go (paper 2.4)
@@ -220,8 +226,6 @@ class Qp {
   std::shared_ptr<const CcSpec> cc_spec_;  // the engine's copy (Engine::cc_specs_); set at INIT
   std::unique_ptr<cc::CongestionControl> cc_;
   Time pacing_wait_until_ = kNever;  // blocked by pacing until then
-  bool probes_due_ = false;          // a path probe is due (control pending)
-  bool reverse_probe_due_ = false;   // a reverse-set probe is due (control pending)
 
   // Requester state.
   Array<SendWr> sq_;      // indexed by WR sequence number modulo its size (up to sq_depth)
@@ -229,17 +233,24 @@ class Qp {
   uint64_t sq_send_ = 0;  // WR being segmented
   uint64_t sq_tail_ = 0;  // next free
   uint32_t next_msg_num_ = 0;
+  uint32_t gbn_next_ = 0;  // RoCE: next PSN to (re)send in go-back-N
   Array<TxPkt> pkts_;
   uint32_t pkt_mask_ = 0;   // pkts_.size() - 1
   uint32_t pkt_limit_ = 0;  // what pkts_ may grow to: the MPR rounded up to a power of two
   uint32_t snd_una_ = 0, next_psn_ = 0;
-  uint32_t wimm_outstanding_ = 0;
   uint64_t inflight_bytes_ = 0;
-  Ring<uint32_t> retx_;    // PSNs queued for retransmission (up to pkt_limit_)
-  uint32_t gbn_next_ = 0;  // RoCE: next PSN to (re)send in go-back-N
+  Ring<uint32_t> retx_;  // PSNs queued for retransmission (up to pkt_limit_)
   // The transmit queue whose order a transmission on path `ev` keeps.
   uint32_t transmit_queue(uint16_t ev) const;
-  LossDetector loss_;
+  // The requester's loss detection (transmission records, RTT estimate, RACK, tail-loss
+  // probe, ACK timeout): made when the QP first posts work (ensure_loss), so that a QP that
+  // only receives holds none (docs/performance.md, "Bytes per QP"). Until then RTS's timing
+  // and time are kept here, for it to start from.
+  std::unique_ptr<LossDetector> loss_;
+  Time loss_reorder_window_ = 0;
+  Time rts_at_ = 0;
+  LossDetector& ensure_loss();
+  LossTiming loss_timing() const;
 
   // Responder state: in rx_, allocated when the QP first receives (ensure_responder).
   struct Responder {

@@ -762,8 +762,10 @@ TEST(PathSet, ev__expands_the_template_and_keeps_evs_that_differ_widely_whole) {
 }
 
 TEST(PathSet, ev__values_wider_than_16_bits_and_loss_counts_are_kept_per_path) {
-  // EVs differing in two bytes fit the 8-byte record; a value that needs four bytes adds a
-  // 2-byte array; losses are counted only for paths that lost packets.
+  // EVs that count up from the first (a generated profile) are computed from the template
+  // and the index: a path then holds only its state. Once one does not fit, every path's
+  // value is stored, 2 bytes each, and 2 more when one needs four bytes; losses are counted
+  // only for paths that lost packets.
   std::vector<PathDesc> v(4);
   for (int i = 0; i < 4; ++i) {
     v[static_cast<size_t>(i)].ev[10] = static_cast<uint8_t>(0x40 + i);
@@ -772,6 +774,7 @@ TEST(PathSet, ev__values_wider_than_16_bits_and_loss_counts_are_kept_per_path) {
   PathSet s;
   s.init(v, 1, 1, PathPolicy{}, 1);
   const size_t narrow = s.heap_bytes();
+  EXPECT_EQ(narrow, 4 * sizeof(ev::EvState));
   for (int i = 0; i < 4; ++i)
     EXPECT_EQ(s.ev(i), v[static_cast<size_t>(i)].ev);
   PathDesc wider = v[3];
@@ -780,7 +783,7 @@ TEST(PathSet, ev__values_wider_than_16_bits_and_loss_counts_are_kept_per_path) {
   for (int i = 0; i < 3; ++i)
     EXPECT_EQ(s.ev(i), v[static_cast<size_t>(i)].ev);
   EXPECT_EQ(s.ev(3), wider.ev);
-  EXPECT_EQ(s.heap_bytes(), narrow + 4 * sizeof(uint16_t));
+  EXPECT_EQ(s.heap_bytes(), narrow + 4 * 2 * sizeof(uint16_t));
   PathPolicy keep;
   keep.loss_marking = false;
   s.init(v, 1, 1, keep, 1);
@@ -905,6 +908,201 @@ RC_GTEST_PROP(PathSet, on_loss__a_lossy_ev_stays_out_and_a_recovered_ev_comes_ba
     RC_ASSERT(back_at <= kRecovery + (pol.probe_interval << pol.probe_backoff_limit) +
                              pol.resurrect_window + us(30));
     RC_ASSERT(s.path(kEv).state == ev::EvState::kGood);
+  }
+}
+
+// Paper 2.1, 2.3: a path holds its state; its EV value and port are computed from the
+// template and its index while the set is regular (a generated profile: port i % ports, the
+// same value on every port, counting up), the round-robin order is stored only once a swap
+// makes it irregular, and ECN cool-down stamps only while a path cools.
+TEST(PathSet, heap_bytes__a_regular_set_holds_one_byte_a_path_until_it_needs_more) {
+  constexpr int kPorts = 4, kN = 16;
+  auto v = paths(kN, kPorts);
+  for (int i = 0; i < kN; ++i)
+    v[static_cast<size_t>(i)].ev[3] = static_cast<uint8_t>(10 + 3 * (i / kPorts));
+  PathPolicy pol;
+  pol.active_per_plane = 2;  // paths 0-7 active, 8-15 backups
+  PathSet s;
+  s.init(v, 1, kPorts, pol, 1);
+  EXPECT_EQ(s.heap_bytes(), kN * sizeof(ev::EvState));
+  for (int i = 0; i < kN; ++i) {
+    EXPECT_EQ(s.ev(i), v[static_cast<size_t>(i)].ev);
+    EXPECT_EQ(s.port_of(i), i % kPorts);
+    EXPECT_EQ(s.active(i), i < 8);
+  }
+  // ECN: a stamp per active position while a path cools, none once every cool-down is over.
+  s.on_ecn(1, us(1));
+  EXPECT_EQ(s.heap_bytes(), kN + 8 * sizeof(uint32_t));
+  EXPECT_NE(s.pick(us(2), 0x2), 1) << "path 1 cools: port 1's other active path goes";
+  EXPECT_EQ(s.heap_bytes(), kN + 8 * sizeof(uint32_t));
+  s.pick(us(1) + pol.ecn_cooldown, 0xF);
+  EXPECT_EQ(s.heap_bytes(), kN * sizeof(ev::EvState));
+  // A swap: the order is stored (a position per active path, a slot per path).
+  const auto c = s.on_loss(2, us(20));
+  ASSERT_TRUE(c.changed);
+  EXPECT_EQ(c.swapped_in, 10);
+  EXPECT_TRUE(s.active(10));
+  EXPECT_FALSE(s.active(2));
+  EXPECT_GE(s.heap_bytes(), kN + 8 * sizeof(uint16_t) + kN * sizeof(uint16_t));
+  // A port that does not follow the index: ports are stored, one byte a path.
+  PathSet t;
+  auto w = v;
+  std::swap(w[0].port, w[1].port);
+  t.init(w, 1, kPorts, PathPolicy{}, 1);
+  EXPECT_EQ(t.port_of(0), 1);
+  EXPECT_EQ(t.port_of(1), 0);
+  EXPECT_GE(t.heap_bytes(), 2u * kN);
+}
+
+// Whatever the EVs and ports (regular or not) and whatever replaces them, every path reports
+// the EV and port it was given.
+RC_GTEST_PROP(PathSet, ev__every_path_reports_its_ev_and_port, ()) {
+  const int ports = *rc::gen::inRange(1, 9);
+  const int n = *rc::gen::inRange(1, 80);
+  const bool regular = *rc::gen::arbitrary<bool>();
+  const uint32_t first = *rc::gen::arbitrary<uint32_t>();
+  const uint32_t step = *rc::gen::element(0u, 1u, 3u, 0x10000u, 0xFFFFFFFFu);
+  std::vector<PathDesc> model(static_cast<size_t>(n));
+  auto set_value = [](PathDesc& d, uint32_t x) {
+    d.ev[4] = static_cast<uint8_t>(x >> 24);
+    d.ev[5] = static_cast<uint8_t>(x >> 16);
+    d.ev[6] = static_cast<uint8_t>(x >> 8);
+    d.ev[7] = static_cast<uint8_t>(x);
+  };
+  for (int i = 0; i < n; ++i) {
+    PathDesc& d = model[static_cast<size_t>(i)];
+    d.ev[0] = 0x20;
+    if (regular) {
+      d.port = static_cast<uint8_t>(i % ports);
+      set_value(d, first + static_cast<uint32_t>(i / ports) * step);
+    } else {
+      d.port = static_cast<uint8_t>(*rc::gen::inRange(0, ports));
+      set_value(d, *rc::gen::element(first, first + 1, *rc::gen::arbitrary<uint32_t>()));
+    }
+  }
+  PathSet s;
+  s.init(model, 0, static_cast<uint8_t>(ports), PathPolicy{}, 1);
+  const auto check = [&] {
+    for (int i = 0; i < n; ++i) {
+      RC_ASSERT(s.ev(i) == model[static_cast<size_t>(i)].ev);
+      RC_ASSERT(s.port_of(i) == model[static_cast<size_t>(i)].port);
+      RC_ASSERT(s.path(i).desc.port == model[static_cast<size_t>(i)].port);
+    }
+  };
+  check();
+  const int replaces = *rc::gen::inRange(0, 6);
+  for (int r = 0; r < replaces; ++r) {
+    const int i = *rc::gen::inRange(0, n);
+    PathDesc d = model[static_cast<size_t>(i)];
+    d.port = static_cast<uint8_t>(*rc::gen::inRange(0, ports));
+    set_value(d, *rc::gen::arbitrary<uint32_t>());
+    if (*rc::gen::arbitrary<bool>()) d.ev[20] = 0x77;  // beyond the template's window: a table
+    RC_ASSERT(static_cast<bool>(s.replace(i, d)));
+    model[static_cast<size_t>(i)] = d;
+    check();
+  }
+}
+
+// The compact form is only a form: a set whose values and ports are stored (a replace that
+// changed them and put them back) picks, marks, swaps and probes exactly as the regular one.
+RC_GTEST_PROP(PathSet, pick__stored_and_computed_paths_behave_alike, ()) {
+  const int ports = *rc::gen::inRange(1, 5);
+  const int per_port = *rc::gen::inRange(1, 7);
+  const int n = ports * per_port;
+  auto v = paths(n, ports);
+  for (int i = 0; i < n; ++i)
+    v[static_cast<size_t>(i)].ev[3] = static_cast<uint8_t>(i / ports);
+  PathPolicy pol;
+  pol.active_per_plane = static_cast<uint32_t>(*rc::gen::inRange(0, per_port + 1));
+  pol.ecn_swap_marks = static_cast<uint32_t>(*rc::gen::inRange(0, 3));
+  pol.resurrect_probes = static_cast<uint32_t>(*rc::gen::inRange(1, 3));
+  pol.resurrect_window = 0;
+  pol.burst = static_cast<uint32_t>(*rc::gen::inRange(1, 3));
+  const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+  PathSet a, b;
+  a.init(v, 1, static_cast<uint8_t>(ports), pol, seed);
+  b.init(v, 1, static_cast<uint8_t>(ports), pol, seed);
+  if (ports > 1) {
+    PathDesc moved = v[0];
+    moved.port = 1;
+    moved.ev[3] = 0xEE;
+    RC_ASSERT(static_cast<bool>(b.replace(0, moved)));
+    RC_ASSERT(static_cast<bool>(b.replace(0, v[0])));
+    RC_ASSERT(b.heap_bytes() > a.heap_bytes());  // values and ports stored
+  }
+  enum Op { kPick, kEcn, kTrim, kUnmarked, kLoss, kProbe, kDelivered, kDeny, kAllow, kPort, kOps };
+  const auto ops = *rc::gen::container<std::vector<std::pair<int, int>>>(
+      rc::gen::pair(rc::gen::inRange(0, static_cast<int>(kOps)), rc::gen::inRange(0, 64)));
+  Time now = 0;
+  for (const auto& [op, arg] : ops) {
+    now += ns(700) * static_cast<Time>(1 + arg % 5);
+    const int path = arg % n;
+    PathStateChange ca, cb;
+    switch (op) {
+      case kPick: {
+        const uint32_t mask = static_cast<uint32_t>(arg) | 1u;
+        const int exclude = arg % 3 == 0 ? path : PathSet::kNone;
+        RC_ASSERT(a.pick(now, mask, exclude) == b.pick(now, mask, exclude));
+        break;
+      }
+      case kEcn:
+        ca = a.on_ecn(path, now);
+        cb = b.on_ecn(path, now);
+        break;
+      case kTrim:
+        ca = a.on_trim(path, now);
+        cb = b.on_trim(path, now);
+        break;
+      case kUnmarked:
+        a.on_unmarked(path);
+        b.on_unmarked(path);
+        break;
+      case kLoss:
+        ca = a.on_loss(path, now);
+        cb = b.on_loss(path, now);
+        break;
+      case kProbe: {
+        uint64_t ia = 0, ib = 0;
+        const int pa = a.take_due_probe(now, ~0u, &ia);
+        RC_ASSERT(pa == b.take_due_probe(now, ~0u, &ib));
+        RC_ASSERT(ia == ib);
+        if (pa != PathSet::kNone && arg % 4 != 0) {
+          ca = a.on_probe_reply(pa, ia, now);
+          cb = b.on_probe_reply(pa, ib, now);
+        }
+        break;
+      }
+      case kDelivered:
+        ca = a.on_delivered(path);
+        cb = b.on_delivered(path);
+        break;
+      case kDeny:
+        ca = a.set_denied(path, true);
+        cb = b.set_denied(path, true);
+        break;
+      case kAllow:
+        ca = a.set_denied(path, false);
+        cb = b.set_denied(path, false);
+        break;
+      default: {
+        const auto port = static_cast<uint8_t>(arg % ports);
+        const bool up = arg % 3 != 0;
+        a.set_port_up(port, up, now);
+        b.set_port_up(port, up, now);
+      }
+    }
+    RC_ASSERT(ca.changed == cb.changed);
+    RC_ASSERT(ca.swapped_in == cb.swapped_in);
+    RC_ASSERT(ca.replaced == cb.replaced);
+    RC_ASSERT(a.usable_count() == b.usable_count());
+    RC_ASSERT(a.swaps() == b.swaps());
+    RC_ASSERT(a.next_probe_time() == b.next_probe_time());
+    for (int i = 0; i < n; ++i) {
+      RC_ASSERT(a.state_of(i) == b.state_of(i));
+      RC_ASSERT(a.active(i) == b.active(i));
+      RC_ASSERT(a.port_of(i) == b.port_of(i));
+      RC_ASSERT(a.ev(i) == b.ev(i));
+    }
   }
 }
 
