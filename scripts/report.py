@@ -95,11 +95,9 @@ def plan(mode):
         R("e2-perm-8192", "lb-permutation", "topo.hosts=8192", "topo.radix=128",
           "run.sample_interval=100us")
         # All-to-all at 1,024 ranks: 1,047,552 flows of 16 KiB (4 packets) on 523,776 QP pairs.
-        # QP rings grow with what is in flight (src/transport/qp.h), so what an MRC QP costs is
-        # mostly its path set: ~5.6 KB with 4 EVs per plane (32 paths), ~29 KB with the default
-        # one EV per spine (256 paths; ~31 GB for 1 M QPs). A 4-packet flow uses 4 paths either
-        # way. Measured: 485 s for both transports, 7.1 GB peak RSS (6.8 KB per QP
-        # with everything the simulator keeps per flow). RoCEv2 splits every flow over
+        # QP rings grow with what is in flight (src/transport/qp.h); the report's header gives the
+        # measured bytes per QP and peak RSS. A 4-packet flow uses 4 paths whatever the EV count.
+        # RoCEv2 splits every flow over
         # the 8 planes (one QP per plane): 8.4 M QPs at ~2 KB (~17 GB), more than a 23 GB
         # machine has to spare; it runs at 128 ranks (e2-a2a-128, all four transports). Tried
         # on 2026-11-30 (roce_pfc + roce, 16 MiB): 18.6 GB RSS and not finished after 40 min,
@@ -1120,21 +1118,25 @@ def main():
               "two-level ring, rows of 32), no 131,072-GPU run.")
         rep.w()
     elif a.mode == "full":
+        a2a = next((r for r in runs if r.id == "e2-a2a-1024" and "mrc" in r.t), None)
+        measured = ""
+        if a2a:
+            qm = a2a.t["mrc"].get("qp_memory", {})
+            measured = (f": {qm.get('bytes_per_qp', 0):,.0f} bytes per QP (`Engine::qp_memory`, the mean over "
+                        f"requesters and responders) and {a2a.s['run']['peak_rss_bytes'] / 1e9:.1f} GB peak RSS "
+                        "for the whole run with the simulator's per-flow state")
         rep.w("Where full mode departs from the study's target scales, and why: every rank pair of an "
               "all-to-all is a QP pair. At 1,024 ranks MRC runs it (16 MiB per rank, 16 KiB per flow) on "
-              "1,047,552 QPs with 4 EVs per plane: a QP's rings grow with what is in flight, so it "
-              "holds ~5.6 KB (its 32 paths 3.4 KB, the QP object 1.1 KB, rings 0.7 KB, NSCC 0.3 KB; "
-              "measured: 7.1 GB peak RSS, 6.8 KB per QP with the simulator's per-flow state; "
-              "wall time in the run table; the default 256 paths would be ~29 KB, ~31 GB). RoCEv2 (one QP per plane: 8.4 M QPs of "
-              "~1.9 KB, ~17 GB; a try reached 18.6 GB and had not finished after 40 min) runs the all-to-all at "
-              "128 GPUs (8 MiB per rank) with MRC beside it. "
-              "8,192 ranks are 67 M MRC QPs (~375 GB at 5.6 KB) and stay out of reach. AllReduce at 1,024 GPUs goes up to 256 MiB; 1 GiB at "
-              "1,024 ranks is 2 TiB of simulated traffic, 4x the 256 MiB run (see its wall time in the "
-              "run table), beyond the 2 h budget, so 1 GiB runs at 64 GPUs instead. The training loop (experiments 5 and 6) at 1,024 GPUs runs the "
-              "two-level ring AllReduce (`workload.algorithm = \"ring2d\"`, rows of 32 ranks), as large "
-              "jobs do: a flat ring over 1,024 ranks is 2 x 1,023 chained steps and ~2 M flows per "
-              "iteration (~90 s of simulation each), hours for the 23 runs; experiment 3 measures the "
-              "flat ring.")
+              f"1,047,552 QPs with 4 EVs per plane{measured} (docs/performance.md, \"Bytes per QP\"). "
+              "RoCEv2 (one QP per plane: 8.4 M QPs) runs the all-to-all at 128 GPUs (8 MiB per rank) with "
+              "MRC beside it. 8,192 ranks are 67 M MRC QPs, beyond one machine (docs/performance.md, "
+              "\"2,048 and 8,192 GPUs\", predicts what they need). AllReduce at 1,024 GPUs goes up to 256 MiB; "
+              "1 GiB at 1,024 ranks is 2 TiB of simulated traffic, 4x the 256 MiB run (see its wall time in the "
+              "run table), beyond the 2 h budget, so 1 GiB runs at 64 GPUs instead. The training loop "
+              "(experiments 5 and 6) at 1,024 GPUs runs the two-level ring AllReduce "
+              "(`workload.algorithm = \"ring2d\"`, rows of 32 ranks), as large jobs do: a flat ring over 1,024 "
+              "ranks is 2 x 1,023 chained steps and ~2 M flows per iteration (~90 s of simulation each), "
+              "hours for the 23 runs; experiment 3 measures the flat ring.")
         rep.w()
     rep.w("## The claims")
     rep.w()
