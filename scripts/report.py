@@ -371,13 +371,37 @@ class Report:
     def __init__(self):
         self.lines = []
         self.claims = []  # (claim, measurement, verdict, why)
+        self.runs = None  # the runs behind the tables being written (their last-hop ECN setting)
 
     def w(self, s=""):
         self.lines.append(s)
 
     def table(self, head, rows):
         self.lines += markdown_table(head, rows)
+        note = last_hop_ecn_note(self.runs)
+        if note:
+            self.w()
+            self.w(note)
         self.w()
+
+
+def last_hop_ecn_note(runs):
+    """Which transports' switches mark ECN on the last hop to the receiver, for the line under a
+    table: MRC's follow the paper (2.1: ECN steers load in the fabric, trimming handles incast),
+    the RoCE/DCQCN baseline keeps it (DCQCN needs it)."""
+    on, off = set(), set()
+    for r in runs or []:
+        for name, t in r.t.items():
+            (on if t.get("switch", {}).get("ecn_last_hop") else off).add(name)
+    if not on and not off:
+        return ""
+    part = lambda names: ", ".join(f"`{n}`" for n in sorted(names))  # noqa
+    text = []
+    if off:
+        text.append(f"off for {part(off)} (paper 2.1)")
+    if on:
+        text.append(f"on for {part(on)} (DCQCN needs it)")
+    return "ECN on the last hop to the receiver (`switch.ecn_last_hop`): " + "; ".join(text) + "."
 
 
 def exp1(a, rep, runs):
@@ -464,6 +488,7 @@ def exp1(a, rep, runs):
                              f1(t["fct_us"]["p50"]), f1(t["fct_us"]["p99"]), f1(t["fct_us"]["max"]),
                              f1(t["fct_us"]["ideal_max"]), f1(t["slowdown"]["p99"], 2), f1(t["slowdown"]["max"], 2),
                              t["counters"]["drops"], t["counters"]["pfc_pauses"]])
+        rep.runs = runs
         rep.table(["fabric", "transport", "done", "FCT p50 us", "p99 us", "max us", "ideal max us",
                    "slowdown p99", "max", "drops", "PFC pauses"], rows)
         m_mp, m_ft = mp.t.get("mrc"), ft.t.get("mrc")
@@ -480,6 +505,7 @@ def exp1(a, rep, runs):
 
 
 def exp2(a, rep, runs, docs):
+    rep.runs = runs
     rep.w("## 2. Load balancing: permutation and all-to-all")
     rep.w()
     rep.w("FCT = flow completion time (requester completion); ideal = size at the line rate of every "
@@ -559,6 +585,7 @@ def exp2(a, rep, runs, docs):
 
 
 def exp3(a, rep, runs, docs):
+    rep.runs = runs
     rep.w("## 3. Ring AllReduce bus bandwidth")
     rep.w()
     rep.w("nccl-tests definitions: t = first step start to last step end, algbw = size / t, busbw = "
@@ -606,6 +633,7 @@ def exp3(a, rep, runs, docs):
 
 
 def exp4(a, rep, runs, docs):
+    rep.runs = runs
     rep.w("## 4. Incast N -> 1")
     rep.w()
     rep.w("Goodput = bytes delivered to the receiver / time of the last completion, against the receiver's "
@@ -737,6 +765,7 @@ def row_share(row, n):
 
 
 def exp5(a, rep, runs, docs):
+    rep.runs = runs
     rep.w("## 5. Training through failures")
     rep.w()
     algos = {(r.cfg["workload"].get("algorithm", "ring"), r.cfg["workload"].get("row", 0),
@@ -833,6 +862,7 @@ def exp5(a, rep, runs, docs):
 
 
 def exp6(a, rep, runs, docs):
+    rep.runs = runs
     rep.w("## 6. Failover sensitivity (MRC)")
     rep.w()
     rep.w("The experiment 5 training loop with MRC only; one parameter changed at a time (`--set`). "
@@ -872,6 +902,7 @@ def exp6(a, rep, runs, docs):
 
 
 def exp8(a, rep, runs):
+    rep.runs = runs
     rep.w("## 8. Small messages through a failure (MRC)")
     rep.w()
     rep.w("An all-to-all whose flows are one packet (2 KiB) or eight (32 KiB), with a leaf-spine link "
@@ -917,6 +948,7 @@ def exp8(a, rep, runs):
 
 
 def exp_ao(a, rep, runs, docs):
+    rep.runs = runs
     rep.w("## Adaptive vs oblivious spraying: a sweep, not a tuning")
     rep.w()
     rep.w("The ablation `mrc_oblivious` sprays round-robin and ignores ECN; `mrc` recycles an EV whose ACK "
@@ -971,6 +1003,7 @@ def exp_ao(a, rep, runs, docs):
 
 
 def exp_stev(a, rep, runs, docs):
+    rep.runs = runs
     rep.w("## Spraying on a hashed fabric (STEV)")
     rep.w()
     rep.w("MRC's EVs also work on a conventional ECMP fabric: each EV is hashed by the switches to "
@@ -1032,6 +1065,7 @@ def exp_stev(a, rep, runs, docs):
 
 
 def exp7(a, rep, runs, docs):
+    rep.runs = runs
     rep.w("## 7. Scale: the full 131,072-GPU, 8-plane fabric")
     rep.w()
     if not runs:
@@ -1140,6 +1174,7 @@ def main():
         rep.w()
     rep.w("## The claims")
     rep.w()
+    rep.runs = body.runs = None  # the claims and the run list cover every run
     rep.table(["claim", "our measurement", "holds?", "why / caveat"],
               [[c, m, v, w] for c, m, v, w in rep.claims])
     rep.lines += body.lines
