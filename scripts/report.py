@@ -389,10 +389,13 @@ def last_hop_ecn_note(runs):
     """Which transports' switches mark ECN on the last hop to the receiver, for the line under a
     table: MRC's follow the paper (2.1: ECN steers load in the fabric, trimming handles incast),
     the RoCE/DCQCN baseline keeps it (DCQCN needs it)."""
-    on, off = set(), set()
+    on, off, on_cc = set(), set(), set()
     for r in runs or []:
         for name, t in r.t.items():
-            (on if t.get("switch", {}).get("ecn_last_hop") else off).add(name)
+            marks = t.get("switch", {}).get("ecn_last_hop")
+            (on if marks else off).add(name)
+            if marks:
+                on_cc.add(t.get("cc", "?"))
     if not on and not off:
         return ""
     part = lambda names: ", ".join(f"`{n}`" for n in sorted(names))  # noqa
@@ -400,7 +403,8 @@ def last_hop_ecn_note(runs):
     if off:
         text.append(f"off for {part(off)} (paper 2.1)")
     if on:
-        text.append(f"on for {part(on)} (DCQCN needs it)")
+        text.append(f"on for {part(on)} (congestion control {', '.join(sorted(on_cc))}, which "
+                    "reads the receiver's queue from ECN)")
     return "ECN on the last hop to the receiver (`switch.ecn_last_hop`): " + "; ".join(text) + "."
 
 
