@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "wire/usid.h"
@@ -52,6 +53,16 @@ std::string block_prefix(int plane) {
   return format_ipv6(wire::usid_carrier(plane_block(plane), {})) + "/32";
 }
 
+// A link end's MAC, from its link address (link_address): locally administered unicast
+// (02, or 06 for the lower end), then the plane and the link's two 16-bit numbers, so that
+// every end of a fabric has its own and a capture names the link.
+std::string link_mac(const wire::Ipv6Addr& addr) {
+  char s[18];
+  std::snprintf(s, sizeof s, "%02x:%02x:%02x:%02x:%02x:%02x", addr[15] == 1 ? 0x02 : 0x06, addr[3],
+                addr[4], addr[5], addr[6], addr[7]);
+  return s;
+}
+
 LinkEnd make_end(const Node& node, std::string ifname, const wire::Ipv6Addr& addr) {
   LinkEnd e;
   e.node = node.id;
@@ -59,6 +70,7 @@ LinkEnd make_end(const Node& node, std::string ifname, const wire::Ipv6Addr& add
   e.ifname = std::move(ifname);
   e.ip = format_ipv6(addr);
   e.address = e.ip + "/64";
+  e.mac = link_mac(addr);
   return e;
 }
 
@@ -427,8 +439,9 @@ std::vector<std::string> veth_lines(const FabricPlan& plan) {
   // Both ends are created directly in their namespaces: names only need to be unique there.
   std::vector<std::string> out;
   for (const auto& l : plan.links)
-    out.push_back("link add name " + l.lower.ifname + " netns " + l.lower.ns +
-                  " type veth peer name " + l.upper.ifname + " netns " + l.upper.ns);
+    out.push_back("link add name " + l.lower.ifname + " address " + l.lower.mac + " netns " +
+                  l.lower.ns + " type veth peer name " + l.upper.ifname + " address " +
+                  l.upper.mac + " netns " + l.upper.ns);
   return out;
 }
 
@@ -465,6 +478,18 @@ std::vector<std::string> route_lines(const FabricPlan& plan, std::string_view ns
   return out;
 }
 
+std::vector<std::string> neighbour_lines(const FabricPlan& plan, std::string_view ns) {
+  std::vector<std::string> out;
+  for (const Link* l : plan.links_in(ns)) {
+    const bool upper = l->upper.ns == ns;
+    const LinkEnd& self = upper ? l->upper : l->lower;
+    const LinkEnd& peer = upper ? l->lower : l->upper;
+    out.push_back("neigh replace " + peer.ip + " lladdr " + peer.mac + " dev " + self.ifname +
+                  " nud permanent");
+  }
+  return out;
+}
+
 std::vector<std::string> node_setup_lines(const FabricPlan& plan, const Node& node) {
   std::vector<std::string> out{"link set lo up"};
   if (node.kind != NodeKind::kHost) {
@@ -481,6 +506,8 @@ std::vector<std::string> node_setup_lines(const FabricPlan& plan, const Node& no
   }
   for (const auto& a : plan.addresses)
     if (a.ns == node.ns) out.push_back("addr add " + a.cidr + " dev " + a.ifname + " nodad");
+  for (auto& n : neighbour_lines(plan, node.ns))
+    out.push_back(std::move(n));
   for (auto& r : route_lines(plan, node.ns, {}))
     out.push_back(std::move(r));
   return out;
@@ -691,8 +718,11 @@ ordered_json describe_link(const Link& l) {
   o["leaf"] = l.leaf;
   if (l.kind == LinkKind::kLeafSpine) o["spine"] = l.spine;
   for (const auto* e : {&l.upper, &l.lower})
-    o[e == &l.upper ? "upper" : "lower"] = {
-        {"node", e->node}, {"namespace", e->ns}, {"interface", e->ifname}, {"address", e->address}};
+    o[e == &l.upper ? "upper" : "lower"] = {{"node", e->node},
+                                            {"namespace", e->ns},
+                                            {"interface", e->ifname},
+                                            {"address", e->address},
+                                            {"mac", e->mac}};
   return o;
 }
 

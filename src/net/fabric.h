@@ -124,6 +124,9 @@ struct LinkEnd {
   std::string ifname;
   std::string address;  // CIDR
   std::string ip;       // without the prefix length: the nexthop the other end routes via
+  // The interface's MAC address, planned ("06:00:40:02:00:00"): the other end holds it as a
+  // permanent neighbour entry for `ip`, so no packet waits for neighbour discovery.
+  std::string mac;
 };
 
 enum class LinkKind { kHostLeaf, kLeafSpine };
@@ -206,8 +209,13 @@ std::vector<std::string> path_links(const FabricSpec& spec, int plane, int src_h
 // `ip -batch` lines (no shell quoting; every token is a name or address this module made).
 std::vector<std::string> netns_add_lines(const FabricPlan& plan);
 std::vector<std::string> veth_lines(const FabricPlan& plan);
-// Interfaces up, MTU, addresses, then every route of the node (route replace).
+// Interfaces up, MTU, addresses, the peers' permanent neighbour entries, then every route of
+// the node (route replace).
 std::vector<std::string> node_setup_lines(const FabricPlan& plan, const Node& node);
+// `neigh replace PEER_IP lladdr PEER_MAC dev IF nud permanent` for each link end in `ns`:
+// with the planned MACs, no packet waits for neighbour discovery (and a fault's loss never
+// hits a solicitation, which would stall a link for a second per lost one).
+std::vector<std::string> neighbour_lines(const FabricPlan& plan, std::string_view ns);
 // The node's routes as `route replace` lines, leaving out nexthops through interfaces in
 // `down_ifaces` (the kernel refuses them, "Nexthop device is not up") and routes left with
 // none. Used on `up` and to restore what an admin-down deleted.

@@ -389,6 +389,25 @@ NetStatus restore_forward_routes(const FabricPlan& plan, const std::string& ns) 
   return {};
 }
 
+// Puts back the permanent neighbour entry for `peer` on `self`'s interface (see
+// neighbour_lines in net/fabric.h), which the kernel deleted with the interface; `sock` lives
+// in `self`'s namespace.
+NetStatus restore_neighbour(const LinkEnd& self, const LinkEnd& peer, int sock) {
+  NetlinkNeighbour n;
+  if (inet_pton(AF_INET6, peer.ip.c_str(), &n.dst) != 1)
+    return live_error("bad link address '" + peer.ip + "'");
+  if (auto ok = parse_mac(peer.mac, n.lladdr); !ok) return std::unexpected(ok.error());
+  auto index = interface_index(sock, self.ifname);
+  if (!index) return std::unexpected(index.error());
+  n.ifindex = *index;
+  auto nl = socket_in_netns(self.ns, open_route_netlink);
+  if (!nl) return std::unexpected(nl.error());
+  const UniqueFd nl_fd(*nl);
+  if (auto ok = replace_neighbours(nl_fd.get(), std::span(&n, 1)); !ok)
+    return live_error(self.ns + ": " + ok.error().message);
+  return {};
+}
+
 NetStatus set_link_admin(const FabricPlan& plan, std::string_view name, bool up) {
   const Link* link = plan.link(name);
   if (!link)
@@ -421,6 +440,11 @@ NetStatus set_link_admin(const FabricPlan& plan, std::string_view name, bool up)
       return live_error("link '" + std::string(name) + "' is up but not running after 2 s");
     const timespec step{0, 100'000};
     nanosleep(&step, nullptr);
+  }
+  // The kernel deleted the permanent neighbour entries of both ends with the interfaces: put
+  // them back before the routes that use them.
+  for (size_t i = 0; i < ends.size(); ++i) {
+    if (auto ok = restore_neighbour(*ends[i], *ends[1 - i], socks[i].get()); !ok) return ok;
   }
   // The kernel deleted every static route through the interface when it went down, and
   // does not bring them back: restore the planned forwarding routes of both ends (replace is

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 namespace mrc::net {
@@ -170,15 +171,15 @@ NetResult<int> open_route_netlink() {
   return fd;
 }
 
-NetStatus replace_routes(int fd, std::span<const NetlinkRoute> routes) {
-  if (routes.empty()) return {};
-  // All requests in one datagram: the kernel handles them in order and acknowledges each.
-  std::vector<uint8_t> batch;
-  for (size_t i = 0; i < routes.size(); ++i) {
-    auto msg = encode_route_replace(routes[i], static_cast<uint32_t>(i + 1));
-    if (!msg) return std::unexpected(msg.error());
-    batch.insert(batch.end(), msg->begin(), msg->end());
-  }
+namespace {
+
+// Sends `batch` (`count` requests with sequence numbers 1..count, in one datagram: the kernel
+// handles them in order and acknowledges each) and reads every acknowledgement. The first
+// kernel error is reported as "<what(index)>: <errno text> (<extended ack>)"; requests before
+// it took effect.
+template <typename What>
+NetStatus send_requests(int fd, const std::vector<uint8_t>& batch, size_t count, What what) {
+  if (count == 0) return {};
   sockaddr_nl kernel{};
   kernel.nl_family = AF_NETLINK;
   if (sendto(fd, batch.data(), batch.size(), 0, reinterpret_cast<const sockaddr*>(&kernel),
@@ -187,7 +188,7 @@ NetStatus replace_routes(int fd, std::span<const NetlinkRoute> routes) {
   size_t acked = 0;
   std::string first_error;
   alignas(nlmsghdr) uint8_t buf[16384];
-  while (acked < routes.size()) {
+  while (acked < count) {
     const ssize_t n = recv(fd, buf, sizeof buf, 0);
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -202,18 +203,86 @@ NetStatus replace_routes(int fd, std::span<const NetlinkRoute> routes) {
       std::memcpy(&e, NLMSG_DATA(h), sizeof e);
       ++acked;
       if (e.error != 0 && first_error.empty()) {
-        const size_t index =
-            h->nlmsg_seq >= 1 && h->nlmsg_seq <= routes.size() ? h->nlmsg_seq - 1 : routes.size();
-        std::string what = index < routes.size() ? address_text(routes[index].dst) + "/" +
-                                                       std::to_string(routes[index].prefix_len)
-                                                 : "?";
-        first_error = "route replace " + what + ": " + std::strerror(-e.error);
+        const bool known = h->nlmsg_seq >= 1 && h->nlmsg_seq <= count;
+        first_error =
+            (known ? what(h->nlmsg_seq - 1) : std::string("?")) + ": " + std::strerror(-e.error);
         if (auto ext = extended_ack_message(h); !ext.empty()) first_error += " (" + ext + ")";
       }
     }
   }
   if (!first_error.empty()) return fail(first_error);
   return {};
+}
+
+std::string mac_text(const std::array<uint8_t, 6>& m) {
+  char s[18];
+  std::snprintf(s, sizeof s, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+  return s;
+}
+
+}  // namespace
+
+NetStatus replace_routes(int fd, std::span<const NetlinkRoute> routes) {
+  std::vector<uint8_t> batch;
+  for (size_t i = 0; i < routes.size(); ++i) {
+    auto msg = encode_route_replace(routes[i], static_cast<uint32_t>(i + 1));
+    if (!msg) return std::unexpected(msg.error());
+    batch.insert(batch.end(), msg->begin(), msg->end());
+  }
+  return send_requests(fd, batch, routes.size(), [&](size_t i) {
+    return "route replace " + address_text(routes[i].dst) + "/" +
+           std::to_string(routes[i].prefix_len);
+  });
+}
+
+std::vector<uint8_t> encode_neighbour_replace(const NetlinkNeighbour& n, uint32_t seq) {
+  MessageWriter w;
+  nlmsghdr h{};
+  h.nlmsg_type = RTM_NEWNEIGH;
+  h.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE;
+  h.nlmsg_seq = seq;
+  w.put(h);
+  ndmsg m{};
+  m.ndm_family = AF_INET6;
+  m.ndm_ifindex = n.ifindex;
+  m.ndm_state = NUD_PERMANENT;
+  w.put(m);
+  w.attr(NDA_DST, &n.dst, sizeof n.dst);
+  w.attr(NDA_LLADDR, n.lladdr.data(), n.lladdr.size());
+  w.set_message_length();
+  return w.take();
+}
+
+NetStatus parse_mac(const std::string& text, std::array<uint8_t, 6>& mac) {
+  std::array<uint8_t, 6> out{};
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  if (text.size() != 17) return bad_route("bad MAC address '" + text + "'");
+  for (size_t i = 0; i < 6; ++i) {
+    const int hi = hex(text[3 * i]);
+    const int lo = hex(text[3 * i + 1]);
+    if (hi < 0 || lo < 0 || (i < 5 && text[3 * i + 2] != ':'))
+      return bad_route("bad MAC address '" + text + "'");
+    out[i] = static_cast<uint8_t>(hi << 4 | lo);
+  }
+  mac = out;
+  return {};
+}
+
+NetStatus replace_neighbours(int fd, std::span<const NetlinkNeighbour> neighbours) {
+  std::vector<uint8_t> batch;
+  for (size_t i = 0; i < neighbours.size(); ++i) {
+    auto msg = encode_neighbour_replace(neighbours[i], static_cast<uint32_t>(i + 1));
+    batch.insert(batch.end(), msg.begin(), msg.end());
+  }
+  return send_requests(fd, batch, neighbours.size(), [&](size_t i) {
+    return "neighbour replace " + address_text(neighbours[i].dst) + " lladdr " +
+           mac_text(neighbours[i].lladdr);
+  });
 }
 
 }  // namespace mrc::net

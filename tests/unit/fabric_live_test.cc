@@ -1,7 +1,8 @@
 // Tests for net/fabric.h, the APPLY half, on a real namespace fabric (root): 4 hosts, 2 planes,
 // 2 leaves and 2 spines per plane under a unique name. UDP probes (zero checksum, see
-// run_probes) check every SRv6 path and every plain ECMP address, then each fault: admin-down
-// breaks exactly the paths through the link and `up` restores the deleted routes, a blackhole
+// run_probes) check every SRv6 path and every plain ECMP address and the planned permanent
+// neighbours, then each fault: admin-down breaks exactly the paths through the link and `up`
+// restores the deleted neighbours and routes, a blackhole
 // drops silently with the link up and its routes in place, `loss 50` loses about half, and
 // `down` leaves no namespace behind. Skips (with the reason) when not root or without
 // `ip netns`.
@@ -107,6 +108,10 @@ class FabricLive : public ::testing::Test {
     auto r = run_command({"ip", "-6", "route", "show"}, {}, ns);
     return r ? r->out : "";
   }
+  static std::string neighbours(const std::string& ns, const std::string& ifname) {
+    auto r = run_command({"ip", "-6", "neigh", "show", "dev", ifname}, {}, ns);
+    return r ? r->out : "?";
+  }
   static std::string operstate(const std::string& ns, const std::string& ifname) {
     auto r = run_command({"ip", "-j", "link", "show", "dev", ifname}, {}, ns);
     if (!r || r->exit_code != 0) return "?";
@@ -120,6 +125,15 @@ class FabricLive : public ::testing::Test {
 };
 
 TEST_F(FabricLive, fabric_up__every_host_reaches_every_host_on_every_plane_and_path) {
+  // Every link end has its planned MAC and its peer's as a permanent neighbour entry.
+  for (const Link& l : plan_->links) {
+    for (const auto& [self, peer] :
+         {std::pair{&l.upper, &l.lower}, std::pair{&l.lower, &l.upper}}) {
+      const std::string want = peer->ip + " lladdr " + peer->mac + " PERMANENT";
+      EXPECT_NE(neighbours(self->ns, self->ifname).find(want), std::string::npos)
+          << l.name << " in " << self->ns << ": " << neighbours(self->ns, self->ifname);
+    }
+  }
   expect_all_reach(all_probes(spec_), "fresh fabric");
   // The description is where the driver reads it.
   const std::string file = state_dir(spec_.name) + "/fabric.json";
@@ -156,7 +170,14 @@ TEST_F(FabricLive, set_link_admin__host_port_down_cuts_that_plane_of_the_host) {
   const std::string link = "h2-p1";
   ASSERT_TRUE(set_link_admin(*plan_, link, false));
   expect_exactly_broken("h2-p1 down", [&](const Probe& p) { return crosses(p, link); });
+  EXPECT_EQ(neighbours(spec_.name + "-p1-l1", "h2"), "") << "the kernel flushes them on down";
   ASSERT_TRUE(set_link_admin(*plan_, link, true));
+  // Both ends hold their peer's planned MAC again before any packet needs it.
+  const Link* l = plan_->link(link);
+  EXPECT_NE(neighbours(spec_.name + "-p1-l1", "h2").find(l->lower.mac + " PERMANENT"),
+            std::string::npos);
+  EXPECT_NE(neighbours(spec_.name + "-h2", "p1").find(l->upper.mac + " PERMANENT"),
+            std::string::npos);
   expect_all_reach(all_probes(spec_), "after h2-p1 up");
 }
 

@@ -166,7 +166,7 @@ TEST(FabricPlan, plan_fabric__nodes_links_and_names) {
   EXPECT_EQ(plan->link("p0-l2-s0"), nullptr);
 }
 
-TEST(FabricPlan, plan_fabric__interface_names_fit_and_are_unique_per_namespace) {
+TEST(FabricPlan, plan_fabric__interface_names_fit_and_names_addresses_and_macs_are_unique) {
   FabricSpec s = small_spec();
   s.hosts = 1000;
   s.leaves = 40;
@@ -176,11 +176,15 @@ TEST(FabricPlan, plan_fabric__interface_names_fit_and_are_unique_per_namespace) 
   ASSERT_TRUE(plan) << plan.error().message;
   std::map<std::string, std::set<std::string>> names;
   std::set<std::string> ips;
+  std::set<std::string> macs;
   for (const auto& l : plan->links) {
     for (const LinkEnd* e : {&l.upper, &l.lower}) {
       EXPECT_LE(e->ifname.size(), 15u) << e->ifname;  // IFNAMSIZ - 1
       EXPECT_TRUE(names[e->ns].insert(e->ifname).second) << e->ns << " " << e->ifname;
       EXPECT_TRUE(ips.insert(e->ip).second) << e->ip;
+      EXPECT_TRUE(macs.insert(e->mac).second) << e->mac;
+      // Locally administered unicast: bit 1 of the first octet set, bit 0 clear.
+      EXPECT_EQ(std::stoi(e->mac.substr(0, 2), nullptr, 16) & 0x03, 0x02) << e->mac;
     }
   }
 }
@@ -374,10 +378,13 @@ TEST(FabricPlan, node_setup_lines__bring_up_interfaces_then_address_then_route) 
   const auto sid = at("link add sid0 type veth peer name sid1");
   const auto up = at("link set dev s1 mtu 9000 up");
   const auto addr = at("addr add fd00:0:8001:1::2/64 dev s1 nodad");
+  const auto neigh =
+      at("neigh replace fd00:0:8001:1::1 lladdr 02:00:80:01:00:01 dev s1 nud permanent");
   const auto route = at("route replace fcbb:bb00:8001::/48 via fd00:0:8001:1::1 dev s1");
   EXPECT_LT(sid, up);
   EXPECT_LT(up, addr);
-  EXPECT_LT(addr, route);
+  EXPECT_LT(addr, neigh);
+  EXPECT_LT(neigh, route);
   EXPECT_LT(route, long(lines.size()));
   const auto host_lines = node_setup_lines(*plan, *plan->node("h1"));
   EXPECT_TRUE(contains(host_lines, "addr add fcbb:bb01:4001::/128 dev p1 nodad"));
@@ -393,9 +400,24 @@ TEST(FabricPlan, veth_lines__one_namespace_per_node_and_both_link_ends_in_theirs
   EXPECT_EQ(ns.front(), "netns add t-h0");
   const auto veths = veth_lines(*plan);
   EXPECT_EQ(veths.size(), plan->links.size());
-  EXPECT_TRUE(contains(veths, "link add name p1 netns t-h2 type veth peer name h2 netns t-p1-l1"));
+  EXPECT_TRUE(contains(veths,
+                       "link add name p1 address 06:01:40:02:00:00 netns t-h2 type veth peer name "
+                       "h2 address 02:01:40:02:00:00 netns t-p1-l1"));
+  EXPECT_TRUE(contains(veths,
+                       "link add name s1 address 06:00:80:01:00:01 netns t-p0-l0 type veth peer "
+                       "name l0 address 02:00:80:01:00:01 netns t-p0-s1"));
+}
+
+TEST(FabricPlan, neighbour_lines__each_end_knows_its_peers_planned_mac) {
+  auto plan = plan_fabric(small_spec());
+  ASSERT_TRUE(plan);
+  const auto leaf = neighbour_lines(*plan, "t-p1-l1");
+  EXPECT_EQ(leaf.size(), plan->links_in("t-p1-l1").size());
   EXPECT_TRUE(
-      contains(veths, "link add name s1 netns t-p0-l0 type veth peer name l0 netns t-p0-s1"));
+      contains(leaf, "neigh replace fd00:1:4002::2 lladdr 06:01:40:02:00:00 dev h2 nud permanent"));
+  const auto host = neighbour_lines(*plan, "t-h2");
+  EXPECT_TRUE(
+      contains(host, "neigh replace fd00:1:4002::1 lladdr 02:01:40:02:00:00 dev p1 nud permanent"));
 }
 
 TEST(FabricPlan, sysctls_for__routers_and_hosts) {

@@ -1,6 +1,7 @@
-// net/route_netlink: prefix parsing, the RTM_NEWROUTE bytes (walked back with the kernel's
-// own RTA_* / RTNH_* macros), and, as root, routes replaced in a scratch network namespace
-// and read back with `ip -6 route`, plus the kernel's error for a bad interface.
+// net/route_netlink: prefix and MAC parsing, the RTM_NEWROUTE and RTM_NEWNEIGH bytes (walked
+// back with the kernel's own RTA_* / RTNH_* / NDA_* macros), and, as root, routes and
+// neighbours replaced in a scratch network namespace and read back with `ip -6 route` and
+// `ip -6 neigh`, plus the kernel's error for a bad interface.
 #include "net/route_netlink.h"
 
 #include <arpa/inet.h>
@@ -13,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstring>
 #include <future>
 #include <string>
@@ -146,6 +148,50 @@ TEST(RouteNetlink, encode_route_replace__refuses_a_route_without_nexthops) {
   EXPECT_NE(msg.error().message.find("fcbb::/32"), std::string::npos) << msg.error().message;
 }
 
+TEST(RouteNetlink, parse_mac__parses_macs_and_refuses_bad_ones) {
+  std::array<uint8_t, 6> mac{};
+  ASSERT_TRUE(parse_mac("06:01:40:02:aB:ff", mac));
+  EXPECT_EQ(mac, (std::array<uint8_t, 6>{0x06, 0x01, 0x40, 0x02, 0xAB, 0xFF}));
+  for (const char* bad : {"", "06:01:40:02:ab", "06:01:40:02:ab:ff:00", "06-01-40-02-ab-ff",
+                          "g6:01:40:02:ab:ff", "06:01:40:02:ab:f"}) {
+    std::array<uint8_t, 6> before{1, 2, 3, 4, 5, 6};
+    auto st = parse_mac(bad, before);
+    EXPECT_FALSE(st) << bad;
+    EXPECT_EQ(before, (std::array<uint8_t, 6>{1, 2, 3, 4, 5, 6})) << bad << ": unchanged";
+  }
+}
+
+TEST(RouteNetlink, encode_neighbour_replace__permanent_entry_as_ip_neigh_replace_does) {
+  NetlinkNeighbour n;
+  n.dst = addr("fd00:1:4002::2");
+  n.ifindex = 7;
+  n.lladdr = {0x06, 0x01, 0x40, 0x02, 0x00, 0x00};
+  const auto msg = encode_neighbour_replace(n, 3);
+  const auto* h = reinterpret_cast<const nlmsghdr*>(msg.data());
+  ASSERT_EQ(h->nlmsg_len, msg.size());
+  EXPECT_EQ(h->nlmsg_type, RTM_NEWNEIGH);
+  EXPECT_EQ(h->nlmsg_flags, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE);
+  EXPECT_EQ(h->nlmsg_seq, 3u);
+  const auto* nd = static_cast<const ndmsg*>(NLMSG_DATA(h));
+  EXPECT_EQ(nd->ndm_family, AF_INET6);
+  EXPECT_EQ(nd->ndm_ifindex, 7);
+  EXPECT_EQ(nd->ndm_state, NUD_PERMANENT);
+  int len = static_cast<int>(h->nlmsg_len - NLMSG_LENGTH(sizeof(ndmsg)));
+  std::vector<Attr> attrs;
+  for (auto* a = reinterpret_cast<const rtattr*>(reinterpret_cast<const uint8_t*>(nd) +
+                                                 NLMSG_ALIGN(sizeof(ndmsg)));
+       RTA_OK(a, len); a = RTA_NEXT(a, len)) {
+    const auto* p = static_cast<const uint8_t*>(RTA_DATA(a));
+    attrs.push_back({a->rta_type, std::vector<uint8_t>(p, p + RTA_PAYLOAD(a))});
+  }
+  EXPECT_EQ(len, 0);
+  ASSERT_EQ(attrs.size(), 2u);
+  EXPECT_EQ(attrs[0].type, NDA_DST);
+  EXPECT_EQ(std::memcmp(attrs[0].payload.data(), &n.dst, 16), 0);
+  EXPECT_EQ(attrs[1].type, NDA_LLADDR);
+  EXPECT_EQ(attrs[1].payload, std::vector<uint8_t>(n.lladdr.begin(), n.lladdr.end()));
+}
+
 // Root only: a scratch namespace with two interfaces (veth pairs kept inside it).
 class RouteNetlinkLive : public ::testing::Test {
  protected:
@@ -198,6 +244,22 @@ class RouteNetlinkLive : public ::testing::Test {
       return ok;
     });
   }
+  // Replaces `neighbours(ifindex of d0)` over one netlink socket of the namespace.
+  template <typename MakeNeighbours>
+  NetStatus replace_neighbours_in_namespace(MakeNeighbours make) {
+    return in_namespace([&]() -> NetStatus {
+      const std::vector<NetlinkNeighbour> ns = make();
+      auto fd = open_route_netlink();
+      if (!fd) return std::unexpected(fd.error());
+      NetStatus ok = replace_neighbours(*fd, ns);
+      close(*fd);
+      return ok;
+    });
+  }
+  std::string neighbours() {
+    auto r = run_command({"ip", "-6", "neigh", "show"}, {}, ns_);
+    return r ? r->out : r.error().message;
+  }
   std::string routes() {
     auto r = run_command({"ip", "-6", "route", "show"}, {}, ns_);
     return r ? r->out : r.error().message;
@@ -242,6 +304,31 @@ TEST_F(RouteNetlinkLive, replace_routes__reports_the_kernels_error_and_keeps_the
   const std::string table = routes();
   EXPECT_NE(table.find("fcbb:1::/48"), std::string::npos) << table;
   EXPECT_EQ(table.find("fcbb:2::/48"), std::string::npos) << table;
+}
+
+TEST_F(RouteNetlinkLive, replace_neighbours__permanent_entries_and_the_kernels_error) {
+  auto st = replace_neighbours_in_namespace([] {
+    NetlinkNeighbour a, b;
+    a.dst = addr("fd00:0::2");
+    a.ifindex = static_cast<int>(if_nametoindex("d0"));
+    a.lladdr = {0x06, 0x00, 0x40, 0x00, 0x00, 0x01};
+    b = a;
+    b.lladdr = {0x06, 0x00, 0x40, 0x00, 0x00, 0x02};  // replaces a
+    return std::vector<NetlinkNeighbour>{a, b};
+  });
+  ASSERT_TRUE(st) << st.error().message;
+  EXPECT_NE(neighbours().find("fd00::2 dev d0 lladdr 06:00:40:00:00:02 PERMANENT"),
+            std::string::npos)
+      << neighbours();
+  st = replace_neighbours_in_namespace([] {
+    NetlinkNeighbour bad;
+    bad.dst = addr("fd00:0::3");
+    bad.ifindex = 999999;  // no such interface
+    return std::vector<NetlinkNeighbour>{bad};
+  });
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().message.find("fd00::3"), std::string::npos) << st.error().message;
+  EXPECT_NE(st.error().message.find("No such device"), std::string::npos) << st.error().message;
 }
 
 }  // namespace
