@@ -766,6 +766,107 @@ int print_ranks_plan(const Scenario& sc, uint32_t ranks) {
   return 0;
 }
 
+// The earliest start of the flows a workload adds at its start (kNever: none).
+class EarliestStartSink final : public FlowSink {
+ public:
+  SimResult<FlowId> add_flow(const FlowSpec& spec) override {
+    earliest = std::min(earliest, spec.start);
+    return n++;
+  }
+  Time earliest = kNever;
+  FlowId n = 0;
+};
+
+// --ranks-plan N --measure-rank K: builds and starts rank K of an N-rank run in this process
+// alone (LoneRank: the real partitioned construction and run, without the other ranks) and
+// prints its measured memory next to the plan's prediction. The run stops before the first
+// packet from another rank could arrive (the first flow start plus two link delays): what
+// the rank holds then (fabric share, engines, QPs, flow records, the first microsecond's
+// packets) is measured; what is in flight later is the model's term.
+int measure_rank(Scenario sc, uint32_t ranks, uint32_t k) {
+  const auto fail = [](const std::string& m) { return tools::fail_setup("mrc-sim", m); };
+  if (sc.runs.size() != 1)
+    return fail(fmt::format(
+        "--measure-rank measures one transport, the scenario runs {}: choose one with --set "
+        "transport.kinds=[mrc]",
+        sc.runs.size()));
+  auto shape = fabric_shape(sc.base.topo);
+  if (!shape) return fail(shape.error().message);
+  const uint32_t blocks = BlockLayout(*shape).blocks();
+  if (ranks > blocks)
+    return fail(fmt::format("--ranks-plan {}: the fabric has {} blocks: at most that many ranks",
+                            ranks, blocks));
+  if (k >= ranks)
+    return fail(fmt::format("--measure-rank {}: the ranks of --ranks-plan {} are 0 to {}", k, ranks,
+                            ranks - 1));
+  if (const std::string why = blocks_layout_limit(sc); !why.empty())
+    return fail("--measure-rank: the scenario cannot run in the blocks layout: " + why);
+  const Time lookahead = sc.base.topo.link_delay;
+  EarliestStartSink first;
+  {
+    auto wl = make_workload(sc.workload, sc.base.topo.hosts, sc.seed);
+    if (!wl) return fail(wl.error().message);
+    if (auto st = (*wl)->start(first); !st) return fail(st.error().message);
+  }
+  if (first.earliest == kNever) return fail("--measure-rank: the workload starts no flow");
+  const Time stop = first.earliest + 2 * lookahead - 1;
+  sc.until = std::min(sc.until, stop);
+
+  LoneRank lone(k, ranks);
+  RunHooks hooks;
+  hooks.block_partitions = true;
+  hooks.exchange = &lone;
+  uint64_t rss = 0;
+  SimStats st;
+  size_t flow_records = 0;
+  hooks.after_run = [&](const Simulation& sim) {
+    rss = peak_rss_bytes();
+    st = sim.stats();
+    flow_records = sim.flows().size();
+  };
+  const auto t0 = Clock::now();
+  if (auto r = run_transport(sc, sc.runs[0], hooks); !r) return fail(r.error().message);
+  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+
+  // The prediction (after the measurement: the plan's own tables are not measured).
+  RecordingSink sink;
+  {
+    auto wl = make_workload(sc.workload, sc.base.topo.hosts, sc.seed);
+    if (!wl) return fail(wl.error().message);
+    if (auto s = (*wl)->start(sink); !s) return fail(s.error().message);
+  }
+  const TransportRun& tr = sc.runs[0];
+  const MemoryModel model;
+  const uint32_t paths = paths_per_qp(tr.config, *shape);
+  auto plan = plan_partition(tr.config, ranks, sink.flows, paths, model);
+  if (!plan) return fail(plan.error().message);
+  const RankPlan& p = plan->per_rank[k];
+  const uint64_t in_flight =
+      static_cast<uint64_t>(static_cast<double>(p.sent_bytes) * model.in_flight_share);
+  const uint64_t state = p.predicted_bytes - in_flight - model.base;
+  const auto mb = [](uint64_t b) { return static_cast<double>(b) / (1 << 20); };
+  fmt::print(
+      "mrc-sim: {} [{}] - rank {} of {} measured alone (blocks layout, docs/simulator.md)\n"
+      "built and started: {} hosts, {} QPs (plan {}), {} flow records (plan {}), {} paths per "
+      "QP, {:.0f} B per QP (qp_memory)\n"
+      "simulated to {:.3f} us ({:.2f} M events, {:.1f} s wall), {:.1f} MB sent to the absent "
+      "ranks and dropped\n"
+      "measured peak RSS: {:.0f} MB\n"
+      "model (--ranks-plan): {:.0f} MB = {:.0f} MB for what was measured + {:.0f} MB in flight "
+      "+ {:.0f} MB base (program, Open MPI); measured / modelled state: {:.2f}\n",
+      sc.name, tr.name, k, ranks, p.hosts, st.qps, p.qps, flow_records, p.flows, paths,
+      st.qps ? static_cast<double>(st.qp_bytes) / static_cast<double>(st.qps) : 0.0,
+      static_cast<double>(stop) / kPicosPerMicro, static_cast<double>(st.events) / 1e6, wall,
+      mb(lone.cost().bytes_sent), mb(rss), mb(p.predicted_bytes), mb(state), mb(in_flight),
+      mb(model.base), state ? static_cast<double>(rss) / static_cast<double>(state) : 0.0);
+  if (k == 0 && ranks > 1)
+    fmt::print(
+        "not measured: rank 0 gathers every flow's result at the end ({} flows x {} B = {:.0f} "
+        "MB, held twice while it is unpacked)\n",
+        sink.flows.size(), sizeof(FlowResult), mb(sink.flows.size() * sizeof(FlowResult)));
+  return 0;
+}
+
 }  // namespace
 
 namespace {
@@ -778,6 +879,8 @@ struct SimArgs {
   CLI::Option* seed_opt = nullptr;
   bool quiet = false, print_default = false;
   uint32_t ranks_plan = 0;
+  CLI::Option* measure_rank_opt = nullptr;
+  uint32_t measure_rank = 0;
   std::string partition = "auto";
 };
 
@@ -802,6 +905,11 @@ void add_options(CLI::App& app, SimArgs& a) {
                  "Print how N ranks would share the fabric (blocks, links between ranks, "
                  "predicted memory per rank) and exit")
       ->check(CLI::Range(1u, kMaxBlocks));
+  a.measure_rank_opt =
+      app.add_option("--measure-rank", a.measure_rank,
+                     "With --ranks-plan N: build and start rank K of the N-rank run in this "
+                     "process alone and print its measured peak RSS next to the prediction")
+          ->needs("--ranks-plan");
   app.add_option("--partition", a.partition,
                  "Partition layout: blocks (the layout of a run under mpirun: the same results "
                  "on any number of ranks), planes (one partition per plane), or auto (default: "
@@ -1068,6 +1176,10 @@ int main(int argc, char** argv) {
   SimResult<Scenario> parsed = load_requested_scenario(a);
   if (!parsed) return failed(parsed.error().message, 2);
   Scenario& sc = *parsed;
+  if (a.measure_rank_opt->count() > 0) {
+    if (exchange) return failed("--measure-rank: a rank measured alone runs without mpirun", 2);
+    return measure_rank(std::move(sc), a.ranks_plan, a.measure_rank);
+  }
   if (a.ranks_plan > 0) return rank == 0 ? print_ranks_plan(sc, a.ranks_plan) : 0;
   if (auto st = check_ranks(sc, ranks); !st) return failed(st.error().message, 2);
   std::vector<HostId> pcap_hosts;

@@ -5,6 +5,7 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 
 namespace mrc::sim {
 
@@ -203,6 +204,20 @@ std::string format_plan(const PartitionPlan& p) {
         static_cast<double>(x.predicted_bytes) / (1 << 20));
   }
   return out;
+}
+
+std::vector<uint8_t> LoneRank::exchange(const std::vector<std::vector<uint8_t>>& out) {
+  ++cost_.calls;
+  for (uint32_t r = 0; r < out.size(); ++r)
+    if (r != rank_) cost_.bytes_sent += out[r].size();
+  // What this rank sends itself (a window's header and completions), as MpiExchange gives it.
+  return rank_ < out.size() ? out[rank_] : std::vector<uint8_t>{};
+}
+
+void LoneRank::abort(const std::string& message, int status) {
+  std::fprintf(stderr, "mrc-sim: rank %u: %s\n", rank_, message.c_str());
+  std::fflush(stderr);
+  std::_Exit(status);
 }
 
 }  // namespace mrc::sim

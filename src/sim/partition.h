@@ -135,6 +135,38 @@ class RankExchange {
     uint64_t calls = 0, bytes_sent = 0, wall_ns = 0;
   };
   virtual Cost cost() const = 0;
+  // True for LoneRank (one rank of an N-rank run measured alone): what the other ranks
+  // would send never comes. The simulation then schedules itself the flow accepts that the
+  // senders' ranks would send it (they follow from the flow specs, which every rank has).
+  virtual bool others_absent() const { return false; }
+};
+
+// One rank of an N-rank run without the other N-1 (`mrc-sim --ranks-plan N --measure-rank K`):
+// the process builds exactly what rank K builds (its blocks' hosts, engines, switches and
+// flow records; its QPs as the flows start) to measure its memory. What it would send the
+// others is counted and dropped, and nothing arrives from them: the run is the real rank's
+// only until the first packet from another rank could arrive (two link delays after the
+// first flow starts: a host's packet crosses its own leaf before it reaches another rank's
+// spine). Collectives return this rank's part alone.
+class LoneRank final : public RankExchange {
+ public:
+  LoneRank(uint32_t rank, uint32_t ranks) : rank_(rank), ranks_(ranks) {}
+  uint32_t rank() const override { return rank_; }
+  uint32_t ranks() const override { return ranks_; }
+  std::vector<uint8_t> exchange(const std::vector<std::vector<uint8_t>>& out) override;
+  std::vector<uint8_t> all_gather(const std::vector<uint8_t>& mine) override { return mine; }
+  std::vector<uint8_t> gather(const std::vector<uint8_t>& mine) override {
+    return rank_ == 0 ? mine : std::vector<uint8_t>{};
+  }
+  void all_min(std::vector<uint64_t>&) override {}
+  void all_sum(std::vector<uint64_t>&) override {}
+  [[noreturn]] void abort(const std::string& message, int status) override;
+  Cost cost() const override { return cost_; }
+  bool others_absent() const override { return true; }
+
+ private:
+  uint32_t rank_, ranks_;
+  Cost cost_;
 };
 
 }  // namespace mrc::sim

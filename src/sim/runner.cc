@@ -338,6 +338,7 @@ SimResult<TransportResult> run_transport(const Scenario& sc, const TransportRun&
   // Simulation::run() returns once every flow has finished (dependent workloads add theirs
   // from the completion callbacks before that check), or at run.until.
   sim.run(sc.until);
+  if (hooks.after_run) hooks.after_run(sim);
   r.sim_time = sim.now();
   r.stats = sim.stats();
   r.flows = sim.flows();

@@ -95,6 +95,9 @@ struct RunHooks {
   // run (implies blocks; every rank calls run_transport alike).
   bool block_partitions = false;
   RankExchange* exchange = nullptr;
+  // Called once the run has stopped, before its results are copied out (mrc-sim
+  // --measure-rank reads the process's memory here).
+  std::function<void(const Simulation&)> after_run;
 };
 
 // Why the scenario cannot run in the blocks layout (the layout of mpirun runs and of serial

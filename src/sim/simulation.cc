@@ -43,11 +43,7 @@ void Simulation::Impl::flow_start(FlowId f) {
       // packet of this flow can get there (two links away at least).
       if (auto q = blocks_qp(s.src, s.dst, plane, part / per_qp, roce ? 0 : s.path_set))
         qp = QpPair{*q, 0};
-      // What the receiver needs of the flow travels with the event (its rank may not hold
-      // the flow's record).
-      const uint32_t ai = pool_take(accepts, free_accepts);
-      accepts[ai] = FlowAccept{f, s.src, s.dst, part, s.path_set, s.with_imm};
-      schedule(host_partition(s.dst), now + lookahead, kFlowAccept, 0, 0, ai);
+      schedule_accept(f, s, part, now);
     } else {
       qp = qp_for(s.src, s.dst, plane, part / per_qp, roce ? 0 : s.path_set);
     }
@@ -84,6 +80,15 @@ void Simulation::Impl::flow_start(FlowId f) {
     finish_flow(r);
   }
   service_host(s.src);
+}
+
+// Blocks layout: the event that sets up the receiving end of a flow's part, one lookahead
+// after the flow starts at `at`. What the receiver needs of the flow travels with the event
+// (its rank may not hold the flow's record).
+void Simulation::Impl::schedule_accept(FlowId f, const FlowSpec& s, uint32_t part, Time at) {
+  const uint32_t ai = pool_take(accepts, free_accepts);
+  accepts[ai] = FlowAccept{f, s.src, s.dst, part, s.path_set, s.with_imm};
+  schedule(host_partition(s.dst), at + lookahead, kFlowAccept, 0, 0, ai);
 }
 
 // Blocks layout: the receiving end of a flow's QP (part `part`) and its receive buffer.
@@ -591,6 +596,16 @@ SimResult<FlowId> Simulation::add_flow(const FlowSpec& spec) {
   }
   if (m.blocks) {
     m.schedule_global(m.host_partition(spec.src), r.spec.start, kFlowStart, r.id);
+    // One rank measured alone (LoneRank): the sender's rank is absent, so this rank schedules
+    // the accepts the sender's flow start would send it, with the sender's partition as origin.
+    const uint32_t from = m.host_partition(spec.src), to = m.host_partition(spec.dst);
+    if (m.ex != nullptr && m.ex->others_absent() && !m.owned[from] && m.owned[to]) {
+      const uint32_t saved = m.cur_partition;
+      m.cur_partition = from;
+      for (uint32_t part = 0; part < m.flow_parts(); ++part)
+        m.schedule_accept(r.id, r.spec, part, r.spec.start);
+      m.cur_partition = saved;
+    }
     return r.id;
   }
   const uint32_t saved = m.cur_partition;

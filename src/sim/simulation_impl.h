@@ -592,6 +592,7 @@ struct Simulation::Impl {
   // flows, faults, sampling
   void flow_start(FlowId f);
   void flow_accept(uint32_t accept_index);
+  void schedule_accept(FlowId f, const FlowSpec& s, uint32_t part, Time at);
   // Blocks: what a flow's receiving end needs (kFlowAccept), in a pool like packets.
   struct FlowAccept {
     FlowId flow = 0;

@@ -490,8 +490,11 @@ void Simulation::Impl::merge_results() {
     // the others keep their own. Failed flows are counted here, over every rank.
     for (const FlowResult& f : flows)
       s.qp_errors += (f.end != kNever && !f.ok) ? 1 : 0;
-    const std::vector<FlowResult> all = from_bytes<FlowResult>(ex->gather(to_bytes(flows)));
-    if (rank == 0) {
+    // Measured alone (LoneRank), rank 0 does not gather: the others' flows never come.
+    const std::vector<FlowResult> all = ex->others_absent()
+                                            ? std::vector<FlowResult>{}
+                                            : from_bytes<FlowResult>(ex->gather(to_bytes(flows)));
+    if (rank == 0 && !ex->others_absent()) {
       std::vector<FlowResult> whole(num_flows);
       for (const FlowResult& f : all)
         whole[f.id] = f;

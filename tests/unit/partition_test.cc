@@ -148,5 +148,69 @@ TEST(Partition, blocks_layout__needs_a_link_delay) {
   EXPECT_FALSE(Simulation::create(c));
 }
 
+// LoneRank: rank K of an N-rank run built and started in a process of its own, stopped
+// before anything from another rank could arrive (the first flow start plus two link delays).
+struct LoneRun {
+  SimStats stats;
+  size_t flow_records = 0;
+  uint64_t bytes_sent_away = 0;
+};
+LoneRun run_lone(const SimConfig& c, const std::vector<FlowSpec>& flows, uint32_t rank,
+                 uint32_t ranks) {
+  LoneRank lone(rank, ranks);
+  auto sim = Simulation::create(c, &lone);
+  EXPECT_TRUE(sim);
+  if (!sim) return {};
+  for (const FlowSpec& f : flows)
+    EXPECT_TRUE((*sim)->add_flow(f));
+  (*sim)->run(2 * c.topo.link_delay - 1);
+  return LoneRun{(*sim)->stats(), (*sim)->flows().size(), lone.cost().bytes_sent};
+}
+
+TEST(Partition, lone_rank__holds_exactly_the_plans_qps_and_flow_records) {
+  const SimConfig c = clos(64, 2, 16);  // 8 leaves: 8 blocks
+  const auto flows = *all_to_all_flows(all_hosts(64), 1 << 20, 0);
+  for (uint32_t ranks : {1u, 2u, 4u, 8u}) {
+    auto plan = plan_partition(c, ranks, flows, 8 * 2);
+    ASSERT_TRUE(plan);
+    for (uint32_t k = 0; k < ranks; ++k) {
+      SCOPED_TRACE("rank " + std::to_string(k) + " of " + std::to_string(ranks));
+      const LoneRun r = run_lone(c, flows, k, ranks);
+      // Every QP of the rank's hosts (sending ends and, through the accepts the absent
+      // senders' ranks would send, receiving ends) and the records of the flows it sends.
+      EXPECT_EQ(r.stats.qps, plan->per_rank[k].qps);
+      EXPECT_EQ(r.flow_records, plan->per_rank[k].flows);
+      EXPECT_GT(r.stats.data_packets, 0u);
+      // Packets for other ranks' spines were sent away (and dropped), except on one rank.
+      EXPECT_EQ(r.bytes_sent_away > 0, ranks > 1);
+    }
+  }
+}
+
+// Up to two link delays nothing of another rank is needed: the ranks measured alone add up
+// to the whole fabric run in one process, stopped at the same time.
+TEST(Partition, lone_rank__ranks_alone_add_up_to_the_whole_run_until_two_link_delays) {
+  SimConfig c = clos(64, 2, 16);
+  const auto flows = *all_to_all_flows(all_hosts(64), 1 << 20, 0);
+  SimConfig whole_cfg = c;
+  whole_cfg.block_partitions = true;
+  auto whole = *Simulation::create(whole_cfg);
+  for (const FlowSpec& f : flows)
+    ASSERT_TRUE(whole->add_flow(f));
+  whole->run(2 * c.topo.link_delay - 1);
+  const SimStats w = whole->stats();
+  SimStats sum;
+  for (uint32_t k = 0; k < 4; ++k) {
+    const SimStats s = run_lone(c, flows, k, 4).stats;
+    sum.qps += s.qps;
+    sum.qp_bytes += s.qp_bytes;
+    sum.data_packets += s.data_packets;
+  }
+  EXPECT_EQ(sum.qps, w.qps);
+  EXPECT_EQ(sum.qp_bytes, w.qp_bytes);
+  EXPECT_EQ(sum.data_packets, w.data_packets);
+  EXPECT_GT(w.data_packets, 0u);
+}
+
 }  // namespace
 }  // namespace mrc::sim
