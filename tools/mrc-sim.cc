@@ -843,7 +843,6 @@ int measure_rank(Scenario sc, uint32_t ranks, uint32_t k) {
   const RankPlan& p = plan->per_rank[k];
   const uint64_t in_flight =
       static_cast<uint64_t>(static_cast<double>(p.sent_bytes) * model.in_flight_share);
-  const uint64_t state = p.predicted_bytes - in_flight - model.base;
   const auto mb = [](uint64_t b) { return static_cast<double>(b) / (1 << 20); };
   fmt::print(
       "mrc-sim: {} [{}] - rank {} of {} measured alone (blocks layout, docs/simulator.md)\n"
@@ -851,14 +850,14 @@ int measure_rank(Scenario sc, uint32_t ranks, uint32_t k) {
       "QP, {:.0f} B per QP (qp_memory)\n"
       "simulated to {:.3f} us ({:.2f} M events, {:.1f} s wall), {:.1f} MB sent to the absent "
       "ranks and dropped\n"
-      "measured peak RSS: {:.0f} MB\n"
-      "model (--ranks-plan): {:.0f} MB = {:.0f} MB for what was measured + {:.0f} MB in flight "
-      "+ {:.0f} MB base (program, Open MPI); measured / modelled state: {:.2f}\n",
+      "measured peak RSS: {:.0f} MB (built and started; the whole run's peak adds the "
+      "packets in flight later)\n"
+      "model (--ranks-plan) for the whole run: {:.0f} MB, of which {:.0f} MB in flight and "
+      "{:.0f} MB base (program, Open MPI)\n",
       sc.name, tr.name, k, ranks, p.hosts, st.qps, p.qps, flow_records, p.flows, paths,
       st.qps ? static_cast<double>(st.qp_bytes) / static_cast<double>(st.qps) : 0.0,
       static_cast<double>(stop) / kPicosPerMicro, static_cast<double>(st.events) / 1e6, wall,
-      mb(lone.cost().bytes_sent), mb(rss), mb(p.predicted_bytes), mb(state), mb(in_flight),
-      mb(model.base), state ? static_cast<double>(rss) / static_cast<double>(state) : 0.0);
+      mb(lone.cost().bytes_sent), mb(rss), mb(p.predicted_bytes), mb(in_flight), mb(model.base));
   if (k == 0 && ranks > 1)
     fmt::print(
         "not measured: rank 0 gathers every flow's result at the end ({} flows x {} B = {:.0f} "
