@@ -97,13 +97,18 @@ def plan(mode):
         # All-to-all at 1,024 ranks: 1,047,552 flows of 16 KiB (4 packets) on 523,776 QP pairs.
         # QP rings grow with what is in flight (src/transport/qp.h); the report's header gives the
         # measured bytes per QP and peak RSS. A 4-packet flow uses 4 paths whatever the EV count.
-        # RoCEv2 splits every flow over
-        # the 8 planes (one QP per plane): 8.4 M QPs at ~2 KB (~17 GB), more than a 23 GB
-        # machine has to spare; it runs at 128 ranks (e2-a2a-128, all four transports). Tried
-        # on 2026-11-30 (roce_pfc + roce, 16 MiB): 18.6 GB RSS and not finished after 40 min,
-        # then out of memory.
         R("e2-a2a-1024", "lb-alltoall", "workload.size=16MiB", "transport.evs_per_plane=4",
           "transport.kinds=[mrc,mrc_oblivious]")
+        # 2,048 ranks (the largest two-tier fabric of radix 64): 4,192,256 flows of 8 KiB, MRC
+        # only (~16 GB, ~9 min); no link samples (links.csv would hold 2 x 65,536 link directions
+        # per sample).
+        R("e2-a2a-2048", "lb-alltoall", "topo.hosts=2048", "workload.size=16MiB",
+          "transport.evs_per_plane=4", "transport.kinds=[mrc]", "run.sample_interval=0ns")
+        # RoCEv2 splits every flow over the 8 planes (one QP per plane per pair): 8x MRC's QPs.
+        # At 1,024 ranks that is 8,380,416 QPs (~15 GB, the most a 23 GB machine runs); the
+        # report computes what 2,048 ranks would need (section 2, "All-to-all at scale").
+        R("e2-a2a-1024-roce", "lb-alltoall", "workload.size=16MiB", "transport.kinds=[roce_pfc]",
+          "run.sample_interval=0ns")
         R("e2-a2a-128", "lb-alltoall", "topo.hosts=128", "topo.radix=16", "workload.size=8MiB")
     # Experiment 3: AllReduce busbw over message sizes.
     if quick:
@@ -372,6 +377,7 @@ class Report:
         self.lines = []
         self.claims = []  # (claim, measurement, verdict, why)
         self.runs = None  # the runs behind the tables being written (their last-hop ECN setting)
+        self.roce_a2a_stop = None  # where RoCEv2's all-to-all stops (a2a_scale), for the header
 
     def w(self, s=""):
         self.lines.append(s)
@@ -549,7 +555,7 @@ def exp2(a, rep, runs, docs):
             # Every flow starts at t = 0 and the NIC interleaves a GPU's n - 1 flows, so per-flow
             # slowdowns say little; the collective's time is the last completion.
             n = len(w.get("group") or []) or r.cfg["topo"]["hosts"]
-            ideal = w["size"] // n * (n - 1) * 8 / (r.per_host_gbps() * 1e3)
+            ideal = a2a_ideal_us(r)
             done = ", ".join(f"{name} {f1(t['fct_us']['max'])} us ({t['fct_us']['max'] / ideal:.2f}x)"
                              for name, t in r.t.items())
             rep.w(f"All-to-all completion (the last flow's FCT): {done}; ideal {f1(ideal)} us = "
@@ -568,6 +574,8 @@ def exp2(a, rep, runs, docs):
                       f"all-to-all starts as a {n - 1}-to-1 incast at every GPU; trimming turns the "
                       f"overflow into NACKs ({mrc['counters']['trims']:,} trims) and resends.")
             rep.w()
+    a2a_scale(a, rep, [r for r in runs if r.cfg["workload"]["kind"] == "all_to_all"
+                       and r.cfg["topo"]["hosts"] >= 1024])
     # The claim.
     perm = [x for x in verdict_rows if x[0].id.startswith("e2-perm")]
     if perm:
@@ -586,6 +594,131 @@ def exp2(a, rep, runs, docs):
                     "oblivious')")
         rep.claims.append(("Near line-rate utilisation: spraying removes flow collisions", meas,
                            "holds" if holds else "does not hold", why))
+
+
+def a2a_ideal_us(r):
+    """An all-to-all's ideal completion: every GPU's n - 1 flows at the per-GPU line rate."""
+    w = r.cfg["workload"]
+    n = len(w.get("group") or []) or r.cfg["topo"]["hosts"]
+    return w["size"] // n * (n - 1) * 8 / (r.per_host_gbps() * 1e3)
+
+
+def built_from(r):
+    """The commit a run's mrc-sim was built from (its version string ends in `(hash)`)."""
+    m = re.search(r"\(([^)]*)\)$", r.s.get("version", ""))
+    return m.group(1) if m else "?"
+
+
+def mem_total_bytes():
+    """The rendering machine's memory (MemTotal of /proc/meminfo), 0 when unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def ranks_plan_bytes(a, run, kinds):
+    """What `mrc-sim --ranks-plan 1` predicts one process needs for a run's scenario with other
+    transports (MemoryModel, src/sim/partition.h), and the command."""
+    sets = [s for s in run.sets if not s.startswith(("transport.kinds=", "transport.evs_per_plane="))]
+    sets += [f"transport.kinds=[{kinds}]"]
+    cmd = [os.path.join(a.bin, "mrc-sim"), run.scen, "--ranks-plan", "1"]
+    for x in sets:
+        cmd += ["--set", x]
+    out = subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, text=True).stdout
+    rows = [ln.split() for ln in out.splitlines() if ln.split() and ln.split()[0] == "0"]
+    return float(rows[-1][-1]) * 2**20, " ".join(["mrc-sim", run.scen, "--ranks-plan", "1"] +
+                                                 [f"--set {x}" for x in sets])
+
+
+def largest_a2a_fitting(mem, qps_per_pair, bytes_per_qp, hosts_per_leaf):
+    """The largest all-to-all (whole leaves of GPUs) whose QPs, at bytes_per_qp each, fit in mem:
+    n (n - 1) qps_per_pair bytes_per_qp <= mem."""
+    pairs = mem / (qps_per_pair * bytes_per_qp)
+    n = int((1 + math.sqrt(1 + 4 * pairs)) / 2)
+    return n // hosts_per_leaf * hosts_per_leaf
+
+
+def a2a_scale(a, rep, runs):
+    """The all-to-alls at 1,024 GPUs and more side by side (completion, QPs, memory), and where
+    RoCEv2's one QP per plane per pair stops on the rendering machine."""
+    if not runs:
+        return
+    runs = sorted(runs, key=lambda r: (r.cfg["topo"]["hosts"], r.id))
+    outer, rep.runs = rep.runs, runs  # the ECN note under the table names these runs' transports
+    rep.w("### All-to-all at scale: QPs and memory")
+    rep.w()
+    rep.w("Every rank pair of an all-to-all is a QP pair: MRC sprays one QP over all planes, RoCEv2 "
+          "uses one QP per plane per pair. QPs and bytes per QP are `summary.json`'s `qp_memory` (the "
+          "engine's count of what a QP holds, mean over requesters and responders, no allocator "
+          "overhead); peak RSS is the whole simulator process (`run.peak_rss_bytes`: fabric, packets, "
+          "flow records and results; a run's transports run one after another), and RSS per QP divides "
+          "it by the QPs. ACK timeouts = `counters.timeouts`. `mrc_oblivious` rows are left out where "
+          "they equal `mrc` (above).")
+    rep.w()
+    rows = []
+    for r in runs:
+        n = r.cfg["topo"]["hosts"]
+        for name, t in r.t.items():
+            mrc = r.t.get("mrc")
+            if name == "mrc_oblivious" and mrc and mrc["fct_us"] == t["fct_us"]:
+                continue
+            qm = t.get("qp_memory", {})
+            peak = r.s["run"]["peak_rss_bytes"]
+            wall = r.s["run"].get("wall_seconds_per_transport", {}).get(name, r.s["run"]["wall_seconds"])
+            rows.append([r.id, f"{n:,}", name, f"{t['flows']['completed']:,}/{t['flows']['count']:,}",
+                         f1(t["fct_us"]["p99"]), f1(t["fct_us"]["max"]),
+                         f"{t['fct_us']['max'] / a2a_ideal_us(r):.2f}", f"{t['counters']['timeouts']:,}",
+                         f"{qm.get('qps', 0):,}", f"{qm.get('bytes_per_qp', 0):,.0f}", f1(peak / 1e9),
+                         f"{peak / qm['qps']:,.0f}" if qm.get("qps") else "-", f1(wall, 0), built_from(r)])
+    rep.table(["run", "GPUs", "transport", "flows completed", "FCT p99 us", "max us", "max / ideal",
+               "ACK timeouts", "QPs", "bytes per QP", "peak RSS GB", "RSS per QP B", "wall s",
+               "mrc-sim built from"], rows)
+    rep.runs = outer
+    if len({built_from(r) for r in runs}) > 1:
+        rep.w("The runs were made by different builds (last column; `--reuse` keeps a run made by the "
+              "same command, whatever build made it): where their engines differ, so do bytes per QP.")
+        rep.w()
+    # Where RoCEv2 stops: its largest run measured, scaled by its QP count to the largest MRC run.
+    mem = mem_total_bytes()
+    biggest = lambda pick: max(  # noqa
+        ((r, name, t) for r in runs for name, t in r.t.items() if pick(name) and t.get("qp_memory", {}).get("qps")),
+        key=lambda x: x[0].cfg["topo"]["hosts"], default=None)
+    top_mrc, top_roce = biggest(lambda k: k.startswith("mrc")), biggest(lambda k: k.startswith("roce"))
+    if not (top_mrc and top_roce and mem):
+        return
+    rm, _, tm = top_mrc
+    rr, roce_name, tr = top_roce
+    n_m, n_r = rm.cfg["topo"]["hosts"], rr.cfg["topo"]["hosts"]
+    hpl = rr.cfg["topo"]["hosts_per_leaf"] or rr.cfg["topo"]["radix"] // 2
+    per_pair = tr["qp_memory"]["qps"] / (n_r * (n_r - 1))
+    rss_per_qp_r = rr.s["run"]["peak_rss_bytes"] / tr["qp_memory"]["qps"]
+    rss_per_qp_m = rm.s["run"]["peak_rss_bytes"] / tm["qp_memory"]["qps"]
+    roce_qps = per_pair * n_m * (n_m - 1)
+    plan_r, _ = ranks_plan_bytes(a, rr, roce_name)
+    plan_m, plan_cmd = ranks_plan_bytes(a, rm, roce_name)
+    fits_r = largest_a2a_fitting(mem, per_pair, rss_per_qp_r, hpl)
+    fits_m = largest_a2a_fitting(mem, tm["qp_memory"]["qps"] / (n_m * (n_m - 1)), rss_per_qp_m, hpl)
+    rep.w(f"**Where RoCEv2 stops.** The largest RoCEv2 all-to-all here, {rr.id} ({roce_name}, {n_r:,} GPUs), "
+          f"holds {tr['qp_memory']['qps']:,} QPs ({per_pair:g} per GPU pair, one per plane) in "
+          f"{rr.s['run']['peak_rss_bytes'] / 1e9:.1f} GB ({rss_per_qp_r:,.0f} B of RSS per QP); "
+          f"{tr['flows']['completed']:,} of {tr['flows']['count']:,} flows completed. At {n_m:,} GPUs, where "
+          f"MRC ran on {tm['qp_memory']['qps']:,} QPs in {rm.s['run']['peak_rss_bytes'] / 1e9:.1f} GB, "
+          f"RoCEv2 needs {roce_qps:,.0f} QPs: {roce_qps * rss_per_qp_r / 1e9:.0f} GB at the RSS per QP "
+          f"measured at {n_r:,} GPUs (`{plan_cmd}` predicts {plan_m / 1e9:.0f} GB; its model predicts "
+          f"{plan_r / 1e9:.1f} GB for {rr.id}, measured {rr.s['run']['peak_rss_bytes'] / 1e9:.1f} GB), "
+          f"against the {mem / 1e9:.1f} GB ({mem / 2**30:.1f} GiB, MemTotal) of the machine that rendered this report. Scaled "
+          f"the same way (RSS per QP constant, whole leaves of {hpl} GPUs), that memory holds a RoCEv2 "
+          f"all-to-all of at most {fits_r:,} GPUs and an MRC one of {fits_m:,} (an extrapolation, not "
+          f"a run).")
+    rep.w()
+    rep.roce_a2a_stop = (f"at {n_m:,} ranks that is {roce_qps:,.0f} QPs, ~{roce_qps * rss_per_qp_r / 1e9:.0f} GB "
+                         f"at its measured RSS per QP against the rendering machine's {mem / 1e9:.1f} GB, "
+                         f"which hold at most ~{fits_r:,} ranks")
 
 
 def exp3(a, rep, runs, docs):
@@ -1150,25 +1283,38 @@ def main():
     if a.mode == "quick":
         rep.w("Quick mode runs smaller scales than the full study (full mode: `scripts/report.sh`): "
               "permutation at 1,024 GPUs (full: also 8,192 GPUs), all-to-all at 128 GPUs with 2 MiB "
-              "(full: MRC at 1,024 GPUs with 16 MiB, all transports at 128 GPUs with 8 MiB), AllReduce at 64 GPUs up to 256 MiB (full: 1,024 GPUs up to 256 MiB and 64 GPUs up to 1 GiB; 1 GiB at "
+              "(full: MRC at 1,024 and 2,048 GPUs and RoCEv2 with PFC at 1,024 GPUs with 16 MiB, all transports at 128 GPUs with 8 MiB), AllReduce at 64 GPUs up to 256 MiB (full: 1,024 GPUs up to 256 MiB and 64 GPUs up to 1 GiB; 1 GiB at "
               "1,024 ranks is 2 TiB of simulated traffic, beyond the 2 h budget), incast up to 255 senders, "
               "training and sensitivity at 64 GPUs with a flat ring AllReduce (full: 1,024 GPUs with the "
               "two-level ring, rows of 32), no 131,072-GPU run.")
         rep.w()
     elif a.mode == "full":
-        a2a = next((r for r in runs if r.id == "e2-a2a-1024" and "mrc" in r.t), None)
-        measured = ""
-        if a2a:
-            qm = a2a.t["mrc"].get("qp_memory", {})
-            measured = (f": {qm.get('bytes_per_qp', 0):,.0f} bytes per QP (`Engine::qp_memory`, the mean over "
-                        f"requesters and responders) and {a2a.s['run']['peak_rss_bytes'] / 1e9:.1f} GB peak RSS "
-                        "for the whole run with the simulator's per-flow state")
+        by_id = {r.id: r for r in runs}
+
+        def qp_run(rid, name):
+            """`N QPs (B bytes per QP, G GB peak RSS)` of one transport of a run, read from it."""
+            r = by_id.get(rid)
+            qm = r.t.get(name, {}).get("qp_memory", {}) if r else {}
+            if not qm.get("qps"):
+                return None
+            return (f"{qm['qps']:,} QPs ({qm['bytes_per_qp']:,.0f} bytes per QP, "
+                    f"{r.s['run']['peak_rss_bytes'] / 1e9:.1f} GB peak RSS)")
+
+        m1024, m2048, r1024 = (qp_run("e2-a2a-1024", "mrc"), qp_run("e2-a2a-2048", "mrc"),
+                               qp_run("e2-a2a-1024-roce", "roce_pfc"))
+        mrc_text = " and ".join(x for x in [m1024 and f"at 1,024 ranks on {m1024}",
+                                            m2048 and f"at 2,048 ranks (the largest two-tier fabric of "
+                                                      f"radix 64) on {m2048}"] if x)
+        roce_text = (f"RoCEv2 with PFC runs it at 1,024 ranks on {r1024}. " if r1024 else "")
         rep.w("Where full mode departs from the study's target scales, and why: every rank pair of an "
-              "all-to-all is a QP pair. At 1,024 ranks MRC runs it (16 MiB per rank, 16 KiB per flow) on "
-              f"1,047,552 QPs with 4 EVs per plane{measured} (docs/performance.md, \"Bytes per QP\"). "
-              "RoCEv2 (one QP per plane: 8.4 M QPs) runs the all-to-all at 128 GPUs (8 MiB per rank) with "
-              "MRC beside it. 8,192 ranks are 67 M MRC QPs, beyond one machine (docs/performance.md, "
-              "\"2,048 and 8,192 GPUs\", predicts what they need). AllReduce at 1,024 GPUs goes up to 256 MiB; "
+              f"all-to-all is a QP pair. MRC runs it (16 MiB per rank, 4 EVs per plane) {mrc_text}: "
+              "`qp_memory` bytes per QP (`Engine::qp_memory`, the mean over requesters and responders; "
+              "docs/performance.md, \"Bytes per QP\"), peak RSS of the whole run with the simulator's "
+              f"per-flow state. {roce_text}RoCEv2 needs one QP per plane per pair, 8x MRC's QPs"
+              f"{': ' + body.roce_a2a_stop if body.roce_a2a_stop else ''} (section 2, \"All-to-all at "
+              "scale\"). All four transports run the all-to-all at 128 GPUs (8 MiB per rank). 8,192 ranks "
+              "are 67 M MRC QPs, beyond one machine (docs/performance.md, \"2,048 and 8,192 GPUs\", "
+              "predicts what they need). AllReduce at 1,024 GPUs goes up to 256 MiB; "
               "1 GiB at 1,024 ranks is 2 TiB of simulated traffic, 4x the 256 MiB run (see its wall time in the "
               "run table), beyond the 2 h budget, so 1 GiB runs at 64 GPUs instead. The training loop "
               "(experiments 5 and 6) at 1,024 GPUs runs the two-level ring AllReduce "
