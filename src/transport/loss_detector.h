@@ -76,12 +76,16 @@ class LossDetector {
   // sends, and again after release().
   void allocate(uint32_t initial, size_t paths);
   bool allocated() const { return !recs_.empty(); }
-  // Frees the ring and the FIFOs of a QP with nothing in flight (empty(): every record
-  // retired, so every FIFO is empty too). Sequence numbers go on from tail().
+  // Frees the ring, the FIFOs and the per-queue RACK state of a QP with nothing in flight
+  // (empty(): every record retired, so every FIFO is empty too). Sequence numbers go on from
+  // tail(). The per-queue state only serves RACK's tie rule for a transmission sent at the
+  // same instant as a delivered one: every later transmission leaves after that one's ACK
+  // came back, so none can tie with what it held.
   void release() {
     recs_.clear();
     mask_ = 0;
     path_fifos_.clear();
+    queue_rack_.clear();
   }
   const LossTiming& timing() const { return timing_; }
   // update_qp: new ACK timeout and retry counts (the learned PTO floor stays below half the
@@ -101,7 +105,9 @@ class LossDetector {
   // Records a transmission of `psn` on `path` at `now` (the caller checked !full());
   // returns its sequence number.
   uint32_t record(uint32_t psn, int path, Time now);
-  size_t ring_bytes() const { return recs_.capacity() * sizeof(Record); }
+  size_t ring_bytes() const {
+    return recs_.capacity() * sizeof(Record) + queue_rack_.capacity() * sizeof(QueueRack);
+  }
   size_t path_bytes() const { return path_fifos_.capacity() * sizeof(PathFifo); }
 
   // ---- evidence --------------------------------------------------------------------------

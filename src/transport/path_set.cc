@@ -48,8 +48,7 @@ void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t
   slot_of_.reset();
   cool_.reset();
   ecn_run_.reset();
-  losses_.clear();
-  assumed_bad_.clear();
+  faults_.reset();
   swaps_ = 0;
   ecn_swaps_ = 0;
   backup_cursor_ = 0;
@@ -104,7 +103,7 @@ void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t
     } else {
       const uint32_t v = read_window(paths[i].ev, tmpl_.offset);
       regular = regular && v == regular_value(i);
-      wide = wide || (v >> 16) != 0;
+      wide = wide || ((v ^ tmpl_.first) >> 16) != 0;
     }
   }
   if (!tmpl_.table && !regular) {
@@ -145,7 +144,11 @@ size_t PathSet::heap_bytes() const {
   if (order_) b += n_active_ * sizeof(uint16_t) + n_ * sizeof(uint16_t);
   if (cool_) b += n_active_ * sizeof(uint32_t);
   if (ecn_run_) b += n_active_;
-  return b + losses_.capacity() * sizeof(LossCount) + assumed_bad_.capacity() * sizeof(Probe);
+  if (faults_) {
+    b += sizeof(Faults) + faults_->losses.capacity() * sizeof(LossCount) +
+         faults_->assumed_bad.capacity() * sizeof(Probe);
+  }
+  return b;
 }
 
 Path PathSet::path(int i) const {
@@ -166,22 +169,23 @@ void PathSet::set_value(size_t i, uint32_t v) {
     // Irregular from here on: store every path's value.
     const bool wide = [&] {
       for (size_t k = 0; k < n_; ++k)
-        if (value_of(k) >> 16) return true;
+        if ((value_of(k) ^ tmpl_.first) >> 16) return true;
       return false;
     }();
     auto lo = std::make_unique<uint16_t[]>(n_);
     std::unique_ptr<uint16_t[]> hi = wide ? std::make_unique<uint16_t[]>(n_) : nullptr;
     for (size_t k = 0; k < n_; ++k) {
-      const uint32_t x = value_of(k);
+      const uint32_t x = value_of(k) ^ tmpl_.first;
       lo[k] = static_cast<uint16_t>(x);
       if (hi) hi[k] = static_cast<uint16_t>(x >> 16);
     }
     values_ = std::move(lo);
     value_hi_ = std::move(hi);
   }
-  if ((v >> 16) != 0 && !value_hi_) value_hi_ = std::make_unique<uint16_t[]>(n_);
-  values_[i] = static_cast<uint16_t>(v);
-  if (value_hi_) value_hi_[i] = static_cast<uint16_t>(v >> 16);
+  const uint32_t x = v ^ tmpl_.first;  // stored as the difference from the first path's
+  if ((x >> 16) != 0 && !value_hi_) value_hi_ = std::make_unique<uint16_t[]>(n_);
+  values_[i] = static_cast<uint16_t>(x);
+  if (value_hi_) value_hi_[i] = static_cast<uint16_t>(x >> 16);
 }
 
 void PathSet::set_port(size_t i, uint8_t port) {
@@ -196,7 +200,8 @@ void PathSet::set_port(size_t i, uint8_t port) {
 }
 
 uint16_t PathSet::losses_of(size_t i) const {
-  for (const LossCount& l : losses_)
+  if (!faults_) return 0;
+  for (const LossCount& l : faults_->losses)
     if (l.index == i) return l.losses;
   return 0;
 }
@@ -309,7 +314,7 @@ int PathSet::pick(Time now, uint32_t port_mask, int exclude) {
   // every pick while a path is ASSUMED_BAD go per packet, so that the paths a failure took
   // are found in one flight, each losing one packet, instead of a run at a time (a blackholed
   // spine then cost ACK timeouts: docs/linux-driver.md, "Bursts per path, opt-in").
-  const bool bursting = exclude == kNone && assumed_bad_.empty();
+  const bool bursting = exclude == kNone && !any_assumed_bad();
   if (burst_left_ > 0 && bursting) {
     const size_t pos = slot_of(static_cast<size_t>(burst_path_));
     if (states_[static_cast<size_t>(burst_path_)] == ev::EvState::kGood &&
@@ -359,7 +364,8 @@ void PathSet::set_state(int i, ev::EvState s) {
 }
 
 PathSet::Probe* PathSet::probe_of(int i) {
-  for (Probe& p : assumed_bad_)
+  if (!faults_) return nullptr;
+  for (Probe& p : faults_->assumed_bad)
     if (p.index == i) return &p;
   return nullptr;
 }
@@ -368,11 +374,11 @@ void PathSet::start_probing(int i, Time now) {
   Probe p;
   p.index = static_cast<uint16_t>(i);
   p.next_probe_at = now + policy_->probe_interval;
-  assumed_bad_.push_back(p);
+  faults().assumed_bad.push_back(p);
 }
 
 void PathSet::stop_probing(int i) {
-  std::erase_if(assumed_bad_, [i](const Probe& p) { return p.index == i; });
+  if (faults_) std::erase_if(faults_->assumed_bad, [i](const Probe& p) { return p.index == i; });
 }
 
 int PathSet::find_backup(uint8_t port, int after) const {
@@ -473,10 +479,11 @@ PathStateChange PathSet::on_trim(int i, Time now) {
 PathStateChange PathSet::on_loss(int i, Time now) {
   const ev::EvState state = states_[static_cast<size_t>(i)];
   const uint8_t port = port_of(i);
-  auto l = std::find_if(losses_.begin(), losses_.end(),
-                        [i](const LossCount& c) { return c.index == i; });
-  if (l == losses_.end()) {
-    losses_.push_back(LossCount{static_cast<uint16_t>(i), 1});
+  std::vector<LossCount>& losses = faults().losses;
+  auto l =
+      std::find_if(losses.begin(), losses.end(), [i](const LossCount& c) { return c.index == i; });
+  if (l == losses.end()) {
+    losses.push_back(LossCount{static_cast<uint16_t>(i), 1});
   } else if (l->losses != UINT16_MAX) {
     ++l->losses;
   }
@@ -506,7 +513,7 @@ PathStateChange PathSet::on_loss(int i, Time now) {
   }
   set_state(i, ev::EvState::kAssumedBad);
   start_probing(i, now);
-  if (!port_up(port)) assumed_bad_.back().port_fault = true;  // lost to the port
+  if (!port_up(port)) faults_->assumed_bad.back().port_fault = true;  // lost to the port
   PathStateChange c{true, ev::EvState::kGood, ev::EvState::kAssumedBad};
   c.swapped_in = swap_out(i);
   if (c.swapped_in != kNone) c.replaced = i;
@@ -594,7 +601,7 @@ Status PathSet::replace(int i, const PathDesc& desc) {
   const auto k = static_cast<size_t>(i);
   const bool port_changed = port_of(i) != desc.port;
   if (i == burst_path_) burst_left_ = 0;  // a burst is for the old EV
-  std::erase_if(losses_, [i](const LossCount& c) { return c.index == i; });
+  if (faults_) std::erase_if(faults_->losses, [i](const LossCount& c) { return c.index == i; });
   set_port(k, desc.port);
   states_[k] = desc.state;
   store_ev(i, desc.ev);
@@ -642,8 +649,8 @@ void PathSet::on_usable_ports(uint32_t before, Time now) {
   if (policy_->port_return_probes == 0) return;
   const uint32_t after = usable_ports();
   const uint32_t gone = before & ~after, back = after & ~before;
-  if ((gone | back) == 0) return;
-  for (Probe& p : assumed_bad_) {
+  if ((gone | back) == 0 || !faults_) return;
+  for (Probe& p : faults_->assumed_bad) {
     const uint8_t port = port_of(p.index);
     if ((gone >> port) & 1) {
       // Which of its losses were the port's cannot be told apart; those that were not are
@@ -662,7 +669,8 @@ void PathSet::on_usable_ports(uint32_t before, Time now) {
 
 Time PathSet::next_probe_time() const {
   Time t = kNever;
-  for (const Probe& p : assumed_bad_) {
+  if (!faults_) return t;
+  for (const Probe& p : faults_->assumed_bad) {
     if (port_up(port_of(p.index))) t = std::min(t, p.next_probe_at);
   }
   return t;
@@ -670,7 +678,8 @@ Time PathSet::next_probe_time() const {
 
 int PathSet::take_due_probe(Time now, uint32_t port_mask, uint64_t* probe_id,
                             bool* previous_unanswered) {
-  for (Probe& p : assumed_bad_) {
+  if (!faults_) return kNone;
+  for (Probe& p : faults_->assumed_bad) {
     const uint8_t port = port_of(p.index);
     if (p.next_probe_at > now || !port_up(port) || !((port_mask >> port) & 1)) continue;
     const bool unanswered = p.probe_id != 0;
@@ -696,7 +705,8 @@ int PathSet::take_due_probe(Time now, uint32_t port_mask, uint64_t* probe_id,
 }
 
 void PathSet::defer_probes(Time until) {
-  for (Probe& p : assumed_bad_)
+  if (!faults_) return;
+  for (Probe& p : faults_->assumed_bad)
     p.next_probe_at = std::max(p.next_probe_at, until);
 }
 

@@ -300,9 +300,14 @@ class PathSet {
   uint32_t regular_value(size_t i) const {
     return tmpl_.first + static_cast<uint32_t>(i / num_ports_) * tmpl_.step;
   }
+  // Stored values are kept as their difference (XOR) from the first path's: the window ends
+  // at the last byte in which the EVs differ, so EVs that differ in at most its last two
+  // bytes (a spine uSID: the simulator's SRv6 EVs) store 16 bits a path, whatever the
+  // window's constant upper bytes hold.
   uint32_t value_of(size_t i) const {
     if (!values_) return regular_value(i);
-    return values_[i] | (value_hi_ ? static_cast<uint32_t>(value_hi_[i]) << 16 : 0u);
+    return tmpl_.first ^
+           (values_[i] | (value_hi_ ? static_cast<uint32_t>(value_hi_[i]) << 16 : 0u));
   }
   void set_value(size_t i, uint32_t v);
   void set_port(size_t i, uint8_t port);
@@ -349,8 +354,18 @@ class PathSet {
   // Per position: ECN echoes in a row (PathPolicy::ecn_swap_marks), saturating. Allocated
   // only when ECN swaps are on (a backup set and ecn_swap_marks > 0).
   std::unique_ptr<uint8_t[]> ecn_run_;
-  std::vector<LossCount> losses_;   // paths that lost packets (sparse)
-  std::vector<Probe> assumed_bad_;  // ASSUMED_BAD paths (probing)
+  // What a QP learns only from losses: the paths that lost packets and the ASSUMED_BAD paths
+  // being probed (both sparse). Made at the first loss: most QPs never lose a packet.
+  struct Faults {
+    std::vector<LossCount> losses;
+    std::vector<Probe> assumed_bad;
+  };
+  std::unique_ptr<Faults> faults_;
+  Faults& faults() {
+    if (!faults_) faults_ = std::make_unique<Faults>();
+    return *faults_;
+  }
+  bool any_assumed_bad() const { return faults_ && !faults_->assumed_bad.empty(); }
   EvTemplate tmpl_;
   // (Here, in the template's padding.)
   uint16_t backup_cursor_ = 0;  // where the next ECN swap looks for a backup (rotation)

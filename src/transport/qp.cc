@@ -272,11 +272,36 @@ LossDetector& Qp::ensure_loss() {
 
 // The responder's state exists once the QP receives (a data packet or a posted receive): the
 // requester of a pair, which only receives ACKs, never holds it. Its window starts where RTR
-// said (rq_psn_, mpr_dest_psns_).
+// said (rq_psn_, mpr_dest_psns_), or where the state released when idle left it
+// (release_idle_responder).
 void Qp::ensure_responder() {
   if (rx_) return;
   rx_ = std::make_unique<Responder>();
-  rx_->window.start(mpr_dest_psns_, rq_psn_);
+  rx_->window.start(mpr_dest_psns_, rq_psn_, rx_msg_base_, rx_received_bytes_);
+}
+
+// A responder with nothing left to do (every message complete and acknowledged, no ACK,
+// repeat, NACK or CNP due, no receive posted, no echo queued) holds nothing but where its
+// window stands: the next PSN and message it expects and the bytes it has received (the
+// SACK's running count). It keeps those in the QP and gives its state back; the next packet
+// or posted receive makes it again (ensure_responder) exactly as it was: the fields dropped
+// are each written before they are next read (the ACK's port and path and the arrival time
+// by the next data packet, the last ACK's port and path by the next ACK, which alone arms a
+// repeat). A RoCEv2 responder that sent a CNP keeps it (its rate limit needs the time).
+// docs/performance.md, "Bytes per QP".
+void Qp::release_idle_responder() {
+  if (!rx_) return;
+  const Responder& r = *rx_;
+  if (!r.window.idle() || r.window.echo_count() != 0 || r.wimm_dest_open != 0 || !r.rq.empty() ||
+      r.unacked_packets != 0 || r.ack_now || r.ack_due != kNever || r.ack_repeat_now ||
+      r.ack_repeat_due != kNever || !r.nacks.empty() || r.roce_nak_pending ||
+      r.roce_nak_sent_for_base || r.cnp_pending || r.cnp_ever) {
+    return;
+  }
+  rq_psn_ = r.window.base();
+  rx_msg_base_ = r.window.msg_base();
+  rx_received_bytes_ = r.window.received_bytes();
+  rx_.reset();
 }
 
 void Qp::ensure_responder_rings() {
@@ -1365,6 +1390,7 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
       t.nack = wire::TrimNackExt{n.psn, rx_->window.base(), n.ev, 0};
       out.transport_bytes = kTrimNackWireBytes;
       ++engine_.counters_.nacks_sent;
+      release_idle_responder();
       return true;
     }
   }
@@ -1378,6 +1404,7 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
         rx_->roce_nak_pending = false;
         ++engine_.counters_.nacks_sent;
       }
+      release_idle_responder();
       return true;
     }
   }
@@ -1388,6 +1415,7 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
       fill_ack(now, out);            // no echoes: an arrival since the last ACK cancels the repeat
       rx_->ack_repeat_due = kNever;  // once per quiet spell
       ++engine_.counters_.ack_repeats;
+      release_idle_responder();
       return true;
     }
   }

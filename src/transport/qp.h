@@ -136,6 +136,7 @@ class Qp {
   void ensure_responder_rings();
   void release_idle_requester_rings();
   void release_idle_responder_rings();
+  void release_idle_responder();
   // The size a ring whose limit is `limit` (a power of two) starts at.
   uint32_t initial_ring(uint32_t limit) const;
   // Each doubles its ring, keeping the live entries at the slots their PSN / sequence number
@@ -277,8 +278,13 @@ class Qp {
     Time last_cnp = 0;
   };
   std::unique_ptr<Responder> rx_;
-  uint32_t rq_psn_ = 0;            // RTR: the first PSN the responder expects
+  // RTR: the first PSN the responder expects; after release_idle_responder, the next one.
+  uint32_t rq_psn_ = 0;
   uint32_t mpr_dest_psns_ = 1024;  // RTR: MPR_dest in PSNs (the responder's window)
+  // Where a released responder's window resumes (release_idle_responder): its next message
+  // and the payload bytes received so far.
+  uint32_t rx_msg_base_ = 0;
+  uint64_t rx_received_bytes_ = 0;
   // Probe replies: a requester answers the peer responder's reverse-set probes too.
   Ring<ProbeReply> probe_replies_;
 };

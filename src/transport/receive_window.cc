@@ -11,11 +11,13 @@ uint32_t pow2_at_least(uint64_t n) {
 }
 }  // namespace
 
-void ReceiveWindow::start(uint32_t mpr_dest_psns, uint32_t first_psn) {
+void ReceiveWindow::start(uint32_t mpr_dest_psns, uint32_t first_psn, uint32_t msg_base,
+                          uint64_t received_bytes) {
   mpr_dest_psns_ = mpr_dest_psns;
   limit_ = pow2_at_least(std::max<uint32_t>(mpr_dest_psns_, 128));
   base_ = first_psn;
-  msg_base_ = 0;
+  msg_base_ = msg_base;
+  received_bytes_ = received_bytes;
 }
 
 void ReceiveWindow::allocate(uint32_t initial) {

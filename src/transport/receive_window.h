@@ -32,8 +32,11 @@ class ReceiveWindow {
     bool with_imm = false;
   };
 
-  // RTR: MPR_dest in PSNs; the first expected PSN.
-  void start(uint32_t mpr_dest_psns, uint32_t first_psn);
+  // RTR: MPR_dest in PSNs; the first expected PSN. A responder that released its state
+  // (Qp::release_idle_responder) starts again where it stood: its next expected PSN and
+  // message, and the payload bytes it had received.
+  void start(uint32_t mpr_dest_psns, uint32_t first_psn, uint32_t msg_base = 0,
+             uint64_t received_bytes = 0);
   // The rings (`initial` entries, rounded as each needs): when the QP first receives, and
   // again after release().
   void allocate(uint32_t initial);
