@@ -985,6 +985,7 @@ class WorkloadDriver::Tracking final : public FlowSink {
   SimResult<FlowId> add_flow(const FlowSpec& spec) override {
     auto id = d_.sink_.add_flow(spec);
     if (id) {
+      if (*id >= d_.owner_.size()) d_.owner_.resize(static_cast<size_t>(*id) + 1, kNoOwner);
       d_.owner_[*id] = current;
       ++d_.added_;
     }
@@ -1025,10 +1026,9 @@ uint64_t WorkloadDriver::total_bytes() const {
 }
 
 void WorkloadDriver::on_flow_complete(const FlowResult& r) {
-  auto it = owner_.find(r.id);
-  if (it == owner_.end()) return;
-  const uint32_t w = it->second;
-  owner_.erase(it);
+  const uint32_t w = owner_of(r.id);
+  if (w == kNoOwner) return;
+  owner_[r.id] = kNoOwner;
   ++completed_;
   if (error_) return;
   tracking_->current = w;
@@ -1037,10 +1037,10 @@ void WorkloadDriver::on_flow_complete(const FlowResult& r) {
 }
 
 void WorkloadDriver::on_flow_received(const FlowResult& r) {
-  auto it = owner_.find(r.id);
-  if (it == owner_.end() || error_) return;
-  tracking_->current = it->second;
-  auto st = workloads_[it->second]->on_received(r, *tracking_);
+  const uint32_t w = owner_of(r.id);
+  if (w == kNoOwner || error_) return;
+  tracking_->current = w;
+  auto st = workloads_[w]->on_received(r, *tracking_);
   if (!st) error_ = st.error();
 }
 

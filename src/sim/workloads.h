@@ -454,7 +454,13 @@ class WorkloadDriver {
   class Tracking;
   FlowSink& sink_;
   std::vector<std::unique_ptr<Workload>> workloads_;
-  std::unordered_map<FlowId, uint32_t> owner_;  // flow -> workload index
+  // Flow id -> workload index, kNoOwner for flows not added here or completed. Flow ids are
+  // dense (Simulation numbers them 0, 1, ...), and every rank of a distributed run holds an
+  // entry per flow of the whole workload: 4 bytes each, where a hash map took ~40 (8,192
+  // GPUs' all-to-all: 67 M flows, 0.27 GB a rank instead of 2.6 GB).
+  std::vector<uint32_t> owner_;
+  static constexpr uint32_t kNoOwner = UINT32_MAX;
+  uint32_t owner_of(FlowId f) const { return f < owner_.size() ? owner_[f] : kNoOwner; }
   uint64_t added_ = 0;
   uint64_t completed_ = 0;
   std::optional<SimError> error_;
