@@ -12,9 +12,10 @@ void LossDetector::start(uint32_t limit, const LossTiming& timing, uint32_t firs
 }
 
 void LossDetector::allocate(uint32_t initial, size_t paths) {
-  recs_.assign(initial, Record{});
+  recs_ = std::make_unique<Record[]>(initial);
   mask_ = initial - 1;
-  path_fifos_.assign(paths, PathFifo{});
+  path_fifos_ = paths ? std::make_unique<PathFifo[]>(paths) : nullptr;
+  fifo_count_ = static_cast<uint16_t>(paths);
 }
 
 void LossDetector::set_timeout(uint8_t timeout) {
@@ -28,7 +29,7 @@ void LossDetector::set_timeout(uint8_t timeout) {
 // (every reader checks the range first: the QP's is_current, the range test in
 // detect_on_path).
 void LossDetector::grow() {
-  Array<Record> old(2 * (static_cast<size_t>(mask_) + 1), Record{});
+  std::unique_ptr<Record[]> old = std::make_unique<Record[]>(2 * (static_cast<size_t>(mask_) + 1));
   old.swap(recs_);
   const uint32_t old_mask = mask_;
   mask_ = 2 * mask_ + 1;

@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "common/array.h"
 #include "common/types.h"
@@ -75,16 +76,17 @@ class LossDetector {
   // The ring (`initial` records, a power of two) and one FIFO per path: when the QP first
   // sends, and again after release().
   void allocate(uint32_t initial, size_t paths);
-  bool allocated() const { return !recs_.empty(); }
+  bool allocated() const { return recs_ != nullptr; }
   // Frees the ring, the FIFOs and the per-queue RACK state of a QP with nothing in flight
   // (empty(): every record retired, so every FIFO is empty too). Sequence numbers go on from
   // tail(). The per-queue state only serves RACK's tie rule for a transmission sent at the
   // same instant as a delivered one: every later transmission leaves after that one's ACK
   // came back, so none can tie with what it held.
   void release() {
-    recs_.clear();
+    recs_.reset();
     mask_ = 0;
-    path_fifos_.clear();
+    path_fifos_.reset();
+    fifo_count_ = 0;
     queue_rack_.clear();
   }
   const LossTiming& timing() const { return timing_; }
@@ -106,9 +108,10 @@ class LossDetector {
   // returns its sequence number.
   uint32_t record(uint32_t psn, int path, Time now);
   size_t ring_bytes() const {
-    return recs_.capacity() * sizeof(Record) + queue_rack_.capacity() * sizeof(QueueRack);
+    return (recs_ ? (size_t{mask_} + 1) * sizeof(Record) : 0) +
+           queue_rack_.capacity() * sizeof(QueueRack);
   }
-  size_t path_bytes() const { return path_fifos_.capacity() * sizeof(PathFifo); }
+  size_t path_bytes() const { return size_t{fifo_count_} * sizeof(PathFifo); }
 
   // ---- evidence --------------------------------------------------------------------------
   // A transmission sent at `sent_at` as record `seq` on transmit queue `queue` was delivered.
@@ -207,17 +210,20 @@ class LossDetector {
   Time pto_floor_limit() const { return rto_base() / 2; }
 
   LossTiming timing_;
-  Array<Record> recs_;
-  uint32_t mask_ = 0;   // recs_.size() - 1
+  // The ring (mask_ + 1 records) and the FIFOs (fifo_count_): plain arrays, their sizes kept
+  // with the other counters (docs/performance.md, "Bytes per QP").
+  std::unique_ptr<Record[]> recs_;
+  uint32_t mask_ = 0;   // records in the ring - 1
   uint32_t limit_ = 0;  // 2 x the PSN ring's limit: also the limit on transmissions in flight
   uint32_t head_ = 0, tail_ = 0;
-  Array<PathFifo> path_fifos_;
+  std::unique_ptr<PathFifo[]> path_fifos_;
   Array<QueueRack> queue_rack_;
   uint32_t rto_count_ = 0;  // consecutive ACK timeouts without progress (next to the flags:
                             // in what would be padding)
   bool same_instant_sends_ = false;  // set once two transmissions shared a send time
   bool pto_probe_due_ = false;
-  Time rack_time_ = 0;  // latest send time of a transmission known delivered
+  uint16_t fifo_count_ = 0;  // path FIFOs (paths are indexed by 16 bits)
+  Time rack_time_ = 0;       // latest send time of a transmission known delivered
   Time srtt_ = 0, rttvar_ = 0, min_rtt_ = kNever;
   // The same smoothing over raw samples (send to ACK arrival, the responder's service time
   // included): the PTO waits for an ACK, so it must cover a responder that holds packets

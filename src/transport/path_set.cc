@@ -39,7 +39,7 @@ void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t
                    std::shared_ptr<const PathPolicy> policy, uint64_t seed) {
   n_ = static_cast<uint32_t>(paths.size());
   n_active_ = 0;
-  states_ = n_ ? std::make_unique<ev::EvState[]>(n_) : nullptr;
+  states_ = n_ ? std::make_unique<uint8_t[]>(state_bytes()) : nullptr;
   ports_.reset();
   values_.reset();
   value_hi_.reset();
@@ -96,7 +96,8 @@ void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t
   if (tmpl_.table) table_ = std::make_unique<ev::ExpandedEv[]>(n_);
   bool regular = true, wide = false;
   for (size_t i = 0; i < paths.size(); ++i) {
-    states_[i] = paths[i].state == ev::EvState::kDenied ? ev::EvState::kDenied : ev::EvState::kGood;
+    put_state(i,
+              paths[i].state == ev::EvState::kDenied ? ev::EvState::kDenied : ev::EvState::kGood);
     set_port(i, paths[i].port);
     if (tmpl_.table) {
       table_[i] = paths[i].ev;
@@ -125,7 +126,7 @@ void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t
   build_order(active);
   // A path denied at configuration leaves the active set if a GOOD backup can take its slot.
   for (size_t i = 0; i < n_; ++i) {
-    if (slot_of(i) != kBackup && states_[i] != ev::EvState::kGood) {
+    if (slot_of(i) != kBackup && state_at(i) != ev::EvState::kGood) {
       if (swap_out(static_cast<int>(i)) != kNone) --swaps_;  // configuration, not a swap
     }
   }
@@ -136,7 +137,7 @@ void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t
 }
 
 size_t PathSet::heap_bytes() const {
-  size_t b = n_ * sizeof(ev::EvState);
+  size_t b = state_bytes();
   if (ports_) b += n_;
   if (values_) b += n_ * sizeof(uint16_t);
   if (value_hi_) b += n_ * sizeof(uint16_t);
@@ -156,8 +157,8 @@ Path PathSet::path(int i) const {
   Path p;
   p.desc.ev = ev(i);
   p.desc.port = port_of(i);
-  p.desc.state = states_[k] == ev::EvState::kDenied ? ev::EvState::kDenied : ev::EvState::kGood;
-  p.state = states_[k];
+  p.desc.state = state_at(k) == ev::EvState::kDenied ? ev::EvState::kDenied : ev::EvState::kGood;
+  p.state = state_at(k);
   p.active = active(i);
   p.losses = losses_of(k);
   return p;
@@ -278,13 +279,18 @@ void PathSet::build_order(const std::vector<uint8_t>& active) {
     for (size_t pos = 0; pos < n_active_; ++pos)
       cool_[pos] = cool[static_cast<size_t>(path_at(pos))];
   }
-  // Runs of ECN marks start over (a rebuilt order is a new set of slots).
-  if (policy_->ecn_swap_marks > 0 && policy_->active_per_plane > 0 && n_active_ > 0) {
-    ecn_run_ = std::make_unique<uint8_t[]>(n_active_);
-  } else {
+  // Runs of ECN marks start over (a rebuilt order is a new set of slots): no array is every
+  // run at 0 (on_ecn makes it).
+  ecn_run_.reset();
+  if (cursor_ >= n_active_) cursor_ = 0;
+}
+
+void PathSet::release_idle(Time now) {
+  if (cool_ && now >= cool_end_) cool_.reset();
+  if (ecn_run_ &&
+      std::all_of(ecn_run_.get(), ecn_run_.get() + n_active_, [](uint8_t r) { return r == 0; })) {
     ecn_run_.reset();
   }
-  if (cursor_ >= n_active_) cursor_ = 0;
 }
 
 void PathSet::store_order() {
@@ -317,7 +323,7 @@ int PathSet::pick(Time now, uint32_t port_mask, int exclude) {
   const bool bursting = exclude == kNone && !any_assumed_bad();
   if (burst_left_ > 0 && bursting) {
     const size_t pos = slot_of(static_cast<size_t>(burst_path_));
-    if (states_[static_cast<size_t>(burst_path_)] == ev::EvState::kGood &&
+    if (state_at(static_cast<size_t>(burst_path_)) == ev::EvState::kGood &&
         ((mask >> port_of(burst_path_)) & 1) && !(cooling(pos, now) && steering)) {
       --burst_left_;
       return burst_path_;
@@ -333,7 +339,7 @@ int PathSet::pick(Time now, uint32_t port_mask, int exclude) {
   for (size_t k = 0; k < n; ++k) {
     const size_t pos = cursor_ + k < n ? cursor_ + k : cursor_ + k - n;
     const int i = path_at(pos);
-    if (states_[static_cast<size_t>(i)] != ev::EvState::kGood || !((mask >> port_of(i)) & 1))
+    if (state_at(static_cast<size_t>(i)) != ev::EvState::kGood || !((mask >> port_of(i)) & 1))
       continue;
     if (i == exclude) {
       excluded_ok = i;
@@ -360,7 +366,7 @@ int PathSet::pick(Time now, uint32_t port_mask, int exclude) {
 }
 
 void PathSet::set_state(int i, ev::EvState s) {
-  states_[static_cast<size_t>(i)] = s;
+  put_state(static_cast<size_t>(i), s);
 }
 
 PathSet::Probe* PathSet::probe_of(int i) {
@@ -386,7 +392,7 @@ int PathSet::find_backup(uint8_t port, int after) const {
   for (size_t k = 1; k <= n; ++k) {
     const size_t j = (static_cast<size_t>(after) + k) % n;
     if (slot_of(j) == kBackup && port_of(static_cast<int>(j)) == port &&
-        states_[j] == ev::EvState::kGood)
+        state_at(j) == ev::EvState::kGood)
       return static_cast<int>(j);
   }
   return kNone;
@@ -417,7 +423,7 @@ int PathSet::swap_in(int j) {
   const uint8_t port = port_of(j);
   for (size_t pos = 0; pos < n_active_; ++pos) {
     const int out = path_at(pos);
-    if (port_of(out) == port && states_[static_cast<size_t>(out)] != ev::EvState::kGood) {
+    if (port_of(out) == port && state_at(static_cast<size_t>(out)) != ev::EvState::kGood) {
       exchange(out, j);
       return out;
     }
@@ -461,7 +467,11 @@ PathStateChange PathSet::on_ecn(int i, Time now) {
   const uint16_t pos = slot_of(static_cast<size_t>(i));
   if (!policy_->ecn_steering || pos == kBackup) return {};
   set_cool(pos, now, now + policy_->ecn_cooldown);
-  if (!ecn_run_ || states_[static_cast<size_t>(i)] != ev::EvState::kGood) return {};
+  if (policy_->ecn_swap_marks == 0 || policy_->active_per_plane == 0 ||
+      state_at(static_cast<size_t>(i)) != ev::EvState::kGood) {
+    return {};
+  }
+  if (!ecn_run_) ecn_run_ = std::make_unique<uint8_t[]>(n_active_);
   uint8_t& run = ecn_run_[pos];
   if (run < UINT8_MAX) ++run;
   if (run < policy_->ecn_swap_marks) return {};
@@ -477,7 +487,7 @@ PathStateChange PathSet::on_trim(int i, Time now) {
 }
 
 PathStateChange PathSet::on_loss(int i, Time now) {
-  const ev::EvState state = states_[static_cast<size_t>(i)];
+  const ev::EvState state = state_at(static_cast<size_t>(i));
   const uint8_t port = port_of(i);
   std::vector<LossCount>& losses = faults().losses;
   auto l =
@@ -524,7 +534,7 @@ PathStateChange PathSet::on_loss(int i, Time now) {
 PathStateChange PathSet::on_probe_reply(int i, uint64_t probe_id, Time now) {
   if (i < 0 || static_cast<size_t>(i) >= n_) return {};
   Probe* pr = probe_of(i);
-  if (states_[static_cast<size_t>(i)] != ev::EvState::kAssumedBad || probe_id == 0 ||
+  if (state_at(static_cast<size_t>(i)) != ev::EvState::kAssumedBad || probe_id == 0 ||
       pr == nullptr || pr->probe_id != probe_id) {
     return {};
   }
@@ -557,7 +567,7 @@ PathStateChange PathSet::on_probe_reply(int i, uint64_t probe_id, Time now) {
 
 PathStateChange PathSet::on_delivered(int i) {
   if (i < 0 || static_cast<size_t>(i) >= n_) return {};
-  if (states_[static_cast<size_t>(i)] != ev::EvState::kAssumedBad) return {};
+  if (state_at(static_cast<size_t>(i)) != ev::EvState::kAssumedBad) return {};
   if (Probe* pr = probe_of(i)) {
     if (pr->losses_standing > 0) --pr->losses_standing;
     if (pr->losses_standing > 0 || pr->probe_failed) return {};
@@ -572,7 +582,7 @@ PathStateChange PathSet::on_delivered(int i) {
 }
 
 PathStateChange PathSet::set_denied(int i, bool denied) {
-  const ev::EvState from = states_[static_cast<size_t>(i)];
+  const ev::EvState from = state_at(static_cast<size_t>(i));
   PathStateChange c;
   if (denied) {
     if (from == ev::EvState::kDenied) return {};
@@ -589,7 +599,7 @@ PathStateChange PathSet::set_denied(int i, bool denied) {
   recount();
   c.changed = true;
   c.from = from;
-  c.to = states_[static_cast<size_t>(i)];
+  c.to = state_at(static_cast<size_t>(i));
   return c;
 }
 
@@ -603,7 +613,7 @@ Status PathSet::replace(int i, const PathDesc& desc) {
   if (i == burst_path_) burst_left_ = 0;  // a burst is for the old EV
   if (faults_) std::erase_if(faults_->losses, [i](const LossCount& c) { return c.index == i; });
   set_port(k, desc.port);
-  states_[k] = desc.state;
+  put_state(k, desc.state);
   store_ev(i, desc.ev);
   stop_probing(i);  // its probe was for the old EV
   const uint16_t slot = slot_of(k);

@@ -225,7 +225,7 @@ class PathSet {
     const auto k = static_cast<size_t>(i);
     return ports_ ? ports_[k] : static_cast<uint8_t>((tmpl_.port0 + k) % num_ports_);
   }
-  ev::EvState state_of(int i) const { return states_[static_cast<size_t>(i)]; }
+  ev::EvState state_of(int i) const { return state_at(static_cast<size_t>(i)); }
   bool active(int i) const { return slot_of(static_cast<size_t>(i)) != kBackup; }
   // The expanded EV of path `i`: the template with the path's compact value written in.
   ev::ExpandedEv ev(int i) const;
@@ -235,6 +235,11 @@ class PathSet {
   uint64_t ecn_swaps() const { return ecn_swaps_; }
   // Bytes of the per-path arrays (capacities).
   size_t heap_bytes() const;
+  // Gives back what the set holds only while its QP works (the QP calls it when its traffic
+  // has drained): the ECN cool-down stamps once every cool-down has run out (as pick() does)
+  // and the runs of ECN marks once none is open (no array stands for every run at 0).
+  // Nothing a later call sees changes.
+  void release_idle(Time now);
 
  private:
   static constexpr uint16_t kBackup = 0xFFFF;  // slot_of_ of a path outside the active set
@@ -274,7 +279,7 @@ class PathSet {
 
   bool usable_active(int i) const {
     const auto k = static_cast<size_t>(i);
-    return slot_of(k) != kBackup && states_[k] == ev::EvState::kGood && port_up(port_of(i));
+    return slot_of(k) != kBackup && state_at(k) == ev::EvState::kGood && port_up(port_of(i));
   }
   // Round-robin position of path i (kBackup: none) and path at position pos: while order_ is
   // empty, position k holds path k and the paths from n_active_ on are backups.
@@ -343,7 +348,18 @@ class PathSet {
   // Per-path arrays hold n_ entries, per-position arrays n_active_ (their sizes are these).
   uint32_t n_ = 0;
   uint32_t n_active_ = 0;
-  std::unique_ptr<ev::EvState[]> states_;
+  // Path states, 2 bits each (ev::EvState has three values; paper 2.1: "a few bits of state
+  // about path health"), four to a byte.
+  std::unique_ptr<uint8_t[]> states_;
+  size_t state_bytes() const { return (size_t{n_} + 3) / 4; }
+  ev::EvState state_at(size_t k) const {
+    return static_cast<ev::EvState>((states_[k >> 2] >> ((k & 3) * 2)) & 3);
+  }
+  void put_state(size_t k, ev::EvState s) {
+    const unsigned shift = (k & 3) * 2;
+    states_[k >> 2] = static_cast<uint8_t>((states_[k >> 2] & ~(3u << shift)) |
+                                           (static_cast<unsigned>(s) << shift));
+  }
   std::unique_ptr<uint8_t[]> ports_;         // null while ports are regular (EvTemplate)
   std::unique_ptr<uint16_t[]> values_;       // low 16 bits; null while values are regular
   std::unique_ptr<uint16_t[]> value_hi_;     // null while every stored value fits 16 bits
@@ -352,7 +368,8 @@ class PathSet {
   std::unique_ptr<uint16_t[]> slot_of_;      // position per path, kBackup (null with order_)
   std::unique_ptr<uint32_t[]> cool_;         // per position (null: nothing cooling)
   // Per position: ECN echoes in a row (PathPolicy::ecn_swap_marks), saturating. Allocated
-  // only when ECN swaps are on (a backup set and ecn_swap_marks > 0).
+  // only when ECN swaps are on (a backup set and ecn_swap_marks > 0), at the first ECN mark;
+  // null while every run is 0 (release_idle).
   std::unique_ptr<uint8_t[]> ecn_run_;
   // What a QP learns only from losses: the paths that lost packets and the ASSUMED_BAD paths
   // being probed (both sparse). Made at the first loss: most QPs never lose a packet.
@@ -372,8 +389,10 @@ class PathSet {
   uint8_t num_ports_ = 0;
   Time cool_epoch_ = 0;  // cool_ counts from here
   Time cool_end_ = 0;    // every cool-down ends by then
-  uint64_t swaps_ = 0;
-  uint64_t ecn_swaps_ = 0;
+  // Swap counts: 32 bits (a swap takes a loss or a run of ECN marks; 4 G of them on one QP
+  // is beyond any run), reported as 64 (swaps(), ecn_swaps()).
+  uint32_t swaps_ = 0;
+  uint32_t ecn_swaps_ = 0;
   uint64_t probe_seq_ = 0;
   // PathPolicy::trim_hold, per QP rather than per path (a trim at the last hop, the incast
   // case, concerns every path; 8 bytes a QP instead of a per-path stamp).

@@ -209,7 +209,7 @@ void Qp::to_err(Time now, WcStatus first_status) {
     rx_->nacks.clear();
     rx_->roce_nak_pending = rx_->cnp_pending = false;
   }
-  probe_replies_.clear();
+  probe_replies_.reset();
   probes_due_ = false;
   pacing_wait_until_ = kNever;
   if (!was_error) {
@@ -223,7 +223,8 @@ QpMemory Qp::memory() const {
   m.object = sizeof(Qp);
   m.paths = paths_.heap_bytes() + reverse_.heap_bytes();
   m.rings = sq_.capacity() * sizeof(SendWr) + pkts_.capacity() * sizeof(TxPkt) +
-            retx_.storage_bytes() + probe_replies_.storage_bytes();
+            retx_.storage_bytes() +
+            (probe_replies_ ? sizeof(*probe_replies_) + probe_replies_->storage_bytes() : 0);
   if (loss_) {
     m.object += sizeof(LossDetector);
     m.paths += loss_->path_bytes();
@@ -289,7 +290,7 @@ void Qp::ensure_responder() {
 // by the next data packet, the last ACK's port and path by the next ACK, which alone arms a
 // repeat). A RoCEv2 responder that sent a CNP keeps it (its rate limit needs the time).
 // docs/performance.md, "Bytes per QP".
-void Qp::release_idle_responder() {
+void Qp::release_idle_responder(Time now) {
   if (!rx_) return;
   const Responder& r = *rx_;
   if (!r.window.idle() || r.window.echo_count() != 0 || r.wimm_dest_open != 0 || !r.rq.empty() ||
@@ -302,6 +303,7 @@ void Qp::release_idle_responder() {
   rx_msg_base_ = r.window.msg_base();
   rx_received_bytes_ = r.window.received_bytes();
   rx_.reset();
+  paths_.release_idle(now);
 }
 
 void Qp::ensure_responder_rings() {
@@ -315,7 +317,7 @@ void Qp::ensure_responder_rings() {
 // transmission record has been retired too: the ACK's RACK pass retires records that are not
 // current); the next post_write allocates them again. Stale entries of the retransmission
 // queue (PSNs acknowledged after they were queued) go with them: popping skips them anyway.
-void Qp::release_idle_requester_rings() {
+void Qp::release_idle_requester_rings(Time now) {
   if (sq_.empty() || sq_head_ != sq_tail_ || snd_una_ != next_psn_ || (loss_ && !loss_->empty()))
     return;
   sq_.clear();
@@ -323,6 +325,7 @@ void Qp::release_idle_requester_rings() {
   pkt_mask_ = 0;
   retx_ = Ring<uint32_t>();
   if (loss_) loss_->release();
+  paths_.release_idle(now);
 }
 
 // The responder's go once nothing is received beyond the cumulative PSN and no message is
@@ -745,7 +748,7 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
   loss_->note_ack_reach(s.sack_base);
   advance_una();
   complete_send_wrs(now);
-  release_idle_requester_rings();
+  release_idle_requester_rings(now);
   engine_.mark_ready(this);
 }
 
@@ -787,7 +790,7 @@ void Qp::on_roce_ack(Time now, const RxPacket& rx) {
   if (progress) loss_->on_roce_progress(now);
   advance_una();
   complete_send_wrs(now);
-  release_idle_requester_rings();
+  release_idle_requester_rings(now);
   engine_.mark_ready(this);
 }
 
@@ -1253,8 +1256,9 @@ void Qp::queue_echo(Time now, const RxPacket& rx, uint8_t flags) {
 }
 
 void Qp::on_probe(Time now, const RxPacket& rx) {
-  if (!probe_replies_.push_back_within(ProbeReply{rx.pkt.probe, rx.port, now}, kProbeReplyQueue,
-                                       engine_.config().qp_initial_ring)) {
+  if (!probe_replies_) probe_replies_ = std::make_unique<Ring<ProbeReply>>();
+  if (!probe_replies_->push_back_within(ProbeReply{rx.pkt.probe, rx.port, now}, kProbeReplyQueue,
+                                        engine_.config().qp_initial_ring)) {
     return;  // overloaded: the prober retries
   }
   engine_.mark_control(this);
@@ -1264,7 +1268,7 @@ void Qp::on_probe(Time now, const RxPacket& rx) {
 // Control packets.
 
 bool Qp::has_control() const {
-  if (!probe_replies_.empty() || probes_due_ || reverse_probe_due_) return true;
+  if (probe_replies_ || probes_due_ || reverse_probe_due_) return true;
   return rx_ && (rx_->ack_now || rx_->ack_repeat_now || !rx_->nacks.empty() ||
                  rx_->roce_nak_pending || rx_->cnp_pending);
 }
@@ -1390,7 +1394,7 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
       t.nack = wire::TrimNackExt{n.psn, rx_->window.base(), n.ev, 0};
       out.transport_bytes = kTrimNackWireBytes;
       ++engine_.counters_.nacks_sent;
-      release_idle_responder();
+      release_idle_responder(now);
       return true;
     }
   }
@@ -1404,7 +1408,7 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
         rx_->roce_nak_pending = false;
         ++engine_.counters_.nacks_sent;
       }
-      release_idle_responder();
+      release_idle_responder(now);
       return true;
     }
   }
@@ -1415,7 +1419,7 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
       fill_ack(now, out);            // no echoes: an arrival since the last ACK cancels the repeat
       rx_->ack_repeat_due = kNever;  // once per quiet spell
       ++engine_.counters_.ack_repeats;
-      release_idle_responder();
+      release_idle_responder(now);
       return true;
     }
   }
@@ -1433,13 +1437,13 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
       return true;
     }
   }
-  if (!probe_replies_.empty()) {
-    const ProbeReply r = probe_replies_.front();
+  if (probe_replies_) {
+    const ProbeReply r = probe_replies_->front();
     // Reply on the port the probe came in on, so the probe measures that plane.
     const int path = control_path(now, r.port, r.probe.ev_index, mask, true);
     if (path != PathSet::kNone) {
-      probe_replies_.pop_front();
-      if (probe_replies_.empty()) probe_replies_ = {};
+      probe_replies_->pop_front();
+      if (probe_replies_->empty()) probe_replies_.reset();
       fill_common(out, paths_.port_of(path), path);
       t.bth.opcode = wire::Opcode::kProbeReply;
       t.probe = r.probe;

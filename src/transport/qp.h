@@ -78,10 +78,8 @@ class Qp {
   Time deadline() const;
   void on_timer(Time now);
 
-  // Engine bookkeeping.
-  bool in_ready = false;
-  bool in_control = false;
-  Time armed = kNever;
+  // Engine bookkeeping: in_ready, in_control and armed, declared below (the flags share a
+  // word with rx_msg_base_).
 
  private:
   // ---- requester types --------------------------------------------------------------
@@ -134,9 +132,9 @@ class Qp {
   void ensure_requester_rings();
   void ensure_responder();
   void ensure_responder_rings();
-  void release_idle_requester_rings();
+  void release_idle_requester_rings(Time now);
   void release_idle_responder_rings();
-  void release_idle_responder();
+  void release_idle_responder(Time now);
   // The size a ring whose limit is `limit` (a power of two) starts at.
   uint32_t initial_ring(uint32_t limit) const;
   // Each doubles its ring, keeping the live entries at the slots their PSN / sequence number
@@ -284,9 +282,18 @@ class Qp {
   // Where a released responder's window resumes (release_idle_responder): its next message
   // and the payload bytes received so far.
   uint32_t rx_msg_base_ = 0;
+
+ public:
+  // Engine bookkeeping.
+  bool in_ready = false;
+  bool in_control = false;
+  Time armed = kNever;
+
+ private:
   uint64_t rx_received_bytes_ = 0;
-  // Probe replies: a requester answers the peer responder's reverse-set probes too.
-  Ring<ProbeReply> probe_replies_;
+  // Probe replies: a requester answers the peer responder's reverse-set probes too. Made by
+  // the first probe, gone once empty (most QPs hold none at a time).
+  std::unique_ptr<Ring<ProbeReply>> probe_replies_;
 };
 
 }  // namespace mrc

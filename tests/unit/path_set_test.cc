@@ -774,7 +774,7 @@ TEST(PathSet, ev__values_wider_than_16_bits_and_loss_counts_are_kept_per_path) {
   PathSet s;
   s.init(v, 1, 1, PathPolicy{}, 1);
   const size_t narrow = s.heap_bytes();
-  EXPECT_EQ(narrow, 4 * sizeof(ev::EvState));
+  EXPECT_EQ(narrow, 1u);  // four 2-bit states
   for (int i = 0; i < 4; ++i)
     EXPECT_EQ(s.ev(i), v[static_cast<size_t>(i)].ev);
   PathDesc wider = v[3];
@@ -915,8 +915,9 @@ RC_GTEST_PROP(PathSet, on_loss__a_lossy_ev_stays_out_and_a_recovered_ev_comes_ba
 // template and its index while the set is regular (a generated profile: port i % ports, the
 // same value on every port, counting up), the round-robin order is stored only once a swap
 // makes it irregular, and ECN cool-down stamps only while a path cools.
-TEST(PathSet, heap_bytes__a_regular_set_holds_one_byte_a_path_until_it_needs_more) {
+TEST(PathSet, heap_bytes__a_regular_set_holds_two_bits_a_path_until_it_needs_more) {
   constexpr int kPorts = 4, kN = 16;
+  constexpr size_t kStates = kN / 4;  // 2 bits a path
   auto v = paths(kN, kPorts);
   for (int i = 0; i < kN; ++i)
     v[static_cast<size_t>(i)].ev[3] = static_cast<uint8_t>(10 + 3 * (i / kPorts));
@@ -924,7 +925,7 @@ TEST(PathSet, heap_bytes__a_regular_set_holds_one_byte_a_path_until_it_needs_mor
   pol.active_per_plane = 2;  // paths 0-7 active, 8-15 backups
   PathSet s;
   s.init(v, 1, kPorts, pol, 1);
-  EXPECT_EQ(s.heap_bytes(), kN * sizeof(ev::EvState));
+  EXPECT_EQ(s.heap_bytes(), kStates);
   for (int i = 0; i < kN; ++i) {
     EXPECT_EQ(s.ev(i), v[static_cast<size_t>(i)].ev);
     EXPECT_EQ(s.port_of(i), i % kPorts);
@@ -932,18 +933,18 @@ TEST(PathSet, heap_bytes__a_regular_set_holds_one_byte_a_path_until_it_needs_mor
   }
   // ECN: a stamp per active position while a path cools, none once every cool-down is over.
   s.on_ecn(1, us(1));
-  EXPECT_EQ(s.heap_bytes(), kN + 8 * sizeof(uint32_t));
+  EXPECT_EQ(s.heap_bytes(), kStates + 8 * sizeof(uint32_t));
   EXPECT_NE(s.pick(us(2), 0x2), 1) << "path 1 cools: port 1's other active path goes";
-  EXPECT_EQ(s.heap_bytes(), kN + 8 * sizeof(uint32_t));
+  EXPECT_EQ(s.heap_bytes(), kStates + 8 * sizeof(uint32_t));
   s.pick(us(1) + pol.ecn_cooldown, 0xF);
-  EXPECT_EQ(s.heap_bytes(), kN * sizeof(ev::EvState));
+  EXPECT_EQ(s.heap_bytes(), kStates);
   // A swap: the order is stored (a position per active path, a slot per path).
   const auto c = s.on_loss(2, us(20));
   ASSERT_TRUE(c.changed);
   EXPECT_EQ(c.swapped_in, 10);
   EXPECT_TRUE(s.active(10));
   EXPECT_FALSE(s.active(2));
-  EXPECT_GE(s.heap_bytes(), kN + 8 * sizeof(uint16_t) + kN * sizeof(uint16_t));
+  EXPECT_GE(s.heap_bytes(), kStates + 8 * sizeof(uint16_t) + kN * sizeof(uint16_t));
   // A port that does not follow the index: ports are stored, one byte a path.
   PathSet t;
   auto w = v;
@@ -951,7 +952,7 @@ TEST(PathSet, heap_bytes__a_regular_set_holds_one_byte_a_path_until_it_needs_mor
   t.init(w, 1, kPorts, PathPolicy{}, 1);
   EXPECT_EQ(t.port_of(0), 1);
   EXPECT_EQ(t.port_of(1), 0);
-  EXPECT_GE(t.heap_bytes(), 2u * kN);
+  EXPECT_GE(t.heap_bytes(), kStates + kN);
 }
 
 // Whatever the EVs and ports (regular or not) and whatever replaces them, every path reports
