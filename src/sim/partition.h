@@ -85,20 +85,21 @@ struct PartitionPlan {
   std::vector<RankPlan> per_rank;
 };
 // Memory model of the prediction (bytes). The QP terms were fitted on 2026-12-02 (least
-// squares) to the peak RSS of ten serial all-to-alls of 16 MiB per rank, MRC, 8 planes: 128,
-// 256 and 512 GPUs, radix 32 and 64, 4 to 32 EVs per plane (32 to 256 paths per QP; 16,256 to
-// 261,632 QPs), the other terms held at their values (docs/performance.md, "2,048 and 8,192
-// GPUs"). `base`: the program (a serial run has about 8 MB of it) and Open MPI with the
+// squares) to the peak RSS of eleven serial all-to-alls of 16 MiB per rank, MRC, 8 planes:
+// 128, 256 and 512 GPUs, radix 32 and 64, 4 to 32 EVs per plane (32 to 256 paths per QP;
+// 16,256 to 261,632 QPs), the other terms held at their values (docs/performance.md, "2,048
+// and 8,192 GPUs"; the per-path cost is lower beyond 256 paths, where the model
+// over-predicts). `base`: the program (a serial run has about 8 MB of it) and Open MPI with the
 // exchange buffers (6-10 MB a rank on 2 and 4 ranks of the default scenario). The other terms:
 // benchmark B's permutation of 1 MiB messages (64 paths per QP) at 16,384 GPUs, serially and on 2
 // ranks.
 struct MemoryModel {
   uint64_t per_host = 36 << 10;  // engine, NIC ports, host record, its packets and events
-  uint64_t per_qp_base = 3250;   // QP and its rings, its table entries, allocator overhead
-  uint64_t per_qp_path = 20;     // per path (EV) of a QP
+  uint64_t per_qp_base = 3140;   // QP and its rings, its table entries, allocator overhead
+  uint64_t per_qp_path = 18;     // per path (EV) of a QP
   uint64_t per_port = 230;       // switch egress port with its queues
   uint64_t per_flow = 160;       // flow record and result (at its sender's rank)
-  uint64_t per_flow_index = 4;   // every flow's slot in the index, on every rank
+  uint64_t per_flow_index = 8;   // every flow's index slot and workload owner, on every rank
   // Packets and engine records in flight, at the sender's rank: this share of the first MiB
   // each host sends (a host's window, not its flows', bounds what is in flight).
   double in_flight_share = 0.03;
