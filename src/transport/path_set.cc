@@ -42,6 +42,7 @@ void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t
   states_ = n_ ? std::make_unique<uint8_t[]>(state_bytes()) : nullptr;
   ports_.reset();
   values_.reset();
+  value_mid_.reset();
   value_hi_.reset();
   table_.reset();
   order_.reset();
@@ -94,7 +95,7 @@ void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t
     }
   }
   if (tmpl_.table) table_ = std::make_unique<ev::ExpandedEv[]>(n_);
-  bool regular = true, wide = false;
+  bool regular = true;
   for (size_t i = 0; i < paths.size(); ++i) {
     put_state(i,
               paths[i].state == ev::EvState::kDenied ? ev::EvState::kDenied : ev::EvState::kGood);
@@ -104,12 +105,10 @@ void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t
     } else {
       const uint32_t v = read_window(paths[i].ev, tmpl_.offset);
       regular = regular && v == regular_value(i);
-      wide = wide || ((v ^ tmpl_.first) >> 16) != 0;
     }
   }
   if (!tmpl_.table && !regular) {
-    values_ = std::make_unique<uint16_t[]>(n_);
-    if (wide) value_hi_ = std::make_unique<uint16_t[]>(n_);
+    values_ = std::make_unique<uint8_t[]>(n_);  // set_value adds wider bytes as they are needed
     for (size_t i = 0; i < paths.size(); ++i)
       set_value(i, read_window(paths[i].ev, tmpl_.offset));
   }
@@ -139,7 +138,8 @@ void PathSet::init(std::span<const PathDesc> paths, uint32_t min_active, uint8_t
 size_t PathSet::heap_bytes() const {
   size_t b = state_bytes();
   if (ports_) b += n_;
-  if (values_) b += n_ * sizeof(uint16_t);
+  if (values_) b += n_;
+  if (value_mid_) b += n_;
   if (value_hi_) b += n_ * sizeof(uint16_t);
   if (table_) b += n_ * sizeof(ev::ExpandedEv);
   if (order_) b += n_active_ * sizeof(uint16_t) + n_ * sizeof(uint16_t);
@@ -167,25 +167,29 @@ Path PathSet::path(int i) const {
 void PathSet::set_value(size_t i, uint32_t v) {
   if (!values_) {
     if (v == regular_value(i)) return;
-    // Irregular from here on: store every path's value.
-    const bool wide = [&] {
-      for (size_t k = 0; k < n_; ++k)
-        if ((value_of(k) ^ tmpl_.first) >> 16) return true;
-      return false;
-    }();
-    auto lo = std::make_unique<uint16_t[]>(n_);
-    std::unique_ptr<uint16_t[]> hi = wide ? std::make_unique<uint16_t[]>(n_) : nullptr;
+    // Irregular from here on: store every path's value, in as many bytes as the widest
+    // difference from the first path's needs.
+    uint32_t any = 0;
+    for (size_t k = 0; k < n_; ++k)
+      any |= value_of(k) ^ tmpl_.first;
+    auto lo = std::make_unique<uint8_t[]>(n_);
+    std::unique_ptr<uint8_t[]> mid = (any >> 8) ? std::make_unique<uint8_t[]>(n_) : nullptr;
+    std::unique_ptr<uint16_t[]> hi = (any >> 16) ? std::make_unique<uint16_t[]>(n_) : nullptr;
     for (size_t k = 0; k < n_; ++k) {
       const uint32_t x = value_of(k) ^ tmpl_.first;
-      lo[k] = static_cast<uint16_t>(x);
+      lo[k] = static_cast<uint8_t>(x);
+      if (mid) mid[k] = static_cast<uint8_t>(x >> 8);
       if (hi) hi[k] = static_cast<uint16_t>(x >> 16);
     }
     values_ = std::move(lo);
+    value_mid_ = std::move(mid);
     value_hi_ = std::move(hi);
   }
   const uint32_t x = v ^ tmpl_.first;  // stored as the difference from the first path's
+  if ((x >> 8) != 0 && !value_mid_) value_mid_ = std::make_unique<uint8_t[]>(n_);
   if ((x >> 16) != 0 && !value_hi_) value_hi_ = std::make_unique<uint16_t[]>(n_);
-  values_[i] = static_cast<uint16_t>(x);
+  values_[i] = static_cast<uint8_t>(x);
+  if (value_mid_) value_mid_[i] = static_cast<uint8_t>(x >> 8);
   if (value_hi_) value_hi_[i] = static_cast<uint16_t>(x >> 16);
 }
 
@@ -229,6 +233,7 @@ void PathSet::store_ev(int i, const ev::ExpandedEv& e) {
       t[k] = ev(static_cast<int>(k));
     table_ = std::move(t);
     values_.reset();
+    value_mid_.reset();
     value_hi_.reset();
     tmpl_.table = true;
   }

@@ -305,14 +305,16 @@ class PathSet {
   uint32_t regular_value(size_t i) const {
     return tmpl_.first + static_cast<uint32_t>(i / num_ports_) * tmpl_.step;
   }
-  // Stored values are kept as their difference (XOR) from the first path's: the window ends
-  // at the last byte in which the EVs differ, so EVs that differ in at most its last two
-  // bytes (a spine uSID: the simulator's SRv6 EVs) store 16 bits a path, whatever the
-  // window's constant upper bytes hold.
+  // Stored values are kept as their difference (XOR) from the first path's, in as many
+  // bytes as the widest difference needs: the window ends at the last byte in which the EVs
+  // differ, so EVs that differ only in its last byte (a spine uSID of a fabric with up to 256
+  // spines: the simulator's SRv6 EVs) store one byte a path, in its last two bytes (a 16-bit
+  // uSID or UDP source port) two, whatever the window's constant upper bytes hold.
   uint32_t value_of(size_t i) const {
     if (!values_) return regular_value(i);
     return tmpl_.first ^
-           (values_[i] | (value_hi_ ? static_cast<uint32_t>(value_hi_[i]) << 16 : 0u));
+           (values_[i] | (value_mid_ ? static_cast<uint32_t>(value_mid_[i]) << 8 : 0u) |
+            (value_hi_ ? static_cast<uint32_t>(value_hi_[i]) << 16 : 0u));
   }
   void set_value(size_t i, uint32_t v);
   void set_port(size_t i, uint8_t port);
@@ -361,8 +363,9 @@ class PathSet {
                                            (static_cast<unsigned>(s) << shift));
   }
   std::unique_ptr<uint8_t[]> ports_;         // null while ports are regular (EvTemplate)
-  std::unique_ptr<uint16_t[]> values_;       // low 16 bits; null while values are regular
-  std::unique_ptr<uint16_t[]> value_hi_;     // null while every stored value fits 16 bits
+  std::unique_ptr<uint8_t[]> values_;        // bits 0-7; null while values are regular
+  std::unique_ptr<uint8_t[]> value_mid_;     // bits 8-15; null while every stored value fits 8 bits
+  std::unique_ptr<uint16_t[]> value_hi_;     // bits 16-31; null while every one fits 16 bits
   std::unique_ptr<ev::ExpandedEv[]> table_;  // only when the template cannot describe the EVs
   std::unique_ptr<uint16_t[]> order_;        // path per position (null: position k holds path k)
   std::unique_ptr<uint16_t[]> slot_of_;      // position per path, kBackup (null with order_)

@@ -85,10 +85,7 @@ NsccParams resolve_nscc(const NsccConfig& cfg) {
 Nscc::Nscc(const NsccConfig& cfg) : Nscc(std::make_shared<const NsccParams>(resolve_nscc(cfg))) {}
 
 Nscc::Nscc(std::shared_ptr<const NsccParams> params, Stats* stats)
-    : p_(std::move(params)),
-      own_stats_(stats ? nullptr : std::make_unique<Stats>()),
-      stats_(stats ? stats : own_stats_.get()),
-      cwnd_(static_cast<double>(p_->max_cwnd)) {}
+    : p_(std::move(params)), stats_(stats), cwnd_(static_cast<double>(p_->max_cwnd)) {}
 
 void Nscc::reconfigure(const NsccConfig& cfg) {
   reconfigure(std::make_shared<const NsccParams>(resolve_nscc(cfg)));

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "common/types.h"
 #include "transport/cc/cc.h"
@@ -92,7 +93,9 @@ class Nscc final : public CongestionControl {
   void on_loss(Time now, uint32_t bytes) override;
   void on_trim_loss(Time now, uint32_t bytes) override;
   const char* name() const override { return "uet-1.0-nscc"; }
-  size_t object_bytes() const override { return sizeof(*this) + (own_stats_ ? sizeof(Stats) : 0); }
+  size_t object_bytes() const override {
+    return sizeof(*this) + (stats_.owned() ? sizeof(Stats) : 0);
+  }
 
   // New parameters for a running flow (OCP 5.5: CONFIG of an ONLINE CC profile with
   // MRC_CTL_OPT_CAP_CC_PROFILE_MODIFY_ONLINE). Resolved as by the constructor; the window,
@@ -124,18 +127,48 @@ class Nscc final : public CongestionControl {
   void grow(double bytes);
 
   std::shared_ptr<const NsccParams> p_;  // never null
-  std::unique_ptr<Stats> own_stats_;     // when no shared Stats was given
-  Stats* stats_ = nullptr;               // never null: own_stats_ or the shared one
-  double cwnd_ = 0;                      // bytes
-  double avg_delay_ = 0;                 // ps
-  double inc_bytes_ = 0;                 // batched increase, bytes^2
-  bool increased_ = false;               // an increase quadrant was hit since the last adjustment
-  bool started_ = false;
+  // The shared Stats given, or one of its own, deleted with it: one word, the low bit saying
+  // which (docs/performance.md, "Bytes per QP").
+  class StatsRef {
+   public:
+    explicit StatsRef(Stats* shared)
+        : v_(shared ? reinterpret_cast<uintptr_t>(shared)
+                    : reinterpret_cast<uintptr_t>(new Stats()) | 1u) {}
+    StatsRef(StatsRef&& o) noexcept : v_(std::exchange(o.v_, 0)) {}
+    StatsRef& operator=(StatsRef&& o) noexcept {
+      if (this != &o) {
+        reset();
+        v_ = std::exchange(o.v_, 0);
+      }
+      return *this;
+    }
+    ~StatsRef() { reset(); }
+    Stats* operator->() const { return get(); }
+    Stats& operator*() const { return *get(); }
+    Stats* get() const { return reinterpret_cast<Stats*>(v_ & ~uintptr_t{1}); }
+    bool owned() const { return v_ & 1u; }
+
+   private:
+    void reset() {
+      if (owned()) delete get();
+      v_ = 0;
+    }
+    uintptr_t v_ = 0;
+  };
+  StatsRef stats_;        // never null
+  double cwnd_ = 0;       // bytes
+  double avg_delay_ = 0;  // ps
+  double inc_bytes_ = 0;  // batched increase, bytes^2
+  // The flags are single bits and share one word with the pacing's packet size (docs/
+  // performance.md, "Bytes per QP").
+  bool increased_ : 1 = false;  // an increase quadrant was hit since the last adjustment
+  bool started_ : 1 = false;
   // Quick adapt flags (with the other fields of quick adapt below; here to share one word).
-  bool qa_congestion_ = false;        // loss or trim since qa_start_
-  bool qa_delay_ = false;             // a delay sample above qa_threshold since qa_start_
-  bool qa_trimmed_ = false;           // a trimmed packet reported since qa_start_
-  bool trimmed_last_period_ = false;  // ... or in the quick-adapt period before
+  bool qa_congestion_ : 1 = false;        // loss or trim since qa_start_
+  bool qa_delay_ : 1 = false;             // a delay sample above qa_threshold since qa_start_
+  bool qa_trimmed_ : 1 = false;           // a trimmed packet reported since qa_start_
+  bool trimmed_last_period_ : 1 = false;  // ... or in the quick-adapt period before
+  uint32_t last_send_bytes_ = 0;          // pacing below one MTU: the last packet sent's size
   Time last_adjust_ = 0;
   uint64_t bytes_since_adjust_ = 0;
   Time last_md_ = kNever;    // time of the last multiplicative decrease
@@ -148,7 +181,6 @@ class Nscc final : public CongestionControl {
   uint64_t inflight_ = 0;  // last value the engine reported
   // Pacing below one MTU: the last packet sent.
   Time last_send_ = 0;
-  uint32_t last_send_bytes_ = 0;
 };
 
 }  // namespace mrc::cc
