@@ -95,8 +95,8 @@ struct PartitionPlan {
 // ranks.
 struct MemoryModel {
   uint64_t per_host = 36 << 10;  // engine, NIC ports, host record, its packets and events
-  uint64_t per_qp_base = 3140;   // QP and its rings, its table entries, allocator overhead
-  uint64_t per_qp_path = 18;     // per path (EV) of a QP
+  uint64_t per_qp_base = 3110;   // QP and its rings, its table entries, allocator overhead
+  uint64_t per_qp_path = 17;     // per path (EV) of a QP
   uint64_t per_port = 230;       // switch egress port with its queues
   uint64_t per_flow = 160;       // flow record and result (at its sender's rank)
   uint64_t per_flow_index = 8;   // every flow's index slot and workload owner, on every rank
