@@ -1003,6 +1003,11 @@ void Qp::report_path_change(Time now, int ev, const PathStateChange& c) {
   if (c.changed) {
     if (c.to != ev::EvState::kGood)
       report_reverse_change(now, reverse_.on_path_unusable(ev, paths_, seed_));
+    // A path back in use (a probe answered) can carry the data that waited for one: with no
+    // usable path produce_data returned kIdle and the QP left the ready ring, and nothing
+    // else would bring it back (a probe reply is not an ACK).
+    else
+      engine_.mark_ready(this);
     ++engine_.counters_.ev_state_changes;
     engine_.emit_event(Event{EventType::kEvStateChange, qpn_, static_cast<uint16_t>(ev),
                              paths_.port_of(ev), c.from, c.to, now});
@@ -1237,10 +1242,16 @@ void Qp::queue_echo(Time now, const RxPacket& rx, uint8_t flags) {
   rx_->window.add_echo(wire::AckEcho{rx.pkt.bth.psn, rx.pkt.data.ev_index, flags});
   rx_->newest_arrival = now;
   // Paper 2.4: the reverse set is probed while the QP is active inbound. A resent packet we
-  // already had means the ACK that reported it was lost: probe the set now.
+  // already had means the ACK that reported it was lost: probe the set now. So does a resent
+  // packet that ends an inbound silence: the peer's ACK timeout fired, so its data or our
+  // ACKs died, and only a probe tells which. Otherwise a peer that resends one packet per
+  // timeout would never make an active spell (a lone arrival only starts the clock), and a
+  // slot that loses every ACK would never be verified.
   reverse_.on_data_path(rx.pkt.data.ev_index, paths_);
-  reverse_.on_inbound(now, engine_.reverse_probe_interval());
-  if (flags & wire::AckEcho::kDuplicate) reverse_.on_ack_loss(now);
+  const bool spell_started = reverse_.on_inbound(now, engine_.reverse_probe_interval());
+  if ((flags & wire::AckEcho::kDuplicate) ||
+      (spell_started && (flags & wire::AckEcho::kRetransmit)))
+    reverse_.on_ack_loss(now);
   rx_->ack_port = rx.port;
   rx_->ack_path = rx.pkt.data.ev_index;
   rx_->ack_repeat_due = kNever;  // this packet's own ACK carries the state: no repeat

@@ -21,6 +21,7 @@ void ReversePathSet::configure(uint8_t evs_per_plane, uint8_t num_ports) {
   probe_slot_ = 0;
   cursor_ = 0;
   probe_cursor_ = 0;
+  refill_cursor_ = 0;
   probe_outstanding_ = false;
   inbound_ = false;
   verify_next_ = false;
@@ -171,12 +172,13 @@ ReversePathSet::Probe ReversePathSet::take_probe(Time now, uint32_t mask, const 
   }
   // Refills of empty slots and verifications of live ones take turns, so that a plane whose
   // every EV is dead (its empty slot's probes all go unanswered) does not keep the live
-  // slots of the others from being verified.
+  // slots of the others from being verified. Each scans on from where it last probed, so no
+  // plane's empty slot (say a low-numbered dead one) takes every refill.
   int target_slot = -1, target_path = kNone;
   auto refill = [&] {
-    for (uint32_t s = 0; s < n && target_slot < 0; ++s) {
-      if (slots_[s] != kEmpty || !((mask >> slot_port(s)) & 1) || !paths.port_up(slot_port(s)))
-        continue;
+    for (uint32_t k = 0; k < n && target_slot < 0; ++k) {
+      const uint32_t s = (refill_cursor_ + k) % n;
+      if (slots_[s] != kEmpty || !paths.port_up(slot_port(s))) continue;
       const int i = random_path(slot_port(s), paths, false, seed);
       if (i != kNone) target_slot = static_cast<int>(s), target_path = i;
     }
@@ -184,11 +186,9 @@ ReversePathSet::Probe ReversePathSet::take_probe(Time now, uint32_t mask, const 
   auto verify = [&] {
     for (uint32_t k = 0; k < n && target_slot < 0; ++k) {
       const uint32_t s = (probe_cursor_ + k) % n;
-      if (slots_[s] == kEmpty || !((mask >> slot_port(s)) & 1) || !usable(slots_[s], paths))
-        continue;
+      if (slots_[s] == kEmpty || !usable(slots_[s], paths)) continue;
       target_slot = static_cast<int>(s);
       target_path = slots_[s];
-      probe_cursor_ = static_cast<uint8_t>((s + 1) % n);
     }
   };
   if (verify_next_) {
@@ -198,8 +198,14 @@ ReversePathSet::Probe ReversePathSet::take_probe(Time now, uint32_t mask, const 
     refill();
     verify();
   }
-  if (target_slot < 0) return p;  // nothing on these ports: due still, another port may do
+  if (target_slot < 0) return p;  // no port of any slot is up: due still
+  // The target's port is busy (typically with the ACK of the very packet that made this probe
+  // due): wait for it rather than probe another slot. Taking whatever port was free instead
+  // meant the slot that carries the ACKs was never the one verified, so a slot whose path
+  // is dead in the ACK direction only kept every ACK of a lone message for ever.
+  if (!((mask >> slot_port(static_cast<uint32_t>(target_slot))) & 1)) return p;
   verify_next_ = slots_[target_slot] == kEmpty;
+  (verify_next_ ? refill_cursor_ : probe_cursor_) = static_cast<uint8_t>((target_slot + 1) % n);
   p.path = target_path;
   p.id = kProbeTag | ++probe_seq_;
   probe_outstanding_ = true;

@@ -23,9 +23,9 @@
 //   round trip crosses the same spine both ways). An empty slot is probed on a random GOOD
 //   path of its port that is not in the set, and filled with it when the answer comes; a live
 //   slot is probed on its own path and emptied (mapped out) when the answer has not come by
-//   the next probe. Refills and verifications take turns.
+//   the next probe. Refills and verifications take turns, each going round the slots.
 // - A duplicate data packet (the peer resent what was acknowledged: its ACK was lost) makes
-//   the next probe due at once.
+//   the next probe due at once, as does a resend that ends an inbound silence (Qp).
 // - A path the QP's own data found dead (PathSet marks it ASSUMED_BAD or DENIED: the SACK
 //   route) is replaced at once by a random GOOD active path of the same port.
 // docs/engine.md, "Reverse path" and "Decisions".
@@ -82,10 +82,12 @@ class ReversePathSet {
   ReverseChange on_path_unusable(int i, const PathSet& paths, uint64_t seed);
 
   // A data packet arrived: the QP is active inbound, so probes go on (one per interval).
-  // Returns true if this scheduled the next probe (the caller re-arms its timer).
+  // Returns true if this scheduled the next probe: the arrival started an active spell (the
+  // caller re-arms its timer).
   bool on_inbound(Time now, Time interval);
-  // The peer resent data this QP had acknowledged: an ACK was lost. The next probe goes at
-  // once, unless one is still outstanding.
+  // The peer resent data this QP had acknowledged (an ACK was lost), or resent anything after
+  // an inbound silence (its ACK timeout fired). The next probe goes at once, unless one is
+  // still outstanding.
   void on_ack_loss(Time now);
   // When the next probe is due (kNever: none scheduled).
   Time next_probe_time() const { return next_probe_at_; }
@@ -94,14 +96,17 @@ class ReversePathSet {
   void defer_probe(Time at) { next_probe_at_ = std::max(next_probe_at_, at); }
 
   struct Probe {
-    int path = kNone;  // kNone: nothing to probe on the ports in the mask
+    int path = kNone;  // kNone: nothing to probe, or its port is not in the mask (yet)
     uint64_t id = 0;
     bool previous_unanswered = false;
     ReverseChange mapped_out;  // a live slot whose probe went unanswered was emptied
   };
-  // The probe due at `now` on a port in `mask`. `outbound` (the QP has data outstanding: its
-  // SACKs keep the paths' states) skips the probe and only schedules the next. Inbound
-  // silence for a whole interval stops probing until data arrives again.
+  // The probe due at `now`. Its slot comes first (verifications of live slots and refills of
+  // empty ones take turns, each round the slots in order); when that slot's port is not in
+  // `mask` (busy) nothing goes and the probe stays due, so a busy port never hands its turn to
+  // another slot. `outbound` (the QP has data outstanding: its SACKs keep the paths' states)
+  // skips the probe and only schedules the next. Inbound silence for a whole interval stops
+  // probing until data arrives again.
   Probe take_probe(Time now, uint32_t mask, const PathSet& paths, Time interval, bool outbound,
                    uint64_t seed);
   // A probe reply with `probe_id` (kProbeTag set) for path `i`. Fills the probed empty slot
@@ -132,8 +137,9 @@ class ReversePathSet {
   uint8_t probe_slot_ = 0;
   uint8_t per_plane_ = 0;
   uint8_t ports_ = 1;
-  uint8_t cursor_ = 0;        // round-robin position of pick()
-  uint8_t probe_cursor_ = 0;  // next live slot to verify
+  uint8_t cursor_ = 0;         // round-robin position of pick()
+  uint8_t probe_cursor_ = 0;   // next live slot to verify
+  uint8_t refill_cursor_ = 0;  // where the next refill looks for an empty slot
   bool probe_outstanding_ = false;
   bool inbound_ = false;      // data arrived since the last probe was taken
   bool verify_next_ = false;  // the next probe

@@ -586,6 +586,12 @@ std::string describe(const EngineCounters& c) {
   f("timeouts", c.timeouts);
   f("trim_nacks_received", c.trim_nacks_received);
   f("ev_state_changes", c.ev_state_changes);
+  f("ev_swaps", c.ev_swaps);
+  f("ack_ev_changes", c.ack_ev_changes);
+  f("reverse_probes_sent", c.reverse_probes_sent);
+  f("reverse_probes_unanswered", c.reverse_probes_unanswered);
+  f("probes_deferred", c.probes_deferred);
+  f("peer_port_changes", c.peer_port_changes);
   f("completions", c.completions);
   f("completion_errors", c.completion_errors);
   f("completions_dropped", c.completions_dropped);

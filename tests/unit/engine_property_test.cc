@@ -11,7 +11,9 @@
 // Case counts: each property runs kCasesPerProperty * MRC_PROPERTY_SCALE schedules (default
 // scale 1.0: 7 x 130 = 910 schedules; CI's ASan run uses 0.25). RC_PARAMS="max_success=N"
 // overrides the count; a failure prints the schedule and the rapidcheck reproduce string
-// (RC_PARAMS="reproduce=...").
+// (RC_PARAMS="reproduce=..."). MRC_PROPERTY_VERBOSE prints every run's outcome and
+// MRC_PROPERTY_TRACE every packet (print_packet). A counterexample worth keeping becomes a
+// fixed case below its property (describe() prints every field it needs).
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
@@ -24,6 +26,7 @@
 
 #include "support/pair.h"
 #include "transport/psn.h"
+#include "wire/codec.h"
 
 namespace mrc::testnet {
 
@@ -111,7 +114,10 @@ struct Schedule {
 std::string describe(const Schedule& s) {
   std::ostringstream os;
   auto t = [](Time v) {
-    return v == kNever ? std::string("never") : std::to_string(v / ns(1)) + "ns";
+    if (v == kNever) return std::string("never");
+    // Whole nanoseconds read better; anything finer prints exactly, so that a printed
+    // counterexample can be typed back in as a regression case.
+    return v % ns(1) == 0 ? std::to_string(v / ns(1)) + "ns" : std::to_string(v) + "ps";
   };
   os << "seed=" << s.seed << " transport=" << (s.transport == TransportMode::kMrc ? "mrc" : "roce")
      << " cc="
@@ -396,6 +402,26 @@ struct Outcome {
   std::string text;                   // schedule + failures + counters, for RC_LOG / messages
 };
 
+// MRC_PROPERTY_TRACE: one line per packet sent, dropped and delivered, to stderr (time in us,
+// hosts, port, EV, kind, QPN, PSN, cumulative PSN and MSN of ACKs, data flags).
+void print_packet(const TapRecord& t) {
+  const char* point = t.point == TapPoint::kSend   ? "send"
+                      : t.point == TapPoint::kDrop ? "drop"
+                                                   : "deliver";
+  std::fprintf(stderr, "%10.3f %-7s %d->%d port %u ev %d %-11s",
+               static_cast<double>(t.time) / us(1), point, t.from_host, t.to_host, t.port,
+               t.ev_index, packet_kind_name(t.kind));
+  auto d = wire::decode(t.bytes, wire::DecodeOptions{false, false});
+  if (d) {
+    const wire::TransportPacket& k = d->pkt;
+    std::fprintf(stderr, " qpn %u psn %u cum %u msn %u flags %x", k.bth.dest_qp, k.bth.psn,
+                 k.sack.cum_psn, k.aeth.msn, static_cast<unsigned>(k.data.flags));
+  } else {
+    std::fprintf(stderr, " (%s)", std::string(error_name(d.error())).c_str());
+  }
+  std::fprintf(stderr, " %s\n", t.drop_reason);
+}
+
 Outcome run_schedule(const Schedule& s) {
   NetConfig n;
   n.seed = s.seed;
@@ -495,6 +521,7 @@ Outcome run_schedule(const Schedule& s) {
     f.blackhole = true;
     net.add_path_fault(f);
   }
+  if (std::getenv("MRC_PROPERTY_TRACE")) net.set_tap(print_packet);
   const Time limit = s.dead == DeadKind::kNone ? ms(200) : s.dead_at + 4 * retry_budget(s) + ms(2);
   std::vector<Pair*> ptrs;
   for (Pair& p : pairs)
@@ -571,9 +598,117 @@ RC_GTEST_PROP(EngineProperty, transfer__blackholed_evs_are_routed_around, ()) {
   check_live(*full_size([] { return gen_live(false, true); }));
 }
 
+// A counterexample of the property above, kept as a fixed case. One plane, three EVs and a
+// floor of three active: the requester may mark none out, so two thirds of its packets die
+// (EVs 1 and 2 blackholed both ways) and it resends one packet per ACK timeout. The
+// responder's reverse set held EV 1 and an empty slot; a lone resend after a silence never
+// made an active spell, so it never probed again and every ACK died on EVs 1 and 2 until
+// the time limit. A resend that ends a silence now probes at once.
+TEST(EngineProperty, transfer__blackholed_evs__a_resend_after_silence_probes_the_reverse_set) {
+  Schedule s;
+  s.seed = 269727331324ull;
+  s.planes = 1;
+  s.evs = 3;
+  s.ev_min_active = 3;
+  s.ack_repeat = us(5);
+  s.format = ev::FormatMode::kSrv6;
+  s.mtu = 1500;
+  s.mpr = 1;
+  s.mpr_dest = 1;
+  s.max_wimm = 1;
+  s.max_wimm_dest = 1;
+  s.sq_depth = 6;
+  for (uint64_t size : {3000, 6000, 0, 694, 0, 6099, 253, 0, 7795, 0, 4500, 1500, 4500, 1228})
+    s.msgs.push_back({WrOpcode::kWrite, size});
+  s.link_bps = 25'000'000'000ull;
+  s.delay = us(3);
+  s.jitter = us(4);
+  s.dup = 0.01;
+  s.blackholes = {
+      {2, 11'703'841, kNever, false}, {1, 525'441, kNever, false}, {0, 0, 3'511'681, false}};
+  s.port_faults = {PortFault{1, 0, 11'584'979, 17'772'016}};
+  s.flaps = {PortFlap{-1, 0, 1'624'590, 1'567'746, 422'876, 1}};
+  const Outcome o = run_schedule(s);
+  EXPECT_TRUE(o.r.failures.empty()) << o.text;
+  EXPECT_EQ(o.r.successes, s.msgs.size()) << o.text;
+  EXPECT_LT(o.r.end, ms(50)) << o.text;  // was still unfinished at 200 ms
+}
+
 // Faults on the ACK direction only (paper 2.4, reverse EV sets).
 RC_GTEST_PROP(EngineProperty, transfer__ack_direction_faults_lose_nothing, ()) {
   check_live(*full_size([] { return gen_ack_direction(); }));
+}
+
+// A counterexample the property above once found, kept as a fixed case. Only EV 0 carries
+// ACKs back (EVs 1 and 4 are dead in the ACK direction, 2 is on a port down at the
+// requester, 3 dies at 1.2 us), and the first message's data arrives by EVs 3 and 4, which
+// fill the reverse set. Each resend by the requester made the responder's probe due while
+// its ACK was leaving on the slot to verify, so the probe went elsewhere and the dead slot
+// kept every ACK until the time limit.
+TEST(EngineProperty, transfer__ack_direction_faults__slot_to_verify_on_a_busy_port) {
+  Schedule s;
+  s.seed = 239028582459ull;
+  s.planes = 4;
+  s.evs = 5;
+  s.burst = 15;
+  s.ack_repeat = us(50);
+  s.mpr = 1;
+  s.mpr_dest = 1;
+  s.max_wimm = 2;
+  s.max_wimm_dest = 2;
+  s.sq_depth = 1;
+  for (uint64_t size : {7636, 18830, 15732, 4096, 12288, 12288, 0, 1716, 3537, 0, 3827, 2017, 17233,
+                        4097, 8192, 8564})
+    s.msgs.push_back({WrOpcode::kWriteImm, size});
+  s.link_bps = 25'000'000'000ull;
+  s.delay = us(1);
+  s.jitter = us(4);
+  s.trim = 0.01;
+  s.ecn = 0.3;
+  s.blackholes = {{1, 0, 786'612, false},
+                  {3, 1'179'521, kNever, false},
+                  {4, 0, kNever, true},
+                  {1, 0, kNever, true}};
+  s.port_faults = {PortFault{0, 2, 0, kNever}};
+  const Outcome o = run_schedule(s);
+  EXPECT_TRUE(o.r.failures.empty()) << o.text;
+  EXPECT_EQ(o.r.successes, s.msgs.size()) << o.text;
+  EXPECT_LT(o.r.a.timeouts, 8u) << o.text;  // was 13 and still stuck at 200 ms
+}
+
+// A counterexample of the property below, kept as a fixed case. The last QP's first message
+// was acknowledged while its only EV on plane 0 was ASSUMED_BAD (trimmed and lost packets)
+// and plane 1 was down at the requester: no usable path, so the second message waited and
+// the QP left the ready ring. The probe on EV 0 was answered and the path came back, but
+// nothing marked the QP ready again: the run went idle with the message unsent.
+TEST(EngineProperty, transfer__several_qps__a_path_back_from_a_probe_resumes_the_send) {
+  Schedule s;
+  s.seed = 1241213644ull;
+  s.planes = 2;
+  s.evs = 2;
+  s.format = ev::FormatMode::kUdp;
+  s.mtu = 1024;
+  s.mpr = 1;
+  s.mpr_dest = 1;
+  s.max_wimm = 1;
+  s.max_wimm_dest = 1;
+  s.sq_depth = 3;
+  for (uint64_t size : {0, 2449, 1024, 1173, 2049, 0, 1025, 1, 1024, 0, 1024})
+    s.msgs.push_back({WrOpcode::kWrite, size});
+  s.link_bps = 25'000'000'000ull;
+  s.jitter = us(4);
+  s.trim = 0.2;
+  s.corrupt = 0.01;
+  s.port_faults = {PortFault{0, 1, 10'703'598, kNever}};
+  s.flows = {{false, 0, 0, {{WrOpcode::kWrite, 1024}}},
+             {false, 0, 0, {{WrOpcode::kWriteImm, 3081}}},
+             {false, 0, 0, {{WrOpcode::kWriteImm, 3453}, {WrOpcode::kWriteImm, 1024}}}};
+  const Outcome o = run_schedule(s);
+  ASSERT_EQ(o.flows.size(), 4u);
+  for (const WorkloadResult& r : o.flows) {
+    EXPECT_TRUE(r.failures.empty()) << o.text;
+    EXPECT_TRUE(r.all_completed) << o.text;
+  }
 }
 
 // Several QPs share the engines (and the faults), some in the opposite direction.
@@ -621,4 +756,35 @@ RC_GTEST_PROP(EngineProperty, all_paths_dead__the_qp_ends_in_err_with_every_wr_c
   }
 }
 
+}  // namespace mrc::testnet
+
+namespace mrc::testnet {
+TEST(EngineRegression, repro2) {
+  Schedule s;
+  s.seed = 1241213644ull;
+  s.planes = 2;
+  s.evs = 2;
+  s.burst = 1;
+  s.ack_repeat = 0;
+  s.format = ev::FormatMode::kUdp;
+  s.mtu = 1024;
+  s.mpr = 1;
+  s.mpr_dest = 1;
+  s.max_wimm = 1;
+  s.max_wimm_dest = 1;
+  s.sq_depth = 3;
+  for (uint64_t v : {0, 2449, 1024, 1173, 2049, 0, 1025, 1, 1024, 0, 1024})
+    s.msgs.push_back({WrOpcode::kWrite, (uint64_t)v});
+  s.link_bps = 25'000'000'000ull;
+  s.delay = us(1);
+  s.jitter = us(4);
+  s.trim = 0.2;
+  s.corrupt = 0.01;
+  s.port_faults = {PortFault{0, 1, 10703598, kNever}};
+  s.flows.push_back({false, 0, 0, {{WrOpcode::kWrite, 1024}}});
+  s.flows.push_back({false, 0, 0, {{WrOpcode::kWriteImm, 3081}}});
+  s.flows.push_back({false, 0, 0, {{WrOpcode::kWriteImm, 3453}, {WrOpcode::kWriteImm, 1024}}});
+  const Outcome o = run_schedule(s);
+  std::printf("%s\n", o.text.c_str());
+}
 }  // namespace mrc::testnet

@@ -166,6 +166,44 @@ TEST(ReversePathSet, on_path_unusable__a_path_the_qps_data_found_dead_is_replace
   EXPECT_FALSE(r.on_path_unusable(i, ps, 1).changed);  // no longer in the set
 }
 
+// The slot to verify sits on a busy port (its ACK just left on it): the probe waits for that
+// port instead of going to another slot, so the slot the ACKs use is the one checked.
+TEST(ReversePathSet, take_probe__a_verification_waits_for_its_busy_port) {
+  Sets sets(2, 2, 1);  // path 0 on port 0, path 1 on port 1, one slot each
+  auto& [ps, r] = sets;
+  feed(r, ps);
+  Driver d{r, ps};
+  d.run(kInterval, {});  // the first probe (both slots live: a verification) is answered
+  ASSERT_EQ(d.probes, 1);
+  const uint32_t next_slot = 1;  // verifications take turns: slot 0 was the first
+  const uint32_t busy = 1u << r.slot_port(next_slot);
+  r.on_inbound(d.now + us(1), kInterval);
+  const Time due = r.next_probe_time();
+  const auto waiting = r.take_probe(due, ~0u & ~busy, ps, kInterval, false, 1);
+  EXPECT_EQ(waiting.path, ReversePathSet::kNone);
+  EXPECT_EQ(r.next_probe_time(), due);  // still due
+  const auto p = r.take_probe(due + ns(100), ~0u, ps, kInterval, false, 1);
+  EXPECT_EQ(p.path, r.slot_path(next_slot));
+}
+
+// Refills go round the empty slots: a plane whose only EV is dead (its empty slot comes
+// first) does not take every refill from the others.
+TEST(ReversePathSet, take_probe__refills_take_turns_over_the_empty_slots) {
+  Sets sets(8, 4, 1);  // 4 planes, 2 paths each, one slot each; nothing fed: all empty
+  auto& [ps, r] = sets;
+  std::set<int> dead;
+  for (int i = 0; i < 8; ++i)
+    if (ps.port_of(i) == 0) dead.insert(i);  // plane 0 dead both ways
+  Driver d{r, ps};
+  d.run(8 * kInterval + us(1), dead);
+  for (uint32_t s = 0; s < r.slots(); ++s) {
+    if (r.slot_port(s) == 0)
+      EXPECT_EQ(r.slot_path(s), ReversePathSet::kNone);
+    else
+      EXPECT_NE(r.slot_path(s), ReversePathSet::kNone) << "slot " << s;
+  }
+}
+
 // Whatever dies, the set keeps only EVs of the right plane, never a duplicate, and every
 // live slot whose path is dead both ways is mapped out within two probe rounds over the set.
 RC_GTEST_PROP(ReversePathSet, probes_converge_to_working_evs, ()) {
