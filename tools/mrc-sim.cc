@@ -61,6 +61,17 @@ uint64_t peak_rss_bytes() {
   return static_cast<uint64_t>(ru.ru_maxrss) * 1024;
 }
 
+// CPU time of this process so far (user + system), microseconds. Against the wall time it
+// shows what the process did not get of its core (other work, or a hypervisor's steal).
+uint64_t cpu_micros() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  auto us = [](const timeval& t) {
+    return static_cast<uint64_t>(t.tv_sec) * 1'000'000 + static_cast<uint64_t>(t.tv_usec);
+  };
+  return us(ru.ru_utime) + us(ru.ru_stime);
+}
+
 // Bytes of this process's memory backed by transparent huge pages (AnonHugePages), 0 when
 // unknown: summary.json records it so a run says whether huge pages were in use.
 uint64_t huge_page_bytes() {
@@ -1063,6 +1074,12 @@ json run_json(const std::vector<Ran>& runs, double wall, uint64_t events,
   rss[rank] = peak_rss_bytes();
   if (exchange) exchange->all_sum(rss);
   const uint64_t rss_max = *std::max_element(rss.begin(), rss.end());
+  std::vector<uint64_t> cpu(ranks, 0);
+  cpu[rank] = cpu_micros();
+  if (exchange) exchange->all_sum(cpu);
+  json cpu_seconds = json::array();
+  for (uint64_t us : cpu)
+    cpu_seconds.push_back(static_cast<double>(us) / 1e6);
   json run = {{"wall_seconds", wall},
               {"events_per_second", wall > 0 ? static_cast<double>(events) / wall : 0.0},
               {"peak_rss_bytes", rss_max},
@@ -1070,7 +1087,8 @@ json run_json(const std::vector<Ran>& runs, double wall, uint64_t events,
               {"wall_seconds_per_transport", per},
               {"partition", partition},
               {"ranks", ranks},
-              {"peak_rss_bytes_per_rank", rss}};
+              {"peak_rss_bytes_per_rank", rss},
+              {"cpu_seconds_per_rank", cpu_seconds}};
   if (exchange) {
     const RankExchange::Cost c = exchange->cost();
     std::vector<uint64_t> bytes(ranks, 0), wall_ns(ranks, 0);
@@ -1083,6 +1101,20 @@ json run_json(const std::vector<Ran>& runs, double wall, uint64_t events,
       secs.push_back(static_cast<double>(ns) / 1e9);
     run["exchange"] = {
         {"windows", c.calls}, {"bytes_sent_per_rank", bytes}, {"seconds_per_rank", secs}};
+    // How evenly the windows split the events (Simulation::WindowBalance), over the
+    // transports: 1.0 = every window even; the speedup over serial is at most ranks / it.
+    std::vector<uint64_t> per_rank(ranks, 0);
+    uint64_t busiest = 0, total = 0;
+    for (const Ran& r : runs) {
+      const Simulation::WindowBalance& b = r.r.balance;
+      for (size_t i = 0; i < b.events_per_rank.size() && i < per_rank.size(); ++i)
+        per_rank[i] += b.events_per_rank[i];
+      busiest += b.busiest_sum;
+      total += b.total_sum;
+    }
+    run["exchange"]["events_per_rank"] = per_rank;
+    run["exchange"]["window_imbalance"] =
+        total > 0 ? static_cast<double>(busiest) * ranks / static_cast<double>(total) : 1.0;
   }
   return run;
 }

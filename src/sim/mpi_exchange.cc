@@ -6,6 +6,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <vector>
+
+#include <time.h>
 
 namespace mrc::sim {
 
@@ -14,6 +17,22 @@ namespace {
 // 2 GB, but say so rather than wrap.
 // gather() sends in pieces of this size.
 constexpr size_t kGatherPiece = size_t{1} << 30;
+
+// Waits for `requests` without spinning at full speed: after a short busy phase the rank
+// sleeps between tests. A rank that finished its window first would otherwise spin in MPI's
+// progress loop for as long as the other computes; on a machine whose CPUs share a core's
+// resources (SMT siblings, or a hypervisor's vCPUs on them) that spinning slows the rank it
+// waits for.
+void wait_all(std::vector<MPI_Request>& requests) {
+  int done = 0;
+  for (int spins = 0; !done; ++spins) {
+    MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
+    if (!done && spins >= 100) {
+      const timespec pause{0, 20'000};  // 20 us: small against a window's compute
+      nanosleep(&pause, nullptr);
+    }
+  }
+}
 
 int as_count(size_t n) {
   if (n > static_cast<size_t>(std::numeric_limits<int>::max())) {
@@ -42,17 +61,21 @@ MpiExchange::~MpiExchange() {
   MPI_Finalize();
 }
 
-std::vector<uint8_t> MpiExchange::exchange(const std::vector<std::vector<uint8_t>>& out) {
+size_t MpiExchange::exchange(const std::vector<std::span<const uint8_t>>& out,
+                             std::vector<uint8_t>& in) {
   const double t0 = MPI_Wtime();
   const int n = static_cast<int>(ranks_);
   std::vector<int> send_counts(n), recv_counts(n);
   for (int r = 0; r < n; ++r)
     send_counts[r] = as_count(out[r].size());
-  MPI_Alltoall(send_counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  std::vector<MPI_Request> counts_request(1);
+  MPI_Ialltoall(send_counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT, MPI_COMM_WORLD,
+                counts_request.data());
+  wait_all(counts_request);
   std::vector<size_t> offset(n + 1, 0);
   for (int r = 0; r < n; ++r)
     offset[r + 1] = offset[r] + static_cast<size_t>(recv_counts[r]);
-  std::vector<uint8_t> in(offset[n]);
+  if (in.size() < offset[n]) in.resize(offset[n]);
   // Point to point from each rank's own buffer: no copy into one send buffer (a window of a
   // large run carries hundreds of MB of packets).
   std::vector<MPI_Request> requests;
@@ -71,12 +94,12 @@ std::vector<uint8_t> MpiExchange::exchange(const std::vector<std::vector<uint8_t
   if (!out[rank_].empty())
     std::copy(out[rank_].begin(), out[rank_].end(),
               in.begin() + static_cast<std::ptrdiff_t>(offset[rank_]));
-  MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+  wait_all(requests);
   ++cost_.calls;
   for (int r = 0; r < n; ++r)
     if (r != static_cast<int>(rank_)) cost_.bytes_sent += out[r].size();
   cost_.wall_ns += static_cast<uint64_t>((MPI_Wtime() - t0) * 1e9);
-  return in;
+  return offset[n];
 }
 
 std::vector<uint8_t> MpiExchange::all_gather(const std::vector<uint8_t>& mine) {

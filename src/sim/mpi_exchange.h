@@ -22,7 +22,8 @@ class MpiExchange final : public RankExchange {
 
   uint32_t rank() const override { return rank_; }
   uint32_t ranks() const override { return ranks_; }
-  std::vector<uint8_t> exchange(const std::vector<std::vector<uint8_t>>& out) override;
+  size_t exchange(const std::vector<std::span<const uint8_t>>& out,
+                  std::vector<uint8_t>& in) override;
   std::vector<uint8_t> all_gather(const std::vector<uint8_t>& mine) override;
   std::vector<uint8_t> gather(const std::vector<uint8_t>& mine) override;
   void all_min(std::vector<uint64_t>& v) override;

@@ -206,12 +206,16 @@ std::string format_plan(const PartitionPlan& p) {
   return out;
 }
 
-std::vector<uint8_t> LoneRank::exchange(const std::vector<std::vector<uint8_t>>& out) {
+size_t LoneRank::exchange(const std::vector<std::span<const uint8_t>>& out,
+                          std::vector<uint8_t>& in) {
   ++cost_.calls;
   for (uint32_t r = 0; r < out.size(); ++r)
     if (r != rank_) cost_.bytes_sent += out[r].size();
   // What this rank sends itself (a window's header and completions), as MpiExchange gives it.
-  return rank_ < out.size() ? out[rank_] : std::vector<uint8_t>{};
+  if (rank_ >= out.size()) return 0;
+  if (in.size() < out[rank_].size()) in.resize(out[rank_].size());
+  std::copy(out[rank_].begin(), out[rank_].end(), in.begin());
+  return out[rank_].size();
 }
 
 void LoneRank::abort(const std::string& message, int status) {

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -119,9 +120,12 @@ class RankExchange {
   virtual ~RankExchange() = default;
   virtual uint32_t rank() const = 0;
   virtual uint32_t ranks() const = 0;
-  // Sends out[r] to rank r (out.size() == ranks()); returns what every rank sent to this one,
-  // concatenated in rank order.
-  virtual std::vector<uint8_t> exchange(const std::vector<std::vector<uint8_t>>& out) = 0;
+  // Sends out[r] to rank r (out.size() == ranks()); writes what every rank sent to this one,
+  // concatenated in rank order, to the front of `in` and returns its length. `in` only grows,
+  // so a run's windows reuse one buffer: a fresh one each window (tens of MB in a large run)
+  // cost its page faults and zeroing every time.
+  virtual size_t exchange(const std::vector<std::span<const uint8_t>>& out,
+                          std::vector<uint8_t>& in) = 0;
   // Every rank's `mine`, concatenated in rank order, on every rank.
   virtual std::vector<uint8_t> all_gather(const std::vector<uint8_t>& mine) = 0;
   // Every rank's `mine`, concatenated in rank order, on rank 0 (the others get nothing).
@@ -156,7 +160,8 @@ class LoneRank final : public RankExchange {
   LoneRank(uint32_t rank, uint32_t ranks) : rank_(rank), ranks_(ranks) {}
   uint32_t rank() const override { return rank_; }
   uint32_t ranks() const override { return ranks_; }
-  std::vector<uint8_t> exchange(const std::vector<std::vector<uint8_t>>& out) override;
+  size_t exchange(const std::vector<std::span<const uint8_t>>& out,
+                  std::vector<uint8_t>& in) override;
   std::vector<uint8_t> all_gather(const std::vector<uint8_t>& mine) override { return mine; }
   std::vector<uint8_t> gather(const std::vector<uint8_t>& mine) override {
     return rank_ == 0 ? mine : std::vector<uint8_t>{};

@@ -341,6 +341,7 @@ SimResult<TransportResult> run_transport(const Scenario& sc, const TransportRun&
   if (hooks.after_run) hooks.after_run(sim);
   r.sim_time = sim.now();
   r.stats = sim.stats();
+  r.balance = sim.window_balance();
   r.flows = sim.flows();
   r.summary = summarize_flows(r.flows);
   r.hit_limit = r.summary.unfinished > 0;

@@ -66,12 +66,13 @@ struct TransportResult {
   std::vector<EvEvent> ev_events;
   std::vector<CollectiveResult> collectives;
   std::vector<IterationResult> iterations;
-  bool job_aborted = false;         // training loop stopped by a failed AllReduce
-  std::string workload_error;       // an error raised while the simulation ran (empty = none)
-  uint32_t leaves = 0, spines = 0;  // per plane, as the simulator built the fabric (fat tree:
-                                    // all leaves; spines = cores)
-  uint32_t pods = 0, cores = 0;     // fat tree only
-  std::string fabric;               // Simulation::fabric_description()
+  bool job_aborted = false;           // training loop stopped by a failed AllReduce
+  std::string workload_error;         // an error raised while the simulation ran (empty = none)
+  uint32_t leaves = 0, spines = 0;    // per plane, as the simulator built the fabric (fat tree:
+                                      // all leaves; spines = cores)
+  uint32_t pods = 0, cores = 0;       // fat tree only
+  std::string fabric;                 // Simulation::fabric_description()
+  Simulation::WindowBalance balance;  // distributed runs: how evenly the windows split
 };
 
 // Where a run is (RunHooks::progress), every 2^22 events.

@@ -767,6 +767,10 @@ Time Simulation::run(Time until) {
 Time Simulation::now() const {
   return impl_->now;
 }
+Simulation::WindowBalance Simulation::window_balance() const {
+  return impl_->balance;
+}
+
 uint64_t Simulation::bytes_placed() const {
   uint64_t total = 0;
   for (const Host& h : impl_->hosts)

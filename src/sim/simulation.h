@@ -405,6 +405,17 @@ class Simulation {
   // Payload bytes placed at the receivers so far (duplicates excluded), over this process's
   // hosts (a rank's own in a distributed run).
   uint64_t bytes_placed() const;
+  // How evenly a distributed run's windows divided the work (every rank's event counts,
+  // learnt from the window headers): events per rank, and over the windows the sum of the
+  // busiest rank's events and of all ranks' events. busiest_sum * ranks / total_sum is 1.0
+  // when every window is even; a run can go no faster than that ratio over the perfect
+  // split, whatever the CPUs. Empty (zeros) for a serial run.
+  struct WindowBalance {
+    std::vector<uint64_t> events_per_rank;
+    uint64_t busiest_sum = 0;
+    uint64_t total_sum = 0;
+  };
+  WindowBalance window_balance() const;
 
   // ---- results ----
   const std::vector<FlowResult>& flows() const;

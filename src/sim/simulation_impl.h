@@ -268,6 +268,20 @@ struct FaultAction {
   uint64_t bps = 0;
 };
 
+// What this rank sends a rank at the end of a window. The bytes only grow and `used` marks
+// the window's part: appending never zero-fills or reallocates once a run's largest window
+// has been seen.
+struct OutBuffer {
+  std::vector<uint8_t> bytes;
+  size_t used = 0;
+  uint8_t* grow(size_t n) {
+    if (used + n > bytes.size()) bytes.resize(std::max(2 * bytes.size(), used + n));
+    uint8_t* p = bytes.data() + used;
+    used += n;
+    return p;
+  }
+};
+
 struct Simulation::Impl {
   SimConfig cfg;
   // Two-tier: H hosts and U uplinks per leaf, S spines and L leaves per plane. A fat tree is
@@ -296,7 +310,8 @@ struct Simulation::Impl {
   RankExchange* ex = nullptr;
   uint32_t rank = 0;
   std::vector<uint8_t> owned;
-  std::vector<std::vector<uint8_t>> outbound;
+  std::vector<OutBuffer> outbound;
+  std::vector<uint8_t> inbound;  // what the ranks sent this one (RankExchange::exchange)
   uint32_t global_origin = 0;
   std::vector<FlowResult> completed;  // blocks: this window's completions, published at its end
   // Blocks: routing view changes (ECMP convergence) read by every switch, applied between
@@ -489,8 +504,9 @@ struct Simulation::Impl {
   }
   void send_remote(uint32_t partition, const SimEvent& e);
   Time communicate(uint64_t& total_events);
-  Time global_scheduled = kNever;  // earliest event scheduled by schedule_global lately
-  Time outbound_min = kNever;      // earliest event in outbound
+  Time global_scheduled = kNever;     // earliest event scheduled by schedule_global lately
+  Time outbound_min = kNever;         // earliest event in outbound
+  Simulation::WindowBalance balance;  // communicate(): every rank's events, window by window
 
   std::vector<wire::TransportPacket> controls;
   std::vector<uint32_t> free_controls;

@@ -152,10 +152,8 @@ static_assert(std::is_trivially_copyable_v<EvEvent>);
 static_assert(std::is_trivially_copyable_v<ThroughputSample>);
 
 template <typename T>
-void append(std::vector<uint8_t>& out, const T& x) {
-  const size_t n = out.size();
-  out.resize(n + sizeof(T));
-  std::memcpy(out.data() + n, &x, sizeof(T));
+void append(OutBuffer& out, const T& x) {
+  std::memcpy(out.grow(sizeof(T)), &x, sizeof(T));
 }
 template <typename T>
 T take(const std::vector<uint8_t>& in, size_t& pos) {
@@ -169,33 +167,39 @@ T take(const std::vector<uint8_t>& in, size_t& pos) {
 // repeat nothing the receiver has (a data packet's RETH and immediate are zero after its
 // message's first packet, an event's high time bits and local indices are zero): a data
 // packet crossing ranks took 168 bytes whole (header 40, packet record 128 with its padding).
-void append_sparse(std::vector<uint8_t>& out, const void* src, size_t bytes) {
+void append_sparse(OutBuffer& out, const void* src, size_t bytes) {
   const size_t words = bytes / 4, mask_bytes = (words + 7) / 8;
-  const size_t n = out.size();
-  out.resize(n + mask_bytes + bytes);  // at most; trimmed below
-  uint8_t* mask = out.data() + n;
+  uint8_t* mask = out.grow(mask_bytes + bytes);  // at most; trimmed below
   uint8_t* w = mask + mask_bytes;
   const auto* s = static_cast<const uint8_t*>(src);
-  for (size_t i = 0; i < words; ++i) {
-    uint32_t v;
-    std::memcpy(&v, s + 4 * i, 4);
-    if (v == 0) continue;
-    mask[i / 8] = static_cast<uint8_t>(mask[i / 8] | (1u << (i % 8)));
-    std::memcpy(w, &v, 4);
-    w += 4;
+  // Branch-free: every word is stored, and the cursor moves past it only if it is nonzero
+  // (which words are zero varies from packet to packet, so a branch mispredicts often).
+  for (size_t i = 0; i < words; i += 8) {
+    uint32_t m = 0;
+    const size_t end = std::min(words, i + 8);
+    for (size_t k = i; k < end; ++k) {
+      uint32_t v;
+      std::memcpy(&v, s + 4 * k, 4);
+      std::memcpy(w, &v, 4);
+      const uint32_t nonzero = v != 0;
+      m |= nonzero << (k - i);
+      w += 4 * nonzero;
+    }
+    mask[i / 8] = static_cast<uint8_t>(m);
   }
-  out.resize(static_cast<size_t>(w - out.data()));
+  out.used = static_cast<size_t>(w - out.bytes.data());
 }
 void take_sparse(const std::vector<uint8_t>& in, size_t& pos, void* dst, size_t bytes) {
   const size_t words = bytes / 4, mask_bytes = (words + 7) / 8;
   const uint8_t* mask = in.data() + pos;
   const uint8_t* w = mask + mask_bytes;
   auto* d = static_cast<uint8_t*>(dst);
-  std::memset(d, 0, bytes);
   for (size_t i = 0; i < words; ++i) {
-    if (((mask[i / 8] >> (i % 8)) & 1) == 0) continue;
-    std::memcpy(d + 4 * i, w, 4);
-    w += 4;
+    const uint32_t present = (mask[i / 8] >> (i % 8)) & 1;
+    uint32_t v = 0;
+    if (present) std::memcpy(&v, w, 4);  // a conditional load: compiled without a branch
+    std::memcpy(d + 4 * i, &v, 4);
+    w += 4 * present;
   }
   pos = static_cast<size_t>(w - in.data());
 }
@@ -204,7 +208,7 @@ constexpr size_t kPacketBytes = offsetof(SimPacket, body) + sizeof(DataBody);
 static_assert(kPacketBytes % 4 == 0 && sizeof(RemoteHeader) % 4 == 0 &&
               sizeof(wire::TransportPacket) % 4 == 0);
 template <typename T>
-void append_sparse(std::vector<uint8_t>& out, const T& x) {
+void append_sparse(OutBuffer& out, const T& x) {
   append_sparse(out, &x, sizeof(T));
 }
 template <typename T>
@@ -235,9 +239,8 @@ struct WindowHeader {
 }  // namespace
 
 void Simulation::Impl::send_remote(uint32_t partition, const SimEvent& e) {
-  std::vector<uint8_t>& out =
-      outbound[BlockLayout::rank_of(partition, num_partitions, ex->ranks())];
-  if (out.size() < sizeof(WindowHeader)) out.resize(sizeof(WindowHeader));  // communicate()
+  OutBuffer& out = outbound[BlockLayout::rank_of(partition, num_partitions, ex->ranks())];
+  if (out.used < sizeof(WindowHeader)) out.grow(sizeof(WindowHeader));  // communicate()
   outbound_min = std::min(outbound_min, e.time);
   RemoteHeader h;
   h.partition = partition;
@@ -282,27 +285,36 @@ Time Simulation::Impl::communicate(uint64_t& total_events) {
   mine.events = events;
   mine.completions = completed.size();
   // Each rank's buffer starts with room for its header (send_remote appends after it).
+  std::vector<std::span<const uint8_t>> sends(ranks);
   for (uint32_t r = 0; r < ranks; ++r) {
-    std::vector<uint8_t>& out = outbound[r];
-    if (out.size() < sizeof(WindowHeader)) out.resize(sizeof(WindowHeader));
+    OutBuffer& out = outbound[r];
+    if (out.used < sizeof(WindowHeader)) out.grow(sizeof(WindowHeader));
     WindowHeader h = mine;
-    h.event_bytes = out.size() - sizeof(WindowHeader);
-    std::memcpy(out.data(), &h, sizeof h);
+    h.event_bytes = out.used - sizeof(WindowHeader);
+    std::memcpy(out.bytes.data(), &h, sizeof h);
     for (const FlowResult& f : completed)
       append(out, f);
+    sends[r] = {out.bytes.data(), out.used};
   }
   completed.clear();
-  const std::vector<uint8_t> in = ex->exchange(outbound);
+  const size_t in_size = ex->exchange(sends, inbound);
+  const std::vector<uint8_t>& in = inbound;
   for (auto& out : outbound)
-    out.resize(sizeof(WindowHeader));
+    out.used = sizeof(WindowHeader);
   outbound_min = kNever;
   Time next = kNever;
   total_events = 0;
   size_t pos = 0;
-  while (pos < in.size()) {
+  std::vector<uint64_t>& per_rank = balance.events_per_rank;
+  per_rank.resize(ranks, 0);
+  uint64_t busiest = 0;
+  for (uint32_t r = 0; pos < in_size; ++r) {  // one header per rank, in rank order
     const auto h = take<WindowHeader>(in, pos);
     next = std::min(next, h.next);
     total_events += h.events;
+    busiest = std::max(busiest, h.events - per_rank[r]);
+    balance.total_sum += h.events - per_rank[r];
+    per_rank[r] = h.events;
     const size_t end = pos + h.event_bytes;
     while (pos < end) {
       const auto rh = take_sparse<RemoteHeader>(in, pos);
@@ -328,6 +340,7 @@ Time Simulation::Impl::communicate(uint64_t& total_events) {
     for (uint64_t i = 0; i < h.completions; ++i)
       completed.push_back(take<FlowResult>(in, pos));
   }
+  balance.busiest_sum += busiest;
   return next;
 }
 
