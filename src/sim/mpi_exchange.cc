@@ -18,16 +18,19 @@ namespace {
 // gather() sends in pieces of this size.
 constexpr size_t kGatherPiece = size_t{1} << 30;
 
-// Waits for `requests` without spinning at full speed: after a short busy phase the rank
-// sleeps between tests. A rank that finished its window first would otherwise spin in MPI's
-// progress loop for as long as the other computes; on a machine whose CPUs share a core's
-// resources (SMT siblings, or a hypervisor's vCPUs on them) that spinning slows the rank it
-// waits for.
-void wait_all(std::vector<MPI_Request>& requests) {
+// Waits for `request` without spinning at full speed: after a short busy phase the rank
+// sleeps between tests. Used where a rank waits for the others to finish their window (the
+// counts of the window's exchange): a rank that finished first would otherwise spin in MPI's
+// progress loop for as long as the others compute, and on a machine whose CPUs share a
+// core's resources (SMT siblings, or a hypervisor's vCPUs on them) that spinning slows the
+// ranks it waits for. The data that follows is waited for at full speed (MPI_Waitall): its
+// transfer needs MPI's progress calls on both sides, between machines above all.
+void wait_sleeping(MPI_Request& request) {
+  constexpr int kBusyTests = 100;
   int done = 0;
-  for (int spins = 0; !done; ++spins) {
-    MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
-    if (!done && spins >= 100) {
+  for (int tests = 0; !done; tests = std::min(tests + 1, kBusyTests)) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (!done && tests == kBusyTests) {
       const timespec pause{0, 20'000};  // 20 us: small against a window's compute
       nanosleep(&pause, nullptr);
     }
@@ -68,10 +71,10 @@ size_t MpiExchange::exchange(const std::vector<std::span<const uint8_t>>& out,
   std::vector<int> send_counts(n), recv_counts(n);
   for (int r = 0; r < n; ++r)
     send_counts[r] = as_count(out[r].size());
-  std::vector<MPI_Request> counts_request(1);
+  MPI_Request counts_request;
   MPI_Ialltoall(send_counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT, MPI_COMM_WORLD,
-                counts_request.data());
-  wait_all(counts_request);
+                &counts_request);
+  wait_sleeping(counts_request);
   std::vector<size_t> offset(n + 1, 0);
   for (int r = 0; r < n; ++r)
     offset[r + 1] = offset[r] + static_cast<size_t>(recv_counts[r]);
@@ -94,7 +97,7 @@ size_t MpiExchange::exchange(const std::vector<std::span<const uint8_t>>& out,
   if (!out[rank_].empty())
     std::copy(out[rank_].begin(), out[rank_].end(),
               in.begin() + static_cast<std::ptrdiff_t>(offset[rank_]));
-  wait_all(requests);
+  MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
   ++cost_.calls;
   for (int r = 0; r < n; ++r)
     if (r != static_cast<int>(rank_)) cost_.bytes_sent += out[r].size();

@@ -312,9 +312,11 @@ Time Simulation::Impl::communicate(uint64_t& total_events) {
     const auto h = take<WindowHeader>(in, pos);
     next = std::min(next, h.next);
     total_events += h.events;
-    busiest = std::max(busiest, h.events - per_rank[r]);
-    balance.total_sum += h.events - per_rank[r];
-    per_rank[r] = h.events;
+    if (!ex->others_absent()) {  // measured alone (LoneRank), the one header is not rank r's
+      busiest = std::max(busiest, h.events - per_rank[r]);
+      balance.total_sum += h.events - per_rank[r];
+      per_rank[r] = h.events;
+    }
     const size_t end = pos + h.event_bytes;
     while (pos < end) {
       const auto rh = take_sparse<RemoteHeader>(in, pos);

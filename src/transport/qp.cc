@@ -1134,8 +1134,11 @@ Status Qp::accept_data(Time now, const RxPacket& rx, const MemoryRegion* r) {
     return drop(DropReason::kWimmExceeded, Error::kQueueFull);
   }
   if (rx.trimmed) {
-    // The header survived, the payload did not: ask for exactly this packet again.
+    // The header survived, the payload did not: ask for exactly this packet again. The QP is
+    // active inbound all the same (paper 2.4): the resend this NACK brings does not end a
+    // silence (queue_echo).
     ++engine_.counters_.trimmed_received;
+    reverse_.on_inbound(now, engine_.reverse_probe_interval());
     if (rx_->nacks.push_back_within(TrimNack{t.bth.psn, t.data.ev_index, rx.port}, kTrimNackQueue,
                                     engine_.config().qp_initial_ring)) {
       engine_.mark_control(this);

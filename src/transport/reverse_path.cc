@@ -175,35 +175,54 @@ ReversePathSet::Probe ReversePathSet::take_probe(Time now, uint32_t mask, const 
   // slots of the others from being verified. Each scans on from where it last probed, so no
   // plane's empty slot (say a low-numbered dead one) takes every refill.
   int target_slot = -1, target_path = kNone;
-  auto refill = [&] {
+  const auto port_free = [&](uint32_t s) { return ((mask >> slot_port(s)) & 1) != 0; };
+  auto refill = [&](bool free_ports_only) {
     for (uint32_t k = 0; k < n && target_slot < 0; ++k) {
       const uint32_t s = (refill_cursor_ + k) % n;
       if (slots_[s] != kEmpty || !paths.port_up(slot_port(s))) continue;
+      if (free_ports_only && !port_free(s)) continue;
       const int i = random_path(slot_port(s), paths, false, seed);
       if (i != kNone) target_slot = static_cast<int>(s), target_path = i;
     }
   };
-  auto verify = [&] {
+  auto verify = [&](bool free_ports_only) {
     for (uint32_t k = 0; k < n && target_slot < 0; ++k) {
       const uint32_t s = (probe_cursor_ + k) % n;
       if (slots_[s] == kEmpty || !usable(slots_[s], paths)) continue;
+      if (free_ports_only && !port_free(s)) continue;
       target_slot = static_cast<int>(s);
       target_path = slots_[s];
     }
   };
-  if (verify_next_) {
-    verify();
-    refill();
-  } else {
-    refill();
-    verify();
+  auto choose = [&](bool free_ports_only) {
+    if (verify_next_) {
+      verify(free_ports_only);
+      refill(free_ports_only);
+    } else {
+      refill(free_ports_only);
+      verify(free_ports_only);
+    }
+  };
+  choose(false);
+  if (target_slot < 0) {
+    // Nothing to probe: no live slot is usable and no empty slot's plane has a GOOD path
+    // outside the set (a plane down, or all its paths marked). Look again an interval later
+    // rather than stay due and be asked at every port's turn.
+    next_probe_at_ = now + interval;
+    return p;
   }
-  if (target_slot < 0) return p;  // no port of any slot is up: due still
-  // The target's port is busy (typically with the ACK of the very packet that made this probe
-  // due): wait for it rather than probe another slot. Taking whatever port was free instead
-  // meant the slot that carries the ACKs was never the one verified, so a slot whose path
-  // is dead in the ACK direction only kept every ACK of a lone message for ever.
-  if (!((mask >> slot_port(static_cast<uint32_t>(target_slot))) & 1)) return p;
+  if (!port_free(static_cast<uint32_t>(target_slot))) {
+    // The target's port is busy (typically with the ACK of the very packet that made this
+    // probe due): wait for it rather than probe another slot. Taking whatever port was free
+    // meant the slot that carries the ACKs was never the one verified, so a slot whose path
+    // is dead in the ACK direction only kept every ACK of a lone message for ever. A port
+    // busy for longer than an interval past the due time (paused) must not stop the set's
+    // upkeep: then a slot on a free port goes instead.
+    if (now < next_probe_at_ + interval) return p;
+    target_slot = -1;
+    choose(true);
+    if (target_slot < 0) return p;
+  }
   verify_next_ = slots_[target_slot] == kEmpty;
   (verify_next_ ? refill_cursor_ : probe_cursor_) = static_cast<uint8_t>((target_slot + 1) % n);
   p.path = target_path;

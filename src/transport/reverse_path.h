@@ -103,10 +103,12 @@ class ReversePathSet {
   };
   // The probe due at `now`. Its slot comes first (verifications of live slots and refills of
   // empty ones take turns, each round the slots in order); when that slot's port is not in
-  // `mask` (busy) nothing goes and the probe stays due, so a busy port never hands its turn to
-  // another slot. `outbound` (the QP has data outstanding: its SACKs keep the paths' states)
-  // skips the probe and only schedules the next. Inbound silence for a whole interval stops
-  // probing until data arrives again.
+  // `mask` (busy) nothing goes and the probe stays due, so a busy port does not hand its turn
+  // to another slot, unless the port has been busy for an interval past the due time (then a
+  // slot on a port in `mask` goes). With nothing to probe at all the next try is an interval
+  // later. `outbound` (the QP has data outstanding: its SACKs keep the paths' states) skips
+  // the probe and only schedules the next. Inbound silence for a whole interval stops probing
+  // until data arrives again.
   Probe take_probe(Time now, uint32_t mask, const PathSet& paths, Time interval, bool outbound,
                    uint64_t seed);
   // A probe reply with `probe_id` (kProbeTag set) for path `i`. Fills the probed empty slot
