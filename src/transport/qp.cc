@@ -1001,13 +1001,14 @@ void Qp::report_reverse_change(Time now, const ReverseChange& c) {
 
 void Qp::report_path_change(Time now, int ev, const PathStateChange& c) {
   if (c.changed) {
-    if (c.to != ev::EvState::kGood)
+    if (c.to != ev::EvState::kGood) {
       report_reverse_change(now, reverse_.on_path_unusable(ev, paths_, seed_));
-    // A path back in use (a probe answered) can carry the data that waited for one: with no
-    // usable path produce_data returned kIdle and the QP left the ready ring, and nothing
-    // else would bring it back (a probe reply is not an ACK).
-    else
+    } else {
+      // A path back in use (a probe answered) can carry the data that waited for one: with no
+      // usable path produce_data returned kIdle and the QP left the ready ring, and nothing
+      // else would bring it back (a probe reply is not an ACK).
       engine_.mark_ready(this);
+    }
     ++engine_.counters_.ev_state_changes;
     engine_.emit_event(Event{EventType::kEvStateChange, qpn_, static_cast<uint16_t>(ev),
                              paths_.port_of(ev), c.from, c.to, now});

@@ -80,7 +80,7 @@ struct Schedule {
   uint8_t timeout = 10;
   uint8_t retry_linear = 7;
   uint8_t retry_exp = 7;
-  std::vector<MessageSpec> msgs;
+  std::vector<MessageSpec> msgs{};
   uint64_t link_bps = 100'000'000'000ull;
   Time delay = us(1);
   Time jitter = 0;
@@ -95,9 +95,9 @@ struct Schedule {
   uint64_t ecn_threshold = 0;
   uint64_t trim_threshold = 0;
   uint64_t queue_limit = 0;
-  std::vector<Blackhole> blackholes;
-  std::vector<PortFault> port_faults;
-  std::vector<PortFlap> flaps;
+  std::vector<Blackhole> blackholes{};
+  std::vector<PortFault> port_faults{};
+  std::vector<PortFlap> flaps{};
   DeadKind dead = DeadKind::kNone;
   Time dead_at = 0;
   // More QPs between the same two engines (the first flow is msgs/psn_a/psn_b above, host 0
@@ -106,9 +106,9 @@ struct Schedule {
     bool reverse = false;
     uint32_t psn_a = 0;
     uint32_t psn_b = 0;
-    std::vector<MessageSpec> msgs;
+    std::vector<MessageSpec> msgs{};
   };
-  std::vector<Flow> flows;
+  std::vector<Flow> flows{};
 };
 
 std::string describe(const Schedule& s) {
@@ -396,6 +396,14 @@ rc::Gen<Schedule> full_size(F f) {
   return rc::gen::resize(100, rc::gen::exec(f));
 }
 
+// Messages of one opcode with these sizes (the fixed cases below).
+std::vector<MessageSpec> messages(WrOpcode op, std::initializer_list<uint64_t> sizes) {
+  std::vector<MessageSpec> v;
+  for (uint64_t size : sizes)
+    v.push_back({op, size});
+  return v;
+}
+
 struct Outcome {
   WorkloadResult r;                   // the first flow
   std::vector<WorkloadResult> flows;  // every flow, the first included
@@ -605,29 +613,31 @@ RC_GTEST_PROP(EngineProperty, transfer__blackholed_evs_are_routed_around, ()) {
 // made an active spell, so it never probed again and every ACK died on EVs 1 and 2 until
 // the time limit. A resend that ends a silence now probes at once.
 TEST(EngineProperty, transfer__blackholed_evs__a_resend_after_silence_probes_the_reverse_set) {
-  Schedule s;
-  s.seed = 269727331324ull;
-  s.planes = 1;
-  s.evs = 3;
-  s.ev_min_active = 3;
-  s.ack_repeat = us(5);
-  s.format = ev::FormatMode::kSrv6;
-  s.mtu = 1500;
-  s.mpr = 1;
-  s.mpr_dest = 1;
-  s.max_wimm = 1;
-  s.max_wimm_dest = 1;
-  s.sq_depth = 6;
-  for (uint64_t size : {3000, 6000, 0, 694, 0, 6099, 253, 0, 7795, 0, 4500, 1500, 4500, 1228})
-    s.msgs.push_back({WrOpcode::kWrite, size});
-  s.link_bps = 25'000'000'000ull;
-  s.delay = us(3);
-  s.jitter = us(4);
-  s.dup = 0.01;
-  s.blackholes = {
-      {2, 11'703'841, kNever, false}, {1, 525'441, kNever, false}, {0, 0, 3'511'681, false}};
-  s.port_faults = {PortFault{1, 0, 11'584'979, 17'772'016}};
-  s.flaps = {PortFlap{-1, 0, 1'624'590, 1'567'746, 422'876, 1}};
+  const Schedule s{
+      .seed = 269727331324ull,
+      .planes = 1,
+      .evs = 3,
+      .ev_min_active = 3,
+      .ack_repeat = us(5),
+      .format = ev::FormatMode::kSrv6,
+      .mtu = 1500,
+      .mpr = 1,
+      .mpr_dest = 1,
+      .max_wimm = 1,
+      .max_wimm_dest = 1,
+      .sq_depth = 6,
+      .msgs = messages(WrOpcode::kWrite,
+                       {3000, 6000, 0, 694, 0, 6099, 253, 0, 7795, 0, 4500, 1500, 4500, 1228}),
+      .link_bps = 25'000'000'000ull,
+      .delay = us(3),
+      .jitter = us(4),
+      .dup = 0.01,
+      .blackholes = {{2, 11'703'841, kNever, false},
+                     {1, 525'441, kNever, false},
+                     {0, 0, 3'511'681, false}},
+      .port_faults = {PortFault{1, 0, 11'584'979, 17'772'016}},
+      .flaps = {PortFlap{-1, 0, 1'624'590, 1'567'746, 422'876, 1}},
+  };
   const Outcome o = run_schedule(s);
   EXPECT_TRUE(o.r.failures.empty()) << o.text;
   EXPECT_EQ(o.r.successes, s.msgs.size()) << o.text;
@@ -646,30 +656,29 @@ RC_GTEST_PROP(EngineProperty, transfer__ack_direction_faults_lose_nothing, ()) {
 // its ACK was leaving on the slot to verify, so the probe went elsewhere and the dead slot
 // kept every ACK until the time limit.
 TEST(EngineProperty, transfer__ack_direction_faults__slot_to_verify_on_a_busy_port) {
-  Schedule s;
-  s.seed = 239028582459ull;
-  s.planes = 4;
-  s.evs = 5;
-  s.burst = 15;
-  s.ack_repeat = us(50);
-  s.mpr = 1;
-  s.mpr_dest = 1;
-  s.max_wimm = 2;
-  s.max_wimm_dest = 2;
-  s.sq_depth = 1;
-  for (uint64_t size : {7636, 18830, 15732, 4096, 12288, 12288, 0, 1716, 3537, 0, 3827, 2017, 17233,
-                        4097, 8192, 8564})
-    s.msgs.push_back({WrOpcode::kWriteImm, size});
-  s.link_bps = 25'000'000'000ull;
-  s.delay = us(1);
-  s.jitter = us(4);
-  s.trim = 0.01;
-  s.ecn = 0.3;
-  s.blackholes = {{1, 0, 786'612, false},
-                  {3, 1'179'521, kNever, false},
-                  {4, 0, kNever, true},
-                  {1, 0, kNever, true}};
-  s.port_faults = {PortFault{0, 2, 0, kNever}};
+  const Schedule s{
+      .seed = 239028582459ull,
+      .planes = 4,
+      .evs = 5,
+      .burst = 15,
+      .ack_repeat = us(50),
+      .mpr = 1,
+      .mpr_dest = 1,
+      .max_wimm = 2,
+      .max_wimm_dest = 2,
+      .sq_depth = 1,
+      .msgs = messages(WrOpcode::kWriteImm, {7636, 18830, 15732, 4096, 12288, 12288, 0, 1716, 3537,
+                                             0, 3827, 2017, 17233, 4097, 8192, 8564}),
+      .link_bps = 25'000'000'000ull,
+      .jitter = us(4),
+      .trim = 0.01,
+      .ecn = 0.3,
+      .blackholes = {{1, 0, 786'612, false},
+                     {3, 1'179'521, kNever, false},
+                     {4, 0, kNever, true},
+                     {1, 0, kNever, true}},
+      .port_faults = {PortFault{0, 2, 0, kNever}},
+  };
   const Outcome o = run_schedule(s);
   EXPECT_TRUE(o.r.failures.empty()) << o.text;
   EXPECT_EQ(o.r.successes, s.msgs.size()) << o.text;
@@ -682,27 +691,27 @@ TEST(EngineProperty, transfer__ack_direction_faults__slot_to_verify_on_a_busy_po
 // the QP left the ready ring. The probe on EV 0 was answered and the path came back, but
 // nothing marked the QP ready again: the run went idle with the message unsent.
 TEST(EngineProperty, transfer__several_qps__a_path_back_from_a_probe_resumes_the_send) {
-  Schedule s;
-  s.seed = 1241213644ull;
-  s.planes = 2;
-  s.evs = 2;
-  s.format = ev::FormatMode::kUdp;
-  s.mtu = 1024;
-  s.mpr = 1;
-  s.mpr_dest = 1;
-  s.max_wimm = 1;
-  s.max_wimm_dest = 1;
-  s.sq_depth = 3;
-  for (uint64_t size : {0, 2449, 1024, 1173, 2049, 0, 1025, 1, 1024, 0, 1024})
-    s.msgs.push_back({WrOpcode::kWrite, size});
-  s.link_bps = 25'000'000'000ull;
-  s.jitter = us(4);
-  s.trim = 0.2;
-  s.corrupt = 0.01;
-  s.port_faults = {PortFault{0, 1, 10'703'598, kNever}};
-  s.flows = {{false, 0, 0, {{WrOpcode::kWrite, 1024}}},
-             {false, 0, 0, {{WrOpcode::kWriteImm, 3081}}},
-             {false, 0, 0, {{WrOpcode::kWriteImm, 3453}, {WrOpcode::kWriteImm, 1024}}}};
+  const Schedule s{
+      .seed = 1241213644ull,
+      .planes = 2,
+      .evs = 2,
+      .format = ev::FormatMode::kUdp,
+      .mtu = 1024,
+      .mpr = 1,
+      .mpr_dest = 1,
+      .max_wimm = 1,
+      .max_wimm_dest = 1,
+      .sq_depth = 3,
+      .msgs = messages(WrOpcode::kWrite, {0, 2449, 1024, 1173, 2049, 0, 1025, 1, 1024, 0, 1024}),
+      .link_bps = 25'000'000'000ull,
+      .jitter = us(4),
+      .trim = 0.2,
+      .corrupt = 0.01,
+      .port_faults = {PortFault{0, 1, 10'703'598, kNever}},
+      .flows = {{false, 0, 0, messages(WrOpcode::kWrite, {1024})},
+                {false, 0, 0, messages(WrOpcode::kWriteImm, {3081})},
+                {false, 0, 0, messages(WrOpcode::kWriteImm, {3453, 1024})}},
+  };
   const Outcome o = run_schedule(s);
   ASSERT_EQ(o.flows.size(), 4u);
   for (const WorkloadResult& r : o.flows) {
