@@ -16,6 +16,9 @@ PACKAGES=(
   nettle-dev
   tshark python3-matplotlib python3-numpy
   iproute2 nftables iputils-ping
+  # mrc-fabric's eBPF uSID data plane (kernels without SRv6 seg6local): compiled with clang's
+  # BPF target against libbpf's helper headers; bpftool for inspecting what is loaded.
+  libbpf-dev bpftool
   # scripts/bench-net.sh: TCP/MPTCP references (mptcpize is its own package in Debian 12; the
   # in-kernel path manager is driven with `ip mptcp`, so mptcpd itself is not needed) and
   # /usr/bin/time for CPU seconds per run.

@@ -15,6 +15,12 @@ done
 
 scripts/setup.sh
 jobs=$(nproc)
+# The namespace tests (fabric_live, net_fabric, api_e2e) run once per mrc-fabric data plane,
+# as NAME.kernel, NAME.bpf and NAME.ecmp; those this kernel cannot run are skipped. Say which.
+if [ "$(id -u)" = 0 ] && [ -x build/bin/mrc-fabric ]; then
+  echo "test: data planes for the namespace tests (mrc-fabric dataplanes):"
+  build/bin/mrc-fabric dataplanes | sed 's/^/  /' || true
+fi
 ctest --test-dir build --output-on-failure -j "$jobs"
 
 if [ "$sanitize" = 1 ]; then

@@ -1,8 +1,11 @@
-// mrc-fabric: multi-plane two-tier Clos fabrics of network namespaces where the kernel's SRv6
-// data plane (seg6local End, NEXT-C-SID) forwards. Root only. Address plan, fabric.json
+// mrc-fabric: multi-plane two-tier Clos fabrics of network namespaces whose switches forward
+// uSID carriers with the kernel's SRv6 (seg6local End, NEXT-C-SID) or an eBPF program doing
+// the same, or route plain addresses with hashed ECMP. Root only. Address plan, fabric.json
 // schema and pitfalls: docs/fabric.md.
 //
 //   mrc-fabric up --hosts 4 --planes 2 --leaves 2 --spines 2 [--mtu 9000] [--rate 10gbit]
+//                 [--dataplane auto|kernel|bpf|ecmp]
+//   mrc-fabric dataplanes                which data planes this kernel can run, and why not
 //   mrc-fabric down                      removes everything of the fabric (also after a crash)
 //   mrc-fabric show | status [--json]    fabric.json | per-link counters and faults
 //   mrc-fabric exec h0 ping -6 fcbb:bb00:4001::
@@ -29,6 +32,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "net/dataplane.h"
 #include "net/fabric.h"
 #include "net/fabric_live.h"
 #include "net/fabric_probe.h"
@@ -162,6 +166,21 @@ void print_status(const nlohmann::ordered_json& st) {
   }
   if (!st["blackholed_switches"].empty())
     fmt::print("blackholed switches: {}\n", st["blackholed_switches"].dump());
+  fmt::print("data plane: {}\n", st.value("dataplane", "?"));
+  if (st.contains("usid_endpoints")) {
+    fmt::print("{:<8} {:<22} {:>12} {:>12} {:>10}\n", "switch", "uN SID (eBPF)", "shifted",
+               "segment_next", "dropped");
+    for (const auto& e : st["usid_endpoints"]) {
+      if (e.contains("error")) {
+        fmt::print("{:<8} {:<22} {}\n", e["node"].get<std::string>(), e["sid"].get<std::string>(),
+                   e["error"].get<std::string>());
+        continue;
+      }
+      fmt::print("{:<8} {:<22} {:>12} {:>12} {:>10}\n", e["node"].get<std::string>(),
+                 e["sid"].get<std::string>(), e["shifted"].get<uint64_t>(),
+                 e["segment_next"].get<uint64_t>(), e["dropped"].get<uint64_t>());
+    }
+  }
 }
 
 // Detaches a child that flaps the link; its pid goes to the state directory so that `down`
@@ -263,7 +282,8 @@ struct FabricArgs {
 
   CLI::App *up = nullptr, *down = nullptr, *show = nullptr, *status = nullptr, *exec = nullptr,
            *link = nullptr, *blackhole = nullptr, *loss = nullptr, *rate = nullptr, *flap = nullptr,
-           *paths = nullptr, *check = nullptr;
+           *paths = nullptr, *check = nullptr, *dataplanes = nullptr;
+  std::string dataplane_text = "auto";
 };
 
 // `up`, `down`, `show`, `status` and `exec`: the fabric's life and what it runs.
@@ -285,6 +305,11 @@ void add_fabric_commands(CLI::App& app, FabricArgs& a) {
       ->capture_default_str()
       ->check(CLI::Range(1280, 65535));
   a.up->add_option("--rate", a.rate_text, "per-link rate limit (tbf), e.g. 10gbit");
+  a.up->add_option("--dataplane", a.dataplane_text,
+                   "how the switches forward: kernel (SRv6 seg6local), bpf (the same uN in "
+                   "eBPF), ecmp (hashed ECMP, no source routing), auto (kernel, else bpf)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "kernel", "bpf", "ecmp"}));
   a.up->add_flag("--replace", a.replace, "tear down an existing fabric of that name first");
   a.up->add_option("--wait-ms", a.forwarding_timeout_ms,
                    "return once every path forwards (UDP probes), or fail and remove the fabric "
@@ -296,6 +321,8 @@ void add_fabric_commands(CLI::App& app, FabricArgs& a) {
   a.down->add_flag("--kill", a.kill_processes,
                    "also stop processes running in the fabric (SIGTERM, then SIGKILL)");
   a.show = app.add_subcommand("show", "print fabric.json");
+  a.dataplanes = app.add_subcommand(
+      "dataplanes", "which data planes this kernel can run (each tried in a throwaway namespace)");
   a.status = app.add_subcommand("status", "per-link counters and fault state");
   a.status->add_flag("--json", a.json_out, "one JSON object");
 
@@ -374,6 +401,7 @@ int check_values(FabricArgs& a) {
 
 int run_up(FabricArgs& a) {
   a.spec.rate_bps = a.rate_bps;
+  a.spec.dataplane = parse_dataplane(a.dataplane_text).value_or(DataPlane::kAuto);
   if (auto ok = validate(a.spec); !ok) return bad_argument(ok.error().message);
   struct sigaction sa {};
   sa.sa_handler = on_up_signal;
@@ -384,11 +412,26 @@ int run_up(FabricArgs& a) {
                                  .forwarding_timeout_ms = a.forwarding_timeout_ms,
                                  .interrupted = &g_up_interrupted});
   if (!plan) return report(std::unexpected(plan.error()));
-  const FabricSpec& spec = a.spec;
-  fmt::print("fabric '{}' up: {} hosts, {} planes x ({} leaves + {} spines), {} links, mtu {}{}\n",
-             a.name, spec.hosts, spec.planes, spec.leaves, spec.spines, plan->links.size(),
-             spec.mtu, spec.rate_bps ? ", rate " + format_rate(spec.rate_bps) : "");
+  const FabricSpec& spec = plan->spec;
+  fmt::print(
+      "fabric '{}' up: {} hosts, {} planes x ({} leaves + {} spines), {} links, mtu {}{}, data "
+      "plane {}{}\n",
+      a.name, spec.hosts, spec.planes, spec.leaves, spec.spines, plan->links.size(), spec.mtu,
+      spec.rate_bps ? ", rate " + format_rate(spec.rate_bps) : "", dataplane_name(spec.dataplane),
+      a.spec.dataplane == DataPlane::kAuto ? " (auto)" : "");
   fmt::print("description: {}/fabric.json\n", state_dir(a.name));
+  return 0;
+}
+
+// Each data plane: usable here or not, and why not.
+int run_dataplanes() {
+  auto checks = probe_dataplanes();
+  if (!checks) return report(std::unexpected(checks.error()));
+  for (const auto& c : *checks)
+    fmt::print("{:<7} {}\n", dataplane_name(c.plane), c.usable ? "usable" : "no: " + c.reason);
+  auto chosen = resolve_dataplane(DataPlane::kAuto);
+  fmt::print("auto    {}\n",
+             chosen ? std::string(dataplane_name(*chosen)) : "no: " + chosen.error().message);
   return 0;
 }
 
@@ -516,6 +559,7 @@ int main(int argc, char** argv) {
   if (const int rc = check_values(a); rc >= 0) return rc;
 
   if (*a.up) return run_up(a);
+  if (*a.dataplanes) return run_dataplanes();
   if (*a.down) return run_down(a);
   if (*a.show) return run_show(a.name);
   auto plan = load_fabric(a.name);

@@ -77,6 +77,33 @@ LinkEnd make_end(const Node& node, std::string ifname, const wire::Ipv6Addr& add
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
+// Data planes
+
+std::string_view dataplane_name(DataPlane d) {
+  switch (d) {
+    case DataPlane::kAuto:
+      return "auto";
+    case DataPlane::kKernel:
+      return "kernel";
+    case DataPlane::kBpf:
+      return "bpf";
+    case DataPlane::kEcmp:
+      return "ecmp";
+  }
+  return "?";
+}
+
+std::optional<DataPlane> parse_dataplane(std::string_view text) {
+  for (DataPlane d : {DataPlane::kAuto, DataPlane::kKernel, DataPlane::kBpf, DataPlane::kEcmp})
+    if (text == dataplane_name(d)) return d;
+  return std::nullopt;
+}
+
+bool has_source_routing(DataPlane d) {
+  return d == DataPlane::kKernel || d == DataPlane::kBpf;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Shape and address plan
 
 NetStatus validate(const FabricSpec& s) {
@@ -323,15 +350,31 @@ void plan_host_routes(FabricPlan& plan, const PlanIndex& at) {
   }
 }
 
+// A switch's uN endpoint on the SRv6 data planes: the End route (kernel) and the endpoint
+// record (both; the eBPF plane attaches its program from it).
+void plan_usid_endpoint(FabricPlan& plan, const Node& node, int p) {
+  if (!has_source_routing(plan.spec.dataplane)) return;
+  UsidEndpoint e;
+  e.ns = node.ns;
+  e.node = node.id;
+  const uint16_t list[] = {node.usid};
+  e.sid = wire::usid_carrier(plane_block(p), list);
+  e.prefix = usid_prefix(p, node.usid);
+  for (const Link* l : plan.links_in(node.ns))
+    e.interfaces.push_back(l->upper.ns == node.ns ? l->upper.ifname : l->lower.ifname);
+  if (plan.spec.dataplane == DataPlane::kKernel)
+    plan.routes.push_back({node.ns, e.prefix, RouteKind::kSeg6End, {}, {}, false});
+  plan.usid_endpoints.push_back(std::move(e));
+}
+
 // Leaf l of plane p: its own uSID ends there (End), each spine's uSID goes up to that spine,
 // each host's down to it (its own hosts) or, in plain mode only, up to any spine (ECMP by the
-// multipath hash: any spine reaches the host's leaf).
+// multipath hash: any spine reaches the host's leaf). An ECMP fabric has only the plain routes.
 void plan_leaf_routes(FabricPlan& plan, const PlanIndex& at, int p, int l) {
   const FabricSpec& spec = plan.spec;
   const Node& leaf = at.leaf_node(p, l);
-  plan.routes.push_back(
-      {leaf.ns, usid_prefix(p, leaf_usid(l)), RouteKind::kSeg6End, {}, {}, false});
-  for (int s = 0; s < spec.spines; ++s) {
+  plan_usid_endpoint(plan, leaf, p);
+  for (int s = 0; s < spec.spines && has_source_routing(spec.dataplane); ++s) {
     const Link& up = at.fabric_link(p, l, s);
     plan.routes.push_back(
         forward_route(leaf.ns, usid_prefix(p, spine_usid(s)), up.upper, up.lower));
@@ -357,9 +400,8 @@ void plan_leaf_routes(FabricPlan& plan, const PlanIndex& at, int p, int l) {
 void plan_spine_routes(FabricPlan& plan, const PlanIndex& at, int p, int s) {
   const FabricSpec& spec = plan.spec;
   const Node& spine = at.spine_node(p, s);
-  plan.routes.push_back(
-      {spine.ns, usid_prefix(p, spine_usid(s)), RouteKind::kSeg6End, {}, {}, false});
-  for (int l = 0; l < spec.leaves; ++l) {
+  plan_usid_endpoint(plan, spine, p);
+  for (int l = 0; l < spec.leaves && has_source_routing(spec.dataplane); ++l) {
     const Link& down = at.fabric_link(p, l, s);
     plan.routes.push_back(
         forward_route(spine.ns, usid_prefix(p, leaf_usid(l)), down.lower, down.upper));
@@ -375,6 +417,8 @@ void plan_spine_routes(FabricPlan& plan, const PlanIndex& at, int p, int s) {
 
 NetResult<FabricPlan> plan_fabric(const FabricSpec& spec) {
   if (auto ok = validate(spec); !ok) return std::unexpected(ok.error());
+  if (spec.dataplane == DataPlane::kAuto)
+    return plan_error("data plane 'auto' must be resolved before planning (mrc-fabric up does)");
   FabricPlan plan;
   plan.spec = spec;
   plan_nodes(plan);
@@ -390,7 +434,7 @@ NetResult<FabricPlan> plan_fabric(const FabricSpec& spec) {
   return plan;
 }
 
-std::vector<Sysctl> sysctls_for(const Node& node) {
+std::vector<Sysctl> sysctls_for(const FabricSpec& spec, const Node& node) {
   std::vector<Sysctl> out;
   const bool router = node.kind != NodeKind::kHost;
   // `all` and `default` both: `default` reaches interfaces created later (the veths), `all`
@@ -401,13 +445,13 @@ std::vector<Sysctl> sysctls_for(const Node& node) {
     out.push_back({c + "accept_dad", "0"});
     out.push_back({c + "dad_transmits", "0"});
     out.push_back({c + "keep_addr_on_down", "1"});
-    out.push_back({c + "seg6_enabled", "1"});
+    if (spec.dataplane == DataPlane::kKernel) out.push_back({c + "seg6_enabled", "1"});
     out.push_back({c + "accept_ra", "0"});
     out.push_back({c + "router_solicitations", "0"});
     out.push_back({c + "ignore_routes_with_linkdown", "1"});
   }
   // lo exists before `default` is written.
-  out.push_back({"net.ipv6.conf.lo.seg6_enabled", "1"});
+  if (spec.dataplane == DataPlane::kKernel) out.push_back({"net.ipv6.conf.lo.seg6_enabled", "1"});
   if (router) {
     out.push_back({"net.ipv6.fib_multipath_hash_policy", std::to_string(kMultipathHashPolicy)});
     out.push_back({"net.ipv6.fib_multipath_hash_fields", std::to_string(kMultipathHashFields)});
@@ -492,7 +536,7 @@ std::vector<std::string> neighbour_lines(const FabricPlan& plan, std::string_vie
 
 std::vector<std::string> node_setup_lines(const FabricPlan& plan, const Node& node) {
   std::vector<std::string> out{"link set lo up"};
-  if (node.kind != NodeKind::kHost) {
+  if (node.kind != NodeKind::kHost && plan.spec.dataplane == DataPlane::kKernel) {
     out.push_back("link add " + std::string(kSidDevice) + " type veth peer name " +
                   std::string(kSidPeerDevice));
     out.push_back("link set dev " + std::string(kSidDevice) + " up");
@@ -657,7 +701,7 @@ ordered_json describe_switch(const FabricSpec& s, const Node& n) {
   o["namespace"] = n.ns;
   o["usid"] = n.usid;
   o["usid_hex"] = hex4(n.usid);
-  o["sid"] = usid_prefix(n.plane, n.usid);
+  if (has_source_routing(s.dataplane)) o["sid"] = usid_prefix(n.plane, n.usid);
   if (n.kind == NodeKind::kLeaf) {
     std::vector<int> hosts;
     for (int h = 0; h < s.hosts; ++h)
@@ -735,6 +779,8 @@ ordered_json describe(const FabricPlan& plan) {
   j["name"] = s.name;
   j["spec"] = {{"hosts", s.hosts},   {"planes", s.planes}, {"leaves", s.leaves},
                {"spines", s.spines}, {"mtu", s.mtu},       {"rate_bps", s.rate_bps}};
+  j["dataplane"] = dataplane_name(s.dataplane);
+  j["source_routing"] = has_source_routing(s.dataplane);
   j["usid"] = {{"format", "F3216"},
                {"block_bits", 32},
                {"usid_bits", 16},
@@ -773,6 +819,12 @@ NetResult<FabricSpec> spec_from_description(const json& j) {
     s.spines = js.at("spines").get<int>();
     s.mtu = js.at("mtu").get<int>();
     s.rate_bps = js.at("rate_bps").get<uint64_t>();
+    // Written since the data planes exist; a description without it is a kernel SRv6 fabric.
+    const std::string dp = j.value("dataplane", std::string("kernel"));
+    const auto parsed = parse_dataplane(dp);
+    if (!parsed || *parsed == DataPlane::kAuto)
+      return plan_error("fabric.json: unknown data plane '" + dp + "'");
+    s.dataplane = *parsed;
   } catch (const json::exception& e) {
     return plan_error(std::string("fabric.json: ") + e.what());
   }

@@ -1,5 +1,7 @@
-// mrc-fabric: multi-plane two-tier Clos fabrics built from Linux network namespaces, with the
-// kernel's SRv6 data plane (seg6local End, NEXT-C-SID flavour) forwarding uSID carriers.
+// mrc-fabric: multi-plane two-tier Clos fabrics built from Linux network namespaces. Three data
+// planes (DataPlane): the switches forward uSID carriers with the kernel's SRv6 (seg6local End,
+// NEXT-C-SID flavour), or with an eBPF program doing the same where the kernel has no SRv6
+// (net/usid_bpf.h), or they only route the plain addresses with hashed ECMP.
 //
 // Four parts, one header each:
 //   net/fabric.h        PLAN (pure, no root, tested by fabric_test): FabricSpec -> FabricPlan,
@@ -44,8 +46,21 @@ namespace mrc::net {
 // ---------------------------------------------------------------------------------------------
 // Shape and address plan (the contract)
 
+// How the switches forward (docs/fabric.md, "Data planes"):
+//   kKernel  seg6local End routes with the NEXT-C-SID flavour (CONFIG_IPV6_SEG6_LWTUNNEL)
+//   kBpf     the same uN behaviour in a tc ingress eBPF program on every switch interface
+//   kEcmp    no source routing: plain addresses only, the L4 multipath hash picks the spine
+//            (the conventional data centre; MRC's UDP and STEV EV modes spread over it)
+//   kAuto    resolved by `up`: kernel if it works, else bpf (net/dataplane.h)
+enum class DataPlane { kAuto, kKernel, kBpf, kEcmp };
+std::string_view dataplane_name(DataPlane d);  // "auto", "kernel", "bpf", "ecmp"
+std::optional<DataPlane> parse_dataplane(std::string_view text);
+// The data plane forwards SRv6 uSID carriers (kernel, bpf).
+bool has_source_routing(DataPlane d);
+
 struct FabricSpec {
-  std::string name = "mrc";  // namespace prefix and state directory name
+  std::string name = "mrc";                  // namespace prefix and state directory name
+  DataPlane dataplane = DataPlane::kKernel;  // kAuto only before `up` resolves it
   int hosts = 4;
   int planes = 2;
   int leaves = 2;  // per plane
@@ -159,6 +174,17 @@ struct Route {
   bool plain = false;             // part of the plain (non-SRv6) ECMP routing
 };
 
+// A switch's uN endpoint: packets to `sid` (its locator block and uSID, a /48) have their
+// carrier shifted there (RFC 9800 4.1). Realised as a seg6local End route (kernel) or as the
+// eBPF program on each of `interfaces` (bpf); absent on an ECMP fabric.
+struct UsidEndpoint {
+  std::string ns;
+  std::string node;      // node id
+  wire::Ipv6Addr sid{};  // the /48 prefix, the rest zero
+  std::string prefix;    // "fcbb:bb00:8001::/48"
+  std::vector<std::string> interfaces;
+};
+
 struct Sysctl {
   std::string key;  // dotted, as sysctl(8) spells it: "net.ipv6.conf.all.forwarding"
   std::string value;
@@ -177,6 +203,7 @@ struct FabricPlan {
   std::vector<Link> links;  // host links (host-major), then leaf-spine links per plane
   std::vector<Address> addresses;
   std::vector<Route> routes;
+  std::vector<UsidEndpoint> usid_endpoints;  // one per switch on the SRv6 data planes
 
   const Node* node(std::string_view id) const;
   const Link* link(std::string_view name) const;
@@ -190,15 +217,16 @@ struct FabricPlan {
 inline constexpr std::string_view kSidDevice = "sid0";
 inline constexpr std::string_view kSidPeerDevice = "sid1";
 
-// Multipath hash: policy 3 (custom) with fields src/dst address, next header, flow label,
-// UDP source and destination port, so both the flow label (STEV) and the UDP source port
-// select an ECMP path.
+// Multipath hash of the plain addresses (every data plane): policy 3 (custom) with fields
+// src/dst address, next header, flow label, UDP source and destination port: the L4 5-tuple
+// and the IPv6 flow label (RFC 6438), so both the UDP source port (UDP EVs) and the flow label
+// (STEV; mrc-perf's setup ping, which varies only the label between retries) select a path.
 inline constexpr int kMultipathHashPolicy = 3;
 inline constexpr int kMultipathHashFields = 0x3F;
 
 NetResult<FabricPlan> plan_fabric(const FabricSpec& spec);
 
-std::vector<Sysctl> sysctls_for(const Node& node);
+std::vector<Sysctl> sysctls_for(const FabricSpec& spec, const Node& node);
 
 // The links a packet from `src_host` to `dst_host` on `plane` crosses, in order: through
 // `spine` (two hosts on one leaf cross their leaf-spine link twice, up and back down), or on

@@ -15,9 +15,11 @@
 #include <fstream>
 #include <functional>
 
+#include "net/dataplane.h"
 #include "net/fabric_probe.h"
 #include "net/netns_exec.h"
 #include "net/route_netlink.h"
+#include "net/usid_bpf.h"
 
 namespace mrc::net {
 
@@ -148,17 +150,28 @@ NetStatus build_fabric(const FabricPlan& plan, const UpOptions& options) {
   // Sysctls before the veths exist: conf/default/* applies to interfaces created later.
   std::vector<Job> sysctl_jobs;
   for (const auto& n : plan.nodes)
-    sysctl_jobs.push_back({n.ns, {}, {}, sysctls_for(n)});
+    sysctl_jobs.push_back({n.ns, {}, {}, sysctls_for(spec, n)});
   if (auto st = up_step(run_jobs(sysctl_jobs), options); !st) return st;
   if (auto st = up_step(ip_batch({}, veth_lines(plan)), options); !st) return st;
   const auto setup = [&](const Node& n) { return node_setup_lines(plan, n); };
   if (auto st = up_step(run_jobs(batch_jobs(plan, "ip", setup)), options); !st) {
     NetError e = st.error();
-    if (e.message.find("seg6local") != std::string::npos)
+    if (spec.dataplane == DataPlane::kKernel &&
+        (e.message.find("seg6local") != std::string::npos ||
+         e.message.find("lwt encapsulation") != std::string::npos))
       e.message +=
-          " (the kernel needs SRv6 seg6local End with the NEXT-C-SID flavour: Linux >= 6.1"
-          " with CONFIG_IPV6_SEG6_LWTUNNEL, and iproute2 >= 6.1)";
+          " (the kernel data plane needs SRv6 seg6local End with the NEXT-C-SID flavour: Linux"
+          " >= 6.1 with CONFIG_IPV6_SEG6_LWTUNNEL, and iproute2 >= 6.1; --dataplane bpf or auto"
+          " works without it)";
     return std::unexpected(e);
+  }
+  if (spec.dataplane == DataPlane::kBpf) {
+    // One program instance per switch, its SID in its own map, on every interface.
+    for (const UsidEndpoint& e : plan.usid_endpoints) {
+      auto prog = UsidEndProgram::load(e.sid);
+      if (!prog) return std::unexpected(prog.error());
+      if (auto st = up_step(prog->attach(e.ns, e.interfaces), options); !st) return st;
+    }
   }
   if (spec.rate_bps == 0) return {};
   const auto rate_limits = [&](const Node& n) {
@@ -174,10 +187,15 @@ NetStatus build_fabric(const FabricPlan& plan, const UpOptions& options) {
 
 }  // namespace
 
-NetResult<FabricPlan> fabric_up(const FabricSpec& spec, const UpOptions& options) {
+NetResult<FabricPlan> fabric_up(const FabricSpec& requested, const UpOptions& options) {
+  if (auto ok = validate(requested); !ok) return std::unexpected(ok.error());
+  if (auto ok = check_privileges(); !ok) return std::unexpected(ok.error());
+  FabricSpec spec = requested;
+  auto dataplane = resolve_dataplane(requested.dataplane);
+  if (!dataplane) return std::unexpected(dataplane.error());
+  spec.dataplane = *dataplane;
   auto plan = plan_fabric(spec);
   if (!plan) return plan;
-  if (auto ok = check_privileges(); !ok) return std::unexpected(ok.error());
   if (const auto existing = fabric_namespaces(spec.name); !existing.empty()) {
     if (!options.replace)
       return live_error("fabric '" + spec.name + "' already exists (" + existing.front() +
@@ -693,7 +711,24 @@ NetResult<ordered_json> fabric_status(const FabricPlan& plan) {
   if (!st) return std::unexpected(st.error());
   ordered_json out;
   out["name"] = plan.spec.name;
+  out["dataplane"] = dataplane_name(plan.spec.dataplane);
   out["blackholed_switches"] = faults->blackholed_switches;
+  if (plan.spec.dataplane == DataPlane::kBpf) {
+    // The uN programs' counters, one instance per switch (read from its first interface).
+    ordered_json endpoints = ordered_json::array();
+    for (const UsidEndpoint& e : plan.usid_endpoints) {
+      ordered_json o{{"node", e.node}, {"sid", e.prefix}};
+      if (auto c = attached_usid_counters(e.ns, e.interfaces.front()); c) {
+        o["shifted"] = c->shifted;
+        o["segment_next"] = c->segment_next;
+        o["dropped"] = c->dropped;
+      } else {
+        o["error"] = c.error().message;
+      }
+      endpoints.push_back(std::move(o));
+    }
+    out["usid_endpoints"] = endpoints;
+  }
   ordered_json links = ordered_json::array();
   for (const auto& l : plan.links)
     links.push_back(link_status(plan, l, *faults, *st));

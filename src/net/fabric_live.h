@@ -32,9 +32,10 @@ struct UpOptions {
   const volatile std::sig_atomic_t* interrupted = nullptr;
 };
 
-// Builds the fabric. The state directory and an "incomplete" marker come first, fabric.json
-// last, so a fabric whose `up` was killed part-way is seen as such by `status` and removed by
-// `down`; on any failure (or interruption) `up` removes what it built itself.
+// Builds the fabric on `spec.dataplane`, kAuto resolved first (net/dataplane.h); the returned
+// plan's spec names the data plane built. The state directory and an "incomplete" marker come
+// first, fabric.json last, so a fabric whose `up` was killed part-way is seen as such by `status`
+// and removed by `down`; on any failure (or interruption) `up` removes what it built itself.
 NetResult<FabricPlan> fabric_up(const FabricSpec& spec, const UpOptions& options = {});
 // Removes every namespace of the fabric (found by name pattern), background flappers, and the
 // state directory. Idempotent. Returns the number of namespaces removed. Processes still

@@ -51,13 +51,14 @@ std::vector<Probe> all_probes(const FabricSpec& spec) {
         pr.src_host = a;
         pr.dst_host = b;
         pr.plane = p;
-        for (int s = 0; s < spec.spines; ++s) {
+        const bool srv6 = has_source_routing(spec.dataplane);
+        for (int s = 0; s < spec.spines && srv6; ++s) {
           pr.via = Probe::Via::kSpine;
           pr.spine = s;
           out.push_back(pr);
         }
         pr.spine = -1;
-        if (leaf_of_host(spec, a) == leaf_of_host(spec, b)) {
+        if (srv6 && leaf_of_host(spec, a) == leaf_of_host(spec, b)) {
           pr.via = Probe::Via::kSameLeaf;
           out.push_back(pr);
         }

@@ -25,7 +25,8 @@ struct Probe {
 };
 
 // The probes covering every ordered host pair on every plane: one per spine, the same-leaf
-// route where the pair shares a leaf, and the plain address.
+// route where the pair shares a leaf (both on the source-routing data planes only), and the
+// plain address.
 std::vector<Probe> all_probes(const FabricSpec& spec);
 
 // Sends `count` datagrams per probe (zero UDP checksum: the DA changes on the way, so a

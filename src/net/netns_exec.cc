@@ -316,8 +316,7 @@ std::vector<std::string> list_netns() {
   return out;
 }
 
-NetResult<int> socket_in_netns(const std::string& ns,
-                               const std::function<NetResult<int>()>& open_socket) {
+NetStatus in_netns(const std::string& ns, const std::function<NetStatus()>& work) {
   const int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
   if (self < 0) return exec_error(std::string("open own netns: ") + strerror(errno));
   const std::string path = "/run/netns/" + ns;
@@ -326,16 +325,11 @@ NetResult<int> socket_in_netns(const std::string& ns,
     close(self);
     return exec_error("open " + path + ": " + strerror(errno));
   }
-  int fd = -1;
-  std::string err;
+  NetStatus result;
   if (setns(target, CLONE_NEWNET) != 0) {
-    err = "setns " + ns + ": " + strerror(errno);
+    result = exec_error("setns " + ns + ": " + strerror(errno));
   } else {
-    auto opened = open_socket();
-    if (opened)
-      fd = *opened;
-    else
-      err = opened.error().message;
+    result = work();
     if (setns(self, CLONE_NEWNET) != 0) {
       // Stuck in the wrong namespace: nothing after this could be trusted.
       std::perror("setns back to the original network namespace");
@@ -344,7 +338,19 @@ NetResult<int> socket_in_netns(const std::string& ns,
   }
   close(self);
   close(target);
-  if (fd < 0) return exec_error(err);
+  return result;
+}
+
+NetResult<int> socket_in_netns(const std::string& ns,
+                               const std::function<NetResult<int>()>& open_socket) {
+  int fd = -1;
+  auto ok = in_netns(ns, [&]() -> NetStatus {
+    auto opened = open_socket();
+    if (!opened) return std::unexpected(opened.error());
+    fd = *opened;
+    return {};
+  });
+  if (!ok) return exec_error(ok.error().message);
   return fd;
 }
 

@@ -61,6 +61,9 @@ NetStatus ip_batch(const std::string& ns, const std::vector<std::string>& lines,
 // The names under /run/netns, sorted.
 std::vector<std::string> list_netns();
 
+// Runs `work` inside `ns` on the calling thread (setns there and back): sockets, netlink and
+// tc attachments it makes belong to `ns`.
+NetStatus in_netns(const std::string& ns, const std::function<NetStatus()>& work);
 // A socket that lives in `ns`: enter the namespace on this thread, open, come back.
 NetResult<int> socket_in_netns(const std::string& ns,
                                const std::function<NetResult<int>()>& open_socket);

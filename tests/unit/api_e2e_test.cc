@@ -36,6 +36,8 @@
 #include <thread>
 #include <vector>
 
+#include "support/test_dataplane.h"
+
 extern char** environ;
 
 namespace {
@@ -371,12 +373,16 @@ TEST(ApiE2e, mrc_ctl_modify_ev_profile__crashed_applications_do_not_hold_profile
   }
 }
 
-// The namespace fabric: 2 hosts, 2 planes, 1 leaf and 2 spines per plane. Each host is a node
-// with its own node state (MRC_SOFT_SHM) and controller.
+// The namespace fabric: 2 hosts, 2 planes, 1 leaf and 2 spines per plane, on the data plane
+// MRC_TEST_DATAPLANE names (ctest runs it once per data plane; the C API's UDP EV mode needs
+// no source routing). Each host is a node with its own node state (MRC_SOFT_SHM) and
+// controller.
 TEST(ApiE2e, mrc_api__namespace_fabric_transfer) {
   REQUIRE_ROOT();
   if (::access(bin("mrc-fabric").c_str(), X_OK) != 0) GTEST_SKIP() << "mrc-fabric not built";
   if (std::system("ip netns list >/dev/null 2>&1") != 0) GTEST_SKIP() << "no ip netns";
+  const auto dataplane = mrc::test::test_dataplane();
+  if (!dataplane.skip_reason.empty()) GTEST_SKIP() << dataplane.skip_reason;
   const std::string name = "e2e" + std::to_string(::getpid());
   struct FabricGuard {
     std::string name;
@@ -384,7 +390,8 @@ TEST(ApiE2e, mrc_api__namespace_fabric_transfer) {
   } guard{name};
   std::string out;
   ASSERT_EQ(run({bin("mrc-fabric"), "up", "--name", name, "--hosts", "2", "--planes", "2",
-                 "--leaves", "1", "--spines", "2"},
+                 "--leaves", "1", "--spines", "2", "--dataplane",
+                 std::string(mrc::net::dataplane_name(dataplane.plane))},
                 {}, &out, std::chrono::seconds(60)),
             0)
       << out;

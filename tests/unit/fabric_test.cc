@@ -201,10 +201,11 @@ TEST(FabricPlan, plan_fabric__addresses_include_the_host_identity) {
   EXPECT_EQ(found, 2);
 }
 
-// A model of the kernel's IPv6 forwarding over the plan: longest prefix match over each
-// namespace's routes and addresses, seg6local End with NEXT-C-SID (usid_shift), nexthops
-// resolved to the link whose far end owns the address. Returns the links crossed, or an
-// error string. `choose` picks among ECMP nexthops.
+// A model of the kernel's IPv6 forwarding over the plan: the switch's uN endpoint first (the
+// eBPF plane rewrites before routing; the kernel's End route is the longest match for the
+// SID), shifting with usid_shift, then longest prefix match over each namespace's routes and
+// addresses, nexthops resolved to the link whose far end owns the address. Returns the links
+// crossed, or an error string. `choose` picks among ECMP nexthops.
 struct Walk {
   std::vector<std::string> links;
   std::string error;
@@ -231,6 +232,19 @@ Walk walk(const FabricPlan& plan, const std::string& from_ns, wire::Ipv6Addr da,
     // Local delivery: the DA is assigned here.
     for (const auto& a : plan.addresses)
       if (a.ns == ns && a.cidr.substr(0, a.cidr.find('/')) == format_ipv6(da)) return w;
+    const UsidEndpoint* endpoint = nullptr;
+    for (const auto& e : plan.usid_endpoints) {
+      int len = 0;
+      if (e.ns == ns && prefix_match(e.prefix, da, &len)) endpoint = &e;
+    }
+    if (endpoint) {
+      if (wire::usid_is_end_of_carrier(da)) {
+        w.error = "End at the end of the carrier in " + ns;
+        return w;
+      }
+      da = wire::usid_shift(da);
+      continue;  // looked up again in the same namespace
+    }
     const Route* best = nullptr;
     int best_len = -1;
     for (const auto& r : plan.routes) {
@@ -245,12 +259,8 @@ Walk walk(const FabricPlan& plan, const std::string& from_ns, wire::Ipv6Addr da,
       return w;
     }
     if (best->kind == RouteKind::kSeg6End) {
-      if (wire::usid_is_end_of_carrier(da)) {
-        w.error = "End at the end of the carrier in " + ns;
-        return w;
-      }
-      da = wire::usid_shift(da);
-      continue;  // looked up again in the same namespace
+      w.error = "End route without an endpoint in " + ns;
+      return w;
     }
     const Nexthop& nh = best->nexthops[choose % best->nexthops.size()];
     const Link* crossed = nullptr;
@@ -275,15 +285,19 @@ Walk walk(const FabricPlan& plan, const std::string& from_ns, wire::Ipv6Addr da,
   return w;
 }
 
+FabricSpec on(DataPlane d, FabricSpec s = small_spec()) {
+  s.dataplane = d;
+  return s;
+}
+
 TEST(FabricPlan, plan_fabric__every_srv6_path_is_forwarded_through_exactly_its_links) {
-  for (const FabricSpec& s : {small_spec(), [] {
-                                FabricSpec x = small_spec();
-                                x.hosts = 7;
-                                x.leaves = 3;
-                                x.spines = 3;
-                                x.planes = 3;
-                                return x;
-                              }()}) {
+  FabricSpec larger = small_spec();
+  larger.hosts = 7;
+  larger.leaves = 3;
+  larger.spines = 3;
+  larger.planes = 3;
+  for (const FabricSpec& s :
+       {small_spec(), larger, on(DataPlane::kBpf), on(DataPlane::kBpf, larger)}) {
     auto plan = plan_fabric(s);
     ASSERT_TRUE(plan) << plan.error().message;
     for (int p = 0; p < s.planes; ++p) {
@@ -428,7 +442,7 @@ TEST(FabricPlan, sysctls_for__routers_and_hosts) {
       if (s.key == key) return s.value;
     return "<absent>";
   };
-  const auto leaf = sysctls_for(*plan->node("p0-l0"));
+  const auto leaf = sysctls_for(plan->spec, *plan->node("p0-l0"));
   EXPECT_EQ(find(leaf, "net.ipv6.conf.all.forwarding"), "1");
   EXPECT_EQ(find(leaf, "net.ipv6.conf.default.forwarding"), "1");
   EXPECT_EQ(find(leaf, "net.ipv6.conf.all.keep_addr_on_down"), "1");
@@ -436,10 +450,85 @@ TEST(FabricPlan, sysctls_for__routers_and_hosts) {
   EXPECT_EQ(find(leaf, "net.ipv6.conf.default.accept_dad"), "0");
   EXPECT_EQ(find(leaf, "net.ipv6.fib_multipath_hash_policy"), "3");
   EXPECT_EQ(find(leaf, "net.ipv6.fib_multipath_hash_fields"), "63");
-  const auto host = sysctls_for(*plan->node("h0"));
+  const auto host = sysctls_for(plan->spec, *plan->node("h0"));
   EXPECT_EQ(find(host, "net.ipv6.conf.all.forwarding"), "0");
   EXPECT_EQ(find(host, "net.ipv6.conf.all.keep_addr_on_down"), "1");
   EXPECT_EQ(find(host, "net.ipv6.fib_multipath_hash_policy"), "<absent>");
+  // Without kernel SRv6 no seg6 knob is written (absent where CONFIG_IPV6_SEG6_LWTUNNEL is
+  // off); every data plane hashes the same fields.
+  const FabricSpec ecmp = on(DataPlane::kEcmp);
+  const auto ecmp_leaf = sysctls_for(ecmp, *plan->node("p0-l0"));
+  EXPECT_EQ(find(ecmp_leaf, "net.ipv6.conf.default.seg6_enabled"), "<absent>");
+  EXPECT_EQ(find(ecmp_leaf, "net.ipv6.fib_multipath_hash_policy"), "3");
+  EXPECT_EQ(find(ecmp_leaf, "net.ipv6.fib_multipath_hash_fields"), "63");
+  const auto bpf_leaf = sysctls_for(on(DataPlane::kBpf), *plan->node("p0-l0"));
+  EXPECT_EQ(find(bpf_leaf, "net.ipv6.conf.default.seg6_enabled"), "<absent>");
+  EXPECT_EQ(find(bpf_leaf, "net.ipv6.fib_multipath_hash_policy"), "3");
+}
+
+TEST(FabricPlan, plan_fabric__bpf_plane_has_an_endpoint_per_switch_and_no_end_routes) {
+  auto plan = plan_fabric(on(DataPlane::kBpf));
+  ASSERT_TRUE(plan) << plan.error().message;
+  for (const auto& r : plan->routes)
+    EXPECT_NE(r.kind, RouteKind::kSeg6End) << r.ns << " " << r.prefix;
+  ASSERT_EQ(plan->usid_endpoints.size(), 2u * (2 + 2));
+  for (const auto& e : plan->usid_endpoints) {
+    const Node* n = plan->node(e.node);
+    ASSERT_NE(n, nullptr);
+    EXPECT_NE(n->kind, NodeKind::kHost);
+    EXPECT_EQ(e.ns, n->ns);
+    EXPECT_EQ(wire::usid_active(e.sid), n->usid);
+    EXPECT_EQ(wire::usid_block(e.sid), plane_block(n->plane));
+    EXPECT_EQ(e.prefix, format_ipv6(e.sid) + "/48");
+    // Every interface of the switch (a packet may enter anywhere), and no SID device.
+    EXPECT_EQ(e.interfaces.size(), plan->links_in(e.ns).size());
+  }
+  EXPECT_EQ(plan->usid_endpoints.front().interfaces,
+            (std::vector<std::string>{"h0", "h1", "s0", "s1"}));
+  for (const auto& l : node_setup_lines(*plan, *plan->node("p0-s0")))
+    EXPECT_EQ(l.find("sid0"), std::string::npos) << l;
+  // The kernel plane has the same endpoints, realised as End routes.
+  auto kernel = plan_fabric(small_spec());
+  ASSERT_TRUE(kernel);
+  EXPECT_EQ(kernel->usid_endpoints.size(), plan->usid_endpoints.size());
+}
+
+TEST(FabricPlan, plan_fabric__ecmp_plane_routes_only_plain_addresses) {
+  FabricSpec larger = on(DataPlane::kEcmp);
+  larger.hosts = 7;
+  larger.leaves = 3;
+  larger.spines = 3;
+  for (const FabricSpec& s : {on(DataPlane::kEcmp), larger}) {
+    auto plan = plan_fabric(s);
+    ASSERT_TRUE(plan) << plan.error().message;
+    EXPECT_TRUE(plan->usid_endpoints.empty());
+    for (int p = 0; p < s.planes; ++p)
+      for (int a = 0; a < s.hosts; ++a)
+        for (int b = 0; b < s.hosts; ++b) {
+          if (a == b) continue;
+          const std::string src = plan->nodes[size_t(a)].ns;
+          // Every hash choice reaches the host; an SRv6 carrier has no route.
+          for (size_t choice = 0; choice < size_t(s.spines); ++choice) {
+            const Walk w = walk(*plan, src, host_address(p, b), choice);
+            EXPECT_EQ(w.error, "") << a << "->" << b;
+            const size_t hops = leaf_of_host(s, a) == leaf_of_host(s, b) ? 2u : 4u;
+            EXPECT_EQ(w.links.size(), hops) << a << "->" << b;
+          }
+          EXPECT_NE(walk(*plan, src, srv6_address(s, p, 0, b), 0).error, "");
+        }
+  }
+  const auto leaf = route_lines(*plan_fabric(on(DataPlane::kEcmp)), "t-p1-l0", {});
+  EXPECT_EQ(leaf.size(), 4u);  // hosts only
+}
+
+TEST(FabricPlan, parse_dataplane__names_round_trip) {
+  for (DataPlane d : {DataPlane::kAuto, DataPlane::kKernel, DataPlane::kBpf, DataPlane::kEcmp})
+    EXPECT_EQ(parse_dataplane(dataplane_name(d)), d);
+  EXPECT_EQ(parse_dataplane("seg6"), std::nullopt);
+  EXPECT_TRUE(has_source_routing(DataPlane::kKernel));
+  EXPECT_TRUE(has_source_routing(DataPlane::kBpf));
+  EXPECT_FALSE(has_source_routing(DataPlane::kEcmp));
+  EXPECT_FALSE(plan_fabric(on(DataPlane::kAuto)).has_value());
 }
 
 TEST(FabricPlan, path_links__lists_the_links_in_order) {
@@ -457,6 +546,11 @@ TEST(FabricPlan, all_probes__cover_every_path) {
   // Per plane: 12 ordered pairs x (2 spines + plain) + 4 same-leaf pairs.
   EXPECT_EQ(probes.size(), 2u * (12 * 3 + 4));
   EXPECT_EQ(probes.front().label(), "h0->h1 p0 via s0");
+  // An ECMP fabric has only the plain addresses.
+  const auto plain = all_probes(on(DataPlane::kEcmp));
+  EXPECT_EQ(plain.size(), 2u * 12);
+  for (const auto& p : plain)
+    EXPECT_EQ(p.via, Probe::Via::kPlain);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -580,7 +674,26 @@ TEST(FabricDescription, describe__schema_fields) {
   const auto spec = spec_from_description(nlohmann::json::parse(j.dump()));
   ASSERT_TRUE(spec) << spec.error().message;
   EXPECT_EQ(*spec, s);
+  EXPECT_EQ(j["dataplane"], "kernel");
+  EXPECT_EQ(j["source_routing"], true);
   EXPECT_FALSE(spec_from_description(nlohmann::json::parse(R"({"schema": "other"})")));
+  // The data plane round-trips; a description from before data planes is a kernel fabric; an
+  // unknown one is refused.
+  for (DataPlane d : {DataPlane::kBpf, DataPlane::kEcmp}) {
+    auto other = plan_fabric(on(d));
+    ASSERT_TRUE(other);
+    const auto jd = describe(*other);
+    EXPECT_EQ(jd["dataplane"], std::string(dataplane_name(d)));
+    EXPECT_EQ(spec_from_description(nlohmann::json::parse(jd.dump()))->dataplane, d);
+  }
+  auto old = nlohmann::json::parse(j.dump());
+  old.erase("dataplane");
+  EXPECT_EQ(spec_from_description(old)->dataplane, DataPlane::kKernel);
+  old["dataplane"] = "auto";
+  EXPECT_FALSE(spec_from_description(old));
+  const auto ecmp = describe(*plan_fabric(on(DataPlane::kEcmp)));
+  EXPECT_EQ(ecmp["multipath_hash"]["policy"], 3);
+  EXPECT_FALSE(ecmp["planes"][0]["spines"][0].contains("sid"));
 }
 
 }  // namespace

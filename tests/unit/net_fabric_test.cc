@@ -1,7 +1,10 @@
 // MRC over a live namespace fabric (root): `mrc-fabric up` builds 4 hosts on 2 planes, 2 leaves
 // and 2 spines per plane under a unique name; `mrc-perf` servers run in h2 (leaf 1) and
-// clients in h0 (leaf 0), SRv6 mode over both planes, every payload byte checked at the server
-// (--verify), results read from --json.
+// clients in h0 (leaf 0) over both planes, every payload byte checked at the server
+// (--verify), results read from --json. The fabric's data plane is MRC_TEST_DATAPLANE's
+// (tests/support/test_dataplane.h; ctest runs the program once per data plane): SRv6 mode on
+// the source-routing planes (kernel, bpf), UDP mode (the EV in the UDP source port, hashed by
+// the switches) on ECMP.
 //   - 256 MiB of WRITE and of WRITE-with-IMM.
 //   - Faults injected during a transfer: a spine link admin-down, a whole spine silently
 //     blackholed, 5% loss on a leaf-spine link, one host port (plane) down, a link flapping
@@ -53,6 +56,7 @@
 #include "net/session.h"
 #include "net/side_channel.h"
 #include "support/forged_datagram.h"
+#include "support/test_dataplane.h"
 #include "wire/codec.h"
 
 namespace mrc::net {
@@ -60,6 +64,10 @@ namespace {
 
 using Json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
+
+// The EV mode of the fabric's data plane (NetFabric::SetUpTestSuite): SRV6 where the switches
+// source-route, UDP on hashed ECMP.
+ev::FormatMode g_ev_mode = ev::FormatMode::kSrv6;
 
 // The target is 5 ms. On the shared 2-core CI machine (load ~5, several test programs
 // side by side, ASan) the scheduler alone makes gaps of tens of ms even without a fault (see
@@ -187,8 +195,16 @@ class NetFabric : public ::testing::Test {
     name_ = "nf" + std::to_string(getpid());
     dir_ = (std::filesystem::temp_directory_path() / ("mrc-net-fabric-" + name_)).string();
     std::filesystem::create_directories(dir_);
+    const auto dataplane = test::test_dataplane();
+    if (!dataplane.skip_reason.empty()) {
+      skip_reason_ = dataplane.skip_reason;
+      return;
+    }
+    dataplane_ = dataplane.plane;
+    g_ev_mode = has_source_routing(dataplane_) ? ev::FormatMode::kSrv6 : ev::FormatMode::kUdp;
     auto up = run_command({tool("mrc-fabric"), "up", "--name", name_, "--hosts", "4", "--planes",
-                           "2", "--leaves", "2", "--spines", "2"});
+                           "2", "--leaves", "2", "--spines", "2", "--dataplane",
+                           std::string(dataplane_name(dataplane_))});
     if (!up || up->exit_code != 0) {
       up_error_ = up ? up->out + up->err : up.error().message;
       return;
@@ -246,11 +262,19 @@ class NetFabric : public ::testing::Test {
   static void loss(const std::string& name, int percent) {
     expect_ok(set_loss(plan(), name, percent), "loss " + name);
   }
-  static std::vector<std::string> perf_host_args(int host) {
-    return {"--local",  plane_address(0, host) + "," + plane_address(1, host),
-            "--spines", "2",
-            "--leaf",   std::to_string(host / 2)};
+  // The host's ports and place, and the data plane's EV mode unless `chosen` names one.
+  static std::vector<std::string> perf_host_args(int host,
+                                                 const std::vector<std::string>& chosen = {}) {
+    std::vector<std::string> args = {
+        "--local",  plane_address(0, host) + "," + plane_address(1, host),
+        "--spines", "2",
+        "--leaf",   std::to_string(host / 2)};
+    if (std::find(chosen.begin(), chosen.end(), "--ev-mode") == chosen.end())
+      for (auto& a : test::default_ev_mode_args(dataplane_))
+        args.push_back(std::move(a));
+    return args;
   }
+  static std::string ev_mode_name() { return has_source_routing(dataplane_) ? "srv6" : "udp"; }
   static uint16_t next_side_port() { return static_cast<uint16_t>(19100 + port_counter_++); }
 
   // An mrc-perf server in h2 and a client in h0 (extra client arguments appended);
@@ -267,7 +291,7 @@ class NetFabric : public ::testing::Test {
     std::vector<std::string> sv = {
         tool("mrc-perf"),      "-p",   std::to_string(port), "--json", base + ".server.json",
         "--accept-timeout-ms", "60000"};
-    for (const auto& a : perf_host_args(kServerHost))
+    for (const auto& a : perf_host_args(kServerHost, server_args))
       sv.push_back(a);
     sv.insert(sv.end(), server_args.begin(), server_args.end());
     Child server = spawn_in(ns(kServerHost), sv, base + ".server.out");
@@ -280,7 +304,7 @@ class NetFabric : public ::testing::Test {
     std::vector<std::string> cv = {
         tool("mrc-perf"),       "-p",   std::to_string(port), "--json", base + ".client.json",
         "--connect-timeout-ms", "20000"};
-    for (const auto& a : perf_host_args(kClientHost))
+    for (const auto& a : perf_host_args(kClientHost, client_args))
       cv.push_back(a);
     cv.insert(cv.end(), client_args.begin(), client_args.end());
     cv.push_back(plane_address(1, kServerHost));
@@ -377,6 +401,7 @@ class NetFabric : public ::testing::Test {
   }
 
   static inline std::string name_, dir_, skip_reason_, up_error_;
+  static inline DataPlane dataplane_ = DataPlane::kKernel;
   static inline bool fabric_up_ = false;
   static inline int port_counter_ = 0;
 };
@@ -386,7 +411,7 @@ TEST_F(NetFabric, write__256_mib_verified_over_both_planes) {
   expect_clean_transfer(r, "WRITE 256 MiB");
   // Both planes carried data (SRv6 paths through both spines of each).
   ASSERT_TRUE(r.client.is_object());
-  EXPECT_EQ(r.client.value("ev_mode", ""), "srv6");
+  EXPECT_EQ(r.client.value("ev_mode", ""), ev_mode_name());
   EXPECT_EQ(r.client.value("planes", 0), 2);
   for (const char* p : {"plane0_tx_bytes", "plane1_tx_bytes"})
     EXPECT_GT(r.client["counters"].value(p, 0ull), 32ull << 20) << p;
@@ -567,7 +592,7 @@ InProcessResult run_in_process_client(const std::string& netns, const std::strin
     sc.spine_usids.push_back({spine_usid(0), spine_usid(1)});
     sc.leaf_usids.push_back(leaf_usid(0));
   }
-  sc.driver.ev_mode = ev::FormatMode::kSrv6;
+  sc.driver.ev_mode = g_ev_mode;
   sc.mpr = 4;  // mrc-perf's default
   sc.buffer_bytes = size * kSlots;
   sc.seed = kSeed;
@@ -761,7 +786,7 @@ TEST_F(NetFabric, write__hostile_input_during_a_verified_transfer_is_dropped_cou
     }
     Hello h;
     h.role = HelloRole::kClient;
-    h.ev_mode = static_cast<uint8_t>(ev::FormatMode::kSrv6);
+    h.ev_mode = static_cast<uint8_t>(g_ev_mode);
     h.evs_per_plane = 4;
     h.mtu = 4096;
     h.mpr_dest = 4;
