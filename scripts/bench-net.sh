@@ -14,8 +14,14 @@
 #      subflow hashes onto) during a transfer: the stall of each, the longest gap that ends
 #      after the cut and began within 1 s of it -- MRC's between completions (mrc-perf),
 #      MPTCP's between reads that returned data (tools/mrc-tcp-stall.cc, under mptcpize).
-# The last line is: ratio_vs_udp=<r> mrc_stall_ms=<ms> mptcp_stall_ms=<ms>
+#   5. the same MRC/UDP ratio and MRC cut on a hashed-ECMP fabric (mrc-fabric --dataplane
+#      ecmp: no source routing, mrc-perf in UDP EV mode, the EV in the UDP source port).
+# Sections 0-4 run on the data plane MRC_BENCH_DATAPLANE names (default auto: the kernel's
+# SRv6 if it has seg6local, else the eBPF uN program); the first line says which.
+# The last line is: ratio_vs_udp=<r> mrc_stall_ms=<ms> mptcp_stall_ms=<ms> dataplane=<d>
+#   ecmp_ratio_vs_udp=<r> ecmp_mrc_stall_ms=<ms>
 #   scripts/bench-net.sh [SECONDS]     seconds per throughput run (default 5)
+#   MRC_BENCH_DATAPLANE=bpf scripts/bench-net.sh     the fabric's data plane (kernel, bpf)
 #   MRC_BIN_DIR=build-x/bin scripts/bench-net.sh     binaries from another build tree
 #   MRC_BENCH_ROUNDS=5 scripts/bench-net.sh          MRC/UDP rounds (median counts; default 3)
 #   MRC_BENCH_CPUS=1,0 scripts/bench-net.sh          client,server CPUs (default 0,1; none)
@@ -100,8 +106,10 @@ server=2 client=0
 srv_p0=fcbb:bb00:4002:: srv_p1=fcbb:bb01:4002::
 perf_args() { echo "--local fcbb:bb00:$(printf %x $((0x4000 + $1)))::,fcbb:bb01:$(printf %x $((0x4000 + $1))):: --spines 2 --leaf $(($1 / 2))"; }
 
-fab up --hosts 4 --planes 2 --leaves 2 --spines 2 >/dev/null
-echo "fabric $name: 4 hosts, 2 planes x (2 leaves + 2 spines); h$client -> h$server; ${seconds}s per run; CPU ${mhz} MHz; client,server CPUs: ${cpus}; load $(cut -d' ' -f1-3 /proc/loadavg)"
+dataplane_arg=${MRC_BENCH_DATAPLANE:-auto}
+fab up --hosts 4 --planes 2 --leaves 2 --spines 2 --dataplane "$dataplane_arg" >/dev/null
+dataplane=$(json "/run/mrc-fabric/$name/fabric.json" "j['dataplane']")
+echo "fabric $name: 4 hosts, 2 planes x (2 leaves + 2 spines), data plane $dataplane ($dataplane_arg); h$client -> h$server; ${seconds}s per run; CPU ${mhz} MHz; client,server CPUs: ${cpus}; load $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # ---- 0. the platform's freezes ----------------------------------------------------------------
 # No stall measured here can be shorter than the longest time the machine stops running a
@@ -116,15 +124,16 @@ platform_freeze=$(json "$work/oslat.json" "round(max(t['max'] for t in j['thread
 echo "platform: a busy loop on CPUs ${oslat_cpus} (oslat, ${MRC_BENCH_OSLAT_SECONDS:-10} s, idle fabric) stopped for up to $(json "$work/oslat.json" "' / '.join(str(round(t['max'] / 1e3, 3)) for t in j['thread'].values())") ms"
 
 # ---- 1. and 2. MRC against raw UDP ------------------------------------------------------------
+ev_args=()  # the EV mode of both ends (none: SRV6, mrc-perf's default)
 run_mrc() {  # LABEL PORT [CLIENT ARGS...]: client JSON in $work/LABEL.c.json
   local label=$1 port=$2; shift 2
   # shellcheck disable=SC2046
-  timed $server "$work/$label.s" "$bin/mrc-perf" $(perf_args $server) -p "$port" \
+  timed $server "$work/$label.s" "$bin/mrc-perf" $(perf_args $server) "${ev_args[@]}" -p "$port" \
     --json "$work/$label.s.json" --accept-timeout-ms 30000 >"$work/$label.s.out" 2>&1 &
   pids+=($!)
   wait_for "$work/$label.s.out" "Waiting for client"
   # shellcheck disable=SC2046
-  timed $client "$work/$label.c" "$bin/mrc-perf" $(perf_args $client) -p "$port" -s 65536 -m 4096 \
+  timed $client "$work/$label.c" "$bin/mrc-perf" $(perf_args $client) "${ev_args[@]}" -p "$port" -s 65536 -m 4096 \
     --json "$work/$label.c.json" "$@" $srv_p1 >"$work/$label.c.out" 2>&1 || {
     echo "bench-net: mrc-perf $label failed:" >&2; cat "$work/$label.c.out" "$work/$label.s.out" >&2; return 1; }
   wait "${pids[-1]}"
@@ -236,4 +245,20 @@ mrc_control=$(mrc_cut cut_control 18598 h1-p0)
 echo "mrc:   the cut's stall ${mrc_stall} ms; the same injection on an idle link ${mrc_control} ms"
 
 echo "mrc_gbps=$mrc_gbps udp_gbps=$udp_gbps tcp_gbps=$tcp_gbps mptcp_gbps=$mptcp_gbps cycles_per_byte: mrc=$mrc_cpb udp=$udp_cpb tcp=$tcp_cpb mptcp=$mptcp_cpb platform_freeze_ms=$platform_freeze"
-echo "ratio_vs_udp=$ratio mrc_stall_ms=$mrc_stall mptcp_stall_ms=$mptcp_stall"
+
+# ---- 5. hashed ECMP: no source routing, the EV in the UDP source port -----------------------
+fab down --kill >/dev/null
+fab up --hosts 4 --planes 2 --leaves 2 --spines 2 --dataplane ecmp >/dev/null
+ev_args=(--ev-mode udp)
+ecmp_ratios=()
+for round in $(seq "$rounds"); do
+  run_mrc "ecmp$round" $((18610 + round)) -D "$seconds" --raw-udp --raw-seconds "$raw_seconds"
+  j=$work/ecmp$round.c.json
+  read -r r g u < <(json "$j" "' '.join(str(x) for x in [round(j['ratio_vs_udp'], 3), round(j['results'][0]['goodput_gbps'], 3), round(j['raw_udp']['goodput_gbps'], 3)])")
+  echo "ecmp round $round: mrc (udp mode) ${g} Gb/s, raw udp ${u} Gb/s -> ratio ${r}"
+  ecmp_ratios+=("$r $g $u")
+done
+read -r ecmp_ratio ecmp_mrc_gbps ecmp_udp_gbps < <(printf '%s\n' "${ecmp_ratios[@]}" | sort -n | sed -n "$(((rounds + 1) / 2))p")
+ecmp_stall=$(mrc_cut ecmp_cut 18609 "p0-s$cut")
+echo "ecmp median: ratio_vs_udp ${ecmp_ratio} (mrc ${ecmp_mrc_gbps} Gb/s, raw udp ${ecmp_udp_gbps} Gb/s); the cut's stall ${ecmp_stall} ms"
+echo "ratio_vs_udp=$ratio mrc_stall_ms=$mrc_stall mptcp_stall_ms=$mptcp_stall dataplane=$dataplane ecmp_ratio_vs_udp=$ecmp_ratio ecmp_mrc_stall_ms=$ecmp_stall"

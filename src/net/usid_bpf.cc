@@ -106,6 +106,19 @@ NetResult<UsidBpfCounters> read_counters(int stats_fd) {
   return UsidBpfCounters{sums[0], sums[1], sums[2]};
 }
 
+// Fills `hook` with the clsact ingress hook of `ifname` in the current namespace (`ns` names
+// it in errors). In place, zeroed byte by byte: libbpf refuses options whose padding is not
+// zero, and a copy of the struct need not keep it so.
+NetStatus ingress_hook(bpf_tc_hook& hook, const std::string& ns, const std::string& ifname) {
+  const unsigned index = if_nametoindex(ifname.c_str());
+  if (index == 0) return bpf_error(ns + ": interface " + ifname + ": " + errno_text(errno));
+  std::memset(&hook, 0, sizeof hook);
+  hook.sz = sizeof hook;
+  hook.ifindex = int(index);
+  hook.attach_point = BPF_TC_INGRESS;
+  return {};
+}
+
 }  // namespace
 
 struct UsidEndProgram::Impl {
@@ -124,7 +137,8 @@ bool usid_bpf_built() {
 NetResult<UsidEndProgram> UsidEndProgram::load(const wire::Ipv6Addr& sid) {
   LibbpfLog log;
   auto impl = std::make_unique<Impl>();
-  bpf_object_open_opts opts{};
+  bpf_object_open_opts opts;
+  std::memset(&opts, 0, sizeof opts);  // libbpf checks the padding
   opts.sz = sizeof opts;
   opts.object_name = "mrc_usid_end";
   impl->object = bpf_object__open_mem(mrc_usid_end_bpf_object, mrc_usid_end_bpf_object_size, &opts);
@@ -154,16 +168,13 @@ NetStatus UsidEndProgram::attach(const std::string& ns,
   return in_netns(ns, [&]() -> NetStatus {
     LibbpfLog log;
     for (const auto& ifname : interfaces) {
-      const unsigned index = if_nametoindex(ifname.c_str());
-      if (index == 0) return bpf_error(ns + ": interface " + ifname + ": " + errno_text(errno));
-      bpf_tc_hook hook{};
-      hook.sz = sizeof hook;
-      hook.ifindex = int(index);
-      hook.attach_point = BPF_TC_INGRESS;
+      bpf_tc_hook hook;
+      if (auto ok = ingress_hook(hook, ns, ifname); !ok) return ok;
       if (const int err = bpf_tc_hook_create(&hook); err != 0 && err != -EEXIST)
         return bpf_error(ns + ": clsact qdisc on " + ifname + ": " + errno_text(err) +
                          " (the kernel needs CONFIG_NET_SCH_INGRESS)" + log.said());
-      bpf_tc_opts tc{};
+      bpf_tc_opts tc;
+      std::memset(&tc, 0, sizeof tc);  // libbpf checks the padding
       tc.sz = sizeof tc;
       tc.prog_fd = impl_->prog_fd;
       tc.handle = kTcHandle;
@@ -180,7 +191,8 @@ NetStatus UsidEndProgram::attach(const std::string& ns,
 NetResult<UsidBpfRun> UsidEndProgram::run(const std::vector<uint8_t>& frame) const {
   UsidBpfRun out;
   out.frame.resize(frame.size() + 256);
-  bpf_test_run_opts opts{};
+  bpf_test_run_opts opts;
+  std::memset(&opts, 0, sizeof opts);  // libbpf checks the padding
   opts.sz = sizeof opts;
   opts.data_in = frame.data();
   opts.data_size_in = uint32_t(frame.size());
@@ -202,13 +214,10 @@ NetResult<UsidBpfCounters> attached_usid_counters(const std::string& ns,
                                                   const std::string& interface) {
   UsidBpfCounters result;
   auto ok = in_netns(ns, [&]() -> NetStatus {
-    const unsigned index = if_nametoindex(interface.c_str());
-    if (index == 0) return bpf_error(ns + ": interface " + interface + ": " + errno_text(errno));
-    bpf_tc_hook hook{};
-    hook.sz = sizeof hook;
-    hook.ifindex = int(index);
-    hook.attach_point = BPF_TC_INGRESS;
-    bpf_tc_opts tc{};
+    bpf_tc_hook hook;
+    if (auto ok = ingress_hook(hook, ns, interface); !ok) return ok;
+    bpf_tc_opts tc;
+    std::memset(&tc, 0, sizeof tc);  // libbpf checks the padding
     tc.sz = sizeof tc;
     tc.handle = kTcHandle;
     tc.priority = kTcPriority;
@@ -218,7 +227,8 @@ NetResult<UsidBpfCounters> attached_usid_counters(const std::string& ns,
     if (prog < 0)
       return bpf_error("uN program " + std::to_string(tc.prog_id) + ": " + errno_text(errno));
     uint32_t map_ids[8] = {};
-    bpf_prog_info info{};
+    bpf_prog_info info;
+    std::memset(&info, 0, sizeof info);  // libbpf checks the padding
     info.nr_map_ids = 8;
     info.map_ids = reinterpret_cast<uint64_t>(map_ids);
     uint32_t len = sizeof info;
@@ -228,7 +238,8 @@ NetResult<UsidBpfCounters> attached_usid_counters(const std::string& ns,
     for (uint32_t i = 0; i < info.nr_map_ids && i < 8; ++i) {
       const int map = bpf_map_get_fd_by_id(map_ids[i]);
       if (map < 0) continue;
-      bpf_map_info minfo{};
+      bpf_map_info minfo;
+      std::memset(&minfo, 0, sizeof minfo);  // libbpf checks the padding
       uint32_t mlen = sizeof minfo;
       if (bpf_obj_get_info_by_fd(map, &minfo, &mlen) == 0 &&
           std::strcmp(minfo.name, "usid_stats") == 0) {
