@@ -876,6 +876,17 @@ uint64_t now_ns() {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
+
+bool is_ipv4(const uint8_t* gid) {
+  in6_addr a;
+  std::memcpy(&a, gid, 16);
+  return IN6_IS_ADDR_V4MAPPED(&a);
+}
+
+// Where probe `r` goes: the dgid, or in SRV6 mode the expanded EV's first 16 bytes (5.7).
+const uint8_t* probe_destination(const mrc_ctl_ep_req& r) {
+  return r.ev_fmt_mode == MRC_CTL_EV_FMT_MODE_SRV6 ? r.req_ev.val : r.dgid.raw;
+}
 }  // namespace
 
 MRC_EXPORT int mrc_ctl_ep_batch_send_wait(mrc_context* ctx, uint8_t req_tc,
@@ -891,6 +902,11 @@ MRC_EXPORT int mrc_ctl_ep_batch_send_wait(mrc_context* ctx, uint8_t req_tc,
   for (int i = 0; i < num_req; ++i) {
     if (req[i].req_ev.port < 1 || req[i].req_ev.port > ports) return fail(EINVAL);
     if (!one_of(req[i].ev_fmt_mode, 7)) return fail(EINVAL);
+    // An IPv4 sgid (IPv4-mapped) probes over IPv4: never in SRV6 format (its EV is an IPv6
+    // uSID carrier), and its destination must be IPv4 too (and an IPv6 sgid's IPv6).
+    const bool v4 = is_ipv4(req[i].sgid.raw);
+    if (v4 && req[i].ev_fmt_mode == MRC_CTL_EV_FMT_MODE_SRV6) return fail(EINVAL);
+    if (v4 != is_ipv4(probe_destination(req[i]))) return fail(EINVAL);
     for (int j = 0; j < i; ++j)
       if (req[j].req_id == req[i].req_id) return fail(EINVAL);  // duplicate outstanding id
   }
@@ -913,8 +929,14 @@ MRC_EXPORT int mrc_ctl_ep_batch_send_wait(mrc_context* ctx, uint8_t req_tc,
       close_all();
       return fail(errno == EMFILE || errno == ENFILE ? EAGAIN : EIO);
     }
-    const int tclass = req_tc << 2;  // DSCP in the traffic class
-    ::setsockopt(pr.fd, IPPROTO_IPV6, IPV6_TCLASS, &tclass, sizeof tclass);
+    const int tclass = req_tc << 2;  // DSCP in the traffic class (IPv4: the TOS byte)
+    // An IPv4 sgid needs a dual-stack socket to bind its mapped address; IPv6 stays IPv6-only.
+    const int v6only = is_ipv4(r.sgid.raw) ? 0 : 1;
+    ::setsockopt(pr.fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof v6only);
+    if (v6only)
+      ::setsockopt(pr.fd, IPPROTO_IPV6, IPV6_TCLASS, &tclass, sizeof tclass);
+    else
+      ::setsockopt(pr.fd, IPPROTO_IP, IP_TOS, &tclass, sizeof tclass);
     sockaddr_in6 src{};
     src.sin6_family = AF_INET6;
     std::memcpy(&src.sin6_addr, r.sgid.raw, 16);
@@ -933,9 +955,7 @@ MRC_EXPORT int mrc_ctl_ep_batch_send_wait(mrc_context* ctx, uint8_t req_tc,
     sockaddr_in6 dst{};
     dst.sin6_family = AF_INET6;
     dst.sin6_port = htons(dev.config.udp_base_port);
-    // SRV6: the expanded EV's first 16 bytes are the destination (5.7); otherwise the dgid.
-    std::memcpy(&dst.sin6_addr,
-                r.ev_fmt_mode == MRC_CTL_EV_FMT_MODE_SRV6 ? r.req_ev.val : r.dgid.raw, 16);
+    std::memcpy(&dst.sin6_addr, probe_destination(r), 16);
     uint8_t ping[kPingBytes];
     std::memcpy(ping, kPingMagic, 8);
     ping[8] = static_cast<uint8_t>(r.req_ev.port - 1);

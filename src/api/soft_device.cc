@@ -39,30 +39,46 @@ std::string trim(std::string s) {
   return b == std::string::npos ? "" : s.substr(b, e - b + 1);
 }
 
-// "ADDR[/PREFIX][%IFNAME]"
+// "ADDR[/PREFIX][%IFNAME]". An IPv4 address (dotted, or IPv4-mapped ::ffff:a.b.c.d) becomes
+// its mapped address, as a RoCEv2 GID; its port runs over IPv4 (net/udp_driver.h). PREFIX is
+// in the notation's terms: 0..128 for IPv6 (default 64), 0..32 for dotted IPv4 (default 24,
+// stored as 96 + it, the mapped address's prefix); a mapped address without one gets 96 + 24.
 bool parse_port(const std::string& text, SoftPortConfig& out, std::string& error) {
   std::string s = trim(text);
   if (auto pct = s.find('%'); pct != std::string::npos) {
     out.ifname = s.substr(pct + 1);
     s = s.substr(0, pct);
   }
-  out.prefix_len = 64;
+  std::optional<int> prefix;
   if (auto slash = s.find('/'); slash != std::string::npos) {
-    const int len = std::atoi(s.substr(slash + 1).c_str());
-    if (len < 0 || len > 128) {
+    const std::string digits = s.substr(slash + 1);
+    if (digits.empty() || digits.size() > 3 ||
+        digits.find_first_not_of("0123456789") != std::string::npos) {
       error = "bad prefix length in '" + text + "'";
       return false;
     }
-    out.prefix_len = static_cast<uint8_t>(len);
+    prefix = std::atoi(digits.c_str());
     s = s.substr(0, slash);
   }
-  if (::inet_pton(AF_INET6, s.c_str(), &out.addr) == 1) return true;
   in_addr v4{};
+  if (::inet_pton(AF_INET6, s.c_str(), &out.addr) == 1) {
+    if (prefix && *prefix > 128) {
+      error = "bad prefix length in '" + text + "' (0..128 for an IPv6 address)";
+      return false;
+    }
+    out.prefix_len =
+        static_cast<uint8_t>(prefix.value_or(IN6_IS_ADDR_V4MAPPED(&out.addr) ? 96 + 24 : 64));
+    return true;
+  }
   if (::inet_pton(AF_INET, s.c_str(), &v4) == 1) {  // IPv4-mapped, as a RoCEv2 GID
+    if (prefix && *prefix > 32) {
+      error = "bad prefix length in '" + text + "' (0..32 for an IPv4 address)";
+      return false;
+    }
     std::memset(&out.addr, 0, sizeof out.addr);
     out.addr.s6_addr[10] = out.addr.s6_addr[11] = 0xff;
     std::memcpy(&out.addr.s6_addr[12], &v4, 4);
-    if (out.prefix_len == 64) out.prefix_len = 96 + 24;
+    out.prefix_len = static_cast<uint8_t>(96 + prefix.value_or(24));
     return true;
   }
   error = "bad port address '" + text + "'";

@@ -79,11 +79,17 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-// An IPv6 address and UDP/TCP port.
+// An IPv6 address and UDP/TCP port. An IPv4 endpoint is written as its IPv4-mapped address
+// (::ffff:a.b.c.d, RFC 4291 2.5.5.2), as RoCEv2 writes an IPv4 GID.
 struct Endpoint {
   in6_addr addr{};
   uint16_t port = 0;
 };
+
+// Whether `a` is an IPv4-mapped address (::ffff:a.b.c.d): an IPv4 address.
+inline bool is_ipv4_mapped(const in6_addr& a) {
+  return IN6_IS_ADDR_V4MAPPED(&a);
+}
 
 // "fcbb:bb00:4000::" -> address. kInvalidArgument with the text in the message.
 NetResult<in6_addr> parse_in6(std::string_view text);
@@ -101,9 +107,11 @@ struct alignas(cmsghdr) UdpSegmentControl {
 // Points `h`'s control at `room` holding UDP_SEGMENT = `size`.
 void set_udp_segment(msghdr& h, UdpSegmentControl& room, uint16_t size);
 // At most this many datagrams per UDP GSO send (the kernel's UDP_MAX_SEGMENTS is 64 or more),
-// and all of them within one IPv6 payload.
+// and all of them within one IPv6 payload, or over IPv4 within one IPv4 packet (its total
+// length counts the 20-byte IPv4 header too: a larger GSO send fails with EMSGSIZE).
 inline constexpr size_t kMaxGsoDatagrams = 64;
 inline constexpr size_t kMaxGsoBytes = 65535 - 8;
+inline constexpr size_t kMaxGsoBytesIpv4 = 65535 - 20 - 8;
 
 // Engine time from CLOCK_MONOTONIC, counted from the clock's creation (so 2^64 ps, 213 days,
 // is measured from process start rather than from boot).

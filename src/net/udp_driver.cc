@@ -104,6 +104,7 @@ struct UdpDriver::Impl {
     uint8_t port = 0;
     uint16_t src_port = 0;
     bool gso = false;               // sends UDP GSO groups (DriverConfig::gso)
+    bool ipv4 = false;              // its port is IPv4 (an IPv4-mapped address)
     std::vector<uint32_t> backlog;  // slots waiting for this socket (EAGAIN)
     std::vector<uint32_t> batch;    // slots of the current round
   };
@@ -144,8 +145,8 @@ struct UdpDriver::Impl {
   std::vector<mmsghdr> rx_msgs;
   std::vector<iovec> rx_iov;
   std::vector<sockaddr_in6> rx_from;
-  // Per datagram: IPV6_TCLASS (20 bytes), SCM_TIMESTAMPING (64 bytes) and SO_RXQ_OVFL (20
-  // bytes), each aligned.
+  // Per datagram: IPV6_TCLASS (20 bytes) or IP_TOS (17), SCM_TIMESTAMPING (64 bytes) and
+  // SO_RXQ_OVFL (20 bytes), each aligned.
   std::vector<std::array<uint8_t, 128>> rx_control;
   std::vector<RxEntry> rx_entries;
   uint32_t rx_per_port = 0;       // pool share of one port per turn
@@ -186,31 +187,64 @@ UdpDriver::~UdpDriver() = default;
 
 namespace {
 
+// The IPv6 options of a socket of an IPv6 port: traffic class, the driver's own flow labels,
+// no fragmentation.
+void set_ipv6_options(int fd, const DriverConfig& cfg) {
+  const int one = 1;
+  const int tclass = cfg.traffic_class;
+  ::setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &tclass, sizeof tclass);
+  // ipv6(7): with IPV6_FLOWINFO_SEND the flow label comes from sin6_flowinfo. The kernel
+  // accepts any label without a flow-label lease (IPV6_FLOWLABEL_MGR) as long as no socket
+  // of the network namespace holds an exclusive lease (fl6_sock_lookup, net/ipv6/ip6_flowlabel.c).
+  ::setsockopt(fd, IPPROTO_IPV6, kIpv6FlowinfoSend, &one, sizeof one);
+  // Every label is the sender's (ev::path_flow_label; pings: ping_flow_label): a label of 0
+  // stays 0 instead of the kernel's per-datagram hash (ip6_make_flowlabel).
+  const int zero = 0;
+  ::setsockopt(fd, IPPROTO_IPV6, IPV6_AUTOFLOWLABEL, &zero, sizeof zero);
+  // Never fragment: a datagram above the path MTU fails with EMSGSIZE (reported) instead of
+  // crossing the fabric as fragments that sprayed paths would reorder.
+  ::setsockopt(fd, IPPROTO_IPV6, IPV6_DONTFRAG, &one, sizeof one);
+}
+
+// The IPv4 options of a socket of an IPv4 port (an AF_INET6 socket bound to an IPv4-mapped
+// address sends and receives IPv4; the kernel applies IPPROTO_IP options to that traffic and
+// ignores the IPv6 ones): the traffic class as the TOS byte (IPV6_TCLASS does not reach IPv4
+// packets), DF with EMSGSIZE above the path MTU (IPV6_DONTFRAG does not stop IPv4
+// fragmentation). No flow label: IPv4 has none, and the kernel ignores sin6_flowinfo for a
+// mapped destination.
+NetStatus set_ipv4_options(int fd, const DriverConfig& cfg) {
+  const int tos = cfg.traffic_class;
+  if (::setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof tos) != 0)
+    return errno_fail("IP_TOS", errno);
+  const int pmtu = IP_PMTUDISC_DO;
+  if (::setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) != 0)
+    return errno_fail("IP_MTU_DISCOVER", errno);
+  return {};
+}
+
 NetResult<UniqueFd> open_socket(const PortConfig& pc, const DriverConfig& cfg, uint16_t port,
                                 bool data_socket) {
   UniqueFd fd(::socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd) return errno_fail("socket(AF_INET6, SOCK_DGRAM)", errno);
   const int one = 1;
-  ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+  // An IPv4 port (IPv4-mapped address) needs a dual-stack socket: the kernel refuses to bind
+  // an IPv6-only socket to a mapped address (EINVAL). An IPv6 port stays IPv6-only, whatever
+  // net.ipv6.bindv6only says.
+  const bool ipv4 = is_ipv4_mapped(pc.local.addr);
+  const int v6only = ipv4 ? 0 : 1;
+  if (::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof v6only) != 0)
+    return errno_fail("IPV6_V6ONLY", errno);
   if (!data_socket) ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (!pc.ifname.empty() && ::setsockopt(fd.get(), SOL_SOCKET, SO_BINDTODEVICE, pc.ifname.c_str(),
                                          static_cast<socklen_t>(pc.ifname.size())) != 0)
     return errno_fail("SO_BINDTODEVICE " + pc.ifname, errno);
-  const int tclass = cfg.traffic_class;
-  ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_TCLASS, &tclass, sizeof tclass);
-  // ipv6(7): with IPV6_FLOWINFO_SEND the flow label comes from sin6_flowinfo. The kernel
-  // accepts any label without a flow-label lease (IPV6_FLOWLABEL_MGR) as long as no socket
-  // of the network namespace holds an exclusive lease (fl6_sock_lookup, net/ipv6/ip6_flowlabel.c).
-  ::setsockopt(fd.get(), IPPROTO_IPV6, kIpv6FlowinfoSend, &one, sizeof one);
-  // Every label is the sender's (ev::path_flow_label; pings: ping_flow_label): a label of 0
-  // stays 0 instead of the kernel's per-datagram hash (ip6_make_flowlabel).
-  const int zero = 0;
-  ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_AUTOFLOWLABEL, &zero, sizeof zero);
-  // Never fragment: a datagram above the path MTU fails with EMSGSIZE (reported) instead of
-  // crossing the fabric as fragments that sprayed paths would reorder.
-  ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_DONTFRAG, &one, sizeof one);
+  if (!ipv4) {
+    set_ipv6_options(fd.get(), cfg);
+  } else if (auto st = set_ipv4_options(fd.get(), cfg); !st) {
+    return std::unexpected(st.error());
+  }
   set_buffer(fd.get(), SO_SNDBUFFORCE, SO_SNDBUF, cfg.socket_buffer);
-  if (cfg.ev_mode == ev::FormatMode::kSrv6) {
+  if (cfg.ev_mode == ev::FormatMode::kSrv6) {  // IPv6 ports only (check_driver_config)
     // Every uSID shift rewrites the destination address, so a UDP checksum over the first DA
     // is wrong at the receiver (docs/fabric.md, pitfall 2; veth hides it, real NICs drop).
     // Zero checksums instead, as RFC 6936 allows for UDP over IPv6 when the payload carries
@@ -222,7 +256,13 @@ NetResult<UniqueFd> open_socket(const PortConfig& pc, const DriverConfig& cfg, u
       return errno_fail("UDP_NO_CHECK6_RX", errno);
   }
   if (data_socket) {
-    ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof one);
+    // The traffic class of each datagram read (ECN CE, the trimmed DSCP): IPV6_TCLASS control
+    // messages for IPv6, IP_TOS ones for IPv4 (IPV6_RECVTCLASS reports IPv6 datagrams only).
+    if (!ipv4) {
+      ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof one);
+    } else if (::setsockopt(fd.get(), IPPROTO_IP, IP_RECVTOS, &one, sizeof one) != 0) {
+      return errno_fail("IP_RECVTOS", errno);
+    }
     // The kernel's count of datagrams it dropped for this socket (receive buffer full)
     // arrives with each datagram read (PortStats::rx_kernel_drops).
     ::setsockopt(fd.get(), SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof one);
@@ -252,6 +292,7 @@ uint32_t add_socket(UdpDriver::Impl& m, const DriverConfig& cfg, uint8_t port, U
   s.fd = std::move(fd);
   s.port = port;
   s.gso = gso_allowed(cfg);
+  s.ipv4 = is_ipv4_mapped(cfg.ports[port].local.addr);
   m.sockets.push_back(std::move(s));
   return static_cast<uint32_t>(m.sockets.size() - 1);
 }
@@ -280,6 +321,17 @@ NetStatus check_driver_config(const Engine& engine, const DriverConfig& cfg) {
     return net_fail(NetErrc::kInvalidArgument,
                     "SRV6 mode sends zero UDP checksums (uSID shifts rewrite the destination), "
                     "so the ICRC must be verified: drop --no-icrc-verify");
+  // SRV6 mode's EV is the packet's IPv6 destination address (the uSID carrier the fabric's
+  // SRv6 routes forward on): an IPv4 packet has no such address to carry it in.
+  for (size_t p = 0; p < cfg.ports.size() && cfg.ev_mode == ev::FormatMode::kSrv6; ++p) {
+    if (is_ipv4_mapped(cfg.ports[p].local.addr))
+      return net_fail(NetErrc::kInvalidArgument,
+                      "port " + std::to_string(p) + " (" + format_in6(cfg.ports[p].local.addr) +
+                          ") is IPv4, and SRV6 mode cannot run over IPv4: its EV is the "
+                          "packet's IPv6 destination address (a uSID carrier), which an IPv4 "
+                          "packet does not have; use the UDP EV mode (entropy in the UDP "
+                          "source port) or an IPv6 address");
+  }
   return {};
 }
 
@@ -360,14 +412,28 @@ bool gso_allowed(const DriverConfig& cfg) {
   return cfg.gso && cfg.ev_mode != ev::FormatMode::kSrv6;  // GSO needs UDP checksums
 }
 
+namespace {
+
+// The UDP payload one GSO send may carry on a socket of an IPv4 or IPv6 port.
+size_t max_gso_bytes(bool ipv4) {
+  return ipv4 ? kMaxGsoBytesIpv4 : kMaxGsoBytes;
+}
+
+}  // namespace
+
 uint32_t spray_burst(const DriverConfig& cfg, uint32_t mtu) {
   if (!gso_allowed(cfg)) return 1;
+  // One burst size for every port: the smaller IPv4 limit if any port is IPv4.
+  bool any_ipv4 = false;
+  for (const PortConfig& p : cfg.ports)
+    any_ipv4 = any_ipv4 || is_ipv4_mapped(p.local.addr);
   // The largest full data datagram: BTH, RETH, immediate, MRC data extension, payload, its
   // pad, ICRC. A run is also cut at the end of a batch (send_queued).
   const size_t datagram = wire::kBthBytes + wire::kRethBytes + wire::kImmDtBytes +
                           wire::kDataExtBytes + mtu + ((0u - mtu) & 3u) + wire::kIcrcBytes;
-  return static_cast<uint32_t>(std::clamp<size_t>(
-      kMaxGsoBytes / datagram, 1, std::min<size_t>(kMaxGsoDatagrams, std::max(cfg.batch, 1u))));
+  return static_cast<uint32_t>(
+      std::clamp<size_t>(max_gso_bytes(any_ipv4) / datagram, 1,
+                         std::min<size_t>(kMaxGsoDatagrams, std::max(cfg.batch, 1u))));
 }
 
 Time default_ack_repeat_after(ev::FormatMode mode) {
@@ -473,6 +539,16 @@ NetStatus UdpDriver::set_peer(uint32_t peer, std::span<const Endpoint> ports) {
     return net_fail(NetErrc::kIncompatible, "peer has " + std::to_string(ports.size()) +
                                                 " planes, we have " +
                                                 std::to_string(config_.ports.size()));
+  // A plane speaks one IP version: an IPv6 socket cannot reach an IPv4 peer, nor the reverse.
+  for (size_t p = 0; p < ports.size(); ++p) {
+    const bool ours = is_ipv4_mapped(impl_->local[p].addr);
+    if (is_ipv4_mapped(ports[p].addr) != ours)
+      return net_fail(NetErrc::kIncompatible,
+                      "plane " + std::to_string(p) + ": the peer's address " +
+                          format_in6(ports[p].addr) + " is " + (ours ? "IPv6" : "IPv4") +
+                          ", ours (" + format_in6(impl_->local[p].addr) + ") is " +
+                          (ours ? "IPv4" : "IPv6") + ": both ends of a plane use one IP version");
+  }
   impl_->peers[peer] = std::vector<Endpoint>(ports.begin(), ports.end());
   std::vector<Ipv6Address> addresses;
   for (const Endpoint& e : ports) {
@@ -634,7 +710,8 @@ bool handle_ping(Turn& t, uint8_t port, const sockaddr_in6& from, uint8_t* paylo
   return true;
 }
 
-// The traffic class a datagram arrived with (IPV6_TCLASS), 0 if the kernel gave none.
+// The traffic class a datagram arrived with (IPV6_TCLASS; over IPv4 the TOS byte, IP_TOS,
+// which has the same DSCP and ECN bits), 0 if the kernel gave none.
 uint8_t received_tclass(const msghdr& h) {
   uint8_t tclass = 0;
   for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(const_cast<msghdr*>(&h), c)) {
@@ -642,6 +719,8 @@ uint8_t received_tclass(const msghdr& h) {
       int v = 0;
       std::memcpy(&v, CMSG_DATA(c), sizeof v);
       tclass = static_cast<uint8_t>(v);
+    } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
+      tclass = *CMSG_DATA(c);  // one byte
     }
   }
   return tclass;
@@ -719,10 +798,11 @@ static bool same_path(const sockaddr_in6& a, const sockaddr_in6& b) {
 // How many queued datagrams from `first` (at most `avail`) one message carries: one, or with
 // GSO a run on one path, all of one size but the last, which may be shorter (udp(7)).
 static size_t message_run(const UdpDriver::Impl& m, const std::vector<uint32_t>& queue,
-                          size_t first, size_t avail, bool gso) {
-  if (!gso) return 1;
+                          size_t first, size_t avail, const UdpDriver::Impl::Socket& s) {
+  if (!s.gso) return 1;
   const UdpDriver::Impl::Slot& head = m.tx_slots[queue[first]];
-  const size_t limit = std::min({avail, kMaxGsoDatagrams, kMaxGsoBytes / std::max(head.bytes, 1u)});
+  const size_t limit =
+      std::min({avail, kMaxGsoDatagrams, max_gso_bytes(s.ipv4) / std::max(head.bytes, 1u)});
   size_t count = 1;
   while (count < limit) {
     const UdpDriver::Impl::Slot& next = m.tx_slots[queue[first + count]];
@@ -753,12 +833,12 @@ static size_t datagram_iovecs(UdpDriver::Impl& m, uint32_t index, iovec* iov) {
 // each), in the queue's order, each message one datagram or a GSO run (message_run).
 // Returns how many messages; tx_msg_datagrams says how many datagrams each carries.
 static size_t prepare_messages(UdpDriver::Impl& m, const std::vector<uint32_t>& queue, size_t done,
-                               bool gso) {
+                               const UdpDriver::Impl::Socket& s) {
   const size_t avail = std::min(queue.size() - done, m.tx_msgs.size());
   size_t msgs = 0, used = 0;
   while (used < avail) {
     const UdpDriver::Impl::Slot& head = m.tx_slots[queue[done + used]];
-    const size_t count = message_run(m, queue, done + used, avail - used, gso);
+    const size_t count = message_run(m, queue, done + used, avail - used, s);
     iovec* iov = &m.tx_iov[3 * used];
     size_t iovs = 0;
     for (size_t k = 0; k < count; ++k)
@@ -781,7 +861,7 @@ static bool send_queued(UdpDriver::Impl& m, DriverStats& stats, std::vector<uint
                         UdpDriver::Impl::Socket& s, NetError& err) {
   size_t done = 0;
   while (done < queue.size()) {
-    const size_t msgs = prepare_messages(m, queue, done, s.gso);
+    const size_t msgs = prepare_messages(m, queue, done, s);
     const int sent = ::sendmmsg(s.fd.get(), m.tx_msgs.data(), static_cast<unsigned>(msgs), 0);
     ++stats.sendmmsg_calls;
     PortStats& ps = stats.ports[s.port];
@@ -970,7 +1050,8 @@ void queue_packet(Turn& t, TxPacket& tx, uint32_t slot) {
   s.head = f->head;
   s.socket = r.socket;
   s.dst = to_sockaddr(Endpoint{r.dst, peer.port});
-  s.dst.sin6_flowinfo = htonl(flow_label & 0xFFFFF);
+  // IPv4 has no flow label (the kernel ignores it): 0, so that GSO runs follow the real path.
+  if (!m.sockets[r.socket].ipv4) s.dst.sin6_flowinfo = htonl(flow_label & 0xFFFFF);
   if (m.sockets[r.socket].batch.empty()) m.touched.push_back(r.socket);
   m.sockets[r.socket].batch.push_back(slot);
 }

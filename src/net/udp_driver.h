@@ -1,5 +1,6 @@
-// The Linux driver: runs one mrc::Engine over UDP/IPv6 sockets, one NIC port (plane) per
-// local address. All I/O of the Linux world lives here; the engine stays sans-IO.
+// The Linux driver: runs one mrc::Engine over UDP/IPv6 sockets (IPv4 for a port with an
+// IPv4-mapped address, below), one NIC port (plane) per local address. All I/O of the Linux
+// world lives here; the engine stays sans-IO.
 //
 // Sockets. Each port has a data socket bound to its address (and interface, SO_BINDTODEVICE,
 // when named) on its UDP port: it receives everything for the port and sends SRV6-mode
@@ -13,6 +14,15 @@
 // port gets its own send-only socket on the port's address (created on first use, bound with
 // SO_REUSEADDR so two engines on one address may share them). If that bind fails the packet
 // leaves from the data socket (counted as src_port_fallbacks).
+//
+// IPv4. A port whose address is IPv4-mapped (::ffff:a.b.c.d) sends and receives IPv4 through
+// the same AF_INET6 sockets, with IPV6_V6ONLY off for that port alone (IPv6 ports stay
+// IPv6-only). Its packets leave with the traffic class as the TOS byte (IP_TOS; arrivals
+// report it with IP_RECVTOS), DF set (IP_MTU_DISCOVER, as IPV6_DONTFRAG for IPv6), GSO sends
+// within one IPv4 packet (kMaxGsoBytesIpv4) and no flow label: STEV's 20 label bits do not
+// reach the wire, only its source-port bits steer. The ICRC is computed over the IPv6 form of
+// the headers (the mapped addresses) at both ends. SRV6 mode is refused (its EV is an IPv6
+// destination address), and both ends of a plane must use one IP version (set_peer).
 //
 // Wire. A UDP socket carries the transport packet (BTH .. payload, pad, ICRC); the kernel
 // builds IPv6 and UDP. The ICRC (wire/codec.h) still covers the invariant IPv6/UDP fields:
@@ -186,6 +196,8 @@ std::vector<std::pair<std::string, uint64_t>> driver_counters(const DriverStats&
 class UdpDriver {
  public:
   // Opens the sockets of every port. `engine.config().num_ports` must equal the port count.
+  // kInvalidArgument for a configuration it cannot run (among others: SRV6 mode with an IPv4
+  // port, SRV6 mode without ICRC verification).
   static NetResult<std::unique_ptr<UdpDriver>> open(Engine& engine, const DriverConfig& config);
   ~UdpDriver();
   UdpDriver(const UdpDriver&) = delete;
@@ -195,6 +207,8 @@ class UdpDriver {
   // only sources its QPs accept packets from (Engine::set_peer_addresses: any of them, for
   // any plane; the UDP source port is not bound, STEV/UDP modes send from one per path), and
   // the only ones the driver answers pings from.
+  // kIncompatible if the peer has another number of ports or another IP version (IPv4-mapped
+  // or not) than ours on some plane; nothing changes then.
   NetStatus set_peer(uint32_t peer, std::span<const Endpoint> ports);
 
   Time now() const { return clock_.now(); }

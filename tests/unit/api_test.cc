@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -1289,28 +1290,12 @@ TEST(SoftDevice, ocp_benchmark__calling_sequence_runs_with_only_the_device_confi
             0);
 }
 
-// The default mode (not MRC_SOFT_STRICT=1; reference section 8): the published benchmark's
-// calls -- an implausible declared version, IBV_QP_PORT / IBV_QP_TIMEOUT / IBV_QP_RETRY_CNT /
-// IBV_QP_RNR_RETRY, no MRC attributes at any transition -- connect with the device's default
-// profiles and carry verified WRITE_IMM; strict mode rejects the same calls.
-TEST(SoftDevice, lenient_mode__accepts_the_published_benchmark_calls) {
-  REQUIRE_NETNS();
-  {  // strict
-    Device s;
-    ASSERT_NE(s.mctx, nullptr);
-    mrc_context_attr bad{0x05000000u, 0};
-    EXPECT_EQ(mrc_create_context(s.ctx, &bad), nullptr);
-    EXPECT_EQ(errno, EINVAL);
-  }
-  ::setenv("MRC_SOFT_STRICT", "0", 1);
-  Device a, b;
-  ::setenv("MRC_SOFT_STRICT", "1", 1);
-  ASSERT_TRUE(a.mctx && b.mctx);
-  mrc_context_attr bad{0x05000000u, 0};
-  mrc_context* extra = mrc_create_context(a.ctx, &bad);  // "unspecified"
-  ASSERT_NE(extra, nullptr);
-  EXPECT_EQ(mrc_destroy_context(extra), 0);
+namespace {
 
+// Devices `a` and `b` (default mode: no MRC attributes) connect a QP pair the way the published
+// benchmark does -- verbs attributes only, IBV_QP_PORT, TIMEOUT, RETRY_CNT, RNR_RETRY, the
+// peer's GID from ibv_query_gid -- and carry 20 verified WRITE_IMMs of 4 KiB from a to b.
+void write_imm_with_verbs_calls_only(Device& a, Device& b) {
   constexpr size_t kMsg = 4096;
   constexpr int kMessages = 20;
   std::vector<uint8_t> src(kMsg), dst(kMsg * kMessages, 0);
@@ -1413,6 +1398,158 @@ TEST(SoftDevice, lenient_mode__accepts_the_published_benchmark_calls) {
   }
   EXPECT_EQ(ibv_dereg_mr(smr), 0);
   EXPECT_EQ(ibv_dereg_mr(dmr), 0);
+}
+
+}  // namespace
+
+// The default mode (not MRC_SOFT_STRICT=1; reference section 8): the published benchmark's
+// calls -- an implausible declared version, IBV_QP_PORT / IBV_QP_TIMEOUT / IBV_QP_RETRY_CNT /
+// IBV_QP_RNR_RETRY, no MRC attributes at any transition -- connect with the device's default
+// profiles and carry verified WRITE_IMM; strict mode rejects the same calls.
+TEST(SoftDevice, lenient_mode__accepts_the_published_benchmark_calls) {
+  REQUIRE_NETNS();
+  {  // strict
+    Device s;
+    ASSERT_NE(s.mctx, nullptr);
+    mrc_context_attr bad{0x05000000u, 0};
+    EXPECT_EQ(mrc_create_context(s.ctx, &bad), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+  }
+  ::setenv("MRC_SOFT_STRICT", "0", 1);
+  Device a, b;
+  ::setenv("MRC_SOFT_STRICT", "1", 1);
+  ASSERT_TRUE(a.mctx && b.mctx);
+  mrc_context_attr bad{0x05000000u, 0};
+  mrc_context* extra = mrc_create_context(a.ctx, &bad);  // "unspecified"
+  ASSERT_NE(extra, nullptr);
+  EXPECT_EQ(mrc_destroy_context(extra), 0);
+
+  write_imm_with_verbs_calls_only(a, b);
+}
+
+namespace {
+
+// Sets environment variables for its lifetime, then restores what they were.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (const auto& [name, value] : vars) {
+      const char* old = std::getenv(name);
+      saved_.push_back({name, old ? std::optional<std::string>(old) : std::nullopt});
+      ::setenv(name, value, 1);
+    }
+  }
+  ~ScopedEnv() {
+    for (const auto& [name, old] : saved_) {
+      if (old)
+        ::setenv(name.c_str(), old->c_str(), 1);
+      else
+        ::unsetenv(name.c_str());
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+std::string gid_text(ibv_context* ctx) {
+  ibv_gid gid{};
+  EXPECT_EQ(ibv_query_gid(ctx, 1, 3, &gid), 0);
+  char buf[INET6_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET6, gid.raw, buf, sizeof buf);
+  return buf;
+}
+
+}  // namespace
+
+// An IPv4 port (MRC_SOFT_PORTS=127.0.0.1, or its mapped spelling ::ffff:127.0.0.1) is the
+// IPv4-mapped GID and runs over IPv4 (UDP EV mode): both devices open, a QP pair carries
+// verified WRITE_IMMs, and an EV probe from the IPv4 GID is answered (an SRV6 one, whose
+// destination would be an IPv6 uSID carrier, is EINVAL).
+TEST(SoftDevice, ipv4_port__opens_and_carries_verified_data) {
+  REQUIRE_NETNS();
+  ScopedEnv lenient({{"MRC_SOFT_STRICT", "0"}, {"MRC_SOFT_EV_MODE", "udp"}});
+  std::optional<Device> a, b;
+  {
+    ScopedEnv v4({{"MRC_SOFT_PORTS", "127.0.0.1"}});
+    a.emplace();
+  }
+  {
+    ScopedEnv mapped({{"MRC_SOFT_PORTS", "::ffff:127.0.0.1"}});
+    b.emplace();
+  }
+  ASSERT_TRUE(a->mctx && b->mctx);
+  EXPECT_EQ(gid_text(a->ctx), "::ffff:127.0.0.1");
+  EXPECT_EQ(gid_text(b->ctx), "::ffff:127.0.0.1");
+  write_imm_with_verbs_calls_only(*a, *b);
+
+  mrc_ctl_ep_req req{};
+  req.req_id = 9;
+  ASSERT_EQ(ibv_query_gid(a->ctx, 1, 0, &req.sgid), 0);
+  req.dgid = req.sgid;
+  req.ev_fmt_mode = MRC_CTL_EV_FMT_MODE_UDP;
+  req.req_ev.val[0] = 0xC0;  // source port 0xC005
+  req.req_ev.val[1] = 0x05;
+  req.req_ev.port = 1;
+  mrc_ctl_ep_rsp rsp{};
+  int nrsp = 0;
+  ASSERT_EQ(mrc_ctl_ep_batch_send_wait(a->mctx, 0, MRC_CTL_EP_OP_EV_PROBE, &req, 1, 1'000'000'000,
+                                       &rsp, &nrsp),
+            0)
+      << std::strerror(errno);
+  EXPECT_EQ(nrsp, 1);
+  EXPECT_EQ(rsp.req_id, 9);
+  req.ev_fmt_mode = MRC_CTL_EV_FMT_MODE_SRV6;
+  ASSERT_EQ(::inet_pton(AF_INET6, "fcbb:bb00:8000:1:4001::", req.req_ev.val), 1);
+  EXPECT_EQ(mrc_ctl_ep_batch_send_wait(a->mctx, 0, MRC_CTL_EP_OP_EV_PROBE, &req, 1, 1'000'000, &rsp,
+                                       &nrsp),
+            -1);
+  EXPECT_EQ(errno, EINVAL);
+}
+
+// SRV6 mode cannot run over IPv4 (its EV is an IPv6 destination address): a device with an
+// IPv4 port in that mode does not open.
+TEST(SoftDevice, ipv4_port__srv6_mode_does_not_open) {
+  REQUIRE_NETNS();
+  ScopedEnv srv6({{"MRC_SOFT_PORTS", "127.0.0.1"}, {"MRC_SOFT_EV_MODE", "srv6"}});
+  Device d;
+  EXPECT_EQ(d.ctx, nullptr);
+}
+
+// Port addresses (MRC_SOFT_PORTS): IPv4 ones become IPv4-mapped GIDs whose prefix is counted
+// in IPv4 bits (/24 by default), so a peer's plane-p address keeps the plane's IPv4 prefix;
+// a prefix the notation cannot have is refused.
+TEST(SoftDevice, load_device_config__ipv4_ports_are_mapped_with_ipv4_prefixes) {
+  ScopedEnv none({{"MRC_SOFT_CONFIG", "/dev/null"}});
+  mrc::api::DeviceConfig cfg;
+  std::string error;
+  {
+    ScopedEnv ports({{"MRC_SOFT_PORTS", "10.0.1.1,10.0.2.1/16,::ffff:10.0.3.1,fd00:1::1"}});
+    ASSERT_TRUE(mrc::api::load_device_config(cfg, error)) << error;
+  }
+  ASSERT_EQ(cfg.ports.size(), 4u);
+  EXPECT_EQ(cfg.ports[0].prefix_len, 96 + 24);
+  EXPECT_EQ(cfg.ports[1].prefix_len, 96 + 16);
+  EXPECT_EQ(cfg.ports[2].prefix_len, 96 + 24);
+  EXPECT_EQ(cfg.ports[3].prefix_len, 64);
+  in6_addr gid{};
+  ASSERT_EQ(::inet_pton(AF_INET6, "::ffff:10.0.1.7", &gid), 1);
+  const char* want[] = {"::ffff:10.0.1.7", "::ffff:10.0.1.7", "::ffff:10.0.3.7"};
+  for (size_t p = 0; p < 3; ++p) {
+    const in6_addr peer = mrc::api::peer_address(cfg, gid, p);
+    char buf[INET6_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET6, &peer, buf, sizeof buf);
+    EXPECT_STREQ(buf, want[p]) << "plane " << p;
+  }
+  for (const char* bad : {"10.0.1.1/33", "fd00::1/129", "10.0.1.1/x", "10.0.1.1/"}) {
+    ScopedEnv ports({{"MRC_SOFT_PORTS", bad}});
+    mrc::api::DeviceConfig untouched;
+    EXPECT_FALSE(mrc::api::load_device_config(untouched, error)) << bad;
+    EXPECT_NE(error.find("bad prefix length"), std::string::npos) << error;
+    EXPECT_TRUE(untouched.ports.empty());
+  }
 }
 
 // An API call does not wait for the progress thread's poll (docs/c-api.md, "Device and

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "net/path_plan.h"
 #include "net/ping.h"
 
 namespace mrc::net {
@@ -286,8 +287,169 @@ TEST(UdpDriver, spray_burst__is_the_gso_run_where_it_sends_gso) {
   c.batch = 8;
   EXPECT_EQ(spray_burst(c, 4096), 8u);  // a run ends with its batch
   c.batch = 64;
+  // An IPv4 port: one GSO send stays within one IPv4 packet (65,507 bytes of UDP payload).
+  c.ports.push_back(PortConfig{*parse_endpoint("::1", 0), ""});
+  EXPECT_EQ(spray_burst(c, 1500), 42u);
+  c.ports.push_back(PortConfig{*parse_endpoint("::ffff:10.0.0.1", 0), ""});
+  EXPECT_EQ(spray_burst(c, 1500), 41u);  // 42 * 1,560 B is 65,520
+  EXPECT_EQ(spray_burst(c, 4096), 15u);
   c.gso = false;
   EXPECT_EQ(spray_burst(c, 4096), 1u);
+}
+
+// One end of a QP pair over a driver: engine, driver, registered buffer, QP.
+struct QpEnd {
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<UdpDriver> driver;
+  std::vector<uint8_t> buffer;
+  MemoryKeys keys;
+  uint32_t qpn = 0;
+};
+
+// A driver of one port on `address`, `mode`, sending with `traffic_class`; a QP and a
+// registered buffer of `bytes`.
+void open_end(QpEnd& e, const char* address, ev::FormatMode mode, uint8_t traffic_class,
+              size_t bytes) {
+  EngineConfig ec;
+  ec.num_ports = 1;
+  e.engine = std::make_unique<Engine>(ec);
+  DriverConfig dc;
+  dc.ev_mode = mode;
+  dc.traffic_class = traffic_class;
+  dc.ports.push_back(PortConfig{*parse_endpoint(address, 0), ""});
+  auto drv = UdpDriver::open(*e.engine, dc);
+  ASSERT_TRUE(drv) << drv.error().message;
+  e.driver = std::move(*drv);
+  e.buffer.assign(bytes, 0);
+  auto keys =
+      e.engine->register_memory(e.buffer.data(), bytes, reinterpret_cast<uint64_t>(e.buffer.data()),
+                                kLocalWrite | kRemoteWrite);
+  ASSERT_TRUE(keys);
+  e.keys = *keys;
+  auto q = e.engine->create_qp(QpCreateAttr{});
+  ASSERT_TRUE(q);
+  e.qpn = *q;
+}
+
+// `e`'s QP to `peer`'s, over `evs` paths of the driver's mode, with a fixed window; `burst`
+// packets in a row on one path (PathPolicy::burst).
+void connect_end(QpEnd& e, const QpEnd& peer, uint32_t evs, uint32_t mtu, uint32_t burst) {
+  const Endpoint there = peer.driver->local(0);
+  ASSERT_TRUE(e.driver->set_peer(1, std::span(&there, 1)));
+  PlanePaths plane;
+  plane.peer_addr = there.addr;
+  auto paths = plan_paths(e.driver->config().ev_mode, evs, std::span(&plane, 1), 0);
+  ASSERT_TRUE(paths);
+  QpAttr a;
+  a.paths = std::move(*paths);
+  a.cc.algorithm = CcAlgorithm::kFixedWindow;
+  a.dest_qpn = peer.qpn;
+  a.peer = 1;
+  a.path_mtu = mtu;
+  a.path_policy.burst = burst;
+  for (QpState target : {QpState::kInit, QpState::kRtr, QpState::kRts})
+    ASSERT_TRUE(e.engine->modify_qp(e.driver->now(), e.qpn, target, a)) << qp_state_name(target);
+}
+
+// An IPv4 port (IPv4-mapped address) runs over IPv4 on a dual-stack socket: two drivers on
+// 127.0.0.1 in UDP mode (EVs in the UDP source port) carry WRITEs whose data arrives intact.
+// The sender's traffic class is CE, so the receiver counting CE shows that the TOS byte went
+// out (IP_TOS, not IPV6_TCLASS) and came back (IP_RECVTOS). Path MTU 1504 and bursts of 64
+// packets: 42 datagrams of 1,560 B fit one IPv6 payload but not one IPv4 packet, so the
+// driver cuts its GSO runs at 41 and never falls back to single datagrams.
+TEST(UdpDriver, poll__udp_mode_over_ipv4_loopback_carries_verified_data) {
+  constexpr size_t kMsg = 64 * 1024;
+  constexpr int kMessages = 16;
+  QpEnd a, b;
+  open_end(a, "::ffff:127.0.0.1", ev::FormatMode::kUdp, wire::kEcnCe, kMsg);
+  open_end(b, "::ffff:127.0.0.1", ev::FormatMode::kUdp, 0x02, kMsg * kMessages);
+  ASSERT_TRUE(a.driver && b.driver);
+  for (QpEnd* e : {&a, &b}) {
+    EXPECT_TRUE(is_ipv4_mapped(e->driver->local(0).addr));
+    const int fd = e->driver->data_socket(0);
+    EXPECT_EQ(socket_option(fd, IPPROTO_IPV6, IPV6_V6ONLY), 0);
+    EXPECT_EQ(socket_option(fd, IPPROTO_IP, IP_RECVTOS), 1);
+    EXPECT_EQ(socket_option(fd, IPPROTO_IP, IP_MTU_DISCOVER), IP_PMTUDISC_DO);
+  }
+  EXPECT_EQ(socket_option(a.driver->data_socket(0), IPPROTO_IP, IP_TOS), wire::kEcnCe);
+  EXPECT_EQ(socket_option(b.driver->data_socket(0), IPPROTO_IP, IP_TOS), 0x02);
+  // An IPv6 port stays IPv6-only.
+  OneDriver v6 = open_loopback(1, ev::FormatMode::kUdp);
+  ASSERT_TRUE(v6.driver);
+  EXPECT_EQ(socket_option(v6.driver->data_socket(0), IPPROTO_IPV6, IPV6_V6ONLY), 1);
+
+  // An IPv6 peer on an IPv4 plane is refused, and changes nothing.
+  const Endpoint v6_peer = v6.driver->local(0);
+  const auto wrong = a.driver->set_peer(1, std::span(&v6_peer, 1));
+  ASSERT_FALSE(wrong);
+  EXPECT_EQ(wrong.error().code, NetErrc::kIncompatible);
+  EXPECT_NE(wrong.error().message.find("IP version"), std::string::npos) << wrong.error().message;
+
+  connect_end(a, b, 8, 1504, 64);
+  connect_end(b, a, 8, 1504, 64);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  std::vector<uint8_t>& src = a.buffer;
+  for (size_t i = 0; i < src.size(); ++i)
+    src[i] = static_cast<uint8_t>(i * 7 + 3);
+  for (int m = 0; m < kMessages; ++m) {
+    WriteWr wr;
+    wr.wr_id = static_cast<uint64_t>(m);
+    wr.lkey = a.keys.lkey;
+    wr.local_addr = reinterpret_cast<uint64_t>(src.data());
+    wr.length = kMsg;
+    wr.remote_addr = reinterpret_cast<uint64_t>(b.buffer.data()) + m * kMsg;
+    wr.rkey = b.keys.rkey;
+    ASSERT_TRUE(a.engine->post_write(a.driver->now(), a.qpn, wr));
+  }
+  int done = 0;
+  const auto start = std::chrono::steady_clock::now();
+  while (done < kMessages && seconds_since(start) < 20) {
+    ASSERT_TRUE(a.driver->poll(us(200)));
+    ASSERT_TRUE(b.driver->poll(us(200)));
+    Completion c;
+    while (a.engine->poll_completion(c)) {
+      ASSERT_EQ(c.status, WcStatus::kSuccess) << wc_status_name(c.status);
+      ++done;
+    }
+  }
+  ASSERT_EQ(done, kMessages);
+  for (int m = 0; m < kMessages; ++m)
+    ASSERT_EQ(std::memcmp(b.buffer.data() + m * kMsg, src.data(), kMsg), 0) << "message " << m;
+  const PortStats& rx = b.driver->stats().ports[0];
+  EXPECT_GE(rx.rx_packets, static_cast<uint64_t>(kMessages) * (kMsg / 1504));
+  EXPECT_EQ(rx.rx_ce, rx.rx_packets);  // every datagram of `a` arrived with CE
+  EXPECT_EQ(a.driver->stats().ports[0].rx_ce, 0u);
+  EXPECT_EQ(b.driver->stats().decode_drops, 0u);
+  EXPECT_EQ(a.driver->stats().ports[0].tx_errors, 0u);
+  // Several source ports: the EVs took their own sockets, all bound to the IPv4 address.
+  EXPECT_EQ(a.driver->stats().ports[0].src_port_fallbacks, 0u);
+  EXPECT_GT(a.driver->stats().gso_sends, 0u);
+  EXPECT_EQ(a.driver->stats().gso_fallbacks, 0u);
+}
+
+// SRV6 mode's EV is the packet's IPv6 destination address: an IPv4 port cannot carry it, and
+// open() says so (STEV and UDP modes open).
+TEST(UdpDriver, open__srv6_over_ipv4_is_refused_with_the_reason) {
+  EngineConfig ec;
+  ec.num_ports = 2;
+  Engine engine(ec);
+  DriverConfig dc;
+  dc.ev_mode = ev::FormatMode::kSrv6;
+  dc.ports.push_back(PortConfig{*parse_endpoint("::1", 0), ""});
+  dc.ports.push_back(PortConfig{*parse_endpoint("::ffff:127.0.0.1", 0), ""});
+  auto drv = UdpDriver::open(engine, dc);
+  ASSERT_FALSE(drv);
+  EXPECT_EQ(drv.error().code, NetErrc::kInvalidArgument);
+  const std::string& msg = drv.error().message;
+  EXPECT_NE(msg.find("port 1 (::ffff:127.0.0.1) is IPv4"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("SRV6 mode cannot run over IPv4"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("IPv6 destination address"), std::string::npos) << msg;
+  EXPECT_EQ(engine.transmit_order(), TransmitOrder::kPerPort);  // untouched: the default
+  for (ev::FormatMode mode : {ev::FormatMode::kUdp, ev::FormatMode::kStev}) {
+    dc.ev_mode = mode;
+    auto ok = UdpDriver::open(engine, dc);
+    EXPECT_TRUE(ok) << (ok ? "" : ok.error().message);
+  }
 }
 
 TEST(Ping, is_ping__recognises_only_its_exact_size) {
