@@ -122,11 +122,10 @@ std::vector<PlanePaths> plane_paths(const SessionConfig& config, const Hello& pe
   return planes;
 }
 
-// QP i's attributes towards the peer's QP i: its paths, congestion control for the session's
-// line rate (all planes) and base RTT, the PSNs, and window limits no larger than the peer's
-// responder accepts (as with RDMA's rd_atomic pair).
-QpAttr qp_attr(const SessionConfig& config, const Hello& peer, size_t i, uint32_t sq_psn,
-               std::vector<PathDesc> paths) {
+}  // namespace
+
+QpAttr session_qp_attr(const SessionConfig& config, const PeerQp& peer, uint32_t sq_psn,
+                       std::vector<PathDesc> paths) {
   QpAttr a;
   a.transport = TransportMode::kMrc;
   a.paths = std::move(paths);
@@ -141,9 +140,9 @@ QpAttr qp_attr(const SessionConfig& config, const Hello& peer, size_t i, uint32_
   const uint64_t bdp = static_cast<uint64_t>(static_cast<__uint128_t>(link) * config.base_rtt /
                                              (8 * kPicosPerSecond));
   a.cc.fixed_window = std::max<uint64_t>(2 * bdp, 16ull * config.mtu);
-  a.dest_qpn = peer.qps[i].qpn;
-  a.peer = Session::kPeerId;
-  a.rq_psn = peer.qps[i].first_psn;
+  a.dest_qpn = peer.qpn;
+  a.peer = peer.peer_id;
+  a.rq_psn = peer.first_psn;
   a.sq_psn = sq_psn;
   a.path_mtu = config.mtu;
   a.mpr_dest = config.mpr;
@@ -156,6 +155,17 @@ QpAttr qp_attr(const SessionConfig& config, const Hello& peer, size_t i, uint32_
   a.path_policy.burst =
       config.spray_burst ? config.spray_burst : spray_burst(config.driver, config.mtu);
   return a;
+}
+
+namespace {
+
+// QP i's attributes towards the peer's QP i (session_qp_attr with the hello's numbers).
+QpAttr qp_attr(const SessionConfig& config, const Hello& peer, size_t i, uint32_t sq_psn,
+               std::vector<PathDesc> paths) {
+  return session_qp_attr(config,
+                         PeerQp{Session::kPeerId, peer.qps[i].qpn, peer.qps[i].first_psn,
+                                peer.mpr_dest, peer.max_wimm_dest},
+                         sq_psn, std::move(paths));
 }
 
 }  // namespace

@@ -51,6 +51,22 @@ struct SessionConfig {
   bool random_identifiers = true;
 };
 
+// The peer QP a session QP connects to, as its hello (or another setup exchange) names it.
+struct PeerQp {
+  uint32_t peer_id = 0;  // QpAttr::peer: the driver's name for the peer (UdpDriver::set_peer)
+  uint32_t qpn = 0;
+  uint32_t first_psn = 0;
+  uint8_t mpr_dest = 0;  // what the peer's responder accepts
+  uint16_t max_wimm_dest = 0;
+};
+
+// A session QP's attributes towards `peer`: `paths` (net/path_plan.h), congestion control for
+// the session's line rate over every plane and its base RTT, the PSNs, and window limits no
+// larger than the peer's responder accepts (as with RDMA's rd_atomic pair). Session::connect
+// and the libfabric provider's connections both take them from here.
+QpAttr session_qp_attr(const SessionConfig& config, const PeerQp& peer, uint32_t sq_psn,
+                       std::vector<PathDesc> paths);
+
 class Session {
  public:
   // Engine, driver (sockets bound), buffer registered, QPs created (RESET).

@@ -1,0 +1,423 @@
+// Tests for fi/rdm_endpoint.h: two (or three) endpoints, each over an engine on the in-memory
+// fault network (tests/support/fault_net.h), their setup datagrams carried by the test with a
+// delay (and, where a test says so, lost). Messages eager and rendezvous, tagged with ignore
+// bits, unexpected and in order, truncation, RMA writes with remote CQ data, credits under a
+// flood, connection setup with lost datagrams, a peer that never answers, a connection that
+// dies, simultaneous connects, cancel, and bad arguments.
+#include "fi/rdm_endpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <set>
+#include <vector>
+
+#include "support/fault_net.h"
+
+namespace mrc::fi {
+namespace {
+
+using testnet::FaultNet;
+using testnet::HostId;
+
+constexpr Time kSetupDelay = us(20);
+
+class Harness;
+
+// The Io of host `self`: peers are FaultNet hosts, setup datagrams go through the harness.
+class TestIo : public RdmEndpoint::Io {
+ public:
+  TestIo(Harness& h, HostId self) : h_(h), self_(self) {}
+  NetResult<uint32_t> bind_peer(const EndpointName& name) override;
+  void send_setup(const EndpointName& to, std::span<const uint8_t> datagram) override;
+
+ private:
+  Harness& h_;
+  HostId self_;
+};
+
+EndpointName name_of(HostId h) {
+  EndpointName n;
+  for (uint8_t p = 0; p < 2; ++p) {
+    PlaneAddress a;
+    const auto addr = FaultNet::address(h, p);
+    std::memcpy(a.addr.data(), addr.data(), 16);
+    a.data_port = 4791;
+    n.planes.push_back(a);
+  }
+  n.setup_port = uint16_t(20000 + h);
+  return n;
+}
+
+RdmConfig test_config() {
+  RdmConfig c;
+  c.session.driver.ev_mode = ev::FormatMode::kStev;
+  c.session.driver.ports.resize(2);
+  c.session.random_identifiers = false;
+  c.session.mtu = 4096;
+  c.session.evs_per_plane = 8;
+  c.ring_slots = 16;
+  c.slot_bytes = 8192;
+  c.connect_retry = ms(2);
+  c.connect_timeout = ms(50);
+  return c;
+}
+
+class Harness {
+ public:
+  explicit Harness(int hosts, RdmConfig cfg = test_config()) {
+    testnet::NetConfig nc;
+    nc.seed = 7;
+    net_ = std::make_unique<FaultNet>(nc);
+    for (int h = 0; h < hosts; ++h) {
+      EngineConfig ec;
+      ec.num_ports = 2;
+      ec.seed = uint64_t(h) + 1;
+      net_->add_engine(ec);
+      ios_.push_back(std::make_unique<TestIo>(*this, h));
+      auto ep = RdmEndpoint::create(net_->engine(h), *ios_.back(), cfg, name_of(h));
+      EXPECT_TRUE(ep) << ep.error().message;
+      eps_.push_back(std::move(*ep));
+    }
+    net_->on_completion([this](HostId h, const Completion& c) {
+      eps_[size_t(h)]->on_engine_completion(net_->now(), c);
+      collect(h);
+    });
+  }
+
+  FaultNet& net() { return *net_; }
+  RdmEndpoint& ep(HostId h) { return *eps_[size_t(h)]; }
+  uint32_t peer(HostId from, HostId to) { return *ep(from).insert_peer(name_of(to)); }
+
+  // Setup datagrams: delivered after kSetupDelay unless `drop_setup` says otherwise.
+  std::function<bool(HostId from, HostId to, const ConnectMsg&)> drop_setup;
+  bool silent(HostId h) const { return silent_.contains(h); }
+  void make_silent(HostId h) { silent_.insert(h); }
+
+  void deliver_setup(HostId from, const EndpointName& to, std::vector<uint8_t> bytes) {
+    const HostId dst = to.setup_port - 20000;
+    auto m = decode_connect(bytes);
+    ASSERT_TRUE(m);
+    if (silent(dst) || (drop_setup && drop_setup(from, dst, *m))) return;
+    net_->schedule(net_->now() + kSetupDelay, [this, dst, bytes](Time now) {
+      ep(dst).on_setup_datagram(now, bytes);
+      after_input(dst);
+    });
+  }
+
+  void after_input(HostId h) {
+    net_->kick(h);
+    collect(h);
+    const Time t = ep(h).next_deadline();
+    if (t != kNever && !timer_armed_[h]) {
+      timer_armed_[h] = true;
+      net_->schedule(std::max(t, net_->now()), [this, h](Time now) {
+        timer_armed_[h] = false;
+        ep(h).on_timer(now);
+        after_input(h);
+      });
+    }
+  }
+
+  void collect(HostId h) {
+    FiCompletion c;
+    while (ep(h).poll_completion(c))
+      done_[h].push_back(c);
+  }
+  std::vector<FiCompletion>& done(HostId h) { return done_[h]; }
+
+  // Runs until `n` completions wait at host h (or the time limit).
+  bool run_until_done(HostId h, size_t n, Time limit = 5 * kPicosPerSecond) {
+    net_->run_until(limit, [&] { return done_[h].size() >= n; });
+    return done_[h].size() >= n;
+  }
+
+ private:
+  std::unique_ptr<FaultNet> net_;
+  std::vector<std::unique_ptr<TestIo>> ios_;
+  std::vector<std::unique_ptr<RdmEndpoint>> eps_;
+  std::map<HostId, std::vector<FiCompletion>> done_;
+  std::map<HostId, bool> timer_armed_;
+  std::set<HostId> silent_;
+};
+
+NetResult<uint32_t> TestIo::bind_peer(const EndpointName& name) {
+  return uint32_t(name.setup_port - 20000);  // the FaultNet host id
+}
+
+void TestIo::send_setup(const EndpointName& to, std::span<const uint8_t> datagram) {
+  h_.deliver_setup(self_, to, std::vector<uint8_t>(datagram.begin(), datagram.end()));
+}
+
+std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = uint8_t(seed + i * 131 + (i >> 8));
+  return v;
+}
+
+void* ctx(uintptr_t v) {
+  return reinterpret_cast<void*>(v);
+}
+
+TEST(RdmEndpoint, send__eager_and_rendezvous_messages_arrive_whole_and_in_order) {
+  Harness h(2);
+  const uint32_t to1 = h.peer(0, 1);
+  const std::vector<size_t> sizes = {0, 1, 100, 8192 - kSlotHeaderBytes, 8192, 100'000, 3 << 20};
+  std::vector<std::vector<uint8_t>> sent, got;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    sent.push_back(pattern(sizes[i], uint8_t(i)));
+    got.emplace_back(sizes[i] + 16, 0xEE);
+  }
+  // Half the receives posted before the sends, half after (unexpected eager and RTS).
+  for (size_t i = 0; i < sizes.size() / 2; ++i)
+    ASSERT_TRUE(h.ep(1).recv(h.net().now(), std::nullopt, got[i].data(), got[i].size(), true, 7, 0,
+                             ctx(100 + i)));
+  for (size_t i = 0; i < sizes.size(); ++i)
+    ASSERT_TRUE(h.ep(0).send(h.net().now(), to1, sent[i].data(), sizes[i], true, 7, std::nullopt,
+                             ctx(i + 1)));
+  h.after_input(0);
+  h.after_input(1);
+  h.net().run_until(h.net().now() + ms(5));
+  for (size_t i = sizes.size() / 2; i < sizes.size(); ++i) {
+    ASSERT_TRUE(h.ep(1).recv(h.net().now(), std::nullopt, got[i].data(), got[i].size(), true, 7, 0,
+                             ctx(100 + i)));
+    h.after_input(1);
+  }
+  ASSERT_TRUE(h.run_until_done(1, sizes.size()));
+  ASSERT_TRUE(h.run_until_done(0, sizes.size()));
+  // Same tag, so the matching order is the sending order.
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const FiCompletion& c = h.done(1)[i];
+    EXPECT_EQ(c.error, OpError::kNone) << op_error_text(c.error);
+    EXPECT_EQ(c.kind, OpKind::kRecv);
+    const size_t k = size_t(reinterpret_cast<uintptr_t>(c.context)) - 100;
+    ASSERT_LT(k, sizes.size());
+    EXPECT_EQ(c.len, sizes[k]);
+    EXPECT_EQ(c.peer, *h.ep(1).find_peer(name_of(0)));
+    EXPECT_TRUE(std::equal(sent[k].begin(), sent[k].end(), got[k].begin())) << "message " << k;
+    EXPECT_EQ(got[k][sizes[k]], 0xEE) << "wrote past the message";
+  }
+  for (const auto& c : h.done(0)) {
+    EXPECT_EQ(c.kind, OpKind::kSend);
+    EXPECT_EQ(c.error, OpError::kNone);
+  }
+  EXPECT_EQ(h.ep(0).counters().rndv_sent, 3u);  // 8,192 B and up: over a slot's payload
+  EXPECT_GE(h.ep(1).counters().unexpected, 1u);
+}
+
+TEST(RdmEndpoint, recv__tags_match_under_the_ignore_mask_and_untagged_stays_apart) {
+  Harness h(2);
+  const uint32_t to1 = h.peer(0, 1);
+  uint64_t a = 0, b = 0, c = 0;
+  const uint64_t va = 0xA, vb = 0xB, vc = 0xC;
+  // A receive for tag 0x1200 ignoring the low byte, one for exactly 0x5, one untagged.
+  ASSERT_TRUE(h.ep(1).recv(0, std::nullopt, &a, 8, true, 0x1200, 0xFF, ctx(1)));
+  ASSERT_TRUE(h.ep(1).recv(0, std::nullopt, &b, 8, true, 0x5, 0, ctx(2)));
+  ASSERT_TRUE(h.ep(1).recv(0, std::nullopt, &c, 8, false, 0, 0, ctx(3)));
+  ASSERT_TRUE(h.ep(0).send(0, to1, &vc, 8, false, 0x5, std::nullopt, ctx(13)));  // untagged
+  ASSERT_TRUE(h.ep(0).send(0, to1, &vb, 8, true, 0x5, 42, ctx(12)));
+  ASSERT_TRUE(h.ep(0).send(0, to1, &va, 8, true, 0x12AB, std::nullopt, ctx(11)));
+  h.after_input(0);
+  h.after_input(1);
+  ASSERT_TRUE(h.run_until_done(1, 3));
+  EXPECT_EQ(a, va);
+  EXPECT_EQ(b, vb);
+  EXPECT_EQ(c, vc);
+  for (const auto& d : h.done(1)) {
+    if (d.context == ctx(1)) {
+      EXPECT_EQ(d.tag, 0x12ABu);
+    } else if (d.context == ctx(2)) {
+      EXPECT_TRUE(d.has_data);
+      EXPECT_EQ(d.data, 42u);
+    } else {
+      EXPECT_FALSE(d.tagged);
+    }
+  }
+}
+
+TEST(RdmEndpoint, recv__a_short_buffer_truncates_eager_and_rendezvous) {
+  Harness h(2);
+  const uint32_t to1 = h.peer(0, 1);
+  const auto small = pattern(1000, 1), large = pattern(200'000, 2);
+  std::vector<uint8_t> r1(100), r2(50'000);
+  ASSERT_TRUE(h.ep(1).recv(0, std::nullopt, r1.data(), r1.size(), true, 1, 0, ctx(1)));
+  ASSERT_TRUE(h.ep(1).recv(0, std::nullopt, r2.data(), r2.size(), true, 2, 0, ctx(2)));
+  ASSERT_TRUE(h.ep(0).send(0, to1, small.data(), small.size(), true, 1, std::nullopt, ctx(11)));
+  ASSERT_TRUE(h.ep(0).send(0, to1, large.data(), large.size(), true, 2, std::nullopt, ctx(12)));
+  h.after_input(0);
+  ASSERT_TRUE(h.run_until_done(1, 2));
+  ASSERT_TRUE(h.run_until_done(0, 2));
+  for (const auto& c : h.done(1)) {
+    EXPECT_EQ(c.error, OpError::kTruncated);
+    if (c.context == ctx(1)) {
+      EXPECT_EQ(c.len, 100u);
+      EXPECT_EQ(c.olen, 900u);
+      EXPECT_TRUE(std::equal(r1.begin(), r1.end(), small.begin()));
+    } else {
+      EXPECT_EQ(c.len, 50'000u);
+      EXPECT_EQ(c.olen, 150'000u);
+      EXPECT_TRUE(std::equal(r2.begin(), r2.end(), large.begin()));
+    }
+  }
+  for (const auto& c : h.done(0))
+    EXPECT_EQ(c.error, OpError::kNone);  // the sender's side completed normally
+}
+
+TEST(RdmEndpoint, write__places_the_data_and_writedata_raises_a_remote_entry_after_it) {
+  Harness h(2);
+  const uint32_t to1 = h.peer(0, 1);
+  std::vector<uint8_t> target(300'000, 0);
+  auto keys = h.ep(1).register_memory(target.data(), target.size(), true);
+  ASSERT_TRUE(keys);
+  const auto src = pattern(250'000, 9);
+  ASSERT_TRUE(h.ep(0).write(0, to1, src.data(), src.size(),
+                            reinterpret_cast<uint64_t>(target.data()) + 1000, keys->rkey, 77,
+                            ctx(5)));
+  h.after_input(0);
+  ASSERT_TRUE(h.run_until_done(1, 1));
+  ASSERT_TRUE(h.run_until_done(0, 1));
+  const FiCompletion& remote = h.done(1)[0];
+  EXPECT_EQ(remote.kind, OpKind::kRemoteData);
+  EXPECT_EQ(remote.data, 77u);
+  // The data was placed before the entry was raised.
+  EXPECT_TRUE(std::equal(src.begin(), src.end(), target.begin() + 1000));
+  EXPECT_EQ(h.done(0)[0].kind, OpKind::kWrite);
+  EXPECT_EQ(h.done(0)[0].error, OpError::kNone);
+  // A write to a key the peer never registered kills the connection: an error, no hang.
+  ASSERT_TRUE(h.ep(0).write(h.net().now(), to1, src.data(), 100, 0x1000, keys->rkey + 99,
+                            std::nullopt, ctx(6)));
+  h.after_input(0);
+  ASSERT_TRUE(h.run_until_done(0, 2, h.net().now() + 20 * kPicosPerSecond));
+  EXPECT_NE(h.done(0)[1].error, OpError::kNone);
+}
+
+TEST(RdmEndpoint, send__a_flood_without_receives_waits_for_credits_and_loses_nothing) {
+  Harness h(2);
+  const uint32_t to1 = h.peer(0, 1);
+  constexpr int kMessages = 200;  // 12 rings' worth
+  std::vector<uint32_t> values(kMessages);
+  std::iota(values.begin(), values.end(), 1000);
+  for (int i = 0; i < kMessages; ++i)
+    ASSERT_TRUE(h.ep(0).send(h.net().now(), to1, &values[size_t(i)], 4, true, 3, std::nullopt,
+                             ctx(uintptr_t(i + 1))));
+  h.after_input(0);
+  ASSERT_TRUE(h.run_until_done(0, kMessages));
+  EXPECT_EQ(h.ep(1).counters().unexpected, uint64_t(kMessages));
+  std::vector<uint32_t> got(kMessages);
+  for (int i = 0; i < kMessages; ++i)
+    ASSERT_TRUE(h.ep(1).recv(h.net().now(), std::nullopt, &got[size_t(i)], 4, true, 3, 0, ctx(1)));
+  h.collect(1);
+  EXPECT_EQ(got, values);  // in sending order
+  EXPECT_GT(h.ep(1).counters().credit_messages + h.ep(0).counters().credit_messages, 0u);
+}
+
+TEST(RdmEndpoint, connect__lost_setup_datagrams_are_repeated_and_simultaneous_connects_meet) {
+  Harness h(2);
+  int dropped = 0;
+  h.drop_setup = [&](HostId, HostId, const ConnectMsg&) { return dropped++ < 3; };
+  const uint32_t to1 = h.peer(0, 1), to0 = h.peer(1, 0);
+  uint64_t x = 1, y = 2, rx = 0, ry = 0;
+  ASSERT_TRUE(h.ep(0).send(0, to1, &x, 8, true, 1, std::nullopt, ctx(1)));
+  ASSERT_TRUE(h.ep(1).send(0, to0, &y, 8, true, 1, std::nullopt, ctx(2)));
+  ASSERT_TRUE(h.ep(0).recv(0, std::nullopt, &ry, 8, true, 1, 0, ctx(3)));
+  ASSERT_TRUE(h.ep(1).recv(0, std::nullopt, &rx, 8, true, 1, 0, ctx(4)));
+  h.after_input(0);
+  h.after_input(1);
+  ASSERT_TRUE(h.run_until_done(0, 2));
+  ASSERT_TRUE(h.run_until_done(1, 2));
+  EXPECT_EQ(rx, 1u);
+  EXPECT_EQ(ry, 2u);
+  EXPECT_GE(dropped, 5);  // 3 lost, then requests, accepts and confirms got through
+  EXPECT_EQ(h.net().engine(0).counters().timeouts, 0u);
+}
+
+TEST(RdmEndpoint, connect__a_peer_that_never_answers_fails_its_operations) {
+  Harness h(3);
+  h.make_silent(2);
+  const uint32_t to2 = h.peer(0, 2);
+  uint64_t v = 0;
+  ASSERT_TRUE(h.ep(0).send(0, to2, &v, 8, true, 1, std::nullopt, ctx(1)));
+  ASSERT_TRUE(h.ep(0).recv(0, to2, &v, 8, true, 1, 0, ctx(2)));
+  h.after_input(0);
+  ASSERT_TRUE(h.run_until_done(0, 2));
+  for (const auto& c : h.done(0))
+    EXPECT_EQ(c.error, OpError::kUnreachable);
+  // Operations after the failure complete at once with the same error.
+  ASSERT_TRUE(h.ep(0).send(h.net().now(), to2, &v, 8, true, 1, std::nullopt, ctx(3)));
+  h.collect(0);
+  ASSERT_EQ(h.done(0).size(), 3u);
+  EXPECT_EQ(h.done(0)[2].error, OpError::kUnreachable);
+}
+
+TEST(RdmEndpoint, send__a_connection_that_dies_completes_everything_with_an_error) {
+  Harness h(2);
+  const uint32_t to1 = h.peer(0, 1);
+  uint64_t v = 5, r = 0;
+  ASSERT_TRUE(h.ep(1).recv(0, std::nullopt, &r, 8, true, 1, 0, ctx(9)));
+  ASSERT_TRUE(h.ep(0).send(0, to1, &v, 8, true, 1, std::nullopt, ctx(1)));
+  h.after_input(0);
+  ASSERT_TRUE(h.run_until_done(1, 1));
+  ASSERT_TRUE(h.run_until_done(0, 1));
+  // Every port of host 1 goes down for good: the next messages can never be acknowledged.
+  for (uint8_t p = 0; p < 2; ++p)
+    h.net().add_port_fault({1, p, h.net().now(), kNever});
+  const auto big = pattern(100'000, 3);
+  ASSERT_TRUE(h.ep(0).send(h.net().now(), to1, &v, 8, true, 1, std::nullopt, ctx(2)));
+  ASSERT_TRUE(
+      h.ep(0).send(h.net().now(), to1, big.data(), big.size(), true, 1, std::nullopt, ctx(3)));
+  h.after_input(0);
+  ASSERT_TRUE(h.run_until_done(0, 3, h.net().now() + 600 * kPicosPerSecond));
+  EXPECT_EQ(h.done(0)[0].error, OpError::kNone);
+  for (size_t i = 1; i < 3; ++i)
+    EXPECT_EQ(h.done(0)[i].error, OpError::kPeerFailed) << i;
+}
+
+TEST(RdmEndpoint, cancel__a_posted_receive_completes_canceled_and_bad_arguments_change_nothing) {
+  Harness h(2);
+  uint64_t v = 0;
+  ASSERT_TRUE(h.ep(1).recv(0, std::nullopt, &v, 8, true, 1, 0, ctx(1)));
+  EXPECT_TRUE(h.ep(1).cancel(ctx(1)));
+  EXPECT_FALSE(h.ep(1).cancel(ctx(1)));
+  h.collect(1);
+  ASSERT_EQ(h.done(1).size(), 1u);
+  EXPECT_EQ(h.done(1)[0].error, OpError::kCanceled);
+  EXPECT_FALSE(h.ep(0).send(0, 99, &v, 8, true, 1, std::nullopt, ctx(2)));  // no such peer
+  EXPECT_FALSE(h.ep(0).send(0, h.peer(0, 1), nullptr, 8, true, 1, std::nullopt, ctx(2)));
+  EXPECT_FALSE(h.ep(0).recv(0, 42, &v, 8, true, 1, 0, ctx(3)));
+  EXPECT_FALSE(h.ep(0).insert_peer(EndpointName{}));  // no planes
+  h.collect(0);
+  EXPECT_TRUE(h.done(0).empty());
+  EXPECT_EQ(h.net().engine(0).counters().data_sent, 0u);
+}
+
+TEST(RdmEndpoint, on_setup_datagram__garbage_and_strangers_leave_no_state) {
+  Harness h(2);
+  h.ep(0).on_setup_datagram(0, std::vector<uint8_t>{1, 2, 3});
+  EXPECT_EQ(h.ep(0).counters().setup_bad, 1u);
+  // An accept nobody asked for.
+  ConnectMsg m;
+  m.kind = ConnectKind::kAccept;
+  m.from = name_of(1);
+  m.leaf_usids.resize(2);
+  m.qpn = 5;
+  m.mpr_dest = 8;
+  m.mtu = 4096;
+  m.ring_slots = 4;
+  m.slot_bytes = 4096;
+  h.ep(0).on_setup_datagram(0, encode_connect(m));
+  EXPECT_EQ(h.ep(0).counters().setup_bad, 2u);
+  EXPECT_FALSE(h.ep(0).find_peer(name_of(1)));
+  // A request with another MTU: refused, nothing kept.
+  m.kind = ConnectKind::kRequest;
+  m.mtu = 1024;
+  h.ep(0).on_setup_datagram(0, encode_connect(m));
+  EXPECT_EQ(h.ep(0).counters().setup_rejected, 1u);
+  EXPECT_FALSE(h.ep(0).find_peer(name_of(1)));
+}
+
+}  // namespace
+}  // namespace mrc::fi
