@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Builds Release and runs the engine microbenchmarks (bench/engine_bench.cc), 5 repetitions,
-# medians only (the machine is shared and noisy). Writes the JSON to build/bench-engine.json,
-# prints a Markdown table of the medians (for docs/performance.md) and ends with exactly one
-# line `ns_per_packet=<N>`, N = median(send, 1 QP) + median(receive, phantom) + median(ACK
-# processing per data packet), one decimal.
+# Builds engine_bench in the Release tree and runs the engine microbenchmarks
+# (bench/engine_bench.cc), 5 repetitions, medians only (the machine is shared and noisy).
+# Writes the JSON to build/bench-engine.json, prints a Markdown table of the medians (for
+# docs/performance.md) and ends with exactly one line `ns_per_packet=<N>`, N = median(send,
+# 1 QP) + median(receive, phantom) + median(ACK processing per data packet), one decimal. A
+# benchmark that reports an error (engine_bench checks its loop's counters) fails the script.
 #   scripts/bench-engine.sh                      build + run everything
 #   MRC_BUILD_DIR=build-x scripts/bench-engine.sh   another build tree
 #   MRC_BENCH_REPS=9 scripts/bench-engine.sh     more repetitions
@@ -15,19 +16,22 @@ BUILD_DIR=${MRC_BUILD_DIR:-build}
 REPS=${MRC_BENCH_REPS:-5}
 export MRC_BUILD_DIR=$BUILD_DIR
 
-# Reuse the Release tree setup.sh builds; skip the package step when everything is there.
+# Reuse the Release tree setup.sh makes and build only engine_bench in it (the machine may be
+# shared, and someone else's half-finished file must not stop the benchmark); a machine
+# without the packages or the tree gets the whole setup first.
 have_all=1
 for p in cmake ninja-build g++ libbenchmark-dev; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || have_all=0
 done
-if [ "$have_all" = 1 ]; then
-  if ! MRC_SKIP_APT=1 scripts/setup.sh >/dev/null; then
-    # Someone else's half-finished file must not stop the benchmark: build just ours.
-    echo "bench-engine: full build failed; building engine_bench only" >&2
-    cmake --build "$BUILD_DIR" --target engine_bench
-  fi
+if [ "$have_all" = 1 ] && [ -f "$BUILD_DIR/CMakeCache.txt" ]; then
+  cmake --build "$BUILD_DIR" --target engine_bench >&2
 else
-  scripts/setup.sh
+  scripts/setup.sh >&2
+fi
+build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$BUILD_DIR/CMakeCache.txt")
+if [ "$build_type" != Release ]; then
+  echo "bench-engine: $BUILD_DIR is a '$build_type' tree; the figures are for Release" >&2
+  exit 1
 fi
 
 JSON=$BUILD_DIR/bench-engine.json
@@ -44,6 +48,11 @@ import json, sys
 
 with open(sys.argv[1]) as f:
     data = json.load(f)
+errors = [b for b in data["benchmarks"] if b.get("error_occurred")]
+for b in errors:
+    print(f"bench-engine: {b['name']}: {b.get('error_message', '?')}", file=sys.stderr)
+if errors:
+    sys.exit(f"bench-engine: {len(errors)} benchmark runs reported an error")
 med = {}
 for b in data["benchmarks"]:
     if b.get("aggregate_name") == "median":

@@ -19,6 +19,9 @@ PACKAGES=(
   # mrc-fabric's eBPF uSID data plane (kernels without SRv6 seg6local): compiled with clang's
   # BPF target against libbpf's helper headers; bpftool for inspecting what is loaded.
   libbpf-dev bpftool
+  # The libfabric provider (libmrc-fi.so) and what runs over it: fi_info/fi_pingpong, Open MPI's
+  # mtl ofi (openmpi-bin, above).
+  libfabric-dev libfabric-bin
   # scripts/bench-net.sh: TCP/MPTCP references (mptcpize is its own package in Debian 12; the
   # in-kernel path manager is driven with `ip mptcp`, so mptcpd itself is not needed) and
   # /usr/bin/time for CPU seconds per run.

@@ -7,6 +7,19 @@
 
 namespace mrc::net {
 
+NetResult<EngineConfig> session_engine_config(const SessionConfig& config) {
+  EngineConfig ec;
+  ec.num_ports = static_cast<uint8_t>(config.driver.ports.size());
+  ec.seed = config.seed;
+  if (config.random_identifiers) {
+    auto key = secure_random_u64();
+    if (!key) return std::unexpected(key.error());
+    ec.identifier_key = *key;
+  }
+  ec.fabric_rtt = config.base_rtt;  // a QP's first packets: see EngineConfig::fabric_rtt
+  return ec;
+}
+
 NetResult<std::unique_ptr<Session>> Session::create(const SessionConfig& config) {
   auto s = std::unique_ptr<Session>(new Session());
   s->config_ = config;
@@ -17,16 +30,9 @@ NetResult<std::unique_ptr<Session>> Session::create(const SessionConfig& config)
     return net_fail(NetErrc::kInvalidArgument, "QP count out of range");
   if (config.mtu < 256 || config.mtu > 9000)
     return net_fail(NetErrc::kInvalidArgument, "MTU must be 256..9000");
-  EngineConfig ec;
-  ec.num_ports = static_cast<uint8_t>(P);
-  ec.seed = config.seed;
-  if (config.random_identifiers) {
-    auto key = secure_random_u64();
-    if (!key) return std::unexpected(key.error());
-    ec.identifier_key = *key;
-  }
-  ec.fabric_rtt = config.base_rtt;  // a QP's first packets: see EngineConfig::fabric_rtt
-  s->engine_ = std::make_unique<Engine>(ec);
+  auto ec = session_engine_config(config);
+  if (!ec) return std::unexpected(ec.error());
+  s->engine_ = std::make_unique<Engine>(*ec);
   auto d = UdpDriver::open(*s->engine_, config.driver);
   if (!d) return std::unexpected(d.error());
   s->driver_ = std::move(*d);

@@ -60,6 +60,10 @@ struct PeerQp {
   uint16_t max_wimm_dest = 0;
 };
 
+// The engine of a session: its ports, seed, identifier key (from the kernel's CSPRNG when
+// random_identifiers) and the fabric RTT its QPs start from.
+NetResult<EngineConfig> session_engine_config(const SessionConfig& config);
+
 // A session QP's attributes towards `peer`: `paths` (net/path_plan.h), congestion control for
 // the session's line rate over every plane and its base RTT, the PSNs, and window limits no
 // larger than the peer's responder accepts (as with RDMA's rd_atomic pair). Session::connect
