@@ -433,17 +433,8 @@ void RdmEndpoint::fail_peer(Peer& p, OpError why) {
   p.state = Peer::State::kFailed;
   p.failure = why;
   ++counters_.peers_failed;
-  for (auto& w : p.waiting) {
-    if (w.kind == PendingSend::Kind::kControl) continue;
-    FiCompletion c;
-    c.context = w.context;
-    c.kind = w.kind == PendingSend::Kind::kWrite ? OpKind::kWrite : OpKind::kSend;
-    c.tagged = w.tagged;
-    c.tag = w.tag;
-    c.len = w.len;
-    c.error = why;
-    complete(c);
-  }
+  for (auto& w : p.waiting)
+    if (w.kind != PendingSend::Kind::kControl) complete(failed(w, why));
   p.waiting.clear();
   for (auto& [cookie, s] : p.rndv_sends) {
     if (s.writes_left > 0) continue;  // completes with its WRs' flushed completions
@@ -646,17 +637,6 @@ Status RdmEndpoint::send(Time now, uint32_t id, const void* buf, uint64_t len, b
   Peer* p = peer(id);
   if (!p || len > config_.max_message || (len > 0 && !buf))
     return std::unexpected(Error::kInvalidArgument);
-  if (p->state == Peer::State::kFailed) {
-    FiCompletion c;
-    c.context = context;
-    c.kind = OpKind::kSend;
-    c.tagged = tagged;
-    c.tag = tag;
-    c.len = len;
-    c.error = p->failure;
-    complete(c);
-    return {};
-  }
   PendingSend w;
   w.kind = PendingSend::Kind::kMessage;
   w.buf = static_cast<const uint8_t*>(buf);
@@ -665,9 +645,7 @@ Status RdmEndpoint::send(Time now, uint32_t id, const void* buf, uint64_t len, b
   w.tag = tag;
   w.data = data;
   w.context = context;
-  p->waiting.push_back(w);
-  if (p->state == Peer::State::kNew) (void)start_connect(now, *p);
-  pump(now, *p);
+  enqueue(now, *p, w);
   return {};
 }
 
@@ -676,15 +654,6 @@ Status RdmEndpoint::write(Time now, uint32_t id, const void* buf, uint64_t len, 
   Peer* p = peer(id);
   if (!p || len > (1ull << 31) || (len > 0 && !buf))
     return std::unexpected(Error::kInvalidArgument);
-  if (p->state == Peer::State::kFailed) {
-    FiCompletion c;
-    c.context = context;
-    c.kind = OpKind::kWrite;
-    c.len = len;
-    c.error = p->failure;
-    complete(c);
-    return {};
-  }
   PendingSend w;
   w.kind = PendingSend::Kind::kWrite;
   w.buf = static_cast<const uint8_t*>(buf);
@@ -693,10 +662,31 @@ Status RdmEndpoint::write(Time now, uint32_t id, const void* buf, uint64_t len, 
   w.key = key;
   w.data = data;
   w.context = context;
-  p->waiting.push_back(w);
-  if (p->state == Peer::State::kNew) (void)start_connect(now, *p);
-  pump(now, *p);
+  enqueue(now, *p, w);
   return {};
+}
+
+// A user operation that waits for its peer: queued (connecting on first use), or completed at
+// once with the error of a peer that failed.
+void RdmEndpoint::enqueue(Time now, Peer& p, const PendingSend& w) {
+  if (p.state == Peer::State::kFailed) {
+    complete(failed(w, p.failure));
+    return;
+  }
+  p.waiting.push_back(w);
+  if (p.state == Peer::State::kNew) (void)start_connect(now, p);
+  pump(now, p);
+}
+
+FiCompletion RdmEndpoint::failed(const PendingSend& w, OpError why) {
+  FiCompletion c;
+  c.context = w.context;
+  c.kind = w.kind == PendingSend::Kind::kWrite ? OpKind::kWrite : OpKind::kSend;
+  c.tagged = w.tagged;
+  c.tag = w.tag;
+  c.len = w.len;
+  c.error = why;
+  return c;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -155,6 +155,8 @@ class RdmEndpoint {
   void send_connect(Peer& p, ConnectKind kind, uint64_t nonce);
   void fail_peer(Peer& p, OpError why);
 
+  void enqueue(Time now, Peer& p, const PendingSend& w);
+  static FiCompletion failed(const PendingSend& w, OpError why);
   void pump(Time now, Peer& p);
   bool send_slot(Time now, Peer& p, SlotHeader h, std::span<const uint8_t> payload,
                  uint64_t wr_tag);
