@@ -3,71 +3,14 @@
 
 #include <cstring>
 
+#include "common/be_codec.h"
+
 namespace mrc::fi {
 
 namespace {
 
-// Big-endian writer and bounds-checked reader.
-class Writer {
- public:
-  explicit Writer(std::vector<uint8_t>& out) : out_(out) {}
-  void u8(uint8_t v) { out_.push_back(v); }
-  void u16(uint16_t v) {
-    u8(uint8_t(v >> 8));
-    u8(uint8_t(v));
-  }
-  void u32(uint32_t v) {
-    u16(uint16_t(v >> 16));
-    u16(uint16_t(v));
-  }
-  void u64(uint64_t v) {
-    u32(uint32_t(v >> 32));
-    u32(uint32_t(v));
-  }
-  void bytes(std::span<const uint8_t> b) { out_.insert(out_.end(), b.begin(), b.end()); }
-
- private:
-  std::vector<uint8_t>& out_;
-};
-
-class Reader {
- public:
-  explicit Reader(std::span<const uint8_t> in) : in_(in) {}
-  bool ok() const { return ok_; }
-  size_t left() const { return in_.size() - pos_; }
-  uint8_t u8() {
-    if (pos_ + 1 > in_.size()) {
-      ok_ = false;
-      return 0;
-    }
-    return in_[pos_++];
-  }
-  uint16_t u16() {
-    const uint16_t hi = u8();
-    return uint16_t(hi << 8 | u8());
-  }
-  uint32_t u32() {
-    const uint32_t hi = u16();
-    return hi << 16 | u16();
-  }
-  uint64_t u64() {
-    const uint64_t hi = u32();
-    return hi << 32 | u32();
-  }
-  void bytes(std::span<uint8_t> out) {
-    if (pos_ + out.size() > in_.size()) {
-      ok_ = false;
-      return;
-    }
-    std::memcpy(out.data(), in_.data() + pos_, out.size());
-    pos_ += out.size();
-  }
-
- private:
-  std::span<const uint8_t> in_;
-  size_t pos_ = 0;
-  bool ok_ = true;
-};
+using Writer = BeWriter;
+using Reader = BeReader;
 
 void write_name(Writer& w, const EndpointName& n) {
   w.u32(kNameMagic);

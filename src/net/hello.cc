@@ -3,77 +3,20 @@
 #include <algorithm>
 #include <string>
 
+#include "common/be_codec.h"
 #include "transport/ev_profile.h"
 #include "wire/crc32.h"
 
 namespace mrc::net {
 namespace {
 
+using Writer = BeWriter;
+using Reader = BeReader;
+
 constexpr size_t kPrefixBytes = 4 + 2 + 4;
 constexpr size_t kFixedBodyBytes = 1 + 1 + 1 + 2 + 1 + 4 + 1 + 2 + 1 + 4 + 8 * 5 + 2 + 2;
 constexpr size_t kPlaneBytes = 16 + 2 + 2;
 constexpr size_t kQpBytes = 8;
-
-class Writer {
- public:
-  explicit Writer(std::vector<uint8_t>& out) : out_(out) {}
-  void u8(uint8_t v) { out_.push_back(v); }
-  void u16(uint16_t v) {
-    u8(static_cast<uint8_t>(v >> 8));
-    u8(static_cast<uint8_t>(v));
-  }
-  void u32(uint32_t v) {
-    u16(static_cast<uint16_t>(v >> 16));
-    u16(static_cast<uint16_t>(v));
-  }
-  void u64(uint64_t v) {
-    u32(static_cast<uint32_t>(v >> 32));
-    u32(static_cast<uint32_t>(v));
-  }
-  void bytes(std::span<const uint8_t> b) { out_.insert(out_.end(), b.begin(), b.end()); }
-
- private:
-  std::vector<uint8_t>& out_;
-};
-
-// Bounds-checked reader: every read past the end sets `ok = false` and returns 0.
-class Reader {
- public:
-  explicit Reader(std::span<const uint8_t> in) : in_(in) {}
-  bool ok() const { return ok_; }
-  size_t left() const { return in_.size() - pos_; }
-  uint8_t u8() {
-    if (pos_ + 1 > in_.size()) return bad();
-    return in_[pos_++];
-  }
-  uint16_t u16() { return static_cast<uint16_t>(u8() << 8 | u8()); }
-  uint32_t u32() {
-    const uint32_t hi = u16();
-    return hi << 16 | u16();
-  }
-  uint64_t u64() {
-    const uint64_t hi = u32();
-    return hi << 32 | u32();
-  }
-  void bytes(std::span<uint8_t> out) {
-    if (pos_ + out.size() > in_.size()) {
-      bad();
-      return;
-    }
-    std::copy_n(in_.begin() + static_cast<ptrdiff_t>(pos_), out.size(), out.begin());
-    pos_ += out.size();
-  }
-
- private:
-  uint8_t bad() {
-    ok_ = false;
-    pos_ = in_.size();
-    return 0;
-  }
-  std::span<const uint8_t> in_;
-  size_t pos_ = 0;
-  bool ok_ = true;
-};
 
 }  // namespace
 
