@@ -1,7 +1,7 @@
 // Big-endian byte codecs for the control-plane formats (the side channel's hello,
 // net/hello.h; the libfabric provider's setup and slot headers, fi/fi_proto.h): a writer that
-// appends to a vector, and a bounds-checked reader whose every read past the end sets
-// ok() to false and returns 0 (so a decoder reads all fields, then checks once).
+// appends to a vector, and a bounds-checked reader whose every byte past the end reads as
+// 0 and sets ok() to false (so a decoder reads all fields, then checks once).
 #pragma once
 
 #include <algorithm>

