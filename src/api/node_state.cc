@@ -53,7 +53,7 @@ bool process_alive(pid_t pid, uint64_t start) {
 
 }  // namespace
 
-NodeState* NodeState::open_shared() {
+std::unique_ptr<NodeState> NodeState::open_shared() {
   const std::string name = segment_name();
   const int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT, 0666);
   if (fd < 0) return nullptr;
@@ -92,7 +92,7 @@ NodeState* NodeState::open_shared() {
   }
   ::flock(fd, LOCK_UN);
   ::close(fd);
-  auto* s = new NodeState();
+  std::unique_ptr<NodeState> s(new NodeState());
   s->layout_ = layout;
   return s;
 }

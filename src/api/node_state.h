@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "transport/ev_profile.h"
@@ -114,7 +115,7 @@ class NodeState {
  public:
   // Opens (creating and initialising if needed) the segment named by $MRC_SOFT_SHM or
   // "/mrc_soft0". Returns nullptr with errno set on failure.
-  static NodeState* open_shared();
+  static std::unique_ptr<NodeState> open_shared();
   NodeStateLayout* operator->() { return layout_; }
   NodeStateLayout& get() { return *layout_; }
   void lock();

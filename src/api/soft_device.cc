@@ -653,7 +653,6 @@ MRC_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
     const int err = errno;
     dev->path.reset();
     dev->node->release_slot(dev->slot);
-    delete dev->node;
     delete sc;
     errno = err;
     return nullptr;
@@ -683,7 +682,7 @@ MRC_EXPORT int ibv_close_device(ibv_context* context) {
   ::close(dev->async_fd);
   auto* sc = reinterpret_cast<SoftContext*>(context);
   pthread_mutex_destroy(&sc->ibv.mutex);
-  delete dev->node;
+  dev->node.reset();
   delete dev;
   delete sc;
   return 0;

@@ -146,7 +146,7 @@ namespace mrc::api {
 
 struct SoftDevice {
   DeviceConfig config;
-  NodeState* node = nullptr;
+  std::unique_ptr<NodeState> node;
   int slot = -1;
   std::unique_ptr<Engine> engine;
   std::unique_ptr<DataPath> path;
