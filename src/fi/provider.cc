@@ -7,6 +7,7 @@
 //   av      -> fi_addr_t (an index) <-> the endpoint's peer ids
 //   cq      -> completions of the bound endpoint; every read is one progress turn
 //   mr      -> a region of the domain's engine (keys are the engine's rkeys)
+//   eq      -> events the application writes (an RDM endpoint has none of its own)
 //
 // Progress is manual and driven from the CQ: fi_cq_read runs one turn of the driver (receive,
 // transmit, timers), feeds the engine's completions and the setup socket's datagrams to the
@@ -19,6 +20,7 @@
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
@@ -26,6 +28,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -34,6 +38,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -122,8 +127,16 @@ struct Mr {
   uint32_t lkey = 0;
 };
 
+// fi_inject (no completion), FI_INJECT on a *msg call (a completion), or neither.
+enum class Inject { kNo, kSilent, kReported };
+
+// The provider's copy of an injected buffer, kept until the operation completes. fi_inject
+// calls report no completion; a sendmsg/writemsg with FI_INJECT still reports one, under the
+// caller's context.
 struct InjectCopy {
   std::vector<uint8_t> bytes;
+  bool report = false;
+  void* context = nullptr;
 };
 
 struct Ep {
@@ -133,20 +146,28 @@ struct Ep {
   Cq* rx = nullptr;
   Av* av = nullptr;
   bool enabled = false;
+  bool directed_recv = false;  // FI_DIRECTED_RECV: a receive's source address selects
   std::unordered_map<void*, std::unique_ptr<InjectCopy>> injects;
+
+  // Copies an injected buffer; `context` becomes the copy's key (the operation's context),
+  // and the caller's context is kept in the copy for the completion, if one is reported.
+  const void* keep_copy(const void* buf, size_t len, void*& context, bool report) {
+    auto copy = std::make_unique<InjectCopy>();
+    copy->bytes.assign(static_cast<const uint8_t*>(buf), static_cast<const uint8_t*>(buf) + len);
+    copy->report = report;
+    copy->context = context;
+    context = copy.get();
+    const void* bytes = copy->bytes.data();
+    injects[context] = std::move(copy);
+    return bytes;
+  }
 };
 
-struct Domain : RdmEndpoint::Io {
-  fid_domain dom{};
-  std::mutex mu;
-  Settings settings;
-  std::unique_ptr<Engine> engine;
-  std::unique_ptr<net::UdpDriver> driver;
-  net::UniqueFd setup;
-  std::unique_ptr<RdmEndpoint> rdm;
-  EndpointName name;
+// The endpoint's I/O (peer binding, setup datagrams) over the domain's driver and setup socket.
+struct DomainIo : RdmEndpoint::Io {
+  net::UdpDriver* driver = nullptr;
+  int setup_fd = -1;
   std::map<EndpointName, uint32_t> handles;
-  Ep* ep = nullptr;
 
   NetResult<uint32_t> bind_peer(const EndpointName& peer) override {
     if (auto it = handles.find(peer); it != handles.end()) return it->second;
@@ -167,9 +188,24 @@ struct Domain : RdmEndpoint::Io {
     std::memcpy(&a.sin6_addr, to.planes[0].addr.data(), 16);
     a.sin6_port = htons(to.setup_port);
     // A lost setup datagram is repeated by the endpoint's timer.
-    (void)::sendto(setup.get(), datagram.data(), datagram.size(), MSG_DONTWAIT,
+    (void)::sendto(setup_fd, datagram.data(), datagram.size(), MSG_DONTWAIT,
                    reinterpret_cast<sockaddr*>(&a), sizeof a);
   }
+};
+
+// libfabric hands back the fid_domain it was given: it is the first member, and Domain has no
+// base class or virtual function, so the fid's address is the domain's.
+struct Domain {
+  fid_domain dom{};
+  std::mutex mu;
+  Settings settings;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<net::UdpDriver> driver;
+  net::UniqueFd setup;
+  std::unique_ptr<DomainIo> io = std::make_unique<DomainIo>();
+  std::unique_ptr<RdmEndpoint> rdm;
+  EndpointName name;
+  Ep* ep = nullptr;
 
   void dispatch();
   // One turn: the driver's I/O and timers, the engine's completions, setup datagrams.
@@ -196,6 +232,14 @@ struct Domain : RdmEndpoint::Io {
     dispatch();
   }
 };
+
+// Each object is found from the fid libfabric hands back by a cast: the fid comes first and
+// nothing (a base class, a virtual table) may go before it.
+static_assert(std::is_standard_layout_v<Cq>);
+static_assert(std::is_standard_layout_v<Av>);
+static_assert(std::is_standard_layout_v<Mr>);
+static_assert(std::is_standard_layout_v<Ep>);
+static_assert(std::is_standard_layout_v<Domain>);
 
 // ---------------------------------------------------------------------------------------------
 // Shared helpers
@@ -258,8 +302,10 @@ void Domain::dispatch() {
   while (rdm->poll_completion(c)) {
     if (!ep) continue;
     if (auto it = ep->injects.find(c.context); it != ep->injects.end()) {
-      ep->injects.erase(it);  // fi_inject: no completion, the copy goes
-      continue;
+      const bool report = it->second->report;
+      c.context = it->second->context;
+      ep->injects.erase(it);  // the copy goes
+      if (!report) continue;
     }
     const bool tx = c.kind == OpKind::kSend || c.kind == OpKind::kWrite;
     Cq* cq = tx ? ep->tx : ep->rx;
@@ -571,7 +617,7 @@ fi_ops_mr g_mr_ops = {sizeof(fi_ops_mr), mr_reg, mr_regv, mr_regattr};
 // Endpoint: data transfer
 
 ssize_t do_send(fid_ep* e, const void* buf, size_t len, fi_addr_t dest, bool tagged, uint64_t tag,
-                std::optional<uint64_t> data, void* context, bool inject) {
+                std::optional<uint64_t> data, void* context, Inject inject) {
   Ep* ep = ep_of(e);
   Domain* dom = ep->dom;
   std::lock_guard lock(dom->mu);
@@ -579,16 +625,12 @@ ssize_t do_send(fid_ep* e, const void* buf, size_t len, fi_addr_t dest, bool tag
   bool bad = false;
   const auto peer = peer_of(ep, dest, bad);
   if (bad || !peer) return -FI_EINVAL;
-  if (inject) {
+  if (inject != Inject::kNo) {
     if (len > eager_size(dom->settings)) return -FI_EINVAL;
-    auto copy = std::make_unique<InjectCopy>();
-    copy->bytes.assign(static_cast<const uint8_t*>(buf), static_cast<const uint8_t*>(buf) + len);
-    buf = copy->bytes.data();
-    context = copy.get();
-    ep->injects[context] = std::move(copy);
+    buf = ep->keep_copy(buf, len, context, inject == Inject::kReported);
   }
   const auto st = dom->rdm->send(dom->driver->now(), *peer, buf, len, tagged, tag, data, context);
-  if (!st && inject) ep->injects.erase(context);
+  if (!st && inject != Inject::kNo) ep->injects.erase(context);
   if (!st) return engine_status(st);
   dom->progress();
   return 0;
@@ -601,7 +643,7 @@ ssize_t do_recv(fid_ep* e, void* buf, size_t len, fi_addr_t src, bool tagged, ui
   std::lock_guard lock(dom->mu);
   if (!ep->enabled) return -FI_EOPBADSTATE;
   bool bad = false;
-  const auto peer = peer_of(ep, src, bad);
+  const auto peer = peer_of(ep, ep->directed_recv ? src : FI_ADDR_UNSPEC, bad);
   if (bad) return -FI_EINVAL;
   const auto st = dom->rdm->recv(dom->driver->now(), peer, buf, len, tagged, tag, ignore, context);
   if (!st) return engine_status(st);
@@ -624,30 +666,30 @@ ssize_t msg_recvmsg(fid_ep* ep, const fi_msg* m, uint64_t flags) {
                  m->iov_count ? m->msg_iov[0].iov_len : 0, m->addr, false, 0, 0, m->context);
 }
 ssize_t msg_send(fid_ep* ep, const void* buf, size_t len, void*, fi_addr_t dest, void* context) {
-  return do_send(ep, buf, len, dest, false, 0, std::nullopt, context, false);
+  return do_send(ep, buf, len, dest, false, 0, std::nullopt, context, Inject::kNo);
 }
 ssize_t msg_sendv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t dest,
                   void* context) {
   if (count > 1) return -FI_EINVAL;
   return do_send(ep, count ? iov[0].iov_base : nullptr, count ? iov[0].iov_len : 0, dest, false, 0,
-                 std::nullopt, context, false);
+                 std::nullopt, context, Inject::kNo);
 }
 ssize_t msg_sendmsg(fid_ep* ep, const fi_msg* m, uint64_t flags) {
   if (m->iov_count > 1) return -FI_EINVAL;
   return do_send(ep, m->iov_count ? m->msg_iov[0].iov_base : nullptr,
                  m->iov_count ? m->msg_iov[0].iov_len : 0, m->addr, false, 0,
                  (flags & FI_REMOTE_CQ_DATA) ? std::optional<uint64_t>(m->data) : std::nullopt,
-                 m->context, (flags & FI_INJECT) != 0);
+                 m->context, (flags & FI_INJECT) ? Inject::kReported : Inject::kNo);
 }
 ssize_t msg_inject(fid_ep* ep, const void* buf, size_t len, fi_addr_t dest) {
-  return do_send(ep, buf, len, dest, false, 0, std::nullopt, nullptr, true);
+  return do_send(ep, buf, len, dest, false, 0, std::nullopt, nullptr, Inject::kSilent);
 }
 ssize_t msg_senddata(fid_ep* ep, const void* buf, size_t len, void*, uint64_t data, fi_addr_t dest,
                      void* context) {
-  return do_send(ep, buf, len, dest, false, 0, data, context, false);
+  return do_send(ep, buf, len, dest, false, 0, data, context, Inject::kNo);
 }
 ssize_t msg_injectdata(fid_ep* ep, const void* buf, size_t len, uint64_t data, fi_addr_t dest) {
-  return do_send(ep, buf, len, dest, false, 0, data, nullptr, true);
+  return do_send(ep, buf, len, dest, false, 0, data, nullptr, Inject::kSilent);
 }
 
 fi_ops_msg g_msg_ops = {sizeof(fi_ops_msg), msg_recv,    msg_recvv,  msg_recvmsg,  msg_send,
@@ -671,31 +713,31 @@ ssize_t tag_recvmsg(fid_ep* ep, const fi_msg_tagged* m, uint64_t flags) {
 }
 ssize_t tag_send(fid_ep* ep, const void* buf, size_t len, void*, fi_addr_t dest, uint64_t tag,
                  void* context) {
-  return do_send(ep, buf, len, dest, true, tag, std::nullopt, context, false);
+  return do_send(ep, buf, len, dest, true, tag, std::nullopt, context, Inject::kNo);
 }
 ssize_t tag_sendv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t dest, uint64_t tag,
                   void* context) {
   if (count > 1) return -FI_EINVAL;
   return do_send(ep, count ? iov[0].iov_base : nullptr, count ? iov[0].iov_len : 0, dest, true, tag,
-                 std::nullopt, context, false);
+                 std::nullopt, context, Inject::kNo);
 }
 ssize_t tag_sendmsg(fid_ep* ep, const fi_msg_tagged* m, uint64_t flags) {
   if (m->iov_count > 1) return -FI_EINVAL;
   return do_send(ep, m->iov_count ? m->msg_iov[0].iov_base : nullptr,
                  m->iov_count ? m->msg_iov[0].iov_len : 0, m->addr, true, m->tag,
                  (flags & FI_REMOTE_CQ_DATA) ? std::optional<uint64_t>(m->data) : std::nullopt,
-                 m->context, (flags & FI_INJECT) != 0);
+                 m->context, (flags & FI_INJECT) ? Inject::kReported : Inject::kNo);
 }
 ssize_t tag_inject(fid_ep* ep, const void* buf, size_t len, fi_addr_t dest, uint64_t tag) {
-  return do_send(ep, buf, len, dest, true, tag, std::nullopt, nullptr, true);
+  return do_send(ep, buf, len, dest, true, tag, std::nullopt, nullptr, Inject::kSilent);
 }
 ssize_t tag_senddata(fid_ep* ep, const void* buf, size_t len, void*, uint64_t data, fi_addr_t dest,
                      uint64_t tag, void* context) {
-  return do_send(ep, buf, len, dest, true, tag, data, context, false);
+  return do_send(ep, buf, len, dest, true, tag, data, context, Inject::kNo);
 }
 ssize_t tag_injectdata(fid_ep* ep, const void* buf, size_t len, uint64_t data, fi_addr_t dest,
                        uint64_t tag) {
-  return do_send(ep, buf, len, dest, true, tag, data, nullptr, true);
+  return do_send(ep, buf, len, dest, true, tag, data, nullptr, Inject::kSilent);
 }
 
 fi_ops_tagged g_tagged_ops = {
@@ -703,7 +745,7 @@ fi_ops_tagged g_tagged_ops = {
     tag_sendmsg,           tag_inject, tag_senddata, tag_injectdata};
 
 ssize_t do_write(fid_ep* e, const void* buf, size_t len, fi_addr_t dest, uint64_t addr,
-                 uint64_t key, std::optional<uint64_t> data, void* context, bool inject) {
+                 uint64_t key, std::optional<uint64_t> data, void* context, Inject inject) {
   Ep* ep = ep_of(e);
   Domain* dom = ep->dom;
   std::lock_guard lock(dom->mu);
@@ -711,17 +753,13 @@ ssize_t do_write(fid_ep* e, const void* buf, size_t len, fi_addr_t dest, uint64_
   bool bad = false;
   const auto peer = peer_of(ep, dest, bad);
   if (bad || !peer || key > 0xFFFFFFFFull) return -FI_EINVAL;
-  if (inject) {
+  if (inject != Inject::kNo) {
     if (len > eager_size(dom->settings)) return -FI_EINVAL;
-    auto copy = std::make_unique<InjectCopy>();
-    copy->bytes.assign(static_cast<const uint8_t*>(buf), static_cast<const uint8_t*>(buf) + len);
-    buf = copy->bytes.data();
-    context = copy.get();
-    ep->injects[context] = std::move(copy);
+    buf = ep->keep_copy(buf, len, context, inject == Inject::kReported);
   }
   const auto st =
       dom->rdm->write(dom->driver->now(), *peer, buf, len, addr, uint32_t(key), data, context);
-  if (!st && inject) ep->injects.erase(context);
+  if (!st && inject != Inject::kNo) ep->injects.erase(context);
   if (!st) return engine_status(st);
   dom->progress();
   return 0;
@@ -738,13 +776,13 @@ ssize_t rma_readmsg(fid_ep*, const fi_msg_rma*, uint64_t) {
 }
 ssize_t rma_write(fid_ep* ep, const void* buf, size_t len, void*, fi_addr_t dest, uint64_t addr,
                   uint64_t key, void* context) {
-  return do_write(ep, buf, len, dest, addr, key, std::nullopt, context, false);
+  return do_write(ep, buf, len, dest, addr, key, std::nullopt, context, Inject::kNo);
 }
 ssize_t rma_writev(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t dest,
                    uint64_t addr, uint64_t key, void* context) {
   if (count > 1) return -FI_EINVAL;
   return do_write(ep, count ? iov[0].iov_base : nullptr, count ? iov[0].iov_len : 0, dest, addr,
-                  key, std::nullopt, context, false);
+                  key, std::nullopt, context, Inject::kNo);
 }
 ssize_t rma_writemsg(fid_ep* ep, const fi_msg_rma* m, uint64_t flags) {
   if (m->iov_count > 1 || m->rma_iov_count != 1) return -FI_EINVAL;
@@ -752,19 +790,19 @@ ssize_t rma_writemsg(fid_ep* ep, const fi_msg_rma* m, uint64_t flags) {
                   m->iov_count ? m->msg_iov[0].iov_len : 0, m->addr, m->rma_iov[0].addr,
                   m->rma_iov[0].key,
                   (flags & FI_REMOTE_CQ_DATA) ? std::optional<uint64_t>(m->data) : std::nullopt,
-                  m->context, (flags & FI_INJECT) != 0);
+                  m->context, (flags & FI_INJECT) ? Inject::kReported : Inject::kNo);
 }
 ssize_t rma_inject(fid_ep* ep, const void* buf, size_t len, fi_addr_t dest, uint64_t addr,
                    uint64_t key) {
-  return do_write(ep, buf, len, dest, addr, key, std::nullopt, nullptr, true);
+  return do_write(ep, buf, len, dest, addr, key, std::nullopt, nullptr, Inject::kSilent);
 }
 ssize_t rma_writedata(fid_ep* ep, const void* buf, size_t len, void*, uint64_t data, fi_addr_t dest,
                       uint64_t addr, uint64_t key, void* context) {
-  return do_write(ep, buf, len, dest, addr, key, data, context, false);
+  return do_write(ep, buf, len, dest, addr, key, data, context, Inject::kNo);
 }
 ssize_t rma_injectdata(fid_ep* ep, const void* buf, size_t len, uint64_t data, fi_addr_t dest,
                        uint64_t addr, uint64_t key) {
-  return do_write(ep, buf, len, dest, addr, key, data, nullptr, true);
+  return do_write(ep, buf, len, dest, addr, key, data, nullptr, Inject::kSilent);
 }
 
 fi_ops_rma g_rma_ops = {sizeof(fi_ops_rma), rma_read,      rma_readv,    rma_readmsg,
@@ -891,6 +929,7 @@ int endpoint_open(fid_domain* d, fi_info* info, fid_ep** out, void* context) {
     return -FI_EINVAL;
   auto ep = std::make_unique<Ep>();
   ep->dom = dom;
+  ep->directed_recv = !info || (info->caps & FI_DIRECTED_RECV) != 0;
   ep->ep.fid.fclass = FI_CLASS_EP;
   ep->ep.fid.context = context;
   ep->ep.fid.ops = &g_ep_fi_ops;
@@ -1013,7 +1052,9 @@ NetResult<std::unique_ptr<Domain>> open_domain(const Settings& s) {
     pa.data_port = e.port;
     dom->name.planes.push_back(pa);
   }
-  auto rdm = RdmEndpoint::create(*dom->engine, *dom, cfg, dom->name);
+  dom->io->driver = dom->driver.get();
+  dom->io->setup_fd = dom->setup.get();
+  auto rdm = RdmEndpoint::create(*dom->engine, *dom->io, cfg, dom->name);
   if (!rdm) return std::unexpected(rdm.error());
   dom->rdm = std::move(*rdm);
   return dom;
@@ -1042,6 +1083,8 @@ struct Fabric {
   fid_fabric fabric{};
 };
 
+static_assert(std::is_standard_layout_v<Fabric>);
+
 int fabric_close(fid* f) {
   delete reinterpret_cast<Fabric*>(f);
   return 0;
@@ -1049,9 +1092,114 @@ int fabric_close(fid* f) {
 int no_pep(fid_fabric*, fi_info*, fid_pep**, void*) {
   return -FI_ENOSYS;
 }
-int no_eq(fid_fabric*, fi_eq_attr*, fid_eq**, void*) {
-  return -FI_ENOSYS;
+
+// ---------------------------------------------------------------------------------------------
+// EQ: an RDM endpoint has no connection events and address vectors insert synchronously, so
+// the provider itself posts nothing here; applications open one (fi_pingpong does, for every
+// endpoint type) and may post their own events with fi_eq_write, which readers then see in
+// order. fi_eq_sread waits on a condition variable for a writer from another thread.
+
+struct Eq {
+  fid_eq eq{};
+  std::mutex mu;
+  std::condition_variable cv;
+  struct Entry {
+    uint32_t event = 0;
+    std::vector<uint8_t> bytes;
+  };
+  std::deque<Entry> entries;
+};
+
+static_assert(std::is_standard_layout_v<Eq>);
+
+Eq* eq_of(fid_eq* f) {
+  return reinterpret_cast<Eq*>(f);
 }
+
+// The head entry, copied out (and removed unless FI_PEEK).
+ssize_t eq_take(Eq* eq, uint32_t* event, void* buf, size_t len, uint64_t flags) {
+  if (eq->entries.empty()) return -FI_EAGAIN;
+  Eq::Entry& e = eq->entries.front();
+  if (len < e.bytes.size()) return -FI_ETOOSMALL;
+  if (event) *event = e.event;
+  std::memcpy(buf, e.bytes.data(), e.bytes.size());
+  const ssize_t n = ssize_t(e.bytes.size());
+  if (!(flags & FI_PEEK)) eq->entries.pop_front();
+  return n;
+}
+
+ssize_t eq_read(fid_eq* f, uint32_t* event, void* buf, size_t len, uint64_t flags) {
+  Eq* eq = eq_of(f);
+  std::lock_guard lock(eq->mu);
+  return eq_take(eq, event, buf, len, flags);
+}
+
+// Nothing the provider does fails asynchronously through an EQ, and fi_eq_write has no public
+// flag for an error entry: there is never one to read.
+ssize_t eq_readerr(fid_eq*, fi_eq_err_entry*, uint64_t) {
+  return -FI_EAGAIN;
+}
+
+ssize_t eq_write(fid_eq* f, uint32_t event, const void* buf, size_t len, uint64_t flags) {
+  Eq* eq = eq_of(f);
+  if ((!buf && len) || flags) return -FI_EINVAL;
+  Eq::Entry e;
+  e.event = event;
+  e.bytes.assign(static_cast<const uint8_t*>(buf), static_cast<const uint8_t*>(buf) + len);
+  {
+    std::lock_guard lock(eq->mu);
+    if (eq->entries.size() >= kQueueSize) return -FI_EAGAIN;
+    eq->entries.push_back(std::move(e));
+  }
+  eq->cv.notify_all();
+  return ssize_t(len);
+}
+
+ssize_t eq_sread(fid_eq* f, uint32_t* event, void* buf, size_t len, int timeout_ms,
+                 uint64_t flags) {
+  Eq* eq = eq_of(f);
+  std::unique_lock lock(eq->mu);
+  const auto ready = [eq] { return !eq->entries.empty(); };
+  if (timeout_ms < 0) {
+    eq->cv.wait(lock, ready);
+  } else if (!eq->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready)) {
+    return -FI_EAGAIN;
+  }
+  return eq_take(eq, event, buf, len, flags);
+}
+
+const char* eq_strerror(fid_eq*, int prov_errno, const void*, char* buf, size_t len) {
+  const char* text = fi_strerror(prov_errno);
+  if (buf && len) {
+    std::snprintf(buf, len, "%s", text);
+    return buf;
+  }
+  return text;
+}
+
+int eq_close(fid* f) {
+  delete reinterpret_cast<Eq*>(f);
+  return 0;
+}
+
+fi_ops g_eq_fi_ops = {sizeof(fi_ops), eq_close, no_bind, no_control, no_ops_open, nullptr, nullptr};
+fi_ops_eq g_eq_ops = {sizeof(fi_ops_eq), eq_read,    eq_readerr,
+                      eq_write,          eq_sread,   eq_strerror};
+
+int eq_open(fid_fabric*, fi_eq_attr* attr, fid_eq** out, void* context) {
+  // FI_WAIT_UNSPEC and FI_WAIT_NONE are served; a wait set or an fd to poll is not offered.
+  if (attr && attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC)
+    return -FI_ENOSYS;
+  if (attr && attr->signaling_vector != 0) return -FI_EINVAL;
+  auto eq = std::make_unique<Eq>();
+  eq->eq.fid.fclass = FI_CLASS_EQ;
+  eq->eq.fid.context = context;
+  eq->eq.fid.ops = &g_eq_fi_ops;
+  eq->eq.ops = &g_eq_ops;
+  *out = &eq.release()->eq;
+  return 0;
+}
+
 int no_wait(fid_fabric*, fi_wait_attr*, fid_wait**) {
   return -FI_ENOSYS;
 }
@@ -1062,7 +1210,7 @@ int no_trywait(fid_fabric*, fid**, int) {
 fi_ops g_fabric_fi_ops = {sizeof(fi_ops), fabric_close, no_bind, no_control,
                           no_ops_open,    nullptr,      nullptr};
 fi_ops_fabric g_fabric_ops = {
-    sizeof(fi_ops_fabric), domain_open, no_pep, no_eq, no_wait, no_trywait, nullptr};
+    sizeof(fi_ops_fabric), domain_open, no_pep, eq_open, no_wait, no_trywait, nullptr};
 
 int fabric_open(fi_fabric_attr* attr, fid_fabric** out, void* context) {
   if (attr && attr->name && std::strcmp(attr->name, kName) != 0) return -FI_ENODATA;
@@ -1121,8 +1269,10 @@ std::string hints_mismatch(const fi_info* h, const Settings& s) {
 fi_info* make_info(const fi_info* h, const Settings& s) {
   fi_info* info = fi_dupinfo(nullptr);
   if (!info) return nullptr;
-  const uint64_t caps =
-      h && h->caps ? (h->caps & kCaps) | (kCaps & ~(FI_MSG | FI_TAGGED | FI_RMA)) : kCaps;
+  // Secondary capabilities that change no semantics come unasked; FI_DIRECTED_RECV does (a
+  // receive's source address is honoured only with it), so only when asked for.
+  const uint64_t unasked = kCaps & ~(FI_MSG | FI_TAGGED | FI_RMA | FI_DIRECTED_RECV);
+  const uint64_t caps = h && h->caps ? (h->caps & kCaps) | unasked : kCaps;
   info->caps = caps;
   info->mode = 0;
   info->addr_format = FI_FORMAT_UNSPEC;
