@@ -1183,13 +1183,11 @@ int eq_close(fid* f) {
 }
 
 fi_ops g_eq_fi_ops = {sizeof(fi_ops), eq_close, no_bind, no_control, no_ops_open, nullptr, nullptr};
-fi_ops_eq g_eq_ops = {sizeof(fi_ops_eq), eq_read,    eq_readerr,
-                      eq_write,          eq_sread,   eq_strerror};
+fi_ops_eq g_eq_ops = {sizeof(fi_ops_eq), eq_read, eq_readerr, eq_write, eq_sread, eq_strerror};
 
 int eq_open(fid_fabric*, fi_eq_attr* attr, fid_eq** out, void* context) {
   // FI_WAIT_UNSPEC and FI_WAIT_NONE are served; a wait set or an fd to poll is not offered.
-  if (attr && attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC)
-    return -FI_ENOSYS;
+  if (attr && attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC) return -FI_ENOSYS;
   if (attr && attr->signaling_vector != 0) return -FI_EINVAL;
   auto eq = std::make_unique<Eq>();
   eq->eq.fid.fclass = FI_CLASS_EQ;
@@ -1294,6 +1292,11 @@ fi_info* make_info(const fi_info* h, const Settings& s) {
   info->ep_attr->max_msg_size = kMaxMessage;
   info->ep_attr->tx_ctx_cnt = 1;
   info->ep_attr->rx_ctx_cnt = 1;
+  // Tags are 64 bits, none reserved: any format asked for fits; unasked, libfabric's generic
+  // value (FI_TAG_GENERIC in its sources), from which Open MPI counts 64 usable bits.
+  info->ep_attr->mem_tag_format = h && h->ep_attr && h->ep_attr->mem_tag_format
+                                      ? h->ep_attr->mem_tag_format
+                                      : 0xAAAAAAAAAAAAAAAAull;
   fi_domain_attr* d = info->domain_attr;
   d->name = strdup(kName);
   d->threading = h && h->domain_attr && h->domain_attr->threading != FI_THREAD_UNSPEC
