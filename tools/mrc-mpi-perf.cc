@@ -36,8 +36,7 @@ struct Options {
 };
 
 double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // Round trips per size: many for small messages, a few for large ones (a few seconds in all).
@@ -110,12 +109,10 @@ PingResult pingpong(int rank, uint64_t size, int iters, std::vector<uint8_t>& bu
     if (rank == 0) {
       if (checked) fill(buf, size, seq);
       check(MPI_Send(buf.data(), int(size), MPI_BYTE, peer, tag, MPI_COMM_WORLD), "MPI_Send");
-      check(MPI_Recv(buf.data(), int(size), MPI_BYTE, peer, tag, MPI_COMM_WORLD,
-                     MPI_STATUS_IGNORE),
+      check(MPI_Recv(buf.data(), int(size), MPI_BYTE, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
             "MPI_Recv");
     } else {
-      check(MPI_Recv(buf.data(), int(size), MPI_BYTE, peer, tag, MPI_COMM_WORLD,
-                     MPI_STATUS_IGNORE),
+      check(MPI_Recv(buf.data(), int(size), MPI_BYTE, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
             "MPI_Recv");
       check(MPI_Send(buf.data(), int(size), MPI_BYTE, peer, tag, MPI_COMM_WORLD), "MPI_Send");
     }
@@ -151,8 +148,7 @@ double stream(int rank, uint64_t size, int iters, int window, std::vector<uint8_
               "MPI_Isend");
       }
       check(MPI_Waitall(window, req.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
-      check(MPI_Recv(nullptr, 0, MPI_BYTE, peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
-            "MPI_Recv");
+      check(MPI_Recv(nullptr, 0, MPI_BYTE, peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv");
     } else {
       for (int w = 0; w < window; ++w)
         check(MPI_Irecv(bufs[size_t(w)].data(), int(size), MPI_BYTE, peer, 2, MPI_COMM_WORLD,
@@ -181,7 +177,8 @@ double stream(int rank, uint64_t size, int iters, int window, std::vector<uint8_
 // Element `i` of rank `r`'s contribution in iteration `it` (sums wrap modulo 2^64 alike on
 // every rank, so the expected result is exact).
 uint64_t contribution(uint64_t it, uint64_t r, uint64_t i) {
-  return (it + 1) * 0x9E3779B97F4A7C15ull + (r + 1) * 0xC2B2AE3D27D4EB4Full + i * 0x165667B19E3779F9ull;
+  return (it + 1) * 0x9E3779B97F4A7C15ull + (r + 1) * 0xC2B2AE3D27D4EB4Full +
+         i * 0x165667B19E3779F9ull;
 }
 
 struct AllreduceResult {
@@ -268,8 +265,9 @@ int main(int argc, char** argv) {
   }
   if (o.min_size == 0 || o.min_size > o.max_size || o.max_size > (1ull << 30) || o.window < 1 ||
       o.allreduce_count == 0 || o.allreduce_count > (1u << 28))
-    fail("sizes must be 1 <= --min-size <= --max-size <= 1 GiB, --window >= 1, and "
-         "1 <= --allreduce-count <= 2^28");
+    fail(
+        "sizes must be 1 <= --min-size <= --max-size <= 1 GiB, --window >= 1, and "
+        "1 <= --allreduce-count <= 2^28");
 
   const bool two = ranks >= 2;
   std::vector<PingResult> pings;
@@ -292,17 +290,18 @@ int main(int argc, char** argv) {
       std::printf("%10s %12s %14s %14s\n", "size", "latency_us", "pingpong_gbps",
                   o.no_stream ? "" : "stream_gbps");
       for (size_t i = 0; i < pings.size(); ++i)
-        std::printf("%10s %12.2f %14.3f %14s\n", size_text(pings[i].size).c_str(),
-                    pings[i].lat_us, pings[i].gbps,
+        std::printf("%10s %12.2f %14.3f %14s\n", size_text(pings[i].size).c_str(), pings[i].lat_us,
+                    pings[i].gbps,
                     streams.empty() ? "" : std::to_string(streams[i]).substr(0, 7).c_str());
     }
-    std::printf("allreduce: %d ranks, %llu x uint64, %d iterations, every result checked; "
-                "median %.3f ms, slowest %.3f ms%s\n",
-                ranks, static_cast<unsigned long long>(o.allreduce_count), ar.iterations,
-                ar.median_ms, ar.slowest_ms,
-                ar.slowest_at_s >= 0
-                    ? (" at " + std::to_string(ar.slowest_at_s).substr(0, 5) + " s").c_str()
-                    : "");
+    std::printf(
+        "allreduce: %d ranks, %llu x uint64, %d iterations, every result checked; "
+        "median %.3f ms, slowest %.3f ms%s\n",
+        ranks, static_cast<unsigned long long>(o.allreduce_count), ar.iterations, ar.median_ms,
+        ar.slowest_ms,
+        ar.slowest_at_s >= 0
+            ? (" at " + std::to_string(ar.slowest_at_s).substr(0, 5) + " s").c_str()
+            : "");
     auto find = [&](uint64_t s, bool bw) -> std::string {
       for (size_t i = 0; i < pings.size(); ++i)
         if (pings[i].size == s) {
@@ -313,10 +312,11 @@ int main(int argc, char** argv) {
         }
       return "na";
     };
-    std::printf("lat_8B_us=%s bw_4MiB_gbps=%s allreduce_iters=%d allreduce_median_ms=%.3f "
-                "allreduce_slowest_ms=%.3f errors=0\n",
-                find(8, false).c_str(), find(4 << 20, true).c_str(), ar.iterations, ar.median_ms,
-                ar.slowest_ms);
+    std::printf(
+        "lat_8B_us=%s bw_4MiB_gbps=%s allreduce_iters=%d allreduce_median_ms=%.3f "
+        "allreduce_slowest_ms=%.3f errors=0\n",
+        find(8, false).c_str(), find(4 << 20, true).c_str(), ar.iterations, ar.median_ms,
+        ar.slowest_ms);
   }
   MPI_Finalize();
   return 0;

@@ -73,13 +73,11 @@ struct Options {
   uint32_t tx_depth = 128;
   std::string cc = "nscc";
   double link_gbps = 10;
-  // Software-path window (docs/linux-driver.md, "Goodput"): the host stack's RTT is the
-  // peer's scheduling delay (ms on a loaded host), not a fabric's 50 us. NSCC's max_cwnd is
-  // 1.5 x base_rtt x link: at 50 us it capped the window at ~190 KB and every ACK released a
-  // few packets (1.1 per sendmmsg). --base-rtt-us 50 --mpr 4 restore the old behaviour.
-  double base_rtt_us = 2000;
+  // Software-path window (net::kSoftwarePathBaseRtt): --base-rtt-us 50 --mpr 4 restore the
+  // fabric values (every ACK then released a few packets, 1.1 per sendmmsg).
+  double base_rtt_us = double(net::kSoftwarePathBaseRtt) / double(us(1));
   double reorder_us = 0;  // 0: the engine's adaptive window (min RTT, grown on false losses)
-  uint32_t mpr = 16;      // 2,048 PSNs (8 MiB at 4 KiB): fits the driver's 32 MiB socket buffers
+  uint32_t mpr = net::kSoftwarePathMpr;
   bool no_icrc_verify = false;
   bool busy_poll = false;
   bool no_rx_timestamps = false;  // DriverConfig::rx_timestamps off

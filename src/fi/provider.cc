@@ -71,6 +71,8 @@ struct Settings {
   int ring_slots = 64;
   int slot_bytes = 16384;
   int evs_per_plane = 8;
+  int base_rtt_us = int(net::kSoftwarePathBaseRtt / us(1));
+  int mpr = net::kSoftwarePathMpr;
 };
 
 Settings read_settings() {
@@ -84,6 +86,8 @@ Settings read_settings() {
   if (fi_param_get_int(&g_provider, "ring_slots", &v) == FI_SUCCESS) s.ring_slots = v;
   if (fi_param_get_int(&g_provider, "slot_bytes", &v) == FI_SUCCESS) s.slot_bytes = v;
   if (fi_param_get_int(&g_provider, "evs_per_plane", &v) == FI_SUCCESS) s.evs_per_plane = v;
+  if (fi_param_get_int(&g_provider, "base_rtt_us", &v) == FI_SUCCESS) s.base_rtt_us = v;
+  if (fi_param_get_int(&g_provider, "mpr", &v) == FI_SUCCESS) s.mpr = v;
   return s;
 }
 
@@ -206,6 +210,8 @@ struct Domain {
   std::unique_ptr<RdmEndpoint> rdm;
   EndpointName name;
   Ep* ep = nullptr;
+  static constexpr Time kSetupReadInterval = us(20);
+  Time next_setup_read = 0;
 
   void dispatch();
   // One turn: the driver's I/O and timers, the engine's completions, setup datagrams.
@@ -218,11 +224,17 @@ struct Domain {
     Event e;
     while (engine->poll_event(e)) {
     }
-    uint8_t buf[2048];
-    for (;;) {
-      const ssize_t n = ::recv(setup.get(), buf, sizeof buf, MSG_DONTWAIT);
-      if (n <= 0) break;
-      rdm->on_setup_datagram(now, {buf, size_t(n)});
+    // The setup socket is read every kSetupReadInterval, not every turn: a receive system
+    // call per fi_cq_read cost a few percent of a busy-polling rank, and a connection's setup
+    // can wait 20 us.
+    if (now >= next_setup_read) {
+      next_setup_read = now + kSetupReadInterval;
+      uint8_t buf[2048];
+      for (;;) {
+        const ssize_t n = ::recv(setup.get(), buf, sizeof buf, MSG_DONTWAIT);
+        if (n <= 0) break;
+        rdm->on_setup_datagram(now, {buf, size_t(n)});
+      }
     }
     if (now >= rdm->next_deadline()) rdm->on_timer(now);
     // What the endpoint posted in response leaves in this turn, not the next.
@@ -1019,6 +1031,13 @@ NetResult<std::unique_ptr<Domain>> open_domain(const Settings& s) {
   sc.mtu = uint32_t(s.mtu);
   sc.evs_per_plane = uint32_t(s.evs_per_plane);
   sc.sq_depth = 1024;
+  // A software path's window by default, as mrc-perf's (net::kSoftwarePathBaseRtt): with the
+  // fabric's 50 us the window held ~190 KB and a 4 MiB message crossed at half the speed.
+  if (s.base_rtt_us < 1 || s.mpr < 1 || s.mpr > 255)
+    return net::net_fail(net::NetErrc::kInvalidArgument,
+                         "FI_MRC_BASE_RTT_US must be >= 1 and FI_MRC_MPR 1 to 255");
+  sc.base_rtt = us(uint64_t(s.base_rtt_us));
+  sc.mpr = uint8_t(s.mpr);
   cfg.ring_slots = uint16_t(s.ring_slots);
   cfg.slot_bytes = uint32_t(s.slot_bytes);
   cfg.max_message = kMaxMessage;
@@ -1358,5 +1377,10 @@ extern "C" FI_EXT_INI {
                   "bytes per slot: larger messages go by rendezvous (default 16384)");
   fi_param_define(&g_provider, "evs_per_plane", FI_PARAM_INT,
                   "paths per plane of each connection (default 8)");
+  fi_param_define(&g_provider, "base_rtt_us", FI_PARAM_INT,
+                  "unloaded RTT the congestion control assumes, us (default 2000: a software "
+                  "path's scheduling delay)");
+  fi_param_define(&g_provider, "mpr", FI_PARAM_INT,
+                  "outstanding PSNs per connection, units of 128 (default 16)");
   return &g_provider;
 }

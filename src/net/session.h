@@ -15,6 +15,14 @@
 
 namespace mrc::net {
 
+// The window of a software path (a host stack at both ends; docs/linux-driver.md, "Goodput"):
+// the RTT the congestion control sees is the peer's scheduling delay (ms on a loaded host), not
+// a fabric's 50 us. NSCC's max_cwnd is 1.5 x base_rtt x link: at 50 us it capped the window at
+// ~190 KB and every ACK released a few packets. 2,048 PSNs (mpr 16: 8 MiB at 4 KiB) fit the
+// driver's 32 MiB socket buffers. mrc-perf's defaults and the libfabric provider's.
+inline constexpr Time kSoftwarePathBaseRtt = us(2000);
+inline constexpr uint8_t kSoftwarePathMpr = 16;
+
 struct SessionConfig {
   DriverConfig driver;                             // ports, EV mode, ICRC, busy poll
   std::vector<uint16_t> leaf_usids;                // per plane (empty / 0: unknown)
