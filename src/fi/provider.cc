@@ -291,6 +291,8 @@ int op_errno(OpError e) {
       return FI_EHOSTUNREACH;
     case OpError::kRejected:
       return FI_ECONNREFUSED;
+    case OpError::kNoMessage:
+      return FI_ENOMSG;
   }
   return FI_EOTHER;
 }
@@ -717,8 +719,34 @@ ssize_t tag_recvv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t 
   return do_recv(ep, count ? iov[0].iov_base : nullptr, count ? iov[0].iov_len : 0, src, true, tag,
                  ignore, context);
 }
+// FI_PEEK (with FI_CLAIM: set the message aside for this context), FI_CLAIM (receive what
+// this context claimed; with FI_DISCARD: drop it). FI_PEEK | FI_DISCARD is not offered.
+ssize_t tag_claim(fid_ep* e, const fi_msg_tagged* m, uint64_t flags) {
+  Ep* ep = ep_of(e);
+  Domain* dom = ep->dom;
+  std::lock_guard lock(dom->mu);
+  if (!ep->enabled) return -FI_EOPBADSTATE;
+  if ((flags & FI_PEEK) && (flags & FI_DISCARD)) return -FI_EINVAL;
+  Status st;
+  if (flags & FI_PEEK) {
+    bool bad = false;
+    const auto peer = peer_of(ep, ep->directed_recv ? m->addr : FI_ADDR_UNSPEC, bad);
+    if (bad) return -FI_EINVAL;
+    dom->progress();  // what has arrived by now counts
+    st = dom->rdm->peek(peer, m->tag, m->ignore, m->context, (flags & FI_CLAIM) != 0);
+  } else {
+    st = dom->rdm->recv_claimed(
+        dom->driver->now(), m->context, m->iov_count ? m->msg_iov[0].iov_base : nullptr,
+        m->iov_count ? m->msg_iov[0].iov_len : 0, (flags & FI_DISCARD) != 0);
+  }
+  if (!st) return engine_status(st);
+  dom->dispatch();
+  return 0;
+}
+
 ssize_t tag_recvmsg(fid_ep* ep, const fi_msg_tagged* m, uint64_t flags) {
-  if (m->iov_count > 1 || (flags & (FI_PEEK | FI_CLAIM | FI_MULTI_RECV))) return -FI_EINVAL;
+  if (m->iov_count > 1 || (flags & FI_MULTI_RECV)) return -FI_EINVAL;
+  if (flags & (FI_PEEK | FI_CLAIM)) return tag_claim(ep, m, flags);
   return do_recv(ep, m->iov_count ? m->msg_iov[0].iov_base : nullptr,
                  m->iov_count ? m->msg_iov[0].iov_len : 0, m->addr, true, m->tag, m->ignore,
                  m->context);

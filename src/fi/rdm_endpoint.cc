@@ -25,6 +25,8 @@ const char* op_error_text(OpError e) {
       return "the peer did not answer the connection setup";
     case OpError::kRejected:
       return "the peer refused the connection (incompatible settings or no room)";
+    case OpError::kNoMessage:
+      return "no matching message has arrived (FI_PEEK)";
   }
   return "?";
 }
@@ -65,6 +67,7 @@ struct RdmEndpoint::PostedRecv {
   bool tagged = false;
   uint64_t tag = 0, ignore = 0;
   void* context = nullptr;
+  bool discard = false;  // FI_DISCARD: the message is dropped, not truncated
 };
 
 struct RdmEndpoint::Unexpected {
@@ -76,6 +79,7 @@ struct RdmEndpoint::Unexpected {
   bool rts = false;
   uint64_t send_cookie = 0;      // rts
   std::vector<uint8_t> payload;  // eager
+  void* claimed_by = nullptr;    // FI_CLAIM: set aside for this context's recv_claimed
 };
 
 struct RdmEndpoint::WrRecord {
@@ -703,29 +707,10 @@ Status RdmEndpoint::recv(Time now, std::optional<uint32_t> from, void* buf, uint
   if ((from && !peer(*from)) || (len > 0 && !buf)) return std::unexpected(Error::kInvalidArgument);
   PostedRecv r{from, static_cast<uint8_t*>(buf), len, tagged, tag, ignore, context};
   for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
-    if (!matches(r, it->peer, it->tagged, it->tag)) continue;
+    if (it->claimed_by || !matches(r, it->peer, it->tagged, it->tag)) continue;
     Unexpected u = std::move(*it);
     unexpected_.erase(it);
-    if (u.rts) {
-      start_cts(now, std::move(r), u);
-      return {};
-    }
-    FiCompletion c;
-    c.context = context;
-    c.kind = OpKind::kRecv;
-    c.tagged = u.tagged;
-    c.tag = u.tag;
-    c.peer = u.peer;
-    c.buf = buf;
-    c.has_data = u.data.has_value();
-    c.data = u.data.value_or(0);
-    c.len = std::min<uint64_t>(len, u.payload.size());
-    if (c.len) std::memcpy(buf, u.payload.data(), c.len);
-    if (u.payload.size() > len) {
-      c.error = OpError::kTruncated;
-      c.olen = u.payload.size() - len;
-    }
-    complete(c);
+    take_unexpected(now, std::move(r), std::move(u));
     return {};
   }
   if (from && peer(*from)->state == Peer::State::kFailed) {
@@ -741,6 +726,78 @@ Status RdmEndpoint::recv(Time now, std::optional<uint32_t> from, void* buf, uint
   }
   posted_.push_back(r);
   return {};
+}
+
+// A receive meets a message that arrived before it: an eager payload is copied now, a
+// rendezvous one is asked for (CTS) and lands in the receive's buffer.
+void RdmEndpoint::take_unexpected(Time now, PostedRecv&& r, Unexpected&& u) {
+  if (u.rts) {
+    start_cts(now, std::move(r), u);
+    return;
+  }
+  FiCompletion c;
+  c.context = r.context;
+  c.kind = OpKind::kRecv;
+  c.tagged = u.tagged;
+  c.tag = u.tag;
+  c.peer = u.peer;
+  c.buf = r.buf;
+  c.has_data = u.data.has_value();
+  c.data = u.data.value_or(0);
+  c.len = std::min<uint64_t>(r.len, u.payload.size());
+  if (c.len) std::memcpy(r.buf, u.payload.data(), c.len);
+  if (u.payload.size() > r.len && !r.discard) {
+    c.error = OpError::kTruncated;
+    c.olen = u.payload.size() - r.len;
+  }
+  complete(c);
+}
+
+Status RdmEndpoint::peek(std::optional<uint32_t> from, uint64_t tag, uint64_t ignore, void* context,
+                         bool claim) {
+  if (from && !peer(*from)) return std::unexpected(Error::kInvalidArgument);
+  const PostedRecv r{from, nullptr, 0, true, tag, ignore, context};
+  FiCompletion c;
+  c.context = context;
+  c.kind = OpKind::kRecv;
+  c.tagged = true;
+  for (Unexpected& u : unexpected_) {
+    if (u.claimed_by || !matches(r, u.peer, u.tagged, u.tag)) continue;
+    if (claim) u.claimed_by = context;
+    c.tag = u.tag;
+    c.peer = u.peer;
+    c.len = u.length;
+    c.has_data = u.data.has_value();
+    c.data = u.data.value_or(0);
+    complete(c);
+    return {};
+  }
+  c.error = OpError::kNoMessage;
+  c.tag = tag;
+  complete(c);
+  return {};
+}
+
+Status RdmEndpoint::recv_claimed(Time now, void* context, void* buf, uint64_t len, bool discard) {
+  if (!context || (!discard && len > 0 && !buf)) return std::unexpected(Error::kInvalidArgument);
+  for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
+    if (it->claimed_by != context) continue;
+    Unexpected u = std::move(*it);
+    unexpected_.erase(it);
+    // A discarded rendezvous message still gets its CTS (for no bytes): the sender's
+    // operation completes instead of waiting for ever.
+    PostedRecv r{u.peer,
+                 static_cast<uint8_t*>(discard ? nullptr : buf),
+                 discard ? 0 : len,
+                 true,
+                 u.tag,
+                 0,
+                 context,
+                 discard};
+    take_unexpected(now, std::move(r), std::move(u));
+    return {};
+  }
+  return std::unexpected(Error::kInvalidArgument);
 }
 
 bool RdmEndpoint::cancel(void* context) {
@@ -950,7 +1007,7 @@ void RdmEndpoint::on_slot(Time now, Peer& p, uint32_t slot, uint64_t byte_len) {
       c.has_data = r.data.has_value();
       c.data = r.data.value_or(0);
       c.len = r.placed;
-      if (r.msg_len > r.placed) {
+      if (r.msg_len > r.placed && !r.recv.discard) {
         c.error = OpError::kTruncated;
         c.olen = r.msg_len - r.placed;
       }

@@ -43,6 +43,7 @@ enum class OpError : uint8_t {
   kPeerFailed,   // FI_EIO: the connection failed (retries exhausted, peer gone)
   kUnreachable,  // FI_EHOSTUNREACH: the peer never answered the connection setup
   kRejected,     // FI_ECONNREFUSED: the peer refused the connection
+  kNoMessage,    // FI_ENOMSG: a peek found no matching message
 };
 const char* op_error_text(OpError e);
 
@@ -120,6 +121,15 @@ class RdmEndpoint {
   // entry there once the data is placed.
   Status write(Time now, uint32_t peer, const void* buf, uint64_t len, uint64_t addr, uint32_t key,
                std::optional<uint64_t> data, void* context);
+  // FI_PEEK: completes at once, with the length, tag and data of the first unclaimed arrived
+  // message that a receive with these arguments would match (the message stays), or with
+  // kNoMessage. With `claim` (FI_CLAIM) that message is set aside for recv_claimed(context).
+  Status peek(std::optional<uint32_t> peer, uint64_t tag, uint64_t ignore, void* context,
+              bool claim);
+  // Receives the message peek(..., claim) set aside under `context`, into [buf, buf+len), or
+  // with `discard` (FI_DISCARD) drops it (a zero-length completion). kInvalidArgument when
+  // nothing is claimed under `context`.
+  Status recv_claimed(Time now, void* context, void* buf, uint64_t len, bool discard);
   // Cancels a receive not yet matched (completes it with kCanceled); false if there is none
   // with that context.
   bool cancel(void* context);
@@ -165,6 +175,7 @@ class RdmEndpoint {
   void deliver(Time now, Peer& p, const SlotHeader& h, std::span<const uint8_t> payload);
   bool matches(const PostedRecv& r, uint32_t peer, bool tagged, uint64_t tag) const;
   void match_arrival(Time now, Unexpected&& u);
+  void take_unexpected(Time now, PostedRecv&& r, Unexpected&& u);
   void start_cts(Time now, PostedRecv&& r, const Unexpected& u);
   void complete(FiCompletion c) { completions_.push_back(c); }
   uint64_t new_wr(WrRecord r);

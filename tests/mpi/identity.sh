@@ -9,6 +9,8 @@
 # failed link, a blackholed one and gray loss, MRC and RoCE with 4 QPs per RoCE flow; pinned
 # paths with a throughput series.
 # Usage: tests/mpi/identity.sh <mrc-sim> <mpirun> [ranks...]
+# MRC_MPI_PROVIDER=<name>: the ranks talk through Open MPI's mtl ofi and that libfabric
+# provider (e.g. mrc, loaded from FI_PROVIDER_PATH) instead of shared memory.
 set -euo pipefail
 sim=$1
 mpirun=$2
@@ -20,7 +22,12 @@ out=$(mktemp -d "${TMPDIR:-/tmp}/mrc-mpi-identity.XXXXXX")
 trap 'rm -rf "$out"' EXIT
 # Root (containers, CI) needs --allow-run-as-root; more ranks than cores --oversubscribe. The
 # shared-memory transport only: no network needed.
-launch=("$mpirun" --oversubscribe --mca btl self,vader)
+if [ -n "${MRC_MPI_PROVIDER:-}" ]; then
+  launch=("$mpirun" --oversubscribe --mca pml cm --mca mtl ofi
+          --mca mtl_ofi_provider_include "$MRC_MPI_PROVIDER" --mca btl self)
+else
+  launch=("$mpirun" --oversubscribe --mca btl self,vader)
+fi
 [ "$(id -u)" = 0 ] && launch+=(--allow-run-as-root)
 export MRC_SIM_HUGE_PAGES=0 OMPI_MCA_btl_vader_single_copy_mechanism=none
 

@@ -267,6 +267,88 @@ TEST(RdmEndpoint, recv__a_short_buffer_truncates_eager_and_rendezvous) {
     EXPECT_EQ(c.error, OpError::kNone);  // the sender's side completed normally
 }
 
+// FI_PEEK reports an arrived message and leaves it; FI_CLAIM sets it aside so that only the
+// claiming context receives it; FI_DISCARD drops a claimed one (eager or rendezvous) without an
+// error, and the sender's operations complete.
+TEST(RdmEndpoint, peek__reports_claims_and_discards_arrived_messages) {
+  Harness h(2);
+  const uint32_t to1 = h.peer(0, 1);
+  const auto small = pattern(1000, 3), large = pattern(100'000, 4), other = pattern(10, 5);
+  ASSERT_TRUE(h.ep(0).send(0, to1, small.data(), small.size(), true, 0x51, 7, ctx(11)));
+  ASSERT_TRUE(h.ep(0).send(0, to1, large.data(), large.size(), true, 0x52, std::nullopt, ctx(12)));
+  ASSERT_TRUE(h.ep(0).send(0, to1, other.data(), other.size(), true, 0x53, std::nullopt, ctx(13)));
+  h.after_input(0);
+  h.net().run_until(ms(20), [] { return false; });  // all three arrive unexpected
+
+  // Nothing matches tag 0x99; tag 0x51 is there: length, tag and data, no bytes moved.
+  ASSERT_TRUE(h.ep(1).peek(std::nullopt, 0x99, 0, ctx(1), false));
+  ASSERT_TRUE(h.ep(1).peek(std::nullopt, 0x51, 0, ctx(2), false));
+  h.collect(1);
+  ASSERT_EQ(h.done(1).size(), 2u);
+  EXPECT_EQ(h.done(1)[0].error, OpError::kNoMessage);
+  EXPECT_EQ(h.done(1)[1].error, OpError::kNone);
+  EXPECT_EQ(h.done(1)[1].len, 1000u);
+  EXPECT_EQ(h.done(1)[1].tag, 0x51u);
+  EXPECT_TRUE(h.done(1)[1].has_data);
+  EXPECT_EQ(h.done(1)[1].data, 7u);
+
+  // Claim 0x51 (under the ignore mask 0xF: any of the three, the first is 0x51); a plain
+  // receive for it then takes the next unclaimed one, 0x52.
+  ASSERT_TRUE(h.ep(1).peek(std::nullopt, 0x50, 0xF, ctx(3), true));
+  std::vector<uint8_t> got(200'000);
+  ASSERT_TRUE(
+      h.ep(1).recv(h.net().now(), std::nullopt, got.data(), got.size(), true, 0x50, 0xF, ctx(4)));
+  h.after_input(1);
+  ASSERT_TRUE(h.run_until_done(1, 4));
+  EXPECT_EQ(h.done(1)[2].context, ctx(3));
+  EXPECT_EQ(h.done(1)[2].tag, 0x51u);
+  EXPECT_EQ(h.done(1)[3].context, ctx(4));
+  EXPECT_EQ(h.done(1)[3].tag, 0x52u);
+  EXPECT_EQ(h.done(1)[3].len, 100'000u);
+  EXPECT_TRUE(std::equal(large.begin(), large.end(), got.begin()));
+
+  // Only the claiming context receives the claimed message; a wrong one changes nothing.
+  EXPECT_FALSE(h.ep(1).recv_claimed(h.net().now(), ctx(99), got.data(), got.size(), false));
+  ASSERT_TRUE(h.ep(1).recv_claimed(h.net().now(), ctx(3), got.data(), got.size(), false));
+  h.collect(1);
+  ASSERT_EQ(h.done(1).size(), 5u);
+  EXPECT_EQ(h.done(1)[4].error, OpError::kNone);
+  EXPECT_EQ(h.done(1)[4].len, 1000u);
+  EXPECT_TRUE(std::equal(small.begin(), small.end(), got.begin()));
+
+  // Discard: claim 0x53 and drop it, no error; a second claim finds nothing.
+  ASSERT_TRUE(h.ep(1).peek(std::nullopt, 0x53, 0, ctx(5), true));
+  ASSERT_TRUE(h.ep(1).recv_claimed(h.net().now(), ctx(5), nullptr, 0, true));
+  ASSERT_TRUE(h.ep(1).peek(std::nullopt, 0x53, 0, ctx(6), true));
+  h.collect(1);
+  ASSERT_EQ(h.done(1).size(), 8u);
+  EXPECT_EQ(h.done(1)[6].error, OpError::kNone);
+  EXPECT_EQ(h.done(1)[6].len, 0u);
+  EXPECT_EQ(h.done(1)[7].error, OpError::kNoMessage);
+  ASSERT_TRUE(h.run_until_done(0, 3));
+  for (const auto& c : h.done(0))
+    EXPECT_EQ(c.error, OpError::kNone);
+}
+
+// A discarded rendezvous message: the receiver asks for no bytes, the sender completes.
+TEST(RdmEndpoint, recv_claimed__discarding_a_rendezvous_message_completes_the_sender) {
+  Harness h(2);
+  const uint32_t to1 = h.peer(0, 1);
+  const auto large = pattern(300'000, 6);
+  ASSERT_TRUE(h.ep(0).send(0, to1, large.data(), large.size(), true, 1, std::nullopt, ctx(11)));
+  h.after_input(0);
+  h.net().run_until(ms(20), [] { return false; });
+  ASSERT_TRUE(h.ep(1).peek(std::nullopt, 1, 0, ctx(1), true));
+  ASSERT_TRUE(h.ep(1).recv_claimed(h.net().now(), ctx(1), nullptr, 0, true));
+  h.after_input(1);
+  ASSERT_TRUE(h.run_until_done(1, 2));
+  EXPECT_EQ(h.done(1)[0].len, 300'000u);  // the peek
+  EXPECT_EQ(h.done(1)[1].error, OpError::kNone);
+  EXPECT_EQ(h.done(1)[1].len, 0u);
+  ASSERT_TRUE(h.run_until_done(0, 1));
+  EXPECT_EQ(h.done(0)[0].error, OpError::kNone);
+}
+
 TEST(RdmEndpoint, write__places_the_data_and_writedata_raises_a_remote_entry_after_it) {
   Harness h(2);
   const uint32_t to1 = h.peer(0, 1);
