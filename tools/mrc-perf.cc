@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "net/fabric.h"
 #include "net/pattern.h"
 #include "net/psk.h"
 #include "net/session.h"
@@ -129,72 +130,12 @@ std::vector<uint8_t> bytes_of(const std::string& s) {
   return std::vector<uint8_t>(s.begin(), s.end());
 }
 
-// Fabric knowledge from mrc-fabric's fabric.json (schema mrc-fabric/1, docs/fabric.md):
-// this host's address on every plane (hosts[h].ports[p].address), its leaf's uSID
-// (planes[p].leaves[hosts[h].leaf].usid) and every spine's uSID (planes[p].spines[].usid).
-struct FabricInfo {
-  uint32_t planes = 0;
-  std::vector<std::string> addresses;   // per plane
-  std::vector<std::string> interfaces;  // per plane (the host's port)
-  std::vector<std::vector<uint16_t>> spine_usids;
-  std::vector<uint16_t> leaf_usids;
-};
-
-NetResult<FabricInfo> read_fabric(const Options& o) {
-  FabricInfo f;
-  if (o.fabric.empty()) return f;
-  std::error_code ec;
-  if (std::filesystem::is_directory(o.fabric, ec))
-    return net_fail(NetErrc::kInvalidArgument, "--fabric " + o.fabric + " is a directory");
-  std::ifstream in(o.fabric);
-  if (!in) return net_fail(NetErrc::kInvalidArgument, "cannot read " + o.fabric);
-  const Json j = Json::parse(in, nullptr, false);
-  if (j.is_discarded()) return net_fail(NetErrc::kInvalidArgument, o.fabric + ": not JSON");
-  auto bad = [&](const std::string& what) {
-    return net_fail(NetErrc::kInvalidArgument, o.fabric + ": " + what);
-  };
-  if (j.value("schema", std::string()) != "mrc-fabric/1")
-    return bad("schema is not mrc-fabric/1 (written by mrc-fabric up)");
+// Fabric knowledge from mrc-fabric's fabric.json (net::host_view_from_file): this host's
+// address on every plane, its leaf's uSID and every spine's uSID.
+NetResult<HostView> read_fabric(const Options& o) {
+  if (o.fabric.empty()) return HostView{};
   if (o.host < 0) return net_fail(NetErrc::kInvalidArgument, "--fabric needs --host");
-  if (!j.contains("planes") || !j["planes"].is_array() || !j.contains("hosts") ||
-      !j["hosts"].is_array())
-    return bad("no planes or hosts");
-  const Json* host = nullptr;
-  for (const Json& h : j["hosts"])
-    if (h.is_object() && h.value("host", -1) == o.host) host = &h;
-  if (!host)
-    return bad("no host " + std::to_string(o.host) + " (it has " +
-               std::to_string(j["hosts"].size()) + ")");
-  const int leaf = host->value("leaf", -1);
-  f.planes = static_cast<uint32_t>(j["planes"].size());
-  if (f.planes == 0 || f.planes > 32) return bad("1 to 32 planes required");
-  for (uint32_t p = 0; p < f.planes; ++p) {
-    const Json& plane = j["planes"][p];
-    std::string addr, ifname;
-    if (host->contains("ports") && (*host)["ports"].is_array())
-      for (const Json& port : (*host)["ports"])
-        if (port.value("plane", -1) == static_cast<int>(p)) {
-          addr = port.value("address", std::string());
-          ifname = port.value("interface", std::string());
-        }
-    if (addr.empty())
-      return bad("host " + std::to_string(o.host) + " has no port on plane " + std::to_string(p));
-    f.addresses.push_back(addr);
-    f.interfaces.push_back(ifname);
-    std::vector<uint16_t> spines;
-    if (plane.contains("spines") && plane["spines"].is_array())
-      for (const Json& sp : plane["spines"])
-        spines.push_back(static_cast<uint16_t>(sp.value("usid", 0u)));
-    f.spine_usids.push_back(spines);
-    uint16_t leaf_usid = 0;
-    if (plane.contains("leaves") && plane["leaves"].is_array())
-      for (const Json& l : plane["leaves"])
-        if (l.value("leaf", -2) == leaf) leaf_usid = static_cast<uint16_t>(l.value("usid", 0u));
-    if (leaf_usid == 0)
-      return bad("no uSID for leaf " + std::to_string(leaf) + " on plane " + std::to_string(p));
-    f.leaf_usids.push_back(leaf_usid);
-  }
-  return f;
+  return host_view_from_file(o.fabric, o.host);
 }
 
 NetResult<SessionConfig> session_config(const Options& o, const Hello* client_hello) {
@@ -202,7 +143,7 @@ NetResult<SessionConfig> session_config(const Options& o, const Hello* client_he
   auto fabric = read_fabric(o);
   if (!fabric) return std::unexpected(fabric.error());
   std::vector<std::string> local = o.local;
-  if (local.empty() && fabric->planes > 0) local = fabric->addresses;
+  if (local.empty()) local = fabric->addresses;
   if (local.empty()) local.push_back("::1");
   for (size_t p = 0; p < local.size(); ++p) {
     auto ep = parse_endpoint(local[p], o.data_port);
@@ -230,7 +171,7 @@ NetResult<SessionConfig> session_config(const Options& o, const Hello* client_he
   sc.driver.batch = o.batch;
   sc.spray_burst = o.spray_burst;
   const size_t P = sc.driver.ports.size();
-  if (fabric->planes > 0) {
+  if (!fabric->addresses.empty()) {
     sc.spine_usids = fabric->spine_usids;
     sc.leaf_usids = fabric->leaf_usids;
   } else {

@@ -44,6 +44,8 @@
 #include <vector>
 
 #include "fi/rdm_endpoint.h"
+#include "net/fabric.h"
+#include "net/netns_exec.h"
 #include "net/sockets.h"
 #include "net/udp_driver.h"
 
@@ -65,8 +67,10 @@ fi_provider g_provider = {};
 // Configuration: FI_MRC_* parameters (fi_info -e lists them)
 
 struct Settings {
-  std::string ports = "::1";
-  std::string ev_mode = "udp";
+  std::string ports;    // empty: the fabric's addresses, else ::1
+  std::string ev_mode;  // empty: srv6 on a fabric, else udp
+  std::string fabric;   // mrc-fabric's fabric.json: addresses and uSIDs of host `host`
+  int host = -1;
   int mtu = 4096;
   int ring_slots = 64;
   int slot_bytes = 16384;
@@ -81,7 +85,10 @@ Settings read_settings() {
   if (fi_param_get_str(&g_provider, "ports", &text) == FI_SUCCESS && text) s.ports = text;
   text = nullptr;
   if (fi_param_get_str(&g_provider, "ev_mode", &text) == FI_SUCCESS && text) s.ev_mode = text;
+  text = nullptr;
+  if (fi_param_get_str(&g_provider, "fabric", &text) == FI_SUCCESS && text) s.fabric = text;
   int v = 0;
+  if (fi_param_get_int(&g_provider, "host", &v) == FI_SUCCESS) s.host = v;
   if (fi_param_get_int(&g_provider, "mtu", &v) == FI_SUCCESS) s.mtu = v;
   if (fi_param_get_int(&g_provider, "ring_slots", &v) == FI_SUCCESS) s.ring_slots = v;
   if (fi_param_get_int(&g_provider, "slot_bytes", &v) == FI_SUCCESS) s.slot_bytes = v;
@@ -1028,20 +1035,58 @@ fi_ops_domain g_domain_ops = {sizeof(fi_ops_domain),
                               nullptr,
                               nullptr};
 
+// The setup socket: plane 0's address, a port of its own.
+NetStatus open_setup_socket(Domain& dom) {
+  const int fd = ::socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return net::net_fail(net::NetErrc::kSystem, "setup socket: " + std::string(strerror(errno)));
+  dom.setup = net::UniqueFd(fd);
+  const net::Endpoint& p0 = dom.driver->local(0);
+  const int v6only = IN6_IS_ADDR_V4MAPPED(&p0.addr) ? 0 : 1;
+  (void)::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof v6only);
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = p0.addr;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+    return net::net_fail(net::NetErrc::kSystem,
+                         "setup socket bind: " + std::string(strerror(errno)));
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  dom.name.setup_port = ntohs(a.sin6_port);
+  return {};
+}
+
 // The engine, driver, setup socket and endpoint of a domain, from the FI_MRC_* settings.
 NetResult<std::unique_ptr<Domain>> open_domain(const Settings& s) {
   auto dom = std::make_unique<Domain>();
   dom->settings = s;
   RdmConfig cfg;
   net::SessionConfig& sc = cfg.session;
+  std::string ports = s.ports.empty() ? "::1" : s.ports;
+  std::string netns;
+  if (!s.fabric.empty()) {
+    if (s.host < 0)
+      return net::net_fail(net::NetErrc::kInvalidArgument, "FI_MRC_FABRIC needs FI_MRC_HOST");
+    auto view = net::host_view_from_file(s.fabric, s.host);
+    if (!view) return std::unexpected(view.error());
+    sc.leaf_usids = view->leaf_usids;
+    sc.spine_usids = view->spine_usids;
+    netns = view->netns;
+    if (s.ports.empty()) {
+      ports.clear();
+      for (const std::string& a : view->addresses)
+        ports += (ports.empty() ? "" : ",") + a;
+    }
+  }
+  const std::string ev_mode = !s.ev_mode.empty() ? s.ev_mode : s.fabric.empty() ? "udp" : "srv6";
   std::optional<ev::FormatMode> mode;
   for (ev::FormatMode m : {ev::FormatMode::kUdp, ev::FormatMode::kStev, ev::FormatMode::kSrv6})
-    if (s.ev_mode == ev::format_mode_name(m)) mode = m;
+    if (ev_mode == ev::format_mode_name(m)) mode = m;
   if (!mode)
     return net::net_fail(net::NetErrc::kInvalidArgument,
-                         "FI_MRC_EV_MODE '" + s.ev_mode + "' is not udp, stev or srv6");
+                         "FI_MRC_EV_MODE '" + ev_mode + "' is not udp, stev or srv6");
   sc.driver.ev_mode = *mode;
-  std::string rest = s.ports;
+  std::string rest = ports;
   while (!rest.empty()) {
     const size_t comma = rest.find(',');
     const std::string one = rest.substr(0, comma);
@@ -1072,26 +1117,16 @@ NetResult<std::unique_ptr<Domain>> open_domain(const Settings& s) {
   auto ec = net::session_engine_config(sc);
   if (!ec) return std::unexpected(ec.error());
   dom->engine = std::make_unique<Engine>(*ec);
-  auto drv = net::UdpDriver::open(*dom->engine, sc.driver);
-  if (!drv) return std::unexpected(drv.error());
-  dom->driver = std::move(*drv);
-  // The setup socket: plane 0's address, a port of its own.
-  const int fd = ::socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    return net::net_fail(net::NetErrc::kSystem, "setup socket: " + std::string(strerror(errno)));
-  dom->setup = net::UniqueFd(fd);
-  const net::Endpoint& p0 = dom->driver->local(0);
-  const int v6only = IN6_IS_ADDR_V4MAPPED(&p0.addr) ? 0 : 1;
-  (void)::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof v6only);
-  sockaddr_in6 a{};
-  a.sin6_family = AF_INET6;
-  a.sin6_addr = p0.addr;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-    return net::net_fail(net::NetErrc::kSystem,
-                         "setup socket bind: " + std::string(strerror(errno)));
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  dom->name.setup_port = ntohs(a.sin6_port);
+  // On a namespace fabric the sockets are opened in the host's namespace (and stay there), so
+  // that ranks mpirun starts in the root namespace reach the fabric.
+  auto open_sockets = [&]() -> NetStatus {
+    auto drv = net::UdpDriver::open(*dom->engine, sc.driver);
+    if (!drv) return std::unexpected(drv.error());
+    dom->driver = std::move(*drv);
+    return open_setup_socket(*dom);
+  };
+  if (auto ok = netns.empty() ? open_sockets() : net::in_netns(netns, open_sockets); !ok)
+    return std::unexpected(ok.error());
   for (uint8_t p = 0; p < sc.driver.ports.size(); ++p) {
     PlaneAddress pa;
     const net::Endpoint& e = dom->driver->local(p);
@@ -1395,10 +1430,15 @@ extern "C" FI_EXT_INI {
   g_provider.cleanup = cleanup;
   fi_param_define(&g_provider, "ports", FI_PARAM_STRING,
                   "local address of each plane, comma-separated: ADDR or [ADDR]:PORT, IPv6 or "
-                  "IPv4 (default ::1, one plane)");
+                  "IPv4 (default: FI_MRC_FABRIC's addresses of FI_MRC_HOST, else ::1)");
   fi_param_define(&g_provider, "ev_mode", FI_PARAM_STRING,
-                  "where entropy values go: udp (UDP source port, default), stev (flow label "
-                  "and source port), srv6 (uSID destinations)");
+                  "where entropy values go: udp (UDP source port; the default without a "
+                  "fabric), stev (flow label and source port), srv6 (uSID destinations; the "
+                  "default with FI_MRC_FABRIC)");
+  fi_param_define(&g_provider, "fabric", FI_PARAM_STRING,
+                  "mrc-fabric's fabric.json: this host's plane addresses (unless FI_MRC_PORTS "
+                  "names them) and the leaf and spine uSIDs SRv6 EVs are built from");
+  fi_param_define(&g_provider, "host", FI_PARAM_INT, "this host's index in FI_MRC_FABRIC");
   fi_param_define(&g_provider, "mtu", FI_PARAM_INT, "payload bytes per packet (default 4096)");
   fi_param_define(&g_provider, "ring_slots", FI_PARAM_INT, "receive slots per peer (default 64)");
   fi_param_define(&g_provider, "slot_bytes", FI_PARAM_INT,

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 
 #include "wire/usid.h"
 
@@ -830,6 +832,38 @@ NetResult<FabricSpec> spec_from_description(const json& j) {
   }
   if (auto ok = validate(s); !ok) return plan_error("fabric.json: " + ok.error().message);
   return s;
+}
+
+NetResult<HostView> host_view(const FabricSpec& spec, int host) {
+  if (auto ok = validate(spec); !ok) return std::unexpected(ok.error());
+  if (host < 0 || host >= spec.hosts)
+    return plan_error("no host " + std::to_string(host) + " (the fabric has " +
+                      std::to_string(spec.hosts) + ")");
+  HostView v;
+  v.netns = spec.name + "-" + host_id(host);
+  for (int p = 0; p < spec.planes; ++p) {
+    v.addresses.push_back(format_ipv6(host_address(p, host)));
+    v.leaf_usids.push_back(leaf_usid(leaf_of_host(spec, host)));
+    std::vector<uint16_t> spines;
+    for (int sp = 0; sp < spec.spines; ++sp)
+      spines.push_back(spine_usid(sp));
+    v.spine_usids.push_back(std::move(spines));
+  }
+  return v;
+}
+
+NetResult<HostView> host_view_from_file(const std::string& path, int host) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return plan_error(path + " is a directory");
+  std::ifstream in(path);
+  if (!in) return plan_error("cannot read " + path);
+  const json j = json::parse(in, nullptr, false);
+  if (j.is_discarded()) return plan_error(path + ": not JSON");
+  auto spec = spec_from_description(j);
+  if (!spec) return plan_error(path + ": " + spec.error().message);
+  auto view = host_view(*spec, host);
+  if (!view) return plan_error(path + ": " + view.error().message);
+  return view;
 }
 
 }  // namespace mrc::net

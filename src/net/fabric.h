@@ -288,4 +288,17 @@ std::string nft_script(const FabricPlan& plan, const FaultState& faults, std::st
 nlohmann::ordered_json describe(const FabricPlan& plan);
 NetResult<FabricSpec> spec_from_description(const nlohmann::json& j);
 
+// What an endpoint on host `host` needs from a fabric to build its EVs (mrc-perf --fabric, the
+// libfabric provider's FI_MRC_FABRIC): its port address on every plane, its leaf's uSID and
+// every spine's uSID per plane.
+struct HostView {
+  std::string netns;                               // the host's network namespace
+  std::vector<std::string> addresses;              // per plane, RFC 5952 text
+  std::vector<uint16_t> leaf_usids;                // per plane
+  std::vector<std::vector<uint16_t>> spine_usids;  // per plane
+};
+NetResult<HostView> host_view(const FabricSpec& spec, int host);
+// The same from a fabric.json that `mrc-fabric up` wrote; errors name the file.
+NetResult<HostView> host_view_from_file(const std::string& path, int host);
+
 }  // namespace mrc::net
