@@ -1313,6 +1313,10 @@ constexpr uint64_t kMrRequired = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
 std::string hints_mismatch(const fi_info* h, const Settings& s) {
   if (!h) return {};
   if (h->caps & ~kCaps) return "capabilities beyond MSG, TAGGED, RMA writes and SOURCE";
+  // FI_RMA without FI_READ/FI_WRITE/FI_REMOTE_READ/FI_REMOTE_WRITE asks for all four, and MRC
+  // has no RDMA READ: answering with writes only would fail the application's first fi_read.
+  if ((h->caps & FI_RMA) && !(h->caps & (FI_WRITE | FI_REMOTE_WRITE)))
+    return "RMA reads (FI_RMA without FI_WRITE/FI_REMOTE_WRITE implies them; MRC has no READ)";
   if (h->addr_format != FI_FORMAT_UNSPEC) return "address format (only its own names)";
   if (h->ep_attr) {
     if (h->ep_attr->type != FI_EP_UNSPEC && h->ep_attr->type != FI_EP_RDM) return "endpoint type";

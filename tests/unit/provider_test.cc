@@ -63,7 +63,7 @@ struct Node {
   std::vector<fi_cq_tagged_entry> done;
   std::vector<fi_cq_err_entry> errors;
 
-  explicit Node(uint64_t caps = FI_TAGGED | FI_MSG | FI_RMA) {
+  explicit Node(uint64_t caps = FI_TAGGED | FI_MSG | FI_RMA | FI_WRITE | FI_REMOTE_WRITE) {
     info = getinfo(hints_for(caps).get());
     EXPECT_TRUE(info);
     if (!info) return;
@@ -154,7 +154,7 @@ TEST(Provider, getinfo__offers_tagged_rdm_and_says_no_to_what_it_cannot_do) {
   EXPECT_STREQ(info->fabric_attr->prov_name, "mrc");
   EXPECT_EQ(info->ep_attr->type, FI_EP_RDM);
   EXPECT_TRUE(info->caps & FI_TAGGED);
-  EXPECT_FALSE(info->caps & FI_DIRECTED_RECV);  // not asked for
+  EXPECT_FALSE(info->caps & FI_DIRECTED_RECV);   // not asked for
   EXPECT_NE(info->ep_attr->mem_tag_format, 0u);  // Open MPI counts its tag bits from it
   EXPECT_GT(info->tx_attr->inject_size, 0u);
   EXPECT_EQ(info->domain_attr->data_progress, FI_PROGRESS_MANUAL);
@@ -169,6 +169,12 @@ TEST(Provider, getinfo__offers_tagged_rdm_and_says_no_to_what_it_cannot_do) {
   h = hints_for(FI_MSG);
   h->domain_attr->data_progress = FI_PROGRESS_AUTO;
   EXPECT_FALSE(getinfo(h.get(), &rc));
+  // FI_RMA alone implies reads, which MRC does not have; writes alone are offered.
+  EXPECT_FALSE(getinfo(hints_for(FI_TAGGED | FI_RMA).get(), &rc));
+  EXPECT_FALSE(getinfo(hints_for(FI_RMA | FI_READ).get(), &rc));
+  info = getinfo(hints_for(FI_RMA | FI_WRITE).get());
+  ASSERT_TRUE(info);
+  EXPECT_FALSE(info->caps & (FI_READ | FI_REMOTE_READ));
 }
 
 TEST(Provider, tagged__eager_and_rendezvous_messages_arrive_whole_with_their_tags) {
@@ -213,7 +219,8 @@ TEST(Provider, inject__copies_the_buffer_and_reports_nothing_and_sendmsg_inject_
   EXPECT_EQ(r1, sent);
   EXPECT_EQ(r2, std::vector<uint8_t>(64, 0));
   EXPECT_EQ(a.done[0].op_context, ctx(12));  // only the sendmsg's completion
-  run_until({&a, &b}, [] { return false; }, 0.05);
+  run_until(
+      {&a, &b}, [] { return false; }, 0.05);
   EXPECT_EQ(a.done.size(), 1u);
 }
 
@@ -250,7 +257,8 @@ TEST(Provider, trecvmsg__peek_claim_and_discard) {
   std::vector<uint8_t> got(m1.size()), other(m1.size());
   ASSERT_EQ(fi_trecv(b.ep, other.data(), other.size(), nullptr, FI_ADDR_UNSPEC, 7, 0, &claim_ctx),
             0);
-  run_until({&a, &b}, [] { return false; }, 0.05);
+  run_until(
+      {&a, &b}, [] { return false; }, 0.05);
   ASSERT_EQ(b.done.size(), 1u);
   ASSERT_EQ(fi_cancel(&b.ep->fid, &claim_ctx), 0);
   ASSERT_TRUE(run_until({&a, &b}, [&] { return !b.errors.empty(); }));
@@ -307,13 +315,12 @@ TEST(Provider, rma__writedata_places_the_bytes_then_raises_a_remote_entry) {
   const fi_addr_t to_b = a.insert(b);
   std::vector<uint8_t> target(1 << 20, 0);
   fid_mr* mr = nullptr;
-  ASSERT_EQ(fi_mr_reg(b.domain, target.data(), target.size(), FI_REMOTE_WRITE, 0, 0, 0, &mr,
-                      nullptr),
-            0);
+  ASSERT_EQ(
+      fi_mr_reg(b.domain, target.data(), target.size(), FI_REMOTE_WRITE, 0, 0, 0, &mr, nullptr), 0);
   const auto data = pattern(300'000, 7);
   const uint64_t addr = reinterpret_cast<uint64_t>(target.data()) + 4096;
-  ASSERT_EQ(fi_writedata(a.ep, data.data(), data.size(), nullptr, 0xABCD, to_b, addr,
-                         fi_mr_key(mr), ctx(11)),
+  ASSERT_EQ(fi_writedata(a.ep, data.data(), data.size(), nullptr, 0xABCD, to_b, addr, fi_mr_key(mr),
+                         ctx(11)),
             0);
   ASSERT_TRUE(run_until({&a, &b}, [&] { return a.done.size() == 1 && b.done.size() == 1; }));
   EXPECT_TRUE(b.done[0].flags & FI_REMOTE_CQ_DATA);
@@ -334,7 +341,7 @@ TEST(Provider, bad_input__gets_an_error_and_changes_nothing) {
   EXPECT_EQ(fi_av_insert(a.av, junk.data(), 1, &out, 0, nullptr), 0);
   EXPECT_EQ(out, FI_ADDR_NOTAVAIL);
   EXPECT_EQ(fi_read(a.ep, &byte, 1, nullptr, to_b, 0, 0, ctx(2)), -FI_ENOSYS);  // no READ
-  EXPECT_EQ(fi_close(&a.cq->fid), -FI_EBUSY);  // still bound
+  EXPECT_EQ(fi_close(&a.cq->fid), -FI_EBUSY);                                   // still bound
   // After all that the pair still works.
   std::vector<uint8_t> r(1);
   ASSERT_EQ(fi_recv(b.ep, r.data(), 1, nullptr, FI_ADDR_UNSPEC, ctx(3)), 0);
@@ -354,7 +361,8 @@ TEST(Provider, peer_gone__outstanding_operations_complete_with_an_error) {
   ASSERT_TRUE(run_until({&a, b.get()}, [&] { return a.done.size() == 1; }));
   b.reset();  // the peer process goes away mid-conversation
   ASSERT_EQ(fi_tsend(a.ep, msg.data(), msg.size(), nullptr, to_b, 2, ctx(3)), 0);
-  ASSERT_TRUE(run_until({&a}, [&] { return !a.errors.empty(); }, 30));
+  ASSERT_TRUE(run_until(
+      {&a}, [&] { return !a.errors.empty(); }, 30));
   EXPECT_EQ(a.errors[0].op_context, ctx(3));
   EXPECT_NE(a.errors[0].err, 0);
 }
