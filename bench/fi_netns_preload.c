@@ -54,6 +54,16 @@ static int source_matches(const struct fi_info* info, const struct in6_addr* wan
   return memcmp(&a->sin6_addr, want, sizeof *want) == 0;
 }
 
+// Open MPI's mtl ofi registers its parameters (fi_getparams) before its first fi_getinfo, and
+// that first call initialises libfabric, whose tcp provider lists the interfaces then: the
+// namespace is entered there already.
+int fi_getparams(struct fi_param** params, int* count) {
+  enter_netns();
+  int (*real)(struct fi_param**, int*) =
+      (int (*)(struct fi_param**, int*))dlsym(RTLD_NEXT, "fi_getparams");
+  return real ? real(params, count) : -FI_ENOSYS;
+}
+
 int fi_getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
                const struct fi_info* hints, struct fi_info** info) {
   enter_netns();

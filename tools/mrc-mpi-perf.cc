@@ -7,7 +7,8 @@
 //   allreduce every rank: MPI_Allreduce (sum of uint64) in a loop; every element of every
 //             result is checked; per-iteration times, the slowest reported with its start
 //
-// With --duration the allreduce loop runs for that long (a fault schedule runs beside it).
+// With --duration the allreduce loop runs for that long (a fault schedule runs beside it), and
+// --timeline writes every iteration's start and duration for the script that injected them.
 // Rank 0 prints a table and ends with one key=value line. Any wrong byte or MPI error exits 1.
 #include <mpi.h>
 
@@ -31,6 +32,7 @@ struct Options {
   uint64_t allreduce_count = 1 << 16;
   int allreduce_iters = 200;
   double duration_s = 0;
+  std::string timeline;  // rank 0: one line per allreduce iteration
   bool no_pingpong = false;
   bool no_stream = false;
 };
@@ -192,6 +194,7 @@ AllreduceResult allreduce(int rank, int ranks, const Options& o) {
   const uint64_t n = o.allreduce_count;
   std::vector<uint64_t> in(n), out(n);
   std::vector<double> times;
+  std::vector<double> starts;
   const double start = now_s();
   AllreduceResult res;
   for (uint64_t it = 0;; ++it) {
@@ -218,10 +221,19 @@ AllreduceResult allreduce(int rank, int ranks, const Options& o) {
              " on rank " + std::to_string(rank) + " is wrong");
     }
     times.push_back(t);
+    starts.push_back(t0);
     if (t * 1e3 > res.slowest_ms) {
       res.slowest_ms = t * 1e3;
       res.slowest_at_s = t0 - start;
     }
+  }
+  if (rank == 0 && !o.timeline.empty()) {
+    FILE* f = std::fopen(o.timeline.c_str(), "w");
+    if (!f) fail("cannot write " + o.timeline);
+    std::fprintf(f, "# start_monotonic_s duration_ms\n");
+    for (size_t i = 0; i < times.size(); ++i)
+      std::fprintf(f, "%.6f %.3f\n", starts[i], times[i] * 1e3);
+    std::fclose(f);
   }
   res.iterations = int(times.size());
   if (!times.empty()) {
@@ -254,6 +266,9 @@ int main(int argc, char** argv) {
   app.add_option("--allreduce-count", o.allreduce_count, "uint64 elements per allreduce");
   app.add_option("--allreduce-iters", o.allreduce_iters, "allreduce iterations (default 200)");
   app.add_option("--duration", o.duration_s, "run the allreduce loop this many seconds instead");
+  app.add_option("--timeline", o.timeline,
+                 "rank 0 writes each allreduce iteration's start (CLOCK_MONOTONIC s) and "
+                 "duration (ms) to this file");
   app.add_flag("--no-pingpong", o.no_pingpong, "skip the ping-pong sizes");
   app.add_flag("--no-stream", o.no_stream, "skip the stream bandwidth test");
   try {
@@ -277,9 +292,11 @@ int main(int argc, char** argv) {
     std::vector<uint8_t> buf(o.max_size);
     for (uint64_t s : sizes) {
       if (rank <= 1) pings.push_back(pingpong(rank, s, iterations_for(s, o.iters), buf));
+      // Windows enough for half a GiB (at least a tenth of the round trips, at least two).
+      const uint64_t windows = std::max<uint64_t>({2, uint64_t(iterations_for(s, o.iters)) / 10,
+                                                   (512ull << 20) / (s * uint64_t(o.window))});
       if (rank <= 1 && !o.no_stream)
-        streams.push_back(
-            stream(rank, s, std::max(1, iterations_for(s, o.iters) / 10), o.window, buf));
+        streams.push_back(stream(rank, s, int(std::min<uint64_t>(windows, 1000)), o.window, buf));
     }
   }
   check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");

@@ -86,7 +86,7 @@ struct Options {
   // Receive coalescing (DriverConfig::rx_coalesce): a stream is read in turns at most this
   // often, so the responder sends fewer ACKs and both ends wake less (docs/linux-driver.md,
   // "Goodput"). 0: read every datagram as soon as it arrives.
-  double rx_coalesce_us = 250;
+  double rx_coalesce_us = double(net::kSoftwarePathRxCoalesce) / double(us(1));
   // DriverConfig::tx_turn_budget: transmit time per driver turn before the ACKs are read.
   double tx_turn_us = 250;
   // DriverConfig::ack_repeat_after (negative: the EV mode's default).

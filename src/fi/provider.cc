@@ -1111,6 +1111,7 @@ NetResult<std::unique_ptr<Domain>> open_domain(const Settings& s) {
                          "FI_MRC_BASE_RTT_US must be >= 1 and FI_MRC_MPR 1 to 255");
   sc.base_rtt = us(uint64_t(s.base_rtt_us));
   sc.mpr = uint8_t(s.mpr);
+  sc.driver.rx_coalesce = net::kSoftwarePathRxCoalesce;
   cfg.ring_slots = uint16_t(s.ring_slots);
   cfg.slot_bytes = uint32_t(s.slot_bytes);
   cfg.max_message = kMaxMessage;

@@ -22,6 +22,10 @@ namespace mrc::net {
 // driver's 32 MiB socket buffers. mrc-perf's defaults and the libfabric provider's.
 inline constexpr Time kSoftwarePathBaseRtt = us(2000);
 inline constexpr uint8_t kSoftwarePathMpr = 16;
+// Receive coalescing on a software path (DriverConfig::rx_coalesce): a stream is read in turns
+// at most this often, so the responder sends fewer ACKs, each of which crosses every hop of a
+// namespace fabric as dearly as a data packet. A lone datagram is never held.
+inline constexpr Time kSoftwarePathRxCoalesce = us(250);
 
 struct SessionConfig {
   DriverConfig driver;                             // ports, EV mode, ICRC, busy poll
