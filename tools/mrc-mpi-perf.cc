@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "cli.h"
+
 namespace {
 
 struct Options {
@@ -251,14 +253,10 @@ AllreduceResult allreduce(int rank, int ranks, const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  int rank = 0, ranks = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-
+  // Arguments first, before MPI starts: a bad one ends every rank alike with status 2.
   Options o;
-  CLI::App app{"Latency, bandwidth and checked allreduce through MPI (docs/libfabric.md)"};
+  CLI::App app{"Latency, bandwidth and checked allreduce through MPI (docs/libfabric.md)",
+               "mrc-mpi-perf"};
   app.add_option("--min-size", o.min_size, "smallest ping-pong message, bytes (default 1)");
   app.add_option("--max-size", o.max_size, "largest ping-pong message, bytes (default 64 MiB)");
   app.add_option("--iters", o.iters, "round trips per size (default: 1000 to 20 by size)");
@@ -271,18 +269,24 @@ int main(int argc, char** argv) {
                  "duration (ms) to this file");
   app.add_flag("--no-pingpong", o.no_pingpong, "skip the ping-pong sizes");
   app.add_flag("--no-stream", o.no_stream, "skip the stream bandwidth test");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    MPI_Finalize();
-    return code;
-  }
+  mrc::tools::set_exit_codes(app,
+                             "0 every message and result was right, 1 a wrong byte or an "
+                             "MPI error");
+  if (const int code = mrc::tools::parse(app, argc, argv); code >= 0) return code;
   if (o.min_size == 0 || o.min_size > o.max_size || o.max_size > (1ull << 30) || o.window < 1 ||
-      o.allreduce_count == 0 || o.allreduce_count > (1u << 28))
-    fail(
-        "sizes must be 1 <= --min-size <= --max-size <= 1 GiB, --window >= 1, and "
-        "1 <= --allreduce-count <= 2^28");
+      o.iters < 0 || o.allreduce_iters < 0 || o.duration_s < 0 || o.allreduce_count == 0 ||
+      o.allreduce_count > (1u << 28)) {
+    std::fprintf(stderr,
+                 "mrc-mpi-perf: need 1 <= --min-size <= --max-size <= 1 GiB, --window >= 1, "
+                 "1 <= --allreduce-count <= 2^28 and no negative count or duration\n");
+    return mrc::tools::kExitBadArguments;
+  }
+
+  MPI_Init(&argc, &argv);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
 
   const bool two = ranks >= 2;
   std::vector<PingResult> pings;

@@ -217,6 +217,7 @@ struct Domain {
   std::unique_ptr<RdmEndpoint> rdm;
   EndpointName name;
   Ep* ep = nullptr;
+  uint64_t peers_failed_reported = 0;
   static constexpr Time kSetupReadInterval = us(20);
   Time next_setup_read = 0;
 
@@ -331,6 +332,11 @@ void Domain::dispatch() {
     const bool tx = c.kind == OpKind::kSend || c.kind == OpKind::kWrite;
     Cq* cq = tx ? ep->tx : ep->rx;
     if (!cq) continue;
+    // A connection that fails says why, once (the CQ's error entries only carry a code).
+    if (rdm->counters().peers_failed > peers_failed_reported) {
+      peers_failed_reported = rdm->counters().peers_failed;
+      warn("a connection failed: " + rdm->last_error());
+    }
     Cq::Entry e{c, completion_flags(c)};
     (c.error == OpError::kNone ? cq->entries : cq->errors).push_back(e);
   }

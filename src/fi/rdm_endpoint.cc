@@ -728,8 +728,8 @@ Status RdmEndpoint::recv(Time now, std::optional<uint32_t> from, void* buf, uint
   return {};
 }
 
-// A receive meets a message that arrived before it: an eager payload is copied now, a
-// rendezvous one is asked for (CTS) and lands in the receive's buffer.
+// A receive meets a message (one that arrived before it, or one arriving now): an eager
+// payload is copied now, a rendezvous one is asked for (CTS) and lands in the receive's buffer.
 void RdmEndpoint::take_unexpected(Time now, PostedRecv&& r, Unexpected&& u) {
   if (u.rts) {
     start_cts(now, std::move(r), u);
@@ -864,26 +864,7 @@ void RdmEndpoint::match_arrival(Time now, Unexpected&& u) {
     if (!matches(*it, u.peer, u.tagged, u.tag)) continue;
     PostedRecv r = *it;
     posted_.erase(it);
-    if (u.rts) {
-      start_cts(now, std::move(r), u);
-      return;
-    }
-    FiCompletion c;
-    c.context = r.context;
-    c.kind = OpKind::kRecv;
-    c.tagged = u.tagged;
-    c.tag = u.tag;
-    c.peer = u.peer;
-    c.buf = r.buf;
-    c.has_data = u.data.has_value();
-    c.data = u.data.value_or(0);
-    c.len = std::min<uint64_t>(r.len, u.payload.size());
-    if (c.len) std::memcpy(r.buf, u.payload.data(), c.len);
-    if (u.payload.size() > r.len) {
-      c.error = OpError::kTruncated;
-      c.olen = u.payload.size() - r.len;
-    }
-    complete(c);
+    take_unexpected(now, std::move(r), std::move(u));
     return;
   }
   ++counters_.unexpected;
@@ -898,6 +879,8 @@ void RdmEndpoint::on_slot(Time now, Peer& p, uint32_t slot, uint64_t byte_len) {
       (h->kind == SlotKind::kEager && kSlotHeaderBytes + h->length > byte_len)) {
     // The peer broke the protocol (its QP is bound to its addresses): the connection is over.
     ++counters_.bad_slot;
+    last_error_ = "slot " + std::to_string(slot) + " broke the ring's order or length (expected " +
+                  "sequence " + std::to_string(p.recv_seq) + ")";
     fail_peer(p, OpError::kPeerFailed);
     return;
   }
@@ -1035,6 +1018,7 @@ void RdmEndpoint::on_engine_completion(Time now, const Completion& c) {
     if (q == by_qpn_.end()) return;
     Peer& p = *peers_[q->second];
     if (c.status != WcStatus::kSuccess) {
+      last_error_ = std::string("a receive from the peer failed: ") + wc_status_name(c.status);
       fail_peer(p, OpError::kPeerFailed);
       return;
     }
@@ -1048,6 +1032,7 @@ void RdmEndpoint::on_engine_completion(Time now, const Completion& c) {
     }
     if (p.state != Peer::State::kReady || c.imm >= config_.ring_slots) {
       ++counters_.bad_slot;
+      last_error_ = "a slot write before the connection was ready, or past the ring";
       fail_peer(p, OpError::kPeerFailed);
       return;
     }
@@ -1089,6 +1074,7 @@ void RdmEndpoint::on_engine_completion(Time now, const Completion& c) {
     }
   }
   if (!ok) {
+    last_error_ = std::string("a WRITE to the peer failed: ") + wc_status_name(c.status);
     fail_peer(p, OpError::kPeerFailed);
     return;
   }

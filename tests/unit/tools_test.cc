@@ -172,6 +172,13 @@ const std::map<std::string, std::vector<std::vector<std::string>>>& bad_argument
         {"--timeout", "-1"}}},
       {"mrc_ocp_sequence", {{"--iters", "0"}, {"--max-size", "x"}, {"--bogus"}}},
       {"mrc-plot", {{}, {"--format", "gif", "."}, {"no-such-directory"}}},
+      {"mrc-mpi-perf",
+       {{"--bogus"},
+        {"--window", "0"},
+        {"--min-size", "0"},
+        {"--max-size", "x"},
+        {"--min-size", "9", "--max-size", "8"},
+        {"--allreduce-count", "-1"}}},
       // Refused before any namespace is touched (no root needed).
       {"mrc-fabric",
        {{},
