@@ -103,7 +103,7 @@ Result<ConnectMsg> decode_connect(std::span<const uint8_t> bytes) {
   const uint8_t reason = r.u8();
   m.ev_mode = r.u8();
   m.mpr_dest = r.u8();
-  (void)r.u8();
+  const uint8_t reserved8 = r.u8();
   m.max_wimm_dest = r.u16();
   m.mtu = r.u32();
   m.nonce = r.u64();
@@ -112,11 +112,13 @@ Result<ConnectMsg> decode_connect(std::span<const uint8_t> bytes) {
   m.ring_addr = r.u64();
   m.ring_rkey = r.u32();
   m.ring_slots = r.u16();
-  (void)r.u16();
+  const uint16_t reserved16 = r.u16();
   m.slot_bytes = r.u32();
   if (!r.ok()) return std::unexpected(Error::kTruncated);
   if (magic != kConnectMagic) return std::unexpected(Error::kBadExtension);
   if (version != kProtoVersion) return std::unexpected(Error::kBadVersion);
+  // Reserved fields are zero: a later version may give them a meaning this one cannot honour.
+  if (reserved8 != 0 || reserved16 != 0) return std::unexpected(Error::kBadExtension);
   if (kind < uint8_t(ConnectKind::kRequest) || kind > uint8_t(ConnectKind::kConfirm))
     return std::unexpected(Error::kBadExtension);
   if (reason > uint8_t(RejectReason::kTooManyPeers)) return std::unexpected(Error::kBadExtension);

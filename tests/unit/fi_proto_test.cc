@@ -122,6 +122,11 @@ TEST(FiProto, decode_connect__refuses_fields_out_of_range) {
   auto kind = bytes;
   kind[5] = 9;
   EXPECT_EQ(decode_connect(kind).error(), Error::kBadExtension);
+  for (const size_t reserved : {9, 46, 47}) {  // the bytes encode_connect writes as zero
+    auto r = bytes;
+    r[reserved] = 1;
+    EXPECT_EQ(decode_connect(r).error(), Error::kBadExtension) << reserved;
+  }
   auto trailing = bytes;
   trailing.push_back(1);
   EXPECT_EQ(decode_connect(trailing).error(), Error::kBadLength);
