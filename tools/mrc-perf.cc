@@ -95,6 +95,11 @@ struct Options {
   uint32_t spray_burst = 1;  // SessionConfig::spray_burst (0: the driver's GSO run)
   int connect_timeout_ms = 5000;
   int accept_timeout_ms = -1;
+  // Server: a client must start its test (its first round or raw blast) this long after the
+  // handshake, and then never be silent (no message, no data packet) for idle_timeout_ms;
+  // one that does not is dropped and, if it never started, the next client served.
+  int start_timeout_ms = 4000;
+  int idle_timeout_ms = 10000;
   int probe_ms = 2000;
   uint64_t seed = 1;
   uint16_t data_port = 0;
@@ -478,9 +483,14 @@ class RxTimestampsOff {
   bool was_on_;
 };
 
+// Logs a server-side message on stderr.
+void server_log(const std::string& line) {
+  std::fprintf(stderr, "mrc-perf: %s\n", line.c_str());
+}
+
 // Server side of --raw-udp: one socket per plane on the plane's address; counts what arrives
 // until the client's next frame, then answers with the counts.
-int serve_raw(Session& ss, SideChannel& ch) {
+int serve_raw(Session& ss, SideChannel& ch, int idle_timeout_ms) {
   const size_t P = ss.config().driver.ports.size();
   // The blast measures the path without MRC: no kernel stamps for MRC's sockets meanwhile.
   RxTimestampsOff no_stamps(ss.driver());
@@ -507,6 +517,8 @@ int serve_raw(Session& ss, SideChannel& ch) {
   for (const UniqueFd& fd : fds)
     pfds.push_back(pollfd{fd.get(), POLLIN, 0});
   pfds.push_back(pollfd{ch.fd(), POLLIN, 0});
+  const uint64_t idle_ns = static_cast<uint64_t>(idle_timeout_ms) * 1'000'000;
+  uint64_t last_heard = monotonic_ns();
   for (uint64_t turn = 0;; ++turn) {
     bool got = false;
     for (const UniqueFd& fd : fds) {
@@ -526,7 +538,15 @@ int serve_raw(Session& ss, SideChannel& ch) {
       for (int i = 0; i < n; ++i)
         bytes += msgs[static_cast<size_t>(i)].msg_len;
     }
-    if (!got) ::poll(pfds.data(), pfds.size(), 1);
+    if (got) last_heard = last_ns;
+    if (!got) {
+      ::poll(pfds.data(), pfds.size(), 1);
+      if (monotonic_ns() - last_heard > idle_ns) {
+        server_log(
+            fmt::format("{}: nothing in a raw blast for {} ms", ch.peer_name(), idle_timeout_ms));
+        return 1;
+      }
+    }
     if (got && turn % 64 != 0) continue;
     auto f = ch.try_recv_frame();
     if (!f) return 1;
@@ -710,11 +730,6 @@ struct AcceptedClient {
   std::unique_ptr<Session> session;
 };
 
-// Logs a server-side message on stderr.
-void server_log(const std::string& line) {
-  std::fprintf(stderr, "mrc-perf: %s\n", line.c_str());
-}
-
 // Tells a client why it is refused (best effort) and logs it.
 void refuse_client(SideChannel& ch, const std::string& why) {
   server_log(ch.peer_name() + ": " + why + ": refused");
@@ -730,16 +745,19 @@ NetResult<std::unique_ptr<Session>> open_client_session(const Options& o, const 
   // Peer first: the client's first pings (probe_planes) come right after our hello, and the
   // driver answers pings only from its peers' addresses.
   if (auto st = (*s)->connect(client); !st) return std::unexpected(st.error());
+  // The client may write the buffer once its test starts (begin_server_round): a hello alone
+  // commits no memory (the buffer's pages are the kernel's until written).
+  if (auto st = (*s)->set_remote_write(false); !st) return std::unexpected(st.error());
   return std::move(*s);
 }
 
-// Accepts clients until one's test is set up (--accept-timeout-ms bounds the wait). Clients
-// are served one at a time, but any number may connect: each gets a handshake deadline and a
-// bounded first frame, and one that fails (garbage, idle, too slow, asking for more than
-// --max-buffer-mib, a wrong --psk) is refused with a message and closed while the server
-// serves on (docs/linux-driver.md, "Security").
+// Accepts clients until one's test is set up (--accept-timeout-ms, counted from
+// `accept_start`, bounds the wait). Clients are served one at a time, but any number may
+// connect: each gets a handshake deadline and a bounded first frame, and one that fails
+// (garbage, idle, too slow, asking for more than --max-buffer-mib, a wrong --psk) is refused
+// with a message and closed while the server serves on (docs/linux-driver.md, "Security").
 NetResult<AcceptedClient> accept_client(const Options& o, SideListener& listener,
-                                        const std::optional<Psk>& psk) {
+                                        const std::optional<Psk>& psk, uint64_t accept_start) {
   HelloLimits limits;
   limits.max_buffer_bytes = o.max_buffer_mib << 20;
   HandshakeLimits hl;
@@ -750,7 +768,6 @@ NetResult<AcceptedClient> accept_client(const Options& o, SideListener& listener
     };
   AcceptedClient a;
   PskTag client_tag{};
-  const uint64_t accept_start = monotonic_ns();
   while (true) {
     int left = -1;
     if (o.accept_timeout_ms >= 0) {
@@ -813,9 +830,19 @@ struct ServedClient {
   uint64_t round_size = 0, imm_received = 0;
   double round_cpu0 = 0, server_cpu_s = 0;
   Json rounds = Json::array();
+  // Whether the client started its test (a round or a raw blast): a client that never does
+  // is dropped and the server serves the next (serve_client).
+  bool started = false;
+  Time start_deadline = 0;    // --start-timeout-ms after the handshake
+  Time idle_timeout = 0;      // --idle-timeout-ms
+  Time last_heard = 0;        // the client's last message or data packet
+  uint64_t packets_seen = 0;  // data packets received by then
 
-  ServedClient(Session& session, SideChannel& side, const Hello& hello)
+  ServedClient(Session& session, SideChannel& side, const Hello& hello, const Options& o)
       : ss(session), ch(side), client(hello) {
+    last_heard = ss.driver().now();
+    start_deadline = last_heard + ms(o.start_timeout_ms);
+    idle_timeout = ms(o.idle_timeout_ms);
     imm = client.flags & kHelloWriteImm;
     verify = client.flags & kHelloVerify;
     slots = std::max<uint64_t>(1, client.slots);
@@ -863,6 +890,13 @@ bool begin_server_round(ServedClient& sc, const std::map<std::string, uint64_t>&
     (void)sc.ch.send_frame(encode_refusal("round size above the hello's message size"), 100);
     return false;
   }
+  if (!sc.started) {
+    if (auto st = sc.ss.set_remote_write(true); !st) {
+      server_log(st.error().message);
+      return false;
+    }
+    sc.started = true;
+  }
   sc.imm_received = 0;
   sc.round_cpu0 = cpu_seconds();
   (void)sc.ch.send_frame(bytes_of("ready=1\n"));
@@ -897,9 +931,32 @@ void end_server_round(ServedClient& sc, const std::map<std::string, uint64_t>& m
   sc.rounds.push_back({{"bytes", sc.round_size}, {"imm_received", sc.imm_received}});
 }
 
+// Whether the client still keeps its deadlines: it started its test by start_deadline, and
+// since, has not been silent (no message, no data packet received) for idle_timeout. A
+// client that fails them is told so and logged.
+bool client_keeps_time(ServedClient& sc) {
+  const Time now = sc.ss.driver().now();
+  const EngineCounters& c = sc.ss.engine().counters();
+  if (const uint64_t seen = c.data_received + c.duplicates + c.trimmed_received;
+      seen != sc.packets_seen) {
+    sc.packets_seen = seen;
+    sc.last_heard = now;
+  }
+  std::string why;
+  if (!sc.started && now >= sc.start_deadline)
+    why = "did not start a test within the start timeout";
+  else if (now - sc.last_heard >= sc.idle_timeout)
+    why = fmt::format("sent nothing for {} ms", (now - sc.last_heard) / ms(1));
+  if (why.empty()) return true;
+  server_log(sc.ch.peer_name() + ": " + why + ": dropped");
+  (void)sc.ch.send_frame(encode_refusal(why), 100);
+  return false;
+}
+
 // Serves the data path and answers the client's messages (round, end, raw, alive) until it
-// says bye. 0, or 1 when the side channel or the driver failed or a round was refused.
-int serve_client(ServedClient& sc) {
+// says bye. 0, or 1 when the side channel or the driver failed, a round was refused or the
+// client missed a deadline (client_keeps_time).
+int serve_client(ServedClient& sc, const Options& o) {
   Session& ss = sc.ss;
   // Receives for WRITE_IMM: keep every QP's receive queue full.
   for (uint32_t qpn : ss.qpns())
@@ -925,11 +982,15 @@ int serve_client(ServedClient& sc) {
         return 1;
       }
       drain_completions(sc);
+      if (!client_keeps_time(sc)) return 1;
       continue;
     }
+    sc.last_heard = ss.driver().now();
     const auto msg = kv_decode(**f);
     if (msg.count("raw")) {
-      if (serve_raw(ss, sc.ch) != 0) return 1;
+      sc.started = true;
+      if (serve_raw(ss, sc.ch, o.idle_timeout_ms) != 0) return 1;
+      sc.last_heard = ss.driver().now();
     } else if (msg.count("round")) {
       if (!begin_server_round(sc, msg)) return 1;
     } else if (msg.count("end")) {
@@ -974,15 +1035,27 @@ int run_server(const Options& o) {
       "\n************************************\n* Waiting for client to connect... *\n"
       "************************************\n");
   std::fflush(stdout);
-  auto accepted = accept_client(o, *listener, psk);
-  if (!accepted) return tools::fail_setup("mrc-perf", accepted.error().message);
-  // After the handshake the client sends short key=value messages only.
-  accepted->ch->set_max_frame(64 << 10);
-  ServedClient sc(*accepted->session, *accepted->ch, accepted->hello);
-  const int rc = serve_client(sc);
-  const bool failed = rc != 0 || sc.total_mismatches != 0 || sc.qp_errors != 0;
-  print_server_summary(o, sc, failed);
-  return failed ? 1 : 0;
+  const uint64_t accept_start = monotonic_ns();
+  while (true) {
+    auto accepted = accept_client(o, *listener, psk, accept_start);
+    if (!accepted) return tools::fail_setup("mrc-perf", accepted.error().message);
+    // After the handshake the client sends short key=value messages only.
+    accepted->ch->set_max_frame(64 << 10);
+    ServedClient sc(*accepted->session, *accepted->ch, accepted->hello, o);
+    const int rc = serve_client(sc, o);
+    if (!sc.started) {
+      // Never served: it held the server for --start-timeout-ms at most. Its other
+      // connections in handshake go too; the next client is served.
+      if (const size_t n = listener->close_pending_from(accepted->ch->peer_address()))
+        server_log(fmt::format("{}: {} more connection(s) in handshake closed",
+                               accepted->ch->peer_name(), n));
+      continue;
+    }
+    // One-shot: the client actually served ends the server, with its test's verdict.
+    const bool failed = rc != 0 || sc.total_mismatches != 0 || sc.qp_errors != 0;
+    print_server_summary(o, sc, failed);
+    return failed ? 1 : 0;
+  }
 }
 
 // ----- client ---------------------------------------------------------------------------
@@ -1653,6 +1726,16 @@ void add_session_options(CLI::App& app, Options& o) {
       ->check(CLI::Range(1, 86400000));
   app.add_option("--accept-timeout-ms", o.accept_timeout_ms, "server: give up (-1: never)")
       ->check(CLI::Range(-1, 86400000));
+  app.add_option("--start-timeout-ms", o.start_timeout_ms,
+                 "server: drop a client that has not started its test this long after the "
+                 "handshake, and serve the next")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 86400000));
+  app.add_option("--idle-timeout-ms", o.idle_timeout_ms,
+                 "server: drop a client that sends nothing (no message, no data packet) for "
+                 "this long")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 86400000));
   app.add_option("--probe-ms", o.probe_ms, "data-path reachability timeout")
       ->capture_default_str()
       ->check(CLI::Range(1, 86400000));

@@ -1,6 +1,9 @@
 #include "net/session.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "net/secure_random.h"
@@ -36,8 +39,14 @@ NetResult<std::unique_ptr<Session>> Session::create(const SessionConfig& config)
   auto d = UdpDriver::open(*s->engine_, config.driver);
   if (!d) return std::unexpected(d.error());
   s->driver_ = std::move(*d);
-  s->buffer_ = std::make_unique_for_overwrite<uint8_t[]>(config.buffer_bytes);
-  std::memset(s->buffer_.get(), 0, config.buffer_bytes);
+  if (config.buffer_bytes == 0) return net_fail(NetErrc::kInvalidArgument, "empty buffer");
+  // Anonymous pages: zero, and committed by the kernel only as they are written. A server
+  // sets a client's buffer up at the handshake; the memory is spent when the client writes.
+  void* mem = ::mmap(nullptr, config.buffer_bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mem == MAP_FAILED)
+    return errno_fail("mmap a buffer of " + std::to_string(config.buffer_bytes) + " bytes", errno);
+  s->buffer_ = MappedBuffer(static_cast<uint8_t*>(mem), Unmap{config.buffer_bytes});
   auto keys = s->engine_->register_memory(s->buffer_.get(), config.buffer_bytes,
                                           reinterpret_cast<uint64_t>(s->buffer_.get()),
                                           kLocalWrite | kRemoteWrite);
@@ -175,6 +184,17 @@ QpAttr qp_attr(const SessionConfig& config, const Hello& peer, size_t i, uint32_
 }
 
 }  // namespace
+
+void Unmap::operator()(uint8_t* p) const {
+  ::munmap(p, bytes);
+}
+
+NetStatus Session::set_remote_write(bool allowed) {
+  const uint32_t access = kLocalWrite | (allowed ? kRemoteWrite : 0u);
+  if (auto st = engine_->set_memory_access(keys_.lkey, access); !st)
+    return engine_fail("set_memory_access", st.error());
+  return {};
+}
 
 NetStatus Session::connect(const Hello& peer) {
   if (auto st = check_peer(config_, qpns_.size(), peer); !st) return st;

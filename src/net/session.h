@@ -83,6 +83,13 @@ NetResult<EngineConfig> session_engine_config(const SessionConfig& config);
 QpAttr session_qp_attr(const SessionConfig& config, const PeerQp& peer, uint32_t sq_psn,
                        std::vector<PathDesc> paths);
 
+// Anonymous memory of `bytes` bytes, unmapped when the pointer goes.
+struct Unmap {
+  size_t bytes = 0;
+  void operator()(uint8_t* p) const;
+};
+using MappedBuffer = std::unique_ptr<uint8_t, Unmap>;
+
 class Session {
  public:
   // Engine, driver (sockets bound), buffer registered, QPs created (RESET).
@@ -98,6 +105,9 @@ class Session {
   UdpDriver& driver() { return *driver_; }
   const SessionConfig& config() const { return config_; }
   uint8_t* buffer() { return buffer_.get(); }
+  // Whether the peer may write the buffer (on after create). Off, its WRITEs are dropped as
+  // `bad_rkey` and nothing is placed: a server grants it when the client's test starts.
+  NetStatus set_remote_write(bool allowed);
   uint64_t buffer_bytes() const { return config_.buffer_bytes; }
   const MemoryKeys& keys() const { return keys_; }
   const std::vector<uint32_t>& qpns() const { return qpns_; }
@@ -113,7 +123,7 @@ class Session {
   SessionConfig config_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<UdpDriver> driver_;
-  std::unique_ptr<uint8_t[]> buffer_;
+  MappedBuffer buffer_;
   MemoryKeys keys_;
   std::vector<uint32_t> qpns_;
   std::vector<uint32_t> first_psn_;

@@ -214,8 +214,11 @@ NetResult<SideListener> SideListener::listen(uint16_t port) {
 
 namespace {
 
-// One accepted connection, non-blocking, with TCP_NODELAY; its peer's name.
-NetResult<SideChannel> accept_one(int listen_fd) {
+using HandshakeLog = std::function<void(const std::string&)>;
+
+// One accepted connection, non-blocking, with TCP_NODELAY; its peer's name, its address in
+// `from`.
+NetResult<SideChannel> accept_one(int listen_fd, in6_addr& from) {
   sockaddr_in6 peer{};
   socklen_t len = sizeof peer;
   UniqueFd fd(
@@ -223,135 +226,172 @@ NetResult<SideChannel> accept_one(int listen_fd) {
   if (!fd) return errno_fail("accept", errno);
   const int one = 1;
   ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  from = peer.sin6_addr;
   return SideChannel(std::move(fd),
                      format_endpoint(Endpoint{peer.sin6_addr, ntohs(peer.sin6_port)}));
 }
 
-// A connection in handshake: taken, not yet sent its first frame.
-struct PendingHandshake {
-  SideChannel ch;
-  uint64_t deadline_ns;
-};
-
-using HandshakeLog = std::function<void(const std::string&)>;
-
-// Expired handshakes close first: an idle connection holds nothing for long.
-void close_expired(std::vector<PendingHandshake>& pending, uint64_t now, int timeout_ms,
-                   const HandshakeLog& note) {
-  for (size_t i = 0; i < pending.size();) {
-    if (now >= pending[i].deadline_ns) {
-      note("side channel: " + pending[i].ch.peer_name() + " sent no hello within " +
-           std::to_string(timeout_ms) + " ms: closed");
-      pending.erase(pending.begin() + static_cast<ptrdiff_t>(i));
-    } else {
-      ++i;
-    }
-  }
-}
-
 // How long poll may wait: until the first handshake deadline or the end (-1: no end).
-int handshake_wait_ms(const std::vector<PendingHandshake>& pending, uint64_t now, uint64_t end) {
+template <typename Pending>
+int handshake_wait_ms(const std::vector<Pending>& pending, uint64_t now, uint64_t end) {
   uint64_t wake = end;
-  for (const PendingHandshake& p : pending)
+  for (const Pending& p : pending)
     wake = std::min(wake, p.deadline_ns);
   if (wake == UINT64_MAX) return -1;
   const uint64_t wait_ns = wake > now ? wake - now : 0;
   return static_cast<int>(std::min<uint64_t>((wait_ns + 999'999) / 1'000'000, INT32_MAX));
 }
 
+bool same_address(const in6_addr& a, const in6_addr& b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+}  // namespace
+
+// Expired handshakes close: an idle connection holds nothing for long.
+void SideListener::close_expired(uint64_t now, int timeout_ms, const HandshakeLog& note) {
+  for (size_t i = 0; i < pending_.size();) {
+    if (now >= pending_[i].deadline_ns) {
+      note("side channel: " + pending_[i].ch.peer_name() + " sent no hello within " +
+           std::to_string(timeout_ms) + " ms: closed");
+      pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+}
+
+// A new connection joins the handshakes; when its address, or the listener, holds as many
+// as allowed, one gives way first: its address's oldest, or the oldest of the address that
+// holds the most.
+void SideListener::admit(SideChannel ch, const HandshakeLimits& limits, const HandshakeLog& note) {
+  const auto count_from = [&](const in6_addr& a) {
+    return static_cast<size_t>(
+        std::count_if(pending_.begin(), pending_.end(),
+                      [&](const Pending& p) { return same_address(p.ch.peer_address(), a); }));
+  };
+  const auto close_oldest_from = [&](const in6_addr& a, const std::string& why) {
+    const auto it = std::find_if(pending_.begin(), pending_.end(), [&](const Pending& p) {
+      return same_address(p.ch.peer_address(), a);
+    });
+    note("side channel: " + why + ": the oldest, " + it->ch.peer_name() + ", closed");
+    pending_.erase(it);
+  };
+  const size_t per_source = std::max<size_t>(limits.max_pending_per_source, 1);
+  if (const size_t mine = count_from(ch.peer_address()); mine >= per_source) {
+    close_oldest_from(ch.peer_address(),
+                      std::to_string(mine) + " connections in handshake from one address");
+  } else if (pending_.size() >= std::max<size_t>(limits.max_pending, 1)) {
+    in6_addr busiest = pending_.front().ch.peer_address();
+    size_t most = 0;
+    for (const Pending& p : pending_)
+      if (const size_t n = count_from(p.ch.peer_address()); n > most) {
+        most = n;
+        busiest = p.ch.peer_address();
+      }
+    close_oldest_from(busiest, std::to_string(pending_.size()) + " connections in handshake");
+  }
+  ch.set_max_frame(limits.max_first_frame);
+  if (limits.greeting) {
+    ch.greeting_ = limits.greeting();
+    if (!ch.greeting_.empty()) (void)ch.send_frame(ch.greeting_, 100);
+  }
+  pending_.push_back(Pending{std::move(ch), monotonic_ns() + static_cast<uint64_t>(std::max(
+                                                                 limits.handshake_timeout_ms, 1)) *
+                                                                 1'000'000});
+}
+
 // Reads the pending connections poll found readable (`fds` after the listener's entry, in
-// order; the list changes as they are read): one whose first frame is taken is returned,
-// with the frame in `frame`; one that fails or is refused is closed.
-std::optional<SideChannel> read_first_frames(
-    const std::vector<pollfd>& fds, std::vector<PendingHandshake>& pending,
+// order, oldest first; the list changes as they are read): one whose first frame is taken
+// is returned, with the frame in `frame`; one that fails or is refused is closed.
+std::optional<SideChannel> SideListener::read_first_frames(
+    const std::vector<pollfd>& fds,
     const std::function<HandshakeVerdict(SideChannel&, std::span<const uint8_t>)>& first_frame,
     std::vector<uint8_t>& frame, const HandshakeLog& note) {
   std::vector<int> readable;
   for (size_t i = 1; i < fds.size(); ++i)
     if (fds[i].revents) readable.push_back(fds[i].fd);
   for (int fd : readable) {
-    auto it = std::find_if(pending.begin(), pending.end(),
-                           [&](const PendingHandshake& p) { return p.ch.fd() == fd; });
-    if (it == pending.end()) continue;
+    auto it = std::find_if(pending_.begin(), pending_.end(),
+                           [&](const Pending& p) { return p.ch.fd() == fd; });
+    if (it == pending_.end()) continue;
     auto f = it->ch.try_recv_frame();
     if (!f) {
       note("side channel: " + it->ch.peer_name() + ": " + f.error().message + ": closed");
-      pending.erase(it);
+      pending_.erase(it);
       continue;
     }
     if (!*f) continue;  // not whole yet
     if (first_frame(it->ch, **f) == HandshakeVerdict::kTake) {
       SideChannel taken = std::move(it->ch);
+      pending_.erase(it);
       taken.set_max_frame(kMaxFrameBytes);
       frame = std::move(**f);
       return taken;
     }
-    pending.erase(it);
+    pending_.erase(it);
   }
   return std::nullopt;
 }
 
-}  // namespace
+size_t SideListener::close_pending_from(const in6_addr& addr) {
+  const size_t before = pending_.size();
+  std::erase_if(pending_,
+                [&](const Pending& p) { return same_address(p.ch.peer_address(), addr); });
+  return before - pending_.size();
+}
 
 NetResult<SideChannel> SideListener::accept_handshake(
     int timeout_ms, const HandshakeLimits& limits,
     const std::function<HandshakeVerdict(SideChannel&, std::span<const uint8_t>)>& first_frame,
     std::vector<uint8_t>& frame, const std::function<void(const std::string&)>& log) {
-  std::vector<PendingHandshake> pending;
   const HandshakeLog note = [&](const std::string& line) {
     if (log) log(line);
   };
   const uint64_t end =
       timeout_ms < 0 ? UINT64_MAX : monotonic_ns() + static_cast<uint64_t>(timeout_ms) * 1'000'000;
-  const size_t max_pending = std::max<size_t>(limits.max_pending, 1);
   std::vector<pollfd> fds;
+  // The first turn does not wait: frames that arrived while the caller was busy elsewhere
+  // (connections kept from the last call) are read before their deadlines are looked at.
+  bool first_turn = true;
   while (true) {
     const uint64_t now = monotonic_ns();
-    if (now >= end)
-      return net_fail(NetErrc::kTimeout, "no client completed a handshake on side-channel port " +
-                                             std::to_string(port_) + " within " +
-                                             std::to_string(timeout_ms) + " ms");
-    close_expired(pending, now, limits.handshake_timeout_ms, note);
+    if (!first_turn) {
+      close_expired(now, limits.handshake_timeout_ms, note);
+      if (now >= end)
+        return net_fail(NetErrc::kTimeout, "no client completed a handshake on side-channel port " +
+                                               std::to_string(port_) + " within " +
+                                               std::to_string(timeout_ms) + " ms");
+    }
     fds.clear();
     fds.push_back(pollfd{fd_.get(), POLLIN, 0});
-    for (const PendingHandshake& p : pending)
+    for (const Pending& p : pending_)
       fds.push_back(pollfd{p.ch.fd(), POLLIN, 0});
-    const int n = ::poll(fds.data(), fds.size(), handshake_wait_ms(pending, now, end));
+    const int n =
+        ::poll(fds.data(), fds.size(), first_turn ? 0 : handshake_wait_ms(pending_, now, end));
+    first_turn = false;
     if (n < 0) {
       if (errno == EINTR) continue;
       return errno_fail("poll", errno);
     }
     if (n == 0) continue;
-    if (auto taken = read_first_frames(fds, pending, first_frame, frame, note))
-      return std::move(*taken);
+    if (auto taken = read_first_frames(fds, first_frame, frame, note)) return std::move(*taken);
     if (!(fds[0].revents & POLLIN)) continue;
     // Every connection waiting in the backlog, not just one per turn.
     for (int k = 0; k < 64; ++k) {
       pollfd lp{fd_.get(), POLLIN, 0};
       if (k > 0 && ::poll(&lp, 1, 0) <= 0) break;
-      auto ch = accept_one(fd_.get());
+      in6_addr from{};
+      auto ch = accept_one(fd_.get(), from);
       if (!ch) {
         if (ch.error().code == NetErrc::kSystem && (errno == EMFILE || errno == ENFILE)) {
           // Out of descriptors: make room by closing the oldest handshake.
-          if (!pending.empty()) pending.erase(pending.begin());
+          if (!pending_.empty()) pending_.erase(pending_.begin());
         }
         break;
       }
-      if (pending.size() >= max_pending) {
-        note("side channel: " + std::to_string(pending.size()) +
-             " connections in handshake: the oldest, " + pending.front().ch.peer_name() +
-             ", closed");
-        pending.erase(pending.begin());
-      }
-      ch->set_max_frame(limits.max_first_frame);
-      if (limits.greeting) {
-        ch->greeting_ = limits.greeting();
-        if (!ch->greeting_.empty()) (void)ch->send_frame(ch->greeting_, 100);
-      }
-      pending.push_back(PendingHandshake{
-          std::move(*ch),
-          monotonic_ns() +
-              static_cast<uint64_t>(std::max(limits.handshake_timeout_ms, 1)) * 1'000'000});
+      ch->peer_addr_ = from;
+      admit(std::move(*ch), limits, note);
     }
   }
 }

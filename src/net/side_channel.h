@@ -11,6 +11,9 @@
 // client nor end the server (docs/linux-driver.md, "Security").
 #pragma once
 
+#include <netinet/in.h>
+#include <poll.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -58,6 +61,8 @@ class SideChannel {
 
   int fd() const { return fd_.get(); }
   const std::string& peer_name() const { return peer_; }
+  // The peer's address, for a channel SideListener accepted (all zero otherwise).
+  const in6_addr& peer_address() const { return peer_addr_; }
   // Frames above `bytes` are refused (kBadHello) from now on (at most kMaxFrameBytes).
   void set_max_frame(uint32_t bytes) { max_frame_ = std::min(bytes, kMaxFrameBytes); }
   uint32_t max_frame() const { return max_frame_; }
@@ -74,6 +79,7 @@ class SideChannel {
 
   UniqueFd fd_;
   std::string peer_;
+  in6_addr peer_addr_{};
   uint32_t max_frame_ = kMaxFrameBytes;
   std::vector<uint8_t> rx_;
   std::vector<uint8_t> greeting_;
@@ -83,7 +89,11 @@ class SideChannel {
 // How SideListener::accept_handshake treats connections before one is taken.
 struct HandshakeLimits {
   int handshake_timeout_ms = 5000;  // per connection: its first frame must arrive by then
-  size_t max_pending = 64;          // connections in handshake at once; the oldest gives way
+  size_t max_pending = 64;          // connections in handshake at once (below: which one gives way)
+  // Connections in handshake from one address at once: beyond, that address's oldest gives
+  // way. When max_pending is reached, the oldest of the address holding the most gives way,
+  // so a host that opens connections fast closes its own, never another host's.
+  size_t max_pending_per_source = 8;
   uint32_t max_first_frame = 64 << 10;
   // Sent on every new connection before anything is read (empty: nothing); kept in
   // SideChannel::greeting(). A server with a shared secret sends its challenge this way.
@@ -100,22 +110,44 @@ class SideListener {
   // Waits up to timeout_ms (< 0: forever) for one client.
   NetResult<SideChannel> accept(int timeout_ms);
   // Serves connections until `first_frame` takes one, for up to timeout_ms (< 0: forever):
-  // accepts every connection that arrives (no limit but max_pending, beyond which the oldest
-  // is closed), gives each handshake_timeout_ms to send a first frame of at most
-  // max_first_frame bytes, and hands each such frame to `first_frame`. kClose (after the
-  // callback answered, e.g. with a refusal) closes that connection and serving goes on;
-  // connections that time out, close, send too much or fail are closed and counted in
-  // `log` (a line each, for the operator). Returns the taken channel, its frame in `frame`.
-  // Nothing a connecting peer does ends this call but the timeout.
+  // accepts every connection that arrives (no limit but max_pending and
+  // max_pending_per_source, beyond which one gives way as they say), gives each
+  // handshake_timeout_ms to send a first frame of at most max_first_frame bytes, and hands
+  // each such frame to `first_frame`, oldest connection first. kClose (after the callback
+  // answered, e.g. with a refusal) closes that connection and serving goes on; connections
+  // that time out, close, send too much or fail are closed and counted in `log` (a line
+  // each, for the operator). Returns the taken channel, its frame in `frame`. Connections
+  // still in handshake then stay with the listener for the next call (a frame that arrived
+  // meanwhile is read before any deadline is applied). Nothing a connecting peer does ends
+  // this call but the timeout.
   NetResult<SideChannel> accept_handshake(
       int timeout_ms, const HandshakeLimits& limits,
       const std::function<HandshakeVerdict(SideChannel&, std::span<const uint8_t>)>& first_frame,
       std::vector<uint8_t>& frame, const std::function<void(const std::string&)>& log = {});
   uint16_t port() const { return port_; }
+  // Closes the connections in handshake from `addr` (a server done with a host that held
+  // it); their number.
+  size_t close_pending_from(const in6_addr& addr);
+  size_t pending() const { return pending_.size(); }
 
  private:
+  // A connection in handshake: accepted, its first frame not taken yet.
+  struct Pending {
+    SideChannel ch;
+    uint64_t deadline_ns;
+  };
+  void admit(SideChannel ch, const HandshakeLimits& limits,
+             const std::function<void(const std::string&)>& note);
+  std::optional<SideChannel> read_first_frames(
+      const std::vector<pollfd>& fds,
+      const std::function<HandshakeVerdict(SideChannel&, std::span<const uint8_t>)>& first_frame,
+      std::vector<uint8_t>& frame, const std::function<void(const std::string&)>& note);
+  void close_expired(uint64_t now, int timeout_ms,
+                     const std::function<void(const std::string&)>& note);
+
   UniqueFd fd_;
   uint16_t port_ = 0;
+  std::vector<Pending> pending_;
 };
 
 }  // namespace mrc::net

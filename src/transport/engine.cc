@@ -99,6 +99,10 @@ Status Engine::deregister_memory(uint32_t lkey) {
   return memory_.deregister(lkey);
 }
 
+Status Engine::set_memory_access(uint32_t lkey, uint32_t access) {
+  return memory_.set_access(lkey, access);
+}
+
 // ---- QPs ------------------------------------------------------------------------------
 
 Qp* Engine::find_qp(uint32_t qpn) const {

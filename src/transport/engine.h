@@ -420,6 +420,8 @@ class Engine {
   // `base` may be nullptr: a phantom region (placement is counted, nothing is copied).
   Result<MemoryKeys> register_memory(void* base, uint64_t length, uint64_t iova, uint32_t access);
   Status deregister_memory(uint32_t lkey);
+  // A registered region's access flags changed, keys kept (MemoryTable::set_access).
+  Status set_memory_access(uint32_t lkey, uint32_t access);
 
   // ---- QPs ----------------------------------------------------------------------------
   // A new QP in RESET. Errors: kNoResources, kInvalidArgument (depths 0 or > 65536).

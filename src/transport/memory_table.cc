@@ -46,6 +46,13 @@ Status MemoryTable::deregister(uint32_t key) {
   return {};
 }
 
+Status MemoryTable::set_access(uint32_t key, uint32_t access) {
+  const MemoryRegion* r = find(key);
+  if (!r) return fail(Error::kNotFound);
+  regions_[cipher_.decrypt(key) >> 8].access = access;
+  return {};
+}
+
 const MemoryRegion* MemoryTable::find(uint32_t key) const {
   const uint32_t slot = cipher_.decrypt(key) >> 8;
   if (slot >= regions_.size()) return nullptr;

@@ -46,6 +46,10 @@ class MemoryTable {
   Result<MemoryKeys> register_region(void* base, uint64_t length, uint64_t iova, uint32_t access);
   // Errors: kNotFound (no such key).
   Status deregister(uint32_t key);
+  // Changes a live region's access flags; its keys stay (ibv_rereg_mr with
+  // IBV_REREG_MR_CHANGE_ACCESS). A region may be handed to a peer before it accepts remote
+  // writes: a server that does not want a client's writes yet. Errors: kNotFound.
+  Status set_access(uint32_t key, uint32_t access);
 
   // The region a remote write of `len` bytes at `va` with `rkey` may target, or an error:
   // kBadRkey (no such key / no remote write access), kBadAddress (range outside region).

@@ -49,5 +49,18 @@ TEST(MemoryTable, deregister__stale_key_does_not_name_the_successor) {
   EXPECT_TRUE(t.check_remote_write(b.rkey, 0, 1));
 }
 
+TEST(MemoryTable, set_access__grants_and_withdraws_remote_write_keeping_the_keys) {
+  MemoryTable t(0x1234);
+  auto k = *t.register_region(nullptr, 64, 0, kLocalWrite);
+  EXPECT_EQ(t.check_remote_write(k.rkey, 0, 1).error(), Error::kBadRkey);
+  ASSERT_TRUE(t.set_access(k.lkey, kLocalWrite | kRemoteWrite));
+  EXPECT_TRUE(t.check_remote_write(k.rkey, 0, 1));
+  ASSERT_TRUE(t.set_access(k.lkey, kLocalWrite));
+  EXPECT_EQ(t.check_remote_write(k.rkey, 0, 1).error(), Error::kBadRkey);
+  EXPECT_TRUE(t.check_local(k.lkey, 0, 64));
+  ASSERT_TRUE(t.deregister(k.lkey));
+  EXPECT_EQ(t.set_access(k.lkey, kRemoteWrite).error(), Error::kNotFound);
+}
+
 }  // namespace
 }  // namespace mrc

@@ -55,6 +55,7 @@
 #include "net/pattern.h"
 #include "net/session.h"
 #include "net/side_channel.h"
+#include "support/child_process.h"
 #include "support/forged_datagram.h"
 #include "support/test_dataplane.h"
 #include "wire/codec.h"
@@ -83,70 +84,11 @@ std::string tool(const std::string& name) {
   return std::string(MRC_BINARY_DIR) + "/bin/" + name;
 }
 
-// A child process inside a fabric namespace with its output in a file.
-struct Child {
-  pid_t pid = -1;
-  std::string out_path;
-  std::optional<int> exit_code;  // set once reaped (128 + signal when killed)
-
-  bool running() {
-    if (exit_code) return false;
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) != pid) return true;
-    exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    return false;
-  }
-  // Waits up to `timeout`; then kills it. Returns the exit code.
-  int wait(Clock::duration timeout) {
-    const auto deadline = Clock::now() + timeout;
-    while (running() && Clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    if (running()) {
-      kill(pid, SIGKILL);
-      int status = 0;
-      waitpid(pid, &status, 0);
-      exit_code = 128 + SIGKILL;
-    }
-    return *exit_code;
-  }
-  std::string output() const {
-    std::ifstream in(out_path);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-  // Waits until the output contains `text`; false if the process ended or time ran out.
-  bool wait_for_output(const std::string& text, Clock::duration timeout) {
-    const auto deadline = Clock::now() + timeout;
-    while (Clock::now() < deadline) {
-      if (output().find(text) != std::string::npos) return true;
-      if (!running()) return output().find(text) != std::string::npos;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return false;
-  }
-};
+using Child = test::ChildProcess;
 
 Child spawn_in(const std::string& ns, const std::vector<std::string>& argv,
                const std::string& out_path) {
-  Child c;
-  c.out_path = out_path;
-  c.pid = fork();
-  if (c.pid == 0) {
-    const int nsfd = open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
-    if (nsfd < 0 || setns(nsfd, CLONE_NEWNET) != 0) _exit(126);
-    const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (out < 0) _exit(126);
-    dup2(out, 1);
-    dup2(out, 2);
-    std::vector<char*> args;
-    for (const auto& a : argv)
-      args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  return c;
+  return test::spawn(argv, out_path, ns);
 }
 
 // setns(CLONE_NEWNET) moves only the calling thread: sockets it creates afterwards live in

@@ -98,6 +98,26 @@ UniqueFd raw_connect(uint16_t port) {
   return fd;
 }
 
+// A raw TCP connection to the listener from 127.0.0.2 (IPv4 on the dual-stack listener): a
+// second host on one machine.
+UniqueFd raw_connect_v4(uint16_t port) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  from.sin_addr.s_addr = htonl(0x7F000002);
+  EXPECT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&from), sizeof from), 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  return fd;
+}
+
+bool send_all(const UniqueFd& fd, std::span<const uint8_t> b) {
+  return ::send(fd.get(), b.data(), b.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(b.size());
+}
+
 TEST(SideChannel, parse_frame__needs_more_frame_and_too_large) {
   const uint8_t body[3] = {7, 8, 9};
   EXPECT_EQ(parse_frame({}, 100).status, FrameStatus::kNeedMore);
@@ -199,6 +219,70 @@ TEST(SideChannel, accept_handshake__garbage_idle_slow_and_held_connections_do_no
   EXPECT_TRUE(too_large) << "garbage refused";
   EXPECT_TRUE(idle) << "idle and slow connections closed on their deadline";
   EXPECT_TRUE(evicted) << "held connections beyond max_pending give way";
+}
+
+// One host opening connections as fast as it can closes its own handshakes, never another
+// host's: the victim connects first and sends its hello after the flood.
+TEST(SideChannel, accept_handshake__a_flooding_host_evicts_only_its_own_connections) {
+  auto l = SideListener::listen(0);
+  ASSERT_TRUE(l);
+  const uint16_t port = l->port();
+  UniqueFd victim = raw_connect(port);  // from ::1
+  std::vector<UniqueFd> flood;
+  for (int i = 0; i < 100; ++i)  // within the listen backlog: connect() does not wait
+    flood.push_back(raw_connect_v4(port));
+  HandshakeLimits limits;
+  limits.max_pending = 16;
+  limits.max_pending_per_source = 4;
+  std::vector<std::string> log;
+  std::vector<uint8_t> frame;
+  const auto take_ok = [&](SideChannel&, std::span<const uint8_t> f) {
+    return f.size() == 2 && f[0] == 'o' ? HandshakeVerdict::kTake : HandshakeVerdict::kClose;
+  };
+  const auto note = [&](const std::string& line) { log.push_back(line); };
+  // Serve the flood for a while: nothing is taken.
+  auto none = l->accept_handshake(300, limits, take_ok, frame, note);
+  ASSERT_FALSE(none);
+  EXPECT_EQ(l->pending(), 5u) << "the victim and the flood's newest 4";
+  const auto hello = framed(2, std::vector<uint8_t>{'o', 'k'});
+  ASSERT_TRUE(send_all(victim, hello));
+  auto taken = l->accept_handshake(2000, limits, take_ok, frame, note);
+  ASSERT_TRUE(taken) << taken.error().message;
+  EXPECT_EQ(taken->peer_name().find("::1"), 1u) << taken->peer_name();
+  EXPECT_EQ(l->pending(), 4u) << "the flood's newest stay for the next call";
+  size_t own = 0;
+  for (const auto& line : log)
+    own += line.find("from one address: the oldest") != std::string::npos;
+  EXPECT_EQ(own, 96u);
+}
+
+// Connections still in handshake when one is taken stay for the next call, and a hello that
+// arrived meanwhile is read at once, whatever its deadline.
+TEST(SideChannel, accept_handshake__keeps_other_connections_for_the_next_call) {
+  auto l = SideListener::listen(0);
+  ASSERT_TRUE(l);
+  UniqueFd first = raw_connect(l->port());
+  UniqueFd second = raw_connect_v4(l->port());
+  UniqueFd third = raw_connect_v4(l->port());
+  ASSERT_TRUE(send_all(first, framed(2, std::vector<uint8_t>{'o', '1'})));
+  HandshakeLimits limits;
+  limits.handshake_timeout_ms = 100;
+  std::vector<uint8_t> frame;
+  const auto take = [](SideChannel&, std::span<const uint8_t>) { return HandshakeVerdict::kTake; };
+  auto a = l->accept_handshake(2000, limits, take, frame, {});
+  ASSERT_TRUE(a) << a.error().message;
+  EXPECT_EQ(frame, (std::vector<uint8_t>{'o', '1'}));
+  EXPECT_EQ(l->pending(), 2u);
+  ASSERT_TRUE(send_all(second, framed(2, std::vector<uint8_t>{'o', '2'})));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // past the deadline
+  auto b = l->accept_handshake(2000, limits, take, frame, {});
+  ASSERT_TRUE(b) << b.error().message;
+  EXPECT_EQ(frame, (std::vector<uint8_t>{'o', '2'}));
+  // The third sent nothing: a server done with its host closes it.
+  in6_addr v4_mapped{};
+  ASSERT_EQ(::inet_pton(AF_INET6, "::ffff:127.0.0.2", &v4_mapped), 1);
+  EXPECT_EQ(l->close_pending_from(v4_mapped), 1u);
+  EXPECT_EQ(l->pending(), 0u);
 }
 
 TEST(SideChannel, accept_handshake__sends_a_greeting_first_and_keeps_it) {
