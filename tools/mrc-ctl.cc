@@ -348,11 +348,15 @@ EvProfile read_ev_profile(FileReader& r, const toml::table& t, std::set<uint64_t
   const std::optional<int64_t> none = auto_mode ? std::optional<int64_t>(0) : std::nullopt;
   p.format =
       static_cast<uint64_t>(r.integer(t, "ev_profile", "format", 0, kMaxId, none).value_or(0));
-  p.count = static_cast<uint32_t>(
-      r.integer(t, "ev_profile", "count", 1, api::kMaxEvsPerProfile, none).value_or(1));
-  p.min_active = static_cast<uint32_t>(
-      r.integer(t, "ev_profile", "min_active", 1, api::kMaxEvsPerProfile, 1).value_or(1));
-  if (!auto_mode && p.min_active > p.count)
+  const std::optional<int64_t> count =
+      r.integer(t, "ev_profile", "count", 1, api::kMaxEvsPerProfile, none);
+  const std::optional<int64_t> min_active =
+      r.integer(t, "ev_profile", "min_active", 1, api::kMaxEvsPerProfile, 1);
+  p.count = static_cast<uint32_t>(count.value_or(1));
+  p.min_active = static_cast<uint32_t>(min_active.value_or(1));
+  // Compared only when both were read: a refused count or min_active has its own error, and
+  // the stand-in value would add a second one about a number the file does not have.
+  if (!auto_mode && count && min_active && p.min_active > p.count)
     r.error(&t, fmt::format("ev_profile {}: min_active {} is more than count {}", p.id,
                             p.min_active, p.count));
   if (const toml::node* fs = t.get("fields"))

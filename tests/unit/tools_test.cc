@@ -300,9 +300,11 @@ TEST(Tools, mrc_ctl_apply__refuses_a_bad_file_whole_with_file_and_line) {
        {"bad.toml:3", "unknown key 'mdoe'", "valid keys: id, mode, widths"}},
       {"string id", "[[cc_profile]]\nid = \"one\"\n", {"bad.toml:2", "expected an integer"}},
       {"unknown table", "[[ev_formats]]\nid = 1\n", {"bad.toml:1", "'ev_formats'"}},
+      // One error: min_active is not compared with a count that was refused.
       {"negative count",
-       "[[ev_profile]]\nid = 2\nformat = 1\ncount = -16\nfields = [{width = 4}]\n",
-       {"bad.toml:4", "count = -16", "out of range [1, 1024]"}},
+       "[[ev_profile]]\nid = 2\nformat = 1\ncount = -16\nmin_active = 2\nfields = [{width = "
+       "4}]\n",
+       {"bad.toml:4", "count = -16", "out of range [1, 1024]", "1 error(s)"}},
       {"algorithm",
        "[[cc_profile]]\nid = 3\nalgorithm = \"cubic\"\n",
        {"bad.toml:3", "\"cubic\"", "\"uet-1.0-nscc\""}},
