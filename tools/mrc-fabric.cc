@@ -54,21 +54,6 @@ void on_up_signal(int) {
   g_up_interrupted = 1;
 }
 
-constexpr const char* kExecUsage =
-    "Usage: mrc-fabric exec [--name NAME] HOST COMMAND [ARGS...]\n"
-    "\n"
-    "Runs COMMAND in host HOST's network namespace (`ip netns exec`), with the namespace's\n"
-    "/sys view. Everything after HOST belongs to COMMAND (put `--` first if it starts with a\n"
-    "dash).\n"
-    "\n"
-    "  HOST          h0 .. h<hosts-1>, or the bare number\n"
-    "  --name NAME   fabric name (default mrc)\n"
-    "  -h, --help    this text\n"
-    "\n"
-    "Example: mrc-fabric exec h0 ping -6 -c 1 fcbb:bb00:4001::\n"
-    "Exit status: COMMAND's own; 1 if the fabric is missing or exec fails, 2 bad arguments\n"
-    "(one line on stderr).\n";
-
 // A bad argument: one line naming it, exit 2 (tools/cli.h).
 int bad_argument(const std::string& what) {
   fmt::print(stderr, "mrc-fabric: {} (see mrc-fabric --help)\n", what);
@@ -214,7 +199,8 @@ int flap_in_background(const FabricPlan& plan, const std::string& link, uint64_t
 }
 
 // `exec HOST command...`: everything after HOST belongs to the command (CLI11 would take its
-// options for ours), so this one is parsed by hand. Returns only on failure.
+// options for ours), so this one is parsed by hand. Returns only on failure, or -1 for
+// --help: main's CLI11 parse then prints the subcommand's help like every other's.
 int run_exec(std::string name, std::vector<std::string> args) {
   size_t i = 0;
   while (i < args.size() && args[i].starts_with("--name")) {
@@ -229,10 +215,7 @@ int run_exec(std::string name, std::vector<std::string> args) {
       break;
     }
   }
-  if (i < args.size() && (args[i] == "--help" || args[i] == "-h")) {
-    fmt::print("{}", kExecUsage);
-    return 0;
-  }
+  if (i < args.size() && (args[i] == "--help" || args[i] == "-h")) return -1;
   if (const std::string e = name_error(name); !e.empty()) return bad_argument(e);
   if (i >= args.size()) return bad_argument("exec: HOST and COMMAND are required");
   const std::string host = args[i++];
@@ -328,8 +311,19 @@ void add_fabric_commands(CLI::App& app, FabricArgs& a) {
 
   // Listed for --help; run_exec handles it before CLI11 sees the command's own options.
   a.exec = app.add_subcommand("exec", "run a command in a host namespace: exec HOST cmd...");
-  a.exec->add_option("host", a.host, "h0 or 0")->required();
-  a.exec->add_option("command", a.command, "command and arguments")->required();
+  a.exec->add_option("host", a.host, "h0 .. h<hosts-1>, or the bare number")->required();
+  a.exec
+      ->add_option("command", a.command,
+                   "COMMAND [ARGS...]: everything after HOST (put -- first if COMMAND starts "
+                   "with a dash)")
+      ->required();
+  a.exec->footer([] {
+    return std::string(
+        "Runs COMMAND in host HOST's network namespace (`ip netns exec`), with the namespace's "
+        "/sys view. --name NAME (before or after exec) picks the fabric.\n"
+        "Example: mrc-fabric exec h0 ping -6 -c 1 fcbb:bb00:4001::\n");
+  });
+  mrc::tools::set_exit_codes(*a.exec, "COMMAND's own; 1 the fabric is missing or exec failed");
 }
 
 // `link`, `blackhole`, `loss`, `rate` and `flap`: faults on a running fabric.
@@ -520,7 +514,8 @@ int run_check(const FabricPlan& plan, int probes_per_path) {
 }
 
 // `exec` takes everything after its host as the command, so it is found before CLI11 parses
-// (a --name before it still counts). Returns -1 when the command line is not an exec.
+// (a --name before it still counts). Returns -1 when the command line is not an exec, or is
+// `exec --help` (CLI11 prints it).
 int exec_before_parsing(int argc, char** argv) {
   std::string name = "mrc";
   for (int i = 1; i < argc; ++i) {

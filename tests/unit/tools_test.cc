@@ -269,6 +269,10 @@ TEST(Tools, subcommand_help__prints_help_and_exit_statuses) {
     EXPECT_EQ(r.out.substr(usage, r.out.find('\n', usage) - usage).find('/'), std::string::npos)
         << r.out;
     EXPECT_NE(r.out.find("Exit status"), std::string::npos) << r.out;
+    // The layout every other --help has (CLI11's, tools/cli.h): options listed under
+    // "Options:", the exit statuses ending with the shared bad-argument status.
+    EXPECT_NE(r.out.find("\nOptions:\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("2 bad arguments (one line on stderr)."), std::string::npos) << r.out;
   }
 }
 
