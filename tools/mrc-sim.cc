@@ -1168,6 +1168,16 @@ SimStatus write_run_directory(const std::string& out_dir, const json& summary, c
   return {};
 }
 
+// A run that did not start because of its input (a fault on a link or switch the fabric does
+// not have, a workload or fabric the simulator refuses: kInvalidArgument or kTooBig, the
+// simulator's codes for bad input, sim_error.h) is a bad argument like a bad scenario file:
+// 2. Anything else (a capture file that cannot be written) is a failed run: 1.
+int run_failure_status(const SimError& e) {
+  return e.code == Error::kInvalidArgument || e.code == Error::kTooBig
+             ? mrc::tools::kExitBadArguments
+             : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -1178,7 +1188,8 @@ int main(int argc, char** argv) {
       "describes scenarios, outputs and the table.",
       "mrc-sim"};
   mrc::tools::set_exit_codes(app,
-                             "0 every transport ran, 1 a run failed (bad fault, workload error)");
+                             "0 every transport ran, 1 a run failed (a workload error, results not "
+                             "written); a bad scenario or fault target counts as a bad argument");
   SimArgs a;
   add_options(app, a);
   if (const int rc = mrc::tools::parse(app, argc, argv); rc >= 0) return rc;
@@ -1237,7 +1248,7 @@ int main(int argc, char** argv) {
   const auto t0 = Clock::now();
   std::vector<Ran> runs;
   const SimResult<int> status = run_transports(sc, a, exchange.get(), rank, pcap_hosts, runs);
-  if (!status) return failed(status.error().message, 1);
+  if (!status) return failed(status.error().message, run_failure_status(status.error()));
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
   uint64_t events = 0;
   json j = summary_json(sc, runs, events);

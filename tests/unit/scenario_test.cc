@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -810,13 +811,15 @@ sample_interval = "2us"
   for (const char* name :
        {"pod0/leaf0->agg1", "pod0/agg1->leaf0", "pod0/agg1->core2", "core2->pod0/agg1"})
     EXPECT_NE(links.find(name), std::string::npos) << name;
-  // A link the fabric does not have: exit 1, the message names the line and what exists.
-  EXPECT_EQ(run("bad", "bad.toml"), 1 << 8);
-  EXPECT_NE(slurp(dir / "bad.log")
-                .find("bad.toml:7: fault 'link_down' on pod0/agg1-core0: agg 1 "
-                      "of a pod is wired to cores 2..3"),
+  // A link the fabric does not have: a bad scenario, exit 2 with one line naming the line of
+  // the file and what exists.
+  EXPECT_EQ(run("bad", "bad.toml"), 2 << 8);
+  const std::string bad = slurp(dir / "bad.log");
+  EXPECT_NE(bad.find("bad.toml:7: fault 'link_down' on pod0/agg1-core0: agg 1 "
+                     "of a pod is wired to cores 2..3"),
             std::string::npos)
-      << slurp(dir / "bad.log");
+      << bad;
+  EXPECT_EQ(std::count(bad.begin(), bad.end(), '\n'), 1) << bad;
   std::filesystem::remove_all(dir);
 }
 
