@@ -8,7 +8,8 @@
 //   mrc-pair --json                  one JSON object instead of the summary
 //
 // Exit status: 0 when every completed message verified (and nothing else failed a check),
-// 1 on any verification failure, 2 on bad arguments or setup errors.
+// 1 on any verification failure or a --pcap file that could not be written whole, 2 on bad
+// arguments or setup errors.
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
@@ -168,6 +169,13 @@ std::vector<uint32_t> choose_blackholed(const Options& o, uint32_t paths) {
   return blackholed;
 }
 
+// Whether the port failure applies. The default port, 1, does not exist with --planes 1, and
+// failing port 0 instead would cut the only path for the rest of the run: that run has no port
+// failure, and the summary says so (an explicit --port beyond the planes is refused).
+bool port_fails(const Options& o) {
+  return o.port_down_at_us >= 0 && o.port < o.planes;
+}
+
 // The blackholed EVs, dead for the whole run, and the port failure.
 void add_faults(const Options& o, const PairConfig& c, PairNet& pn,
                 const std::vector<uint32_t>& blackholed) {
@@ -180,7 +188,7 @@ void add_faults(const Options& o, const PairConfig& c, PairNet& pn,
     f.blackhole = true;
     net.add_path_fault(f);
   }
-  if (o.port_down_at_us >= 0 && o.port < o.planes) {
+  if (port_fails(o)) {
     net.add_port_fault(PortFault{-1, static_cast<uint8_t>(o.port), from_us(o.port_down_at_us),
                                  o.port_up_at_us >= 0 ? from_us(o.port_up_at_us) : kNever});
   }
@@ -273,6 +281,7 @@ void print_json(const Options& o, const RunReport& rep) {
                  {"blackholed_evs", rep.blackholed},
                  {"port_down_at_us", o.port_down_at_us},
                  {"port", o.port},
+                 {"port_fails", port_fails(o)},
                  {"seed", o.seed},
                  {"cc", o.cc},
                  {"transport", o.transport},
@@ -292,9 +301,14 @@ void print_setup(const Options& o, const RunReport& rep) {
       "[{}]{}",
       o.loss, o.trim, o.ecn, o.dup, o.jitter_us, fmt::join(rep.blackholed, " "),
       o.blackhole_forward_only ? " (requester -> responder only)" : "");
-  if (o.port_down_at_us >= 0 && o.port < o.planes)
+  if (port_fails(o))
     fmt::print("  port {} down at {} us{}", o.port, o.port_down_at_us,
                o.port_up_at_us >= 0 ? fmt::format(", up at {} us", o.port_up_at_us) : "");
+  else if (o.port_down_at_us >= 0)
+    fmt::print(
+        "  no port failure (the default port {} is not one of {} plane(s); --port 0 "
+        "fails the only one)",
+        o.port, o.planes);
   fmt::print("\n\n");
 }
 
@@ -351,6 +365,9 @@ int run(const Options& o) {
   add_faults(o, c, *pn, blackholed);
 
   const WorkloadResult r = run_workload(*pn->net, pn->pair, w, from_us(o.time_limit_ms * 1000.0));
+  // Records that could not be written do not stop the run; the capture is whole only if every
+  // one of them and the final flush were.
+  const Status capture = pn->net->close_pcap();
   const std::vector<PlaneStats> planes = plane_stats(c, *pn, paths, blackholed, r);
   const double duration_us = r.end > r.start ? static_cast<double>(r.end - r.start) / 1e6 : 0;
   const RunReport rep{r, planes, blackholed, paths, duration_us};
@@ -358,6 +375,11 @@ int run(const Options& o) {
     print_json(o, rep);
   else
     print_summary(o, rep);
+  if (!capture) {
+    fmt::print(stderr, "mrc-pair: cannot write {}: {} (the capture is incomplete)\n", o.pcap,
+               error_name(capture.error()));
+    return 1;
+  }
   return r.ok() ? 0 : 1;
 }
 
@@ -417,7 +439,9 @@ void add_network_options(CLI::App& app, Options& o) {
       ->capture_default_str();
   app.add_option("--port-up-at", o.port_up_at_us, "port recovery time, us (< 0: never)")
       ->capture_default_str();
-  app.add_option("--port", o.port, "port (plane) that fails, 0..planes-1")
+  app.add_option("--port", o.port,
+                 "port (plane) that fails, 0..planes-1 (with --planes 1 the default, 1, is "
+                 "none: no port failure unless --port 0)")
       ->capture_default_str()
       ->check(CLI::Range(0, 7));
 }
@@ -448,7 +472,9 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app{"mrc-pair: two MRC engines over an in-memory fault network, data verified",
                "mrc-pair"};
-  mrc::tools::set_exit_codes(app, "0 every message arrived and verified, 1 a check failed");
+  mrc::tools::set_exit_codes(app,
+                             "0 every message arrived and verified, 1 a check failed or the "
+                             "--pcap file could not be written");
   add_workload_options(app, o);
   add_network_options(app, o);
   add_run_options(app, o);

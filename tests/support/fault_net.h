@@ -253,6 +253,8 @@ class FaultNet {
    public:
     virtual ~Pcap() = default;
     virtual void write(Time t, std::span<const uint8_t> datagram) = 0;
+    // Flushes and closes; the first failure of any write or of the close (kIoError).
+    virtual Status close() = 0;
   };
 
   // ---- Topology --------------------------------------------------------------------------
@@ -310,6 +312,10 @@ class FaultNet {
   // Writes every delivered datagram (and, if `include_drops`, dropped ones) to a pcap file
   // via wire/pcap.h. Errors: kIoError if the file cannot be opened.
   Status enable_pcap(const std::string& path, bool include_drops = false);
+  // Closes the pcap file (later datagrams are not written). A failed write does not stop the
+  // run, so a caller that keeps the capture asks here whether it is whole: kIoError if any
+  // record or the final flush could not be written (a full disk, /dev/full). No pcap: ok.
+  Status close_pcap();
 
   const NetCounters& counters() const { return counters_; }
   const std::map<PathKey, PathCounters>& path_counters() const { return path_counters_; }

@@ -9,13 +9,21 @@ namespace {
 class PcapTap final : public FaultNet::Pcap {
  public:
   explicit PcapTap(wire::PcapWriter w) : writer_(std::move(w)) {}
-  // A failed write only loses trace data; the run itself is unaffected.
+  // A failed write only loses trace data; the run itself is unaffected. The first failure is
+  // kept for close(), where the caller learns the capture is incomplete.
   void write(Time t, std::span<const uint8_t> datagram) override {
-    (void)writer_.write(t, datagram);
+    if (auto st = writer_.write(t, datagram); !st && first_error_ == Error::kOk)
+      first_error_ = st.error();
+  }
+  Status close() override {
+    const Status closed = writer_.close();
+    if (first_error_ != Error::kOk) return fail(first_error_);
+    return closed;
   }
 
  private:
   wire::PcapWriter writer_;
+  Error first_error_ = Error::kOk;
 };
 
 }  // namespace
@@ -26,6 +34,13 @@ Status FaultNet::enable_pcap(const std::string& path, bool include_drops) {
   pcap_ = std::make_unique<PcapTap>(std::move(*w));
   pcap_drops_ = include_drops;
   return {};
+}
+
+Status FaultNet::close_pcap() {
+  if (!pcap_) return {};
+  const Status st = pcap_->close();
+  pcap_.reset();
+  return st;
 }
 
 }  // namespace mrc::testnet

@@ -577,5 +577,22 @@ TEST(FaultNet, pcap_tap__writes_delivered_datagrams) {
   std::filesystem::remove(path);
 }
 
+TEST(FaultNet, close_pcap__reports_a_capture_that_could_not_be_written) {
+  // /dev/full opens and takes the buffered header, then refuses every write: the run goes on,
+  // and close_pcap() says the file is incomplete.
+  TwoHosts t(NetConfig{});
+  ASSERT_TRUE(t.net.enable_pcap("/dev/full"));
+  for (uint32_t i = 0; i < 4; ++i)
+    t.a->send_data(0, 1, 0, 0, i, 100);
+  t.net.kick(0);
+  t.net.run_until(ms(1));
+  EXPECT_EQ(t.net.counters().delivered, 4u);
+  const Status st = t.net.close_pcap();
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.error(), Error::kIoError);
+  // Without a capture, or once closed, there is nothing to report.
+  EXPECT_TRUE(t.net.close_pcap());
+}
+
 }  // namespace
 }  // namespace mrc::testnet

@@ -288,6 +288,31 @@ TEST(Tools, no_short_flag__means_two_things) {
   }
 }
 
+// ---- mrc-pair ---------------------------------------------------------------------------------
+
+TEST(Tools, mrc_pair__a_capture_that_cannot_be_written_fails_the_run) {
+  // /dev/full opens, then refuses every record: the run completes, its capture does not.
+  const Ran r = run({"mrc-pair", "--count", "20", "--pcap", "/dev/full"});
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("/dev/full"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("all data and guard bytes correct"), std::string::npos) << r.out;
+}
+
+TEST(Tools, mrc_pair__one_plane_says_it_has_no_port_failure) {
+  // The default failing port, 1, does not exist with one plane: the summary says so.
+  const Ran r = run({"mrc-pair", "--count", "20", "--planes", "1"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("no port failure"), std::string::npos) << r.out;
+  const Ran j = run({"mrc-pair", "--count", "20", "--planes", "1", "--json"});
+  EXPECT_EQ(j.status, 0) << j.err;
+  EXPECT_NE(j.out.find("\"port_fails\": false"), std::string::npos) << j.out;
+  // With two planes port 1 fails as usual.
+  const Ran two = run({"mrc-pair", "--count", "20"});
+  EXPECT_EQ(two.status, 0) << two.err;
+  EXPECT_NE(two.out.find("port 1 down at"), std::string::npos) << two.out;
+}
+
 // ---- mrc-ctl ----------------------------------------------------------------------------------
 
 struct CtlCase {
