@@ -288,6 +288,73 @@ TEST(Tools, no_short_flag__means_two_things) {
   }
 }
 
+// ---- mrc-plot ---------------------------------------------------------------------------------
+
+TEST(Tools, mrc_plot__bad_run_directories_exit_2_with_one_line_and_no_traceback) {
+  const fs::path dir = fs::temp_directory_path() / ("mrc_plot_dirs_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path good = dir / "good";
+  const Ran sim = run({"mrc-sim", "--quiet", "--set", "topo.hosts=8", "--set",
+                       "workload.size=64KiB", "--out", good.string()});
+  ASSERT_EQ(sim.status, 0) << sim.err;
+  const std::string summary = slurp(good / "summary.json");
+  const std::string flows = slurp(good / "flows.csv");
+  ASSERT_GT(flows.size(), 300u);
+  // A copy of the run directory with one file replaced: a directory where the file should be
+  // (unreadable, even by root), or `text`.
+  int n = 0;
+  const auto variant = [&](const std::string& file, const std::string* text) {
+    // Appended rather than "v" + to_string(): GCC 12 -O3 misreads that as an overlapping copy.
+    std::string name = "v";
+    name += std::to_string(n++);
+    const fs::path d = dir / name;
+    fs::copy(good, d);
+    fs::remove(d / file);
+    if (text)
+      std::ofstream(d / file) << *text;
+    else
+      fs::create_directory(d / file);
+    return d;
+  };
+  const std::string cut_summary = summary.substr(0, summary.size() / 2);
+  const std::string cut_flows = flows.substr(0, flows.find('\n', 200) + 10);
+  const std::string empty;
+  const std::vector<std::pair<const char*, std::vector<std::string>>> cases = {
+      {"summary.json cut short", {variant("summary.json", &cut_summary).string()}},
+      {"summary.json unreadable", {variant("summary.json", nullptr).string()}},
+      {"flows.csv cut short", {variant("flows.csv", &cut_flows).string()}},
+      {"flows.csv unreadable", {variant("flows.csv", nullptr).string()}},
+      {"flows.csv empty", {variant("flows.csv", &empty).string()}},
+      {"output directory under a file",
+       {good.string(), "--out", (good / "summary.json" / "figures").string()}},
+  };
+  for (const auto& [what, args] : cases) {
+    SCOPED_TRACE(what);
+    std::vector<std::string> argv{"mrc-plot"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    for (const char* jobs : {"1", "3"}) {
+      std::vector<std::string> with_jobs = argv;
+      with_jobs.insert(with_jobs.end(), {"--jobs", jobs});
+      const Ran r = run(with_jobs);
+      EXPECT_EQ(r.status, 2) << "stderr: " << r.err;
+      EXPECT_EQ(lines(r.err), 1u) << r.err;
+      EXPECT_EQ(r.err.rfind("mrc-plot: ", 0), 0u) << r.err;
+      EXPECT_EQ(r.err.find("Traceback"), std::string::npos) << r.err;
+    }
+  }
+  // A run without flows (a header line alone) is not an error, and says what it leaves out.
+  const std::string header = flows.substr(0, flows.find('\n') + 1);
+  const Ran none = run({"mrc-plot", variant("flows.csv", &header).string()});
+  EXPECT_EQ(none.status, 0) << none.err;
+  EXPECT_NE(none.err.find("no flows"), std::string::npos) << none.err;
+  // The whole directory still draws.
+  const Ran ok = run({"mrc-plot", good.string()});
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  EXPECT_TRUE(fs::exists(good / "fct_cdf.png")) << ok.out << ok.err;
+  fs::remove_all(dir);
+}
+
 // ---- mrc-pair ---------------------------------------------------------------------------------
 
 TEST(Tools, mrc_pair__a_capture_that_cannot_be_written_fails_the_run) {
