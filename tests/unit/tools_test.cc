@@ -254,6 +254,18 @@ TEST(Tools, every_program__help_names_exit_statuses_without_absolute_paths) {
   }
 }
 
+TEST(Tools, every_benchmark__is_in_the_readme_table) {
+  // Google Benchmark programs (bench/, -DMRC_BUILD_BENCH=ON) take its flags, not tools/cli.h's,
+  // so they are left out of the checks above; they are listed like every other program.
+  const std::string readme = slurp(kSource / "README.md");
+  for (const auto& e : fs::directory_iterator(kBin)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_regular_file() || !name.ends_with("_bench")) continue;
+    EXPECT_NE(readme.find("| `build/bin/" + name), std::string::npos)
+        << name << " missing from README.md's table";
+  }
+}
+
 TEST(Tools, subcommand_help__prints_help_and_exit_statuses) {
   for (const std::vector<std::string>& argv :
        std::vector<std::vector<std::string>>{{"mrc-fabric", "exec", "--help"},
