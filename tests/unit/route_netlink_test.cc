@@ -80,7 +80,8 @@ TEST(RouteNetlink, encode_route_replace__single_nexthop_as_ip_route_replace_does
   r.nexthops.push_back({addr("fd00:0:8001:1::1"), 7});
   auto msg = encode_route_replace(r, 42);
   ASSERT_TRUE(msg) << msg.error().message;
-  alignas(nlmsghdr) std::vector<uint8_t> bytes = *msg;
+  // The vector's buffer comes from operator new: aligned for nlmsghdr.
+  const std::vector<uint8_t> bytes = *msg;
   const auto* h = reinterpret_cast<const nlmsghdr*>(bytes.data());
   EXPECT_EQ(h->nlmsg_len, bytes.size());
   EXPECT_EQ(h->nlmsg_type, RTM_NEWROUTE);
