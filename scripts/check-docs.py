@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks that the docs' code references exist, so that docs cannot drift from the code.
 
-Scans README.md and docs/*.md for
+Scans README.md, CONTRIBUTING.md and docs/*.md for
   - repository paths (src/..., tests/..., scripts/..., tools/..., docs/..., scenarios/...,
     bench/..., fuzz/..., include/..., examples/..., cmake/..., .ci/...), also with a glob
     (`src/net/udp_driver.*`), braces (`include/mrc/{mrc.h,mrc_ctl.h}`) or a line number
@@ -69,7 +69,8 @@ def tool_exists(name):
 
 
 def main():
-    files = [os.path.join(REPO, "README.md")] + sorted(glob.glob(os.path.join(REPO, "docs", "*.md")))
+    files = [os.path.join(REPO, f) for f in ("README.md", "CONTRIBUTING.md")]
+    files += sorted(glob.glob(os.path.join(REPO, "docs", "*.md")))
     bad = []
     for f in files:
         rel = os.path.relpath(f, REPO)
