@@ -827,6 +827,7 @@ struct ServedClient {
   uint64_t slots = 1;                     // buffer slots per QP
   std::map<uint32_t, uint32_t> qp_index;  // QPN -> the QP's index
   uint64_t total_mismatches = 0, qp_errors = 0;
+  uint64_t client_qp_errors = 0;  // the client's QPs that failed, as its bye says
   uint64_t round_size = 0, imm_received = 0;
   double round_cpu0 = 0, server_cpu_s = 0;
   Json rounds = Json::array();
@@ -998,6 +999,7 @@ int serve_client(ServedClient& sc, const Options& o) {
     } else if (msg.count("alive")) {
       (void)sc.ch.send_frame(bytes_of(kAliveQuestion));  // the same line answers it
     } else if (msg.count("bye")) {
+      sc.client_qp_errors = get(msg, "qp_errors");
       (void)sc.ch.send_frame(bytes_of(kv_encode(ss.counters())));
       return 0;
     }
@@ -1006,14 +1008,16 @@ int serve_client(ServedClient& sc, const Options& o) {
 
 // The server's summary line, and its --json file.
 void print_server_summary(const Options& o, const ServedClient& sc, bool failed) {
-  std::printf(" MRC server        : mismatches %lu, QP errors %lu, decode drops %lu\n",
-              sc.total_mismatches, sc.qp_errors, sc.ss.driver().stats().decode_drops);
+  std::printf(
+      " MRC server        : mismatches %lu, QP errors %lu (client's %lu), decode drops %lu\n",
+      sc.total_mismatches, sc.qp_errors, sc.client_qp_errors, sc.ss.driver().stats().decode_drops);
   if (o.json_path.empty()) return;
   Json j;
   j["role"] = "server";
   j["ok"] = !failed;
   j["mismatches"] = sc.total_mismatches;
   j["qp_errors"] = sc.qp_errors;
+  j["client_qp_errors"] = sc.client_qp_errors;
   j["rounds"] = sc.rounds;
   Json c;
   for (const auto& [k, v] : sc.ss.counters())
@@ -1052,7 +1056,8 @@ int run_server(const Options& o) {
       continue;
     }
     // One-shot: the client actually served ends the server, with its test's verdict.
-    const bool failed = rc != 0 || sc.total_mismatches != 0 || sc.qp_errors != 0;
+    const bool failed =
+        rc != 0 || sc.total_mismatches != 0 || sc.qp_errors != 0 || sc.client_qp_errors != 0;
     print_server_summary(o, sc, failed);
     return failed ? 1 : 0;
   }
@@ -1065,6 +1070,7 @@ int run_server(const Options& o) {
 struct ClientTotals {
   Json results = Json::array();
   uint64_t mismatches = 0, qp_errors = 0;
+  uint64_t own_qp_errors = 0;  // of qp_errors: the client's own QPs (the server's add to it)
   double worst_stall_ms = 0;
   double client_cpu_s = 0, server_cpu_s = 0, goodput_gbps = 0;
   uint64_t bytes_moved = 0;
@@ -1264,6 +1270,7 @@ bool collect_completions(ClientRun& c, RoundProgress& p) {
   while (e.poll_completion(wc)) {
     if (wc.status != WcStatus::kSuccess) {
       ++totals.qp_errors;
+      ++totals.own_qp_errors;
       ++p.failed_completions;
       totals.note_error(std::string("QP error: a write completed with ") +
                         wc_status_name(wc.status));
@@ -1279,6 +1286,7 @@ bool collect_completions(ClientRun& c, RoundProgress& p) {
   while (e.poll_event(ev))
     if (ev.type == EventType::kQpError) {
       ++totals.qp_errors;
+      ++totals.own_qp_errors;
       totals.note_error("QP entered ERR");
       p.stop = true;
     }
@@ -1536,7 +1544,9 @@ void blast_after_mrc(ClientRun& c, RawBlasts& raw) {
 
 // Says bye; the server's counters come back (after a failure only if they come at once).
 std::map<std::string, uint64_t> say_bye(ClientRun& c) {
-  (void)c.ch.send_frame(bytes_of("bye=1\n"), c.t.failed ? 100 : 10'000);
+  // The client's QP errors go with it: the server sees only its own QPs.
+  (void)c.ch.send_frame(bytes_of(fmt::format("bye=1\nqp_errors={}\n", c.t.own_qp_errors)),
+                        c.t.failed ? 100 : 10'000);
   if (auto r = wait_frame(c.cs, c.ch, c.t.failed ? ms(200) : ms(5'000)); r) return kv_decode(*r);
   return {};
 }

@@ -418,6 +418,11 @@ void SoftDevice::dispatch_completion(const Completion& c) {
     case WcStatus::kFlushed:
       wc.status = IBV_WC_WR_FLUSH_ERR;
       break;
+    case WcStatus::kAckContradiction:
+      // The peer's acknowledgements cannot be trusted: a remote operation error, as verbs
+      // reports a responder that broke the protocol.
+      wc.status = IBV_WC_REM_OP_ERR;
+      break;
   }
   mrc_cq* cq = qp->init.send_cq;
   switch (c.opcode) {

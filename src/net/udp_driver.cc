@@ -167,6 +167,10 @@ struct UdpDriver::Impl {
 
   uint32_t pong_mask = 0;
   uint64_t ping_nonce = 0;
+  // Token bucket of answers to strangers' pings (DriverConfig::stranger_pings_per_second).
+  double stranger_ping_tokens = kStrangerPingBurst;
+  Time stranger_ping_refill_at = 0;
+  static constexpr double kStrangerPingBurst = 64;
   bool sticky_error = false;
   NetError error;
 
@@ -482,6 +486,7 @@ std::vector<std::pair<std::string, uint64_t>> driver_counters(const DriverStats&
   // engine's, then the driver's own), and what the kernel dropped before we could read it.
   out.emplace_back("drop_kernel_rcvbuf", kernel_drops);
   out.emplace_back("drop_ping_from_stranger", ds.pings_from_strangers);
+  out.emplace_back("drop_ping_rate_limited", ds.pings_rate_limited);
   out.emplace_back("decode_drops", ds.decode_drops);
   out.emplace_back("driver_wakeups", ds.wakeups);
   out.emplace_back("driver_rx_holds", ds.rx_holds);
@@ -497,6 +502,17 @@ std::vector<std::pair<std::string, uint64_t>> driver_counters(const DriverStats&
   out.emplace_back("duplicates", c.duplicates);
   out.emplace_back("trimmed_received", c.trimmed_received);
   out.emplace_back("trim_nacks_received", c.trim_nacks_received);
+  out.emplace_back("trim_nacks_stale", c.trim_nacks_stale);
+  out.emplace_back("acks_received", c.acks_received);
+  out.emplace_back("acks_advancing", c.acks_advancing);
+  for (size_t p = 0; p < ds.ports.size() && p < std::size(c.acks_advancing_by_port); ++p)
+    out.emplace_back("plane" + std::to_string(p) + "_acks_advancing", c.acks_advancing_by_port[p]);
+  out.emplace_back("ack_contradictions", c.ack_contradictions);
+  out.emplace_back("peer_port_changes", c.peer_port_changes);
+  out.emplace_back("probes_received", c.probes_received);
+  out.emplace_back("probe_replies_sent", c.probe_replies_sent);
+  out.emplace_back("probe_replies_received", c.probe_replies_received);
+  out.emplace_back("cnps_received", c.cnps_received);
   out.emplace_back("ecn_received", c.ecn_received);
   out.emplace_back("bytes_placed", c.bytes_placed);
   out.emplace_back("losses_detected", c.losses_detected);
@@ -686,15 +702,37 @@ void order_by_arrival(UdpDriver::Impl& m, const MonotonicClock& clock) {
   });
 }
 
+// One answer to a stranger's ping from the bucket, refilled at stranger_pings_per_second.
+bool take_stranger_ping_token(Turn& t) {
+  UdpDriver::Impl& m = t.m;
+  const Time now = t.clock.now();
+  if (now > m.stranger_ping_refill_at) {
+    const double refill = static_cast<double>(now - m.stranger_ping_refill_at) /
+                          static_cast<double>(kPicosPerSecond) * t.cfg.stranger_pings_per_second;
+    m.stranger_ping_tokens =
+        std::min(UdpDriver::Impl::kStrangerPingBurst, m.stranger_ping_tokens + refill);
+    m.stranger_ping_refill_at = now;
+  }
+  if (m.stranger_ping_tokens < 1) return false;
+  m.stranger_ping_tokens -= 1;
+  return true;
+}
+
 // The driver's own datagrams: a ping is answered on the port it came by (another ECMP path
 // per ping), a pong is noted for probe_planes; either from a host that is not a peer is
 // dropped unless pings_from_anyone. Returns false for anything else (a transport packet).
 bool handle_ping(Turn& t, uint8_t port, const sockaddr_in6& from, uint8_t* payload, size_t len) {
   const bool ping = is_ping(payload, len);
   if (!ping && !is_pong(payload, len)) return false;
-  if (!t.cfg.pings_from_anyone && !t.m.is_peer_address(from.sin6_addr)) {
-    ++t.stats.pings_from_strangers;
-    return true;
+  if (!t.m.is_peer_address(from.sin6_addr)) {
+    if (!t.cfg.pings_from_anyone) {
+      ++t.stats.pings_from_strangers;
+      return true;
+    }
+    if (ping && !take_stranger_ping_token(t)) {
+      ++t.stats.pings_rate_limited;
+      return true;
+    }
   }
   if (ping) {
     std::memcpy(payload, kPongMagic, 8);

@@ -122,6 +122,11 @@ struct DriverConfig {
   // socket is a node's probe responder for hosts it has no QP with (the C API: a controller
   // probes any endpoint, OCP 5.2 EV_PROBE).
   bool pings_from_anyone = false;
+  // With pings_from_anyone, pings from addresses that are not a peer's are answered at most
+  // this often per second (bursts of up to 64): a pong is no larger than its ping, and the
+  // limit keeps a stranger from turning the responder into a reflector at line rate. The rest
+  // are dropped, counted as pings_rate_limited. Peers' pings are never limited.
+  uint32_t stranger_pings_per_second = 1000;
   // Tail-ACK repeat of this host's responders (Engine::set_ack_repeat_after): unset, the
   // mode's default (default_ack_repeat_after); 0: off.
   std::optional<Time> ack_repeat_after;
@@ -176,6 +181,8 @@ struct DriverStats {
   // Pings and pongs from an address that is no peer's (set_peer): not answered, not believed
   // (the driver would otherwise reflect traffic at any address an attacker names).
   uint64_t pings_from_strangers = 0;
+  // Pings from strangers beyond DriverConfig::stranger_pings_per_second (pings_from_anyone).
+  uint64_t pings_rate_limited = 0;
   uint64_t wakeups = 0;   // poll turns that went on to wait
   uint64_t rx_holds = 0;  // of those: waits that held a readable port (rx_coalesce)
   // System calls, for the batch sizes actually achieved (packets / calls).

@@ -32,6 +32,8 @@ const char* wc_status_name(WcStatus s) {
       return "retry exceeded";
     case WcStatus::kFlushed:
       return "flushed";
+    case WcStatus::kAckContradiction:
+      return "ACK contradicted an earlier one";
   }
   return "?";
 }

@@ -233,6 +233,9 @@ enum class WcStatus : uint8_t {
   kSuccess,
   kRetryExceeded,  // the ACK timeout expired more often than the retry limits allow
   kFlushed,        // the QP entered ERR before this WR could complete
+  // An ACK reported missing a PSN an earlier ACK had acknowledged (Qp::on_ack): one of the
+  // two was not the responder's, and WRs may have completed for data it never received.
+  kAckContradiction,
 };
 const char* wc_status_name(WcStatus s);
 
@@ -382,6 +385,18 @@ struct EngineCounters {
   uint64_t reverse_probes_unanswered = 0;
   // ACKs whose port-state bitmap changed what a QP knows of its peer's ports (paper 3).
   uint64_t peer_port_changes = 0;
+  // Control packets accepted (every check passed, docs/linux-driver.md "Security"), by kind:
+  // what a host off the path could make count only by forging the peer's address.
+  uint64_t acks_received = 0;
+  uint64_t acks_advancing = 0;  // of those: acknowledged a PSN not acknowledged before
+  // ACKs that contradicted an earlier one (WcStatus::kAckContradiction; the QP ended).
+  uint64_t ack_contradictions = 0;
+  uint64_t trim_nacks_stale = 0;  // of trim_nacks_received: no such packet in flight, ignored
+  uint64_t probes_received = 0;
+  uint64_t probe_replies_received = 0;
+  uint64_t cnps_received = 0;
+  // acks_advancing by the port (plane) they arrived on.
+  uint64_t acks_advancing_by_port[32] = {};
   uint64_t completions = 0;
   uint64_t completion_errors = 0;
   uint64_t completions_dropped = 0;  // completion buffer overflow (must stay 0)

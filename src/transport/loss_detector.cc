@@ -7,7 +7,7 @@ namespace mrc {
 void LossDetector::start(uint32_t limit, const LossTiming& timing, uint32_t first_psn) {
   timing_ = timing;
   limit_ = limit;
-  head_ = tail_ = 0;
+  head_ = tail_ = mark_ = 0;
   ack_reach_base_ = first_psn;
 }
 
@@ -139,7 +139,7 @@ void LossDetector::age_pto_floor(Time now) {
 }
 
 bool LossDetector::on_rto() {
-  ++rto_count_;
+  if (rto_count_ < UINT16_MAX) ++rto_count_;
   const bool infinite = timing_.retry_exp == 25;
   return infinite || rto_count_ <= static_cast<uint32_t>(timing_.retry_linear) + timing_.retry_exp;
 }

@@ -103,6 +103,10 @@ class LossDetector {
   bool empty() const { return head_ == tail_; }
   uint32_t head() const { return head_; }  // oldest record not yet retired
   uint32_t tail() const { return tail_; }  // next sequence number
+  // A mark between the records made so far and those to come (Qp: where snd_una_ last
+  // moved, for Qp::contradicts_acknowledged), and whether record `seq` was made after it.
+  void mark() { mark_ = tail_; }
+  bool made_since_mark(uint32_t seq) const { return static_cast<int32_t>(seq - mark_) >= 0; }
   const Record& at(uint32_t seq) const { return recs_[seq & mask_]; }
   // Records a transmission of `psn` on `path` at `now` (the caller checked !full());
   // returns its sequence number.
@@ -218,11 +222,14 @@ class LossDetector {
   uint32_t head_ = 0, tail_ = 0;
   std::unique_ptr<PathFifo[]> path_fifos_;
   Array<QueueRack> queue_rack_;
-  uint32_t rto_count_ = 0;  // consecutive ACK timeouts without progress (next to the flags:
-                            // in what would be padding)
+  // Consecutive ACK timeouts without progress, saturating (the retry limits stop at 14; an
+  // infinite budget only needs the count past 16). 16 bits, next to the flags and
+  // pto_backoff_: one 8-byte word (docs/performance.md, "Bytes per QP").
+  uint16_t rto_count_ = 0;
   bool same_instant_sends_ = false;  // set once two transmissions shared a send time
   bool pto_probe_due_ = false;
   uint16_t fifo_count_ = 0;  // path FIFOs (paths are indexed by 16 bits)
+  uint8_t pto_backoff_ = 0;  // tail-loss probes fired without progress (below)
   Time rack_time_ = 0;       // latest send time of a transmission known delivered
   Time srtt_ = 0, rttvar_ = 0, min_rtt_ = kNever;
   // The same smoothing over raw samples (send to ACK arrival, the responder's service time
@@ -248,10 +255,10 @@ class LossDetector {
   Time pto_floor_at_ = 0;
   // sack_base of the newest ACK so far: PSNs in [it, it + 128) were reportable by that ACK.
   uint32_t ack_reach_base_ = 0;
-  // Tail-loss probing: the last PTO and how often it fired without progress since (each
-  // doubles the next wait, as RFC 8985 backs off).
+  uint32_t mark_ = 0;  // mark()
+  // Tail-loss probing: the last PTO and how often it fired without progress since
+  // (pto_backoff_, with the flags above; each doubles the next wait, as RFC 8985 backs off).
   static constexpr uint32_t kMaxPtoBackoff = 6;
-  uint32_t pto_backoff_ = 0;
   Time pto_fired_at_ = 0;
   Time last_progress_ = 0;
 };
@@ -305,7 +312,7 @@ void LossDetector::detect_rack(Time now, bool check_pto, const LossContext& ctx,
       if (pto_hit) {
         check_pto = false;
         pto_fired_at_ = now;
-        pto_backoff_ = std::min<uint32_t>(pto_backoff_ + 1, kMaxPtoBackoff);
+        pto_backoff_ = static_cast<uint8_t>(std::min<uint32_t>(pto_backoff_ + 1u, kMaxPtoBackoff));
         pto_probe_due_ = true;
       }
       lose(r.psn, rack ? LossCause::kRack : LossCause::kPto);

@@ -677,9 +677,34 @@ Status Qp::validate_ack(const wire::SackExt& s) const {
   return {};
 }
 
+// A responder's cumulative PSN never goes back: once an ACK said every PSN before U arrived,
+// every ACK it makes later says so too. An ACK that echoes a packet sent after we learnt of
+// U = snd_una_ (its only transmission, so no earlier copy can be what it echoes) was made
+// after the responder had that packet, hence after the ACK that told us of U: if it puts the
+// first missing PSN below U, one of the two ACKs was not the responder's. A forged ACK for packets
+// that were lost is caught this way when the real ACKs come, rather than as a retry limit
+// exhausted against a responder that waits for data the requester believes delivered.
+bool Qp::contradicts_acknowledged(const wire::SackExt& s) const {
+  if (psn_diff(snd_una_, s.cum_psn) <= 0) return false;
+  for (int i = 0; i < s.echo_count; ++i) {
+    const wire::AckEcho& e = s.echo[static_cast<size_t>(i)];
+    if (!psn_in_flight_range(e.psn)) continue;
+    const TxPkt& p = pkt(e.psn);
+    if (p.state != PktState::kFree && p.transmissions == 1 && p.ev == e.ev_index &&
+        loss_->made_since_mark(p.rec))
+      return true;
+  }
+  return false;
+}
+
 void Qp::on_ack(Time now, const RxPacket& rx) {
   ensure_loss();  // an ACK before any post (stray) still reaches the detector
   const wire::SackExt& s = rx.pkt.sack;
+  if (contradicts_acknowledged(s)) {
+    ++engine_.counters_.ack_contradictions;
+    to_err(now, WcStatus::kAckContradiction);
+    return;
+  }
   bool progress = false;
   if (s.ports_down != paths_.peer_ports_down()) on_peer_ports(now, s.ports_down);
   learn_pto_floor_from_echoes(now, s);
@@ -746,7 +771,13 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
     loss_->clear_pto_probe();
   }
   loss_->note_ack_reach(s.sack_base);
+  const uint32_t una_before = snd_una_;
   advance_una();
+  if (snd_una_ != una_before) loss_->mark();
+  if (progress) {
+    ++engine_.counters_.acks_advancing;
+    ++engine_.counters_.acks_advancing_by_port[rx.port & 31];
+  }
   complete_send_wrs(now);
   release_idle_requester_rings(now);
   engine_.mark_ready(this);
@@ -953,9 +984,12 @@ void Qp::on_rto(Time now) {
 void Qp::on_trim_nack(Time now, const RxPacket& rx) {
   const wire::TrimNackExt& n = rx.pkt.nack;
   ++engine_.counters_.trim_nacks_received;
-  if (!psn_in_flight_range(n.psn)) return;
+  if (!psn_in_flight_range(n.psn) || pkt(n.psn).state != PktState::kInflight ||
+      pkt(n.psn).ev != n.ev_index) {
+    ++engine_.counters_.trim_nacks_stale;  // that transmission is no longer in flight
+    return;
+  }
   TxPkt& p = pkt(n.psn);
-  if (p.state != PktState::kInflight || p.ev != n.ev_index) return;  // stale NACK
   // A trim is congestion on that path, not a failure: recycle the path, tell CC, resend.
   if (n.ev_index < paths_.size())
     report_path_change(now, n.ev_index, paths_.on_trim(n.ev_index, now));
@@ -1049,6 +1083,7 @@ Status Qp::on_packet(Time now, const RxPacket& rx) {
     case wire::Opcode::kAck:
       if (!sending) return drop(DropReason::kBadState, Error::kBadQpState);
       if (auto v = validate_ack(t.sack); !v) return drop(DropReason::kBadAck, v.error());
+      ++engine_.counters_.acks_received;
       if (is_mrc()) {
         on_ack(now, rx);
       } else {
@@ -1068,16 +1103,19 @@ Status Qp::on_packet(Time now, const RxPacket& rx) {
       // The reply goes back on the path the probe names: one we have, on a port we have.
       if (t.probe.ev_index >= paths_.size() || t.probe.port >= engine_.config().num_ports)
         return drop(DropReason::kInconsistent, Error::kBadExtension);
+      ++engine_.counters_.probes_received;
       on_probe(now, rx);
       return {};
     case wire::Opcode::kProbeReply:
       if (!sending) return drop(DropReason::kBadState, Error::kBadQpState);
       if (t.probe.ev_index >= paths_.size())
         return drop(DropReason::kInconsistent, Error::kBadExtension);
+      ++engine_.counters_.probe_replies_received;
       on_probe_reply(now, rx);
       return {};
     case wire::Opcode::kCnp:
       if (!sending) return drop(DropReason::kBadState, Error::kBadQpState);
+      ++engine_.counters_.cnps_received;
       if (cc_) cc_->on_cnp(now);
       engine_.mark_ready(this);
       return {};

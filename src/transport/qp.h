@@ -144,6 +144,7 @@ class Qp {
   [[gnu::cold, gnu::noinline]] void grow_and_start_new_packet(Time now, SendWr& w, uint32_t bytes);
   [[gnu::cold, gnu::noinline]] void grow_sq();
   TxPkt& pkt(uint32_t psn) { return pkts_[psn & pkt_mask_]; }
+  const TxPkt& pkt(uint32_t psn) const { return pkts_[psn & pkt_mask_]; }
   SendWr& wr_at(uint64_t seq) { return sq_[seq % sq_.size()]; }
   uint32_t outstanding_psns() const;
   bool window_allows_new(const SendWr& w) const;
@@ -160,6 +161,9 @@ class Qp {
   // already declared lost.
   void learn_pto_floor_from_echoes(Time now, const wire::SackExt& s);
   void on_ack(Time now, const RxPacket& rx);
+  // Whether ACK `s` reports missing a PSN an earlier ACK acknowledged, when it is provably
+  // the newer of the two (it echoes a packet sent after that acknowledgement).
+  bool contradicts_acknowledged(const wire::SackExt& s) const;
   void on_roce_ack(Time now, const RxPacket& rx);
   void on_trim_nack(Time now, const RxPacket& rx);
   void on_probe_reply(Time now, const RxPacket& rx);

@@ -1259,6 +1259,80 @@ TEST(Engine, on_ack__ack_of_unsent_psn_is_dropped_and_counted_and_the_qp_goes_on
   EXPECT_TRUE(data_matches(p));
 }
 
+// The forged-ACK attack: packets 10-12 are lost, and an ACK from the peer's address (an
+// on-path host, or a spoofed source) acknowledges everything through PSN 20 before the
+// responder says otherwise. The WR must not be reported delivered on that word alone; when
+// the responder's own ACKs for packets sent afterwards still miss PSN 10, the QP ends with
+// the contradiction named and counted -- not, much later, with the retry limit exhausted.
+TEST(Engine, on_ack__an_ack_contradicting_an_earlier_one_ends_the_qp_with_that_reason) {
+  MiniNet net(2);
+  Pair p = connect(net, 2, 4, 1 << 20);
+  ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 1 << 20)));
+  bool forged = false;
+  net.hook = [&](int src, const TxPacket& tx) {
+    if (src != 0 || tx.pkt.bth.opcode != wire::Opcode::kWriteOnly) return Fate::kDeliver;
+    const uint32_t psn = tx.pkt.bth.psn;
+    if (psn >= 10 && psn <= 12) return Fate::kDrop;  // every transmission of them
+    if (psn == 20 && !forged) {
+      forged = true;
+      RxPacket ack;
+      ack.source_known = true;
+      ack.source = MiniNet::address_of(1);
+      ack.pkt.bth.opcode = wire::Opcode::kAck;
+      ack.pkt.bth.dest_qp = p.qpn[0];
+      ack.pkt.sack.cum_psn = 20;  // PSNs 0-19 "received"
+      ack.pkt.sack.sack_base = 20;
+      EXPECT_TRUE(net.e(0).on_packet(net.now(), ack));
+    }
+    return Fate::kDeliver;
+  };
+  net.run(ms(50));
+  EXPECT_TRUE(forged);
+  const auto& c = net.e(0).counters();
+  EXPECT_EQ(c.ack_contradictions, 1u);
+  EXPECT_EQ(c.timeouts, 0u) << "ended by the contradiction, not by the retry limit";
+  ASSERT_EQ(net.completions[0].size(), 1u);
+  EXPECT_EQ(net.completions[0][0].status, WcStatus::kAckContradiction);
+  EXPECT_EQ(*net.e(0).qp_state(p.qpn[0]), QpState::kErr);
+  EXPECT_STREQ(wc_status_name(WcStatus::kAckContradiction), "ACK contradicted an earlier one");
+}
+
+// Every control packet accepted is counted by kind; an ACK that acknowledged nothing new is
+// received but not advancing.
+TEST(Engine, on_packet__accepted_control_packets_are_counted) {
+  MiniNet net(2);
+  Pair p = connect(net, 2, 4, 256 * 1024);
+  ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 256 * 1024)));
+  net.run(ms(5));
+  ASSERT_EQ(net.completions[0].size(), 1u);
+  const EngineCounters& c = net.e(0).counters();
+  EXPECT_GT(c.acks_received, 0u);
+  EXPECT_GT(c.acks_advancing, 0u);
+  EXPECT_LE(c.acks_advancing, c.acks_received);
+  EXPECT_EQ(c.acks_advancing_by_port[0] + c.acks_advancing_by_port[1], c.acks_advancing);
+  EXPECT_EQ(c.acks_received, net.e(1).counters().acks_sent);
+  EXPECT_EQ(c.ack_contradictions, 0u);
+  // An old ACK again: accepted (it may have been reordered), counted, advancing nothing.
+  RxPacket ack;
+  ack.source_known = true;
+  ack.source = MiniNet::address_of(1);
+  ack.pkt.bth.opcode = wire::Opcode::kAck;
+  ack.pkt.bth.dest_qp = p.qpn[0];
+  ack.pkt.sack.cum_psn = 3;
+  ack.pkt.sack.sack_base = 3;
+  const uint64_t received = c.acks_received, advancing = c.acks_advancing;
+  EXPECT_TRUE(net.e(0).on_packet(net.now(), ack));
+  EXPECT_EQ(c.acks_received, received + 1);
+  EXPECT_EQ(c.acks_advancing, advancing);
+  // A trim NACK for a packet no longer in flight: accepted, counted stale, ignored.
+  RxPacket nack = ack;
+  nack.pkt.bth.opcode = wire::Opcode::kTrimNack;
+  nack.pkt.nack = wire::TrimNackExt{3, 0};
+  EXPECT_TRUE(net.e(0).on_packet(net.now(), nack));
+  EXPECT_EQ(c.trim_nacks_stale, 1u);
+  EXPECT_EQ(c.retransmits, 0u);
+}
+
 TEST(Engine, on_packet__a_probe_naming_a_path_or_port_it_does_not_have_is_dropped) {
   MiniNet net(2);
   Pair p = connect(net, 2, 4, 4096);

@@ -129,8 +129,7 @@ TEST_F(MrcPerfServer, serve__a_silent_stranger_is_dropped_and_the_real_client_se
   // The stranger was told why.
   auto why = stranger->ch->recv_frame(1000);
   ASSERT_TRUE(why);
-  EXPECT_NE(std::string(why->begin(), why->end()).find("did not start a test"),
-            std::string::npos);
+  EXPECT_NE(std::string(why->begin(), why->end()).find("did not start a test"), std::string::npos);
 }
 
 TEST_F(MrcPerfServer, serve__a_stranger_that_leaves_after_its_hello_does_not_end_the_server) {
@@ -146,7 +145,8 @@ TEST_F(MrcPerfServer, serve__a_stranger_that_leaves_after_its_hello_does_not_end
 
 // A client that started its test was served: when it goes silent the one-shot server ends,
 // failed, at --idle-timeout-ms.
-TEST_F(MrcPerfServer, serve__a_client_silent_after_its_first_round_ends_the_server_at_the_idle_timeout) {
+TEST_F(MrcPerfServer,
+       serve__a_client_silent_after_its_first_round_ends_the_server_at_the_idle_timeout) {
   auto srv = server({"--idle-timeout-ms", "800"});
   auto stranger = Stranger::handshake(port_, 65536);
   ASSERT_TRUE(stranger) << srv.output();

@@ -128,6 +128,39 @@ TEST(UdpDriver, poll__ping_from_a_stranger_is_not_answered_and_is_counted) {
   EXPECT_EQ(d.driver->stats().pongs_received, 0u);
 }
 
+// A probe responder for anyone (the C API's device, pings_from_anyone) answers strangers at a
+// bounded rate: a flood of pings is answered for its burst and the limit, the rest counted.
+TEST(UdpDriver, poll__pings_from_strangers_are_answered_at_a_bounded_rate) {
+  EngineConfig ec;
+  Engine engine(ec);
+  DriverConfig dc;
+  dc.ports.push_back(PortConfig{*parse_endpoint("::1", 0), ""});
+  dc.pings_from_anyone = true;
+  dc.stranger_pings_per_second = 10;
+  auto drv = UdpDriver::open(engine, dc);
+  ASSERT_TRUE(drv);
+  UdpDriver& d = **drv;
+  UniqueFd tx(::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(tx);
+  uint8_t ping[kPingBytes] = {};
+  std::memcpy(ping, kPingMagic, 8);
+  const sockaddr_in6 to = to_sockaddr(d.local(0));
+  constexpr uint64_t kPings = 300;
+  const auto start = std::chrono::steady_clock::now();
+  for (uint64_t i = 0; i < kPings; ++i)
+    ASSERT_EQ(
+        ::sendto(tx.get(), ping, sizeof ping, 0, reinterpret_cast<const sockaddr*>(&to), sizeof to),
+        static_cast<ssize_t>(sizeof ping));
+  const auto seen = [&] { return d.stats().pings_answered + d.stats().pings_rate_limited; };
+  for (int i = 0; i < 200 && seen() < kPings; ++i)
+    ASSERT_TRUE(d.poll(ms(5)));
+  EXPECT_EQ(seen(), kPings);
+  const double secs = seconds_since(start);
+  EXPECT_GE(d.stats().pings_answered, 64u);
+  EXPECT_LE(d.stats().pings_answered, 64u + static_cast<uint64_t>(secs * 10) + 1);
+  EXPECT_EQ(d.stats().pings_from_strangers, 0u);
+}
+
 // A flood the process cannot read in time: the kernel's drops for our socket are counted.
 TEST(UdpDriver, poll__rx_kernel_drops_count_what_a_full_receive_buffer_lost) {
   OneDriver d = open_loopback(1, ev::FormatMode::kSrv6, {}, 4096);
