@@ -159,6 +159,13 @@ struct RttEstimate {
   Time min_rtt = kNever;
 };
 
+// Loss recovery's defaults, the one place they are set (QpAttr, LossTiming, the QP's RTS
+// copy, SessionConfig): an ACK timeout of 1.024 us x 2^14 = 16.8 ms (OCP mrc.h's unit; IBTA's
+// is 4.096 us), then 7 retries at that interval and 7 doubling ones.
+inline constexpr uint8_t kDefaultAckTimeout = 14;
+inline constexpr uint8_t kDefaultRetryLinear = 7;
+inline constexpr uint8_t kDefaultRetryExp = 7;
+
 // Attributes of modify_qp(), grouped by the transition that requires them
 // (mrc-background.md; OCP mrc.h section 3.8).
 struct QpAttr {
@@ -176,13 +183,13 @@ struct QpAttr {
   uint16_t max_wimm_dest = 64;  // WRITE-with-imm messages in flight as responder
   uint8_t mpr_dest = 8;         // responder window, units of 128 PSNs (1..255)
   // RTR -> RTS: the requester's limits.
-  uint32_t sq_psn = 0;       // first PSN this QP sends
-  uint16_t max_wimm = 64;    // WRITE-with-imm messages in flight as requester
-  uint8_t mpr = 8;           // outstanding PSN range, units of 128 PSNs (1..255)
-  uint8_t timeout = 14;      // ACK timeout = 1.024 us * 2^timeout (0..24)
-  uint8_t retry_linear = 7;  // fixed-interval retries (0..7)
-  uint8_t retry_exp = 7;     // exponential-backoff retries (0..25; 25 = infinite)
-  Time reorder_window = 0;   // RACK reordering window; 0 = min RTT seen (>= 1 us)
+  uint32_t sq_psn = 0;                         // first PSN this QP sends
+  uint16_t max_wimm = 64;                      // WRITE-with-imm messages in flight as requester
+  uint8_t mpr = 8;                             // outstanding PSN range, units of 128 PSNs (1..255)
+  uint8_t timeout = kDefaultAckTimeout;        // ACK timeout = 1.024 us * 2^timeout (0..24)
+  uint8_t retry_linear = kDefaultRetryLinear;  // fixed-interval retries (0..7)
+  uint8_t retry_exp = kDefaultRetryExp;        // exponential-backoff retries (0..25; 25 = infinite)
+  Time reorder_window = 0;                     // RACK reordering window; 0 = min RTT seen (>= 1 us)
 };
 
 // Attributes a live QP may change (Engine::update_qp). Unset fields stay as they are. The

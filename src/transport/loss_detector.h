@@ -45,10 +45,10 @@ enum class LossCause : uint8_t { kPathOrder, kRack, kPto, kRto, kTrim, kOther };
 
 // The QP attributes of loss recovery (OCP mrc.h 3.8, the RTS transition; update_qp).
 struct LossTiming {
-  uint8_t timeout = 14;      // ACK timeout 4.096 us x 2^timeout (IBTA)
-  uint8_t retry_linear = 7;  // retries at the fixed interval
-  uint8_t retry_exp = 7;     // then doubling retries; 25: forever
-  Time reorder_window = 0;   // RACK reordering window; 0: learned (reorder_window())
+  uint8_t timeout = kDefaultAckTimeout;        // ACK timeout 1.024 us x 2^timeout
+  uint8_t retry_linear = kDefaultRetryLinear;  // retries at the fixed interval
+  uint8_t retry_exp = kDefaultRetryExp;        // then doubling retries; 25: forever
+  Time reorder_window = 0;  // RACK reordering window; 0: learned (reorder_window())
 };
 
 // What loss detection borrows from the engine at a call: the RTT a QP without a sample of

@@ -214,7 +214,8 @@ class Qp {
   // performance.md, "Bytes per QP".)
   bool probes_due_ = false;         // a path probe is due (control pending)
   bool reverse_probe_due_ = false;  // a reverse-set probe is due (control pending)
-  uint8_t loss_timeout_ = 14, loss_retry_linear_ = 7, loss_retry_exp_ = 7;  // RTS (loss_)
+  uint8_t loss_timeout_ = kDefaultAckTimeout, loss_retry_linear_ = kDefaultRetryLinear,
+          loss_retry_exp_ = kDefaultRetryExp;  // RTS (loss_)
   uint64_t seed_;
 
   // Attributes.
