@@ -1113,6 +1113,17 @@ uint64_t drops(Engine& e, DropReason r) {
   return e.counters().drops[static_cast<int>(r)];
 }
 
+// A control packet of kind `op` for the QP of `p` on host `to`, from the other host's address
+// (the peer's, as a forger on the path would send it); its extension left to the caller.
+RxPacket control_packet(const Pair& p, int to, wire::Opcode op) {
+  RxPacket rx;
+  rx.source_known = true;
+  rx.source = MiniNet::address_of(1 - to);
+  rx.pkt.bth.opcode = op;
+  rx.pkt.bth.dest_qp = p.qpn[to];
+  return rx;
+}
+
 TEST(Engine, on_packet__a_source_other_than_the_peers_addresses_is_dropped_first) {
   MiniNet net(2);
   Pair p = connect(net, 2, 4, 4096);
@@ -1275,11 +1286,7 @@ TEST(Engine, on_ack__an_ack_contradicting_an_earlier_one_ends_the_qp_with_that_r
     if (psn >= 10 && psn <= 12) return Fate::kDrop;  // every transmission of them
     if (psn == 20 && !forged) {
       forged = true;
-      RxPacket ack;
-      ack.source_known = true;
-      ack.source = MiniNet::address_of(1);
-      ack.pkt.bth.opcode = wire::Opcode::kAck;
-      ack.pkt.bth.dest_qp = p.qpn[0];
+      RxPacket ack = control_packet(p, 0, wire::Opcode::kAck);
       ack.pkt.sack.cum_psn = 20;  // PSNs 0-19 "received"
       ack.pkt.sack.sack_base = 20;
       EXPECT_TRUE(net.e(0).on_packet(net.now(), ack));
@@ -1313,11 +1320,7 @@ TEST(Engine, on_packet__accepted_control_packets_are_counted) {
   EXPECT_EQ(c.acks_received, net.e(1).counters().acks_sent);
   EXPECT_EQ(c.ack_contradictions, 0u);
   // An old ACK again: accepted (it may have been reordered), counted, advancing nothing.
-  RxPacket ack;
-  ack.source_known = true;
-  ack.source = MiniNet::address_of(1);
-  ack.pkt.bth.opcode = wire::Opcode::kAck;
-  ack.pkt.bth.dest_qp = p.qpn[0];
+  RxPacket ack = control_packet(p, 0, wire::Opcode::kAck);
   ack.pkt.sack.cum_psn = 3;
   ack.pkt.sack.sack_base = 3;
   const uint64_t received = c.acks_received, advancing = c.acks_advancing;
@@ -1336,11 +1339,7 @@ TEST(Engine, on_packet__accepted_control_packets_are_counted) {
 TEST(Engine, on_packet__a_probe_naming_a_path_or_port_it_does_not_have_is_dropped) {
   MiniNet net(2);
   Pair p = connect(net, 2, 4, 4096);
-  RxPacket probe;
-  probe.source_known = true;
-  probe.source = MiniNet::address_of(0);
-  probe.pkt.bth.opcode = wire::Opcode::kProbe;
-  probe.pkt.bth.dest_qp = p.qpn[1];
+  RxPacket probe = control_packet(p, 1, wire::Opcode::kProbe);
   probe.pkt.probe.ev_index = 4;
   EXPECT_EQ(net.e(1).on_packet(0, probe).error(), Error::kBadExtension);
   probe.pkt.probe.ev_index = 1;
