@@ -18,9 +18,12 @@ namespace mrc::tools {
 
 inline constexpr int kExitBadArguments = 2;
 
-// "Exit status: ..." under --help. `codes` lists what 0 and 1 mean for this program.
-inline void set_exit_codes(CLI::App& app, const std::string& codes) {
-  app.footer("Exit status: " + codes + ", 2 bad arguments (one line on stderr).");
+// "Exit status: ..." under --help. `codes` lists what 0 and 1 mean for this program;
+// `two`, what 2 means where it is more than a bad argument (fail_setup: a peer absent or
+// refusing).
+inline void set_exit_codes(CLI::App& app, const std::string& codes,
+                           const std::string& two = "bad arguments") {
+  app.footer("Exit status: " + codes + ", 2 " + two + " (one line on stderr).");
 }
 
 // Numbers the parser would take but that no option means: a minus sign on an unsigned option

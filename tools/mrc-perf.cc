@@ -1613,9 +1613,9 @@ void add_transfer_options(CLI::App& app, Options& o) {
   app.add_option("-p,--port", o.side_port, "side-channel TCP port")
       ->capture_default_str()
       ->check(CLI::Range(1, 65535));
-  app.add_option("-s,--size", o.size, "bytes per message (1 to 1 GiB)")
+  app.add_option("-s,--size", o.size, "bytes per message")
       ->capture_default_str()
-      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 30));
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
   app.add_flag("-a,--all", o.all_sizes, "sweep sizes 2 .. 2^23");
   app.add_option("-n,--iters", o.iters, "messages per size")
       ->capture_default_str()
@@ -1772,6 +1772,11 @@ std::optional<int> check_arguments(const CLI::App& app, const Options& o) {
         "--no-icrc-verify is refused in SRV6 mode: it sends zero UDP checksums (uSID shifts "
         "rewrite the destination), the ICRC is the only check");
   }
+  // An empty SERVER (a variable that expanded to nothing) must not start a server.
+  if (app.count("server") > 0 && o.server.empty())
+    return mrc::tools::bad_argument(app, "SERVER is empty (give none to be the server)");
+  if (o.host >= 0 && o.fabric.empty())
+    return mrc::tools::bad_argument(app, "--host needs --fabric");
   if (o.qps == 0 || o.tx_depth == 0 || o.evs == 0)
     return mrc::tools::bad_argument(app, "-q, -t and --evs must be positive");
   // This host's side of the configuration (addresses, --fabric, interfaces), checked before a
@@ -1801,7 +1806,9 @@ int main(int argc, char** argv) {
       "mrc-perf: RDMA WRITE bandwidth over MRC on Linux UDP/IPv6 (like ib_write_bw); "
       "docs/linux-driver.md",
       "mrc-perf"};
-  mrc::tools::set_exit_codes(app, "0 the transfer completed (and verified), 1 it failed");
+  mrc::tools::set_exit_codes(app, "0 the transfer completed (and verified), 1 it failed",
+                             "bad arguments, or a test that could not start (no server, a "
+                             "refusal, no client within --accept-timeout-ms)");
   add_transfer_options(app, o);
   add_path_options(app, o);
   add_report_options(app, o);
@@ -1809,7 +1816,6 @@ int main(int argc, char** argv) {
   add_driver_options(app, o);
   add_session_options(app, o);
   if (const int rc = mrc::tools::parse(app, argc, argv); rc >= 0) return rc;
-  if (o.size == 0 && !o.all_sizes) o.size = 1;
   if (const std::optional<int> rc = check_arguments(app, o)) return *rc;
   return o.server.empty() ? run_server(o) : run_client(o);
 }

@@ -133,6 +133,9 @@ const std::map<std::string, std::vector<std::vector<std::string>>>& bad_argument
         {"--gpus", "x"}}},
       {"mrc-perf",
        {{"--size", "-1"},
+        {"--size", "0"},
+        {""},             // an empty SERVER is no server: not a server started by mistake
+        {"--host", "3"},  // without --fabric
         {"--qp", "0"},
         {"-p", "70000"},
         {"--ev-mode", "tcp"},
