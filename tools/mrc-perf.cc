@@ -38,6 +38,7 @@
 #include "cli.h"
 #include "net/fabric.h"
 #include "net/pattern.h"
+#include "net/perf_protocol.h"
 #include "net/psk.h"
 #include "net/session.h"
 #include "net/side_channel.h"
@@ -112,27 +113,15 @@ struct Options {
 constexpr const char* kLine =
     "---------------------------------------------------------------------------------------\n";
 
-std::string kv_encode(const std::vector<std::pair<std::string, uint64_t>>& kv) {
-  std::string s;
-  for (const auto& [k, v] : kv)
-    s += k + "=" + std::to_string(v) + "\n";
-  return s;
+// A control message's fields (net/perf_protocol.h); one that does not decode has none, and
+// is then no message either end acts on.
+PerfFields kv_decode(std::span<const uint8_t> b) {
+  auto f = decode_perf_message(b);
+  return f ? std::move(*f) : PerfFields{};
 }
 
-std::map<std::string, uint64_t> kv_decode(std::span<const uint8_t> b) {
-  std::map<std::string, uint64_t> out;
-  std::istringstream in(std::string(b.begin(), b.end()));
-  std::string line;
-  while (std::getline(in, line)) {
-    const size_t eq = line.find('=');
-    if (eq == std::string::npos) continue;
-    out[line.substr(0, eq)] = std::strtoull(line.c_str() + eq + 1, nullptr, 10);
-  }
-  return out;
-}
-
-std::vector<uint8_t> bytes_of(const std::string& s) {
-  return std::vector<uint8_t>(s.begin(), s.end());
+std::vector<uint8_t> kv_encode(const std::vector<std::pair<std::string, uint64_t>>& kv) {
+  return encode_perf_message(kv);
 }
 
 // Fabric knowledge from mrc-fabric's fabric.json (net::host_view_from_file): this host's
@@ -315,9 +304,8 @@ std::string drops_line(const std::map<std::string, uint64_t>& kv) {
   return s;
 }
 
-uint64_t get(const std::map<std::string, uint64_t>& kv, const std::string& k) {
-  auto it = kv.find(k);
-  return it == kv.end() ? 0 : it->second;
+uint64_t get(const PerfFields& kv, const std::string& k) {
+  return perf_field(kv, k);
 }
 
 void print_mrc_lines(const std::map<std::string, uint64_t>& local,
@@ -356,20 +344,15 @@ void print_mrc_lines(const std::map<std::string, uint64_t>& local,
 // server that neither acknowledges data nor answers for kLivenessWait is gone: its host died
 // or its process stopped without closing the channel. The wait covers TCP's own recovery
 // (a 200 ms minimum RTO, retried on another path) over a fabric with a fault.
-constexpr const char* kAliveQuestion = "alive=1\n";
 constexpr Time kLivenessWait = ms(1000);
-bool is_alive_answer(std::span<const uint8_t> frame) {
-  const std::string_view q(kAliveQuestion);
-  return frame.size() == q.size() && std::equal(frame.begin(), frame.end(), q.begin());
-}
 
 NetResult<std::vector<uint8_t>> wait_frame(Session& s, SideChannel& ch, Time timeout) {
   const Time start = s.driver().now();
   while (true) {
     auto f = ch.try_recv_frame();
     if (!f) return std::unexpected(f.error());
-    // A late answer to a liveness question (kAliveQuestion) is not the message waited for.
-    if (*f && !is_alive_answer(**f)) return std::move(**f);
+    // A late answer to a liveness question (perf_alive) is not the message waited for.
+    if (*f && !is_perf_alive(**f)) return std::move(**f);
     if (s.driver().now() - start > timeout)
       return net_fail(NetErrc::kTimeout, "no message from " + ch.peer_name());
     if (auto st = s.driver().poll(us(500)); !st) return std::unexpected(st.error());
@@ -506,7 +489,7 @@ int serve_raw(Session& ss, SideChannel& ch, int idle_timeout_ms) {
     reply += fmt::format("raw_port{}={}\n", p, bound_port(fd->get()));
     fds.push_back(std::move(*fd));
   }
-  if (!ch.send_frame(bytes_of(reply))) return 1;
+  if (!ch.send_frame(std::vector<uint8_t>(reply.begin(), reply.end()))) return 1;
   constexpr unsigned kBatch = 64;
   constexpr size_t kSlot = 9400;
   std::vector<uint8_t> mem(kBatch * kSlot);
@@ -553,8 +536,8 @@ int serve_raw(Session& ss, SideChannel& ch, int idle_timeout_ms) {
     if (*f) break;  // "rawend"
   }
   // The first batch's arrival opens the interval: leave its packets out of the rate.
-  (void)ch.send_frame(bytes_of(fmt::format("raw_packets={}\nraw_bytes={}\nraw_ns={}\n", packets,
-                                           bytes, last_ns - first_ns)));
+  (void)ch.send_frame(
+      kv_encode({{"raw_packets", packets}, {"raw_bytes", bytes}, {"raw_ns", last_ns - first_ns}}));
   return 0;
 }
 
@@ -698,7 +681,7 @@ uint64_t send_raw(RawBlast& b, double seconds) {
 
 NetResult<RawResult> run_raw(Session& cs, SideChannel& ch, const Options& o) {
   RxTimestampsOff no_stamps(cs.driver());  // as serve_raw
-  if (auto st = ch.send_frame(bytes_of("raw=1\n")); !st) return std::unexpected(st.error());
+  if (auto st = ch.send_frame(perf_raw()); !st) return std::unexpected(st.error());
   auto frame = wait_frame(cs, ch, ms(10'000));
   if (!frame) return std::unexpected(frame.error());
   RawResult r;
@@ -709,7 +692,7 @@ NetResult<RawResult> run_raw(Session& cs, SideChannel& ch, const Options& o) {
   r.sent = send_raw(*blast, o.raw_seconds);
   const double cpu = cpu_seconds() - cpu0;
   ::usleep(20'000);  // let the last datagrams land
-  if (auto st = ch.send_frame(bytes_of("rawend=1\n")); !st) return std::unexpected(st.error());
+  if (auto st = ch.send_frame(perf_raw_end()); !st) return std::unexpected(st.error());
   auto counts = wait_frame(cs, ch, ms(10'000));
   if (!counts) return std::unexpected(counts.error());
   const auto c = kv_decode(*counts);
@@ -900,7 +883,7 @@ bool begin_server_round(ServedClient& sc, const std::map<std::string, uint64_t>&
   }
   sc.imm_received = 0;
   sc.round_cpu0 = cpu_seconds();
-  (void)sc.ch.send_frame(bytes_of("ready=1\n"));
+  (void)sc.ch.send_frame(perf_ready());
   return true;
 }
 
@@ -928,7 +911,7 @@ void end_server_round(ServedClient& sc, const std::map<std::string, uint64_t>& m
       {"imm_received", sc.imm_received},
       {"qp_errors", sc.qp_errors},
       {"cpu_us", static_cast<uint64_t>(sc.server_cpu_s * 1e6)}};
-  (void)sc.ch.send_frame(bytes_of(kv_encode(reply)));
+  (void)sc.ch.send_frame(kv_encode(reply));
   sc.rounds.push_back({{"bytes", sc.round_size}, {"imm_received", sc.imm_received}});
 }
 
@@ -997,10 +980,10 @@ int serve_client(ServedClient& sc, const Options& o) {
     } else if (msg.count("end")) {
       end_server_round(sc, msg);
     } else if (msg.count("alive")) {
-      (void)sc.ch.send_frame(bytes_of(kAliveQuestion));  // the same line answers it
+      (void)sc.ch.send_frame(perf_alive());  // the same line answers it
     } else if (msg.count("bye")) {
       sc.client_qp_errors = get(msg, "qp_errors");
-      (void)sc.ch.send_frame(bytes_of(kv_encode(ss.counters())));
+      (void)sc.ch.send_frame(kv_encode(ss.counters()));
       return 0;
     }
   }
@@ -1141,7 +1124,7 @@ void fail_round(ClientRun& c, std::string why) {
 // Asks the server for a round of `size`-byte messages and waits until it is ready; false
 // (the cause noted) when it does not answer.
 bool start_round(ClientRun& c, uint64_t size) {
-  if (auto st = c.ch.send_frame(bytes_of(fmt::format("round=1\nsize={}\n", size))); !st) {
+  if (auto st = c.ch.send_frame(perf_round(size)); !st) {
     fail_round(c, st.error().message);
     return false;
   }
@@ -1244,10 +1227,10 @@ bool check_server(ClientRun& c, RoundProgress& p) {
     return false;
   }
   for (auto f = ch.try_recv_frame(); f && *f; f = ch.try_recv_frame())
-    if (is_alive_answer(**f)) p.alive_asked = kNever;
+    if (is_perf_alive(**f)) p.alive_asked = kNever;
   if (const uint64_t to = c.cs.engine().counters().timeouts; to != p.timeouts_seen) {
     p.timeouts_seen = to;
-    if (p.alive_asked == kNever && ch.send_frame(bytes_of(kAliveQuestion), 100)) p.alive_asked = t;
+    if (p.alive_asked == kNever && ch.send_frame(perf_alive(), 100)) p.alive_asked = t;
   }
   if (p.alive_asked != kNever && t - p.alive_asked > kLivenessWait &&
       t - p.last_progress > kLivenessWait) {
@@ -1353,8 +1336,7 @@ void end_round(ClientRun& c, PostedRound& p) {
   RoundResult& r = p.r;
   const uint64_t completed = r.iters;
   // Tell the server the round is over; it verifies and answers.
-  (void)c.ch.send_frame(
-      bytes_of(fmt::format("end=1\niters={}\nper_qp_iters={}\n", completed, p.per_qp_iters)));
+  (void)c.ch.send_frame(perf_end(completed, p.per_qp_iters));
   auto reply = wait_frame(c.cs, c.ch, ms(15'000));
   if (!reply) {
     t.note_error(reply.error().message);
@@ -1545,8 +1527,7 @@ void blast_after_mrc(ClientRun& c, RawBlasts& raw) {
 // Says bye; the server's counters come back (after a failure only if they come at once).
 std::map<std::string, uint64_t> say_bye(ClientRun& c) {
   // The client's QP errors go with it: the server sees only its own QPs.
-  (void)c.ch.send_frame(bytes_of(fmt::format("bye=1\nqp_errors={}\n", c.t.own_qp_errors)),
-                        c.t.failed ? 100 : 10'000);
+  (void)c.ch.send_frame(perf_bye(c.t.own_qp_errors), c.t.failed ? 100 : 10'000);
   if (auto r = wait_frame(c.cs, c.ch, c.t.failed ? ms(200) : ms(5'000)); r) return kv_decode(*r);
   return {};
 }

@@ -53,6 +53,7 @@
 #include "net/fabric_live.h"
 #include "net/netns_exec.h"
 #include "net/pattern.h"
+#include "net/perf_protocol.h"
 #include "net/session.h"
 #include "net/side_channel.h"
 #include "support/child_process.h"
@@ -446,20 +447,6 @@ TEST_F(NetFabric, setup__succeeds_with_a_spine_blackholed_before_it) {
 
 // ----- bad input ----------------------------------------------------------------------------
 
-// mrc-perf's side-channel messages are lines of key=value.
-std::vector<uint8_t> kv_frame(const std::string& text) {
-  return std::vector<uint8_t>(text.begin(), text.end());
-}
-std::map<std::string, uint64_t> kv_parse(const std::vector<uint8_t>& frame) {
-  std::map<std::string, uint64_t> out;
-  std::istringstream in(std::string(frame.begin(), frame.end()));
-  std::string line;
-  while (std::getline(in, line))
-    if (auto eq = line.find('='); eq != std::string::npos)
-      out[line.substr(0, eq)] = std::strtoull(line.c_str() + eq + 1, nullptr, 10);
-  return out;
-}
-
 using testnet::forged_datagram;
 
 // A WRITE_ONLY of `len` bytes (payload `len`, or none for a trimmed one) as the client sends.
@@ -567,7 +554,7 @@ InProcessResult run_in_process_client(const std::string& netns, const std::strin
     }
     return std::nullopt;
   };
-  (void)ch->send_frame(kv_frame("round=1\nsize=" + std::to_string(size) + "\n"));
+  (void)ch->send_frame(perf_round(size));
   if (!wait_frame(ms(20'000))) return fail("no ready from the server");
   Target t;
   t.qpn = peer->qps[0].qpn;
@@ -621,14 +608,14 @@ InProcessResult run_in_process_client(const std::string& netns, const std::strin
   for (const Time until = cs.driver().now() + ms(100); cs.driver().now() < until;)
     (void)cs.driver().poll(ms(1));
   out.client_counters = e.counters();
-  (void)ch->send_frame(kv_frame("end=1\niters=" + std::to_string(out.completed) +
-                                "\nper_qp_iters=" + std::to_string(posted) + "\n"));
+  (void)ch->send_frame(perf_end(out.completed, posted));
   auto reply = wait_frame(ms(30'000));
   if (!reply) return fail("no end reply from the server");
-  const auto kv = kv_parse(*reply);
-  out.server_mismatches = kv.count("mismatches") ? kv.at("mismatches") : UINT64_MAX;
-  out.server_qp_errors = kv.count("qp_errors") ? kv.at("qp_errors") : UINT64_MAX;
-  (void)ch->send_frame(kv_frame("bye=1\n"));
+  auto kv = decode_perf_message(*reply);
+  if (!kv) return fail("end reply: " + kv.error().message);
+  out.server_mismatches = kv->count("mismatches") ? kv->at("mismatches") : UINT64_MAX;
+  out.server_qp_errors = kv->count("qp_errors") ? kv->at("qp_errors") : UINT64_MAX;
+  (void)ch->send_frame(perf_bye(out.failed_completions));
   (void)wait_frame(ms(10'000));
   return out;
 }
