@@ -12,8 +12,10 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
   # mrc-sim over several processes or machines (optional: found by CMake when installed).
   libopenmpi-dev openmpi-bin
-  # src/net/psk.cc: HMAC-SHA256 for the side channel's optional shared secret (mrc-perf --psk).
-  nettle-dev
+  # src/net/psk.cc: HMAC-SHA256 for the side channel's optional shared secret (mrc-perf --psk);
+  # src/net/packet_auth.cc: its X25519 key exchange and HKDF (nettle), and the AES-128-GCM of
+  # authenticated packets (OpenSSL's libcrypto: twice nettle's GMAC rate with AVX).
+  nettle-dev libssl-dev
   tshark python3-matplotlib python3-numpy
   iproute2 nftables iputils-ping
   # mrc-fabric's eBPF uSID data plane (kernels without SRv6 seg6local): compiled with clang's

@@ -37,6 +37,7 @@
 
 #include "cli.h"
 #include "net/fabric.h"
+#include "net/packet_auth.h"
 #include "net/pattern.h"
 #include "net/perf_protocol.h"
 #include "net/psk.h"
@@ -107,6 +108,7 @@ struct Options {
   bool raw_udp = false;  // client: raw UDP blasts before and after MRC (the path's limit)
   double raw_seconds = 2;
   std::string psk_path;            // shared secret for the side channel (net/psk.h)
+  std::string packet_auth;         // client: auth, encrypt or off (empty: auth with --psk)
   uint64_t max_buffer_mib = 1024;  // server: largest buffer a client's hello may ask for
 };
 
@@ -132,6 +134,31 @@ NetResult<HostView> read_fabric(const Options& o) {
   return host_view_from_file(o.fabric, o.host);
 }
 
+// Packet authentication (net/packet_auth.h): the client's --packet-auth (auth by default with
+// --psk, whose handshake gives the keys); a server follows its client, which it can only with
+// a --psk of its own.
+NetResult<AuthMode> session_auth_mode(const Options& o, const Hello* client_hello) {
+  if (client_hello) {
+    const std::optional<AuthMode> mode = hello_auth_mode(client_hello->flags);
+    if (!mode)
+      return net_fail(NetErrc::kIncompatible,
+                      "the client's packet authentication flags mean nothing");
+    if (*mode != AuthMode::kOff && o.psk_path.empty())
+      return net_fail(NetErrc::kIncompatible,
+                      "the client asks for authenticated packets (--packet-auth): this server "
+                      "has no --psk to derive their keys from");
+    return *mode;
+  }
+  if (o.packet_auth == "off" || (o.packet_auth.empty() && o.psk_path.empty()))
+    return AuthMode::kOff;
+  const AuthMode mode = o.packet_auth == "encrypt" ? AuthMode::kEncrypt : AuthMode::kAuthenticate;
+  if (o.psk_path.empty())
+    return net_fail(
+        NetErrc::kInvalidArgument,
+        "--packet-auth " + o.packet_auth + " needs --psk: the packet keys come from its handshake");
+  return mode;
+}
+
 NetResult<SessionConfig> session_config(const Options& o, const Hello* client_hello) {
   SessionConfig sc;
   auto fabric = read_fabric(o);
@@ -155,6 +182,10 @@ NetResult<SessionConfig> session_config(const Options& o, const Hello* client_he
     sc.driver.ev_mode = ev::FormatMode::kUdp;
   else
     return net_fail(NetErrc::kInvalidArgument, "--ev-mode must be srv6, stev or udp");
+  if (auto mode = session_auth_mode(o, client_hello); !mode)
+    return std::unexpected(mode.error());
+  else
+    sc.driver.auth = *mode;
   sc.driver.verify_icrc = !o.no_icrc_verify;
   sc.driver.busy_poll = o.busy_poll;
   sc.driver.rx_timestamps = !o.no_rx_timestamps;
@@ -720,11 +751,18 @@ void refuse_client(SideChannel& ch, const std::string& why) {
 }
 
 // The session for an accepted client's test, connected to it; the error says why it cannot be.
-NetResult<std::unique_ptr<Session>> open_client_session(const Options& o, const Hello& client) {
+// `keys`: the packet keys of the --psk handshake (used when the client asks for authenticated
+// packets).
+NetResult<std::unique_ptr<Session>> open_client_session(const Options& o, const Hello& client,
+                                                        const std::optional<PacketKeys>& keys) {
   auto sc = session_config(o, &client);
   if (!sc) return std::unexpected(sc.error());
   auto s = Session::create(*sc);
   if (!s) return std::unexpected(s.error());
+  if (sc->driver.auth != AuthMode::kOff) {
+    if (!keys) return net_fail(NetErrc::kIncompatible, "no packet keys: the handshake had none");
+    if (auto st = (*s)->set_packet_keys(*keys); !st) return std::unexpected(st.error());
+  }
   // Peer first: the client's first pings (probe_planes) come right after our hello, and the
   // driver answers pings only from its peers' addresses.
   if (auto st = (*s)->connect(client); !st) return std::unexpected(st.error());
@@ -751,6 +789,7 @@ NetResult<AcceptedClient> accept_client(const Options& o, SideListener& listener
     };
   AcceptedClient a;
   PskTag client_tag{};
+  KeySharePub client_share{};
   while (true) {
     int left = -1;
     if (o.accept_timeout_ms >= 0) {
@@ -770,7 +809,8 @@ NetResult<AcceptedClient> accept_client(const Options& o, SideListener& listener
           if (psk) {
             auto opened = open_client_hello(*psk, c.greeting(), frame, client_tag);
             if (!opened) return refuse(opened.error().message);
-            body = std::move(*opened);
+            body = std::move(opened->hello);
+            client_share = opened->key_share;
           }
           auto h = decode_hello(body);
           if (!h) return refuse(h.error().message);
@@ -781,15 +821,31 @@ NetResult<AcceptedClient> accept_client(const Options& o, SideListener& listener
         first, server_log);
     if (!taken) return std::unexpected(taken.error());
     a.ch = std::move(*taken);
+    // The packet keys from the two key shares (net/packet_auth.h).
+    std::optional<KeyShare> share;
+    std::optional<PacketKeys> keys;
+    if (psk) {
+      auto made = make_key_share();
+      if (!made) return std::unexpected(made.error());
+      share = *made;
+      auto derived = derive_packet_keys(*psk, a.ch->greeting(), client_tag, *share, client_share,
+                                        HelloRole::kServer);
+      if (!derived) {
+        refuse_client(*a.ch, derived.error().message);
+        a.ch.reset();
+        continue;
+      }
+      keys = *derived;
+    }
     // The client's test, set up; what cannot be is refused and the next client served.
-    auto s = open_client_session(o, a.hello);
+    auto s = open_client_session(o, a.hello, keys);
     if (!s) {
       refuse_client(*a.ch, s.error().message);
       a.ch.reset();
       continue;
     }
     std::vector<uint8_t> hello = encode_hello((*s)->hello(HelloRole::kServer));
-    if (psk) hello = sign_server_hello(*psk, a.ch->greeting(), client_tag, hello);
+    if (psk) hello = sign_server_hello(*psk, a.ch->greeting(), client_tag, hello, share->pub);
     if (auto st = a.ch->send_frame(hello); !st) {
       server_log(a.ch->peer_name() + ": " + st.error().message);
       a.ch.reset();
@@ -1078,17 +1134,27 @@ struct ClientRun {
   ClientTotals& t;
 };
 
-// The hello exchange over the side channel (signed and checked with --psk); the server's
-// hello.
-NetResult<Hello> client_handshake(const Options& o, SideChannel& ch, const Hello& mine) {
+// What the client's handshake gives: the server's hello and, with --psk, the packet keys.
+struct ServerAnswer {
+  Hello hello;
+  std::optional<PacketKeys> keys;
+};
+
+// The hello exchange over the side channel (signed and checked with --psk, with the key shares
+// of the packet keys); the server's hello.
+NetResult<ServerAnswer> client_handshake(const Options& o, SideChannel& ch, const Hello& mine) {
   std::vector<uint8_t> hello = encode_hello(mine);
   std::optional<Psk> psk;
+  std::optional<KeyShare> share;
   std::vector<uint8_t> challenge;
   PskTag client_tag{};
   if (!o.psk_path.empty()) {
     auto p = load_psk(o.psk_path);
     if (!p) return std::unexpected(p.error());
     psk = std::move(*p);
+    auto made = make_key_share();
+    if (!made) return std::unexpected(made.error());
+    share = *made;
     auto c = ch.recv_frame(10'000);
     if (!c) {
       NetError e = c.error();
@@ -1096,7 +1162,7 @@ NetResult<Hello> client_handshake(const Options& o, SideChannel& ch, const Hello
       return std::unexpected(e);
     }
     challenge = std::move(*c);
-    auto signed_hello = sign_client_hello(*psk, challenge, hello, client_tag);
+    auto signed_hello = sign_client_hello(*psk, challenge, hello, share->pub, client_tag);
     if (!signed_hello) return std::unexpected(signed_hello.error());
     hello = std::move(*signed_hello);
   }
@@ -1104,15 +1170,23 @@ NetResult<Hello> client_handshake(const Options& o, SideChannel& ch, const Hello
   auto frame = ch.recv_frame(10'000);
   if (!frame) return std::unexpected(frame.error());
   std::vector<uint8_t> server_bytes = std::move(*frame);
+  ServerAnswer answer;
   if (psk) {
     if (auto refused = decode_hello(server_bytes);
         !refused && refused.error().code == NetErrc::kRefused)
       return std::unexpected(refused.error());
     auto opened = open_server_hello(*psk, challenge, client_tag, server_bytes);
     if (!opened) return std::unexpected(opened.error());
-    server_bytes = std::move(*opened);
+    server_bytes = std::move(opened->hello);
+    auto keys = derive_packet_keys(*psk, challenge, client_tag, *share, opened->key_share,
+                                   HelloRole::kClient);
+    if (!keys) return std::unexpected(keys.error());
+    answer.keys = *keys;
   }
-  return decode_hello(server_bytes);
+  auto decoded = decode_hello(server_bytes);
+  if (!decoded) return std::unexpected(decoded.error());
+  answer.hello = std::move(*decoded);
+  return answer;
 }
 
 // The round failed: why is noted (the first cause is kept), and the round stops.
@@ -1484,7 +1558,7 @@ int fail_client_setup(const Options& o, const NetError& e) {
 // immediate, verify, the slot size and count, the pattern's seed).
 Hello client_hello(const Options& o, const Session& cs, uint64_t max_size, uint64_t slots) {
   Hello mine = cs.hello(HelloRole::kClient);
-  mine.flags =
+  mine.flags |=
       static_cast<uint8_t>((o.write_imm ? kHelloWriteImm : 0) | (o.verify ? kHelloVerify : 0));
   mine.msg_size = max_size;
   mine.slots = slots;
@@ -1544,8 +1618,11 @@ int run_client(const Options& o) {
   auto s = Session::create(*sc);
   if (!s) return tools::fail_setup("mrc-perf", s.error().message);
   Session& cs = **s;
-  auto server = client_handshake(o, *ch, client_hello(o, cs, max_size, slots));
-  if (!server) return fail_client_setup(o, server.error());
+  auto answer = client_handshake(o, *ch, client_hello(o, cs, max_size, slots));
+  if (!answer) return fail_client_setup(o, answer.error());
+  if (cs.config().driver.auth != AuthMode::kOff)
+    if (auto st = cs.set_packet_keys(*answer->keys); !st) return fail_client_setup(o, st.error());
+  const Hello* server = &answer->hello;
   if (auto st = cs.connect(*server); !st) return fail_client_setup(o, st.error());
   if (auto st = cs.driver().probe_planes(Session::kPeerId, ms(o.probe_ms)); !st)
     return fail_client_setup(o, st.error());
@@ -1737,6 +1814,11 @@ void add_session_options(CLI::App& app, Options& o) {
   app.add_option("--psk", o.psk_path,
                  "shared-secret file (both ends): the side channel's hellos carry an HMAC-SHA256 "
                  "under it, bound to a per-connection challenge");
+  app.add_option("--packet-auth", o.packet_auth,
+                 "client: authenticated data packets (AES-128-GCM tag per datagram, keys from the "
+                 "--psk handshake; docs/linux-driver.md): auth (the default with --psk), encrypt "
+                 "(the payload too) or off. A server follows its client")
+      ->check(CLI::IsMember({"auth", "encrypt", "off"}));
   app.add_option("--max-buffer-mib", o.max_buffer_mib,
                  "server: refuse a client whose test needs a larger buffer")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24))

@@ -29,6 +29,10 @@ enum class HelloRole : uint8_t { kClient = 1, kServer = 2 };
 // Flags of the test the client asks for.
 inline constexpr uint8_t kHelloWriteImm = 1 << 0;
 inline constexpr uint8_t kHelloVerify = 1 << 1;
+// The session's packets carry an authentication trailer (net/packet_auth.h, AuthMode): bit 2
+// alone authenticates, bits 2 and 3 encrypt as well. Both ends must say the same.
+inline constexpr uint8_t kHelloAuth = 1 << 2;
+inline constexpr uint8_t kHelloEncrypt = 1 << 3;
 
 struct HelloPlane {
   std::array<uint8_t, 16> addr{};  // this end's address on the plane

@@ -25,10 +25,10 @@ bool is_challenge(std::span<const uint8_t> c) {
          c[3] == 'C';
 }
 
-NetResult<std::vector<uint8_t>> split_tagged(const Psk& psk, std::span<const uint8_t> frame,
-                                             std::initializer_list<std::span<const uint8_t>> head,
-                                             const char* who, PskTag* tag_out) {
-  if (frame.size() < kPskTagBytes)
+NetResult<SignedHello> split_tagged(const Psk& psk, std::span<const uint8_t> frame,
+                                    std::initializer_list<std::span<const uint8_t>> head,
+                                    const char* who, PskTag* tag_out) {
+  if (frame.size() < kKeyShareBytes + kPskTagBytes)
     return net_fail(NetErrc::kRefused, std::string(who) + " sent no shared-secret tag (--psk)");
   const auto body = frame.first(frame.size() - kPskTagBytes);
   const auto tag = frame.last(kPskTagBytes);
@@ -43,7 +43,21 @@ NetResult<std::vector<uint8_t>> split_tagged(const Psk& psk, std::span<const uin
     return net_fail(NetErrc::kRefused,
                     std::string(who) + "'s shared-secret tag is wrong: the two --psk differ");
   if (tag_out) std::copy(tag.begin(), tag.end(), tag_out->begin());
-  return std::vector<uint8_t>(body.begin(), body.end());
+  SignedHello out;
+  const auto hello = body.first(body.size() - kKeyShareBytes);
+  out.hello.assign(hello.begin(), hello.end());
+  const auto share = body.last(kKeyShareBytes);
+  std::copy(share.begin(), share.end(), out.key_share.begin());
+  return out;
+}
+
+// `hello` | `key_share` | `tag`.
+std::vector<uint8_t> tagged_frame(std::span<const uint8_t> hello, const KeySharePub& key_share,
+                                  const PskTag& tag) {
+  std::vector<uint8_t> out(hello.begin(), hello.end());
+  out.insert(out.end(), key_share.begin(), key_share.end());
+  out.insert(out.end(), tag.begin(), tag.end());
+  return out;
 }
 
 }  // namespace
@@ -94,35 +108,30 @@ NetResult<std::vector<uint8_t>> make_challenge() {
 NetResult<std::vector<uint8_t>> sign_client_hello(const Psk& psk,
                                                   std::span<const uint8_t> challenge,
                                                   std::span<const uint8_t> hello,
+                                                  const KeySharePub& key_share,
                                                   PskTag& client_tag) {
   if (!is_challenge(challenge))
     return net_fail(NetErrc::kRefused,
                     "the server sent no challenge: it runs without --psk (or is not mrc-perf)");
-  client_tag = psk_tag(psk, {bytes_of(kClientLabel), challenge, hello});
-  std::vector<uint8_t> out(hello.begin(), hello.end());
-  out.insert(out.end(), client_tag.begin(), client_tag.end());
-  return out;
+  client_tag = psk_tag(psk, {bytes_of(kClientLabel), challenge, hello, key_share});
+  return tagged_frame(hello, key_share, client_tag);
 }
 
-NetResult<std::vector<uint8_t>> open_client_hello(const Psk& psk,
-                                                  std::span<const uint8_t> challenge,
-                                                  std::span<const uint8_t> frame,
-                                                  PskTag& client_tag) {
+NetResult<SignedHello> open_client_hello(const Psk& psk, std::span<const uint8_t> challenge,
+                                         std::span<const uint8_t> frame, PskTag& client_tag) {
   return split_tagged(psk, frame, {bytes_of(kClientLabel), challenge}, "the client", &client_tag);
 }
 
 std::vector<uint8_t> sign_server_hello(const Psk& psk, std::span<const uint8_t> challenge,
-                                       const PskTag& client_tag, std::span<const uint8_t> hello) {
-  const PskTag tag = psk_tag(psk, {bytes_of(kServerLabel), challenge, client_tag, hello});
-  std::vector<uint8_t> out(hello.begin(), hello.end());
-  out.insert(out.end(), tag.begin(), tag.end());
-  return out;
+                                       const PskTag& client_tag, std::span<const uint8_t> hello,
+                                       const KeySharePub& key_share) {
+  const PskTag tag =
+      psk_tag(psk, {bytes_of(kServerLabel), challenge, client_tag, hello, key_share});
+  return tagged_frame(hello, key_share, tag);
 }
 
-NetResult<std::vector<uint8_t>> open_server_hello(const Psk& psk,
-                                                  std::span<const uint8_t> challenge,
-                                                  const PskTag& client_tag,
-                                                  std::span<const uint8_t> frame) {
+NetResult<SignedHello> open_server_hello(const Psk& psk, std::span<const uint8_t> challenge,
+                                         const PskTag& client_tag, std::span<const uint8_t> frame) {
   return split_tagged(psk, frame, {bytes_of(kServerLabel), challenge, client_tag}, "the server",
                       nullptr);
 }

@@ -82,6 +82,7 @@ Hello Session::hello(HelloRole role) const {
   h.mtu = config_.mtu;
   h.mpr_dest = config_.mpr;
   h.max_wimm_dest = config_.max_wimm;
+  h.flags = hello_auth_flags(config_.driver.auth);
   h.rkey = keys_.rkey;
   h.remote_addr = reinterpret_cast<uint64_t>(buffer_.get());
   h.remote_len = config_.buffer_bytes;
@@ -121,6 +122,11 @@ NetStatus check_peer(const SessionConfig& config, size_t qps, const Hello& peer)
                                                 ", we " + std::to_string(config.mtu));
   if (peer.mpr_dest == 0)
     return net_fail(NetErrc::kIncompatible, "peer accepts no outstanding PSNs (MPR 0)");
+  if (auto mode = hello_auth_mode(peer.flags); !mode || *mode != config.driver.auth)
+    return net_fail(NetErrc::kIncompatible,
+                    std::string("packet authentication differs: peer ") +
+                        std::string(mode ? auth_mode_name(*mode) : "unknown") + ", we " +
+                        std::string(auth_mode_name(config.driver.auth)));
   return {};
 }
 
@@ -196,8 +202,17 @@ NetStatus Session::set_remote_write(bool allowed) {
   return {};
 }
 
+NetStatus Session::set_packet_keys(const PacketKeys& keys) {
+  if (auto st = driver_->set_peer_keys(kPeerId, keys); !st) return st;
+  have_keys_ = true;
+  return {};
+}
+
 NetStatus Session::connect(const Hello& peer) {
   if (auto st = check_peer(config_, qpns_.size(), peer); !st) return st;
+  if (config_.driver.auth != AuthMode::kOff && !have_keys_)
+    return net_fail(NetErrc::kInvalidArgument,
+                    "authenticated packets need the session's keys first (set_packet_keys)");
   peer_ = peer;
   std::vector<Endpoint> eps(peer.planes.size());
   for (size_t p = 0; p < eps.size(); ++p) {

@@ -99,7 +99,11 @@ class Session {
   Hello hello(HelloRole role) const;
   // Checks the peer's hello against ours (planes, QPs, EV mode, MTU) and moves every QP to
   // RTS with paths towards the peer. kIncompatible with what differs.
+  // With SessionConfig::driver.auth, the packet keys must be set first (set_packet_keys), and
+  // the peer's hello must ask for the same authentication.
   NetStatus connect(const Hello& peer);
+  // The packet keys (net/packet_auth.h, derived in the side channel's --psk handshake).
+  NetStatus set_packet_keys(const PacketKeys& keys);
 
   Engine& engine() { return *engine_; }
   UdpDriver& driver() { return *driver_; }
@@ -128,6 +132,7 @@ class Session {
   std::vector<uint32_t> qpns_;
   std::vector<uint32_t> first_psn_;
   Hello peer_;
+  bool have_keys_ = false;
 };
 
 }  // namespace mrc::net

@@ -127,6 +127,12 @@ struct UdpDriver::Impl {
   // SRV6 mode: the socket each port transmits on (see open()).
   std::vector<uint32_t> tx_socket;
   std::unordered_map<uint32_t, std::vector<Endpoint>> peers;
+  // DriverConfig::auth: each peer's sealer and opener (set_peer_keys).
+  struct PeerAuth {
+    PacketSealer sealer;
+    PacketOpener opener;
+  };
+  std::unordered_map<uint32_t, std::unique_ptr<PeerAuth>> auth;
 
   // Transmit slots.
   std::vector<uint8_t> tx_mem;
@@ -174,11 +180,20 @@ struct UdpDriver::Impl {
   bool sticky_error = false;
   NetError error;
 
-  bool is_peer_address(const in6_addr& a) const {
-    for (const auto& [id, eps] : peers)
-      for (const Endpoint& e : eps)
-        if (std::memcmp(&e.addr, &a, 16) == 0) return true;
-    return false;
+  bool is_peer_address(const in6_addr& a) const { return peer_at(a) != nullptr; }
+  // The peer whose ports include address `a` (nullptr: a stranger).
+  const std::pair<const uint32_t, std::vector<Endpoint>>* peer_at(const in6_addr& a) const {
+    for (const auto& entry : peers)
+      for (const Endpoint& e : entry.second)
+        if (std::memcmp(&e.addr, &a, 16) == 0) return &entry;
+    return nullptr;
+  }
+  // The keys of the peer at address `a` (nullptr: a stranger or a peer without keys).
+  PeerAuth* auth_at(const in6_addr& a) {
+    const auto* peer = peer_at(a);
+    if (!peer) return nullptr;
+    auto it = auth.find(peer->first);
+    return it == auth.end() ? nullptr : it->second.get();
   }
   uint8_t* tx_data(uint32_t slot) { return tx_mem.data() + size_t{slot} * kSlotBytes; }
   uint8_t* rx_data(uint32_t slot) { return rx_mem.data() + size_t{slot} * kSlotBytes; }
@@ -487,6 +502,9 @@ std::vector<std::pair<std::string, uint64_t>> driver_counters(const DriverStats&
   out.emplace_back("drop_kernel_rcvbuf", kernel_drops);
   out.emplace_back("drop_ping_from_stranger", ds.pings_from_strangers);
   out.emplace_back("drop_ping_rate_limited", ds.pings_rate_limited);
+  out.emplace_back("drop_auth_failed", ds.auth_failed);
+  out.emplace_back("drop_auth_replayed", ds.auth_replayed);
+  out.emplace_back("auth_opened", ds.auth_opened);
   out.emplace_back("decode_drops", ds.decode_drops);
   out.emplace_back("driver_wakeups", ds.wakeups);
   out.emplace_back("driver_rx_holds", ds.rx_holds);
@@ -573,6 +591,15 @@ NetStatus UdpDriver::set_peer(uint32_t peer, std::span<const Endpoint> ports) {
     if (std::find(addresses.begin(), addresses.end(), a) == addresses.end()) addresses.push_back(a);
   }
   engine_.set_peer_addresses(peer, addresses);
+  return {};
+}
+
+NetStatus UdpDriver::set_peer_keys(uint32_t peer, const PacketKeys& keys) {
+  if (config_.auth == AuthMode::kOff)
+    return net_fail(NetErrc::kInvalidArgument,
+                    "packet keys for a driver that does not authenticate (DriverConfig::auth)");
+  impl_->auth[peer] = std::make_unique<Impl::PeerAuth>(Impl::PeerAuth{
+      PacketSealer(keys.send, config_.auth), PacketOpener(keys.receive, config_.auth)});
   return {};
 }
 
@@ -776,11 +803,28 @@ void deliver(Turn& t, const RxEntry& e) {
   ++ps.rx_packets;
   ps.rx_bytes += len;
   if (handle_ping(t, e.port, from, buf + kHeaderRoom, len)) return;
+  size_t transport = len;
+  if (t.cfg.auth != AuthMode::kOff) {
+    // Before anything else: a datagram that does not open under its source's keys is dropped,
+    // whatever it says (net/packet_auth.h).
+    UdpDriver::Impl::PeerAuth* keys = m.auth_at(from.sin6_addr);
+    auto opened = keys ? keys->opener.open(buf + kHeaderRoom, len)
+                       : std::expected<size_t, OpenError>(std::unexpected(OpenError::kBadTag));
+    if (!opened) {
+      const bool replay =
+          opened.error() == OpenError::kReplayed || opened.error() == OpenError::kTooOld;
+      ++(replay ? t.stats.auth_replayed : t.stats.auth_failed);
+      return;
+    }
+    ++t.stats.auth_opened;
+    transport = *opened;
+  }
   const uint8_t tclass = received_tclass(m.rx_msgs[e.slot].msg_hdr);
-  write_headers(buf, from.sin6_addr, m.local[e.port].addr, ntohs(from.sin6_port), tclass, 0, len);
+  write_headers(buf, from.sin6_addr, m.local[e.port].addr, ntohs(from.sin6_port), tclass, 0,
+                transport);
   wire::DecodeOptions opt;
   opt.verify_icrc = t.cfg.verify_icrc;
-  auto dg = wire::decode(std::span<const uint8_t>(buf, kHeaderRoom + len), opt);
+  auto dg = wire::decode(std::span<const uint8_t>(buf, kHeaderRoom + transport), opt);
   if (!dg) {
     ++t.engine.mutable_counters().drops[static_cast<int>(DropReason::kDecode)];
     ++t.stats.decode_errors[static_cast<size_t>(dg.error()) % t.stats.decode_errors.size()];
@@ -971,21 +1015,24 @@ struct Framed {
   uint32_t payload_len = 0;
 };
 
-// Encodes `tx` behind the slot's header room at `buf`; nullopt if it does not encode.
-std::optional<Framed> frame_packet(uint8_t* buf, TxPacket& tx) {
+// Encodes `tx` behind the slot's header room at `buf`, with room for an authentication
+// trailer; nullopt if it does not encode. `copy_payload`: the payload is always copied (it is
+// to be encrypted in place).
+std::optional<Framed> frame_packet(uint8_t* buf, TxPacket& tx, bool copy_payload) {
   // A payload of at least kZeroCopyMin leaves from registered memory: encode the headers
   // alone (payload_len 0 is what a trimmed packet carries, so RETH's dma_len may differ),
   // then set the BTH pad count, the one header field the payload length changes. Saves
   // copying the payload into the slot (2% of a sender's CPU).
   Framed f;
   const uint32_t payload_len = tx.pkt.payload_len;
-  if (tx.pkt.payload && payload_len >= kZeroCopyMin) {
+  if (tx.pkt.payload && payload_len >= kZeroCopyMin && !copy_payload) {
     f.payload = tx.pkt.payload;
     tx.pkt.payload = nullptr;
     tx.pkt.payload_len = 0;
   }
   auto n = wire::encode_transport(
-      tx.pkt, std::span<uint8_t>(buf + kHeaderRoom, kMaxTransportBytes - wire::kIcrcBytes));
+      tx.pkt, std::span<uint8_t>(buf + kHeaderRoom,
+                                 kMaxTransportBytes - wire::kIcrcBytes - kAuthTrailerBytes));
   if (f.payload) {
     tx.pkt.payload = f.payload;
     tx.pkt.payload_len = payload_len;
@@ -1023,6 +1070,21 @@ void append_icrc(uint8_t* buf, const Framed& f) {
   trailer[1] = static_cast<uint8_t>(crc >> 8);
   trailer[2] = static_cast<uint8_t>(crc >> 16);
   trailer[3] = static_cast<uint8_t>(crc >> 24);
+}
+
+// Seals the framed datagram of `bytes` bytes (ICRC written) and appends the trailer; returns
+// the length on the wire, 0 if the cipher failed. A payload left in registered memory is
+// authenticated where it lies (the trailer follows the pad and ICRC in the slot).
+size_t seal_datagram(PacketSealer& sealer, uint8_t* buf, const Framed& f, size_t bytes) {
+  uint8_t* transport = buf + kHeaderRoom;
+  if (!f.payload) return sealer.seal(transport, bytes);
+  uint8_t* tail = transport + f.head;
+  const size_t tail_len = f.pad + wire::kIcrcBytes;
+  const bool ok = sealer.seal_pieces({std::span<const uint8_t>(transport, f.head),
+                                      std::span<const uint8_t>(f.payload, f.payload_len),
+                                      std::span<const uint8_t>(tail, tail_len)},
+                                     tail + tail_len);
+  return ok ? bytes + kAuthTrailerBytes : 0;
 }
 
 // Where a packet leaves: its destination address, the socket and that socket's source port.
@@ -1066,9 +1128,12 @@ Route route_of(Turn& t, const TxPacket& tx, const Endpoint& peer) {
 void queue_packet(Turn& t, TxPacket& tx, uint32_t slot) {
   UdpDriver::Impl& m = t.m;
   uint8_t* buf = m.tx_data(slot);
-  const std::optional<Framed> f = frame_packet(buf, tx);
+  const bool sealed = t.cfg.auth != AuthMode::kOff;
+  const std::optional<Framed> f = frame_packet(buf, tx, t.cfg.auth == AuthMode::kEncrypt);
   auto pit = m.peers.find(tx.peer);
-  if (!f || pit == m.peers.end() || tx.port >= pit->second.size()) {
+  auto kit = sealed ? m.auth.find(tx.peer) : m.auth.end();
+  if (!f || pit == m.peers.end() || tx.port >= pit->second.size() ||
+      (sealed && kit == m.auth.end())) {  // never unsealed to a peer that expects a seal
     m.tx_free.push_back(slot);
     ++t.stats.ports[tx.port].tx_errors;
     return;
@@ -1081,8 +1146,17 @@ void queue_packet(Turn& t, TxPacket& tx, uint32_t slot) {
   write_headers(buf, m.local[tx.port].addr, r.dst, r.src_port, t.cfg.traffic_class, flow_label,
                 datagram_bytes);
   append_icrc(buf, *f);
+  // The seal covers the datagram as the peer decodes it (the ICRC's headers name the length
+  // without the trailer): sealed last.
+  const size_t wire_bytes =
+      sealed ? seal_datagram(kit->second->sealer, buf, *f, datagram_bytes) : datagram_bytes;
+  if (wire_bytes == 0) {
+    m.tx_free.push_back(slot);
+    ++t.stats.ports[tx.port].tx_errors;
+    return;
+  }
   UdpDriver::Impl::Slot& s = m.tx_slots[slot];
-  s.bytes = static_cast<uint32_t>(datagram_bytes);
+  s.bytes = static_cast<uint32_t>(wire_bytes);
   s.payload = f->payload;
   s.payload_len = f->payload_len;
   s.head = f->head;

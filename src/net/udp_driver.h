@@ -56,6 +56,7 @@
 #include <utility>
 #include <vector>
 
+#include "net/packet_auth.h"
 #include "net/sockets.h"
 #include "transport/engine.h"
 #include "wire/headers.h"
@@ -127,6 +128,12 @@ struct DriverConfig {
   // limit keeps a stranger from turning the responder into a reflector at line rate. The rest
   // are dropped, counted as pings_rate_limited. Peers' pings are never limited.
   uint32_t stranger_pings_per_second = 1000;
+  // Authenticated packets (net/packet_auth.h): every datagram to a peer is sealed with that
+  // peer's send key (set_peer_keys) and every datagram from a peer's address must open with its
+  // receive key before it is decoded; what does not is dropped and counted (auth_failed,
+  // auth_replayed) and the engine never sees it. Driver pings stay unauthenticated (they are
+  // answered to peers' addresses only and reach no QP). kOff: no trailer.
+  AuthMode auth = AuthMode::kOff;
   // Tail-ACK repeat of this host's responders (Engine::set_ack_repeat_after): unset, the
   // mode's default (default_ack_repeat_after); 0: off.
   std::optional<Time> ack_repeat_after;
@@ -190,6 +197,11 @@ struct DriverStats {
   // UDP GSO: sends that carried two or more datagrams, and sockets that gave GSO up.
   uint64_t gso_sends = 0, gso_fallbacks = 0;
   uint64_t wake_calls_seen = 0;  // polls ended early by wake()
+  // DriverConfig::auth: datagrams dropped before decoding because their tag was wrong, they had
+  // no trailer, or their source is no peer with keys (a forgery, whatever address it bears);
+  // and those whose counter was accepted before or fell behind the replay window.
+  uint64_t auth_failed = 0, auth_replayed = 0;
+  uint64_t auth_opened = 0;  // datagrams that passed
 };
 
 // The counters of a driver and its engine as (name, value) pairs, names stable for scripts and
@@ -217,6 +229,10 @@ class UdpDriver {
   // kIncompatible if the peer has another number of ports or another IP version (IPv4-mapped
   // or not) than ours on some plane; nothing changes then.
   NetStatus set_peer(uint32_t peer, std::span<const Endpoint> ports);
+  // The packet keys of `peer` (DriverConfig::auth): its datagrams are sealed and opened with
+  // them from now on; a new call starts fresh counters. kInvalidArgument when the driver does
+  // not authenticate.
+  NetStatus set_peer_keys(uint32_t peer, const PacketKeys& keys);
 
   Time now() const { return clock_.now(); }
   const MonotonicClock& clock() const { return clock_; }

@@ -56,14 +56,19 @@ TEST(Psk, exchange__matching_secrets_pass_and_any_difference_is_refused) {
   auto challenge = make_challenge();
   ASSERT_TRUE(challenge);
   const std::vector<uint8_t> hello = {1, 2, 3, 4, 5};
+  KeySharePub cshare{}, sshare{};
+  cshare.fill(0xc1);
+  sshare.fill(0x5e);
   PskTag ctag{}, stag_seen{};
-  auto signed_hello = sign_client_hello(a, *challenge, hello, ctag);
+  auto signed_hello = sign_client_hello(a, *challenge, hello, cshare, ctag);
   ASSERT_TRUE(signed_hello);
   auto opened = open_client_hello(a, *challenge, *signed_hello, stag_seen);
   ASSERT_TRUE(opened) << opened.error().message;
-  EXPECT_EQ(*opened, hello);
+  EXPECT_EQ(opened->hello, hello);
+  EXPECT_EQ(opened->key_share, cshare);
   EXPECT_EQ(stag_seen, ctag);
-  // Another key, another challenge (a replay), a changed byte, no tag at all.
+  // Another key, another challenge (a replay), a changed byte (of the hello, of the key share),
+  // no tag at all.
   EXPECT_EQ(open_client_hello(b, *challenge, *signed_hello, stag_seen).error().code,
             NetErrc::kRefused);
   auto other = make_challenge();
@@ -71,18 +76,22 @@ TEST(Psk, exchange__matching_secrets_pass_and_any_difference_is_refused) {
   auto changed = *signed_hello;
   changed[0] ^= 1;
   EXPECT_FALSE(open_client_hello(a, *challenge, changed, stag_seen));
+  changed = *signed_hello;
+  changed[hello.size()] ^= 1;
+  EXPECT_FALSE(open_client_hello(a, *challenge, changed, stag_seen));
   EXPECT_FALSE(open_client_hello(a, *challenge, std::vector<uint8_t>(10, 0), stag_seen));
   // The server's answer is bound to the client's tag.
   const std::vector<uint8_t> server_hello = {9, 8, 7};
-  auto answer = sign_server_hello(a, *challenge, ctag, server_hello);
+  auto answer = sign_server_hello(a, *challenge, ctag, server_hello, sshare);
   auto back = open_server_hello(a, *challenge, ctag, answer);
   ASSERT_TRUE(back);
-  EXPECT_EQ(*back, server_hello);
+  EXPECT_EQ(back->hello, server_hello);
+  EXPECT_EQ(back->key_share, sshare);
   PskTag other_tag = ctag;
   other_tag[0] ^= 1;
   EXPECT_FALSE(open_server_hello(a, *challenge, other_tag, answer));
   // A client that gets something else than a challenge says so.
-  EXPECT_EQ(sign_client_hello(a, hello, hello, ctag).error().code, NetErrc::kRefused);
+  EXPECT_EQ(sign_client_hello(a, hello, hello, cshare, ctag).error().code, NetErrc::kRefused);
 }
 
 }  // namespace

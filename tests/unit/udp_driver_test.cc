@@ -7,6 +7,7 @@
 #include <netinet/udp.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -342,13 +343,14 @@ struct QpEnd {
 // A driver of one port on `address`, `mode`, sending with `traffic_class`; a QP and a
 // registered buffer of `bytes`.
 void open_end(QpEnd& e, const char* address, ev::FormatMode mode, uint8_t traffic_class,
-              size_t bytes) {
+              size_t bytes, AuthMode auth = AuthMode::kOff) {
   EngineConfig ec;
   ec.num_ports = 1;
   e.engine = std::make_unique<Engine>(ec);
   DriverConfig dc;
   dc.ev_mode = mode;
   dc.traffic_class = traffic_class;
+  dc.auth = auth;
   dc.ports.push_back(PortConfig{*parse_endpoint(address, 0), ""});
   auto drv = UdpDriver::open(*e.engine, dc);
   ASSERT_TRUE(drv) << drv.error().message;
@@ -458,6 +460,100 @@ TEST(UdpDriver, poll__udp_mode_over_ipv4_loopback_carries_verified_data) {
   EXPECT_EQ(a.driver->stats().ports[0].src_port_fallbacks, 0u);
   EXPECT_GT(a.driver->stats().gso_sends, 0u);
   EXPECT_EQ(a.driver->stats().gso_fallbacks, 0u);
+}
+
+// Posts `count` WRITEs of `bytes` from `from`'s buffer into consecutive slots of `to`'s.
+void post_writes(QpEnd& from, const QpEnd& to, size_t bytes, int count) {
+  for (int m = 0; m < count; ++m) {
+    WriteWr wr;
+    wr.wr_id = static_cast<uint64_t>(m);
+    wr.lkey = from.keys.lkey;
+    wr.local_addr = reinterpret_cast<uint64_t>(from.buffer.data());
+    wr.length = static_cast<uint32_t>(bytes);
+    wr.remote_addr = reinterpret_cast<uint64_t>(to.buffer.data()) + m * bytes;
+    wr.rkey = to.keys.rkey;
+    ASSERT_TRUE(from.engine->post_write(from.driver->now(), from.qpn, wr));
+  }
+}
+
+DirectionKey test_key(uint8_t fill) {
+  DirectionKey k;
+  k.key.fill(fill);
+  k.salt.fill(static_cast<uint8_t>(~fill));
+  return k;
+}
+
+// Authenticated packets (DriverConfig::auth), in both modes, UDP EVs with GSO and payloads
+// sealed where they lie: a transfer verifies, and datagrams from the receiver's peer address
+// that do not open under its keys are dropped before the engine sees them. The attackers are
+// engines on the same address (so their datagrams bear the peer's source address, as a spoofer's
+// would) whose QPs name the receiver's QPN, rkey, buffer and PSNs exactly: one seals with a key
+// of its own, one sends no trailer. Nothing of theirs is placed, and the real transfer still
+// runs after them.
+TEST(UdpDriver,
+     poll__authenticated_packets_verify_and_forgeries_from_the_peer_address_are_dropped) {
+  constexpr size_t kMsg = 64 * 1024;
+  constexpr int kMessages = 8;
+  for (AuthMode mode : {AuthMode::kAuthenticate, AuthMode::kEncrypt}) {
+    SCOPED_TRACE(std::string(auth_mode_name(mode)));
+    QpEnd a, b, forger, plain;
+    open_end(a, "::1", ev::FormatMode::kUdp, 0x02, kMsg, mode);
+    open_end(b, "::1", ev::FormatMode::kUdp, 0x02, kMsg * kMessages, mode);
+    open_end(forger, "::1", ev::FormatMode::kUdp, 0x02, kMsg, mode);
+    open_end(plain, "::1", ev::FormatMode::kUdp, 0x02, kMsg);
+    ASSERT_TRUE(a.driver && b.driver && forger.driver && plain.driver);
+    connect_end(a, b, 8, 4096, 16);
+    connect_end(b, a, 8, 4096, 16);
+    connect_end(forger, b, 8, 4096, 16);
+    connect_end(plain, b, 8, 4096, 16);
+    ASSERT_FALSE(::testing::Test::HasFatalFailure());
+    ASSERT_TRUE(a.driver->set_peer_keys(1, PacketKeys{test_key(1), test_key(2)}));
+    ASSERT_TRUE(b.driver->set_peer_keys(1, PacketKeys{test_key(2), test_key(1)}));
+    ASSERT_TRUE(forger.driver->set_peer_keys(1, PacketKeys{test_key(3), test_key(4)}));
+    EXPECT_EQ(plain.driver->set_peer_keys(1, PacketKeys{}).error().code, NetErrc::kInvalidArgument);
+
+    // The forgeries first, while every PSN they carry is in the receiver's window.
+    for (QpEnd* bad : {&forger, &plain}) {
+      std::fill(bad->buffer.begin(), bad->buffer.end(), uint8_t{0xEE});
+      post_writes(*bad, b, kMsg, 1);
+    }
+    const auto start = std::chrono::steady_clock::now();
+    while (seconds_since(start) < 0.3) {
+      ASSERT_TRUE(forger.driver->poll(us(100)));
+      ASSERT_TRUE(plain.driver->poll(us(100)));
+      ASSERT_TRUE(b.driver->poll(us(100)));
+    }
+    const DriverStats& bs = b.driver->stats();
+    EXPECT_GE(bs.auth_failed, 2 * kMsg / 4096) << "both forgers' datagrams";
+    EXPECT_EQ(bs.auth_opened, 0u);
+    EXPECT_EQ(b.engine->counters().data_received, 0u) << "no forgery reached the engine";
+    EXPECT_TRUE(std::all_of(b.buffer.begin(), b.buffer.end(), [](uint8_t x) { return x == 0; }));
+
+    for (size_t i = 0; i < a.buffer.size(); ++i)
+      a.buffer[i] = static_cast<uint8_t>(i * 13 + 5);
+    post_writes(a, b, kMsg, kMessages);
+    int done = 0;
+    while (done < kMessages && seconds_since(start) < 20) {
+      ASSERT_TRUE(a.driver->poll(us(200)));
+      ASSERT_TRUE(b.driver->poll(us(200)));
+      Completion c;
+      while (a.engine->poll_completion(c)) {
+        ASSERT_EQ(c.status, WcStatus::kSuccess) << wc_status_name(c.status);
+        ++done;
+      }
+    }
+    ASSERT_EQ(done, kMessages);
+    for (int m = 0; m < kMessages; ++m)
+      ASSERT_EQ(std::memcmp(b.buffer.data() + m * kMsg, a.buffer.data(), kMsg), 0) << m;
+    EXPECT_GE(bs.auth_opened, kMessages * kMsg / 4096);
+    EXPECT_EQ(bs.auth_replayed, 0u);
+    EXPECT_EQ(a.driver->stats().auth_failed, 0u);
+    EXPECT_GT(a.driver->stats().auth_opened, 0u) << "the ACKs are sealed too";
+    EXPECT_EQ(bs.decode_drops, 0u);
+    if (mode == AuthMode::kAuthenticate) {
+      EXPECT_GT(a.driver->stats().gso_sends, 0u);
+    }
+  }
 }
 
 // SRV6 mode's EV is the packet's IPv6 destination address: an IPv4 port cannot carry it, and
