@@ -288,7 +288,8 @@ void print_header(const Options& o, Session& s) {
   std::printf(" Link type       : Ethernet\n");
   std::printf(" Planes          : %zu\t\tEV mode        : %s x %u\n",
               s.config().driver.ports.size(), o.ev_mode.c_str(), s.config().evs_per_plane);
-  std::printf(" Max inline data : 0[B]\n");
+  std::printf(" Max inline data : 0[B]\t\tPacket auth    : %s\n",
+              std::string(auth_mode_name(s.config().driver.auth)).c_str());
   std::printf(" rdma_cm QPs\t : OFF\n");
   std::printf(" Data ex. method : Ethernet\n");
   std::fputs(kLine, stdout);
@@ -1054,6 +1055,7 @@ void print_server_summary(const Options& o, const ServedClient& sc, bool failed)
   Json j;
   j["role"] = "server";
   j["ok"] = !failed;
+  j["packet_auth"] = auth_mode_name(sc.ss.config().driver.auth);
   j["mismatches"] = sc.total_mismatches;
   j["qp_errors"] = sc.qp_errors;
   j["client_qp_errors"] = sc.client_qp_errors;
@@ -1503,6 +1505,7 @@ void write_client_json(ClientRun& c, const RawBlasts& raw,
   j["ok"] = !t.failed;
   if (!t.error.empty()) j["error"] = t.error;
   j["ev_mode"] = o.ev_mode;
+  j["packet_auth"] = auth_mode_name(cs.config().driver.auth);
   j["planes"] = cs.config().driver.ports.size();
   j["evs_per_plane"] = cs.config().evs_per_plane;
   j["qps"] = o.qps;

@@ -150,6 +150,8 @@ const std::map<std::string, std::vector<std::vector<std::string>>>& bad_argument
         {"--ifname", "no-such-if0"},
         {"--json", "no-such-dir/out.json"},
         {"--psk", "no-such-file"},
+        {"--packet-auth", "sign"},
+        {"::1", "--packet-auth", "encrypt"},  // keys come from the --psk handshake
         {"--bogus"}}},
       {"mrc-tcp-stall",
        {{}, {"send"}, {"send", "::1", "-D", "-1"}, {"--port", "0", "recv"}, {"fly"}}},
