@@ -874,10 +874,11 @@ struct ServedClient {
   // Whether the client started its test (a round or a raw blast): a client that never does
   // is dropped and the server serves the next (serve_client).
   bool started = false;
-  Time start_deadline = 0;    // --start-timeout-ms after the handshake
-  Time idle_timeout = 0;      // --idle-timeout-ms
-  Time last_heard = 0;        // the client's last message or data packet
-  uint64_t packets_seen = 0;  // data packets received by then
+  bool writes_granted = false;  // the client may write the buffer (from its first round)
+  Time start_deadline = 0;      // --start-timeout-ms after the handshake
+  Time idle_timeout = 0;        // --idle-timeout-ms
+  Time last_heard = 0;          // the client's last message or data packet
+  uint64_t packets_seen = 0;    // data packets received by then
 
   ServedClient(Session& session, SideChannel& side, const Hello& hello, const Options& o)
       : ss(session), ch(side), client(hello) {
@@ -931,13 +932,15 @@ bool begin_server_round(ServedClient& sc, const std::map<std::string, uint64_t>&
     (void)sc.ch.send_frame(encode_refusal("round size above the hello's message size"), 100);
     return false;
   }
-  if (!sc.started) {
+  // The first round grants the writes (a raw blast before it starts the test, not the writes).
+  if (!sc.writes_granted) {
     if (auto st = sc.ss.set_remote_write(true); !st) {
       server_log(st.error().message);
       return false;
     }
-    sc.started = true;
+    sc.writes_granted = true;
   }
+  sc.started = true;
   sc.imm_received = 0;
   sc.round_cpu0 = cpu_seconds();
   (void)sc.ch.send_frame(perf_ready());

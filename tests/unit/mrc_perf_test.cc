@@ -177,6 +177,21 @@ TEST_F(MrcPerfServer,
   EXPECT_NE(srv.output().find("sent nothing for"), std::string::npos) << srv.output();
 }
 
+// A raw UDP blast first (--raw-udp) starts the test without writing: the first round after it
+// still gets the buffer's write access, and the transfer verifies.
+TEST_F(MrcPerfServer, serve__a_raw_blast_before_the_first_round_keeps_the_writes_granted) {
+  auto srv = server({});
+  auto cli = client({"--raw-udp", "--raw-seconds", "0.2"});
+  EXPECT_EQ(cli.wait(60s), 0) << cli.output() << "\n--- server:\n" << srv.output();
+  EXPECT_EQ(srv.wait(30s), 0) << srv.output();
+  EXPECT_NE(cli.output().find("MRC verify        : OK"), std::string::npos) << cli.output();
+  const std::string out = cli.output();
+  const size_t line = out.find("MRC drops server");
+  ASSERT_NE(line, std::string::npos) << out;
+  const std::string drops = out.substr(line, out.find('\n', line) - line);
+  EXPECT_NE(drops.find(" bad_rkey=0 "), std::string::npos) << drops;
+}
+
 // With --psk both ends derive packet keys in the handshake and every datagram carries a tag
 // (net/packet_auth.h): the transfer verifies in each mode the client asks for, each end opens
 // what the other sent and refuses nothing, and with `off` no datagram carries a trailer.
