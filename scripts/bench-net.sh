@@ -14,12 +14,15 @@
 #      subflow hashes onto) during a transfer: the stall of each, the longest gap that ends
 #      after the cut and began within 1 s of it -- MRC's between completions (mrc-perf),
 #      MPTCP's between reads that returned data (tools/mrc-tcp-stall.cc, under mptcpize).
-#   5. the same MRC/UDP ratio and MRC cut on a hashed-ECMP fabric (mrc-fabric --dataplane
+#   5. authenticated packets (mrc-perf --psk --packet-auth; docs/linux-driver.md): MRC's
+#      goodput with a tag on every datagram, and with encryption, against MRC without, rounds
+#      interleaved -> auth_ratio, encrypt_ratio (medians of the rounds' ratios);
+#   6. the same MRC/UDP ratio and MRC cut on a hashed-ECMP fabric (mrc-fabric --dataplane
 #      ecmp: no source routing, mrc-perf in UDP EV mode, the EV in the UDP source port).
-# Sections 0-4 run on the data plane MRC_BENCH_DATAPLANE names (default auto: the kernel's
+# Sections 0-5 run on the data plane MRC_BENCH_DATAPLANE names (default auto: the kernel's
 # SRv6 if it has seg6local, else the eBPF uN program); the first line says which.
 # The last line is: ratio_vs_udp=<r> mrc_stall_ms=<ms> mptcp_stall_ms=<ms> dataplane=<d>
-#   ecmp_ratio_vs_udp=<r> ecmp_mrc_stall_ms=<ms>
+#   auth_ratio=<r> encrypt_ratio=<r> ecmp_ratio_vs_udp=<r> ecmp_mrc_stall_ms=<ms>
 #   scripts/bench-net.sh [SECONDS]     seconds per throughput run (default 5)
 #   MRC_BENCH_DATAPLANE=bpf scripts/bench-net.sh     the fabric's data plane (kernel, bpf)
 #   MRC_BIN_DIR=build-x/bin scripts/bench-net.sh     binaries from another build tree
@@ -125,10 +128,11 @@ echo "platform: a busy loop on CPUs ${oslat_cpus} (oslat, ${MRC_BENCH_OSLAT_SECO
 
 # ---- 1. and 2. MRC against raw UDP ------------------------------------------------------------
 ev_args=()  # the EV mode of both ends (none: SRV6, mrc-perf's default)
+server_args=()  # the server's own (--psk)
 run_mrc() {  # LABEL PORT [CLIENT ARGS...]: client JSON in $work/LABEL.c.json
   local label=$1 port=$2; shift 2
   # shellcheck disable=SC2046
-  timed $server "$work/$label.s" "$bin/mrc-perf" $(perf_args $server) "${ev_args[@]}" -p "$port" \
+  timed $server "$work/$label.s" "$bin/mrc-perf" $(perf_args $server) "${ev_args[@]}" "${server_args[@]}" -p "$port" \
     --json "$work/$label.s.json" --accept-timeout-ms 30000 >"$work/$label.s.out" 2>&1 &
   pids+=($!)
   wait_for "$work/$label.s.out" "Waiting for client"
@@ -246,7 +250,28 @@ echo "mrc:   the cut's stall ${mrc_stall} ms; the same injection on an idle link
 
 echo "mrc_gbps=$mrc_gbps udp_gbps=$udp_gbps tcp_gbps=$tcp_gbps mptcp_gbps=$mptcp_gbps cycles_per_byte: mrc=$mrc_cpb udp=$udp_cpb tcp=$tcp_cpb mptcp=$mptcp_cpb platform_freeze_ms=$platform_freeze"
 
-# ---- 5. hashed ECMP: no source routing, the EV in the UDP source port -----------------------
+# ---- 5. authenticated packets: what the tag (and encryption) cost in goodput ------------------
+psk=$work/psk
+(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$psk")
+server_args=(--psk "$psk")
+auth_rows=()
+for round in $(seq "$rounds"); do
+  g=()
+  for mode in off auth encrypt; do
+    run_mrc "auth_$mode$round" $((18620 + ${#auth_rows[@]} * 3 + ${#g[@]})) -D "$seconds" \
+      --psk "$psk" --packet-auth "$mode"
+    g+=("$(json "$work/auth_$mode$round.c.json" "round(j['results'][0]['goodput_gbps'], 3)")")
+  done
+  r=$(python3 -c "import sys; o, a, e = map(float, sys.argv[1:]); print(round(a / o, 3), round(e / o, 3))" "${g[@]}")
+  echo "auth round $round: mrc ${g[0]} Gb/s, with packet auth ${g[1]}, encrypted ${g[2]} -> ratios $r"
+  auth_rows+=("$r")
+done
+server_args=()
+auth_ratio=$(printf '%s\n' "${auth_rows[@]}" | awk '{print $1}' | sort -n | sed -n "$(((rounds + 1) / 2))p")
+encrypt_ratio=$(printf '%s\n' "${auth_rows[@]}" | awk '{print $2}' | sort -n | sed -n "$(((rounds + 1) / 2))p")
+echo "auth median: packet auth / none ${auth_ratio}, encrypted / none ${encrypt_ratio}"
+
+# ---- 6. hashed ECMP: no source routing, the EV in the UDP source port -----------------------
 fab down --kill >/dev/null
 fab up --hosts 4 --planes 2 --leaves 2 --spines 2 --dataplane ecmp >/dev/null
 ev_args=(--ev-mode udp)
@@ -261,4 +286,4 @@ done
 read -r ecmp_ratio ecmp_mrc_gbps ecmp_udp_gbps < <(printf '%s\n' "${ecmp_ratios[@]}" | sort -n | sed -n "$(((rounds + 1) / 2))p")
 ecmp_stall=$(mrc_cut ecmp_cut 18609 "p0-s$cut")
 echo "ecmp median: ratio_vs_udp ${ecmp_ratio} (mrc ${ecmp_mrc_gbps} Gb/s, raw udp ${ecmp_udp_gbps} Gb/s); the cut's stall ${ecmp_stall} ms"
-echo "ratio_vs_udp=$ratio mrc_stall_ms=$mrc_stall mptcp_stall_ms=$mptcp_stall dataplane=$dataplane ecmp_ratio_vs_udp=$ecmp_ratio ecmp_mrc_stall_ms=$ecmp_stall"
+echo "ratio_vs_udp=$ratio mrc_stall_ms=$mrc_stall mptcp_stall_ms=$mptcp_stall dataplane=$dataplane auth_ratio=$auth_ratio encrypt_ratio=$encrypt_ratio ecmp_ratio_vs_udp=$ecmp_ratio ecmp_mrc_stall_ms=$ecmp_stall"

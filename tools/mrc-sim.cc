@@ -174,6 +174,7 @@ json echo_config(const Scenario& sc) {
       {"probe_budget_interval", format_duration(t.probe_budget_interval)},
       {"borrow_rtt", t.borrow_rtt},
       {"ack_waits_for_port", t.ack_waits_for_port},
+      {"packet_auth", t.packet_auth},
       {"loss_keep", t.loss_keep},
       {"trim_keep", t.trim_keep},
       {"nscc_min_cwnd", t.nscc_min_cwnd},

@@ -36,14 +36,15 @@
 #include "net/hello.h"
 #include "net/psk.h"
 #include "net/sockets.h"
+#include "wire/headers.h"
 
 namespace mrc::net {
 
-inline constexpr size_t kAuthKeyBytes = 16;     // AES-128
-inline constexpr size_t kAuthSaltBytes = 4;     // the nonce's fixed part
-inline constexpr size_t kAuthCounterBytes = 8;  // the nonce's counter, sent
-inline constexpr size_t kAuthTagBytes = 16;     // GCM tag
-inline constexpr size_t kAuthTrailerBytes = kAuthCounterBytes + kAuthTagBytes;
+inline constexpr size_t kAuthKeyBytes = 16;                           // AES-128
+inline constexpr size_t kAuthSaltBytes = 4;                           // the nonce's fixed part
+inline constexpr size_t kAuthCounterBytes = wire::kAuthCounterBytes;  // the nonce's counter
+inline constexpr size_t kAuthTagBytes = wire::kAuthTagBytes;          // GCM tag
+inline constexpr size_t kAuthTrailerBytes = wire::kAuthTrailerBytes;
 // Counters the receiver remembers behind the highest it accepted: reordering across planes
 // deeper than this turns a late datagram into a loss (dropped as too old), never into a repeat.
 inline constexpr uint64_t kReplayWindow = 8192;

@@ -771,6 +771,7 @@ SimStatus read_transport(TableReader& r, TransportConfig& t, std::vector<std::st
   TRY(r.uint("reverse_evs_per_plane", t.reverse_evs_per_plane, 0, 8));
   TRY(r.boolean("borrow_rtt", t.borrow_rtt));
   TRY(r.boolean("ack_waits_for_port", t.ack_waits_for_port));
+  TRY(r.boolean("packet_auth", t.packet_auth));
   TRY(r.real("loss_keep", t.loss_keep, 0, 1));
   TRY(r.real("trim_keep", t.trim_keep, 0, 1));
   TRY(r.size("nscc_min_cwnd", t.nscc_min_cwnd));

@@ -525,9 +525,9 @@ Time Simulation::Impl::ideal_fct(const FlowSpec& spec) const {
   const uint64_t mtu = cfg.transport.mtu;
   const uint64_t per_packet = wire::kBthBytes + wire::kRethBytes + wire::kDataExtBytes +
                               (spec.with_imm ? wire::kImmDtBytes : 0) + wire::kIcrcBytes +
-                              kIpUdpBytes + kEthernetOverhead;
+                              packet_overhead();
   const uint64_t ack = wire::kBthBytes + wire::kAethBytes + wire::kSackExtBytes + wire::kIcrcBytes +
-                       kIpUdpBytes + kEthernetOverhead;
+                       packet_overhead();
   const uint32_t links = pair_links(spec.src, spec.dst);
   const Time ack_path = links * t.link_delay + (links - 1) * t.switch_latency +
                         links * serialization(ack, t.link_bps);

@@ -136,6 +136,10 @@ struct TransportConfig {
   // An ACK whose data packet's port is busy waits for it instead of taking another port's
   // next data path (EngineConfig::ack_waits_for_port); false: any free port at once, as before.
   bool ack_waits_for_port = true;
+  // Authenticated packets (docs/linux-driver.md, "Authenticated packets"): every packet carries
+  // the authentication trailer (wire::kAuthTrailerBytes) on the wire. Bytes only: the simulated
+  // NICs do not compute tags, and a trimmed header is taken as its trailer still matched.
+  bool packet_auth = false;
   // NsccConfig::loss_keep; 0 = 1 (no cut) with trimming, max_md_jump (0.5) without.
   double loss_keep = 0;
   // NsccConfig::trim_keep: the fraction of the window a trimmed packet's resend keeps; 0 = auto:

@@ -67,7 +67,7 @@ void Simulation::Impl::send_from_host(HostId h, const TxPacket& tx) {
     controls[p.control] = tx.pkt;
     controls[p.control].payload = nullptr;
   }
-  p.wire_bytes = tx.transport_bytes + kIpUdpBytes + kEthernetOverhead;
+  p.wire_bytes = tx.transport_bytes + packet_overhead();
   p.src = h;
   p.dst = tx.peer;
   p.plane = tx.port;

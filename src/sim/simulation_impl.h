@@ -427,6 +427,12 @@ struct Simulation::Impl {
     return 2 * ft_tiers;
   }
   Time ideal_fct(const FlowSpec& spec) const;
+  // What a packet carries on the wire around its transport bytes: IPv6, UDP, Ethernet (with
+  // preamble and gap) and, with transport.packet_auth, the authentication trailer.
+  uint32_t packet_overhead() const {
+    return kIpUdpBytes + kEthernetOverhead +
+           (cfg.transport.packet_auth ? wire::kAuthTrailerBytes : 0);
+  }
   // Fat tree SRv6 paths. A path is a number in [0, half^2): core `path` for pods apart (agg
   // path / half on both sides: core c is wired to agg c / half of every pod), agg path / half
   // within a pod; kNoSpine within a leaf. The carrier is agg, core, agg, leaf, host (5 uSIDs;

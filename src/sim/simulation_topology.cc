@@ -44,7 +44,7 @@ class PortWiring {
 SimStatus Simulation::Impl::build() {
   const TopologyConfig& t = cfg.topo;
   P = t.planes;
-  const uint32_t mtu_wire = cfg.transport.mtu + 120 + kIpUdpBytes + kEthernetOverhead;
+  const uint32_t mtu_wire = cfg.transport.mtu + 120 + packet_overhead();
   const Time hop = t.link_delay + serialization(mtu_wire, t.link_bps);
   if (auto s = t.kind == TopologyKind::kFatTree ? shape_fat_tree(hop) : shape_two_tier(hop); !s)
     return s;

@@ -18,6 +18,11 @@ inline constexpr uint8_t kIpProtoUdp = 17;
 inline constexpr uint8_t kIpProtoRouting = 43;
 inline constexpr uint8_t kSrhRoutingType = 4;
 inline constexpr uint32_t kIcrcBytes = 4;
+// Authenticated packets' trailer behind the ICRC: an 8-byte counter and a 16-byte AES-GCM tag
+// (docs/wire-format.md, "Authentication trailer"; net/packet_auth.h seals and opens it).
+inline constexpr uint32_t kAuthCounterBytes = 8;
+inline constexpr uint32_t kAuthTagBytes = 16;
+inline constexpr uint32_t kAuthTrailerBytes = kAuthCounterBytes + kAuthTagBytes;
 // The IPv6 hop limit packets leave with (Linux's default, net.ipv6.conf.*.hop_limit).
 inline constexpr uint8_t kDefaultHopLimit = 64;
 

@@ -532,5 +532,55 @@ TEST(PcapTshark, mrc_lua_dissector__reads_every_extension) {
   }
 }
 
+// With the preference mrc.auth_trailer the dissector takes the 24-byte authentication trailer
+// (docs/wire-format.md section 13) off the end of every datagram: it shows the counter and
+// decodes what is before it exactly as without a trailer.
+TEST(PcapTshark, mrc_lua_dissector__shows_the_authentication_trailer_when_told) {
+  TempDir dir;
+  const fs::path scratch = dir / "stderr.txt";
+  if (!require_tshark(scratch)) return;
+  const fs::path lua = fs::path(MRC_SOURCE_DIR) / "tools" / "wireshark" / "mrc.lua";
+  const fs::path file = dir / "sealed.pcap";
+  std::vector<Expected> want;
+  {
+    auto writer = PcapWriter::open(file.string(), PcapLinkType::kRaw);
+    ASSERT_TRUE(writer.has_value());
+    Time t = kFirstTimestamp;
+    uint64_t counter = 0x0102030405060700;
+    for (const Datagram& d : every_packet_type()) {
+      want.push_back(mrc_expectation(d));
+      Bytes b = encode_or_die(d);
+      // The trailer, and the IPv6 payload and UDP lengths that include it.
+      for (int i = 7; i >= 0; --i)
+        b.push_back(static_cast<uint8_t>(counter >> (8 * i)));
+      b.insert(b.end(), 16, 0xAB);
+      const size_t udp =
+          b[6] == kIpProtoUdp ? kIpv6HeaderBytes : kIpv6HeaderBytes + 8 + 8 * size_t{b[41]};
+      const auto add = [&](size_t at) {
+        const uint16_t v = static_cast<uint16_t>((b[at] << 8 | b[at + 1]) + kAuthTrailerBytes);
+        b[at] = static_cast<uint8_t>(v >> 8);
+        b[at + 1] = static_cast<uint8_t>(v);
+      };
+      add(4);
+      add(udp + 4);
+      ASSERT_TRUE(writer->write(t, b).has_value());
+      t += kTimestampStep;
+      ++counter;
+    }
+    ASSERT_TRUE(writer->close().has_value());
+  }
+  const std::string opts = "-X lua_script:'" + lua.string() + "' -o mrc.auth_trailer:TRUE";
+  check_rows(tshark_fields(file, kMrcFields, opts, scratch), kMrcFields, want);
+  const auto counters = tshark_fields(file, {"mrc.auth.counter"}, opts, scratch);
+  ASSERT_EQ(counters.size(), want.size());
+  for (size_t i = 0; i < counters.size(); ++i) {
+    ASSERT_EQ(counters[i][0].size(), 1u) << "packet " << i;
+    EXPECT_EQ(std::stoull(counters[i][0][0], nullptr, 0), 0x0102030405060700ull + i) << i;
+  }
+  const Bytes err = read_file(scratch);
+  const std::string err_text(err.begin(), err.end());
+  EXPECT_EQ(err_text.find("rror"), std::string::npos) << err_text;
+}
+
 }  // namespace
 }  // namespace mrc::wire

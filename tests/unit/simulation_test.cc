@@ -132,6 +132,19 @@ TEST(Simulation, ideal_fct__is_the_fct_of_the_flow_alone_on_the_fabric) {
   EXPECT_EQ(one.ideal_fct, 4 * ns(500) + 2 * 4238 * 80 + 2 * 210 * 80);
 }
 
+// transport.packet_auth charges every packet the 24-byte authentication trailer: the 4 KiB
+// flow alone above takes the trailer's serialization on each of its 2 data and 2 ACK hops more,
+// and still finishes exactly at its (larger) ideal.
+TEST(Simulation, run__packet_auth_charges_the_trailer_on_every_packet) {
+  SimConfig c = small_fabric(TransportKind::kMrc);
+  c.transport.reverse_evs_per_plane = 0;
+  const FlowResult plain = flow_alone(c, 0, 1, 4096);
+  c.transport.packet_auth = true;
+  const FlowResult sealed = flow_alone(c, 0, 1, 4096);
+  EXPECT_EQ(sealed.ideal_fct, plain.ideal_fct + 4 * 24 * 80);
+  EXPECT_EQ(sealed.fct, sealed.ideal_fct);
+}
+
 TEST(Simulation, run__permutation_mrc_every_flow_within_1_3x_ideal) {
   auto sim = make(small_fabric(TransportKind::kMrc));
   const auto perm = derangement(32, 3);

@@ -13,6 +13,9 @@
 --               -e mrc.opcode -e mrc.data.msg_num -e mrc.sack.cum_psn
 -- or copy the file into ~/.local/lib/wireshark/plugins/. Filter with "mrc", "mrc.sack", ...
 -- Another UDP port: edit ROCE_PORT below (keep it equal to infiniband.rroce.port).
+-- Authenticated sessions (mrc-perf --psk) end every datagram with a 24-byte trailer (counter,
+-- AES-GCM tag; docs/wire-format.md section 13): set the preference mrc.auth_trailer
+-- (tshark -o mrc.auth_trailer:TRUE) to show it and decode what is before it.
 
 local ROCE_PORT = 4791
 
@@ -49,6 +52,7 @@ local layout = {
   [OP_PROBE_REPLY] = { ext = 12, len = 24, kind = "probe" },
 }
 local ICRC = 4
+local AUTH_TRAILER = 24  -- counter (8) + tag (16), behind the ICRC
 
 local f = mrc.fields
 f.opcode = ProtoField.uint8("mrc.opcode", "Opcode", base.HEX, opcode_names)
@@ -106,6 +110,14 @@ f.probe_port = ProtoField.uint8("mrc.probe.port", "Port (plane)")
 f.probe_flags = ProtoField.uint8("mrc.probe.flags", "Flags", base.HEX)
 
 f.cnp_reserved = ProtoField.bytes("mrc.cnp.reserved", "CNP reserved")
+
+f.auth = ProtoField.bytes("mrc.auth", "MRC authentication trailer")
+f.auth_counter = ProtoField.uint64("mrc.auth.counter", "Counter (nonce)")
+f.auth_tag = ProtoField.bytes("mrc.auth.tag", "AES-128-GCM tag")
+
+mrc.prefs.auth_trailer = Pref.bool("Packets carry a 24-byte authentication trailer", false,
+                                   "Authenticated sessions (mrc-perf --psk): a counter and an " ..
+                                   "AES-128-GCM tag behind the ICRC of every datagram")
 
 local e_short = ProtoExpert.new("mrc.short", "Packet too short for its MRC headers",
                                 expert.group.MALFORMED, expert.severity.ERROR)
@@ -202,12 +214,23 @@ function mrc.dissector(tvb, pinfo, tree)
   if #payloads == 0 or #ports == 0 then return end
   if ports[#ports].value ~= ROCE_PORT then return end
   local bth = payloads[#payloads].range
+  local trailer = nil
+  if mrc.prefs.auth_trailer then
+    if bth:len() < BTH + ICRC + AUTH_TRAILER then return end
+    trailer = bth(bth:len() - AUTH_TRAILER, AUTH_TRAILER)
+    bth = bth(0, bth:len() - AUTH_TRAILER)
+  end
   if bth:len() < BTH + ICRC then return end
   local opcode = bth(0, 1):uint()
   local row = layout[opcode]
   if row == nil then return end  -- not an MRC opcode: leave it to the RoCE dissector
 
   local t = tree:add(mrc, bth)
+  if trailer ~= nil then
+    local a = t:add(f.auth, trailer)
+    a:add(f.auth_counter, trailer(0, 8))
+    a:add(f.auth_tag, trailer(8, 16))
+  end
   t:add(f.opcode, bth(0, 1))
   local ext_end = row.ext + row.len
   if bth:len() < ext_end + ICRC then
