@@ -263,7 +263,19 @@ std::expected<size_t, OpenError> PacketOpener::open(uint8_t* datagram, size_t le
   const size_t body = len - kAuthTrailerBytes;
   uint8_t* trailer = datagram + body;
   const uint64_t counter = get64(trailer);
-  // The window first: a repeat costs no GCM work (a flood of replays stays cheap).
+  EVP_CIPHER_CTX* evp = ctx_->evp;
+  const auto iv = nonce_of(salt_, counter);
+  const bool encrypted = mode_ == AuthMode::kEncrypt;
+  int n = 0;
+  // The tag before the window: a datagram is a replay only if it is authentic (a forgery whose
+  // bytes happen to name an old counter is a forgery), and a forgery costs the same GCM work
+  // whatever counter it names. EVP_DecryptFinal_ex compares the tags in constant time.
+  if (!evp || EVP_DecryptInit_ex(evp, nullptr, nullptr, nullptr, iv.data()) != 1 ||
+      !gcm_update(evp, false, encrypted ? datagram : nullptr, datagram, body) ||
+      EVP_CIPHER_CTX_ctrl(evp, EVP_CTRL_AEAD_SET_TAG, static_cast<int>(kAuthTagBytes),
+                          trailer + kAuthCounterBytes) != 1 ||
+      EVP_DecryptFinal_ex(evp, trailer, &n) != 1)
+    return std::unexpected(OpenError::kBadTag);
   switch (window_.check(counter)) {
     case ReplayWindow::Verdict::kRepeat:
       return std::unexpected(OpenError::kReplayed);
@@ -272,17 +284,6 @@ std::expected<size_t, OpenError> PacketOpener::open(uint8_t* datagram, size_t le
     case ReplayWindow::Verdict::kNew:
       break;
   }
-  EVP_CIPHER_CTX* evp = ctx_->evp;
-  const auto iv = nonce_of(salt_, counter);
-  const bool encrypted = mode_ == AuthMode::kEncrypt;
-  int n = 0;
-  // EVP_DecryptFinal_ex compares the tags in constant time.
-  if (!evp || EVP_DecryptInit_ex(evp, nullptr, nullptr, nullptr, iv.data()) != 1 ||
-      !gcm_update(evp, false, encrypted ? datagram : nullptr, datagram, body) ||
-      EVP_CIPHER_CTX_ctrl(evp, EVP_CTRL_AEAD_SET_TAG, static_cast<int>(kAuthTagBytes),
-                          trailer + kAuthCounterBytes) != 1 ||
-      EVP_DecryptFinal_ex(evp, trailer, &n) != 1)
-    return std::unexpected(OpenError::kBadTag);
   window_.accept(counter);
   return body;
 }

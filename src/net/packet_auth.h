@@ -131,9 +131,9 @@ class ReplayWindow {
 
 enum class OpenError : uint8_t {
   kShort,     // no room for a trailer
-  kBadTag,    // forged, corrupted, or sealed under another key
-  kReplayed,  // a counter already accepted
-  kTooOld,    // below the replay window
+  kBadTag,    // forged, corrupted, or sealed under another key (checked first)
+  kReplayed,  // authentic, but its counter was accepted before
+  kTooOld,    // authentic, but its counter is below the replay window
 };
 std::string_view open_error_name(OpenError e);
 

@@ -199,7 +199,7 @@ struct DriverStats {
   uint64_t wake_calls_seen = 0;  // polls ended early by wake()
   // DriverConfig::auth: datagrams dropped before decoding because their tag was wrong, they had
   // no trailer, or their source is no peer with keys (a forgery, whatever address it bears);
-  // and those whose counter was accepted before or fell behind the replay window.
+  // and authentic ones whose counter was accepted before or fell behind the replay window.
   uint64_t auth_failed = 0, auth_replayed = 0;
   uint64_t auth_opened = 0;  // datagrams that passed
 };

@@ -950,5 +950,178 @@ TEST_F(NetFabric, write__hostile_input_during_a_verified_transfer_is_dropped_cou
   EXPECT_EQ(counter("bytes_placed"), kSize * kCount);
 }
 
+// ----- authenticated packets ------------------------------------------------------------------
+
+// What mrc-perf's header says of one end's QP (" local address: ... QPN .. PSN .. RKey .. VAddr
+// .." and its planes' " GID: <address> port <n>" lines).
+struct PrintedQp {
+  uint32_t qpn = 0, psn = 0, rkey = 0;
+  uint64_t vaddr = 0;
+  std::vector<uint16_t> ports;  // data port per plane
+};
+
+std::optional<PrintedQp> printed_qp(const std::string& out, const std::string& which) {
+  const size_t at = out.find(" " + which + " address: ");
+  if (at == std::string::npos) return std::nullopt;
+  PrintedQp q;
+  unsigned long long va = 0;
+  if (std::sscanf(out.c_str() + at + which.size() + 11, "LID %*s QPN %x PSN %x RKey %x VAddr %llx",
+                  &q.qpn, &q.psn, &q.rkey, &va) != 4)
+    return std::nullopt;
+  q.vaddr = va;
+  std::istringstream lines(out.substr(out.find('\n', at) + 1));
+  std::string line;
+  while (std::getline(lines, line) && line.rfind(" GID: ", 0) == 0) {
+    const size_t port = line.rfind(" port ");
+    if (port == std::string::npos) return std::nullopt;
+    q.ports.push_back(static_cast<uint16_t>(std::stoul(line.substr(port + 6))));
+  }
+  if (q.ports.empty()) return std::nullopt;
+  return q;
+}
+
+// Authenticated packets (mrc-perf --psk; docs/linux-driver.md, "Authenticated packets") against
+// a host that knows everything the hellos say -- as one on the path would -- and sends with the
+// peers' own source addresses (IPV6_FREEBIND from h3): to the server, WRITEs with its QPN,
+// rkey and buffer at PSNs inside its window (without authentication the first would be
+// placed), trimmed WRITEs and probes; to the client, ACKs that acknowledge PSNs it sent but
+// has no ACK for (the lost-PSN case that kills an unauthenticated QP), "every port down"
+// bitmaps, trim NACKs and probe replies. Every one is dropped before decoding and counted as
+// auth_failed at its target (none under another reason, no port bitmap or trim believed), and
+// the transfer verifies.
+TEST_F(NetFabric, write__authenticated_transfer_drops_every_forgery_from_a_peer_address) {
+  const std::string psk = dir_ + "/psk";
+  {
+    std::ofstream(psk) << "net-fabric-test-shared-secret-0123456789\n";
+    std::filesystem::permissions(
+        psk, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  }
+  std::atomic<uint64_t> to_server{0}, to_client{0};
+  std::string attack_error;
+  const std::string label = "authenticated forgeries";
+  const std::string client_out = dir_ + "/authenticated_forgeries.client.out";
+  auto r = run_perf(
+      label, {"-s", "65536", "-D", "3", "--verify", "--psk", psk},
+      [&] {
+        std::ifstream in(client_out);
+        const std::string out((std::istreambuf_iterator<char>(in)), {});
+        const auto client = printed_qp(out, "local");
+        const auto server = printed_qp(out, "remote");
+        if (!client || !server) {
+          attack_error = "cannot read the QPs from the client's header:\n" + out;
+          return;
+        }
+        std::thread attacker([&] {
+          if (!enter_namespace(ns(kAttackerHost))) {
+            attack_error = "cannot enter " + ns(kAttackerHost);
+            return;
+          }
+          sockaddr_in6 as_client{}, as_client_trim{}, as_server{};
+          const int fd_client = attacker_socket(plane_address(0, kClientHost), 0, as_client);
+          const int fd_client_trim = attacker_socket(plane_address(0, kClientHost),
+                                                     wire::kDscpTrimmed << 2, as_client_trim);
+          const int fd_server = attacker_socket(plane_address(0, kServerHost), 0, as_server);
+          if (fd_client < 0 || fd_client_trim < 0 || fd_server < 0) {
+            attack_error = std::string("attacker sockets: ") + std::strerror(errno);
+            return;
+          }
+          const auto endpoint = [](int host, uint16_t port) {
+            Endpoint e = *parse_endpoint(plane_address(0, host), port);
+            return to_sockaddr(e);
+          };
+          const sockaddr_in6 server_data = endpoint(kServerHost, server->ports[0]);
+          const sockaddr_in6 client_data = endpoint(kClientHost, client->ports[0]);
+          auto send = [](int fd, const sockaddr_in6& to, const std::vector<uint8_t>& b,
+                         std::atomic<uint64_t>& n) {
+            if (::sendto(fd, b.data(), b.size(), 0, reinterpret_cast<const sockaddr*>(&to),
+                         sizeof to) == static_cast<ssize_t>(b.size()))
+              ++n;
+          };
+          std::mt19937 rng(5);
+          auto next = Clock::now();
+          for (const auto until = Clock::now() + std::chrono::milliseconds(1500);
+               Clock::now() < until;) {
+            const uint32_t psn = client->psn + rng() % 2048;  // inside the server's window
+            send(fd_client, server_data,
+                 forged_write(server->qpn, server->rkey, server->vaddr, psn, as_client, 4096),
+                 to_server);
+            send(fd_client_trim, server_data,
+                 forged_write(server->qpn, server->rkey, server->vaddr, psn, as_client_trim, 4096,
+                              true),
+                 to_server);
+            wire::TransportPacket probe;
+            probe.bth.opcode = wire::Opcode::kProbe;
+            probe.bth.dest_qp = server->qpn;
+            probe.probe.probe_id = rng();
+            send(fd_client, server_data, testnet::forged_datagram(probe, as_client), to_server);
+            // At the client: ACKs of what it may have sent unacknowledged, all ports down,
+            // trim NACKs, probe replies.
+            const uint32_t sent_psn = client->psn + rng() % 200'000;
+            send(fd_server, client_data, forged_ack(client->qpn, sent_psn, as_server), to_client);
+            wire::TransportPacket down;
+            down.bth.opcode = wire::Opcode::kAck;
+            down.bth.dest_qp = client->qpn;
+            down.bth.psn = client->psn;
+            down.sack.cum_psn = client->psn;
+            down.sack.sack_base = client->psn;
+            down.sack.ports_down = 0x3;
+            send(fd_server, client_data, testnet::forged_datagram(down, as_server), to_client);
+            wire::TransportPacket nack;
+            nack.bth.opcode = wire::Opcode::kTrimNack;
+            nack.bth.dest_qp = client->qpn;
+            nack.bth.psn = sent_psn & 0xFFFFFF;
+            nack.nack.psn = sent_psn & 0xFFFFFF;
+            nack.nack.cum_psn = client->psn;
+            send(fd_server, client_data, testnet::forged_datagram(nack, as_server), to_client);
+            wire::TransportPacket reply;
+            reply.bth.opcode = wire::Opcode::kProbeReply;
+            reply.bth.dest_qp = client->qpn;
+            reply.probe.probe_id = rng();
+            send(fd_server, client_data, testnet::forged_datagram(reply, as_server), to_client);
+            // ~5,000 datagrams a second (7 a round).
+            next += std::chrono::microseconds(1400);
+            if (Clock::now() < next) std::this_thread::sleep_until(next);
+          }
+          for (int fd : {fd_client, fd_client_trim, fd_server})
+            ::close(fd);
+        });
+        attacker.join();
+      },
+      {"--psk", psk});
+  ASSERT_TRUE(attack_error.empty()) << attack_error;
+  expect_clean_transfer(r, label);
+  ASSERT_TRUE(r.client.is_object() && r.server.is_object()) << r.describe();
+  EXPECT_EQ(r.client.value("packet_auth", ""), "auth");
+  EXPECT_EQ(r.server.value("packet_auth", ""), "auth");
+  const Json& sc = r.server["counters"];
+  const Json& cc = r.client["counters"];
+  const auto count = [](const Json& c, const char* name) { return c.value(name, 0ull); };
+  std::printf(
+      "[ MRC     ] authenticated: forged %llu to the server (auth_failed %llu, kernel drops "
+      "%llu), %llu to the client (auth_failed %llu, kernel drops %llu)\n",
+      static_cast<unsigned long long>(to_server.load()),
+      static_cast<unsigned long long>(count(sc, "drop_auth_failed")),
+      static_cast<unsigned long long>(count(sc, "drop_kernel_rcvbuf")),
+      static_cast<unsigned long long>(to_client.load()),
+      static_cast<unsigned long long>(count(cc, "drop_auth_failed")),
+      static_cast<unsigned long long>(count(cc, "drop_kernel_rcvbuf")));
+  EXPECT_GT(to_server.load(), 1000u);
+  EXPECT_GT(to_client.load(), 1000u);
+  // Exactly the forgeries, at each end (less only what its kernel dropped for a full buffer).
+  EXPECT_LE(count(sc, "drop_auth_failed"), to_server.load());
+  EXPECT_GE(count(sc, "drop_auth_failed") + count(sc, "drop_kernel_rcvbuf"), to_server.load());
+  EXPECT_LE(count(cc, "drop_auth_failed"), to_client.load());
+  EXPECT_GE(count(cc, "drop_auth_failed") + count(cc, "drop_kernel_rcvbuf"), to_client.load());
+  for (const Json* c : {&sc, &cc}) {
+    for (const char* reason :
+         {"drop_auth_replayed", "drop_decode", "drop_wrong_peer", "drop_unknown_qp",
+          "drop_bad_rkey", "drop_bad_ack", "drop_psn_out_of_window", "drop_inconsistent"})
+      EXPECT_EQ(count(*c, reason), 0u) << reason;
+    EXPECT_GT(count(*c, "auth_opened"), 0u);
+  }
+  EXPECT_EQ(count(cc, "peer_port_changes"), 0u) << "a forged port bitmap was believed";
+  EXPECT_EQ(count(cc, "ack_contradictions"), 0u);
+}
+
 }  // namespace
 }  // namespace mrc::net
