@@ -193,11 +193,18 @@ struct DomainIo : RdmEndpoint::Io {
     return handle;
   }
 
+  uint32_t setup_sends = 0;
+
   void send_setup(const EndpointName& to, std::span<const uint8_t> datagram) override {
     sockaddr_in6 a{};
     a.sin6_family = AF_INET6;
     std::memcpy(&a.sin6_addr, to.planes[0].addr.data(), 16);
     a.sin6_port = htons(to.setup_port);
+    // A flow label of its own per datagram (never 0): the fabric's multipath hash includes it,
+    // so a repeat takes another path than the one before, and setup survives a dead path
+    // (a silently blackholed spine) that a fixed label would hit on every retry.
+    const uint32_t label = 1 + (++setup_sends * 0x9E3779B1u >> 12) % 0xFFFFFu;
+    a.sin6_flowinfo = htonl(label);
     // A lost setup datagram is repeated by the endpoint's timer.
     (void)::sendto(setup_fd, datagram.data(), datagram.size(), MSG_DONTWAIT,
                    reinterpret_cast<sockaddr*>(&a), sizeof a);
@@ -1055,6 +1062,10 @@ NetStatus open_setup_socket(Domain& dom) {
   const net::Endpoint& p0 = dom.driver->local(0);
   const int v6only = IN6_IS_ADDR_V4MAPPED(&p0.addr) ? 0 : 1;
   (void)::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof v6only);
+  // Each setup datagram's flow label is the sender's (DomainIo::send_setup), 0 included.
+  const int one = 1, zero = 0;
+  (void)::setsockopt(fd, IPPROTO_IPV6, net::kIpv6FlowinfoSend, &one, sizeof one);
+  (void)::setsockopt(fd, IPPROTO_IPV6, IPV6_AUTOFLOWLABEL, &zero, sizeof zero);
   sockaddr_in6 a{};
   a.sin6_family = AF_INET6;
   a.sin6_addr = p0.addr;

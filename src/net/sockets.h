@@ -110,6 +110,9 @@ void set_udp_segment(msghdr& h, UdpSegmentControl& room, uint16_t size);
 // and all of them within one IPv6 payload, or over IPv4 within one IPv4 packet (its total
 // length counts the 20-byte IPv4 header too: a larger GSO send fails with EMSGSIZE).
 inline constexpr size_t kMaxGsoDatagrams = 64;
+// IPV6_FLOWINFO_SEND from linux/in6.h (not in glibc's <netinet/in.h>, and the two headers do
+// not mix): with it a datagram's flow label is the sender's sin6_flowinfo.
+inline constexpr int kIpv6FlowinfoSend = 33;
 inline constexpr size_t kMaxGsoBytes = 65535 - 8;
 inline constexpr size_t kMaxGsoBytesIpv4 = 65535 - 20 - 8;
 

@@ -48,9 +48,6 @@ constexpr uint32_t kMaxTxRoundsPerTurn = 64;
 // planes (see receive_ready). 8 batches: ~4.7 MiB at the default batch of 64.
 constexpr uint32_t kRxPoolBatches = 8;
 
-// linux/in6.h (not in glibc's <netinet/in.h>, and the two headers do not mix).
-constexpr int kIpv6FlowinfoSend = 33;
-
 // Kernel receive timestamps on a data socket (software, CLOCK_REALTIME, in SCM_TIMESTAMPING's
 // first timespec), or none. SO_TIMESTAMPING, not SO_TIMESTAMPNS: while any socket asks for
 // receive stamps the kernel stamps every packet entering any device of the machine
