@@ -113,7 +113,7 @@ int build_paths(SoftDevice& dev, const ShmEvProfile& prof, NodeStateLayout& s, Q
   return 0;
 }
 
-void apply_cc(const ShmCcProfile& prof, size_t ports, QpAttr& out) {
+void apply_cc(const ShmCcProfile& prof, size_t ports, ev::FormatMode mode, QpAttr& out) {
   out.cc = CcSpec{};
   const uint64_t link_bps = 10'000'000'000ull * ports;
   if (prof.algorithm < 0) {
@@ -138,6 +138,7 @@ void apply_cc(const ShmCcProfile& prof, size_t ports, QpAttr& out) {
   n.qa_threshold = ns(c.qa_threshold);
   n.target_delay = ns(c.target_delay);
   n.link_bps = link_bps;
+  n.hashed_paths = mode != ev::FormatMode::kSrv6;
 }
 
 }  // namespace mrc::api
@@ -444,13 +445,13 @@ int resolve_profiles(SoftDevice& dev, mrc_qp& qp, const ModifyRequest& r, QpAttr
   if (have_cc) {
     ShmCcProfile* p = dev.node->find_cc(cc_id);
     if (!p || p->state != static_cast<uint8_t>(ProfileState::kOnline)) return EINVAL;
-    apply_cc(*p, dev.config.ports.size(), next);
+    apply_cc(*p, dev.config.ports.size(), dev.config.ev_mode, next);
     refs.cc_index = static_cast<int>(p - s.cc);
     qp.cc_generation = p->generation;
   } else {
     ShmCcProfile def{};
     def.algorithm = 0;
-    apply_cc(def, dev.config.ports.size(), next);
+    apply_cc(def, dev.config.ports.size(), dev.config.ev_mode, next);
   }
   return 0;
 }

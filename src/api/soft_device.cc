@@ -373,7 +373,7 @@ void SoftDevice::sync_node_state() {
       if (prof.generation != qp->cc_generation) {
         qp->cc_generation = prof.generation;
         QpAttr tmp;
-        apply_cc(prof, config.ports.size(), tmp);
+        apply_cc(prof, config.ports.size(), config.ev_mode, tmp);
         // The algorithm cannot change while the profile is ONLINE, so this only fails for a QP
         // already in RESET: nothing to reconfigure then.
         if (engine->reconfigure_cc(now, engine_qpn, tmp.cc)) qp->engine_attr.cc = tmp.cc;

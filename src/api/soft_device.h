@@ -205,8 +205,9 @@ SoftDevice* device_of(ibv_context* ctx);  // nullptr if not one of ours
 // this device's wire format. The node lock must be held.
 int build_paths(SoftDevice& dev, const ShmEvProfile& prof, NodeStateLayout& s, QpAttr& out,
                 bool& auto_paths);
-// A CC profile's configuration into out.cc (struct mrc_ctl_cc_nscc_cfg -> cc::NsccConfig).
-void apply_cc(const ShmCcProfile& prof, size_t ports, QpAttr& out);
+// A CC profile's configuration into out.cc (struct mrc_ctl_cc_nscc_cfg -> cc::NsccConfig) for a
+// device of `ports` ports sending EVs of `mode` (STEV and UDP EVs are hashed by the switches).
+void apply_cc(const ShmCcProfile& prof, size_t ports, ev::FormatMode mode, QpAttr& out);
 void post_async_event(mrc_context* ctx, const mrc_async_event& e);
 // Async events about a QP / a CQ (libibverbs: element.qp / element.cq is valid).
 bool is_qp_event(ibv_event_type t);

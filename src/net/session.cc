@@ -156,6 +156,8 @@ QpAttr session_qp_attr(const SessionConfig& config, const PeerQp& peer, uint32_t
   a.cc.nscc.base_rtt = config.base_rtt;
   a.cc.nscc.link_bps = link;
   a.cc.nscc.mtu = config.mtu;
+  // STEV and UDP EVs are hashed by the fabric's switches; SRV6 EVs are routes.
+  a.cc.nscc.hashed_paths = config.driver.ev_mode != ev::FormatMode::kSrv6;
   a.cc.dcqcn.line_rate_bps = link;
   a.cc.dcqcn.mtu = config.mtu;
   const uint64_t bdp = static_cast<uint64_t>(static_cast<__uint128_t>(link) * config.base_rtt /

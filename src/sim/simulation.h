@@ -142,9 +142,10 @@ struct TransportConfig {
   bool packet_auth = false;
   // NsccConfig::loss_keep; 0 = 1 (no cut) with trimming, max_md_jump (0.5) without.
   double loss_keep = 0;
-  // NsccConfig::trim_keep: the fraction of the window a trimmed packet's resend keeps; 0 = auto:
-  // 0.8 where the switches hash MRC's EVs (path_mode ecmp, two tiers), max_md_jump (0.5)
-  // otherwise (docs/engine.md, "decisions").
+  // NsccConfig::trim_keep: the fraction of the window a trimmed packet's resend keeps; 0 = the
+  // engine's default: kHashedTrimKeep (0.8) where the switches hash MRC's EVs (path_mode ecmp,
+  // two tiers: NsccConfig::hashed_paths), max_md_jump (0.5) otherwise (docs/engine.md,
+  // "decisions").
   double trim_keep = 0;
   // NsccConfig::min_cwnd, bytes: the smallest NSCC window, paced below one MTU; 0 = mtu / 4.
   uint64_t nscc_min_cwnd = 0;

@@ -11,9 +11,6 @@ namespace mrc::sim {
 
 namespace {
 
-// NsccConfig::trim_keep where the switches hash MRC's EVs (TransportConfig::trim_keep = auto).
-constexpr double kEcmpTrimKeep = 0.8;
-
 // Wires the switches' ports to their peers; switch-to-switch links get ids in wiring order when
 // links are sampled.
 class PortWiring {
@@ -750,7 +747,8 @@ SimStatus Simulation::Impl::configure_qp(Engine& e, uint32_t qpn, HostId me, Hos
     // path of the QP's many, which steering moves away from (paper 2.1). Halving the window
     // for it made the QPs it hit the slowest of a permutation (bench A's fabric, 64 hashed EVs:
     // max FCT 1.32 x ideal at 0.5 against 1.20 at 0.8; docs/engine.md, "decisions").
-    a.cc.nscc.trim_keep = tc.trim_keep > 0 ? tc.trim_keep : (ecmp_evs() ? kEcmpTrimKeep : 0.0);
+    a.cc.nscc.trim_keep = tc.trim_keep;  // 0: the engine's default for the QP's paths
+    a.cc.nscc.hashed_paths = ecmp_evs();
     a.cc.nscc.min_cwnd = static_cast<uint32_t>(tc.nscc_min_cwnd);
     a.cc.dcqcn.line_rate_bps = link;
     a.cc.dcqcn.mtu = tc.mtu;

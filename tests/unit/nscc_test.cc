@@ -568,6 +568,22 @@ TEST(Nscc, on_trim_loss__keeps_trim_keep_of_the_window_once_per_base_rtt) {
   EXPECT_DOUBLE_EQ(resolve_nscc(config()).trim_keep, 0.5);  // the default: max_md_jump
 }
 
+// On hashed paths (NsccConfig::hashed_paths: STEV or UDP EVs through ECMP switches) the default
+// cut of a trimmed packet's resend is kHashedTrimKeep, in every world that sets the flag; a
+// trim_keep of the caller's still wins, and out-of-range values mean the default.
+TEST(Nscc, resolve_nscc__hashed_paths_keep_more_of_the_window_on_a_trim) {
+  NsccConfig c = config();
+  c.hashed_paths = true;
+  EXPECT_DOUBLE_EQ(resolve_nscc(c).trim_keep, kHashedTrimKeep);
+  EXPECT_DOUBLE_EQ(kHashedTrimKeep, 0.8);
+  c.trim_keep = 0.6;
+  EXPECT_DOUBLE_EQ(resolve_nscc(c).trim_keep, 0.6);
+  c.trim_keep = 1.5;
+  EXPECT_DOUBLE_EQ(resolve_nscc(c).trim_keep, kHashedTrimKeep);
+  c.hashed_paths = false;
+  EXPECT_DOUBLE_EQ(resolve_nscc(c).trim_keep, 0.5);
+}
+
 TEST(Nscc, on_loss__out_of_range_loss_keep_means_no_cut) {
   for (double keep : {0.0, -1.0, 1.5}) {
     NsccConfig c = config();

@@ -151,6 +151,19 @@ void write_and_verify(Pair& p) {
   }
 }
 
+// STEV and UDP EVs are hashed by the fabric's switches, SRV6 EVs are routes: the QPs' NSCC
+// takes its default trim cut from that (NsccConfig::hashed_paths), as in the simulator.
+TEST(Session, session_qp_attr__marks_hashed_ev_modes_for_the_congestion_control) {
+  for (auto [mode, hashed] :
+       {std::pair{ev::FormatMode::kSrv6, false}, std::pair{ev::FormatMode::kStev, true},
+        std::pair{ev::FormatMode::kUdp, true}}) {
+    SessionConfig sc;
+    sc.driver.ev_mode = mode;
+    const QpAttr a = session_qp_attr(sc, PeerQp{1, 2, 0, 8, 64}, 0, {});
+    EXPECT_EQ(a.cc.nscc.hashed_paths, hashed) << ev::format_mode_name(mode);
+  }
+}
+
 TEST(Session, write__over_two_planes_verified) {
   Pair p = connect_pair(ev::FormatMode::kStev, kSize * kSlots);
   ASSERT_TRUE(p.client && p.server);

@@ -24,6 +24,10 @@ struct AckSample {
 
 // NSCC parameters, mirroring struct mrc_ctl_cc_nscc_cfg (OCP MRC 1.0) with UET 1.0 defaults.
 // Times are in picoseconds here (the OCP struct uses ns; the API layer converts).
+// The fraction of the window a trimmed packet's resend keeps by default where the switches
+// hash the EVs (NsccConfig::hashed_paths; docs/engine.md, "Decisions").
+inline constexpr double kHashedTrimKeep = 0.8;
+
 struct NsccConfig {
   bool disable_qa = false;
   uint32_t adjust_bytes_threshold = 0;  // bytes; 0 = 8 * mtu
@@ -47,13 +51,17 @@ struct NsccConfig {
   // packet's resend makes). docs/congestion-control.md, "Loss".
   double loss_keep = 1.0;
   // What a trimmed packet's resend does to the window: the fraction it keeps (not in the OCP
-  // struct). 0, the default: max_md_jump, the largest cut (a full queue is the strongest
-  // congestion signal). On a fabric whose switches hash the EVs (ECMP), a trim is mostly an
-  // inner queue that hashed EVs of several QPs overfilled: one of the QP's many paths, which
-  // ECN steering and EV replacement move away from (paper 2.1), and a halved window is then
-  // recovered over hundreds of RTTs while the QP's other paths stay idle. The simulator keeps
-  // 0.8 of the window there. docs/congestion-control.md, "Loss".
+  // struct). 0, the default: kHashedTrimKeep where the QP's EVs are hashed by the switches
+  // (hashed_paths), else max_md_jump, the largest cut (a full queue is the strongest congestion
+  // signal). On a fabric whose switches hash the EVs (ECMP), a trim is mostly an inner queue
+  // that hashed EVs of several QPs overfilled: one of the QP's many paths, which ECN steering
+  // and EV replacement move away from (paper 2.1), and a halved window is then recovered over
+  // hundreds of RTTs while the QP's other paths stay idle. docs/congestion-control.md, "Loss".
   double trim_keep = 0;
+  // The QP's EVs are hash inputs of ECMP switches (STEV and UDP EVs on a conventional fabric),
+  // not source routes: the default trim_keep is then kHashedTrimKeep. Set by every world from
+  // what it knows (the simulator's path_mode ecmp, the Linux driver's and the C API's EV mode).
+  bool hashed_paths = false;
   // Whether a trim in the last two quick-adapt periods turns the "delay high, no ECN" fair
   // increase into no change (not in the OCP struct). UET's rule reads an unmarked high delay
   // as a draining queue, which holds when every hop marks ECN; the paper's switches do not

@@ -73,7 +73,9 @@ NsccParams resolve_nscc(const NsccConfig& cfg) {
   p.gamma = cfg.gamma > 0 && cfg.gamma <= 1 ? cfg.gamma : 0.8;
   p.max_md_jump = cfg.max_md_jump > 0 && cfg.max_md_jump <= 1 ? cfg.max_md_jump : 0.5;
   p.loss_keep = cfg.loss_keep > 0 && cfg.loss_keep <= 1 ? cfg.loss_keep : 1.0;
-  p.trim_keep = cfg.trim_keep > 0 && cfg.trim_keep <= 1 ? cfg.trim_keep : p.max_md_jump;
+  p.trim_keep = cfg.trim_keep > 0 && cfg.trim_keep <= 1 ? cfg.trim_keep
+                : cfg.hashed_paths                      ? kHashedTrimKeep
+                                                        : p.max_md_jump;
   p.trim_stops_fair_increase = cfg.trim_stops_fair_increase;
   p.qa_gate = std::min<uint8_t>(cfg.qa_gate, 63);
   p.delay_ewma_gain = kDelayEwmaGain;
