@@ -36,7 +36,16 @@ dates and run numbers), a line fails
     "we tried", "issue #", "helper", "at that commit", "before/after the fix", ...
 Each finding is one line: file:line: what, and the offending words.
 
+Generated results. A section that scripts/report.sh writes starts with a stamp,
+`<!-- generated-from: SECTION commit=SHA -->`, naming the commit its simulator runs were built
+from (scripts/report_common.py). Each stamp is compared with the sources now: when
+src/transport or src/sim changed after that commit (or the stamp is missing, or names a
+modified tree), a note says so and how to regenerate. Notes do not fail the check (a report
+takes an hour or two to regenerate, and not every engine change moves its numbers); with
+--strict they do.
+
   scripts/check-docs.py              run the self-test, then check; exit 1 on any finding
+  scripts/check-docs.py --strict     also exit 1 when a generated section is stale
   scripts/check-docs.py --self-test  only the self-test: planted log lines and unresolved
                                      names must be found, stamps and table rows must pass
 """
@@ -296,6 +305,54 @@ def self_test(code):
     return not wrong, len(cases)
 
 
+PROVENANCE_RE = re.compile(r"<!-- generated-from: (\S+) commit=(\S+)( dirty)? -->")
+# The generated files and the sections each must carry a stamp for.
+GENERATED = {"docs/results.md": ("claims", "paper")}
+MODEL_SOURCES = ("src/transport", "src/sim")
+
+
+def git(*args):
+    import subprocess
+    r = subprocess.run(["git", "-C", REPO, *args], capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def staleness_notes():
+    """One line per generated section whose numbers may predate the model's sources."""
+    if git("rev-parse", "--git-dir") is None:
+        return []
+    notes = []
+    for rel, sections in GENERATED.items():
+        path = os.path.join(REPO, rel)
+        if not os.path.exists(path):
+            continue
+        stamps = {}
+        with open(path, encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                m = PROVENANCE_RE.search(line)
+                if m:
+                    stamps[m.group(1)] = (lineno, m.group(2), bool(m.group(3)))
+        for section in sections:
+            regen = "scripts/report.sh" + (" paper" if section == "paper" else "")
+            if section not in stamps:
+                notes.append(f"{rel}: the {section} section has no generated-from stamp: its numbers "
+                             f"may predate {' and '.join(MODEL_SOURCES)} (regenerate: {regen})")
+                continue
+            lineno, commit, dirty = stamps[section]
+            if commit == "unknown" or git("cat-file", "-e", commit + "^{commit}") is None:
+                notes.append(f"{rel}:{lineno}: the {section} section names a commit this repository "
+                             f"does not have ({commit}) (regenerate: {regen})")
+                continue
+            changed = git("log", "--format=%h", f"{commit}..HEAD", "--", *MODEL_SOURCES)
+            n = len(changed.split()) if changed else 0
+            if n or dirty:
+                why = f"{n} commit(s) changed {' or '.join(MODEL_SOURCES)} since {commit[:10]}" if n \
+                    else "it was generated from a modified tree"
+                notes.append(f"{rel}:{lineno}: the {section} section may be stale: {why} "
+                             f"(regenerate: {regen})")
+    return notes
+
+
 def main(argv):
     code = Code(REPO)
     ok, n = self_test(code)
@@ -312,9 +369,13 @@ def main(argv):
         bad.extend(check_file(f, os.path.relpath(f, REPO), code))
     for b in bad:
         print(b)
+    notes = staleness_notes()
+    for n in notes:
+        print("note: " + n)
     print(f"check-docs: {len(files)} files, {len(bad)} finding(s) (dangling references, "
-          f"unresolved code and test names, log wording)")
-    return 1 if bad else 0
+          f"unresolved code and test names, log wording), {len(notes)} stale generated "
+          f"section(s){' (--strict: failing)' if notes and '--strict' in argv else ''}")
+    return 1 if bad or (notes and "--strict" in argv) else 0
 
 
 if __name__ == "__main__":

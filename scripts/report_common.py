@@ -6,7 +6,10 @@ scripts/report_paper.py (the paper's experiments), both writing docs/results.md.
   rewrites the rest of the file and keeps everything from PAPER_BEGIN on);
 - run_mrc_sim: one simulator run under `nice -n 10`, skipped with --reuse when its run
   directory was made by the same command;
-- dur_us and markdown_table: a scenario's durations in microseconds, a Markdown table.
+- dur_us and markdown_table: a scenario's durations in microseconds, a Markdown table;
+- provenance_stamp: the comment each generated section carries, naming the commit its runs'
+  mrc-sim was built from (scripts/check-docs.py says when src/transport or src/sim changed
+  after it).
 
 Needs Debian's python3-matplotlib: run with /usr/bin/python3.
 """
@@ -25,11 +28,36 @@ try:
 except ImportError as e:  # pragma: no cover
     sys.exit(f"{os.path.basename(sys.argv[0])}: needs python3-matplotlib ({e}); run with /usr/bin/python3")
 
-__all__ = ["PAPER_BEGIN", "PAPER_END", "REPO", "dur_us", "markdown_table", "plt", "run_mrc_sim"]
+__all__ = ["PAPER_BEGIN", "PAPER_END", "REPO", "dur_us", "markdown_table", "plt",
+           "provenance_stamp", "run_mrc_sim"]
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAPER_BEGIN = "<!-- paper:begin (scripts/report.sh paper writes this section) -->"
 PAPER_END = "<!-- paper:end -->"
+
+
+def provenance_stamp(section, versions):
+    """The HTML comment a generated section starts with:
+        <!-- generated-from: SECTION commit=SHA[ dirty] -->
+    SHA is the commit the runs' mrc-sim was built from, read from the `git describe` that
+    summary.json's version ends in ("mrc-sim 0.1.0 (c3e5176-dirty)"); `dirty` when any binary
+    was built from a modified tree, `unknown` when the versions name no commit or differ.
+    scripts/check-docs.py compares it with the sources now (src/transport, src/sim)."""
+    commits, dirty = set(), False
+    for v in versions:
+        m = re.search(r"\(([^)]*)\)\s*$", v or "")
+        describe = m.group(1) if m else ""
+        dirty = dirty or describe.endswith("-dirty")
+        describe = describe.removesuffix("-dirty")
+        sha = re.search(r"(?:-g)?([0-9a-f]{7,40})$", describe)
+        commits.add(sha.group(1) if sha else "unknown")
+    commit = commits.pop() if len(commits) == 1 else "unknown"
+    if commit != "unknown":
+        full = subprocess.run(["git", "-C", REPO, "rev-parse", "--verify", "-q", commit + "^{commit}"],
+                              capture_output=True, text=True)
+        if full.returncode == 0:
+            commit = full.stdout.strip()
+    return f"<!-- generated-from: {section} commit={commit}{' dirty' if dirty else ''} -->"
 
 
 def run_mrc_sim(mrc_sim, scenario, sets, out, reuse, announce=None):
