@@ -33,6 +33,7 @@
 #include "sim/progress.h"
 #include "sim/runner.h"
 #include "sim/scenario.h"
+#include "sim/scenario_schema.h"
 #ifdef MRC_HAVE_MPI
 #include "sim/mpi_exchange.h"
 #endif
@@ -116,78 +117,42 @@ std::string version() {
 
 // ---- scenario echo ---------------------------------------------------------------------------
 
-json ecn_last_hop_json(SwitchConfig::EcnLastHop v) {
-  if (v == SwitchConfig::EcnLastHop::kAuto) return "auto";
-  return v == SwitchConfig::EcnLastHop::kOn;
-}
-
 bool ecn_last_hop_on(const TransportResult& r) {
   return r.config.sw.ecn_last_hop == SwitchConfig::EcnLastHop::kOn;
 }
 
-json echo_config(const Scenario& sc) {
-  const SimConfig& b = sc.base;
-  json j;
-  const bool fat_tree = b.topo.kind == TopologyKind::kFatTree;
-  j["topo"] = {{"kind", fat_tree ? "fat_tree" : "clos2"},
-               {"hosts", b.topo.hosts},
-               {"planes", b.topo.planes},
-               {"radix", b.topo.radix},
-               {"hosts_per_leaf", b.topo.hosts_per_leaf},
-               {"spines", b.topo.spines},
-               {"link_rate", format_rate(b.topo.link_bps)},
-               {"link_delay", format_duration(b.topo.link_delay)},
-               {"switch_latency", format_duration(b.topo.switch_latency)}};
-  if (fat_tree) j["topo"]["tiers"] = b.topo.tiers;
-  j["switch"] = {{"queue", b.sw.queue_bytes},
-                 {"ecn_kmin", b.sw.ecn_kmin_bytes},
-                 {"ecn_kmax", b.sw.ecn_kmax_bytes},
-                 {"ecn_pmax", b.sw.ecn_pmax},
-                 {"trimming", b.sw.trimming},
-                 {"trim_threshold", b.sw.trim_threshold_bytes},
-                 {"pfc", b.sw.pfc},
-                 {"pfc_xoff", b.sw.pfc_xoff_bytes},
-                 {"pfc_xon", b.sw.pfc_xon_bytes},
-                 {"ecn_last_hop", ecn_last_hop_json(b.sw.ecn_last_hop)}};
-  const TransportConfig& t = b.transport;
-
-  j["transport"] = {
-      {"kinds", sc.kinds},
-      {"path_mode", t.path_mode == PathMode::kSrv6 ? "srv6" : "ecmp"},
-      {"mtu", t.mtu},
-      {"evs_per_plane", t.evs_per_plane},
-      {"backup_evs_per_plane", t.backup_evs_per_plane == TransportConfig::kAutoBackup
-                                   ? json("auto")
-                                   : json(t.backup_evs_per_plane)},
-      {"ecn_swap_marks", t.ecn_swap_marks},
-      {"cc", sc.cc},
-      {"mpr", t.mpr},
-      {"timeout", t.timeout == TransportConfig::kTimeoutAuto ? json("auto") : json(t.timeout)},
-      {"ack_every", t.ack_every},
-      {"probe_interval", format_duration(t.probe_interval)},
-      {"port_remap_delay", format_duration(t.port_remap_delay)},
-      {"probe_backoff_limit", t.probe_backoff_limit},
-      {"resurrect_probes", t.resurrect_probes},
-      {"resurrect_window", format_duration(t.resurrect_window)},
-      {"port_return_probes", t.port_return_probes},
-      {"trim_hold", format_duration(t.trim_hold)},
-      {"probe_budget_interval", format_duration(t.probe_budget_interval)},
-      {"borrow_rtt", t.borrow_rtt},
-      {"ack_waits_for_port", t.ack_waits_for_port},
-      {"packet_auth", t.packet_auth},
-      {"loss_keep", t.loss_keep},
-      {"trim_keep", t.trim_keep},
-      {"nscc_min_cwnd", t.nscc_min_cwnd},
-      {"ecn_cooldown", format_duration(t.ecn_cooldown)},
-      {"routing_convergence", format_duration(t.routing_convergence)}};
-  if (sc.qps_per_kind.empty()) {
-    j["transport"]["qps_per_flow"] = t.qps_per_flow;
-  } else {
-    json q = json::object();
-    for (const auto& [kind, n] : sc.qps_per_kind)
-      q[kind] = n;
-    j["transport"]["qps_per_flow"] = q;
+// A key's value as summary.json echoes it: durations and rates with their unit, sizes and
+// counts as integers, "auto" where the key takes it.
+json key_json(const KeySpec& k, const KeyValue& v) {
+  if (std::holds_alternative<std::monostate>(v)) return "auto";
+  if (const bool* x = std::get_if<bool>(&v)) return *x;
+  if (const double* x = std::get_if<double>(&v)) return *x;
+  if (const std::string* x = std::get_if<std::string>(&v)) return *x;
+  if (const auto* x = std::get_if<std::vector<std::string>>(&v)) return *x;
+  if (const auto* x = std::get_if<std::map<std::string, uint64_t>>(&v)) {
+    json o = json::object();
+    for (const auto& [key, n] : *x)
+      o[key] = n;
+    return o;
   }
+  const uint64_t n = std::get<uint64_t>(v);
+  if (k.type == KeyType::kDuration) return format_duration(n);
+  if (k.type == KeyType::kRate) return format_rate(n);
+  return n;
+}
+
+// Every key of a section of the schema that applies to the scenario.
+json section_json(std::string_view section, const Scenario& sc) {
+  json j = json::object();
+  for (const KeySpec& k : schema_section(section)->keys)
+    if (!k.applies || k.applies(sc)) j[std::string(k.name)] = key_json(k, k.get(sc));
+  return j;
+}
+
+json echo_config(const Scenario& sc) {
+  json j;
+  for (const char* section : {"topo", "switch", "transport"})
+    j[section] = section_json(section, sc);
   const WorkloadConfig& w = sc.workload;
   json wj = {{"kind", workload_kind_name(w.kind)}};
   using K = WorkloadConfig;
@@ -260,10 +225,7 @@ json echo_config(const Scenario& sc) {
     faults.push_back(fj);
   }
   j["faults"] = faults;
-  j["run"] = {{"until", format_duration(sc.until)},
-              {"sample_interval", format_duration(b.sample_interval)},
-              {"sample_host_links", b.sample_host_links},
-              {"throughput_interval", format_duration(b.throughput_interval)}};
+  j["run"] = section_json("run", sc);
   return j;
 }
 
@@ -888,7 +850,7 @@ struct SimArgs {
   std::vector<std::string> sets;
   uint64_t seed = 0;
   CLI::Option* seed_opt = nullptr;
-  bool quiet = false, print_default = false;
+  bool quiet = false, print_default = false, print_schema_markdown = false;
   uint32_t ranks_plan = 0;
   CLI::Option* measure_rank_opt = nullptr;
   uint32_t measure_rank = 0;
@@ -911,7 +873,12 @@ void add_options(CLI::App& app, SimArgs& a) {
   app.add_option("--pcap-hosts", a.pcap_hosts_arg,
                  "Comma-separated hosts whose packets go to <out>/<transport>.pcap");
   app.add_flag("--quiet", a.quiet, "No progress and no table (files only)");
-  app.add_flag("--print-default", a.print_default, "Print the embedded default scenario and exit");
+  app.add_flag("--print-default", a.print_default,
+               "Print the embedded default scenario with every key, its value and its doc as "
+               "comments, and exit");
+  app.add_flag("--print-schema-markdown", a.print_schema_markdown,
+               "Print the key tables of docs/simulator.md (generated from the scenario schema) "
+               "and exit");
   app.add_option("--ranks-plan", a.ranks_plan,
                  "Print how N ranks would share the fabric (blocks, links between ranks, "
                  "predicted memory per rank) and exit")
@@ -1212,7 +1179,11 @@ int main(int argc, char** argv) {
   if (exchange) a.partition = "blocks";
 
   if (a.print_default) {
-    if (rank == 0) fmt::print("{}", default_scenario_toml());
+    if (rank == 0) fmt::print("{}", default_scenario_toml_annotated());
+    return 0;
+  }
+  if (a.print_schema_markdown) {
+    if (rank == 0) fmt::print("{}", schema_markdown_all());
     return 0;
   }
   if (a.seed_opt->count() > 0) a.sets.push_back("seed=" + std::to_string(a.seed));

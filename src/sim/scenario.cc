@@ -1,4 +1,5 @@
 #include "sim/scenario.h"
+#include "sim/scenario_schema.h"
 
 #include <toml++/toml.h>
 #include <algorithm>
@@ -503,12 +504,16 @@ class TableReader {
                     " is missing required key '" + std::string(key) + "' (" + what + ")");
   }
 
-  SimStatus u64(std::string_view key, uint64_t& out, uint64_t min = 0, uint64_t max = UINT64_MAX) {
+  // `also`: the other values the key takes (" or \"auto\""), for the message.
+  SimStatus u64(std::string_view key, uint64_t& out, uint64_t min = 0, uint64_t max = UINT64_MAX,
+                std::string_view also = "") {
     const toml::node* n = node(key);
     if (!n) return {};
     auto what = [&] {
-      if (max >= (uint64_t{1} << 32) - 1) return "an integer >= " + std::to_string(min);
-      return "an integer in " + std::to_string(min) + ".." + std::to_string(max);
+      if (max >= (uint64_t{1} << 32) - 1)
+        return "an integer >= " + std::to_string(min) + std::string(also);
+      return "an integer in " + std::to_string(min) + ".." + std::to_string(max) +
+             std::string(also);
     };
     if (!n->is_integer()) return expected(key, n, what());
     const int64_t v = n->as_integer()->get();
@@ -526,10 +531,11 @@ class TableReader {
     out = static_cast<T>(v);
     return {};
   }
-  SimStatus boolean(std::string_view key, bool& out) {
+  SimStatus boolean(std::string_view key, bool& out, std::string_view also = "") {
     const toml::node* n = node(key);
     if (!n) return {};
-    if (!n->is_boolean()) return expected(key, n, "true or false");
+    if (!n->is_boolean())
+      return expected(key, n, also.empty() ? "true or false" : "true, false" + std::string(also));
     out = n->as_boolean()->get();
     return {};
   }
@@ -560,14 +566,18 @@ class TableReader {
   }
   // One of `choices`; returns the index.
   SimStatus choice(std::string_view key, std::initializer_list<const char*> choices, size_t& out) {
+    return choice(key, std::vector<std::string_view>(choices.begin(), choices.end()), out);
+  }
+  SimStatus choice(std::string_view key, const std::vector<std::string_view>& choices,
+                   size_t& out) {
     const toml::node* n = node(key);
     if (!n) return {};
     std::string list;
-    for (const char* c : choices)
-      list += std::string(list.empty() ? "" : ", ") + "\"" + c + "\"";
+    for (std::string_view c : choices)
+      list += std::string(list.empty() ? "" : ", ") + "\"" + std::string(c) + "\"";
     if (!n->is_string()) return expected(key, n, "one of " + list);
     size_t i = 0;
-    for (const char* c : choices) {
+    for (std::string_view c : choices) {
       if (n->as_string()->get() == c) {
         out = i;
         return {};
@@ -664,11 +674,104 @@ SimResult<const toml::table*> subtable(TableReader& r, std::string_view key) {
   return n->as_table();
 }
 
-SimStatus read_topo(TableReader& r, TopologyConfig& t) {
-  size_t kind = t.kind == TopologyKind::kFatTree ? 1 : 0;
-  TRY(r.choice("kind", {"clos2", "fat_tree"}, kind));
-  t.kind = kind == 1 ? TopologyKind::kFatTree : TopologyKind::kClos2;
-  TRY(r.uint("hosts", t.hosts, 2));
+// One key of the schema (scenario_schema.h): absent keeps the value `sc` has.
+SimStatus read_key(TableReader& r, const KeySpec& k, Scenario& sc) {
+  const toml::node* n = r.node(k.name);
+  if (!n) return {};
+  if (k.auto_ok && n->is_string() && n->as_string()->get() == "auto") {
+    k.set(sc, std::monostate{});
+    return {};
+  }
+  const std::string_view also = k.auto_ok ? " or \"auto\"" : "";
+  const KeyValue current = k.get(sc);
+  const uint64_t* cur_u = std::get_if<uint64_t>(&current);
+  uint64_t u = cur_u ? *cur_u : 0;
+  switch (k.type) {
+    case KeyType::kBool: {
+      bool b = false;
+      TRY(r.boolean(k.name, b, also));
+      k.set(sc, b);
+      return {};
+    }
+    case KeyType::kInt:
+      TRY(r.u64(k.name, u, k.min, k.max, also));
+      break;
+    case KeyType::kReal: {
+      double d = 0;
+      TRY(r.real(k.name, d, k.rmin, k.rmax));
+      k.set(sc, d);
+      return {};
+    }
+    case KeyType::kDuration:
+      TRY(r.duration(k.name, u, k.never));
+      break;
+    case KeyType::kRate:
+      TRY(r.rate(k.name, u));
+      break;
+    case KeyType::kSize:
+      TRY(r.size(k.name, u));
+      break;
+    case KeyType::kText: {
+      std::string s;
+      TRY(r.string(k.name, s));
+      k.set(sc, s);
+      return {};
+    }
+    case KeyType::kChoice: {
+      size_t i = 0;
+      TRY(r.choice(k.name, k.choices, i));
+      k.set(sc, std::string(k.choices[i]));
+      return {};
+    }
+    case KeyType::kChoices: {
+      // "array of transport kinds" -> "transport kinds", "transport kind".
+      std::string noun(k.type_doc);
+      if (noun.rfind("array of ", 0) == 0) noun = noun.substr(9);
+      const std::string one =
+          !noun.empty() && noun.back() == 's' ? noun.substr(0, noun.size() - 1) : noun;
+      std::string list;
+      for (std::string_view c : k.choices)
+        list += std::string(list.empty() ? "" : ", ") + "\"" + std::string(c) + "\"";
+      const std::string what = "a non-empty array of " + noun + " (" + list + ")";
+      if (!n->is_array() || n->as_array()->empty()) return r.expected(k.name, n, what);
+      std::vector<std::string> out;
+      for (const toml::node& e : *n->as_array()) {
+        if (!e.is_string())
+          return r.err(k.name, n, "expected " + what + ", got an element " + describe(e));
+        const std::string& s = e.as_string()->get();
+        if (std::find(k.choices.begin(), k.choices.end(), s) == k.choices.end())
+          return r.err(k.name, n, "unknown " + one + " \"" + s + "\" (expected " + list + ")");
+        if (std::find(out.begin(), out.end(), s) != out.end())
+          return r.err(k.name, n, one + " \"" + s + "\" listed twice");
+        out.push_back(s);
+      }
+      k.set(sc, std::move(out));
+      return {};
+    }
+    case KeyType::kCustom:
+      return {};  // the section's reader reads it
+  }
+  k.set(sc, u);
+  return {};
+}
+
+const KeySpec& schema_key(std::string_view section, std::string_view name) {
+  for (const KeySpec& k : schema_section(section)->keys)
+    if (k.name == name) return k;
+  std::abort();  // a name of this file that the schema lacks: a bug
+}
+
+// Every key of `section` but those in `skip` (read by the caller).
+SimStatus read_keys(TableReader& r, std::string_view section, Scenario& sc,
+                    std::initializer_list<std::string_view> skip = {}) {
+  for (const KeySpec& k : schema_section(section)->keys)
+    if (std::find(skip.begin(), skip.end(), k.name) == skip.end()) TRY(read_key(r, k, sc));
+  return {};
+}
+
+SimStatus read_topo(TableReader& r, Scenario& sc) {
+  TRY(read_key(r, schema_key("topo", "kind"), sc));
+  TopologyConfig& t = sc.base.topo;
   if (t.kind == TopologyKind::kFatTree) {
     // The conventional baseline: one plane, k/2 hosts per leaf, the rest follows from k.
     for (const char* key : {"hosts_per_leaf", "spines"})
@@ -679,107 +782,26 @@ SimStatus read_topo(TableReader& r, TopologyConfig& t) {
     t.planes = 1;
     if (const toml::node* n = r.node("planes"); n && !(n->is_integer() && n->value<int64_t>() == 1))
       return r.err("planes", n, "a fat tree is the single-plane baseline: planes must be 1");
-    TRY(r.uint("tiers", t.tiers, 3, 4));
-    TRY(r.uint("radix", t.radix, 4));
-  } else {
-    r.allow("tiers");
-    if (r.has("tiers"))
-      return r.err("tiers", r.node("tiers"), "applies only to kind = \"fat_tree\"");
-    TRY(r.uint("planes", t.planes, 1, 32));
-    TRY(r.uint("radix", t.radix, 2));
+  } else if (r.has("tiers")) {
+    return r.err("tiers", r.node("tiers"), "applies only to kind = \"fat_tree\"");
   }
-  TRY(r.uint("hosts_per_leaf", t.hosts_per_leaf));
-  TRY(r.uint("spines", t.spines));
-  TRY(r.rate("link_rate", t.link_bps));
-  TRY(r.duration("link_delay", t.link_delay));
-  TRY(r.duration("switch_latency", t.switch_latency));
+  TRY(read_keys(r, "topo", sc, {"kind"}));
+  if (t.kind == TopologyKind::kFatTree && t.radix < 4)
+    return r.expected("radix", r.node("radix"), "an integer >= 4");
   return r.finish();
 }
 
-SimStatus read_switch(TableReader& r, SwitchConfig& s) {
-  TRY(r.size("queue", s.queue_bytes));
-  TRY(r.size("ecn_kmin", s.ecn_kmin_bytes));
-  TRY(r.size("ecn_kmax", s.ecn_kmax_bytes));
-  TRY(r.real("ecn_pmax", s.ecn_pmax, 0, 1));
-  TRY(r.boolean("trimming", s.trimming));
-  TRY(r.size("trim_threshold", s.trim_threshold_bytes));
-  TRY(r.boolean("pfc", s.pfc));
-  TRY(r.size("pfc_xoff", s.pfc_xoff_bytes));
-  TRY(r.size("pfc_xon", s.pfc_xon_bytes));
-  if (const toml::node* n = r.node("ecn_last_hop")) {
-    using Lh = SwitchConfig::EcnLastHop;
-    if (n->is_boolean()) {
-      s.ecn_last_hop = n->as_boolean()->get() ? Lh::kOn : Lh::kOff;
-    } else if (n->is_string() && n->as_string()->get() == "auto") {
-      s.ecn_last_hop = Lh::kAuto;
-    } else {
-      return r.expected("ecn_last_hop", n,
-                        "true, false or \"auto\" (off for MRC transports, on for RoCE)");
-    }
-  }
+SimStatus read_switch(TableReader& r, Scenario& sc) {
+  TRY(read_keys(r, "switch", sc));
   return r.finish();
 }
 
-constexpr std::initializer_list<const char*> kKinds = {"mrc", "mrc_oblivious", "roce", "roce_pfc"};
-
-SimStatus read_transport(TableReader& r, TransportConfig& t, std::vector<std::string>& kinds,
-                         std::string& cc_name, std::map<std::string, uint32_t>& qps_per_kind) {
-  if (const toml::node* n = r.node("kinds")) {
-    std::string list;
-    for (const char* c : kKinds)
-      list += std::string(list.empty() ? "" : ", ") + "\"" + c + "\"";
-    const std::string what = "a non-empty array of transport kinds (" + list + ")";
-    if (!n->is_array() || n->as_array()->empty()) return r.expected("kinds", n, what);
-    kinds.clear();
-    for (const toml::node& e : *n->as_array()) {
-      if (!e.is_string())
-        return r.err("kinds", n, "expected " + what + ", got an element " + describe(e));
-      const std::string& s = e.as_string()->get();
-      if (std::find_if(kKinds.begin(), kKinds.end(), [&](const char* c) { return s == c; }) ==
-          kKinds.end())
-        return r.err("kinds", n, "unknown transport kind \"" + s + "\" (expected " + list + ")");
-      if (std::find(kinds.begin(), kinds.end(), s) != kinds.end())
-        return r.err("kinds", n, "transport kind \"" + s + "\" listed twice");
-      kinds.push_back(s);
-    }
-  }
-  size_t pm = t.path_mode == PathMode::kSrv6 ? 0 : 1;
-  TRY(r.choice("path_mode", {"srv6", "ecmp"}, pm));
-  t.path_mode = pm == 0 ? PathMode::kSrv6 : PathMode::kEcmp;
-  TRY(r.uint("mtu", t.mtu, 256, 9000));
-  TRY(r.uint("evs_per_plane", t.evs_per_plane));
-  TRY(r.uint("backup_evs_per_plane", t.backup_evs_per_plane));
-  TRY(r.uint("ecn_swap_marks", t.ecn_swap_marks, 0, 255));
-  size_t cc = 0;
-  TRY(r.choice("cc", {"default", "nscc", "dcqcn", "fixed_window", "none"}, cc));
-  static constexpr CcAlgorithm kCc[] = {CcAlgorithm::kNscc, CcAlgorithm::kNscc, CcAlgorithm::kDcqcn,
-                                        CcAlgorithm::kFixedWindow, CcAlgorithm::kNone};
-  t.cc = kCc[cc];
-  static constexpr const char* kCcNames[] = {"default", "nscc", "dcqcn", "fixed_window", "none"};
-  cc_name = kCcNames[cc];
-  TRY(r.uint("mpr", t.mpr));
-  TRY(r.uint("timeout", t.timeout, 0, 24));
-  TRY(r.uint("ack_every", t.ack_every, 1, 8));
-  TRY(r.duration("probe_interval", t.probe_interval));
-  TRY(r.duration("port_remap_delay", t.port_remap_delay));
-  TRY(r.uint("probe_backoff_limit", t.probe_backoff_limit, 0, 20));
-  TRY(r.uint("resurrect_probes", t.resurrect_probes, 1, 1u << 16));
-  TRY(r.duration("resurrect_window", t.resurrect_window));
-  TRY(r.uint("port_return_probes", t.port_return_probes, 0, 1u << 16));
-  TRY(r.duration("trim_hold", t.trim_hold));
-  TRY(r.duration("probe_budget_interval", t.probe_budget_interval));
-  TRY(r.uint("reverse_evs_per_plane", t.reverse_evs_per_plane, 0, 8));
-  TRY(r.boolean("borrow_rtt", t.borrow_rtt));
-  TRY(r.boolean("ack_waits_for_port", t.ack_waits_for_port));
-  TRY(r.boolean("packet_auth", t.packet_auth));
-  TRY(r.real("loss_keep", t.loss_keep, 0, 1));
-  TRY(r.real("trim_keep", t.trim_keep, 0, 1));
-  TRY(r.size("nscc_min_cwnd", t.nscc_min_cwnd));
+SimStatus read_transport(TableReader& r, Scenario& sc) {
+  TransportConfig& t = sc.base.transport;
+  TRY(read_keys(r, "transport", sc));
   if (t.nscc_min_cwnd > t.mtu)
     return r.err("nscc_min_cwnd", r.node("nscc_min_cwnd"),
                  "nscc_min_cwnd must be at most transport.mtu (" + std::to_string(t.mtu) + ")");
-  TRY(r.duration("ecn_cooldown", t.ecn_cooldown));
-  TRY(r.duration("routing_convergence", t.routing_convergence, true));
   // An integer for every kind, or a table per kind ({roce = 8, roce_pfc = 8}: the paper's
   // RoCE QP-scaling baseline next to MRC's one QP).
   if (const toml::node* n = r.node("qps_per_flow")) {
@@ -790,11 +812,11 @@ SimStatus read_transport(TableReader& r, TransportConfig& t, std::vector<std::st
       return static_cast<uint32_t>(v.as_integer()->get());
     };
     if (n->is_table()) {
-      qps_per_kind.clear();
+      sc.qps_per_kind.clear();
+      const std::vector<std::string_view>& kinds = schema_key("transport", "kinds").choices;
       for (auto&& [k, v] : *n->as_table()) {
         const std::string kind(k.str());
-        if (std::find_if(kKinds.begin(), kKinds.end(), [&](const char* c) { return kind == c; }) ==
-            kKinds.end())
+        if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end())
           return r.err("qps_per_flow", n,
                        "unknown transport kind \"" + kind +
                            "\" (expected mrc, mrc_oblivious, roce, roce_pfc)");
@@ -802,7 +824,7 @@ SimStatus read_transport(TableReader& r, TransportConfig& t, std::vector<std::st
         if (!c)
           return r.err("qps_per_flow", n,
                        "expected " + what + ", got " + kind + " = " + describe(v));
-        qps_per_kind[kind] = *c;
+        sc.qps_per_kind[kind] = *c;
       }
     } else {
       auto c = count(*n);
@@ -1247,7 +1269,7 @@ SimResult<Scenario> parse_scenario(std::string_view text, std::string_view filen
   for (const std::string& o : overrides)
     TRY(apply_override(root, o, origin));
 
-  Scenario sc;
+  Scenario sc = scenario_defaults();
   sc.source = origin.file;
   sc.overrides = overrides;
   std::string base_dir;
@@ -1256,7 +1278,7 @@ SimResult<Scenario> parse_scenario(std::string_view text, std::string_view filen
     sc.name = std::filesystem::path(filename).stem().string();
   }
   TableReader top(&root, "", origin);
-  TRY(top.string("name", sc.name));
+  TRY(read_key(top, schema_key("", "name"), sc));
   if (sc.name.empty()) sc.name = "scenario";
   for (char c : sc.name)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'))
@@ -1264,14 +1286,13 @@ SimResult<Scenario> parse_scenario(std::string_view text, std::string_view filen
                      "expected a name of letters, digits, '-', '_' and '.' (it names the output "
                      "directory), got \"" +
                          sc.name + "\"");
-  TRY(top.string("description", sc.description));
-  TRY(top.u64("seed", sc.seed));
+  TRY(read_keys(top, "", sc, {"name"}));
 
   SimConfig& b = sc.base;
   auto topo = subtable(top, "topo");
   if (!topo) return std::unexpected(topo.error());
   TableReader tr(*topo, "topo", origin);
-  TRY(read_topo(tr, b.topo));
+  TRY(read_topo(tr, sc));
   {
     // The same rules as Simulation::create, with a message that says what to change.
     const TopologyConfig& t = b.topo;
@@ -1315,13 +1336,12 @@ SimResult<Scenario> parse_scenario(std::string_view text, std::string_view filen
   auto sw = subtable(top, "switch");
   if (!sw) return std::unexpected(sw.error());
   TableReader sr(*sw, "switch", origin);
-  TRY(read_switch(sr, b.sw));
+  TRY(read_switch(sr, sc));
 
   auto tp = subtable(top, "transport");
   if (!tp) return std::unexpected(tp.error());
   TableReader pr(*tp, "transport", origin);
-  sc.kinds = {"mrc", "roce"};
-  TRY(read_transport(pr, b.transport, sc.kinds, sc.cc, sc.qps_per_kind));
+  TRY(read_transport(pr, sc));
 
   auto wl = subtable(top, "workload");
   if (!wl) return std::unexpected(wl.error());
@@ -1350,12 +1370,7 @@ SimResult<Scenario> parse_scenario(std::string_view text, std::string_view filen
   auto run = subtable(top, "run");
   if (!run) return std::unexpected(run.error());
   TableReader rr(*run, "run", origin);
-  sc.until = kPicosPerSecond;
-  TRY(rr.duration("until", sc.until, true));
-  TRY(rr.duration("sample_interval", b.sample_interval));
-  TRY(rr.boolean("scheduled_departures", b.scheduled_departures));
-  TRY(rr.boolean("sample_host_links", b.sample_host_links));
-  TRY(rr.duration("throughput_interval", b.throughput_interval));
+  TRY(read_keys(rr, "run", sc));
   TRY(rr.finish());
   TRY(top.finish());
 

@@ -1,6 +1,7 @@
 // Scenario files (TOML) for mrc-sim: topology + switches + the transports to compare +
-// workload + faults + seed + run limits, with `--set key=value` overrides. The format, every
-// key, its unit and its default are documented in docs/simulator.md.
+// workload + faults + seed + run limits, with `--set key=value` overrides. The format is
+// documented in docs/simulator.md; the keys of the top level, [topo], [switch], [transport] and
+// [run] (type, range, unit, default, doc) are the table of sim/scenario_schema.h.
 //
 // Units: durations, rates and sizes are written with their unit, as strings ("1us", "2.5ms",
 // "400Gbps", "16MiB"); sizes may also be a plain integer count of bytes, and a duration of 0
