@@ -846,7 +846,7 @@ namespace {
 
 // The command line.
 struct SimArgs {
-  std::string scenario_path, out_dir, htsim_path, pcap_hosts_arg;
+  std::string scenario_path, out_dir, htsim_path, pcap_hosts_arg, qlog_hosts_arg;
   std::vector<std::string> sets;
   uint64_t seed = 0;
   CLI::Option* seed_opt = nullptr;
@@ -872,6 +872,10 @@ void add_options(CLI::App& app, SimArgs& a) {
       ->check(CLI::ExistingFile);
   app.add_option("--pcap-hosts", a.pcap_hosts_arg,
                  "Comma-separated hosts whose packets go to <out>/<transport>.pcap");
+  app.add_option("--qlog-hosts", a.qlog_hosts_arg,
+                 "Comma-separated hosts whose engines write their event log (every packet "
+                 "sent, received and lost, timeouts, window and path changes; docs/engine.md, "
+                 "\"Event log\") to <out>/<transport>.qlog.jsonl");
   app.add_flag("--quiet", a.quiet, "No progress and no table (files only)");
   app.add_flag("--print-default", a.print_default,
                "Print the embedded default scenario with every key, its value and its doc as "
@@ -933,8 +937,9 @@ SimStatus check_ranks(const Scenario& sc, uint32_t ranks) {
   return {};
 }
 
-// --pcap-hosts: host numbers below `hosts`, separated by commas.
-SimResult<std::vector<HostId>> parse_pcap_hosts(const std::string& arg, uint32_t hosts) {
+// --pcap-hosts, --qlog-hosts (`flag`): host numbers below `hosts`, separated by commas.
+SimResult<std::vector<HostId>> parse_host_list(const char* flag, const std::string& arg,
+                                               uint32_t hosts) {
   std::vector<HostId> out;
   std::string_view s = arg;
   while (!s.empty()) {
@@ -947,9 +952,9 @@ SimResult<std::vector<HostId>> parse_pcap_hosts(const std::string& arg, uint32_t
       out.push_back(static_cast<HostId>(v));
     } catch (const std::exception&) {
       return sim_fail(
-          fmt::format("--pcap-hosts: expected host numbers 0..{} separated by "
+          fmt::format("{}: expected host numbers 0..{} separated by "
                       "commas, got '{}'",
-                      hosts - 1, item));
+                      flag, hosts - 1, item));
     }
     if (c == std::string_view::npos) break;
     s.remove_prefix(c + 1);
@@ -997,7 +1002,7 @@ class ProgressLine {
 // reported an error; an error when a run failed.
 SimResult<int> run_transports(const Scenario& sc, const SimArgs& a, RankExchange* exchange,
                               uint32_t rank, const std::vector<HostId>& pcap_hosts,
-                              std::vector<Ran>& runs) {
+                              const std::vector<HostId>& qlog_hosts, std::vector<Ran>& runs) {
   const bool tty = isatty(STDERR_FILENO);
   const Time deadline = progress_deadline(sc);
   int status = 0;
@@ -1012,6 +1017,10 @@ SimResult<int> run_transports(const Scenario& sc, const SimArgs& a, RankExchange
     if (!pcap_hosts.empty()) {
       hooks.pcap_path = (std::filesystem::path(a.out_dir) / (tr.name + ".pcap")).string();
       hooks.pcap_hosts = pcap_hosts;
+    }
+    if (!qlog_hosts.empty()) {
+      hooks.qlog_path = (std::filesystem::path(a.out_dir) / (tr.name + ".qlog.jsonl")).string();
+      hooks.qlog_hosts = qlog_hosts;
     }
     auto r = run_transport(sc, tr, hooks);
     if (!a.quiet && tty && rank == 0) fmt::print(stderr, "\r{:<100}\r", "");
@@ -1196,16 +1205,26 @@ int main(int argc, char** argv) {
   }
   if (a.ranks_plan > 0) return rank == 0 ? print_ranks_plan(sc, a.ranks_plan) : 0;
   if (auto st = check_ranks(sc, ranks); !st) return failed(st.error().message, 2);
-  std::vector<HostId> pcap_hosts;
+  std::vector<HostId> pcap_hosts, qlog_hosts;
   if (!a.pcap_hosts_arg.empty()) {
-    auto hosts = parse_pcap_hosts(a.pcap_hosts_arg, sc.base.topo.hosts);
+    auto hosts = parse_host_list("--pcap-hosts", a.pcap_hosts_arg, sc.base.topo.hosts);
     if (!hosts) return failed(hosts.error().message, 2);
     pcap_hosts = std::move(*hosts);
+  }
+  if (!a.qlog_hosts_arg.empty()) {
+    auto hosts = parse_host_list("--qlog-hosts", a.qlog_hosts_arg, sc.base.topo.hosts);
+    if (!hosts) return failed(hosts.error().message, 2);
+    qlog_hosts = std::move(*hosts);
   }
   if (exchange && !pcap_hosts.empty())
     return failed(
         "--pcap-hosts: not available under mpirun (each rank sees only its own hosts' "
         "packets); the serial run gives the same results: take the capture from it",
+        2);
+  if (exchange && !qlog_hosts.empty())
+    return failed(
+        "--qlog-hosts: not available under mpirun (each rank holds only its own hosts' "
+        "engines); the serial run gives the same results: take the log from it",
         2);
   // The blocks layout unless the scenario needs a feature it lacks (then the per-plane one,
   // and mpirun and --partition blocks refuse the scenario with the reason).
@@ -1219,7 +1238,8 @@ int main(int argc, char** argv) {
 
   const auto t0 = Clock::now();
   std::vector<Ran> runs;
-  const SimResult<int> status = run_transports(sc, a, exchange.get(), rank, pcap_hosts, runs);
+  const SimResult<int> status =
+      run_transports(sc, a, exchange.get(), rank, pcap_hosts, qlog_hosts, runs);
   if (!status) return failed(status.error().message, run_failure_status(status.error()));
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
   uint64_t events = 0;

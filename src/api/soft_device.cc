@@ -21,6 +21,7 @@
 #include <sstream>
 
 #include "api/api_errors.h"
+#include "net/qlog_file.h"
 #include "net/secure_random.h"
 
 // verbs.h wraps some calls in macros / inline functions that end up calling these symbols.
@@ -123,6 +124,8 @@ bool apply_setting(DeviceConfig& cfg, const std::string& key, const std::string&
     }
     // `lenient` is the older name of the opposite setting (lenient = 1 is now the default).
     cfg.strict = key == "strict" ? on : off;
+  } else if (key == "qlog") {
+    cfg.qlog = value;
   } else if (key == "auto_evs_per_plane") {
     const int v = std::atoi(value.c_str());
     if (v <= 0 || v > 1024) {
@@ -195,6 +198,8 @@ bool load_device_config(DeviceConfig& out, std::string& error) {
   if (const char* v = env("MRC_SOFT_LENIENT"); v && !apply_setting(cfg, "lenient", v, error))
     return false;
   if (const char* v = env("MRC_SOFT_STRICT"); v && !apply_setting(cfg, "strict", v, error))
+    return false;
+  if (const char* v = env("MRC_SOFT_QLOG"); v && !apply_setting(cfg, "qlog", v, error))
     return false;
   if (cfg.ports.empty()) {
     error = "no ports: set MRC_SOFT_PORTS=addr[/prefix][%ifname],... or MRC_SOFT_CONFIG";
@@ -640,6 +645,19 @@ MRC_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   }
   ec.identifier_key = *key;
   dev->engine = std::make_unique<Engine>(ec);
+  if (!dev->config.qlog.empty()) {
+    const std::string path = dev->config.qlog + "." + std::to_string(::getpid()) + "-" +
+                             std::to_string(dev->slot) + ".jsonl";
+    auto q = net::QlogFile::open(path);
+    if (!q) {
+      std::fprintf(stderr, "mrc_soft0: %s\n", q.error().message.c_str());
+      dev->node->release_slot(dev->slot);
+      errno = EINVAL;
+      return nullptr;
+    }
+    dev->qlog = std::move(*q);
+    dev->engine->set_event_log(dev->qlog.get());
+  }
   dev->path = open_udp_data_path(*dev->engine, dev->config.ports,
                                  static_cast<uint16_t>(dev->config.udp_base_port + dev->slot),
                                  dev->config.ev_mode, &error);

@@ -24,6 +24,7 @@
 #include "api/data_path.h"
 #include "api/node_state.h"
 #include "transport/engine.h"
+#include "transport/event_log.h"
 
 namespace mrc::api {
 
@@ -42,6 +43,9 @@ struct DeviceConfig {
   // (reference section 8), and each is reported once per process on stderr.
   bool strict = false;
   uint32_t auto_evs_per_plane = 8;
+  // The engine's event log (transport/event_log.h), JSON lines into `<qlog>.<pid>-<slot>.jsonl`
+  // (one file per device opened); empty: off. `qlog` / MRC_SOFT_QLOG.
+  std::string qlog;
 };
 
 // $MRC_SOFT_PORTS / $MRC_SOFT_CONFIG / /etc/mrc/mrc_soft.conf (docs/c-api.md). false with a
@@ -148,6 +152,7 @@ struct SoftDevice {
   DeviceConfig config;
   std::unique_ptr<NodeState> node;
   int slot = -1;
+  std::unique_ptr<EventLog> qlog;  // DeviceConfig::qlog; outlives the engine that logs into it
   std::unique_ptr<Engine> engine;
   std::unique_ptr<DataPath> path;
   std::mutex mu;  // engine, QP map, peers, contexts

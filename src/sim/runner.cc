@@ -312,6 +312,10 @@ SimResult<TransportResult> run_transport(const Scenario& sc, const TransportRun&
     auto p = sim.enable_pcap(hooks.pcap_path, hooks.pcap_hosts);
     if (!p) return std::unexpected(p.error());  // "<path>: cannot write pcap (<why>)"
   }
+  if (!hooks.qlog_path.empty()) {
+    auto q = sim.enable_event_log(hooks.qlog_path, hooks.qlog_hosts);
+    if (!q) return std::unexpected(q.error());
+  }
 
   SimulationSink sink(sim);
   WorkloadDriver driver(sink);

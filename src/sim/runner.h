@@ -92,6 +92,10 @@ struct RunHooks {
   // Writes a pcap of these hosts to pcap_path (empty = none).
   std::string pcap_path;
   std::vector<HostId> pcap_hosts;
+  // Writes the event log (transport/event_log.h) of these hosts' engines to qlog_path (empty =
+  // none).
+  std::string qlog_path;
+  std::vector<HostId> qlog_hosts;
   // The blocks layout (SimConfig::block_partitions), and the other ranks of a distributed
   // run (implies blocks; every rank calls run_transport alike).
   bool block_partitions = false;

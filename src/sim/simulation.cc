@@ -4,8 +4,12 @@
 #include "sim/simulation.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 #include "sim/simulation_impl.h"
+#include "transport/event_log.h"
 
 namespace mrc::sim {
 
@@ -866,6 +870,48 @@ void Simulation::path_loss(HostId src, HostId dst, PathRef path, double probabil
 const std::vector<EvEvent>& Simulation::ev_events() const {
   if (impl_->merged) return impl_->merged_ev_events;
   return impl_->ev_events;
+}
+
+struct EventLogFile {
+  // The EventLog of one host: its records, with "node" = the host, into the shared buffer.
+  struct Host final : EventLog {
+    EventLogFile* file = nullptr;
+    int64_t node = 0;
+    void record(const LogRecord& r) override {
+      append_log_json(file->buf, r, node);
+      if (file->buf.size() >= (64u << 10)) file->flush();
+    }
+  };
+  std::FILE* f = nullptr;
+  std::string buf;
+  std::vector<std::unique_ptr<Host>> hosts;
+  void flush() {
+    if (!buf.empty()) std::fwrite(buf.data(), 1, buf.size(), f);
+    buf.clear();
+  }
+  ~EventLogFile() {
+    flush();
+    std::fclose(f);
+  }
+};
+
+SimStatus Simulation::enable_event_log(const std::string& path, std::vector<HostId> which) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f)
+    return sim_fail(Error::kInvalidArgument,
+                    path + ": cannot write the event log (" + std::strerror(errno) + ")");
+  auto log = std::make_unique<EventLogFile>();
+  log->f = f;
+  for (HostId h : which) {
+    if (h >= impl_->hosts.size() || !impl_->hosts[h].engine) continue;  // another rank's
+    auto host = std::make_unique<EventLogFile::Host>();
+    host->file = log.get();
+    host->node = h;
+    impl_->hosts[h].engine->set_event_log(host.get());
+    log->hosts.push_back(std::move(host));
+  }
+  impl_->event_log = std::move(log);
+  return {};
 }
 
 SimStatus Simulation::enable_pcap(const std::string& path, std::vector<HostId> which) {

@@ -444,6 +444,9 @@ class Simulation {
   SimResult<uint64_t> check_usid_forwarding() const;
   // Writes packets sent or received by `hosts` to a pcap (decodable with our dissector).
   SimStatus enable_pcap(const std::string& path, std::vector<HostId> hosts);
+  // Writes the event log (transport/event_log.h) of the engines of `hosts` (those on this
+  // rank) to `path` as JSON lines, each with "node" = its host. Before run().
+  SimStatus enable_event_log(const std::string& path, std::vector<HostId> hosts);
 
  private:
   struct Impl;

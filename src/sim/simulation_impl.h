@@ -282,6 +282,9 @@ struct OutBuffer {
   }
 };
 
+// Simulation::enable_event_log's file: one writer, one EventLog per logging host.
+struct EventLogFile;
+
 struct Simulation::Impl {
   SimConfig cfg;
   // Two-tier: H hosts and U uplinks per leaf, S spines and L leaves per plane. A fat tree is
@@ -406,6 +409,7 @@ struct Simulation::Impl {
   SimStats counters;
 
   std::unique_ptr<wire::PcapWriter> pcap;
+  std::unique_ptr<EventLogFile> event_log;  // enable_event_log
   std::vector<uint8_t> pcap_hosts;
 
   // ---- small queries and conversions ----

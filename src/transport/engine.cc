@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "transport/event_log.h"
 #include "transport/qp.h"
 #include "wire/codec.h"
 
@@ -277,21 +278,86 @@ bool Engine::from_peer(uint32_t peer, const RxPacket& rx) const {
 Status Engine::on_packet(Time now, const RxPacket& rx) {
   if (rx.port >= config_.num_ports) {
     ++counters_.drops[static_cast<int>(DropReason::kDecode)];
+    if (log_) [[unlikely]]
+      log_received(now, rx, Error::kInvalidArgument, nullptr, 0);
     return fail(Error::kInvalidArgument);
   }
   Qp* qp = find_qp(rx.pkt.bth.dest_qp);
   if (!qp) {
     ++counters_.drops[static_cast<int>(DropReason::kUnknownQp)];
+    if (log_) [[unlikely]]
+      log_received(now, rx, Error::kUnknownQp, nullptr, 0);
     return fail(Error::kUnknownQp);
   }
   // Peer binding before anything else about the packet is looked at (set_peer_addresses).
   if (!from_peer(qp->peer(), rx)) {
     ++counters_.drops[static_cast<int>(DropReason::kWrongPeer)];
+    if (log_) [[unlikely]]
+      log_received(now, rx, Error::kInvalidArgument, nullptr, 0);
     return fail(Error::kInvalidArgument);
+  }
+  if (log_) [[unlikely]] {
+    const uint64_t cwnd_before = cwnd_of(*qp);
+    auto s = qp->on_packet(now, rx);
+    log_received(now, rx, s ? Error::kOk : s.error(), qp, cwnd_before);
+    rearm(qp);
+    return s;
   }
   auto s = qp->on_packet(now, rx);
   rearm(qp);
   return s;
+}
+
+void Engine::log(const LogRecord& r) {
+  log_->record(r);
+}
+
+void Engine::log_sent(Time now, const TxPacket& out) {
+  LogRecord r;
+  r.time = now;
+  r.kind = LogKind::kPacketSent;
+  r.qpn = out.src_qpn;
+  r.opcode = out.pkt.bth.opcode;
+  r.psn = out.pkt.bth.psn;
+  r.ev = out.ev_index;
+  r.port = out.port;
+  r.bytes = out.transport_bytes;
+  r.retransmit = out.pkt.data.flags & wire::DataExt::kRetransmit;
+  log_->record(r);
+}
+
+void Engine::log_received(Time now, const RxPacket& rx, Error verdict, const Qp* qp,
+                          uint64_t cwnd_before) {
+  LogRecord r;
+  r.time = now;
+  r.kind = LogKind::kPacketReceived;
+  r.qpn = rx.pkt.bth.dest_qp;
+  r.opcode = rx.pkt.bth.opcode;
+  r.psn = rx.pkt.bth.psn;
+  r.ev = rx.pkt.data.ev_index;
+  r.port = rx.port;
+  r.bytes = rx.pkt.payload_len;
+  r.ecn_ce = rx.ecn_ce;
+  r.trimmed = rx.trimmed;
+  r.verdict = verdict;
+  log_->record(r);
+  if (qp) log_cwnd_change(now, *qp, cwnd_before);  // ACKs, NACKs, CNPs
+}
+
+uint64_t Engine::cwnd_of(const Qp& qp) {
+  const cc::CongestionControl* cc = qp.congestion_control();
+  return cc ? cc->cwnd() : 0;
+}
+
+void Engine::log_cwnd_change(Time now, const Qp& qp, uint64_t before) {
+  const uint64_t cwnd = cwnd_of(qp);
+  if (cwnd == before) return;
+  LogRecord u;
+  u.time = now;
+  u.kind = LogKind::kCcUpdate;
+  u.qpn = qp.qpn();
+  u.cwnd = cwnd;
+  log_->record(u);
 }
 
 Status Engine::on_datagram(Time now, uint8_t port, std::span<const uint8_t> bytes) {
@@ -342,6 +408,8 @@ bool Engine::poll_transmit(Time now, uint32_t port_mask, TxPacket& out) {
     if (qp->has_control()) mark_control(qp);
     if (sent) {
       rearm(qp);
+      if (log_) [[unlikely]]
+        log_sent(now, out);
       return true;
     }
   }
@@ -351,10 +419,16 @@ bool Engine::poll_transmit(Time now, uint32_t port_mask, TxPacket& out) {
     Qp* qp = find_qp(qpn);
     if (!qp || !qp->in_ready) continue;
     qp->in_ready = false;
+    // A resend of a trimmed packet cuts the window as it leaves (cc::on_trim_loss).
+    const uint64_t cwnd_before = log_ ? cwnd_of(*qp) : 0;
     switch (qp->produce_data(now, port_mask, out)) {
       case Qp::DataResult::kSent:
         mark_ready(qp);
         rearm(qp);
+        if (log_) [[unlikely]] {
+          log_sent(now, out);
+          log_cwnd_change(now, *qp, cwnd_before);
+        }
         return true;
       case Qp::DataResult::kPortsBusy:
         mark_ready(qp);
@@ -423,6 +497,14 @@ bool Engine::poll_completion(Completion& out) {
 void Engine::emit_event(const Event& e) {
   // The OCP EV event queue reports drops the same way.
   if (!events_.try_push_back(e)) ++counters_.events_dropped;
+  if (log_) [[unlikely]] {
+    LogRecord r;
+    r.time = e.time;
+    r.kind = LogKind::kEvent;
+    r.qpn = e.qpn;
+    r.event = e;
+    log_->record(r);
+  }
 }
 
 bool Engine::poll_event(Event& out) {
@@ -543,7 +625,13 @@ void Engine::on_timer(Time now) {
     Qp* qp = find_qp(top.qpn);
     if (!qp || qp->armed != top.at) continue;  // stale entry
     qp->armed = kNever;
-    qp->on_timer(now);
+    if (log_) [[unlikely]] {
+      const uint64_t cwnd_before = cwnd_of(*qp);
+      qp->on_timer(now);  // losses declared by a timer cut the window here
+      log_cwnd_change(now, *qp, cwnd_before);
+    } else {
+      qp->on_timer(now);
+    }
     rearm(qp);
   }
 }

@@ -44,6 +44,8 @@
 namespace mrc {
 
 class Qp;
+class EventLog;
+struct LogRecord;
 
 enum class QpState : uint8_t { kReset, kInit, kRtr, kRts, kErr };
 const char* qp_state_name(QpState s);
@@ -540,6 +542,12 @@ class Engine {
   Time next_deadline();
   void on_timer(Time now);
 
+  // The structured event log (transport/event_log.h): every packet sent, received and declared
+  // lost, ACK timeout, congestion window change and Event from now on goes to `log`, which the
+  // caller owns and keeps alive; nullptr (the default) turns it off.
+  void set_event_log(EventLog* log) { log_ = log; }
+  EventLog* event_log() const { return log_; }
+
   const EngineCounters& counters() const { return counters_; }
   // NSCC's decisions, summed over every QP of this engine that ran it (cc::Nscc::Stats).
   const cc::Nscc::Stats& nscc_stats() const { return nscc_stats_; }
@@ -549,9 +557,11 @@ class Engine {
   MemoryTable& memory() { return memory_; }
   void emit_completion(const Completion& c);
   void emit_event(const Event& e);
-  void mark_ready(Qp* qp);    // QP may have data to send
-  void mark_control(Qp* qp);  // QP has a control packet to send
-  void rearm(Qp* qp);         // QP's deadline may have changed
+  bool logging() const { return log_ != nullptr; }
+  void log(const LogRecord& r);  // to the event log (only while logging())
+  void mark_ready(Qp* qp);       // QP may have data to send
+  void mark_control(Qp* qp);     // QP has a control packet to send
+  void rearm(Qp* qp);            // QP's deadline may have changed
   // The port-state bitmap ACKs carry (wire::SackExt::ports_down): ports this NIC has taken
   // out of use, the first 24.
   uint32_t ports_down_bitmap() const;
@@ -616,6 +626,14 @@ class Engine {
   SharedConstants<PathPolicy, PathPolicy> path_policies_;
   SharedConstants<cc::NsccConfig, cc::NsccParams> nscc_params_;
   cc::Nscc::Stats nscc_stats_;  // what the QPs' NSCC objects count into
+  EventLog* log_ = nullptr;     // set_event_log
+
+  // Event log records of what the engine itself sees (only while logging()).
+  void log_sent(Time now, const TxPacket& out);
+  void log_received(Time now, const RxPacket& rx, Error verdict, const Qp* qp,
+                    uint64_t cwnd_before);
+  static uint64_t cwnd_of(const Qp& qp);  // 0 without congestion control
+  void log_cwnd_change(Time now, const Qp& qp, uint64_t before);
 
   friend class Qp;
 };

@@ -6,6 +6,7 @@
 
 #include "transport/cc/fixed_window.h"
 #include "transport/cc/nscc.h"
+#include "transport/event_log.h"
 #include "transport/psn.h"
 
 namespace mrc {
@@ -886,6 +887,18 @@ void Qp::declare_lost(Time now, uint32_t psn, bool mark_path, LossCause cause) {
       break;
   }
   loss_->note_loss(cause);
+  if (engine_.logging()) [[unlikely]] {
+    LogRecord r;
+    r.time = now;
+    r.kind = LogKind::kPacketLost;
+    r.qpn = qpn_;
+    r.psn = psn;
+    r.ev = p.ev;
+    r.port = paths_.port_of(p.ev);
+    r.bytes = p.bytes;
+    r.cause = cause;
+    engine_.log(r);
+  }
   p.state = PktState::kLost;
   inflight_bytes_ -= std::min<uint64_t>(inflight_bytes_, p.bytes);
   if (retx_.full()) {
@@ -952,6 +965,15 @@ bool Qp::has_outstanding() const {
 
 void Qp::on_rto(Time now) {
   ++engine_.counters_.timeouts;
+  if (engine_.logging()) [[unlikely]] {
+    LogRecord r;
+    r.time = now;
+    r.kind = LogKind::kTimeout;
+    r.qpn = qpn_;
+    r.psn = snd_una_;
+    r.inflight = inflight_bytes_;
+    engine_.log(r);
+  }
   if (!loss_->on_rto()) {
     to_err(now, WcStatus::kRetryExceeded);
     return;

@@ -6,6 +6,8 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include <mrc_ctl.h>
 #include <mrc_soft.h>
@@ -523,6 +525,34 @@ TEST(SoftDevice, mrc_ctl_modify_profiles__state_machines_and_errors) {
   EXPECT_EQ(errno, EINVAL);
   ASSERT_EQ(mrc_ctl_query_port(d.mctx, 1, &pa, MRC_CTL_PORT_ADMIN_STATE), 0);
   EXPECT_EQ(pa.port_admin_state, MRC_CTL_PORT_ADMIN_ENABLED);
+}
+
+// MRC_SOFT_QLOG: the device's engine writes its event log (transport/event_log.h) into
+// <prefix>.<pid>-<slot>.jsonl, one JSON object per line; without it, no file.
+TEST(SoftDevice, open__mrc_soft_qlog_writes_the_engine_event_log) {
+  REQUIRE_NETNS();
+  const std::string prefix = "/tmp/mrc_api_qlog_" + std::to_string(::getpid());
+  ::setenv("MRC_SOFT_QLOG", prefix.c_str(), 1);
+  std::vector<std::string> files;
+  {
+    Device a;
+    ::unsetenv("MRC_SOFT_QLOG");
+    ASSERT_NE(a.mctx, nullptr);
+    for (const auto& e : std::filesystem::directory_iterator("/tmp"))
+      if (e.path().string().rfind(prefix + ".", 0) == 0) files.push_back(e.path().string());
+    ASSERT_EQ(files.size(), 1u);
+    EXPECT_NE(files[0].find("." + std::to_string(::getpid()) + "-"), std::string::npos) << files[0];
+    Device b;  // opened without the variable: no file of its own
+  }
+  size_t files_after = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/tmp"))
+    files_after += e.path().string().rfind(prefix + ".", 0) == 0;
+  EXPECT_EQ(files_after, 1u);
+  std::ifstream in(files[0]);
+  std::string line;
+  while (std::getline(in, line))
+    EXPECT_TRUE(nlohmann::json::parse(line, nullptr, false).is_object()) << line;
+  std::filesystem::remove(files[0]);
 }
 
 TEST(SoftDevice, write_imm__over_two_planes_with_a_plane_disabled_mid_run) {

@@ -103,6 +103,7 @@ const std::map<std::string, std::vector<std::vector<std::string>>>& bad_argument
         {"--set", "topo.hosts=many"},
         {"--set", "topo.hostz=4"},
         {"--pcap-hosts", "x"},
+        {"--qlog-hosts", "0,x"},
         {"--quiet", "--out"},
         {"--seed", "99999999999999999999"},
         {"--set", "workload.size=3GiB"},
@@ -149,6 +150,7 @@ const std::map<std::string, std::vector<std::vector<std::string>>>& bad_argument
         {"--fabric", "no-such-fabric.json"},
         {"--ifname", "no-such-if0"},
         {"--json", "no-such-dir/out.json"},
+        {"--qlog", "no-such-dir/log.jsonl"},
         {"--psk", "no-such-file"},
         {"--packet-auth", "sign"},
         {"::1", "--packet-auth", "encrypt"},  // keys come from the --psk handshake
@@ -373,6 +375,26 @@ TEST(Tools, mrc_plot__bad_run_directories_exit_2_with_one_line_and_no_traceback)
 }
 
 // ---- mrc-pair ---------------------------------------------------------------------------------
+
+// mrc-sim --qlog-hosts writes each transport's event log (docs/engine.md, "Event log");
+// scripts/qlog-summary.py reads it back per engine and QP; a file that is no log exits 2.
+TEST(Tools, qlog_summary__reads_the_event_log_mrc_sim_writes) {
+  const fs::path out = fs::temp_directory_path() / ("mrc_qlog_" + std::to_string(::getpid()));
+  const Ran sim = run({"mrc-sim", "--quiet", "--out", out.string(), "--qlog-hosts", "0,1"});
+  ASSERT_EQ(sim.status, 0) << sim.err;
+  const fs::path log = out / "mrc.qlog.jsonl";
+  ASSERT_TRUE(fs::exists(log));
+  const std::string summary = (kSource / "scripts" / "qlog-summary.py").string();
+  const Ran r = run({summary, log.string(), "--node", "0"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("node 0 QP"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  sent "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  received "), std::string::npos) << r.out;
+  const Ran bad = run({summary, (out / "summary.json").string()});
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(lines(bad.err), 1u) << bad.err;
+  fs::remove_all(out);
+}
 
 TEST(Tools, mrc_pair__a_capture_that_cannot_be_written_fails_the_run) {
   // /dev/full opens, then refuses every record: the run completes, its capture does not.

@@ -15,6 +15,7 @@
 #include "net/packet_auth.h"
 #include "net/pattern.h"
 #include "net/psk.h"
+#include "net/qlog_file.h"
 #include "perf.h"
 
 namespace mrc::perf {
@@ -693,11 +694,19 @@ int run_client(const Options& o) {
   const uint64_t max_size = sizes.back();
   const uint64_t slots = slots_for(o, max_size);
   sc->buffer_bytes = max_size * slots * o.qps;
+  // Opened before the session: its engine logs into it and goes first.
+  std::unique_ptr<QlogFile> qlog;
+  if (!o.qlog_path.empty()) {
+    auto q = QlogFile::open(o.qlog_path);
+    if (!q) return tools::fail_setup("mrc-perf", q.error().message);
+    qlog = std::move(*q);
+  }
   auto ch = SideChannel::connect(o.server, o.side_port, o.connect_timeout_ms);
   if (!ch) return tools::fail_setup("mrc-perf", ch.error().message);
   auto s = Session::create(*sc);
   if (!s) return tools::fail_setup("mrc-perf", s.error().message);
   Session& cs = **s;
+  cs.engine().set_event_log(qlog.get());
   auto answer = client_handshake(o, *ch, client_hello(o, cs, max_size, slots));
   if (!answer) return fail_client_setup(o, answer.error());
   if (cs.config().driver.auth != AuthMode::kOff)

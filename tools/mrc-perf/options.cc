@@ -178,6 +178,10 @@ void add_report_options(CLI::App& app, Options& o) {
   app.add_flag("--write-imm", o.write_imm, "RDMA WRITE with immediate");
   app.add_flag("--verify", o.verify, "check every payload byte at the server");
   app.add_option("--json", o.json_path, "write results as JSON");
+  app.add_option("--qlog", o.qlog_path,
+                 "write the engine's event log as JSON lines: every packet sent, received and "
+                 "lost, ACK timeouts, window and path changes (docs/engine.md, \"Event log\"; "
+                 "scripts/qlog-summary.py summarises one)");
   app.add_option("-t,--tx-depth", o.tx_depth, "messages outstanding (1 to 65536)")
       ->capture_default_str()
       ->check(CLI::Range(1u, 65536u));
@@ -321,14 +325,15 @@ std::optional<int> check_arguments(const CLI::App& app, const Options& o) {
   // server waits for its first client.
   if (auto sc = session_config(o, nullptr); !sc)
     return mrc::tools::bad_argument(app, "{}", sc.error().message);
-  if (!o.json_path.empty()) {
-    // Found out now rather than when the results are written.
-    const std::filesystem::path json(o.json_path);
-    const std::filesystem::path dir = json.has_parent_path() ? json.parent_path() : ".";
+  // Found out now rather than when the results are written.
+  for (const auto& [flag, path] : {std::pair{"--json", &o.json_path}, {"--qlog", &o.qlog_path}}) {
+    if (path->empty()) continue;
+    const std::filesystem::path file(*path);
+    const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : ".";
     std::error_code ec;
-    if (std::filesystem::is_directory(json, ec) || !std::filesystem::is_directory(dir, ec))
-      return mrc::tools::bad_argument(app, "--json {}: not a file in an existing directory",
-                                      o.json_path);
+    if (std::filesystem::is_directory(file, ec) || !std::filesystem::is_directory(dir, ec))
+      return mrc::tools::bad_argument(app, "{} {}: not a file in an existing directory", flag,
+                                      *path);
   }
   for (const std::string& ifname : o.ifnames)
     if (!ifname.empty() && if_nametoindex(ifname.c_str()) == 0)

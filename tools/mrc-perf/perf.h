@@ -50,6 +50,7 @@ struct Options {
   bool write_imm = false;
   bool verify = false;
   std::string json_path;
+  std::string qlog_path;  // --qlog: the engine's event log, JSON lines (net/qlog_file.h)
   uint32_t tx_depth = 128;
   std::string cc = "nscc";
   double link_gbps = 10;

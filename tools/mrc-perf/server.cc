@@ -14,6 +14,7 @@
 #include "net/packet_auth.h"
 #include "net/pattern.h"
 #include "net/psk.h"
+#include "net/qlog_file.h"
 #include "perf.h"
 
 namespace mrc::perf {
@@ -36,12 +37,15 @@ void refuse_client(SideChannel& ch, const std::string& why) {
 // The session for an accepted client's test, connected to it; the error says why it cannot be.
 // `keys`: the packet keys of the --psk handshake (used when the client asks for authenticated
 // packets).
+// `qlog`: the event log (--qlog) its engine writes to, or nullptr.
 NetResult<std::unique_ptr<Session>> open_client_session(const Options& o, const Hello& client,
-                                                        const std::optional<PacketKeys>& keys) {
+                                                        const std::optional<PacketKeys>& keys,
+                                                        EventLog* qlog) {
   auto sc = session_config(o, &client);
   if (!sc) return std::unexpected(sc.error());
   auto s = Session::create(*sc);
   if (!s) return std::unexpected(s.error());
+  (*s)->engine().set_event_log(qlog);
   if (sc->driver.auth != AuthMode::kOff) {
     if (!keys) return net_fail(NetErrc::kIncompatible, "no packet keys: the handshake had none");
     if (auto st = (*s)->set_packet_keys(*keys); !st) return std::unexpected(st.error());
@@ -61,7 +65,8 @@ NetResult<std::unique_ptr<Session>> open_client_session(const Options& o, const 
 // (garbage, idle, too slow, asking for more than --max-buffer-mib, a wrong --psk) is refused
 // with a message and closed while the server serves on (docs/linux-driver.md, "Security").
 NetResult<AcceptedClient> accept_client(const Options& o, SideListener& listener,
-                                        const std::optional<Psk>& psk, uint64_t accept_start) {
+                                        const std::optional<Psk>& psk, uint64_t accept_start,
+                                        EventLog* qlog) {
   HelloLimits limits;
   limits.max_buffer_bytes = o.max_buffer_mib << 20;
   HandshakeLimits hl;
@@ -121,7 +126,7 @@ NetResult<AcceptedClient> accept_client(const Options& o, SideListener& listener
       keys = *derived;
     }
     // The client's test, set up; what cannot be is refused and the next client served.
-    auto s = open_client_session(o, a.hello, keys);
+    auto s = open_client_session(o, a.hello, keys, qlog);
     if (!s) {
       refuse_client(*a.ch, s.error().message);
       a.ch.reset();
@@ -361,6 +366,13 @@ int run_server(const Options& o) {
     if (!p) return tools::fail_setup("mrc-perf", p.error().message);
     psk = std::move(*p);
   }
+  // Opened before any session: the sessions' engines log into it and go first.
+  std::unique_ptr<QlogFile> qlog;
+  if (!o.qlog_path.empty()) {
+    auto q = QlogFile::open(o.qlog_path);
+    if (!q) return tools::fail_setup("mrc-perf", q.error().message);
+    qlog = std::move(*q);
+  }
   auto listener = SideListener::listen(o.side_port);
   if (!listener) return tools::fail_setup("mrc-perf", listener.error().message);
   std::printf(
@@ -369,7 +381,7 @@ int run_server(const Options& o) {
   std::fflush(stdout);
   const uint64_t accept_start = monotonic_ns();
   while (true) {
-    auto accepted = accept_client(o, *listener, psk, accept_start);
+    auto accepted = accept_client(o, *listener, psk, accept_start, qlog.get());
     if (!accepted) return tools::fail_setup("mrc-perf", accepted.error().message);
     // After the handshake the client sends short key=value messages only.
     accepted->ch->set_max_frame(64 << 10);
