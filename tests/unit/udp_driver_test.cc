@@ -386,6 +386,36 @@ void connect_end(QpEnd& e, const QpEnd& peer, uint32_t evs, uint32_t mtu, uint32
     ASSERT_TRUE(e.engine->modify_qp(e.driver->now(), e.qpn, target, a)) << qp_state_name(target);
 }
 
+// Posts `count` WRITEs of `bytes` from `from`'s buffer into consecutive slots of `to`'s.
+void post_writes(QpEnd& from, const QpEnd& to, size_t bytes, int count) {
+  for (int m = 0; m < count; ++m) {
+    WriteWr wr;
+    wr.wr_id = static_cast<uint64_t>(m);
+    wr.lkey = from.keys.lkey;
+    wr.local_addr = reinterpret_cast<uint64_t>(from.buffer.data());
+    wr.length = static_cast<uint32_t>(bytes);
+    wr.remote_addr = reinterpret_cast<uint64_t>(to.buffer.data()) + m * bytes;
+    wr.rkey = to.keys.rkey;
+    ASSERT_TRUE(from.engine->post_write(from.driver->now(), from.qpn, wr));
+  }
+}
+
+// Serves both drivers until `count` WRITEs of `a` completed (each successfully), at most 20 s.
+void complete_writes(QpEnd& a, QpEnd& b, int count) {
+  int done = 0;
+  const auto start = std::chrono::steady_clock::now();
+  while (done < count && seconds_since(start) < 20) {
+    ASSERT_TRUE(a.driver->poll(us(200)));
+    ASSERT_TRUE(b.driver->poll(us(200)));
+    Completion c;
+    while (a.engine->poll_completion(c)) {
+      ASSERT_EQ(c.status, WcStatus::kSuccess) << wc_status_name(c.status);
+      ++done;
+    }
+  }
+  ASSERT_EQ(done, count);
+}
+
 // An IPv4 port (IPv4-mapped address) runs over IPv4 on a dual-stack socket: two drivers on
 // 127.0.0.1 in UDP mode (EVs in the UDP source port) carry WRITEs whose data arrives intact.
 // The sender's traffic class is CE, so the receiver counting CE shows that the TOS byte went
@@ -426,28 +456,9 @@ TEST(UdpDriver, poll__udp_mode_over_ipv4_loopback_carries_verified_data) {
   std::vector<uint8_t>& src = a.buffer;
   for (size_t i = 0; i < src.size(); ++i)
     src[i] = static_cast<uint8_t>(i * 7 + 3);
-  for (int m = 0; m < kMessages; ++m) {
-    WriteWr wr;
-    wr.wr_id = static_cast<uint64_t>(m);
-    wr.lkey = a.keys.lkey;
-    wr.local_addr = reinterpret_cast<uint64_t>(src.data());
-    wr.length = kMsg;
-    wr.remote_addr = reinterpret_cast<uint64_t>(b.buffer.data()) + m * kMsg;
-    wr.rkey = b.keys.rkey;
-    ASSERT_TRUE(a.engine->post_write(a.driver->now(), a.qpn, wr));
-  }
-  int done = 0;
-  const auto start = std::chrono::steady_clock::now();
-  while (done < kMessages && seconds_since(start) < 20) {
-    ASSERT_TRUE(a.driver->poll(us(200)));
-    ASSERT_TRUE(b.driver->poll(us(200)));
-    Completion c;
-    while (a.engine->poll_completion(c)) {
-      ASSERT_EQ(c.status, WcStatus::kSuccess) << wc_status_name(c.status);
-      ++done;
-    }
-  }
-  ASSERT_EQ(done, kMessages);
+  post_writes(a, b, kMsg, kMessages);
+  complete_writes(a, b, kMessages);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
   for (int m = 0; m < kMessages; ++m)
     ASSERT_EQ(std::memcmp(b.buffer.data() + m * kMsg, src.data(), kMsg), 0) << "message " << m;
   const PortStats& rx = b.driver->stats().ports[0];
@@ -460,20 +471,6 @@ TEST(UdpDriver, poll__udp_mode_over_ipv4_loopback_carries_verified_data) {
   EXPECT_EQ(a.driver->stats().ports[0].src_port_fallbacks, 0u);
   EXPECT_GT(a.driver->stats().gso_sends, 0u);
   EXPECT_EQ(a.driver->stats().gso_fallbacks, 0u);
-}
-
-// Posts `count` WRITEs of `bytes` from `from`'s buffer into consecutive slots of `to`'s.
-void post_writes(QpEnd& from, const QpEnd& to, size_t bytes, int count) {
-  for (int m = 0; m < count; ++m) {
-    WriteWr wr;
-    wr.wr_id = static_cast<uint64_t>(m);
-    wr.lkey = from.keys.lkey;
-    wr.local_addr = reinterpret_cast<uint64_t>(from.buffer.data());
-    wr.length = static_cast<uint32_t>(bytes);
-    wr.remote_addr = reinterpret_cast<uint64_t>(to.buffer.data()) + m * bytes;
-    wr.rkey = to.keys.rkey;
-    ASSERT_TRUE(from.engine->post_write(from.driver->now(), from.qpn, wr));
-  }
 }
 
 DirectionKey test_key(uint8_t fill) {
@@ -532,17 +529,8 @@ TEST(UdpDriver,
     for (size_t i = 0; i < a.buffer.size(); ++i)
       a.buffer[i] = static_cast<uint8_t>(i * 13 + 5);
     post_writes(a, b, kMsg, kMessages);
-    int done = 0;
-    while (done < kMessages && seconds_since(start) < 20) {
-      ASSERT_TRUE(a.driver->poll(us(200)));
-      ASSERT_TRUE(b.driver->poll(us(200)));
-      Completion c;
-      while (a.engine->poll_completion(c)) {
-        ASSERT_EQ(c.status, WcStatus::kSuccess) << wc_status_name(c.status);
-        ++done;
-      }
-    }
-    ASSERT_EQ(done, kMessages);
+    complete_writes(a, b, kMessages);
+    ASSERT_FALSE(::testing::Test::HasFatalFailure());
     for (int m = 0; m < kMessages; ++m)
       ASSERT_EQ(std::memcmp(b.buffer.data() + m * kMsg, a.buffer.data(), kMsg), 0) << m;
     EXPECT_GE(bs.auth_opened, kMessages * kMsg / 4096);
