@@ -9,7 +9,6 @@
 #include <cstring>
 
 #include "sim/simulation_impl.h"
-#include "transport/event_log.h"
 
 namespace mrc::sim {
 
@@ -871,29 +870,6 @@ const std::vector<EvEvent>& Simulation::ev_events() const {
   if (impl_->merged) return impl_->merged_ev_events;
   return impl_->ev_events;
 }
-
-struct EventLogFile {
-  // The EventLog of one host: its records, with "node" = the host, into the shared buffer.
-  struct Host final : EventLog {
-    EventLogFile* file = nullptr;
-    int64_t node = 0;
-    void record(const LogRecord& r) override {
-      append_log_json(file->buf, r, node);
-      if (file->buf.size() >= (64u << 10)) file->flush();
-    }
-  };
-  std::FILE* f = nullptr;
-  std::string buf;
-  std::vector<std::unique_ptr<Host>> hosts;
-  void flush() {
-    if (!buf.empty()) std::fwrite(buf.data(), 1, buf.size(), f);
-    buf.clear();
-  }
-  ~EventLogFile() {
-    flush();
-    std::fclose(f);
-  }
-};
 
 SimStatus Simulation::enable_event_log(const std::string& path, std::vector<HostId> which) {
   std::FILE* f = std::fopen(path.c_str(), "w");

@@ -13,9 +13,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -25,6 +27,7 @@
 #include "sim/partition.h"
 #include "sim/simulation.h"
 #include "transport/ev_profile.h"
+#include "transport/event_log.h"
 #include "transport/rng.h"
 #include "wire/address_plan.h"
 #include "wire/codec.h"
@@ -283,7 +286,28 @@ struct OutBuffer {
 };
 
 // Simulation::enable_event_log's file: one writer, one EventLog per logging host.
-struct EventLogFile;
+struct EventLogFile {
+  // The EventLog of one host: its records, with "node" = the host, into the shared buffer.
+  struct Host final : EventLog {
+    EventLogFile* file = nullptr;
+    int64_t node = 0;
+    void record(const LogRecord& r) override {
+      append_log_json(file->buf, r, node);
+      if (file->buf.size() >= (64u << 10)) file->flush();
+    }
+  };
+  std::FILE* f = nullptr;
+  std::string buf;
+  std::vector<std::unique_ptr<Host>> hosts;
+  void flush() {
+    if (!buf.empty()) std::fwrite(buf.data(), 1, buf.size(), f);
+    buf.clear();
+  }
+  ~EventLogFile() {
+    flush();
+    std::fclose(f);
+  }
+};
 
 struct Simulation::Impl {
   SimConfig cfg;
