@@ -8,36 +8,54 @@ namespace {
 
 const char* packet_name(wire::Opcode op) {
   switch (op) {
-    case wire::Opcode::kWriteOnly: return "data";
-    case wire::Opcode::kWriteOnlyImm: return "data_imm";
-    case wire::Opcode::kAck: return "ack";
-    case wire::Opcode::kCnp: return "cnp";
-    case wire::Opcode::kTrimNack: return "trim_nack";
-    case wire::Opcode::kProbe: return "probe";
-    case wire::Opcode::kProbeReply: return "probe_reply";
+    case wire::Opcode::kWriteOnly:
+      return "data";
+    case wire::Opcode::kWriteOnlyImm:
+      return "data_imm";
+    case wire::Opcode::kAck:
+      return "ack";
+    case wire::Opcode::kCnp:
+      return "cnp";
+    case wire::Opcode::kTrimNack:
+      return "trim_nack";
+    case wire::Opcode::kProbe:
+      return "probe";
+    case wire::Opcode::kProbeReply:
+      return "probe_reply";
   }
   return "unknown";
 }
 
 const char* cause_name(LossCause c) {
   switch (c) {
-    case LossCause::kPathOrder: return "path_order";
-    case LossCause::kRack: return "rack";
-    case LossCause::kPto: return "pto";
-    case LossCause::kRto: return "rto";
-    case LossCause::kTrim: return "trim";
-    case LossCause::kOther: return "other";
+    case LossCause::kPathOrder:
+      return "path_order";
+    case LossCause::kRack:
+      return "rack";
+    case LossCause::kPto:
+      return "pto";
+    case LossCause::kRto:
+      return "rto";
+    case LossCause::kTrim:
+      return "trim";
+    case LossCause::kOther:
+      return "other";
   }
   return "other";
 }
 
 const char* event_name(EventType t) {
   switch (t) {
-    case EventType::kEvStateChange: return "path_state";
-    case EventType::kQpError: return "qp_error";
-    case EventType::kPortChange: return "port_change";
-    case EventType::kEvSwap: return "path_swap";
-    case EventType::kAckEvChange: return "ack_path_change";
+    case EventType::kEvStateChange:
+      return "path_state";
+    case EventType::kQpError:
+      return "qp_error";
+    case EventType::kPortChange:
+      return "port_change";
+    case EventType::kEvSwap:
+      return "path_swap";
+    case EventType::kAckEvChange:
+      return "ack_path_change";
   }
   return "event";
 }
@@ -72,12 +90,18 @@ void put(std::string& out, const char* fmt, Args... args) {
 
 const char* log_kind_name(LogKind k) {
   switch (k) {
-    case LogKind::kPacketSent: return "packet_sent";
-    case LogKind::kPacketReceived: return "packet_received";
-    case LogKind::kPacketLost: return "packet_lost";
-    case LogKind::kTimeout: return "timeout";
-    case LogKind::kCcUpdate: return "cc_update";
-    case LogKind::kEvent: return "event";
+    case LogKind::kPacketSent:
+      return "packet_sent";
+    case LogKind::kPacketReceived:
+      return "packet_received";
+    case LogKind::kPacketLost:
+      return "packet_lost";
+    case LogKind::kTimeout:
+      return "timeout";
+    case LogKind::kCcUpdate:
+      return "cc_update";
+    case LogKind::kEvent:
+      return "event";
   }
   return "?";
 }
@@ -89,8 +113,9 @@ void append_log_json(std::string& out, const LogRecord& r, int64_t node) {
   put(out, ",\"qpn\":%" PRIu32, r.qpn);
   switch (r.kind) {
     case LogKind::kPacketSent:
-      put(out, ",\"packet\":\"%s\",\"psn\":%" PRIu32 ",\"ev\":%u,\"port\":%u,\"bytes\":%" PRIu32
-               ",\"retransmit\":%s",
+      put(out,
+          ",\"packet\":\"%s\",\"psn\":%" PRIu32 ",\"ev\":%u,\"port\":%u,\"bytes\":%" PRIu32
+          ",\"retransmit\":%s",
           packet_name(r.opcode), r.psn, unsigned{r.ev}, unsigned{r.port}, r.bytes,
           r.retransmit ? "true" : "false");
       break;
@@ -98,8 +123,7 @@ void append_log_json(std::string& out, const LogRecord& r, int64_t node) {
       put(out, ",\"packet\":\"%s\",\"psn\":%" PRIu32 ",\"ev\":%u,\"port\":%u,\"bytes\":%" PRIu32,
           packet_name(r.opcode), r.psn, unsigned{r.ev}, unsigned{r.port}, r.bytes);
       put(out, ",\"ecn_ce\":%s,\"trimmed\":%s,\"verdict\":\"%s\"", r.ecn_ce ? "true" : "false",
-          r.trimmed ? "true" : "false",
-          verdict_name(r.verdict).c_str());
+          r.trimmed ? "true" : "false", verdict_name(r.verdict).c_str());
       break;
     case LogKind::kPacketLost:
       put(out, ",\"psn\":%" PRIu32 ",\"ev\":%u,\"port\":%u,\"bytes\":%" PRIu32 ",\"cause\":\"%s\"",
@@ -114,20 +138,20 @@ void append_log_json(std::string& out, const LogRecord& r, int64_t node) {
     case LogKind::kEvent: {
       const Event& e = r.event;
       switch (e.type) {
-        case EventType::kQpError: break;
+        case EventType::kQpError:
+          break;
         case EventType::kPortChange:
           put(out, ",\"port\":%u,\"up\":%s", unsigned{e.port},
               e.to == ev::EvState::kGood ? "true" : "false");
           break;
         case EventType::kAckEvChange:
-          put(out, ",\"ev\":%u,\"port\":%u,\"replaced\":%u", unsigned{e.ev_index},
-              unsigned{e.port}, unsigned{e.replaced});
+          put(out, ",\"ev\":%u,\"port\":%u,\"replaced\":%u", unsigned{e.ev_index}, unsigned{e.port},
+              unsigned{e.replaced});
           break;
         case EventType::kEvStateChange:
         case EventType::kEvSwap:
-          put(out, ",\"ev\":%u,\"port\":%u,\"from\":\"%s\",\"to\":\"%s\"",
-              unsigned{e.ev_index}, unsigned{e.port}, ev::ev_state_name(e.from),
-              ev::ev_state_name(e.to));
+          put(out, ",\"ev\":%u,\"port\":%u,\"from\":\"%s\",\"to\":\"%s\"", unsigned{e.ev_index},
+              unsigned{e.port}, ev::ev_state_name(e.from), ev::ev_state_name(e.to));
           if (e.type == EventType::kEvSwap) put(out, ",\"replaced\":%u", unsigned{e.replaced});
           break;
       }

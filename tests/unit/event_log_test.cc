@@ -24,8 +24,8 @@ struct Collect : EventLog {
   std::vector<LogRecord> records;
   void record(const LogRecord& r) override { records.push_back(r); }
   size_t count(LogKind k) const {
-    return static_cast<size_t>(
-        std::count_if(records.begin(), records.end(), [k](const LogRecord& r) { return r.kind == k; }));
+    return static_cast<size_t>(std::count_if(records.begin(), records.end(),
+                                             [k](const LogRecord& r) { return r.kind == k; }));
   }
 };
 
@@ -69,9 +69,9 @@ TEST(EventLog, engine__records_sends_receives_the_loss_and_the_path_event_of_a_t
   ASSERT_TRUE(r.all_completed);
 
   // Every packet an engine sent is a record, each data packet's first transmission once.
-  EXPECT_EQ(a.count(LogKind::kPacketSent),
-            r.a.data_sent + r.a.retransmits + r.a.acks_sent + r.a.probes_sent +
-                r.a.probe_replies_sent + r.a.nacks_sent + r.a.cnps_sent);
+  EXPECT_EQ(a.count(LogKind::kPacketSent), r.a.data_sent + r.a.retransmits + r.a.acks_sent +
+                                               r.a.probes_sent + r.a.probe_replies_sent +
+                                               r.a.nacks_sent + r.a.cnps_sent);
   EXPECT_GT(b.count(LogKind::kPacketReceived), 0u);
   EXPECT_GT(a.count(LogKind::kCcUpdate), 0u);
   // The dropped PSN was declared lost once and resent.
@@ -94,8 +94,9 @@ TEST(EventLog, engine__records_sends_receives_the_loss_and_the_path_event_of_a_t
            x.opcode == wire::Opcode::kWriteOnly;
   }));
   for (const Collect* log : {&a, &b})
-    EXPECT_TRUE(std::is_sorted(log->records.begin(), log->records.end(),
-                               [](const LogRecord& x, const LogRecord& y) { return x.time < y.time; }));
+    EXPECT_TRUE(
+        std::is_sorted(log->records.begin(), log->records.end(),
+                       [](const LogRecord& x, const LogRecord& y) { return x.time < y.time; }));
 
   // Logging changes nothing: the same run without logs sends and loses exactly the same.
   auto again = testnet::make_pair_net(testnet::NetConfig{}, c);
