@@ -276,34 +276,21 @@ bool Engine::from_peer(uint32_t peer, const RxPacket& rx) const {
 }
 
 Status Engine::on_packet(Time now, const RxPacket& rx) {
-  if (rx.port >= config_.num_ports) {
-    ++counters_.drops[static_cast<int>(DropReason::kDecode)];
+  const auto drop = [&](DropReason reason, Error e) {
+    ++counters_.drops[static_cast<int>(reason)];
     if (log_) [[unlikely]]
-      log_received(now, rx, Error::kInvalidArgument, nullptr, 0);
-    return fail(Error::kInvalidArgument);
-  }
+      log_received(now, rx, e, nullptr, 0);
+    return fail(e);
+  };
+  if (rx.port >= config_.num_ports) return drop(DropReason::kDecode, Error::kInvalidArgument);
   Qp* qp = find_qp(rx.pkt.bth.dest_qp);
-  if (!qp) {
-    ++counters_.drops[static_cast<int>(DropReason::kUnknownQp)];
-    if (log_) [[unlikely]]
-      log_received(now, rx, Error::kUnknownQp, nullptr, 0);
-    return fail(Error::kUnknownQp);
-  }
+  if (!qp) return drop(DropReason::kUnknownQp, Error::kUnknownQp);
   // Peer binding before anything else about the packet is looked at (set_peer_addresses).
-  if (!from_peer(qp->peer(), rx)) {
-    ++counters_.drops[static_cast<int>(DropReason::kWrongPeer)];
-    if (log_) [[unlikely]]
-      log_received(now, rx, Error::kInvalidArgument, nullptr, 0);
-    return fail(Error::kInvalidArgument);
-  }
-  if (log_) [[unlikely]] {
-    const uint64_t cwnd_before = cwnd_of(*qp);
-    auto s = qp->on_packet(now, rx);
-    log_received(now, rx, s ? Error::kOk : s.error(), qp, cwnd_before);
-    rearm(qp);
-    return s;
-  }
+  if (!from_peer(qp->peer(), rx)) return drop(DropReason::kWrongPeer, Error::kInvalidArgument);
+  const uint64_t cwnd_before = log_ ? cwnd_of(*qp) : 0;
   auto s = qp->on_packet(now, rx);
+  if (log_) [[unlikely]]
+    log_received(now, rx, s ? Error::kOk : s.error(), qp, cwnd_before);
   rearm(qp);
   return s;
 }
@@ -313,10 +300,7 @@ void Engine::log(const LogRecord& r) {
 }
 
 void Engine::log_sent(Time now, const TxPacket& out) {
-  LogRecord r;
-  r.time = now;
-  r.kind = LogKind::kPacketSent;
-  r.qpn = out.src_qpn;
+  LogRecord r(now, LogKind::kPacketSent, out.src_qpn);
   r.opcode = out.pkt.bth.opcode;
   r.psn = out.pkt.bth.psn;
   r.ev = out.ev_index;
@@ -328,10 +312,7 @@ void Engine::log_sent(Time now, const TxPacket& out) {
 
 void Engine::log_received(Time now, const RxPacket& rx, Error verdict, const Qp* qp,
                           uint64_t cwnd_before) {
-  LogRecord r;
-  r.time = now;
-  r.kind = LogKind::kPacketReceived;
-  r.qpn = rx.pkt.bth.dest_qp;
+  LogRecord r(now, LogKind::kPacketReceived, rx.pkt.bth.dest_qp);
   r.opcode = rx.pkt.bth.opcode;
   r.psn = rx.pkt.bth.psn;
   r.ev = rx.pkt.data.ev_index;
@@ -352,10 +333,7 @@ uint64_t Engine::cwnd_of(const Qp& qp) {
 void Engine::log_cwnd_change(Time now, const Qp& qp, uint64_t before) {
   const uint64_t cwnd = cwnd_of(qp);
   if (cwnd == before) return;
-  LogRecord u;
-  u.time = now;
-  u.kind = LogKind::kCcUpdate;
-  u.qpn = qp.qpn();
+  LogRecord u(now, LogKind::kCcUpdate, qp.qpn());
   u.cwnd = cwnd;
   log_->record(u);
 }
@@ -498,10 +476,7 @@ void Engine::emit_event(const Event& e) {
   // The OCP EV event queue reports drops the same way.
   if (!events_.try_push_back(e)) ++counters_.events_dropped;
   if (log_) [[unlikely]] {
-    LogRecord r;
-    r.time = e.time;
-    r.kind = LogKind::kEvent;
-    r.qpn = e.qpn;
+    LogRecord r(e.time, LogKind::kEvent, e.qpn);
     r.event = e;
     log_->record(r);
   }
@@ -625,13 +600,10 @@ void Engine::on_timer(Time now) {
     Qp* qp = find_qp(top.qpn);
     if (!qp || qp->armed != top.at) continue;  // stale entry
     qp->armed = kNever;
-    if (log_) [[unlikely]] {
-      const uint64_t cwnd_before = cwnd_of(*qp);
-      qp->on_timer(now);  // losses declared by a timer cut the window here
-      log_cwnd_change(now, *qp, cwnd_before);
-    } else {
-      qp->on_timer(now);
-    }
+    const uint64_t cwnd_before = log_ ? cwnd_of(*qp) : 0;
+    qp->on_timer(now);
+    if (log_) [[unlikely]]
+      log_cwnd_change(now, *qp, cwnd_before);  // losses a timer declared cut the window
     rearm(qp);
   }
 }

@@ -28,6 +28,9 @@ enum class LogKind : uint8_t {
 const char* log_kind_name(LogKind k);
 
 struct LogRecord {
+  LogRecord() = default;
+  LogRecord(Time t, LogKind k, uint32_t q) : time(t), kind(k), qpn(q) {}
+
   Time time = 0;
   LogKind kind = LogKind::kPacketSent;
   uint32_t qpn = 0;  // the local QP (received: the QPN the packet named)

@@ -888,10 +888,7 @@ void Qp::declare_lost(Time now, uint32_t psn, bool mark_path, LossCause cause) {
   }
   loss_->note_loss(cause);
   if (engine_.logging()) [[unlikely]] {
-    LogRecord r;
-    r.time = now;
-    r.kind = LogKind::kPacketLost;
-    r.qpn = qpn_;
+    LogRecord r(now, LogKind::kPacketLost, qpn_);
     r.psn = psn;
     r.ev = p.ev;
     r.port = paths_.port_of(p.ev);
@@ -966,10 +963,7 @@ bool Qp::has_outstanding() const {
 void Qp::on_rto(Time now) {
   ++engine_.counters_.timeouts;
   if (engine_.logging()) [[unlikely]] {
-    LogRecord r;
-    r.time = now;
-    r.kind = LogKind::kTimeout;
-    r.qpn = qpn_;
+    LogRecord r(now, LogKind::kTimeout, qpn_);
     r.psn = snd_una_;
     r.inflight = inflight_bytes_;
     engine_.log(r);
