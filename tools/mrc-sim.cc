@@ -151,7 +151,7 @@ json section_json(std::string_view section, const Scenario& sc) {
 
 json echo_config(const Scenario& sc) {
   json j;
-  for (const char* section : {"topo", "switch", "transport"})
+  for (const char* section : {"topo", "switch", "transport", "denylist"})
     j[section] = section_json(section, sc);
   const WorkloadConfig& w = sc.workload;
   json wj = {{"kind", workload_kind_name(w.kind)}};
@@ -211,6 +211,7 @@ json echo_config(const Scenario& sc) {
       fj["period"] = format_duration(f.period);
       fj["count"] = f.count;
     }
+    if (f.nic_detect > 0) fj["nic_detect"] = format_duration(f.nic_detect);
     if (f.kind == FaultConfig::kGrayLoss) fj["probability"] = f.probability;
     if (f.kind == FaultConfig::kDegrade) fj["rate"] = format_rate(f.rate_bps);
     if (f.kind == FaultConfig::kPathLoss) {
@@ -328,6 +329,14 @@ json transport_json(const Ran& ran) {
   }
   j["iterations"] = its;
   if (!r.iterations.empty()) j["job_aborted"] = r.job_aborted;
+  if (r.config.denylist.interval > 0) {
+    json entries = json::array();
+    for (const DenylistRecord& d : r.denylist)
+      entries.push_back({{"time_us", to_us(d.time)},
+                         {"link", "p" + std::to_string(d.plane) + "/host" + std::to_string(d.host)},
+                         {"denied", d.denied}});
+    j["denylist"] = entries;
+  }
   j["fabric"] = {{"leaves_per_plane", ran.leaves}, {"spines_per_plane", ran.spines}};
   if (r.pods > 0) {
     j["fabric"] = {{"kind", "fat_tree"}, {"pods", r.pods},   {"leaves", ran.leaves},

@@ -148,10 +148,10 @@ SimStatus apply_faults(Simulation& sim, const Scenario& sc) {
     }
     switch (f.kind) {
       case FaultConfig::kLinkDown:
-        sim.link_down(f.link, f.at);
+        sim.link_down(f.link, f.at, f.nic_detect);
         break;
       case FaultConfig::kLinkUp:
-        sim.link_up(f.link, f.at);
+        sim.link_up(f.link, f.at, f.nic_detect);
         break;
       case FaultConfig::kSwitchReboot:
         sim.switch_reboot(f.sw, f.at, f.duration);
@@ -169,7 +169,7 @@ SimStatus apply_faults(Simulation& sim, const Scenario& sc) {
         sim.degrade(f.link, f.rate_bps, f.at, f.until);
         break;
       case FaultConfig::kFlap:
-        sim.flap(f.link, f.at, f.period, f.count);
+        sim.flap(f.link, f.at, f.period, f.count, f.nic_detect);
         break;
       case FaultConfig::kBlackholeReboot:
         // The reboot's link-down events are scheduled first, so at reboot_at the links are
@@ -356,6 +356,8 @@ SimResult<TransportResult> run_transport(const Scenario& sc, const TransportRun&
   r.link_samples = sim.link_samples();
   r.throughput = sim.throughput_samples();
   r.ev_events = sim.ev_events();
+  for (const DenylistRecord& d : sim.denylist_log())
+    if (d.time <= r.sim_time) r.denylist.push_back(d);
   for (const auto& w : driver.workloads()) {
     r.collectives.insert(r.collectives.end(), w->collectives().begin(), w->collectives().end());
     r.iterations.insert(r.iterations.end(), w->iterations().begin(), w->iterations().end());

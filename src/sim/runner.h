@@ -64,6 +64,7 @@ struct TransportResult {
   std::vector<LinkSample> link_samples;
   std::vector<ThroughputSample> throughput;
   std::vector<EvEvent> ev_events;
+  std::vector<DenylistRecord> denylist;  // entries added and removed (SimConfig::denylist)
   std::vector<CollectiveResult> collectives;
   std::vector<IterationResult> iterations;
   bool job_aborted = false;           // training loop stopped by a failed AllReduce

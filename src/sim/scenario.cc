@@ -1013,7 +1013,25 @@ SimResult<PathRef> parse_path_name(std::string_view s) {
   return PathRef{sw->plane, sw->index};
 }
 
-SimStatus read_fault(TableReader& r, FaultConfig& f) {
+// The links a fault names: "p*/..." is the same link in every plane of the fabric (all of
+// a NIC's ports, as when its transceiver or the NIC itself fails).
+SimResult<std::vector<LinkRef>> parse_fault_links(std::string_view s, uint32_t planes) {
+  if (!s.starts_with("p*/")) {
+    auto l = parse_link_name(s);
+    if (!l) return std::unexpected(l.error());
+    return std::vector<LinkRef>{*l};
+  }
+  auto l = parse_link_name("p0/" + std::string(s.substr(3)));
+  if (!l) return std::unexpected(l.error());
+  std::vector<LinkRef> v;
+  for (uint32_t p = 0; p < planes; ++p) {
+    v.push_back(*l);
+    v.back().plane = p;
+  }
+  return v;
+}
+
+SimStatus read_fault(TableReader& r, FaultConfig& f, uint32_t planes) {
   if (!r.has("kind")) {
     r.allow("kind");
     std::string list;
@@ -1059,10 +1077,10 @@ SimStatus read_fault(TableReader& r, FaultConfig& f) {
     f.path = *p;
   } else if (r.has("link")) {
     TRY(r.string("link", f.target));
-    auto l = parse_link_name(f.target);
+    auto l = parse_fault_links(f.target, planes);
     if (!l) return r.err("link", r.node("link"), l.error().message);
-    f.link = *l;
-    f.links = {*l};
+    f.link = l->front();
+    f.links = std::move(*l);
   } else {
     const toml::node* n = r.node("links");
     const std::string what = "a non-empty array of links (" + std::string(kLinkForms) + ")";
@@ -1070,9 +1088,9 @@ SimStatus read_fault(TableReader& r, FaultConfig& f) {
     for (const toml::node& e : *n->as_array()) {
       if (!e.is_string())
         return r.err("links", n, "expected " + what + ", got an element " + describe(e));
-      auto l = parse_link_name(e.as_string()->get());
+      auto l = parse_fault_links(e.as_string()->get(), planes);
       if (!l) return r.err("links", n, l.error().message);
-      f.links.push_back(*l);
+      f.links.insert(f.links.end(), l->begin(), l->end());
       f.target += (f.target.empty() ? "" : ", ") + e.as_string()->get();
     }
     f.link = f.links.front();
@@ -1117,6 +1135,19 @@ SimStatus read_fault(TableReader& r, FaultConfig& f) {
   TRY(need("probability", f.kind == F::kGrayLoss || f.kind == F::kPathLoss,
            "the loss probability, 0..1"));
   TRY(need("rate", f.kind == F::kDegrade, "the degraded link rate, like \"25Gbps\""));
+  r.allow("nic_detect");
+  if (r.has("nic_detect")) {
+    if (f.kind != F::kLinkDown && f.kind != F::kLinkUp && f.kind != F::kFlap)
+      return r.err("nic_detect", r.node("nic_detect"),
+                   std::string("does not apply to a ") + fault_kind_name(f.kind) +
+                       " fault (it is for: link_down, link_up, flap)");
+    for (const LinkRef& l : f.links)
+      if (l.kind != LinkRef::kHostLeaf)
+        return r.err("nic_detect", r.node("nic_detect"),
+                     "applies to host links (\"p0/host5\") only: it is when a NIC sees its own "
+                     "link change");
+    TRY(r.duration("nic_detect", f.nic_detect));
+  }
   TRY(r.duration("until", f.until, true));
   TRY(r.duration("duration", f.duration));
   TRY(r.duration("reboot_at", f.reboot_at));
@@ -1361,11 +1392,17 @@ SimResult<Scenario> parse_scenario(std::string_view text, std::string_view filen
       FaultConfig f;
       f.line = e.source().begin.line;
       TableReader fr(e.as_table(), "fault[" + std::to_string(i) + "]", origin);
-      TRY(read_fault(fr, f));
+      TRY(read_fault(fr, f, sc.base.topo.planes));
       sc.faults.push_back(f);
       ++i;
     }
   }
+
+  auto deny = subtable(top, "denylist");
+  if (!deny) return std::unexpected(deny.error());
+  TableReader dr(*deny, "denylist", origin);
+  TRY(read_keys(dr, "denylist", sc));
+  TRY(dr.finish());
 
   auto run = subtable(top, "run");
   if (!run) return std::unexpected(run.error());

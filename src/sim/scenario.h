@@ -91,6 +91,7 @@ struct FaultConfig {
   uint32_t count = 0;      // flap
   double probability = 0;  // gray_loss
   uint64_t rate_bps = 0;   // degrade
+  Time nic_detect = 0;     // link_down, link_up, flap on host links: when the NIC sees it
   std::string target;      // the link(s), switch or path as written ("p0/leaf1-spine2")
   uint32_t line = 0;
 };

@@ -39,6 +39,9 @@ bool is_fat_tree(const Scenario& s) {
 bool is_clos2(const Scenario& s) {
   return s.base.topo.kind == TopologyKind::kClos2;
 }
+bool has_denylist(const Scenario& s) {
+  return s.base.denylist.interval > 0;
+}
 
 constexpr CcAlgorithm cc_of(std::string_view name) {
   return name == "dcqcn"          ? CcAlgorithm::kDcqcn
@@ -410,6 +413,39 @@ std::vector<SectionSpec> make_schema() {
                   for (const auto& [kind, n] : std::get<std::map<std::string, uint64_t>>(v))
                     s.qps_per_kind[kind] = static_cast<uint32_t>(n);
                 }},
+       }});
+
+  s.push_back(
+      {"denylist",
+       {
+           {.name = "interval",
+            .type = KeyType::kDuration,
+            .default_doc = "= no denylist",
+            .doc = "Clustermapper probes every NIC-T0 link once per interval and denies the "
+                   "plane of a lossy one to its NIC's QPs and to every QP sending to it "
+                   "(paper 4)",
+            MRC_KEY_UINT(base.denylist.interval)},
+           {.name = "probes",
+            .type = KeyType::kInt,
+            .min = 1,
+            .max = 1'000'000,
+            .doc = "probes per link and round, each up to the T0 and back",
+            MRC_KEY_UINT(base.denylist.probes),
+            .applies = has_denylist},
+           {.name = "loss",
+            .type = KeyType::kReal,
+            .rmin = 0,
+            .rmax = 1,
+            .doc = "a round losing at least this fraction of its probes denies the link",
+            MRC_KEY_REAL(base.denylist.deny_loss),
+            .applies = has_denylist},
+           {.name = "clear_rounds",
+            .type = KeyType::kInt,
+            .min = 1,
+            .max = 1'000'000,
+            .doc = "rounds in a row below `loss` that lift the entry",
+            MRC_KEY_UINT(base.denylist.clear_rounds),
+            .applies = has_denylist},
        }});
 
   s.push_back(

@@ -215,6 +215,26 @@ void Simulation::Impl::count_flow_paths(FlowState& st, Host& host, FlowResult& r
 }
 
 void Simulation::Impl::add_fault(FaultAction a, Time at) {
+  if (a.link.kind == LinkRef::kHostLeaf &&
+      (a.kind == FaultAction::kLinkState || a.kind == FaultAction::kBlackhole ||
+       a.kind == FaultAction::kLoss)) {
+    // The denylist's probes see what the host link's faults do to it (set_up_denylist).
+    host_link_changes.emplace_back(a.link.a * P + a.link.plane,
+                                   HostLinkChange{at, a.kind, a.flag, a.value});
+  }
+  if (a.link.kind == LinkRef::kHostLeaf && a.kind == FaultAction::kLinkState && a.nic_detect > 0) {
+    // The NIC's view of the change, later than the change itself (Simulation::link_down).
+    FaultAction sees = a;
+    sees.kind = FaultAction::kNicSees;
+    sees.host_side = true;
+    faults.push_back(sees);
+    const auto i = static_cast<uint32_t>(faults.size() - 1);
+    if (blocks) {
+      schedule_global(host_partition(a.link.a), at + a.nic_detect, kFault, i);
+    } else {
+      schedule(0, at + a.nic_detect, kFault, i);
+    }
+  }
   if (blocks) {
     // Each end of a link acts in its own partition (a host and its leaf share one); the
     // routing view (ECMP convergence) changes between windows, for every switch at once.
@@ -260,6 +280,109 @@ void Simulation::Impl::add_fault(FaultAction a, Time at) {
   schedule(plane_partition(a.link.plane), at, kFault, static_cast<uint32_t>(faults.size() - 1));
 }
 
+// ---- Clustermapper's denylist (sim/denylist.h) ---------------------------------------------
+
+// Rounds 1..through (round k at k * interval): each watched link's probes against the link's
+// state at the round, from its fault schedule. A link no fault touches never loses a probe
+// and is not watched. A link that is down is the NIC's to handle (it sees the loss of signal
+// and remaps, paper 3): Clustermapper's probes fail there but it adds no entry for it.
+void Simulation::Impl::compute_denylist_rounds(uint64_t through) {
+  if (watched.empty() && !host_link_changes.empty()) {
+    std::stable_sort(host_link_changes.begin(), host_link_changes.end(),
+                     [](const auto& x, const auto& y) {
+                       return x.first != y.first ? x.first < y.first : x.second.at < y.second.at;
+                     });
+    for (const auto& [link, change] : host_link_changes) {
+      if (watched.empty() || watched.back().link != link) {
+        watched.emplace_back();
+        watched.back().link = link;
+      }
+      watched.back().changes.push_back(change);
+    }
+  }
+  const uint32_t probes = denylist->config().probes;
+  while (denylist_rounds.size() < through) {
+    const Time t = static_cast<Time>(denylist_rounds.size() + 1) * cfg.denylist.interval;
+    std::vector<DenylistChange> changes;
+    for (WatchedLink& w : watched) {
+      for (; w.applied < w.changes.size() && w.changes[w.applied].at <= t; ++w.applied) {
+        const HostLinkChange& c = w.changes[w.applied];
+        if (c.kind == FaultAction::kLinkState) w.up = c.flag;
+        if (c.kind == FaultAction::kBlackhole) w.blackhole = c.flag;
+        if (c.kind == FaultAction::kLoss) w.loss = c.value;
+      }
+      uint32_t lost = 0;
+      if (w.up) {
+        // A probe crosses the link up to the T0 and back down: both directions fail together.
+        const double through_once = w.blackhole ? 0.0 : 1.0 - w.loss;
+        const double p = 1.0 - through_once * through_once;
+        if (p >= 1.0) {
+          lost = probes;
+        } else if (p > 0) {
+          for (uint32_t i = 0; i < probes; ++i)
+            lost += denylist_rng.chance(p);
+        }
+      }
+      const LinkDenylist::Change c = denylist->on_round(w.link, lost);
+      if (c == LinkDenylist::Change::kNone) continue;
+      const bool denied = c == LinkDenylist::Change::kDenied;
+      changes.push_back(DenylistChange{w.link, denied});
+      w.verdicts.emplace_back(t, denied);
+      denylist_log.push_back(DenylistRecord{t, w.link / P, w.link % P, denied});
+    }
+    denylist_rounds.push_back(std::move(changes));
+  }
+}
+
+// Whether `link` (host * P + plane) has a denylist entry at `at`.
+bool Simulation::Impl::denylisted(uint32_t link, Time at) {
+  compute_denylist_rounds(at / cfg.denylist.interval);
+  auto w = std::lower_bound(watched.begin(), watched.end(), link,
+                            [](const WatchedLink& x, uint32_t l) { return x.link < l; });
+  if (w == watched.end() || w->link != link) return false;
+  bool denied = false;
+  for (const auto& [t, d] : w->verdicts) {
+    if (t > at) break;
+    denied = d;
+  }
+  return denied;
+}
+
+// The round due now, for the hosts of `partition`.
+void Simulation::Impl::denylist_round(uint32_t partition) {
+  const uint64_t k = now / cfg.denylist.interval;
+  compute_denylist_rounds(k);
+  if (!denylist_rounds[k - 1].empty()) {
+    for (HostId g = 0; g < cfg.topo.hosts; ++g) {
+      if (host_partition(g) != partition || !hosts[g].engine) continue;
+      for (const DenylistChange& c : denylist_rounds[k - 1])
+        apply_denylist_change(g, c);
+    }
+  }
+  if (watched.empty() || flows_done >= num_flows) return;  // nothing left to decide
+  schedule(partition, now + cfg.denylist.interval, kDenylistRound, partition);
+}
+
+// An entry for host h's link in plane p, at host g: h's own QPs and every QP sending to h
+// stop using (or use again) their EVs in that plane.
+void Simulation::Impl::apply_denylist_change(HostId g, const DenylistChange& c) {
+  const HostId h = c.link / P;
+  const auto plane = static_cast<uint8_t>(c.link % P);
+  Engine& e = *hosts[g].engine;
+  bool touched = false;
+  for (const auto& [key, pair] : hosts[g].qps) {
+    if (g != h && static_cast<HostId>(key >> 32) != h) continue;
+    const PathSet* paths = e.qp_paths(pair.local_qpn);
+    if (paths == nullptr) continue;
+    for (int i = 0; i < static_cast<int>(paths->size()); ++i) {
+      if (paths->port_of(i) != plane) continue;
+      (void)e.set_path_denied(now, pair.local_qpn, i, c.denied);
+      touched = true;
+    }
+  }
+  if (touched) service_host(g);
+}
+
 bool Simulation::Impl::path_lost(const Switch& sw, uint32_t egress, const SimPacket& p) {
   if (fat_tree || sw.kind != Switch::kLeaf || egress < H) return false;
   const uint32_t spine = (egress - H) % S;
@@ -295,14 +418,17 @@ void Simulation::Impl::apply_fault(uint32_t idx) {
         port.rate.set(a.bps);
         break;
       case FaultAction::kPathLoss:
-        break;  // not a port's state (path_losses)
+      case FaultAction::kNicSees:
+        break;  // not a port's state (path_losses; the NIC's view)
     }
   };
   if (l.kind == LinkRef::kHostLeaf) {
     if (a.host_side) {
       apply(hosts[l.a].ports[l.plane]);
-      // The NIC sees its own link go down (loss of signal) and tells the engine.
-      if (a.kind == FaultAction::kLinkState) {
+      // The NIC sees its own link go down (loss of signal) and tells the engine: at once, or
+      // nic_detect later (a kNicSees action of its own).
+      if ((a.kind == FaultAction::kLinkState && a.nic_detect == 0) ||
+          a.kind == FaultAction::kNicSees) {
         hosts[l.a].engine->set_port_up(now, static_cast<uint8_t>(l.plane), a.flag);
         service_host(l.a);
       }
@@ -656,11 +782,15 @@ FaultAction link_action(FaultAction::Kind k, LinkRef l, bool flag, double value 
 }
 }  // namespace
 
-void Simulation::link_down(LinkRef l, Time at) {
-  impl_->add_fault(link_action(FaultAction::kLinkState, l, false), at);
+void Simulation::link_down(LinkRef l, Time at, Time nic_detect) {
+  FaultAction a = link_action(FaultAction::kLinkState, l, false);
+  a.nic_detect = nic_detect;
+  impl_->add_fault(a, at);
 }
-void Simulation::link_up(LinkRef l, Time at) {
-  impl_->add_fault(link_action(FaultAction::kLinkState, l, true), at);
+void Simulation::link_up(LinkRef l, Time at, Time nic_detect) {
+  FaultAction a = link_action(FaultAction::kLinkState, l, true);
+  a.nic_detect = nic_detect;
+  impl_->add_fault(a, at);
 }
 
 // Every link of a switch, as LinkRefs.
@@ -755,10 +885,10 @@ void Simulation::degrade(LinkRef l, uint64_t bps, Time from, Time until) {
     impl_->add_fault(link_action(FaultAction::kRate, l, true, 0, impl_->cfg.topo.link_bps), until);
   }
 }
-void Simulation::flap(LinkRef l, Time start, Time period, uint32_t count) {
+void Simulation::flap(LinkRef l, Time start, Time period, uint32_t count, Time nic_detect) {
   for (uint32_t i = 0; i < count; ++i) {
-    link_down(l, start + 2 * i * period);
-    link_up(l, start + (2 * i + 1) * period);
+    link_down(l, start + 2 * i * period, nic_detect);
+    link_up(l, start + (2 * i + 1) * period, nic_detect);
   }
 }
 
@@ -864,6 +994,10 @@ void Simulation::path_loss(HostId src, HostId dst, PathRef path, double probabil
     a.value = 0;
     m.add_fault(a, until);
   }
+}
+
+const std::vector<DenylistRecord>& Simulation::denylist_log() const {
+  return impl_->denylist_log;
 }
 
 const std::vector<EvEvent>& Simulation::ev_events() const {

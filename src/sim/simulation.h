@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/types.h"
+#include "sim/denylist.h"
 #include "sim/sim_error.h"
 #include "transport/engine.h"
 
@@ -185,6 +186,8 @@ struct SimConfig {
   // Throughput time series (throughput_samples()): bytes placed at the receivers per host
   // and per (src, dst) pair over each interval; 0 = off.
   Time throughput_interval = 0;
+  // Clustermapper's denylist of lossy NIC-T0 links (sim/denylist.h; interval 0 = none).
+  DenylistConfig denylist;
 };
 
 // ---- naming elements -------------------------------------------------------------------
@@ -313,6 +316,15 @@ struct ThroughputSample {
   uint64_t bytes = 0;
 };
 
+// A denylist entry added or removed (SimConfig::denylist): host `host`'s link to its T0 in
+// `plane` at `time`.
+struct DenylistRecord {
+  Time time = 0;
+  HostId host = 0;
+  uint32_t plane = 0;
+  bool denied = false;
+};
+
 struct EvEvent {
   Time time;
   HostId host;
@@ -386,14 +398,19 @@ class Simulation {
   void on_flow_received(std::function<void(const FlowResult&)> cb);
 
   // ---- faults (times are absolute) ----
-  void link_down(LinkRef l, Time at);
-  void link_up(LinkRef l, Time at);
+  // A host link's `nic_detect`: how long after the change the NIC sees it (paper 5.1, Fig 6:
+  // NIC and switch see a link go down at different times). Until then a NIC keeps sending
+  // into a dead link (its packets are lost) or leaves a live one unused. Switch-switch links
+  // ignore it.
+  void link_down(LinkRef l, Time at, Time nic_detect = 0);
+  void link_up(LinkRef l, Time at, Time nic_detect = 0);
   void switch_reboot(SwitchRef s, Time at, Time duration);  // all its links down, then up
   void blackhole(LinkRef l, Time from, Time until);         // silent drops, link stays up
   void blackhole_switch(SwitchRef s, Time from, Time until);
   void gray_loss(LinkRef l, double probability, Time from, Time until);
   void degrade(LinkRef l, uint64_t bps, Time from, Time until);
-  void flap(LinkRef l, Time start, Time period, uint32_t count);  // down/up every period
+  void flap(LinkRef l, Time start, Time period, uint32_t count,
+            Time nic_detect = 0);  // down/up every period
   // Loss on one path only: the packets from `src` to `dst` that the source's leaf sends up
   // to `path`'s spine are dropped with `probability` (the paper's EV-level error injection,
   // 5.2.4; other pairs on the same link are untouched). Two-tier fabrics (check_switch on
@@ -433,6 +450,8 @@ class Simulation {
   // and back.
   std::vector<std::string> link_names() const;
   const std::vector<EvEvent>& ev_events() const;
+  // The denylist's entries as they came and went, in time order (empty without one).
+  const std::vector<DenylistRecord>& denylist_log() const;
   // Checks that the precomputed SRv6 forwarding the fabric uses equals hop-by-hop uSID
   // processing (each switch: if the active uSID is its own, shift; then route on the active
   // uSID) for every source host, destination host and spine of every plane (fat trees: every

@@ -55,19 +55,20 @@ constexpr uint16_t kFtSpineUsidBase = wire::kFatTreeSpineUsidBase;
 constexpr uint32_t kMaxFourTierAggsOrSpines = 0x2000;
 
 enum SimEventType : uint32_t {
-  kFlowStart,     // a = flow
-  kHostArrive,    // a = host, c = packet
-  kHostPortFree,  // a = host, b = port
-  kHostTimer,     // a = host
-  kSwitchArrive,  // a = switch, b = ingress port, c = packet
-  kPortFree,      // a = switch, b = port
-  kPortDeliver,   // a = switch, b = port, c = packet: the head of the port's wire schedule
-  kPause,         // a = node (switch, or host | kHostBit), b = port, c = 1 pause / 0 resume
-  kFault,         // a = fault action
-  kSample,        // a = plane
-  kRouteUpdate,   // a = fault action whose routing view change is due
-  kFlowAccept,    // blocks layout: c = index into accepts; the receiver's QP and receive buffer
-  kThroughput,    // throughput sample (partition 0)
+  kFlowStart,      // a = flow
+  kHostArrive,     // a = host, c = packet
+  kHostPortFree,   // a = host, b = port
+  kHostTimer,      // a = host
+  kSwitchArrive,   // a = switch, b = ingress port, c = packet
+  kPortFree,       // a = switch, b = port
+  kPortDeliver,    // a = switch, b = port, c = packet: the head of the port's wire schedule
+  kPause,          // a = node (switch, or host | kHostBit), b = port, c = 1 pause / 0 resume
+  kFault,          // a = fault action
+  kSample,         // a = plane
+  kRouteUpdate,    // a = fault action whose routing view change is due
+  kFlowAccept,     // blocks layout: c = index into accepts; the receiver's QP and receive buffer
+  kThroughput,     // throughput sample (partition 0)
+  kDenylistRound,  // a = partition: apply the denylist round due now to its hosts
 };
 constexpr uint32_t kHostBit = 1u << 31;
 
@@ -262,13 +263,22 @@ struct FlowState {
 
 struct FaultAction {
   // kPathLoss: path_losses[bps] gets loss probability `value`.
-  enum Kind : uint8_t { kLinkState, kBlackhole, kLoss, kRate, kPathLoss } kind = kLinkState;
+  // kNicSees: the NIC learns a host link's state (`flag`), nic_detect after the change.
+  enum Kind : uint8_t {
+    kLinkState,
+    kBlackhole,
+    kLoss,
+    kRate,
+    kPathLoss,
+    kNicSees
+  } kind = kLinkState;
   LinkRef link;
   bool host_side = false;  // acts on the host end of a host link (partition 0)
   uint8_t end = 0;         // switch-switch link: 0 both ends, 1 only a, 2 only b (blocks)
   bool flag = false;       // up / blackhole on
   double value = 0;        // loss probability
   uint64_t bps = 0;
+  Time nic_detect = 0;  // kLinkState on a host link: the NIC sees it this much later
 };
 
 // What this rank sends a rank at the end of a window. The bytes only grow and `used` marks
@@ -346,8 +356,35 @@ struct Simulation::Impl {
   std::vector<std::pair<Time, uint32_t>> route_actions;
   size_t next_route_action = 0;
   std::vector<std::vector<uint32_t>> partition_switches;  // blocks: sampled per partition
-  Time last_event = 0;                                    // latest event run here
-  std::vector<uint64_t> qps_created;                      // blocks: per host, for stats
+  // Clustermapper's denylist (cfg.denylist, sim/denylist.h). Its probe rounds read the host
+  // links' fault schedule, not live port state, so every partition (and every rank) computes
+  // the same rounds, in order, whichever asks first: the decisions never depend on the layout.
+  struct HostLinkChange {
+    Time at = 0;
+    FaultAction::Kind kind = FaultAction::kLinkState;
+    bool flag = false;
+    double value = 0;
+  };
+  struct WatchedLink {
+    uint32_t link = 0;                    // host * P + plane
+    std::vector<HostLinkChange> changes;  // by time (stable: same-time order kept)
+    size_t applied = 0;                   // changes folded into the state below
+    bool up = true, blackhole = false;
+    double loss = 0;
+    std::vector<std::pair<Time, bool>> verdicts;  // (round time, denied) at each change
+  };
+  struct DenylistChange {
+    uint32_t link = 0;
+    bool denied = false;
+  };
+  std::unique_ptr<LinkDenylist> denylist;
+  std::vector<std::pair<uint32_t, HostLinkChange>> host_link_changes;  // (link, change)
+  std::vector<WatchedLink> watched;
+  std::vector<std::vector<DenylistChange>> denylist_rounds;  // round k (at k * interval) - 1
+  Rng denylist_rng{0};
+  std::vector<DenylistRecord> denylist_log;
+  Time last_event = 0;                // latest event run here
+  std::vector<uint64_t> qps_created;  // blocks: per host, for stats
   // After a run over several ranks: the whole fabric's results.
   bool merged = false;
   SimStats merged_stats;
@@ -665,6 +702,11 @@ struct Simulation::Impl {
   void apply_fault(uint32_t idx);
   void route_update(uint32_t idx);
   void sample(uint32_t plane);
+  void set_up_denylist();
+  void compute_denylist_rounds(uint64_t through);
+  bool denylisted(uint32_t link, Time at);
+  void denylist_round(uint32_t partition);
+  void apply_denylist_change(HostId g, const DenylistChange& c);
   void add_fault(FaultAction a, Time at);
   void dispatch(const SimEvent& e);
   void prefetch_ahead(const EventQueue& q);

@@ -63,6 +63,9 @@ void Simulation::Impl::dispatch(const SimEvent& e) {
     case kThroughput:
       sample_throughput(e.a);
       break;
+    case kDenylistRound:
+      denylist_round(e.a);
+      break;
   }
 }
 

@@ -68,6 +68,7 @@ SimStatus Simulation::Impl::build() {
   if (ex != nullptr) share_memory_keys();
   if (cfg.sample_interval > 0 && (sample_links || sample_host_links)) schedule_link_samples();
   if (cfg.throughput_interval > 0) set_up_throughput();
+  if (cfg.denylist.interval > 0) set_up_denylist();
   set_departure_chains();
   if (ex != nullptr && !sample_links) release_remote_switch_ports();
   return {};
@@ -350,6 +351,19 @@ void Simulation::Impl::schedule_link_samples() {
   } else {
     for (uint32_t p = 0; p < P; ++p)
       schedule(plane_partition(p), cfg.sample_interval, kSample, p);
+  }
+}
+
+// The denylist's first probe round in every partition that holds hosts.
+void Simulation::Impl::set_up_denylist() {
+  denylist = std::make_unique<LinkDenylist>(cfg.denylist, cfg.topo.hosts, P);
+  denylist_rng = Rng(cfg.seed ^ 0x64656e796c697374ull);  // its own stream: runs without a
+                                                         // denylist draw the same numbers
+  if (blocks) {
+    for (uint32_t b = 0; b < num_partitions; ++b)
+      schedule_global(b, cfg.denylist.interval, kDenylistRound, b);
+  } else {
+    schedule(0, cfg.denylist.interval, kDenylistRound, 0);
   }
 }
 
@@ -711,6 +725,12 @@ SimStatus Simulation::Impl::configure_qp(Engine& e, uint32_t qpn, HostId me, Hos
     QpAttr a;
     a.transport = tc.kind == TransportKind::kRoce ? TransportMode::kRoce : TransportMode::kMrc;
     build_paths(me, peer, plane, qp_index, path_set, a);
+    if (denylist) {
+      // Clustermapper's entries in force now (paper 4): a lossy link at either end.
+      for (PathDesc& d : a.paths)
+        if (denylisted(me * P + d.port, now) || denylisted(peer * P + d.port, now))
+          d.state = ev::EvState::kDenied;
+    }
     a.path_policy.ecn_steering = tc.kind == TransportKind::kMrc;
     // Recycle an ECN-marked path for a few round-robin visits, not a whole RTT: with tens
     // of paths a long cooldown parks most of them and piles traffic on the rest (measured:

@@ -1064,6 +1064,76 @@ duration = "100us"
       {"s.toml:11:", "key 'fault[0].reboot_at': must be later than 'at' (2us)"});
 }
 
+TEST(Scenario, faults__every_plane_names_and_nic_detect) {
+  auto sc = parse_scenario(std::string(kMinimal) + R"(
+[[fault]]
+kind = "flap"
+link = "p*/host3"
+at = "10us"
+period = "20us"
+count = 2
+nic_detect = "3us"
+[[fault]]
+kind = "link_down"
+links = ["p0/host1", "p*/leaf0-spine1"]
+at = "5us"
+)",
+                           "s.toml");
+  ASSERT_TRUE(sc) << sc.error().message;
+  ASSERT_EQ(sc->faults.size(), 2u);
+  const FaultConfig& nic = sc->faults[0];
+  ASSERT_EQ(nic.links.size(), 2u);  // the default fabric's 2 planes
+  for (uint32_t p = 0; p < 2; ++p) {
+    EXPECT_EQ(nic.links[p].kind, LinkRef::kHostLeaf);
+    EXPECT_EQ(nic.links[p].plane, p);
+    EXPECT_EQ(nic.links[p].a, 3u);
+  }
+  EXPECT_EQ(nic.nic_detect, us(3));
+  EXPECT_EQ(nic.target, "p*/host3");
+  ASSERT_EQ(sc->faults[1].links.size(), 3u);
+  EXPECT_EQ(sc->faults[1].links[2].plane, 1u);
+  EXPECT_EQ(sc->faults[1].nic_detect, 0u);
+
+  const std::string f = std::string(kMinimal) + "[[fault]]\n";
+  expect_error(parse_scenario(f + "kind = \"link_down\"\nlink = \"p0/leaf0-spine1\"\nat = 0\n"
+                                  "nic_detect = \"1us\"\n",
+                              "s.toml"),
+               {"s.toml:11:", "key 'fault[0].nic_detect': applies to host links"});
+  expect_error(parse_scenario(f + "kind = \"blackhole\"\nlink = \"p0/host1\"\nat = 0\n"
+                                  "nic_detect = \"1us\"\n",
+                              "s.toml"),
+               {"key 'fault[0].nic_detect': does not apply to a blackhole fault"});
+  expect_error(parse_scenario(f + "kind = \"link_down\"\nlink = \"p*/leaf9\"\nat = 0\n", "s.toml"),
+               {"key 'fault[0].link'", "\"p0/leaf9\""});
+}
+
+TEST(Scenario, denylist__keys_defaults_and_errors) {
+  auto off = parse_scenario(kMinimal, "s.toml");
+  ASSERT_TRUE(off) << off.error().message;
+  EXPECT_EQ(off->base.denylist.interval, 0u);
+  auto on = parse_scenario(std::string(kMinimal) + R"(
+[denylist]
+interval = "50us"
+probes = 400
+loss = 0.1
+clear_rounds = 3
+)",
+                           "s.toml");
+  ASSERT_TRUE(on) << on.error().message;
+  EXPECT_EQ(on->base.denylist.interval, us(50));
+  EXPECT_EQ(on->base.denylist.probes, 400u);
+  EXPECT_DOUBLE_EQ(on->base.denylist.deny_loss, 0.1);
+  EXPECT_EQ(on->base.denylist.clear_rounds, 3u);
+  for (const TransportRun& r : on->runs)
+    EXPECT_EQ(r.config.denylist.interval, us(50));
+  expect_error(parse_scenario(std::string(kMinimal) + "[denylist]\nloss = 2\n", "s.toml"),
+               {"s.toml:8:", "key 'denylist.loss'"});
+  expect_error(parse_scenario(std::string(kMinimal) + "[denylist]\nprobes = 0\n", "s.toml"),
+               {"key 'denylist.probes'"});
+  expect_error(parse_scenario(std::string(kMinimal) + "[denylist]\nrounds = 3\n", "s.toml"),
+               {"unknown key 'denylist.rounds'", "clear_rounds"});
+}
+
 TEST(Scenario, faults__several_links_and_path_loss_are_checked_when_the_run_starts) {
   auto sc = parse_scenario(std::string(kMinimal) +
                                "[[fault]]\nkind = \"link_down\"\nlinks = [\"p0/leaf1-spine1\", "
