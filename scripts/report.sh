@@ -6,7 +6,7 @@
 #   scripts/report.sh --quick   small scales, <= 10 min on 2 cores
 #   scripts/report.sh --smoke   two tiny runs through the whole pipeline into a scratch
 #                               directory (CI: ctest report_smoke); docs/ is not touched
-#   scripts/report.sh paper     the paper's experiments (scenarios/paper/, Figs 8-20 scaled):
+#   scripts/report.sh paper     the paper's experiments (scenarios/paper/, Figs 6-20 and section 4 scaled):
 #                               the section "The paper's experiments, reproduced" of
 #                               docs/results.md and docs/figures/paper/*.png; 100 runs, 15-70
 #                               min on 2 cores (scripts/report_paper.py; --only
