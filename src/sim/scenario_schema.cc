@@ -379,8 +379,9 @@ std::vector<SectionSpec> make_schema() {
             MRC_KEY_UINT(base.transport.nscc_min_cwnd)},
            {.name = "ecn_cooldown",
             .type = KeyType::kDuration,
-            .default_doc = "= base RTT / 16; ecmp: at least one round-robin cycle of a port's "
-                           "active EVs at line rate (`evs_per_plane` x MTU / link rate)",
+            .default_doc = "= the engine's rule: base RTT / 16; ecmp: at least one round-robin "
+                           "cycle of a port's active EVs at line rate (`evs_per_plane` x MTU / "
+                           "link rate)",
             .doc =
                 R"(how long an EV whose ACK echoed ECN is skipped (docs/engine.md, "decisions"))",
             MRC_KEY_UINT(base.transport.ecn_cooldown)},

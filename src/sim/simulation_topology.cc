@@ -732,20 +732,9 @@ SimStatus Simulation::Impl::configure_qp(Engine& e, uint32_t qpn, HostId me, Hos
           d.state = ev::EvState::kDenied;
     }
     a.path_policy.ecn_steering = tc.kind == TransportKind::kMrc;
-    // Recycle an ECN-marked path for a few round-robin visits, not a whole RTT: with tens
-    // of paths a long cooldown parks most of them and piles traffic on the rest (measured:
-    // 128-GPU permutation, max FCT/ideal 1.19 at base_rtt/16 against 1.35 at base_rtt).
-    a.path_policy.ecn_cooldown = tc.ecn_cooldown ? tc.ecn_cooldown : base_rtt / 16;
-    if (tc.ecn_cooldown == 0 && ecmp_evs()) {
-      // Hashed EVs collide on links, and steering only acts if the cool-down outlasts the
-      // marked EV's next turn: at least one round-robin cycle of a port's active EVs at line
-      // rate (at 400G, 64 EVs: 5.2 us against base_rtt / 16 = 0.5 us, which skipped nothing:
-      // docs/engine.md, "decisions").
-      const Time packet = static_cast<Time>(static_cast<__uint128_t>(tc.mtu) * 8 * kPicosPerSecond /
-                                            cfg.topo.link_bps);
-      a.path_policy.ecn_cooldown =
-          std::max(a.path_policy.ecn_cooldown, active_evs_per_plane() * packet);
-    }
+    // 0: the engine's rule (default_ecn_cooldown: base RTT / 16, at least a round-robin cycle
+    // of a port's active EVs where the switches hash them), from the CC attributes below.
+    a.path_policy.ecn_cooldown = tc.ecn_cooldown;
     a.path_policy.probe_interval = tc.probe_interval;
     a.path_policy.probe_backoff_limit = tc.probe_backoff_limit;
     a.path_policy.resurrect_probes = tc.resurrect_probes;

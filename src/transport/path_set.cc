@@ -4,6 +4,17 @@
 
 namespace mrc {
 
+Time default_ecn_cooldown(Time base_rtt, bool hashed_paths, uint32_t active_per_port, uint32_t mtu,
+                          uint64_t port_bps) {
+  Time cooldown = base_rtt / 16;
+  if (hashed_paths && port_bps > 0) {
+    const auto packet =
+        static_cast<Time>(static_cast<__uint128_t>(mtu) * 8 * kPicosPerSecond / port_bps);
+    cooldown = std::max(cooldown, active_per_port * packet);
+  }
+  return cooldown;
+}
+
 namespace {
 
 uint32_t read_window(const ev::ExpandedEv& e, uint8_t offset) {

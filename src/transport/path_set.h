@@ -49,10 +49,26 @@ struct PathDesc {
   ev::EvState state = ev::EvState::kGood;  // kGood or kDenied at configuration
 };
 
+// The ECN cool-down of a QP whose PathPolicy::ecn_cooldown is 0 (paper 2.1: the sender
+// "temporarily avoids" a path whose ACKs echo ECN, for no stated time): base RTT / 16, a few
+// round-robin visits rather than a whole RTT (with tens of paths a long cool-down parks most
+// of them and piles the traffic on the rest: 128-GPU permutation, max FCT / ideal 1.19 at base
+// RTT / 16 against 1.35 at base RTT). Where the switches hash the EVs (`hashed_paths`) at least
+// one round-robin cycle of a port's active EVs at line rate: a shorter cool-down ends before
+// the marked EV's next turn and skips nothing. docs/engine.md, "Decisions".
+// A QP whose congestion control gives no base RTT (DCQCN, a fixed window, none, with
+// NsccConfig::base_rtt unset) takes kEcnCooldownWithoutRtt.
+Time default_ecn_cooldown(Time base_rtt, bool hashed_paths, uint32_t active_per_port, uint32_t mtu,
+                          uint64_t port_bps);
+inline constexpr Time kEcnCooldownWithoutRtt = us(8);
+
 struct PathPolicy {
-  bool ecn_steering = true;      // recycle EVs whose ACKs echo ECN (false: oblivious spraying)
-  bool loss_marking = true;      // mark EVs ASSUMED_BAD on loss (false: keep using them)
-  Time ecn_cooldown = us(8);     // how long an ECN-marked EV is skipped
+  bool ecn_steering = true;  // recycle EVs whose ACKs echo ECN (false: oblivious spraying)
+  bool loss_marking = true;  // mark EVs ASSUMED_BAD on loss (false: keep using them)
+  // How long an ECN-marked EV is skipped. 0, the default: Qp derives it from the QP's
+  // congestion control (default_ecn_cooldown), one rule in every world; PathSet itself takes
+  // the value as given (0: no cool-down).
+  Time ecn_cooldown = 0;
   Time probe_interval = us(50);  // between probes of an ASSUMED_BAD EV
   // Consecutive picks that stay on one path before the round-robin moves on. 1 (MRC's
   // per-packet spraying, the simulator): every pick takes the next path. A software driver

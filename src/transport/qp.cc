@@ -102,6 +102,16 @@ Status Qp::to_init(const QpAttr& a) {
   }
   transport_ = a.transport;
   PathPolicy policy = a.path_policy;
+  if (policy.ecn_cooldown == 0 && !a.paths.empty()) {
+    const cc::NsccConfig& n = a.cc.nscc;
+    const auto per_port =
+        policy.active_per_plane
+            ? policy.active_per_plane
+            : std::max<uint32_t>(1, static_cast<uint32_t>(a.paths.size() / ports));
+    policy.ecn_cooldown = n.base_rtt > 0 ? default_ecn_cooldown(n.base_rtt, n.hashed_paths,
+                                                                per_port, n.mtu, n.link_bps / ports)
+                                         : kEcnCooldownWithoutRtt;
+  }
   if (transport_ == TransportMode::kRoce) {
     // One ECMP path and nothing to steer to: RoCEv2 relies on the network (PFC, routing).
     policy.ecn_steering = false;

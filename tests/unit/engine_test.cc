@@ -593,6 +593,29 @@ TEST(Engine, rack__retransmissions_arriving_as_duplicates_widen_the_reordering_w
 // by hand-made ACKs: PSN 0 lost, and a block of 50 or more later PSNs declared lost by RACK
 // while they were only unreported, then all acknowledged 3 ms later. Within reach that must
 // raise the next tail packet's probe timeout to ~3 ms; beyond it the timeout stays tens of us.
+// PathPolicy::ecn_cooldown 0 (the default): the QP takes default_ecn_cooldown of its CC
+// attributes; a value given is kept; no base RTT falls back to kEcnCooldownWithoutRtt.
+TEST(Engine, modify_qp__an_unset_ecn_cooldown_is_derived_from_the_qps_attributes) {
+  MiniNet net(1);
+  Engine& e = net.e(0);
+  auto cooldown = [&](QpAttr a) {
+    const uint32_t qpn = *e.create_qp(QpCreateAttr{});
+    EXPECT_TRUE(e.modify_qp(0, qpn, QpState::kInit, a));
+    return e.qp_paths(qpn)->policy().ecn_cooldown;
+  };
+  QpAttr a = mrc_attr(1, 8, 77);  // base RTT 4 us, 100G
+  EXPECT_EQ(cooldown(a), ns(250));
+  a.cc.nscc.hashed_paths = true;  // 8 EVs x 327.68 ns: a cycle outlasts base RTT / 16
+  EXPECT_EQ(cooldown(a), 8 * Time{327680});
+  a.path_policy.ecn_cooldown = us(3);
+  EXPECT_EQ(cooldown(a), us(3));
+  QpAttr d = mrc_attr(1, 8, 77);
+  d.cc.algorithm = CcAlgorithm::kDcqcn;
+  d.cc.dcqcn.line_rate_bps = 100'000'000'000ull;
+  d.cc.nscc.base_rtt = 0;
+  EXPECT_EQ(cooldown(d), kEcnCooldownWithoutRtt);
+}
+
 TEST(Engine, pto_floor__learns_only_from_psns_the_previous_ack_could_report) {
   for (const bool within_reach : {true, false}) {
     SCOPED_TRACE(within_reach ? "within the previous ACK's reach" : "beyond it");

@@ -923,6 +923,7 @@ TEST(PathSet, heap_bytes__a_regular_set_holds_two_bits_a_path_until_it_needs_mor
     v[static_cast<size_t>(i)].ev[3] = static_cast<uint8_t>(10 + 3 * (i / kPorts));
   PathPolicy pol;
   pol.active_per_plane = 2;  // paths 0-7 active, 8-15 backups
+  pol.ecn_cooldown = us(8);
   PathSet s;
   s.init(v, 1, kPorts, pol, 1);
   EXPECT_EQ(s.heap_bytes(), kStates);
@@ -1105,6 +1106,17 @@ RC_GTEST_PROP(PathSet, pick__stored_and_computed_paths_behave_alike, ()) {
       RC_ASSERT(a.ev(i) == b.ev(i));
     }
   }
+}
+
+// One rule for the ECN cool-down in every world (PathPolicy::ecn_cooldown 0): base RTT / 16,
+// and where the switches hash the EVs, at least one round-robin cycle of a port's active EVs.
+TEST(PathSet, default_ecn_cooldown__base_rtt_over_16_and_a_round_robin_cycle_when_hashed) {
+  EXPECT_EQ(default_ecn_cooldown(ns(8600), false, 64, 4096, 100'000'000'000ull), ns(8600) / 16);
+  // 400G, 4 KiB: a packet every 81.92 ns; 64 active EVs a port: 5.24 us per cycle.
+  EXPECT_EQ(default_ecn_cooldown(ns(8600), true, 64, 4096, 400'000'000'000ull), 64 * Time{81920});
+  // A cycle shorter than base RTT / 16 changes nothing.
+  EXPECT_EQ(default_ecn_cooldown(ms(2), true, 8, 4096, 10'000'000'000ull), ms(2) / 16);
+  EXPECT_EQ(default_ecn_cooldown(us(16), true, 8, 4096, 0), us(1));  // no line rate: no cycle
 }
 
 }  // namespace
