@@ -252,6 +252,25 @@ std::vector<SectionSpec> make_schema() {
                    "one congested per `ecn_swap_marks`, is swapped for one of its plane's "
                    "backups (`ev_swaps`, `ev_ecn_swaps`, `ev_events.jsonl`); 0 = none",
             MRC_KEY_UINT_AUTO(base.transport.backup_evs_per_plane, TransportConfig::kAutoBackup)},
+           {.name = "ev_choice",
+            .type = KeyType::kChoice,
+            .choices = {"spread", "random"},
+            .doc = "which spines an SRv6 QP's EVs name: `spread`, evenly spaced over the plane "
+                   "(rotated per pair; backups between them), so the QPs of a fabric load "
+                   "every spine alike; `random`, each QP's active and backup spines drawn at "
+                   "random per plane, as the paper's QPs choose (2.1: the aggregate may be "
+                   "uneven and ECN steering smooths it)",
+            .get = [](const Scenario& s) -> KeyValue {
+              return std::string(s.base.transport.ev_choice == TransportConfig::EvChoice::kRandom
+                                     ? "random"
+                                     : "spread");
+            },
+            .set =
+                [](Scenario& s, const KeyValue& v) {
+                  s.base.transport.ev_choice = std::get<std::string>(v) == "random"
+                                                   ? TransportConfig::EvChoice::kRandom
+                                                   : TransportConfig::EvChoice::kSpread;
+                }},
            {.name = "ecn_swap_marks",
             .type = KeyType::kInt,
             .max = 255,

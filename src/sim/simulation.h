@@ -105,6 +105,13 @@ struct TransportConfig {
   // spines outside the active set with srv6; 0: none (a mapped-out EV is only skipped).
   static constexpr uint32_t kAutoBackup = UINT32_MAX;
   uint32_t backup_evs_per_plane = kAutoBackup;
+  // Which spines a QP's EVs name (srv6 on a two-tier Clos; ECMP EVs are random hashes
+  // anyway). Spread: evenly spaced over the plane's spines, rotated per pair, backups evenly
+  // between them: with fewer EVs than spines the QPs of a fabric load every spine alike by
+  // construction. Random: each QP draws its active and backup spines of each plane at random
+  // (paper 2.1: each QP "randomly selects a subset of paths within each plane"; senders do not
+  // coordinate, so the aggregate "may be slightly uneven" and ECN steering smooths it).
+  enum class EvChoice : uint8_t { kSpread, kRandom } ev_choice = EvChoice::kSpread;
   // ECN-driven EV replacement (PathPolicy::ecn_swap_marks, paper 2.1, 5.2.5): an active EV
   // whose ACKs echo ECN this many times in a row is swapped for a backup of its plane. 0: off.
   uint32_t ecn_swap_marks = 4;

@@ -621,6 +621,20 @@ void Simulation::Impl::build_paths(HostId src, HostId dst, uint32_t plane, uint3
     }
     return offset[p];  // not reached: backups <= free
   };
+  // Random choice: per plane, the first per_plane + backups spines of a random permutation
+  // (a partial Fisher-Yates shuffle), active ones first.
+  std::vector<std::vector<uint32_t>> drawn;
+  if (tc.ev_choice == TransportConfig::EvChoice::kRandom && tc.path_mode == PathMode::kSrv6) {
+    drawn.assign(P, {});
+    for (uint32_t p = 0; p < P; ++p) {
+      std::vector<uint32_t>& v = drawn[p];
+      v.resize(S);
+      for (uint32_t i = 0; i < S; ++i)
+        v[i] = i;
+      for (uint32_t i = 0; i < per_plane + backups; ++i)
+        std::swap(v[i], v[i + rng.below(S - i)]);
+    }
+  }
   for (uint32_t e = 0; e < per_plane + backups; ++e) {
     for (uint32_t p = 0; p < P; ++p) {
       PathDesc d;
@@ -628,8 +642,9 @@ void Simulation::Impl::build_paths(HostId src, HostId dst, uint32_t plane, uint3
       if (tc.path_mode == PathMode::kSrv6) {
         // EV e names a spine (the destination's leaf and host uSIDs follow). Same-leaf
         // destinations need no spine.
-        const uint32_t spine_index =
-            e < per_plane ? (e * S / per_plane + offset[p]) % S : backup_spine(p, e - per_plane);
+        const uint32_t spine_index = !drawn.empty()  ? drawn[p][e]
+                                     : e < per_plane ? (e * S / per_plane + offset[p]) % S
+                                                     : backup_spine(p, e - per_plane);
         const uint16_t spine = static_cast<uint16_t>(kSpineUsidBase + spine_index);
         const uint16_t leaf = static_cast<uint16_t>(kLeafUsidBase + leaf_of(dst));
         const uint16_t host = static_cast<uint16_t>(kHostUsidBase + dst % H);

@@ -1202,6 +1202,28 @@ TEST(Simulation, link_down__a_nic_that_sees_its_link_late_sends_into_it_until_th
   EXPECT_EQ(late->stats().timeouts, 0u);
 }
 
+// Paper 2.1/2.4: each QP "randomly selects a subset of paths within each plane", with a
+// backup set. With ev_choice random a QP's active and backup spines are drawn per plane; the
+// choice changes the run (other spines), every flow completes, the set sizes are the ones
+// asked for, and ECN-driven replacement has backups to swap in. Same seed, same run.
+TEST(Simulation, ev_choice__random_subsets_with_backups_are_drawn_per_qp_and_swapped_in) {
+  auto run = [](TransportConfig::EvChoice choice) {
+    SimConfig c = small_fabric(TransportKind::kMrc, 64, 2, 16);  // 8 spines per plane
+    c.transport.ev_choice = choice;
+    c.transport.evs_per_plane = 2;
+    c.transport.backup_evs_per_plane = 2;
+    return run_permutation(c, 64, 1u << 20, 5, ms(100));
+  };
+  auto spread = run(TransportConfig::EvChoice::kSpread);
+  auto random = run(TransportConfig::EvChoice::kRandom);
+  auto again = run(TransportConfig::EvChoice::kRandom);
+  EXPECT_EQ(random->stats().evs_active_per_plane, 2u);
+  EXPECT_EQ(random->stats().evs_backup_per_plane, 2u);
+  EXPECT_GT(random->stats().ev_ecn_swaps, 0u);
+  EXPECT_NE(fingerprint(*spread), fingerprint(*random));
+  EXPECT_EQ(fingerprint(*random), fingerprint(*again));
+}
+
 TEST(Simulation, denylist__decisions_do_not_depend_on_the_partition_layout) {
   const LossyLinkRun serial = lossy_host_link(us(20), 0.05);
   const LossyLinkRun blocks = lossy_host_link(us(20), 0.05, true);
