@@ -28,6 +28,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -120,9 +121,13 @@ struct Cq {
   struct Entry {
     FiCompletion c;
     uint64_t flags = 0;
+    std::string cause;  // errors of a failed connection: its first error, for err_data
   };
   std::deque<Entry> entries, errors;
   Av* av = nullptr;  // the endpoint's, for readfrom
+  // The provider's err_data buffer (valid until the next fi_cq_readerr) and the text
+  // fi_cq_strerror returns when the caller gives no buffer.
+  std::string err_data, strerror_text;
 };
 
 struct Av {
@@ -224,7 +229,7 @@ struct Domain {
   std::unique_ptr<RdmEndpoint> rdm;
   EndpointName name;
   Ep* ep = nullptr;
-  uint64_t peers_failed_reported = 0;
+  uint32_t api_version = 0;  // the fabric's (fi_fabric's attr): err_data's rules depend on it
   static constexpr Time kSetupReadInterval = us(20);
   Time next_setup_read = 0;
 
@@ -237,8 +242,8 @@ struct Domain {
     while (engine->poll_completion(c))
       rdm->on_engine_completion(now, c);
     Event e;
-    while (engine->poll_event(e)) {
-    }
+    while (engine->poll_event(e))
+      rdm->on_engine_event(now, e);
     // The setup socket is read every kSetupReadInterval, not every turn: a receive system
     // call per fi_cq_read cost a few percent of a busy-polling rank, and a connection's setup
     // can wait 20 us.
@@ -317,6 +322,12 @@ int op_errno(OpError e) {
   return FI_EOTHER;
 }
 
+// prov_errno of an error entry: the OpError in the low byte, and for an operation failed with
+// its connection the connection's first cause (FailureCause) in the next.
+int prov_errno(const FiCompletion& c) {
+  return int(c.error) | int(c.cause) << 8;
+}
+
 uint64_t completion_flags(const FiCompletion& c) {
   switch (c.kind) {
     case OpKind::kSend:
@@ -332,6 +343,11 @@ uint64_t completion_flags(const FiCompletion& c) {
 }
 
 void Domain::dispatch() {
+  // A connection that fails says why, once: its first error (what failed, the status, the
+  // peer, the engine's view of the QP), not the flushed completions that follow it.
+  PeerFailure f;
+  while (rdm->poll_failure(f))
+    warn("a connection failed: " + f.text);
   FiCompletion c;
   while (rdm->poll_completion(c)) {
     if (!ep) continue;
@@ -344,13 +360,14 @@ void Domain::dispatch() {
     const bool tx = c.kind == OpKind::kSend || c.kind == OpKind::kWrite;
     Cq* cq = tx ? ep->tx : ep->rx;
     if (!cq) continue;
-    // A connection that fails says why, once (the CQ's error entries only carry a code).
-    if (rdm->counters().peers_failed > peers_failed_reported) {
-      peers_failed_reported = rdm->counters().peers_failed;
-      warn("a connection failed: " + rdm->last_error());
+    if (c.error == OpError::kNone) {
+      cq->entries.push_back({c, completion_flags(c), {}});
+      continue;
     }
-    Cq::Entry e{c, completion_flags(c)};
-    (c.error == OpError::kNone ? cq->entries : cq->errors).push_back(e);
+    Cq::Entry e{c, completion_flags(c), {}};
+    if (c.cause != FailureCause::kNone)
+      if (const PeerFailure* pf = rdm->failure(c.peer)) e.cause = pf->text;
+    cq->errors.push_back(std::move(e));
   }
 }
 
@@ -423,11 +440,9 @@ ssize_t cq_readerr(fid_cq* f, fi_cq_err_entry* buf, uint64_t) {
   Cq* cq = reinterpret_cast<Cq*>(f);
   std::lock_guard lock(cq->dom->mu);
   if (cq->errors.empty()) return -FI_EAGAIN;
-  const Cq::Entry e = cq->errors.front();
+  const Cq::Entry e = std::move(cq->errors.front());
   cq->errors.pop_front();
   const FiCompletion& c = e.c;
-  // err_data belongs to the provider in API versions before 1.5; newer callers may pass a
-  // buffer of their own (err_data_size): nothing is written there.
   buf->op_context = c.context;
   buf->flags = e.flags;
   buf->len = size_t(c.len);
@@ -436,8 +451,29 @@ ssize_t cq_readerr(fid_cq* f, fi_cq_err_entry* buf, uint64_t) {
   buf->tag = c.tag;
   buf->olen = size_t(c.olen);
   buf->err = op_errno(c.error);
-  buf->prov_errno = int(c.error);
-  buf->err_data_size = 0;
+  buf->prov_errno = prov_errno(c);
+  // err_data: the failed connection's first error as text (NUL-terminated), for
+  // fi_cq_strerror. From API 1.5 on a caller may pass a buffer of its own (err_data_size > 0):
+  // the text goes there, cut to fit; otherwise err_data points at the CQ's buffer, valid
+  // until the next fi_cq_readerr.
+  const std::string text = e.cause.empty() && c.cause != FailureCause::kNone
+                               ? std::string(failure_cause_name(c.cause))
+                               : e.cause;
+  const bool own_buffer = FI_VERSION_GE(cq->dom->api_version, FI_VERSION(1, 5)) &&
+                          buf->err_data_size > 0 && buf->err_data;
+  if (text.empty()) {
+    if (!own_buffer) buf->err_data = nullptr;
+    buf->err_data_size = 0;
+  } else if (own_buffer) {
+    const size_t n = std::min(text.size(), buf->err_data_size - 1);
+    std::memcpy(buf->err_data, text.data(), n);
+    static_cast<char*>(buf->err_data)[n] = '\0';
+    buf->err_data_size = n + 1;
+  } else {
+    cq->err_data = text;
+    buf->err_data = cq->err_data.data();
+    buf->err_data_size = cq->err_data.size() + 1;
+  }
   return 1;
 }
 
@@ -463,13 +499,22 @@ int cq_signal(fid_cq*) {
   return -FI_ENOSYS;
 }
 
-const char* cq_strerror(fid_cq*, int prov_errno, const void*, char* buf, size_t len) {
-  const char* text = op_error_text(OpError(prov_errno));
+// The error, then (for a failed connection) its first error: err_data's text from
+// fi_cq_readerr, or the cause's name when the caller kept no err_data.
+const char* cq_strerror(fid_cq* f, int prov_errno, const void* err_data, char* buf, size_t len) {
+  Cq* cq = reinterpret_cast<Cq*>(f);
+  std::string text = op_error_text(OpError(prov_errno & 0xFF));
+  const auto cause = FailureCause(uint32_t(prov_errno) >> 8 & 0xFF);
+  if (cause != FailureCause::kNone && uint8_t(cause) < kFailureCauseCount)
+    text += std::string(": ") +
+            (err_data ? static_cast<const char*>(err_data) : failure_cause_name(cause));
   if (buf && len) {
-    std::snprintf(buf, len, "%s", text);
+    std::snprintf(buf, len, "%s", text.c_str());
     return buf;
   }
-  return text;
+  std::lock_guard lock(cq->dom->mu);
+  cq->strerror_text = std::move(text);
+  return cq->strerror_text.c_str();
 }
 
 int cq_close(fid* f) {
@@ -1165,7 +1210,7 @@ NetResult<std::unique_ptr<Domain>> open_domain(const Settings& s) {
   return dom;
 }
 
-int domain_open(fid_fabric*, fi_info* info, fid_domain** out, void* context) {
+int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** out, void* context) {
   if (info && info->domain_attr && info->domain_attr->name &&
       std::strcmp(info->domain_attr->name, kName) != 0)
     return -FI_EINVAL;
@@ -1175,6 +1220,7 @@ int domain_open(fid_fabric*, fi_info* info, fid_domain** out, void* context) {
     return -FI_EINVAL;
   }
   Domain* d = dom->release();
+  d->api_version = fabric ? fabric->api_version : 0;
   d->dom.fid.fclass = FI_CLASS_DOMAIN;
   d->dom.fid.context = context;
   d->dom.fid.ops = &g_domain_fi_ops;

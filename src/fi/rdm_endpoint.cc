@@ -1,9 +1,11 @@
 // The reliable-datagram endpoint (fi/rdm_endpoint.h).
 #include "fi/rdm_endpoint.h"
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "net/path_plan.h"
@@ -31,7 +33,85 @@ const char* op_error_text(OpError e) {
   return "?";
 }
 
+const char* failure_cause_name(FailureCause c) {
+  switch (c) {
+    case FailureCause::kNone:
+      return "none";
+    case FailureCause::kRetryExceeded:
+      return "retry exceeded";
+    case FailureCause::kAckContradiction:
+      return "ACK contradiction";
+    case FailureCause::kFlushed:
+      return "flushed";
+    case FailureCause::kQpError:
+      return "QP error";
+    case FailureCause::kProtocol:
+      return "protocol violation by the peer";
+    case FailureCause::kLocalResource:
+      return "local resource";
+    case FailureCause::kSetupTimeout:
+      return "connection setup timed out";
+    case FailureCause::kSetupRejected:
+      return "connection refused";
+    case FailureCause::kSetupFailed:
+      return "connection setup failed";
+  }
+  return "?";
+}
+
 namespace {
+
+FailureCause cause_of(WcStatus s) {
+  switch (s) {
+    case WcStatus::kSuccess:
+      break;
+    case WcStatus::kRetryExceeded:
+      return FailureCause::kRetryExceeded;
+    case WcStatus::kAckContradiction:
+      return FailureCause::kAckContradiction;
+    case WcStatus::kFlushed:
+      return FailureCause::kFlushed;
+  }
+  return FailureCause::kQpError;
+}
+
+// What an error status means here, for the person reading the failure.
+const char* status_meaning(WcStatus s) {
+  switch (s) {
+    case WcStatus::kSuccess:
+      break;
+    case WcStatus::kRetryExceeded:
+      return "no ACK within the retry budget: the peer is gone, every path to it loses the "
+             "packets, or it drops them for a bad rkey or address or a QP not ready";
+    case WcStatus::kAckContradiction:
+      return "an ACK reported missing a PSN an earlier ACK had acknowledged";
+    case WcStatus::kFlushed:
+      return "the QP was in ERR already, and no error completion came before this one";
+  }
+  return "";
+}
+
+std::string hex(uint32_t v) {
+  char b[16];
+  std::snprintf(b, sizeof b, "0x%x", v);
+  return b;
+}
+
+const char* slot_kind_name(SlotKind k) {
+  switch (k) {
+    case SlotKind::kEager:
+      return "eager message";
+    case SlotKind::kRts:
+      return "RTS";
+    case SlotKind::kCts:
+      return "CTS";
+    case SlotKind::kFin:
+      return "FIN";
+    case SlotKind::kRemoteData:
+      return "remote CQ data";
+  }
+  return "?";
+}
 
 constexpr uint64_t kChunk = 1ull << 30;  // bytes per data WRITE of a rendezvous (2^31 max)
 constexpr uint32_t kExtraRecvs = 16;     // engine receives beyond the ring: credit messages
@@ -86,6 +166,7 @@ struct RdmEndpoint::WrRecord {
   enum class Kind : uint8_t { kSlot, kCredit, kRndvData, kUserWrite } kind = Kind::kSlot;
   uint32_t peer = 0;
   uint32_t staging_slot = 0;
+  SlotKind slot_kind = SlotKind::kEager;  // kSlot: what the slot carries
   // A user operation that completes with this WR (eager send, RMA write).
   bool user = false;
   OpKind op = OpKind::kSend;
@@ -104,7 +185,7 @@ struct RdmEndpoint::Peer {
   EndpointName name;
   uint32_t handle = 0;  // QpAttr::peer
   State state = State::kNew;
-  OpError failure = OpError::kNone;
+  PeerFailure failure;  // kFailed: the connection's first error
   uint32_t qpn = 0, first_psn = 0;
   std::unique_ptr<uint8_t[]> ring;  // its messages to us
   MemoryKeys ring_keys;
@@ -224,8 +305,8 @@ NetStatus RdmEndpoint::make_qp(Peer& p) {
 Result<RdmEndpoint::Peer*> RdmEndpoint::start_connect(Time now, Peer& p) {
   if (p.state != Peer::State::kNew) return &p;
   if (auto ok = make_qp(p); !ok) {
-    last_error_ = ok.error().message;
-    fail_peer(p, OpError::kUnreachable);
+    fail_peer(now, p, OpError::kUnreachable, FailureCause::kSetupFailed,
+              "creating its QP: " + ok.error().message);
     return &p;
   }
   p.state = Peer::State::kConnecting;
@@ -329,18 +410,19 @@ void RdmEndpoint::on_setup_datagram(Time now, std::span<const uint8_t> bytes) {
   }
   Peer& p = *peers_[*found];
   if (m->kind == ConnectKind::kReject) {
-    if (p.state == Peer::State::kConnecting && m->nonce == p.nonce) {
-      last_error_ = "the peer refused the connection";
-      fail_peer(p, OpError::kRejected);
-    }
+    if (p.state == Peer::State::kConnecting && m->nonce == p.nonce)
+      fail_peer(now, p, OpError::kRejected, FailureCause::kSetupRejected,
+                m->reject_reason == RejectReason::kTooManyPeers
+                    ? "the peer refused the connection: its peer table is full"
+                    : "the peer refused the connection: our planes, EV mode or MTU differ "
+                      "from its");
     return;
   }
   if (!compatible) {
     ++counters_.setup_rejected;
-    if (p.state == Peer::State::kConnecting) {
-      last_error_ = "the peer's planes, EV mode or MTU differ from ours";
-      fail_peer(p, OpError::kRejected);
-    }
+    if (p.state == Peer::State::kConnecting)
+      fail_peer(now, p, OpError::kRejected, FailureCause::kSetupRejected,
+                "the peer's planes, EV mode or MTU differ from ours");
     return;
   }
   if (p.state == Peer::State::kFailed) return;
@@ -354,14 +436,14 @@ void RdmEndpoint::on_setup_datagram(Time now, std::span<const uint8_t> bytes) {
       if (!known_qp) {
         if (p.state == Peer::State::kNew) {
           if (auto ok = make_qp(p); !ok) {
-            last_error_ = ok.error().message;
-            fail_peer(p, OpError::kPeerFailed);
+            fail_peer(now, p, OpError::kPeerFailed, FailureCause::kSetupFailed,
+                      "creating its QP: " + ok.error().message);
             return;
           }
         }
         if (auto ok = make_ready(now, p, *m); !ok) {
-          last_error_ = ok.error().message;
-          fail_peer(p, OpError::kPeerFailed);
+          fail_peer(now, p, OpError::kPeerFailed, FailureCause::kSetupFailed,
+                    "readying its QP: " + ok.error().message);
           return;
         }
         p.state = Peer::State::kAccepted;
@@ -381,8 +463,8 @@ void RdmEndpoint::on_setup_datagram(Time now, std::span<const uint8_t> bytes) {
       }
       if (p.state == Peer::State::kConnecting) {
         if (auto ok = make_ready(now, p, *m); !ok) {
-          last_error_ = ok.error().message;
-          fail_peer(p, OpError::kPeerFailed);
+          fail_peer(now, p, OpError::kPeerFailed, FailureCause::kSetupFailed,
+                    "readying its QP: " + ok.error().message);
           return;
         }
       }
@@ -410,8 +492,8 @@ void RdmEndpoint::on_timer(Time now) {
     Peer& p = *pp;
     if (p.state != Peer::State::kConnecting && p.state != Peer::State::kAccepted) continue;
     if (now >= p.deadline) {
-      last_error_ = "no answer to the connection setup in time";
-      fail_peer(p, OpError::kUnreachable);
+      fail_peer(now, p, OpError::kUnreachable, FailureCause::kSetupTimeout,
+                "no answer to the connection setup in time");
       continue;
     }
     if (now >= p.next_retry) {
@@ -432,13 +514,66 @@ Time RdmEndpoint::next_deadline() const {
   return t;
 }
 
-void RdmEndpoint::fail_peer(Peer& p, OpError why) {
+const PeerFailure* RdmEndpoint::failure(uint32_t id) const {
+  if (id >= peers_.size() || peers_[id]->state != Peer::State::kFailed) return nullptr;
+  return &peers_[id]->failure;
+}
+
+bool RdmEndpoint::poll_failure(PeerFailure& out) {
+  if (failures_.empty()) return false;
+  out = std::move(failures_.front());
+  failures_.pop_front();
+  return true;
+}
+
+std::string RdmEndpoint::describe(const Peer& p) const {
+  std::string s = "peer " + std::to_string(p.id) + " (mrc:";
+  for (size_t i = 0; i < p.name.planes.size(); ++i) {
+    char ip[INET6_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET6, p.name.planes[i].addr.data(), ip, sizeof ip);
+    s += (i ? ",[" : "[") + std::string(ip) + "]:" + std::to_string(p.name.planes[i].data_port);
+  }
+  return s + ";setup=" + std::to_string(p.name.setup_port) + ")";
+}
+
+std::string RdmEndpoint::qp_detail(uint32_t qpn) const {
+  std::string s = "QP " + std::to_string(qpn);
+  if (auto st = engine_.qp_state(qpn)) s += std::string(" in ") + qp_state_name(*st);
+  if (auto q = engine_.qp_stats(qpn))
+    s += ", " + std::to_string(q->data_sent) + " data packets sent, " +
+         std::to_string(q->retransmits) + " resent";
+  if (const PathSet* ps = engine_.qp_paths(qpn)) {
+    uint32_t by_state[3] = {};
+    for (size_t i = 0; i < ps->size(); ++i)
+      ++by_state[std::min<size_t>(size_t(ps->state_of(int(i))), 2)];
+    s += ", paths " + std::to_string(by_state[0]) + " good, " + std::to_string(by_state[1]) +
+         " assumed bad, " + std::to_string(by_state[2]) + " denied (" +
+         std::to_string(ps->usable_count()) + " usable), peer ports down " +
+         hex(ps->peer_ports_down());
+  }
+  if (auto l = engine_.qp_limits(qpn))
+    s += ", ACK timeout 2^" + std::to_string(l->timeout) + " x 1.024 us with " +
+         std::to_string(l->retry_linear) + "+" + std::to_string(l->retry_exp) + " retries";
+  // Engine-wide, not this QP's alone: what the engine saw go wrong, including as a responder.
+  const EngineCounters& ec = engine_.counters();
+  s += "; engine: " + std::to_string(ec.timeouts) + " ACK timeouts, " +
+       std::to_string(ec.ack_contradictions) + " ACK contradictions";
+  for (int r = 0; r < int(DropReason::kCount); ++r)
+    if (ec.drops[r])
+      s +=
+          ", " + std::to_string(ec.drops[r]) + " dropped (" + drop_reason_name(DropReason(r)) + ")";
+  return s;
+}
+
+void RdmEndpoint::fail_peer(Time now, Peer& p, OpError why, FailureCause cause,
+                            const std::string& what) {
   if (p.state == Peer::State::kFailed) return;
   p.state = Peer::State::kFailed;
-  p.failure = why;
+  p.failure = PeerFailure{p.id, why, cause, describe(p) + ": " + what, now};
+  failures_.push_back(p.failure);
   ++counters_.peers_failed;
   for (auto& w : p.waiting)
-    if (w.kind != PendingSend::Kind::kControl) complete(failed(w, why));
+    if (w.kind != PendingSend::Kind::kControl) complete(failed(w, p));
   p.waiting.clear();
   for (auto& [cookie, s] : p.rndv_sends) {
     if (s.writes_left > 0) continue;  // completes with its WRs' flushed completions
@@ -448,7 +583,9 @@ void RdmEndpoint::fail_peer(Peer& p, OpError why) {
     c.tagged = s.tagged;
     c.tag = s.tag;
     c.len = s.len;
+    c.peer = p.id;
     c.error = why;
+    c.cause = cause;
     complete(c);
   }
   std::erase_if(p.rndv_sends, [](const auto& kv) { return kv.second.writes_left == 0; });
@@ -462,6 +599,7 @@ void RdmEndpoint::fail_peer(Peer& p, OpError why) {
     c.tag = r.tag;
     c.peer = p.id;
     c.error = why;
+    c.cause = cause;
     complete(c);
   }
   p.rndv_recvs.clear();
@@ -475,6 +613,7 @@ void RdmEndpoint::fail_peer(Peer& p, OpError why) {
       c.tagged = it->tagged;
       c.peer = p.id;
       c.error = why;
+      c.cause = cause;
       complete(c);
       it = posted_.erase(it);
     } else {
@@ -516,6 +655,7 @@ bool RdmEndpoint::send_slot(Time now, Peer& p, SlotHeader h, std::span<const uin
   rec.kind = WrRecord::Kind::kSlot;
   rec.peer = p.id;
   rec.staging_slot = slot;
+  rec.slot_kind = h.kind;
   wr.wr_id = next_wr_;
   if (!engine_.post_write(now, p.qpn, wr)) return false;
   wrs_.emplace(next_wr_++, rec);
@@ -674,7 +814,7 @@ Status RdmEndpoint::write(Time now, uint32_t id, const void* buf, uint64_t len, 
 // once with the error of a peer that failed.
 void RdmEndpoint::enqueue(Time now, Peer& p, const PendingSend& w) {
   if (p.state == Peer::State::kFailed) {
-    complete(failed(w, p.failure));
+    complete(failed(w, p));
     return;
   }
   p.waiting.push_back(w);
@@ -682,14 +822,16 @@ void RdmEndpoint::enqueue(Time now, Peer& p, const PendingSend& w) {
   pump(now, p);
 }
 
-FiCompletion RdmEndpoint::failed(const PendingSend& w, OpError why) {
+FiCompletion RdmEndpoint::failed(const PendingSend& w, const Peer& p) {
   FiCompletion c;
   c.context = w.context;
   c.kind = w.kind == PendingSend::Kind::kWrite ? OpKind::kWrite : OpKind::kSend;
   c.tagged = w.tagged;
   c.tag = w.tag;
   c.len = w.len;
-  c.error = why;
+  c.peer = p.id;
+  c.error = p.failure.error;
+  c.cause = p.failure.cause;
   return c;
 }
 
@@ -720,7 +862,8 @@ Status RdmEndpoint::recv(Time now, std::optional<uint32_t> from, void* buf, uint
     c.buf = buf;
     c.tagged = tagged;
     c.peer = *from;
-    c.error = peer(*from)->failure;
+    c.error = peer(*from)->failure.error;
+    c.cause = peer(*from)->failure.cause;
     complete(c);
     return {};
   }
@@ -844,6 +987,7 @@ void RdmEndpoint::start_cts(Time now, PostedRecv&& r, const Unexpected& u) {
       c.tag = u.tag;
       c.peer = u.peer;
       c.error = OpError::kPeerFailed;
+      c.cause = FailureCause::kLocalResource;
       complete(c);
       return;
     }
@@ -879,9 +1023,9 @@ void RdmEndpoint::on_slot(Time now, Peer& p, uint32_t slot, uint64_t byte_len) {
       (h->kind == SlotKind::kEager && kSlotHeaderBytes + h->length > byte_len)) {
     // The peer broke the protocol (its QP is bound to its addresses): the connection is over.
     ++counters_.bad_slot;
-    last_error_ = "slot " + std::to_string(slot) + " broke the ring's order or length (expected " +
-                  "sequence " + std::to_string(p.recv_seq) + ")";
-    fail_peer(p, OpError::kPeerFailed);
+    fail_peer(now, p, OpError::kPeerFailed, FailureCause::kProtocol,
+              "slot " + std::to_string(slot) + " broke the ring's order or length (expected " +
+                  "sequence " + std::to_string(p.recv_seq) + ")");
     return;
   }
   ++p.recv_seq;
@@ -918,7 +1062,8 @@ void RdmEndpoint::on_slot(Time now, Peer& p, uint32_t slot, uint64_t byte_len) {
       auto it = p.rndv_sends.find(h->send_cookie);
       if (it == p.rndv_sends.end() || h->length > it->second.len) {
         ++counters_.bad_slot;
-        fail_peer(p, OpError::kPeerFailed);
+        fail_peer(now, p, OpError::kPeerFailed, FailureCause::kProtocol,
+                  "a CTS for an unknown rendezvous send, or longer than its message");
         return;
       }
       Peer::RndvSend& s = it->second;
@@ -927,7 +1072,8 @@ void RdmEndpoint::on_slot(Time now, Peer& p, uint32_t slot, uint64_t byte_len) {
         auto keys = engine_.register_memory(const_cast<uint8_t*>(s.buf), n,
                                             reinterpret_cast<uint64_t>(s.buf), kLocalWrite);
         if (!keys) {
-          fail_peer(p, OpError::kPeerFailed);
+          fail_peer(now, p, OpError::kPeerFailed, FailureCause::kLocalResource,
+                    "registering a rendezvous send's buffer: " + err(keys.error()));
           return;
         }
         s.lkey = keys->lkey;
@@ -941,8 +1087,9 @@ void RdmEndpoint::on_slot(Time now, Peer& p, uint32_t slot, uint64_t byte_len) {
         wr.remote_addr = h->addr + off;
         wr.rkey = h->rkey;
         wr.wr_id = next_wr_;
-        if (!engine_.post_write(now, p.qpn, wr)) {
-          fail_peer(p, OpError::kPeerFailed);
+        if (auto st = engine_.post_write(now, p.qpn, wr); !st) {
+          fail_peer(now, p, OpError::kPeerFailed, FailureCause::kLocalResource,
+                    "posting a rendezvous data WRITE: " + err(st.error()));
           return;
         }
         WrRecord rec;
@@ -975,7 +1122,8 @@ void RdmEndpoint::on_slot(Time now, Peer& p, uint32_t slot, uint64_t byte_len) {
       auto it = p.rndv_recvs.find(h->recv_cookie);
       if (it == p.rndv_recvs.end()) {
         ++counters_.bad_slot;
-        fail_peer(p, OpError::kPeerFailed);
+        fail_peer(now, p, OpError::kPeerFailed, FailureCause::kProtocol,
+                  "a FIN for an unknown rendezvous receive");
         return;
       }
       Peer::RndvRecv& r = it->second;
@@ -1012,14 +1160,39 @@ void RdmEndpoint::on_slot(Time now, Peer& p, uint32_t slot, uint64_t byte_len) {
   pump(now, p);
 }
 
+// What a WR was for, in a failure's text.
+std::string RdmEndpoint::describe_wr(const WrRecord& r) {
+  switch (r.kind) {
+    case WrRecord::Kind::kSlot:
+      return std::string("WRITE_IMM (") + slot_kind_name(r.slot_kind) + ", slot " +
+             std::to_string(r.staging_slot) + ")";
+    case WrRecord::Kind::kCredit:
+      return "WRITE_IMM (credit return)";
+    case WrRecord::Kind::kRndvData:
+      return "WRITE (rendezvous data)";
+    case WrRecord::Kind::kUserWrite:
+      return "WRITE (fi_write, " + std::to_string(r.len) + " bytes)";
+  }
+  return "?";
+}
+
+// An error completion: the first on a connection is its cause, with what the engine knows of
+// the QP; the ones after it (flushed, for everything outstanding) fail nothing new.
+void RdmEndpoint::fail_on_completion(Time now, Peer& p, const std::string& op,
+                                     const Completion& c) {
+  if (p.state == Peer::State::kFailed) return;
+  std::string what = op + " failed: " + wc_status_name(c.status);
+  if (const char* m = status_meaning(c.status); *m) what += std::string(" (") + m + ")";
+  fail_peer(now, p, OpError::kPeerFailed, cause_of(c.status), what + "; " + qp_detail(c.qpn));
+}
+
 void RdmEndpoint::on_engine_completion(Time now, const Completion& c) {
   if (c.opcode == WcOpcode::kRecvImm) {
     auto q = by_qpn_.find(c.qpn);
     if (q == by_qpn_.end()) return;
     Peer& p = *peers_[q->second];
     if (c.status != WcStatus::kSuccess) {
-      last_error_ = std::string("a receive from the peer failed: ") + wc_status_name(c.status);
-      fail_peer(p, OpError::kPeerFailed);
+      fail_on_completion(now, p, "a receive (WRITE_IMM from the peer)", c);
       return;
     }
     (void)engine_.post_recv(p.qpn, 0);
@@ -1032,8 +1205,9 @@ void RdmEndpoint::on_engine_completion(Time now, const Completion& c) {
     }
     if (p.state != Peer::State::kReady || c.imm >= config_.ring_slots) {
       ++counters_.bad_slot;
-      last_error_ = "a slot write before the connection was ready, or past the ring";
-      fail_peer(p, OpError::kPeerFailed);
+      fail_peer(now, p, OpError::kPeerFailed, FailureCause::kProtocol,
+                "a slot write before the connection was ready, or past the ring (immediate " +
+                    std::to_string(c.imm) + ")");
       return;
     }
     on_slot(now, p, c.imm, c.byte_len);
@@ -1048,6 +1222,9 @@ void RdmEndpoint::on_engine_completion(Time now, const Completion& c) {
   if (rec.kind == WrRecord::Kind::kSlot && rec.staging_slot < p.staging_busy.size())
     p.staging_busy[rec.staging_slot] = false;
   if (rec.release_lkey) (void)engine_.deregister_memory(rec.release_lkey);
+  // The connection fails before this WR's own operation completes, so that the operation
+  // carries the connection's first cause (this one, unless an earlier one came first).
+  if (!ok) fail_on_completion(now, p, describe_wr(rec), c);
   if (rec.user) {
     FiCompletion f;
     f.context = rec.context;
@@ -1055,7 +1232,11 @@ void RdmEndpoint::on_engine_completion(Time now, const Completion& c) {
     f.tagged = rec.tagged;
     f.tag = rec.tag;
     f.len = rec.len;
-    if (!ok) f.error = OpError::kPeerFailed;
+    f.peer = p.id;
+    if (!ok) {
+      f.error = p.failure.error;
+      f.cause = p.failure.cause;
+    }
     complete(f);
   }
   if (rec.kind == WrRecord::Kind::kRndvData) {
@@ -1068,17 +1249,27 @@ void RdmEndpoint::on_engine_completion(Time now, const Completion& c) {
       f.tagged = s->second.tagged;
       f.tag = s->second.tag;
       f.len = s->second.len;
-      if (!ok || p.state == Peer::State::kFailed) f.error = ok ? p.failure : OpError::kPeerFailed;
+      f.peer = p.id;
+      if (p.state == Peer::State::kFailed) {
+        f.error = p.failure.error;
+        f.cause = p.failure.cause;
+      }
       complete(f);
       p.rndv_sends.erase(s);
     }
   }
-  if (!ok) {
-    last_error_ = std::string("a WRITE to the peer failed: ") + wc_status_name(c.status);
-    fail_peer(p, OpError::kPeerFailed);
-    return;
-  }
-  pump(now, p);
+  if (ok) pump(now, p);
+}
+
+void RdmEndpoint::on_engine_event(Time now, const Event& e) {
+  if (e.type != EventType::kQpError) return;
+  auto q = by_qpn_.find(e.qpn);
+  if (q == by_qpn_.end()) return;
+  Peer& p = *peers_[q->second];
+  // The engine completes a QP's WRs before it reports the QP's error, so a cause from a
+  // completion is already recorded; this one covers a QP that had no WR to complete.
+  fail_peer(now, p, OpError::kPeerFailed, FailureCause::kQpError,
+            "the engine moved its QP to ERR with no error completion; " + qp_detail(e.qpn));
 }
 
 Result<MemoryKeys> RdmEndpoint::register_memory(void* buf, uint64_t len, bool remote_write) {

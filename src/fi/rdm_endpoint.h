@@ -47,6 +47,36 @@ enum class OpError : uint8_t {
 };
 const char* op_error_text(OpError e);
 
+// What ended a connection: its first error. What follows it on the same connection is a
+// consequence and is not reported as a cause: once the engine moves a QP to ERR it completes
+// the oldest send WR with the status that did it and flushes every other WR and receive.
+enum class FailureCause : uint8_t {
+  kNone = 0,
+  kRetryExceeded,     // engine: the ACK timeout expired more often than the retry budget allows
+  kAckContradiction,  // engine: an ACK contradicted an earlier one
+  kFlushed,           // engine: a WR flushed with no error completion before it on the QP
+  kQpError,           // engine: the QP entered ERR (Event) with no completion saying why
+  kProtocol,          // the peer broke the endpoint's protocol (slot order, unknown cookie)
+  kLocalResource,     // registering memory or posting a WR failed here
+  kSetupTimeout,      // no answer to the connection setup in time
+  kSetupRejected,     // the peer refused the connection, or its settings differ from ours
+  kSetupFailed,       // creating or readying the connection's QP failed here
+};
+inline constexpr uint8_t kFailureCauseCount = uint8_t(FailureCause::kSetupFailed) + 1;
+const char* failure_cause_name(FailureCause c);
+
+// A failed connection's first error, for the operations it fails and for a person.
+struct PeerFailure {
+  uint32_t peer = 0;
+  OpError error = OpError::kNone;  // what the peer's operations complete with
+  FailureCause cause = FailureCause::kNone;
+  // The operation, its status, the peer and what the engine knows of the QP, e.g.
+  // "peer 1 (mrc:[fd00::2]:4791;setup=20001): WRITE_IMM (eager message) failed: retry
+  // exceeded (...)".
+  std::string text;
+  Time time = 0;
+};
+
 enum class OpKind : uint8_t { kSend, kRecv, kWrite, kRemoteData };
 
 struct FiCompletion {
@@ -58,9 +88,12 @@ struct FiCompletion {
   bool has_data = false;
   uint64_t data = 0;  // remote CQ data
   uint64_t tag = 0;
-  uint32_t peer = 0;  // recv, remote data: the sender (RdmEndpoint's peer id)
+  // recv, remote data: the sender (RdmEndpoint's peer id); an operation failed with its
+  // connection: that peer (RdmEndpoint::failure(peer) says why).
+  uint32_t peer = 0;
   OpError error = OpError::kNone;
-  uint64_t olen = 0;  // truncated bytes
+  FailureCause cause = FailureCause::kNone;  // for errors of a failed connection: its first
+  uint64_t olen = 0;                         // truncated bytes
 };
 
 struct RdmConfig {
@@ -101,8 +134,10 @@ class RdmEndpoint {
   const EndpointName& name() const { return self_; }
   const RdmConfig& config() const { return config_; }
   const RdmCounters& counters() const { return counters_; }
-  // Why the last peer failed, for a person (empty before any failure).
-  const std::string& last_error() const { return last_error_; }
+  // Why a peer's connection failed: its first error (nullptr while it has not failed).
+  const PeerFailure* failure(uint32_t peer) const;
+  // Each connection failure once, in the order they happened, for a log.
+  bool poll_failure(PeerFailure& out);
 
   // The address vector: a peer id per name (the same name gives the same id).
   Result<uint32_t> insert_peer(const EndpointName& name);
@@ -140,6 +175,8 @@ class RdmEndpoint {
 
   // Inputs.
   void on_engine_completion(Time now, const Completion& c);
+  // The engine's events: kQpError fails the QP's peer if no completion has said why already.
+  void on_engine_event(Time now, const Event& e);
   void on_setup_datagram(Time now, std::span<const uint8_t> bytes);
   void on_timer(Time now);
   Time next_deadline() const;  // kNever when nothing waits
@@ -163,10 +200,18 @@ class RdmEndpoint {
   NetStatus make_ready(Time now, Peer& p, const ConnectMsg& m);
   void set_ready(Time now, Peer& p);
   void send_connect(Peer& p, ConnectKind kind, uint64_t nonce);
-  void fail_peer(Peer& p, OpError why);
+  // Fails every operation of the peer with `why`. Only the first call for a connection
+  // records its cause and text; later ones (consequences) change nothing.
+  void fail_peer(Time now, Peer& p, OpError why, FailureCause cause, const std::string& what);
+  // "peer N (mrc:[addr]:port,...;setup=port)".
+  std::string describe(const Peer& p) const;
+  // What the engine knows of a QP that failed: state, packets, paths, retry budget.
+  std::string qp_detail(uint32_t qpn) const;
+  static std::string describe_wr(const WrRecord& r);
+  void fail_on_completion(Time now, Peer& p, const std::string& op, const Completion& c);
 
   void enqueue(Time now, Peer& p, const PendingSend& w);
-  static FiCompletion failed(const PendingSend& w, OpError why);
+  static FiCompletion failed(const PendingSend& w, const Peer& p);
   void pump(Time now, Peer& p);
   bool send_slot(Time now, Peer& p, SlotHeader h, std::span<const uint8_t> payload,
                  uint64_t wr_tag);
@@ -194,7 +239,7 @@ class RdmEndpoint {
   uint64_t next_cookie_ = 1;
   std::deque<FiCompletion> completions_;
   RdmCounters counters_;
-  std::string last_error_;
+  std::deque<PeerFailure> failures_;  // not yet taken by poll_failure
 };
 
 }  // namespace mrc::fi

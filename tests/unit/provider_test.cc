@@ -364,7 +364,39 @@ TEST(Provider, peer_gone__outstanding_operations_complete_with_an_error) {
   ASSERT_TRUE(run_until(
       {&a}, [&] { return !a.errors.empty(); }, 30));
   EXPECT_EQ(a.errors[0].op_context, ctx(3));
-  EXPECT_NE(a.errors[0].err, 0);
+  EXPECT_EQ(a.errors[0].err, FI_EIO);
+  // The entry carries the connection's first error: nobody acknowledges any more, so the retry
+  // budget runs out (not the flushed completions that follow it). err_data is the provider's
+  // text until the next fi_cq_readerr.
+  ASSERT_NE(a.errors[0].err_data, nullptr);
+  ASSERT_GT(a.errors[0].err_data_size, 1u);
+  const std::string cause(static_cast<const char*>(a.errors[0].err_data));
+  EXPECT_EQ(cause.size() + 1, a.errors[0].err_data_size);
+  EXPECT_NE(cause.find("retry exceeded"), std::string::npos) << cause;
+  const std::string text =
+      fi_cq_strerror(a.cq, a.errors[0].prov_errno, a.errors[0].err_data, nullptr, 0);
+  EXPECT_NE(text.find("connection to the peer failed"), std::string::npos) << text;
+  EXPECT_NE(text.find(cause), std::string::npos) << text;
+  // Without err_data the cause's name still comes from prov_errno.
+  const std::string bare = fi_cq_strerror(a.cq, a.errors[0].prov_errno, nullptr, nullptr, 0);
+  EXPECT_NE(bare.find("retry exceeded"), std::string::npos) << bare;
+
+  // An operation after the failure fails at once with the same cause; a caller's own err_data
+  // buffer gets the text, cut to fit and terminated.
+  ASSERT_EQ(fi_tsend(a.ep, msg.data(), 100, nullptr, to_b, 3, ctx(4)), 0);
+  fi_cq_tagged_entry e;
+  ASSERT_TRUE(run_until({&a}, [&] { return fi_cq_read(a.cq, &e, 1) == -FI_EAVAIL; }));
+  char mine[24];
+  std::memset(mine, 'x', sizeof mine);
+  fi_cq_err_entry err{};
+  err.err_data = mine;
+  err.err_data_size = sizeof mine;
+  ASSERT_EQ(fi_cq_readerr(a.cq, &err, 0), 1);
+  EXPECT_EQ(err.op_context, ctx(4));
+  EXPECT_EQ(err.prov_errno, a.errors[0].prov_errno);
+  EXPECT_EQ(err.err_data, mine);
+  EXPECT_EQ(err.err_data_size, sizeof mine);
+  EXPECT_EQ(std::string(mine), cause.substr(0, sizeof mine - 1));
 }
 
 TEST(Provider, eq__carries_what_the_application_writes) {

@@ -3,11 +3,12 @@
 // delay (and, where a test says so, lost). Messages eager and rendezvous, tagged with ignore
 // bits, unexpected and in order, truncation, RMA writes with remote CQ data, credits under a
 // flood, connection setup with lost datagrams, a peer that never answers, a connection that
-// dies, simultaneous connects, cancel, and bad arguments.
+// dies (and the first cause it reports), simultaneous connects, cancel, and bad arguments.
 #include "fi/rdm_endpoint.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -83,7 +84,12 @@ class Harness {
       eps_.push_back(std::move(*ep));
     }
     net_->on_completion([this](HostId h, const Completion& c) {
+      engine_done_[h].push_back(c);
       eps_[size_t(h)]->on_engine_completion(net_->now(), c);
+      collect(h);
+    });
+    net_->on_event([this](HostId h, const Event& e) {
+      eps_[size_t(h)]->on_engine_event(net_->now(), e);
       collect(h);
     });
   }
@@ -128,6 +134,8 @@ class Harness {
       done_[h].push_back(c);
   }
   std::vector<FiCompletion>& done(HostId h) { return done_[h]; }
+  // What host h's engine completed, in the order the endpoint saw it.
+  const std::vector<Completion>& engine_done(HostId h) { return engine_done_[h]; }
 
   // Runs until `n` completions wait at host h (or the time limit).
   bool run_until_done(HostId h, size_t n, Time limit = 5 * kPicosPerSecond) {
@@ -140,6 +148,7 @@ class Harness {
   std::vector<std::unique_ptr<TestIo>> ios_;
   std::vector<std::unique_ptr<RdmEndpoint>> eps_;
   std::map<HostId, std::vector<FiCompletion>> done_;
+  std::map<HostId, std::vector<Completion>> engine_done_;
   std::map<HostId, bool> timer_armed_;
   std::set<HostId> silent_;
 };
@@ -375,6 +384,10 @@ TEST(RdmEndpoint, write__places_the_data_and_writedata_raises_a_remote_entry_aft
   h.after_input(0);
   ASSERT_TRUE(h.run_until_done(0, 2, h.net().now() + 20 * kPicosPerSecond));
   EXPECT_NE(h.done(0)[1].error, OpError::kNone);
+  // The responder drops such a WRITE without an answer (the engine has no NAK for it), so the
+  // requester's first cause is the retry budget running out.
+  EXPECT_EQ(h.done(0)[1].cause, FailureCause::kRetryExceeded);
+  EXPECT_GT(h.net().engine(1).counters().drops[int(DropReason::kBadRkey)], 0u);
 }
 
 TEST(RdmEndpoint, send__a_flood_without_receives_waits_for_credits_and_loses_nothing) {
@@ -456,6 +469,124 @@ TEST(RdmEndpoint, send__a_connection_that_dies_completes_everything_with_an_erro
   EXPECT_EQ(h.done(0)[0].error, OpError::kNone);
   for (size_t i = 1; i < 3; ++i)
     EXPECT_EQ(h.done(0)[i].error, OpError::kPeerFailed) << i;
+}
+
+// A peer that stops answering (every packet it sends is lost, so its ACKs never come back):
+// the retry budget runs out on the eager send's WRITE_IMM, and the engine then flushes the
+// QP's receives. The connection reports the first error, once, with the operation, status,
+// peer and the engine's view of the QP; the operations it fails carry that cause; the flushed
+// receives after it, and one more fed by hand, change nothing.
+TEST(RdmEndpoint, failure__the_first_error_is_the_cause_and_flushes_after_it_do_not_replace_it) {
+  Harness h(2);
+  const uint32_t to1 = h.peer(0, 1);
+  uint64_t v = 5, r = 0, never = 0;
+  ASSERT_TRUE(h.ep(1).recv(0, std::nullopt, &r, 8, true, 1, 0, ctx(9)));
+  ASSERT_TRUE(h.ep(0).send(0, to1, &v, 8, true, 1, std::nullopt, ctx(1)));
+  h.after_input(0);
+  ASSERT_TRUE(h.run_until_done(1, 1));
+  ASSERT_TRUE(h.run_until_done(0, 1));
+  EXPECT_EQ(h.ep(0).failure(to1), nullptr);
+  PeerFailure f;
+  EXPECT_FALSE(h.ep(0).poll_failure(f));
+
+  // From now on nothing host 1 sends arrives; a receive from it waits at host 0.
+  testnet::PathFault silence;
+  silence.match.from_host = 1;
+  silence.from = h.net().now();
+  silence.blackhole = true;
+  h.net().add_path_fault(silence);
+  ASSERT_TRUE(h.ep(0).recv(h.net().now(), to1, &never, 8, true, 2, 0, ctx(3)));
+  ASSERT_TRUE(h.ep(0).send(h.net().now(), to1, &v, 8, true, 1, std::nullopt, ctx(2)));
+  h.after_input(0);
+  ASSERT_TRUE(h.run_until_done(0, 3, h.net().now() + 600 * kPicosPerSecond));
+
+  // The engine's order: the send WR with the cause, then the flushed receives.
+  const auto& ec = h.engine_done(0);
+  const auto first_error = std::find_if(
+      ec.begin(), ec.end(), [](const Completion& c) { return c.status != WcStatus::kSuccess; });
+  ASSERT_NE(first_error, ec.end());
+  EXPECT_EQ(first_error->status, WcStatus::kRetryExceeded);
+  EXPECT_NE(first_error->opcode, WcOpcode::kRecvImm);
+  const bool flushed_recv_after = std::any_of(first_error + 1, ec.end(), [](const Completion& c) {
+    return c.opcode == WcOpcode::kRecvImm && c.status == WcStatus::kFlushed;
+  });
+  EXPECT_TRUE(flushed_recv_after);
+
+  const PeerFailure* pf = h.ep(0).failure(to1);
+  ASSERT_NE(pf, nullptr);
+  EXPECT_EQ(pf->peer, to1);
+  EXPECT_EQ(pf->error, OpError::kPeerFailed);
+  EXPECT_EQ(pf->cause, FailureCause::kRetryExceeded);
+  const std::string text = pf->text;
+  for (const std::string& part :
+       {"peer " + std::to_string(to1) + " (mrc:[", std::string("WRITE_IMM (eager message"),
+        std::string("failed: retry exceeded"), std::string(" in ERR"), std::string("retries")})
+    EXPECT_NE(text.find(part), std::string::npos) << part << " not in: " << text;
+  EXPECT_EQ(text.find("flushed"), std::string::npos) << text;
+
+  // Once, with that text.
+  ASSERT_TRUE(h.ep(0).poll_failure(f));
+  EXPECT_EQ(f.text, text);
+  EXPECT_EQ(f.cause, FailureCause::kRetryExceeded);
+  EXPECT_FALSE(h.ep(0).poll_failure(f));
+
+  // The send and the directed receive fail with the connection's first cause.
+  for (size_t i = 1; i < 3; ++i) {
+    const FiCompletion& c = h.done(0)[i];
+    EXPECT_EQ(c.error, OpError::kPeerFailed) << i;
+    EXPECT_EQ(c.cause, FailureCause::kRetryExceeded) << i;
+    EXPECT_EQ(c.peer, to1) << i;
+  }
+
+  // One more flushed receive on the same QP, and the QP's error event again: nothing changes.
+  Completion flushed;
+  flushed.qpn = first_error->qpn;
+  flushed.status = WcStatus::kFlushed;
+  flushed.opcode = WcOpcode::kRecvImm;
+  h.ep(0).on_engine_completion(h.net().now(), flushed);
+  Event qp_error;
+  qp_error.type = EventType::kQpError;
+  qp_error.qpn = first_error->qpn;
+  h.ep(0).on_engine_event(h.net().now(), qp_error);
+  EXPECT_EQ(h.ep(0).failure(to1)->text, text);
+  EXPECT_EQ(h.ep(0).failure(to1)->cause, FailureCause::kRetryExceeded);
+  EXPECT_FALSE(h.ep(0).poll_failure(f));
+  EXPECT_EQ(h.ep(0).counters().peers_failed, 1u);
+
+  // Later operations complete at once, with the same cause.
+  ASSERT_TRUE(h.ep(0).send(h.net().now(), to1, &v, 8, true, 1, std::nullopt, ctx(4)));
+  h.collect(0);
+  ASSERT_EQ(h.done(0).size(), 4u);
+  EXPECT_EQ(h.done(0)[3].cause, FailureCause::kRetryExceeded);
+}
+
+// A QP the engine moves to ERR with nothing outstanding to complete says so through its event.
+TEST(RdmEndpoint, failure__a_qp_error_event_without_completions_fails_the_peer) {
+  Harness h(2);
+  const uint32_t to1 = h.peer(0, 1);
+  uint64_t v = 5, r = 0;
+  ASSERT_TRUE(h.ep(1).recv(0, std::nullopt, &r, 8, true, 1, 0, ctx(9)));
+  ASSERT_TRUE(h.ep(0).send(0, to1, &v, 8, true, 1, std::nullopt, ctx(1)));
+  h.after_input(0);
+  ASSERT_TRUE(h.run_until_done(1, 1));
+  ASSERT_TRUE(h.run_until_done(0, 1));
+  ASSERT_FALSE(h.engine_done(0).empty());
+  Event qp_error;
+  qp_error.type = EventType::kQpError;
+  qp_error.qpn = h.engine_done(0).front().qpn;
+  h.ep(0).on_engine_event(h.net().now(), qp_error);
+  const PeerFailure* pf = h.ep(0).failure(to1);
+  ASSERT_NE(pf, nullptr);
+  EXPECT_EQ(pf->cause, FailureCause::kQpError);
+  EXPECT_NE(pf->text.find("moved its QP to ERR"), std::string::npos) << pf->text;
+  // Events of other kinds and of unknown QPs change nothing.
+  Event other;
+  other.type = EventType::kEvStateChange;
+  other.qpn = qp_error.qpn;
+  h.ep(1).on_engine_event(h.net().now(), other);
+  qp_error.qpn = 0x7FFFFF;
+  h.ep(1).on_engine_event(h.net().now(), qp_error);
+  EXPECT_EQ(h.ep(1).counters().peers_failed, 0u);
 }
 
 TEST(RdmEndpoint, cancel__a_posted_receive_completes_canceled_and_bad_arguments_change_nothing) {
