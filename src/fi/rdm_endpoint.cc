@@ -137,7 +137,8 @@ struct RdmEndpoint::PendingSend {
   void* context = nullptr;
   uint64_t addr = 0;  // kWrite
   uint32_t key = 0;
-  SlotHeader header;  // kControl (CTS, FIN)
+  SlotHeader header;    // kControl (CTS, FIN)
+  uint64_t fin_of = 0;  // kControl FIN: the send cookie of the rendezvous send it ends
 };
 
 struct RdmEndpoint::PostedRecv {
@@ -173,7 +174,7 @@ struct RdmEndpoint::WrRecord {
   bool tagged = false;
   uint64_t tag = 0, len = 0;
   void* context = nullptr;
-  uint64_t cookie = 0;        // kRndvData: the rendezvous send
+  uint64_t cookie = 0;        // kRndvData, and a FIN's kSlot: the rendezvous send
   uint32_t release_lkey = 0;  // kUserWrite: the source registered for this write
 };
 
@@ -211,6 +212,8 @@ struct RdmEndpoint::Peer {
     void* context = nullptr;
     uint32_t lkey = 0;
     uint32_t writes_left = 0;
+    uint64_t recv_cookie = 0;  // the CTS's: what the FIN names
+    bool fin_posted = false;   // the FIN's WR is the engine's: its completion ends the send
   };
   std::unordered_map<uint64_t, RndvSend> rndv_sends;  // by send cookie
   struct RndvRecv {
@@ -575,8 +578,10 @@ void RdmEndpoint::fail_peer(Time now, Peer& p, OpError why, FailureCause cause,
   for (auto& w : p.waiting)
     if (w.kind != PendingSend::Kind::kControl) complete(failed(w, p));
   p.waiting.clear();
+  // A send with WRs in the engine (data WRITEs, its FIN) completes with their completions.
+  const auto in_engine = [](const Peer::RndvSend& s) { return s.writes_left > 0 || s.fin_posted; };
   for (auto& [cookie, s] : p.rndv_sends) {
-    if (s.writes_left > 0) continue;  // completes with its WRs' flushed completions
+    if (in_engine(s)) continue;
     FiCompletion c;
     c.context = s.context;
     c.kind = OpKind::kSend;
@@ -588,7 +593,7 @@ void RdmEndpoint::fail_peer(Time now, Peer& p, OpError why, FailureCause cause,
     c.cause = cause;
     complete(c);
   }
-  std::erase_if(p.rndv_sends, [](const auto& kv) { return kv.second.writes_left == 0; });
+  std::erase_if(p.rndv_sends, [&](const auto& kv) { return !in_engine(kv.second); });
   for (auto& [cookie, r] : p.rndv_recvs) {
     if (r.lkey) (void)engine_.deregister_memory(r.lkey);
     FiCompletion c;
@@ -690,7 +695,13 @@ void RdmEndpoint::pump(Time now, Peer& p) {
   while (!p.waiting.empty()) {
     PendingSend& w = p.waiting.front();
     if (w.kind == PendingSend::Kind::kControl) {
+      const uint64_t wr_id = next_wr_;
       if (!send_slot(now, p, w.header, {}, 0)) break;
+      if (w.fin_of) {
+        wrs_.at(wr_id).cookie = w.fin_of;
+        if (auto s = p.rndv_sends.find(w.fin_of); s != p.rndv_sends.end())
+          s->second.fin_posted = true;
+      }
     } else if (w.kind == PendingSend::Kind::kWrite) {
       // The data, then (with remote CQ data) a slot saying so: RC order places the data
       // first. Both or neither, so check the slot's room before the write.
@@ -1099,23 +1110,9 @@ void RdmEndpoint::on_slot(Time now, Peer& p, uint32_t slot, uint64_t byte_len) {
         wrs_.emplace(next_wr_++, rec);
         ++s.writes_left;
       }
-      SlotHeader fin;
-      fin.kind = SlotKind::kFin;
-      fin.recv_cookie = h->recv_cookie;
-      PendingSend ctl;
-      ctl.kind = PendingSend::Kind::kControl;
-      ctl.header = fin;
-      p.waiting.push_back(ctl);
-      if (s.writes_left == 0) {
-        FiCompletion c;
-        c.context = s.context;
-        c.kind = OpKind::kSend;
-        c.tagged = s.tagged;
-        c.tag = s.tag;
-        c.len = s.len;
-        complete(c);
-        p.rndv_sends.erase(it);
-      }
+      s.recv_cookie = h->recv_cookie;
+      // With data, the FIN waits for its WRITEs' completions (on_engine_completion).
+      if (s.writes_left == 0) queue_fin(p, it->first, s.recv_cookie);
       break;
     }
     case SlotKind::kFin: {
@@ -1243,22 +1240,51 @@ void RdmEndpoint::on_engine_completion(Time now, const Completion& c) {
     auto s = p.rndv_sends.find(rec.cookie);
     if (s != p.rndv_sends.end() && --s->second.writes_left == 0) {
       if (s->second.lkey) (void)engine_.deregister_memory(s->second.lkey);
-      FiCompletion f;
-      f.context = s->second.context;
-      f.kind = OpKind::kSend;
-      f.tagged = s->second.tagged;
-      f.tag = s->second.tag;
-      f.len = s->second.len;
-      f.peer = p.id;
-      if (p.state == Peer::State::kFailed) {
-        f.error = p.failure.error;
-        f.cause = p.failure.cause;
-      }
-      complete(f);
-      p.rndv_sends.erase(s);
+      if (p.state == Peer::State::kFailed)
+        complete_rndv_send(p, s->first);
+      else
+        queue_fin(p, s->first, s->second.recv_cookie);
     }
   }
+  // A rendezvous send completes with its FIN: the receiver has it, so the sender's application
+  // need not drive progress any further for the receive to complete.
+  if (rec.kind == WrRecord::Kind::kSlot && rec.slot_kind == SlotKind::kFin && rec.cookie)
+    complete_rndv_send(p, rec.cookie);
   if (ok) pump(now, p);
+}
+
+void RdmEndpoint::complete_rndv_send(Peer& p, uint64_t send_cookie) {
+  auto s = p.rndv_sends.find(send_cookie);
+  if (s == p.rndv_sends.end()) return;
+  FiCompletion f;
+  f.context = s->second.context;
+  f.kind = OpKind::kSend;
+  f.tagged = s->second.tagged;
+  f.tag = s->second.tag;
+  f.len = s->second.len;
+  f.peer = p.id;
+  if (p.state == Peer::State::kFailed) {
+    f.error = p.failure.error;
+    f.cause = p.failure.cause;
+  }
+  complete(f);
+  p.rndv_sends.erase(s);
+}
+
+// The FIN of a rendezvous goes only once its data WRITEs have completed, that is once the
+// receiver's engine has acknowledged every packet of them: the receiver deregisters its buffer
+// when the FIN arrives, and its engine drops a packet for a key it no longer has before it
+// sees that the packet is one it already has, without acknowledging it. A FIN sent right
+// behind the data would let the receiver deregister while an ACK of the data was still
+// missing here (lost on a dead path); this side would then resend into the dead key, never
+// hear back, and fail the connection with its retry budget spent.
+void RdmEndpoint::queue_fin(Peer& p, uint64_t send_cookie, uint64_t recv_cookie) {
+  PendingSend ctl;
+  ctl.kind = PendingSend::Kind::kControl;
+  ctl.header.kind = SlotKind::kFin;
+  ctl.header.recv_cookie = recv_cookie;
+  ctl.fin_of = send_cookie;
+  p.waiting.push_back(ctl);
 }
 
 void RdmEndpoint::on_engine_event(Time now, const Event& e) {

@@ -5,10 +5,11 @@
 // connect request from it, creates an RC QP for it and runs the setup exchange over the setup
 // port; operations wait until the QP is ready. Messages travel as WRITE_IMMs into slots of a
 // ring the receiver registered for the sender: eager up to a slot's payload, rendezvous (RTS,
-// CTS, the data written straight into the receive buffer, FIN) above it. Receives match in
-// posting order on (peer, tagged, tag under the ignore mask), arrivals that find no receive
-// wait in order as unexpected messages; per peer, messages are matched in the order sent
-// (MRC completes WRITE_IMMs in order, and slots are consumed in sequence).
+// CTS, the data written straight into the receive buffer, FIN once that data is acknowledged)
+// above it. Receives match in posting order on (peer, tagged, tag under the ignore mask),
+// arrivals that find no receive wait in order as unexpected messages; per peer, messages are
+// matched in the order sent (MRC completes WRITE_IMMs in order, and slots are consumed in
+// sequence).
 //
 // Sans-IO like the engine it drives: the caller feeds the engine's completions
 // (on_engine_completion), setup datagrams (on_setup_datagram) and time (on_timer at
@@ -209,6 +210,9 @@ class RdmEndpoint {
   std::string qp_detail(uint32_t qpn) const;
   static std::string describe_wr(const WrRecord& r);
   void fail_on_completion(Time now, Peer& p, const std::string& op, const Completion& c);
+  void queue_fin(Peer& p, uint64_t send_cookie, uint64_t recv_cookie);
+  // Completes the rendezvous send `send_cookie` (with the peer's error if it failed).
+  void complete_rndv_send(Peer& p, uint64_t send_cookie);
 
   void enqueue(Time now, Peer& p, const PendingSend& w);
   static FiCompletion failed(const PendingSend& w, const Peer& p);

@@ -198,6 +198,31 @@ TEST(Provider, tagged__eager_and_rendezvous_messages_arrive_whole_with_their_tag
   EXPECT_EQ(r2, large);
 }
 
+// Once a rendezvous send has completed, the sender may stop calling into libfabric (fi_pingpong
+// waits on its control socket, for one): the receive completes with the receiver's progress
+// alone, every size, many times.
+TEST(Provider, tagged__a_completed_rendezvous_send_needs_no_more_sender_progress) {
+  Node a, b;
+  const fi_addr_t to_b = a.insert(b);
+  b.insert(a);
+  for (const size_t size : {size_t(16'384), size_t(20'000), size_t(100'000), size_t(1) << 20}) {
+    const auto msg = pattern(size, uint8_t(size));
+    for (int i = 0; i < 20; ++i) {
+      std::vector<uint8_t> r(size);
+      a.done.clear();
+      b.done.clear();
+      ASSERT_EQ(fi_trecv(b.ep, r.data(), r.size(), nullptr, FI_ADDR_UNSPEC, 7, 0, ctx(1)), 0);
+      ASSERT_EQ(fi_tsend(a.ep, msg.data(), msg.size(), nullptr, to_b, 7, ctx(2)), 0);
+      ASSERT_TRUE(run_until({&a, &b}, [&] { return a.done.size() == 1; })) << size;
+      ASSERT_TRUE(run_until(
+          {&b}, [&] { return b.done.size() == 1; }, 2))
+          << size << " " << i;
+      EXPECT_EQ(r, msg);
+    }
+  }
+  EXPECT_TRUE(a.errors.empty() && b.errors.empty());
+}
+
 TEST(Provider, inject__copies_the_buffer_and_reports_nothing_and_sendmsg_inject_reports) {
   Node a, b;
   const fi_addr_t to_b = a.insert(b);

@@ -589,6 +589,50 @@ TEST(RdmEndpoint, failure__a_qp_error_event_without_completions_fails_the_peer) 
   EXPECT_EQ(h.ep(1).counters().peers_failed, 0u);
 }
 
+// The ACKs of a rendezvous message's data are lost for a while (from just after the receiver
+// sends its CTS). The receiver deregisters its buffer when the FIN arrives; its engine drops
+// a resent data packet for a key it no longer has without acknowledging it, so a FIN that
+// went out before the data was acknowledged would leave the sender resending into a dead key
+// until its retry budget ran out. The FIN follows the data's acknowledgement instead, and the
+// send completes with the FIN's: both operations complete, the data intact, and no packet
+// meets a dead key.
+TEST(RdmEndpoint, rendezvous__lost_data_acks_do_not_strand_the_sender_on_a_deregistered_buffer) {
+  Harness h(2);
+  const uint32_t to1 = h.peer(0, 1);
+  const auto big = pattern(100'000, 11);
+  std::vector<uint8_t> got(big.size());
+  Time cts_sent = kNever;
+  h.net().set_tap([&](const testnet::TapRecord& t) {
+    if (t.point == testnet::TapPoint::kSend && t.from_host == 1 &&
+        t.kind == testnet::PacketKind::kData && cts_sent == kNever)
+      cts_sent = t.time;  // host 1's first data packet: the CTS
+  });
+  ASSERT_TRUE(h.ep(1).recv(0, std::nullopt, got.data(), got.size(), true, 4, 0, ctx(9)));
+  ASSERT_TRUE(h.ep(0).send(0, to1, big.data(), big.size(), true, 4, std::nullopt, ctx(1)));
+  h.after_input(0);
+  h.net().run_until(ms(100), [&] { return cts_sent != kNever; });
+  ASSERT_NE(cts_sent, kNever);
+  // The RTS's ACK left with the CTS; the data's ACKs leave a one-way delay later at least.
+  testnet::PathFault lose_acks;
+  lose_acks.match.from_host = 1;
+  lose_acks.match.kind = testnet::PacketKind::kAck;
+  lose_acks.from = cts_sent + us(1);
+  lose_acks.until = cts_sent + ms(40);
+  lose_acks.blackhole = true;
+  h.net().add_path_fault(lose_acks);
+  ASSERT_TRUE(h.run_until_done(0, 1, h.net().now() + 30 * kPicosPerSecond));
+  // The send completes with its FIN, which the receiver had by then: a sender that stops
+  // driving its endpoint after the completion leaves nothing undelivered.
+  ASSERT_EQ(h.done(1).size(), 1u);
+  EXPECT_EQ(h.done(1)[0].error, OpError::kNone) << op_error_text(h.done(1)[0].error);
+  EXPECT_EQ(h.done(1)[0].len, big.size());
+  EXPECT_EQ(got, big);
+  EXPECT_EQ(h.done(0)[0].error, OpError::kNone) << op_error_text(h.done(0)[0].error);
+  EXPECT_EQ(h.ep(0).failure(to1), nullptr) << h.ep(0).failure(to1)->text;
+  EXPECT_GT(h.net().counters().dropped_blackhole, 0u);  // the fault did take ACKs
+  EXPECT_EQ(h.net().engine(1).counters().drops[int(DropReason::kBadRkey)], 0u);
+}
+
 TEST(RdmEndpoint, cancel__a_posted_receive_completes_canceled_and_bad_arguments_change_nothing) {
   Harness h(2);
   uint64_t v = 0;
