@@ -383,6 +383,28 @@ def fig06(sec, docs, run, instant, control):
                "come back).", [run, instant, control], "Figs 6-7")
 
 
+def points_section(sec, title, alt, img, paper, here, pts, whys, runs, fig_id):
+    """A figure checked point by point: pts are (the paper's point, holds?, what we measured); whys gives, by
+    point index, the measured reason a point does not hold."""
+    n_ok = sum(1 for _, ok, _ in pts if ok)
+    verdict = "agree" if n_ok == len(pts) else ("partly" if n_ok else "disagree")
+    sec.w(f"### {title}")
+    sec.w()
+    sec.w(f"![{alt}]({img})")
+    sec.w()
+    sec.w(f"**Paper:** {paper}")
+    sec.w()
+    sec.w(f"**Here:** {here}\n\n" +
+          table_md(["the paper's point", "here", "holds?"], [[p, m, "yes" if ok else "no"] for p, ok, m in pts]))
+    sec.w()
+    sec.w(f"**Verdict: {verdict}.** {n_ok} of {len(pts)} points hold." +
+          "".join(f" {whys[i]}" for i, (_, ok, _) in enumerate(pts) if not ok and i in whys))
+    sec.w()
+    sec.w("Runs: " + "; ".join(r.cmd() for r in runs) + ".")
+    sec.w()
+    sec.summary.append((fig_id, verdict))
+
+
 def fig18(sec, docs, runs):
     by = {r.id: r for r in runs}
     panels = [("MRC, 1 QP", by["fig18-mrc-dcqcn1"], "mrc"),
@@ -455,31 +477,18 @@ def fig18(sec, docs, runs):
                "DCQCN cuts depends on its profile (the paper's appendix, Fig 22: profile-dependent), which is not "
                "public; ours runs the 55-us timers of Zhu et al. MRC sprays every packet over the four spines and "
                "trims, so no link into rack 0 stays congested."}
-    n_ok = sum(1 for _, ok, _ in pts if ok)
-    verdict = "agree" if n_ok == len(pts) else ("partly" if n_ok else "disagree")
-    sec.w("### Figs 18 and 21: collateral damage of an incast, RoCEv2 (PFC, DCQCN) against MRC")
-    sec.w()
-    sec.w(f"![Figs 18 and 21]({img})")
-    sec.w()
-    sec.w("**Paper:** on a single-plane 400G testbed (4 racks of 4, 4 spines), a cross-spine 7-to-1 incast runs "
-          "beside a victim connection to an idle host in the incast target's rack. With PFC alone the victim is "
-          "pulled down to not much more than an incast flow's rate (Fig 21); DCQCN helps but is not sufficient: "
-          "with 1 QP the victim loses about 25 %, with 8-10 QPs less on average but with one-second intervals at "
-          "a quarter of its rate; MRC shares the bottleneck almost perfectly among the incast flows and has no "
-          "impact on the victim (Fig 18).")
-    sec.w()
-    sec.w(f"**Here:** the victim's and the incast flows' throughput over the second half of the {end / 1e3:g}-ms "
-          "streams (100-us samples; DCQCN's rates climb back for milliseconds after the start):\n\n" +
-          table_md(["configuration", "victim mean Gb/s", "victim lowest sample", "incast flow min", "incast mean",
-                    "incast max", "incast total"], rows) +
-          "\n\n" + table_md(["the paper's point", "here", "holds?"], [[p, m_, "yes" if ok else "no"] for p, ok, m_ in pts]))
-    sec.w()
-    sec.w(f"**Verdict: {verdict}.** {n_ok} of {len(pts)} points hold." +
-          "".join(f" {whys[i]}" for i, (_, ok, _) in enumerate(pts) if not ok and i in whys))
-    sec.w()
-    sec.w("Runs: " + "; ".join(r.cmd() for r in runs) + ".")
-    sec.w()
-    sec.summary.append(("Figs 18, 21", verdict))
+    points_section(
+        sec, "Figs 18 and 21: collateral damage of an incast, RoCEv2 (PFC, DCQCN) against MRC", "Figs 18 and 21", img,
+        "on a single-plane 400G testbed (4 racks of 4, 4 spines), a cross-spine 7-to-1 incast runs beside a victim "
+        "connection to an idle host in the incast target's rack. With PFC alone the victim is pulled down to not "
+        "much more than an incast flow's rate (Fig 21); DCQCN helps but is not sufficient: with 1 QP the victim "
+        "loses about 25 %, with 8-10 QPs less on average but with one-second intervals at a quarter of its rate; "
+        "MRC shares the bottleneck almost perfectly among the incast flows and has no impact on the victim (Fig 18).",
+        f"the victim's and the incast flows' throughput over the second half of the {end / 1e3:g}-ms streams "
+        "(100-us samples; DCQCN's rates climb back for milliseconds after the start):\n\n"
+        + table_md(["configuration", "victim mean Gb/s", "victim lowest sample", "incast flow min", "incast mean",
+                    "incast max", "incast total"], rows),
+        pts, whys, runs, "Figs 18, 21")
 
 
 def fig04(sec, docs, run, control):
@@ -1253,29 +1262,17 @@ def fig20(sec, docs, runs):
                "uplinks are not refilled fast enough; more time (the 20-ms stream is ~360 rate-increase periods; "
                "the paper ran 80 s) or another DCQCN profile might "
                "close the gap, which the paper's appendix (Fig 22) shows to be profile-dependent."}
-    n_ok = sum(1 for _, ok, _ in pts if ok)
-    verdict = "agree" if n_ok == len(pts) else ("partly" if n_ok else "disagree")
-    sec.w("### Fig 20: 8-host permutation across racks, RoCE with 1 and 8 QPs, PFC or DCQCN, and MRC")
-    sec.w()
-    sec.w(f"![Fig 20]({img})")
-    sec.w()
-    sec.w("**Paper:** on a single-plane 400G testbed where two racks stream one-to-one to the other two, "
-          "RoCE at one QP leaves some flows at a half or a third of line rate (ECMP collisions), with PFC alone "
-          "or with DCQCN; 8 QPs help only marginally with PFC alone (PFC throttles the whole sending NIC) but "
-          "reach line rate with DCQCN; MRC at one QP gets ~390 Gb/s for every flow.")
-    sec.w()
-    sec.w("**Here:** per-flow throughput over the second half of the streams (DCQCN's rate increases "
-          "run on 55-us timers that do not shrink with the timeline):\n\n" +
-          table_md(["configuration", "slowest flow Gb/s", "mean", "fastest", "flows < 80 % of 390",
-                    "uplink use (racks 0-1)"], rows) +
-          "\n\n" + table_md(["the paper's point", "here", "holds?"], [[p, m, "yes" if ok else "no"] for p, ok, m in pts]))
-    sec.w()
-    sec.w(f"**Verdict: {verdict}.** {n_ok} of {len(pts)} points hold." +
-          "".join(f" {whys[i]}" for i, (_, ok, _) in enumerate(pts) if not ok and i in whys))
-    sec.w()
-    sec.w("Runs: " + "; ".join(r.cmd() for r in runs) + ".")
-    sec.w()
-    sec.summary.append(("Fig 20", verdict))
+    points_section(
+        sec, "Fig 20: 8-host permutation across racks, RoCE with 1 and 8 QPs, PFC or DCQCN, and MRC", "Fig 20", img,
+        "on a single-plane 400G testbed where two racks stream one-to-one to the other two, RoCE at one QP leaves "
+        "some flows at a half or a third of line rate (ECMP collisions), with PFC alone or with DCQCN; 8 QPs help "
+        "only marginally with PFC alone (PFC throttles the whole sending NIC) but reach line rate with DCQCN; MRC "
+        "at one QP gets ~390 Gb/s for every flow.",
+        "per-flow throughput over the second half of the streams (DCQCN's rate increases run on 55-us timers that "
+        "do not shrink with the timeline):\n\n"
+        + table_md(["configuration", "slowest flow Gb/s", "mean", "fastest", "flows < 80 % of 390",
+                    "uplink use (racks 0-1)"], rows),
+        pts, whys, runs, "Fig 20")
 
 
 def main():
