@@ -1331,12 +1331,12 @@ def main():
         fig16(sec, a.docs, by("fig16"))
     if by("fig17"):
         fig17(sec, a.docs, by("fig17"))
-    if by("fig20"):
-        fig20(sec, a.docs, by("fig20"))
-    if one("fig19a"):
-        fig19(sec, a.docs, [one(x) for x in FIG19])
     if one("fig18-mrc-dcqcn1"):
         fig18(sec, a.docs, [one(rid) for rid, _ in FIG18_RUNS])
+    if one("fig19a"):
+        fig19(sec, a.docs, [one(x) for x in FIG19])
+    if by("fig20"):
+        fig20(sec, a.docs, by("fig20"))
     if one("sec4-lossy-link-alone"):
         sec4(sec, a.docs, one("sec4-lossy-link-alone"), one("sec4-lossy-link-denylist"))
 
