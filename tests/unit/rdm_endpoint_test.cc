@@ -172,6 +172,21 @@ void* ctx(uintptr_t v) {
   return reinterpret_cast<void*>(v);
 }
 
+// Host 0 sends host 1 one 8-byte message (context 1) that a receive posted there (context 9)
+// takes: afterwards the connection is up and idle. `v` and `r` are the buffers, `to1` host 0's
+// name for host 1.
+::testing::AssertionResult one_message_0_to_1(Harness& h, uint32_t to1, uint64_t& v, uint64_t& r) {
+  if (!h.ep(1).recv(0, std::nullopt, &r, 8, true, 1, 0, ctx(9)))
+    return ::testing::AssertionFailure() << "recv";
+  if (!h.ep(0).send(0, to1, &v, 8, true, 1, std::nullopt, ctx(1)))
+    return ::testing::AssertionFailure() << "send";
+  h.after_input(0);
+  if (!h.run_until_done(1, 1)) return ::testing::AssertionFailure() << "host 1 did not receive";
+  if (!h.run_until_done(0, 1))
+    return ::testing::AssertionFailure() << "host 0's send did not complete";
+  return ::testing::AssertionSuccess();
+}
+
 TEST(RdmEndpoint, send__eager_and_rendezvous_messages_arrive_whole_and_in_order) {
   Harness h(2);
   const uint32_t to1 = h.peer(0, 1);
@@ -452,11 +467,7 @@ TEST(RdmEndpoint, send__a_connection_that_dies_completes_everything_with_an_erro
   Harness h(2);
   const uint32_t to1 = h.peer(0, 1);
   uint64_t v = 5, r = 0;
-  ASSERT_TRUE(h.ep(1).recv(0, std::nullopt, &r, 8, true, 1, 0, ctx(9)));
-  ASSERT_TRUE(h.ep(0).send(0, to1, &v, 8, true, 1, std::nullopt, ctx(1)));
-  h.after_input(0);
-  ASSERT_TRUE(h.run_until_done(1, 1));
-  ASSERT_TRUE(h.run_until_done(0, 1));
+  ASSERT_TRUE(one_message_0_to_1(h, to1, v, r));
   // Every port of host 1 goes down for good: the next messages can never be acknowledged.
   for (uint8_t p = 0; p < 2; ++p)
     h.net().add_port_fault({1, p, h.net().now(), kNever});
@@ -480,11 +491,7 @@ TEST(RdmEndpoint, failure__the_first_error_is_the_cause_and_flushes_after_it_do_
   Harness h(2);
   const uint32_t to1 = h.peer(0, 1);
   uint64_t v = 5, r = 0, never = 0;
-  ASSERT_TRUE(h.ep(1).recv(0, std::nullopt, &r, 8, true, 1, 0, ctx(9)));
-  ASSERT_TRUE(h.ep(0).send(0, to1, &v, 8, true, 1, std::nullopt, ctx(1)));
-  h.after_input(0);
-  ASSERT_TRUE(h.run_until_done(1, 1));
-  ASSERT_TRUE(h.run_until_done(0, 1));
+  ASSERT_TRUE(one_message_0_to_1(h, to1, v, r));
   EXPECT_EQ(h.ep(0).failure(to1), nullptr);
   PeerFailure f;
   EXPECT_FALSE(h.ep(0).poll_failure(f));
@@ -565,11 +572,7 @@ TEST(RdmEndpoint, failure__a_qp_error_event_without_completions_fails_the_peer) 
   Harness h(2);
   const uint32_t to1 = h.peer(0, 1);
   uint64_t v = 5, r = 0;
-  ASSERT_TRUE(h.ep(1).recv(0, std::nullopt, &r, 8, true, 1, 0, ctx(9)));
-  ASSERT_TRUE(h.ep(0).send(0, to1, &v, 8, true, 1, std::nullopt, ctx(1)));
-  h.after_input(0);
-  ASSERT_TRUE(h.run_until_done(1, 1));
-  ASSERT_TRUE(h.run_until_done(0, 1));
+  ASSERT_TRUE(one_message_0_to_1(h, to1, v, r));
   ASSERT_FALSE(h.engine_done(0).empty());
   Event qp_error;
   qp_error.type = EventType::kQpError;
