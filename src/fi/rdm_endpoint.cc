@@ -1272,12 +1272,11 @@ void RdmEndpoint::complete_rndv_send(Peer& p, uint64_t send_cookie) {
 }
 
 // The FIN of a rendezvous goes only once its data WRITEs have completed, that is once the
-// receiver's engine has acknowledged every packet of them: the receiver deregisters its buffer
-// when the FIN arrives, and its engine drops a packet for a key it no longer has before it
-// sees that the packet is one it already has, without acknowledging it. A FIN sent right
-// behind the data would let the receiver deregister while an ACK of the data was still
-// missing here (lost on a dead path); this side would then resend into the dead key, never
-// hear back, and fail the connection with its retry budget spent.
+// receiver's engine has acknowledged every packet of them; the receiver deregisters its buffer
+// when the FIN arrives. A FIN right behind the data would work with this engine too (it
+// acknowledges a duplicate whose key is gone, docs/engine.md), saving a round trip per
+// rendezvous; waiting keeps the connection from depending on that rule, which not every RDMA
+// responder follows.
 void RdmEndpoint::queue_fin(Peer& p, uint64_t send_cookie, uint64_t recv_cookie) {
   PendingSend ctl;
   ctl.kind = PendingSend::Kind::kControl;

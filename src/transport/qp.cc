@@ -1152,18 +1152,27 @@ Status Qp::on_packet(Time now, const RxPacket& rx) {
 // ---------------------------------------------------------------------------------------
 // Responder.
 
-// The checks every data packet passes before it has any effect, a duplicate's ACK or a trimmed
-// packet's NACK included (a forged trimmed packet would otherwise make the requester resend
-// at will): framing, payload within the path MTU, rkey with remote write access and the range
-// it names (a trimmed packet's announced length, its payload being cut). Counts the drop.
-Result<const MemoryRegion*> Qp::check_data(const RxPacket& rx) {
+// The checks every data packet passes before it has any effect, a duplicate's ACK included:
+// framing (packet count and index, the payload against RETH's length unless trimmed) and
+// payload within the path MTU. Counts the drop.
+Status Qp::check_framing(const RxPacket& rx) {
   const wire::TransportPacket& t = rx.pkt;
   if (t.data.pkt_count == 0 || t.data.pkt_index >= t.data.pkt_count ||
       (!rx.trimmed && t.payload_len != t.reth.dma_len)) {
-    return fail(drop(DropReason::kInconsistent, Error::kBadExtension).error());
+    return drop(DropReason::kInconsistent, Error::kBadExtension);
   }
   if (t.reth.dma_len > mtu_ || t.payload_len > mtu_)
-    return fail(drop(DropReason::kPayloadTooLong, Error::kInvalidArgument).error());
+    return drop(DropReason::kPayloadTooLong, Error::kInvalidArgument);
+  return {};
+}
+
+// The checks a packet not received before passes on top of framing, a trimmed packet's NACK
+// included (a forged trimmed packet would otherwise make the requester resend at will): rkey
+// with remote write access and the range it names (a trimmed packet's announced length, its
+// payload being cut). Counts the drop.
+Result<const MemoryRegion*> Qp::check_data(const RxPacket& rx) {
+  const wire::TransportPacket& t = rx.pkt;
+  if (auto s = check_framing(rx); !s) return fail(s.error());
   auto region = engine_.memory().check_remote_write(t.reth.rkey, t.reth.va, t.reth.dma_len);
   if (!region) {
     ++engine_.counters_.drops[static_cast<int>(
@@ -1238,18 +1247,21 @@ Status Qp::on_data(Time now, const RxPacket& rx) {
   if (!rx_->window.acceptable(d)) {
     return drop(DropReason::kPsnOutOfWindow, Error::kPsnOutOfWindow);  // stale or beyond
   }
-  const auto region = check_data(rx);
-  if (!region) return fail(region.error());
-  // The bitmap grows here only, for a PSN inside the window but beyond the ring (unsigned:
-  // a duplicate's negative offset is beyond both).
-  rx_->window.cover(static_cast<uint32_t>(d));
-  if (d < 0 || rx_->window.received(psn)) {
-    // Received before: never placed or completed twice, but acknowledged again (the
-    // earlier ACK may have been lost).
+  if (rx_->window.arrived(d)) {
+    // Received before: never placed or completed twice, but acknowledged again (the earlier
+    // ACK may have been lost) without a look at its key, as IB responders treat a duplicate
+    // WRITE (rxe checks the PSN before the rkey and acknowledges duplicates): the application
+    // may have seen the message complete and deregistered the region since, and a withheld
+    // ACK would make the requester resend until it gives up (kRetryExceeded).
+    if (auto s = check_framing(rx); !s) return s;
     ++engine_.counters_.duplicates;
     queue_echo(now, rx, wire::AckEcho::kDuplicate);
     return {};
   }
+  const auto region = check_data(rx);
+  if (!region) return fail(region.error());
+  // The bitmap grows here only, for a PSN inside the window but beyond the ring.
+  rx_->window.cover(static_cast<uint32_t>(d));
   return accept_data(now, rx, *region);
 }
 
@@ -1257,15 +1269,17 @@ Status Qp::on_roce_data(Time now, const RxPacket& rx) {
   ensure_responder_rings();
   const int32_t d = rx_->window.offset(rx.pkt.bth.psn);
   if (!rx_->window.acceptable(d)) return drop(DropReason::kPsnOutOfWindow, Error::kPsnOutOfWindow);
-  const auto region = check_data(rx);
-  if (!region) return fail(region.error());
   if (d < 0) {
+    // Acknowledged again without a look at its key, as in on_data.
+    if (auto s = check_framing(rx); !s) return s;
     ++engine_.counters_.duplicates;
     queue_echo(now, rx, wire::AckEcho::kDuplicate);
     rx_->ack_now = true;
     engine_.mark_control(this);
     return {};
   }
+  const auto region = check_data(rx);
+  if (!region) return fail(region.error());
   if (d > 0 || rx.trimmed) {
     // RoCEv2 responders accept only the expected PSN; one NAK per gap (IBTA 9.7.5.2.2).
     ++engine_.counters_.out_of_sequence;

@@ -190,6 +190,7 @@ class Qp {
   Status drop(DropReason reason, Error error);
   Status on_data(Time now, const RxPacket& rx);
   Status on_roce_data(Time now, const RxPacket& rx);
+  Status check_framing(const RxPacket& rx);
   Result<const MemoryRegion*> check_data(const RxPacket& rx);
   Status accept_data(Time now, const RxPacket& rx, const MemoryRegion* region);
   void on_probe(Time now, const RxPacket& rx);

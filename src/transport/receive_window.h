@@ -76,6 +76,14 @@ class ReceiveWindow {
     const uint32_t i = psn & bits_mask_;
     return (bits_[i >> 6] >> (i & 63)) & 1;
   }
+  // Whether the PSN `offset` ahead of base() (an acceptable offset) arrived before: every PSN
+  // behind the base did, and none beyond the ring (a PSN beyond it makes the ring grow first,
+  // so its bit there would alias another PSN's). Needs no cover().
+  bool arrived(int32_t offset) const {
+    if (offset < 0) return true;
+    if (static_cast<uint32_t>(offset) > bits_mask_) return false;
+    return received(psn_add(base_, offset));
+  }
   // Marks `psn` received with `bytes` of payload; true if it was base(), which then advanced.
   bool mark_received(uint32_t psn, uint32_t bytes);
 

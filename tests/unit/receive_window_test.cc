@@ -46,6 +46,19 @@ TEST(ReceiveWindow, mark_received__advances_the_base_over_what_arrived) {
   EXPECT_EQ(w.received_bytes(), 300u);
 }
 
+TEST(ReceiveWindow, arrived__behind_the_base_always_beyond_the_ring_never) {
+  ReceiveWindow w = make();
+  ASSERT_TRUE(w.mark_received(0, 100));
+  EXPECT_FALSE(w.mark_received(2, 100));
+  EXPECT_TRUE(w.arrived(-1));  // PSN 0, behind the base
+  EXPECT_FALSE(w.arrived(0));  // PSN 1, the hole
+  EXPECT_TRUE(w.arrived(1));   // PSN 2
+  // PSN 2 + the ring size shares PSN 2's bit but never arrived (the ring was not grown).
+  const int32_t ring = 64;  // make(): allocate(4), one word of bits
+  EXPECT_FALSE(w.arrived(1 + ring));
+  EXPECT_TRUE(w.received(2 + ring));  // what received() alone would say
+}
+
 TEST(ReceiveWindow, cover__grows_the_bitmap_keeping_what_arrived) {
   ReceiveWindow w = make(1024, kPsnMask - 10);  // the window wraps the PSN space
   const size_t before = w.ring_bytes();
