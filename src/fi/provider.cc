@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -47,6 +48,7 @@
 #include "fi/rdm_endpoint.h"
 #include "net/fabric.h"
 #include "net/netns_exec.h"
+#include "net/qlog_file.h"
 #include "net/sockets.h"
 #include "net/udp_driver.h"
 
@@ -78,6 +80,7 @@ struct Settings {
   int evs_per_plane = 8;
   int base_rtt_us = int(net::kSoftwarePathBaseRtt / us(1));
   int mpr = net::kSoftwarePathMpr;
+  std::string qlog;  // the engine's event log: <qlog>.<pid>-<domain>.jsonl (empty: none)
 };
 
 Settings read_settings() {
@@ -96,6 +99,8 @@ Settings read_settings() {
   if (fi_param_get_int(&g_provider, "evs_per_plane", &v) == FI_SUCCESS) s.evs_per_plane = v;
   if (fi_param_get_int(&g_provider, "base_rtt_us", &v) == FI_SUCCESS) s.base_rtt_us = v;
   if (fi_param_get_int(&g_provider, "mpr", &v) == FI_SUCCESS) s.mpr = v;
+  text = nullptr;
+  if (fi_param_get_str(&g_provider, "qlog", &text) == FI_SUCCESS && text) s.qlog = text;
   return s;
 }
 
@@ -222,6 +227,7 @@ struct Domain {
   fid_domain dom{};
   std::mutex mu;
   Settings settings;
+  std::unique_ptr<net::QlogFile> qlog;  // declared before the engine: outlives its use
   std::unique_ptr<Engine> engine;
   std::unique_ptr<net::UdpDriver> driver;
   net::UniqueFd setup;
@@ -1185,6 +1191,15 @@ NetResult<std::unique_ptr<Domain>> open_domain(const Settings& s) {
   auto ec = net::session_engine_config(sc);
   if (!ec) return std::unexpected(ec.error());
   dom->engine = std::make_unique<Engine>(*ec);
+  if (!s.qlog.empty()) {
+    // One file per domain: a process may open several (each its own engine).
+    static std::atomic<unsigned> domains{0};
+    auto q = net::QlogFile::open(s.qlog + "." + std::to_string(::getpid()) + "-" +
+                                 std::to_string(domains++) + ".jsonl");
+    if (!q) return std::unexpected(q.error());
+    dom->qlog = std::move(*q);
+    dom->engine->set_event_log(dom->qlog.get());
+  }
   // On a namespace fabric the sockets are opened in the host's namespace (and stay there), so
   // that ranks mpirun starts in the root namespace reach the fabric.
   auto open_sockets = [&]() -> NetStatus {
@@ -1523,5 +1538,9 @@ extern "C" FI_EXT_INI {
                   "path's scheduling delay)");
   fi_param_define(&g_provider, "mpr", FI_PARAM_INT,
                   "outstanding PSNs per connection, units of 128 (default 16)");
+  fi_param_define(
+      &g_provider, "qlog", FI_PARAM_STRING,
+      "write the engine's event log (JSON lines; docs/engine.md, \"Event log\") to "
+      "<qlog>.<pid>-<domain>.jsonl, the domains a process opens counted from 0 (default: none)");
   return &g_provider;
 }

@@ -13,7 +13,10 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -196,6 +199,38 @@ TEST(Provider, tagged__eager_and_rendezvous_messages_arrive_whole_with_their_tag
   EXPECT_EQ(r1, small);
   EXPECT_EQ(b.done[1].op_context, ctx(2));
   EXPECT_EQ(r2, large);
+}
+
+// FI_MRC_QLOG: each domain writes its engine's event log to a file of its own.
+TEST(Provider, qlog__each_domain_writes_its_engines_events_to_its_own_file) {
+  char dir[] = "/tmp/mrc-fi-qlog.XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string prefix = std::string(dir) + "/q";
+  setenv("FI_MRC_QLOG", prefix.c_str(), 1);
+  {
+    Node a, b;
+    unsetenv("FI_MRC_QLOG");
+    const fi_addr_t to_b = a.insert(b);
+    b.insert(a);
+    const auto msg = pattern(100, 3);
+    std::vector<uint8_t> got(msg.size());
+    ASSERT_EQ(fi_trecv(b.ep, got.data(), got.size(), nullptr, FI_ADDR_UNSPEC, 1, 0, ctx(1)), 0);
+    ASSERT_EQ(fi_tsend(a.ep, msg.data(), msg.size(), nullptr, to_b, 1, ctx(2)), 0);
+    ASSERT_TRUE(run_until({&a, &b}, [&] { return a.done.size() == 1 && b.done.size() == 1; }));
+    EXPECT_EQ(got, msg);
+  }
+  unsetenv("FI_MRC_QLOG");
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    files.push_back(e.path().string());
+  ASSERT_EQ(files.size(), 2u);
+  for (const std::string& f : files) {
+    std::ifstream in(f);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("\"event\":\"packet_sent\""), std::string::npos) << f;
+    EXPECT_NE(text.find("\"event\":\"packet_received\""), std::string::npos) << f;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // Once a rendezvous send has completed, the sender may stop calling into libfabric (fi_pingpong
