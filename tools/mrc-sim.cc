@@ -123,12 +123,14 @@ bool ecn_last_hop_on(const TransportResult& r) {
 
 // A key's value as summary.json echoes it: durations and rates with their unit, sizes and
 // counts as integers, "auto" where the key takes it.
-json key_json(const KeySpec& k, const KeyValue& v) {
+template <class R>
+json key_json(const BasicKeySpec<R>& k, const KeyValue& v) {
   if (std::holds_alternative<std::monostate>(v)) return "auto";
   if (const bool* x = std::get_if<bool>(&v)) return *x;
   if (const double* x = std::get_if<double>(&v)) return *x;
   if (const std::string* x = std::get_if<std::string>(&v)) return *x;
   if (const auto* x = std::get_if<std::vector<std::string>>(&v)) return *x;
+  if (const auto* x = std::get_if<std::vector<uint64_t>>(&v)) return *x;
   if (const auto* x = std::get_if<std::map<std::string, uint64_t>>(&v)) {
     json o = json::object();
     for (const auto& [key, n] : *x)
@@ -141,92 +143,38 @@ json key_json(const KeySpec& k, const KeyValue& v) {
   return n;
 }
 
-// Every key of a section of the schema that applies to the scenario.
-json section_json(std::string_view section, const Scenario& sc) {
+// Every key of a section of the schema that applies to the record (arrays of tables are the
+// caller's).
+template <class R>
+json record_json(const BasicSectionSpec<R>& s, const R& rec) {
   json j = json::object();
-  for (const KeySpec& k : schema_section(section)->keys)
-    if (!k.applies || k.applies(sc)) j[std::string(k.name)] = key_json(k, k.get(sc));
+  for (const BasicKeySpec<R>& k : s.keys)
+    if (k.type != KeyType::kTables && key_applies(s, k, rec))
+      j[std::string(k.name)] = key_json(k, k.get(rec));
   return j;
 }
 
 json echo_config(const Scenario& sc) {
   json j;
-  for (const char* section : {"topo", "switch", "transport", "denylist"})
-    j[section] = section_json(section, sc);
+  for (const char* section : {"topo", "switch", "transport", "denylist", "workload", "run"})
+    j[section] = record_json(*schema_section(section), sc);
   const WorkloadConfig& w = sc.workload;
-  json wj = {{"kind", workload_kind_name(w.kind)}};
-  using K = WorkloadConfig;
-  if (w.kind != K::kHtsim) {
-    wj["size"] = w.size;
-    wj["start"] = format_duration(w.start);
+  // The file's name only: summary.json is compared across machines and checkouts.
+  if (w.kind == WorkloadConfig::kHtsim)
+    j["workload"]["file"] = std::filesystem::path(w.file).filename().string();
+  if (w.kind == WorkloadConfig::kFlows) {
+    json flows = json::array();
+    for (const WorkloadConfig::Flow& f : w.flow_list)
+      flows.push_back(record_json(flow_schema(), f));
+    j["workload"]["flow"] = flows;
   }
-  if (w.kind == K::kUniform) {
-    wj["flows"] = w.flows;
-    wj["spread"] = format_duration(w.spread);
-  }
-  if (w.kind == K::kIncast) {
-    wj["senders"] = w.senders;
-    wj["dst"] = w.dst;
-  }
-  if (w.kind == K::kAllToAll || w.kind == K::kAllReduce || w.kind == K::kTraining) {
-    wj["ranks"] = w.ranks;
-    if (!w.group.empty()) wj["group"] = w.group;
-  }
-  if (w.kind == K::kAllReduce || w.kind == K::kTraining) {
-    wj["algorithm"] = allreduce_algorithm_name(w.algorithm);
-    if (w.algorithm == K::kRing2d) wj["row"] = w.row;
-  }
-  if (w.kind == K::kTraining) {
-    wj["iterations"] = w.iterations;
-    wj["compute"] = format_duration(w.compute);
-  }
-  if (w.kind == K::kHtsim) wj["file"] = std::filesystem::path(w.file).filename().string();
-  if (w.kind == K::kSteady) {
-    wj["ranks"] = w.ranks;
-    if (!w.group.empty()) wj["group"] = w.group;
-    wj["until"] = format_duration(w.until);
-  }
-  if (w.kind == K::kSteady || w.kind == K::kFlows) wj["depth"] = w.depth;
-  if (w.kind == K::kFlows) {
-    json fl = json::array();
-    for (const WorkloadConfig::Flow& f : w.flow_list) {
-      json fj = {{"src", f.src},
-                 {"dst", f.dst},
-                 {"size", f.size},
-                 {"start", format_duration(f.start)},
-                 {"until", format_duration(f.until)}};
-      if (!f.path_names.empty()) fj["paths"] = f.path_names;
-      fl.push_back(fj);
-    }
-    wj["flow"] = fl;
-  }
-  j["workload"] = wj;
   json faults = json::array();
   for (const FaultConfig& f : sc.faults) {
-    json fj = {
-        {"kind", fault_kind_name(f.kind)}, {"target", f.target}, {"at", format_duration(f.at)}};
-    if (f.until != kNever) fj["until"] = format_duration(f.until);
-    if (f.kind == FaultConfig::kSwitchReboot) fj["duration"] = format_duration(f.duration);
-    if (f.kind == FaultConfig::kFlap) {
-      fj["period"] = format_duration(f.period);
-      fj["count"] = f.count;
-    }
-    if (f.nic_detect > 0) fj["nic_detect"] = format_duration(f.nic_detect);
-    if (f.kind == FaultConfig::kGrayLoss) fj["probability"] = f.probability;
-    if (f.kind == FaultConfig::kDegrade) fj["rate"] = format_rate(f.rate_bps);
-    if (f.kind == FaultConfig::kPathLoss) {
-      fj["src"] = f.src;
-      fj["dst"] = f.dst;
-      fj["probability"] = f.probability;
-    }
-    if (f.kind == FaultConfig::kBlackholeReboot) {
-      fj["reboot_at"] = format_duration(f.reboot_at);
-      fj["duration"] = format_duration(f.duration);
-    }
+    json fj = record_json(fault_schema(), f);
+    fj["target"] = f.target;  // what it acts on as written, whichever key named it
     faults.push_back(fj);
   }
   j["faults"] = faults;
-  j["run"] = section_json("run", sc);
   return j;
 }
 

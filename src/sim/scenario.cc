@@ -61,28 +61,11 @@ std::string_view default_scenario_toml() {
 
 // ---- names ---------------------------------------------------------------------------------
 
+// The names are the choices of each section's `kind` key (sim/scenario_schema.h), in the
+// order of the enums.
 const char* workload_kind_name(WorkloadConfig::Kind k) {
-  switch (k) {
-    case WorkloadConfig::kPermutation:
-      return "permutation";
-    case WorkloadConfig::kUniform:
-      return "uniform";
-    case WorkloadConfig::kIncast:
-      return "incast";
-    case WorkloadConfig::kAllToAll:
-      return "all_to_all";
-    case WorkloadConfig::kAllReduce:
-      return "allreduce";
-    case WorkloadConfig::kTraining:
-      return "training";
-    case WorkloadConfig::kHtsim:
-      return "htsim";
-    case WorkloadConfig::kSteady:
-      return "steady";
-    case WorkloadConfig::kFlows:
-      return "flows";
-  }
-  return "unknown";
+  const auto& names = find_key(*schema_section("workload"), "kind")->choices;
+  return k < names.size() ? names[k].data() : "unknown";
 }
 
 const char* allreduce_algorithm_name(WorkloadConfig::Algorithm a) {
@@ -90,29 +73,8 @@ const char* allreduce_algorithm_name(WorkloadConfig::Algorithm a) {
 }
 
 const char* fault_kind_name(FaultConfig::Kind k) {
-  switch (k) {
-    case FaultConfig::kLinkDown:
-      return "link_down";
-    case FaultConfig::kLinkUp:
-      return "link_up";
-    case FaultConfig::kSwitchReboot:
-      return "switch_reboot";
-    case FaultConfig::kBlackhole:
-      return "blackhole";
-    case FaultConfig::kBlackholeSwitch:
-      return "blackhole_switch";
-    case FaultConfig::kGrayLoss:
-      return "gray_loss";
-    case FaultConfig::kDegrade:
-      return "degrade";
-    case FaultConfig::kFlap:
-      return "flap";
-    case FaultConfig::kPathLoss:
-      return "path_loss";
-    case FaultConfig::kBlackholeReboot:
-      return "blackhole_reboot";
-  }
-  return "unknown";
+  const auto& names = find_key(fault_schema(), "kind")->choices;
+  return k < names.size() ? names[k].data() : "unknown";
 }
 
 namespace {
@@ -675,7 +637,8 @@ SimResult<const toml::table*> subtable(TableReader& r, std::string_view key) {
 }
 
 // One key of the schema (scenario_schema.h): absent keeps the value `sc` has.
-SimStatus read_key(TableReader& r, const KeySpec& k, Scenario& sc) {
+template <class R>
+SimStatus read_key(TableReader& r, const BasicKeySpec<R>& k, R& sc) {
   const toml::node* n = r.node(k.name);
   if (!n) return {};
   if (k.auto_ok && n->is_string() && n->as_string()->get() == "auto") {
@@ -749,6 +712,7 @@ SimStatus read_key(TableReader& r, const KeySpec& k, Scenario& sc) {
       return {};
     }
     case KeyType::kCustom:
+    case KeyType::kTables:
       return {};  // the section's reader reads it
   }
   k.set(sc, u);
@@ -766,6 +730,57 @@ SimStatus read_keys(TableReader& r, std::string_view section, Scenario& sc,
                     std::initializer_list<std::string_view> skip = {}) {
   for (const KeySpec& k : schema_section(section)->keys)
     if (std::find(skip.begin(), skip.end(), k.name) == skip.end()) TRY(read_key(r, k, sc));
+  return {};
+}
+
+// Every key of section `s` into `rec` but those in `skip` (read by the caller).
+template <class R>
+SimStatus read_record_keys(TableReader& r, const BasicSectionSpec<R>& s, R& rec,
+                           std::initializer_list<std::string_view> skip = {}) {
+  for (const BasicKeySpec<R>& k : s.keys)
+    if (std::find(skip.begin(), skip.end(), k.name) == skip.end()) TRY(read_key(r, k, rec));
+  return {};
+}
+
+// The `kind` of a section that has one: required, one of its choices.
+template <class R>
+SimStatus read_kind(TableReader& r, const BasicSectionSpec<R>& s, R& rec) {
+  const BasicKeySpec<R>& k = *find_key(s, "kind");
+  if (!r.has("kind")) {
+    r.allow("kind");
+    std::string list;
+    for (std::string_view c : k.choices)
+      list += (list.empty() ? "" : ", ") + std::string(c);
+    return r.missing("kind", "one of " + list);
+  }
+  return read_key(r, k, rec);
+}
+
+// The schema's rules on which keys a record takes (scenario_schema.h): a key given for
+// another kind is refused, naming the kinds it is for (`subject`: "workload kind 'uniform'",
+// "a flap fault"); a key the record or its kind requires is asked for, with its doc. `skip`:
+// keys whose rules the caller checks with messages of its own.
+template <class R>
+SimStatus check_key_rules(TableReader& r, const BasicSectionSpec<R>& s, const R& rec,
+                          const std::string& subject,
+                          std::initializer_list<std::string_view> skip = {}) {
+  const std::string kind = record_kind(s, rec);
+  for (const BasicKeySpec<R>& k : s.keys) {
+    if (std::find(skip.begin(), skip.end(), k.name) != skip.end()) continue;
+    r.allow(k.name);
+    const bool for_kind =
+        k.kinds.empty() || std::find(k.kinds.begin(), k.kinds.end(), kind) != k.kinds.end();
+    if (!for_kind && r.has(k.name)) {
+      std::string list;
+      for (std::string_view x : k.kinds)
+        list += (list.empty() ? "" : ", ") + std::string(x);
+      return r.err(k.name, r.node(k.name),
+                   "does not apply to " + subject + " (it is for: " + list + ")");
+    }
+    const bool needed = k.required || std::find(k.required_for.begin(), k.required_for.end(),
+                                                kind) != k.required_for.end();
+    if (needed && !r.has(k.name)) return r.missing(k.name, std::string(k.doc));
+  }
   return {};
 }
 
@@ -835,27 +850,17 @@ SimStatus read_transport(TableReader& r, Scenario& sc) {
   return r.finish();
 }
 
-constexpr std::initializer_list<const char*> kWorkloadKinds = {
-    "permutation", "uniform", "incast", "all_to_all", "allreduce",
-    "training",    "htsim",   "steady", "flows"};
-
 SimResult<PathRef> parse_path_name(std::string_view s);
 
 // One [[workload.flow]] entry.
 SimStatus read_flow_entry(TableReader& r, WorkloadConfig::Flow& f) {
-  for (const char* key : {"src", "dst"}) {
-    r.allow(key);
-    if (!r.has(key)) return r.missing(key, "a host number");
-  }
-  TRY(r.uint("src", f.src));
-  TRY(r.uint("dst", f.dst));
+  const FlowSectionSpec& s = flow_schema();
+  TRY(check_key_rules(r, s, f, "a flow"));
+  TRY(read_record_keys(r, s, f));
   if (f.src == f.dst) return r.err("dst", r.node("dst"), "must differ from 'src'");
-  TRY(r.size("size", f.size));
   if (r.has("size") && f.size == 0) return r.err("size", r.node("size"), "size must be > 0");
   if (f.size > kMaxFlowBytes)
     return r.err("size", r.node("size"), "a flow carries at most 2 GiB (one QP message)");
-  TRY(r.duration("start", f.start));
-  TRY(r.duration("until", f.until));
   if (const toml::node* n = r.node("paths")) {
     const std::string what =
         "a non-empty array of paths, the spines their EVs name, like "
@@ -873,64 +878,19 @@ SimStatus read_flow_entry(TableReader& r, WorkloadConfig::Flow& f) {
   return r.finish();
 }
 
-SimStatus read_workload(TableReader& r, WorkloadConfig& w, const std::string& base_dir) {
-  if (!r.has("kind")) {
-    r.allow("kind");
-    std::string list;
-    for (const char* c : kWorkloadKinds)
-      list += std::string(list.empty() ? "" : ", ") + c;
-    return r.missing("kind", "one of " + list);
-  }
-  size_t k = 0;
-  TRY(r.choice("kind", kWorkloadKinds, k));
-  w.kind = static_cast<WorkloadConfig::Kind>(k);
-  const std::string kind = workload_kind_name(w.kind);
-  // Which keys apply to which kind.
-  auto only = [&](std::string_view key,
-                  std::initializer_list<WorkloadConfig::Kind> ks) -> SimStatus {
-    if (!r.has(key)) return {};
-    for (auto x : ks)
-      if (x == w.kind) return {};
-    std::string list;
-    for (auto x : ks)
-      list += std::string(list.empty() ? "" : ", ") + workload_kind_name(x);
-    r.allow(key);
-    return r.err(key, r.node(key),
-                 "does not apply to workload kind '" + kind + "' (it is for: " + list + ")");
-  };
+SimStatus read_workload(TableReader& r, Scenario& sc, const std::string& base_dir) {
+  const SectionSpec& s = *schema_section("workload");
+  TRY(read_kind(r, s, sc));
+  WorkloadConfig& w = sc.workload;
   using K = WorkloadConfig;
-  TRY(only("size", {K::kPermutation, K::kUniform, K::kIncast, K::kAllToAll, K::kAllReduce,
-                    K::kTraining, K::kSteady}));
-  TRY(only("start", {K::kPermutation, K::kUniform, K::kIncast, K::kAllToAll, K::kAllReduce,
-                     K::kTraining, K::kSteady}));
-  TRY(only("until", {K::kSteady}));
-  TRY(only("depth", {K::kSteady, K::kFlows}));
-  TRY(only("flow", {K::kFlows}));
-  TRY(only("flows", {K::kUniform}));
-  TRY(only("spread", {K::kUniform}));
-  TRY(only("senders", {K::kIncast}));
-  TRY(only("dst", {K::kIncast}));
-  TRY(only("ranks", {K::kAllToAll, K::kAllReduce, K::kTraining, K::kSteady}));
-  TRY(only("group", {K::kAllToAll, K::kAllReduce, K::kTraining, K::kSteady}));
-  TRY(only("iterations", {K::kTraining}));
-  TRY(only("compute", {K::kTraining}));
-  TRY(only("algorithm", {K::kAllReduce, K::kTraining}));
-  TRY(only("row", {K::kAllReduce, K::kTraining}));
-  TRY(only("file", {K::kHtsim}));
-
-  TRY(r.size("size", w.size));
+  TRY(check_key_rules(r, s, sc, std::string("workload kind '") + workload_kind_name(w.kind) + "'"));
+  TRY(read_record_keys(r, s, sc, {"kind", "row"}));
   if (r.has("size") && w.size == 0) return r.err("size", r.node("size"), "size must be > 0");
   // Every flow of these kinds carries `size` bytes; collectives split theirs into steps.
   if (w.size > kMaxFlowBytes && w.kind != K::kAllReduce && w.kind != K::kTraining)
     return r.err("size", r.node("size"),
                  "a flow carries at most 2 GiB (one QP message); this workload's flows carry "
                  "`size` each");
-  TRY(r.duration("start", w.start));
-  TRY(r.uint("flows", w.flows));
-  TRY(r.duration("spread", w.spread));
-  TRY(r.uint("senders", w.senders));
-  TRY(r.uint("dst", w.dst));
-  TRY(r.uint("ranks", w.ranks));
   if (const toml::node* n = r.node("group")) {
     if (!n->is_array()) return r.expected("group", n, "an array of host numbers");
     w.group.clear();
@@ -941,19 +901,14 @@ SimStatus read_workload(TableReader& r, WorkloadConfig& w, const std::string& ba
       w.group.push_back(static_cast<HostId>(e.as_integer()->get()));
     }
   }
-  TRY(r.uint("iterations", w.iterations, 1));
-  TRY(r.duration("compute", w.compute));
-  size_t algo = w.algorithm;
-  TRY(r.choice("algorithm", {"ring", "ring2d"}, algo));
-  w.algorithm = static_cast<WorkloadConfig::Algorithm>(algo);
-  r.allow("row");
+  // `row` is for the two-level ring only, and that one needs it.
   if (w.algorithm == K::kRing2d && !r.has("row"))
     return r.missing("row",
                      "ranks per row of algorithm = \"ring2d\": consecutive ranks of the "
                      "group, at least 2, dividing the number of ranks");
   if (w.algorithm != K::kRing2d && r.has("row"))
     return r.err("row", r.node("row"), "applies only to algorithm = \"ring2d\"");
-  TRY(r.uint("row", w.row, 2));
+  TRY(read_key(r, *find_key(s, "row"), sc));
   if (w.algorithm == K::kRing2d) {
     // The group size is known here unless it is every host of a fabric yet to be built.
     const uint64_t ranks = !w.group.empty() ? w.group.size() : w.ranks;
@@ -963,20 +918,11 @@ SimStatus read_workload(TableReader& r, WorkloadConfig& w, const std::string& ba
                        std::to_string(ranks) + " ranks of the group (workload." +
                        (w.group.empty() ? "ranks" : "group") + ")");
   }
-  r.allow("until");
-  if (w.kind == K::kSteady && !r.has("until"))
-    return r.missing("until", "when the streams stop starting messages, like \"100ms\"");
-  TRY(r.duration("until", w.until));
   if (w.kind == K::kSteady && w.until <= w.start)
     return r.err("until", r.node("until"),
                  "must be later than 'start' (" + format_duration(w.start) + ")");
-  TRY(r.uint("depth", w.depth, 1, 64));
   if (w.kind == K::kFlows) {
     const toml::node* n = r.node("flow");
-    if (!n)
-      return r.missing("flow",
-                       "[[workload.flow]] tables, each with src, dst and optionally size, "
-                       "start, until, paths");
     if (!n->is_array_of_tables() || n->as_array()->empty())
       return r.expected("flow", n, "an array of tables ([[workload.flow]] sections)");
     uint32_t i = 0;
@@ -989,18 +935,13 @@ SimStatus read_workload(TableReader& r, WorkloadConfig& w, const std::string& ba
       w.flow_list.push_back(std::move(f));
     }
   }
-  TRY(r.string("file", w.file));
   if (w.kind == K::kHtsim) {
-    if (w.file.empty()) return r.missing("file", "the htsim connection matrix (.cm) to run");
+    if (w.file.empty()) return r.err("file", r.node("file"), "must name the .cm file to run");
     if (!base_dir.empty() && std::filesystem::path(w.file).is_relative())
       w.file = (std::filesystem::path(base_dir) / w.file).lexically_normal().string();
   }
   return r.finish();
 }
-
-constexpr std::initializer_list<const char*> kFaultKinds = {
-    "link_down", "link_up", "switch_reboot", "blackhole", "blackhole_switch",
-    "gray_loss", "degrade", "flap",          "path_loss", "blackhole_reboot"};
 
 // A spine named as a path ("p0/spine3": the plane and the spine an EV names).
 SimResult<PathRef> parse_path_name(std::string_view s) {
@@ -1032,22 +973,15 @@ SimResult<std::vector<LinkRef>> parse_fault_links(std::string_view s, uint32_t p
 }
 
 SimStatus read_fault(TableReader& r, FaultConfig& f, uint32_t planes) {
-  if (!r.has("kind")) {
-    r.allow("kind");
-    std::string list;
-    for (const char* c : kFaultKinds)
-      list += std::string(list.empty() ? "" : ", ") + c;
-    return r.missing("kind", "one of " + list);
-  }
-  size_t k = 0;
-  TRY(r.choice("kind", kFaultKinds, k));
-  f.kind = static_cast<FaultConfig::Kind>(k);
+  const FaultSectionSpec& s = fault_schema();
+  TRY(read_kind(r, s, f));
   using F = FaultConfig;
   const bool on_switch =
       f.kind == F::kSwitchReboot || f.kind == F::kBlackholeSwitch || f.kind == F::kBlackholeReboot;
   const bool on_path = f.kind == F::kPathLoss;
   const char* target = on_switch ? "switch" : on_path ? "path" : "link";
-  // Keys that name another kind of target.
+  // What the fault acts on, with messages of their own: keys that name another kind of target,
+  // and `link` against `links`.
   for (const char* other : {"link", "links", "switch", "path"}) {
     r.allow(other);
     const bool mine = std::string_view(other) == target ||
@@ -1065,11 +999,13 @@ SimStatus read_fault(TableReader& r, FaultConfig& f, uint32_t planes) {
                                        : std::string(kLinkForms) +
                                              ", or 'links': an array of them (they fail together)");
   }
+  TRY(check_key_rules(r, s, f, std::string("a ") + fault_kind_name(f.kind) + " fault",
+                      {"link", "links", "switch", "path"}));
   if (on_switch) {
     TRY(r.string(target, f.target));
-    auto s = parse_switch_name(f.target);
-    if (!s) return r.err(target, r.node(target), s.error().message);
-    f.sw = *s;
+    auto sw = parse_switch_name(f.target);
+    if (!sw) return r.err(target, r.node(target), sw.error().message);
+    f.sw = *sw;
   } else if (on_path) {
     TRY(r.string(target, f.target));
     auto p = parse_path_name(f.target);
@@ -1094,71 +1030,21 @@ SimStatus read_fault(TableReader& r, FaultConfig& f, uint32_t planes) {
       f.target += (f.target.empty() ? "" : ", ") + e.as_string()->get();
     }
     f.link = f.links.front();
+    f.listed = true;
   }
-  r.allow("src");
-  r.allow("dst");
-  if (on_path) {
-    if (!r.has("src")) return r.missing("src", "the sending host of the pair whose path is lossy");
-    if (!r.has("dst")) return r.missing("dst", "the receiving host of the pair");
-    TRY(r.uint("src", f.src));
-    TRY(r.uint("dst", f.dst));
-    if (f.src == f.dst) return r.err("dst", r.node("dst"), "must differ from 'src'");
-  } else {
-    for (const char* key : {"src", "dst"})
-      if (r.has(key))
-        return r.err(key, r.node(key),
-                     std::string("does not apply to a ") + fault_kind_name(f.kind) +
-                         " fault (it is for: path_loss)");
-  }
-  if (!r.has("at")) {
-    r.allow("at");
-    return r.missing("at", "when the fault happens, a duration like \"50us\"");
-  }
-  TRY(r.duration("at", f.at));
-  auto need = [&](std::string_view key, bool needed, const std::string& what) -> SimStatus {
-    r.allow(key);
-    if (needed && !r.has(key)) return r.missing(key, what);
-    if (!needed && r.has(key))
-      return r.err(key, r.node(key),
-                   std::string("does not apply to a ") + fault_kind_name(f.kind) + " fault");
-    return {};
-  };
-  const bool windowed = f.kind == F::kBlackhole || f.kind == F::kBlackholeSwitch ||
-                        f.kind == F::kGrayLoss || f.kind == F::kDegrade || f.kind == F::kPathLoss;
-  if (!windowed) TRY(need("until", false, ""));
-  TRY(need("duration", f.kind == F::kSwitchReboot || f.kind == F::kBlackholeReboot,
-           "how long the switch is down, like \"1ms\""));
-  TRY(need("reboot_at", f.kind == F::kBlackholeReboot,
-           "when the silent switch is rebooted (its links go down), like \"2ms\""));
-  TRY(need("period", f.kind == F::kFlap, "the flap period, like \"100us\""));
-  TRY(need("count", f.kind == F::kFlap, "the number of down/up cycles"));
-  TRY(need("probability", f.kind == F::kGrayLoss || f.kind == F::kPathLoss,
-           "the loss probability, 0..1"));
-  TRY(need("rate", f.kind == F::kDegrade, "the degraded link rate, like \"25Gbps\""));
-  r.allow("nic_detect");
+  TRY(read_record_keys(r, s, f, {"kind"}));
+  if (on_path && f.src == f.dst) return r.err("dst", r.node("dst"), "must differ from 'src'");
   if (r.has("nic_detect")) {
-    if (f.kind != F::kLinkDown && f.kind != F::kLinkUp && f.kind != F::kFlap)
-      return r.err("nic_detect", r.node("nic_detect"),
-                   std::string("does not apply to a ") + fault_kind_name(f.kind) +
-                       " fault (it is for: link_down, link_up, flap)");
     for (const LinkRef& l : f.links)
       if (l.kind != LinkRef::kHostLeaf)
         return r.err("nic_detect", r.node("nic_detect"),
                      "applies to host links (\"p0/host5\") only: it is when a NIC sees its own "
                      "link change");
-    TRY(r.duration("nic_detect", f.nic_detect));
   }
-  TRY(r.duration("until", f.until, true));
-  TRY(r.duration("duration", f.duration));
-  TRY(r.duration("reboot_at", f.reboot_at));
   if (f.kind == F::kBlackholeReboot && f.reboot_at <= f.at)
     return r.err("reboot_at", r.node("reboot_at"),
                  "must be later than 'at' (" + format_duration(f.at) + ")");
-  TRY(r.duration("period", f.period));
-  TRY(r.uint("count", f.count, 1));
-  TRY(r.real("probability", f.probability, 0, 1));
-  TRY(r.rate("rate", f.rate_bps));
-  if (windowed && f.until != kNever && f.until <= f.at)
+  if (f.until != kNever && f.until <= f.at)
     return r.err("until", r.node("until"),
                  "must be later than 'at' (" + format_duration(f.at) + ")");
   if (f.kind == F::kFlap && f.period == 0) return r.err("period", r.node("period"), "must be > 0");
@@ -1381,7 +1267,7 @@ SimResult<Scenario> parse_scenario(std::string_view text, std::string_view filen
     return top.missing("workload", "a [workload] table with at least 'kind'");
   }
   TableReader wr(*wl, "workload", origin);
-  TRY(read_workload(wr, sc.workload, base_dir));
+  TRY(read_workload(wr, sc, base_dir));
 
   if (const toml::node* n = top.node("fault")) {
     const bool none = n->is_array() && n->as_array()->empty();  // --set fault=[]

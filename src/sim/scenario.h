@@ -1,7 +1,7 @@
 // Scenario files (TOML) for mrc-sim: topology + switches + the transports to compare +
 // workload + faults + seed + run limits, with `--set key=value` overrides. The format is
-// documented in docs/simulator.md; the keys of the top level, [topo], [switch], [transport] and
-// [run] (type, range, unit, default, doc) are the table of sim/scenario_schema.h.
+// documented in docs/simulator.md; every key (type, range, unit, default, doc, the kinds it
+// is for) is in the table of sim/scenario_schema.h.
 //
 // Units: durations, rates and sizes are written with their unit, as strings ("1us", "2.5ms",
 // "400Gbps", "16MiB"); sizes may also be a plain integer count of bytes, and a duration of 0
@@ -93,6 +93,7 @@ struct FaultConfig {
   uint64_t rate_bps = 0;   // degrade
   Time nic_detect = 0;     // link_down, link_up, flap on host links: when the NIC sees it
   std::string target;      // the link(s), switch or path as written ("p0/leaf1-spine2")
+  bool listed = false;     // the links were written as `links` (an array), not `link`
   uint32_t line = 0;
 };
 const char* fault_kind_name(FaultConfig::Kind k);

@@ -1,23 +1,27 @@
 #include "sim/scenario_schema.h"
 
+#include <array>
+#include <initializer_list>
 #include <sstream>
 
 namespace mrc::sim {
 
 namespace {
 
-// get/set of a field of Scenario, by its path from the scenario ("base.topo.hosts").
-#define MRC_KEY_UINT(path)                                               \
-  .get = [](const Scenario& s) -> KeyValue { return uint64_t{s.path}; }, \
-  .set = [](Scenario& s, const KeyValue& v) {                            \
-    s.path = static_cast<decltype(s.path)>(std::get<uint64_t>(v));       \
+// get/set of a field of a record R, by its path from the record ("base.topo.hosts").
+#define MRC_REC_UINT(R, path)                                      \
+  .get = [](const R& s) -> KeyValue { return uint64_t{s.path}; },  \
+  .set = [](R& s, const KeyValue& v) {                             \
+    s.path = static_cast<decltype(s.path)>(std::get<uint64_t>(v)); \
   }
+#define MRC_REC_REAL(R, path)                                   \
+  .get = [](const R& s) -> KeyValue { return double{s.path}; }, \
+  .set = [](R& s, const KeyValue& v) { s.path = std::get<double>(v); }
+#define MRC_KEY_UINT(path) MRC_REC_UINT(Scenario, path)
 #define MRC_KEY_BOOL(path)                                           \
   .get = [](const Scenario& s) -> KeyValue { return bool{s.path}; }, \
   .set = [](Scenario& s, const KeyValue& v) { s.path = std::get<bool>(v); }
-#define MRC_KEY_REAL(path)                                             \
-  .get = [](const Scenario& s) -> KeyValue { return double{s.path}; }, \
-  .set = [](Scenario& s, const KeyValue& v) { s.path = std::get<double>(v); }
+#define MRC_KEY_REAL(path) MRC_REC_REAL(Scenario, path)
 #define MRC_KEY_TEXT(path)                                                  \
   .get = [](const Scenario& s) -> KeyValue { return std::string{s.path}; }, \
   .set = [](Scenario& s, const KeyValue& v) { s.path = std::get<std::string>(v); }
@@ -32,6 +36,14 @@ namespace {
                  ? (sentinel)                                            \
                  : static_cast<decltype(s.path)>(std::get<uint64_t>(v)); \
   }
+// A field holding an index into `names` (an enum in the order of its kinds' names).
+#define MRC_REC_ENUM(R, path, names)                                          \
+  .get = [](const R& s) -> KeyValue { return std::string((names)[s.path]); }, \
+  .set = [](R& s, const KeyValue& v) {                                        \
+    const auto& n = (names);                                                  \
+    const auto it = std::find(n.begin(), n.end(), std::get<std::string>(v));  \
+    s.path = static_cast<decltype(s.path)>(it - n.begin());                   \
+  }
 
 bool is_fat_tree(const Scenario& s) {
   return s.base.topo.kind == TopologyKind::kFatTree;
@@ -41,6 +53,23 @@ bool is_clos2(const Scenario& s) {
 }
 bool has_denylist(const Scenario& s) {
   return s.base.denylist.interval > 0;
+}
+
+// The kinds of [workload] and [[fault]], in the order of WorkloadConfig::Kind and
+// FaultConfig::Kind (workload_kind_name and fault_kind_name read them here).
+constexpr std::array<std::string_view, 9> kWorkloadKinds = {"permutation", "uniform",   "incast",
+                                                            "all_to_all",  "allreduce", "training",
+                                                            "htsim",       "steady",    "flows"};
+constexpr std::array<std::string_view, 2> kAllreduceAlgorithms = {"ring", "ring2d"};
+constexpr std::array<std::string_view, 10> kFaultKinds = {
+    "link_down", "link_up", "switch_reboot", "blackhole", "blackhole_switch",
+    "gray_loss", "degrade", "flap",          "path_loss", "blackhole_reboot"};
+
+bool is_ring2d(const Scenario& s) {
+  return s.workload.algorithm == WorkloadConfig::kRing2d;
+}
+std::vector<uint64_t> host_list(const std::vector<HostId>& v) {
+  return {v.begin(), v.end()};
 }
 
 constexpr CcAlgorithm cc_of(std::string_view name) {
@@ -469,6 +498,147 @@ std::vector<SectionSpec> make_schema() {
        }});
 
   s.push_back(
+      {"workload",
+       {
+           {.name = "kind",
+            .type = KeyType::kChoice,
+            .choices = {kWorkloadKinds.begin(), kWorkloadKinds.end()},
+            .choice_docs =
+                {"every host sends `size` to a uniformly random derangement partner (no host "
+                 "sends to itself), all at `start`",
+                 "`flows` flows between uniformly random distinct hosts, starting uniformly in "
+                 "[start, start + spread)",
+                 "the `senders` hosts after `dst` (wrapping) each send `size` to `dst`",
+                 "every rank sends size/n to every other (nccl-tests AlltoAll: `size` is bytes "
+                 "per rank); a collective",
+                 "one ring AllReduce of `size` bytes per rank; a collective",
+                 "`iterations` x (compute for `compute`, then a ring AllReduce of `size`)",
+                 "an htsim connection matrix (relative paths are relative to the scenario file)",
+                 "every host of the group streams messages of `size` to a random derangement "
+                 "partner from `start` until `until`",
+                 "the listed flows; a flow with `until` is a stream; a flow may pin its EVs "
+                 "(`paths`)"},
+            .default_doc = "none",
+            .doc = "what the workload runs",
+            .required = true,
+            MRC_REC_ENUM(Scenario, workload.kind, kWorkloadKinds)},
+           {.name = "size",
+            .type = KeyType::kSize,
+            .doc = "bytes of each flow (`permutation`, `uniform`, `incast`) or message "
+                   "(`steady`); of each rank's buffer in a collective",
+            .kinds = {"permutation", "uniform", "incast", "all_to_all", "allreduce", "training",
+                      "steady"},
+            MRC_KEY_UINT(workload.size)},
+           {.name = "start",
+            .type = KeyType::kDuration,
+            .doc = "when the first flows start",
+            .kinds = {"permutation", "uniform", "incast", "all_to_all", "allreduce", "training",
+                      "steady"},
+            MRC_KEY_UINT(workload.start)},
+           {.name = "flows",
+            .type = KeyType::kInt,
+            .default_doc = "= one per host",
+            .doc = "how many flows",
+            .kinds = {"uniform"},
+            MRC_KEY_UINT(workload.flows)},
+           {.name = "spread",
+            .type = KeyType::kDuration,
+            .doc = "the flows start uniformly in [start, start + spread)",
+            .kinds = {"uniform"},
+            MRC_KEY_UINT(workload.spread)},
+           {.name = "senders",
+            .type = KeyType::kInt,
+            .default_doc = "= every other host",
+            .doc = "how many hosts send to `dst`",
+            .kinds = {"incast"},
+            MRC_KEY_UINT(workload.senders)},
+           {.name = "dst",
+            .type = KeyType::kInt,
+            .doc = "the host every sender sends to",
+            .kinds = {"incast"},
+            MRC_KEY_UINT(workload.dst)},
+           {.name = "ranks",
+            .type = KeyType::kInt,
+            .default_doc = "= every host",
+            .doc = "the ranks are hosts 0..ranks-1",
+            .kinds = {"all_to_all", "allreduce", "training", "steady"},
+            MRC_KEY_UINT(workload.ranks)},
+           {.name = "group",
+            .type = KeyType::kCustom,
+            .type_doc = "array of host numbers",
+            .default_doc = "none",
+            .doc = "the ranks listed, in ring order (instead of `ranks`), like `[0, 8, 16, 24]`",
+            .kinds = {"all_to_all", "allreduce", "training", "steady"},
+            .get = [](const Scenario& s) -> KeyValue { return host_list(s.workload.group); },
+            .set =
+                [](Scenario& s, const KeyValue& v) {
+                  const auto& hosts = std::get<std::vector<uint64_t>>(v);
+                  s.workload.group.assign(hosts.begin(), hosts.end());
+                },
+            .applies = [](const Scenario& s) { return !s.workload.group.empty(); }},
+           {.name = "iterations",
+            .type = KeyType::kInt,
+            .min = 1,
+            .doc = "training iterations, each its compute then its AllReduce",
+            .kinds = {"training"},
+            MRC_KEY_UINT(workload.iterations)},
+           {.name = "compute",
+            .type = KeyType::kDuration,
+            .doc = "each iteration's compute time, with no traffic, before its AllReduce",
+            .kinds = {"training"},
+            MRC_KEY_UINT(workload.compute)},
+           {.name = "algorithm",
+            .type = KeyType::kChoice,
+            .choices = {kAllreduceAlgorithms.begin(), kAllreduceAlgorithms.end()},
+            .doc = "the flat ring, or the two-level ring of `row` ranks per row (below)",
+            .kinds = {"allreduce", "training"},
+            MRC_REC_ENUM(Scenario, workload.algorithm, kAllreduceAlgorithms)},
+           {.name = "row",
+            .type = KeyType::kInt,
+            .min = 2,
+            .default_doc = "none",
+            .doc = "`ring2d` (required there): ranks per row, consecutive ranks of the group, "
+                   "dividing the number of ranks",
+            .kinds = {"allreduce", "training"},
+            MRC_KEY_UINT(workload.row),
+            .applies = is_ring2d},
+           {.name = "file",
+            .type = KeyType::kText,
+            .default_doc = "none",
+            .doc = "the htsim connection matrix (.cm) to run, relative to the scenario file",
+            .kinds = {"htsim"},
+            .required_for = {"htsim"},
+            MRC_KEY_TEXT(workload.file)},
+           {.name = "until",
+            .type = KeyType::kDuration,
+            .default_doc = "none",
+            .doc = "when the streams stop starting messages, like `\"100ms\"`; later than "
+                   "`start`",
+            .kinds = {"steady"},
+            .required_for = {"steady"},
+            MRC_KEY_UINT(workload.until)},
+           {.name = "depth",
+            .type = KeyType::kInt,
+            .min = 1,
+            .max = 64,
+            .doc = "messages in flight per stream",
+            .kinds = {"steady", "flows"},
+            MRC_KEY_UINT(workload.depth)},
+           {.name = "flow",
+            .type = KeyType::kTables,
+            .type_doc = "array of tables",
+            .default_doc = "none",
+            .doc = "`[[workload.flow]]` tables, each a flow or a stream (`[[workload.flow]]` "
+                   "below)",
+            .kinds = {"flows"},
+            .required_for = {"flows"},
+            .get = [](const Scenario& s) -> KeyValue {
+              return uint64_t{s.workload.flow_list.size()};
+            },
+            .set = [](Scenario&, const KeyValue&) {}},
+       }});
+
+  s.push_back(
       {"run",
        {
            {.name = "until",
@@ -502,6 +672,210 @@ std::vector<SectionSpec> make_schema() {
        }});
   return s;
 }
+
+#define MRC_FLOW_UINT(path) MRC_REC_UINT(WorkloadConfig::Flow, path)
+FlowSectionSpec make_flow_schema() {
+  using Flow = WorkloadConfig::Flow;
+  return {
+      "workload.flow",
+      {
+          {.name = "src",
+           .type = KeyType::kInt,
+           .default_doc = "none",
+           .doc = "the sending host",
+           .required = true,
+           MRC_FLOW_UINT(src)},
+          {.name = "dst",
+           .type = KeyType::kInt,
+           .default_doc = "none",
+           .doc = "the receiving host (not `src`)",
+           .required = true,
+           MRC_FLOW_UINT(dst)},
+          {.name = "size",
+           .type = KeyType::kSize,
+           .doc = "bytes of the flow, or of each message of a stream",
+           MRC_FLOW_UINT(size)},
+          {.name = "start",
+           .type = KeyType::kDuration,
+           .doc = "when it starts",
+           MRC_FLOW_UINT(start)},
+          {.name = "until",
+           .type = KeyType::kDuration,
+           .default_doc = "= one message",
+           .doc = "later than `start`: a stream of messages until then",
+           MRC_FLOW_UINT(until)},
+          {.name = "paths",
+           .type = KeyType::kCustom,
+           .type_doc = "array of paths",
+           .default_doc = "= the transport's own",
+           .doc = "the EVs the flow may use, each named by the spine it crosses "
+                  "(`\"p0/spine3\"`): the flow gets QPs of its own whose EV set is this "
+                  "list, in this order",
+           .get = [](const Flow& f) -> KeyValue { return f.path_names; },
+           .set = [](Flow& f,
+                     const KeyValue& v) { f.path_names = std::get<std::vector<std::string>>(v); },
+           .applies = [](const Flow& f) { return !f.path_names.empty(); }},
+      }};
+}
+#undef MRC_FLOW_UINT
+
+#define MRC_FAULT_UINT(path) MRC_REC_UINT(FaultConfig, path)
+const std::vector<std::string_view> kLinkFaults = {"link_down", "link_up", "blackhole",
+                                                   "gray_loss", "degrade", "flap"};
+const std::vector<std::string_view> kSwitchFaults = {"switch_reboot", "blackhole_switch",
+                                                     "blackhole_reboot"};
+const std::vector<std::string_view> kWindowedFaults = {"blackhole", "blackhole_switch", "gray_loss",
+                                                       "degrade", "path_loss"};
+
+FaultSectionSpec make_fault_schema() {
+  return {
+      "fault",
+      {
+          {.name = "kind",
+           .type = KeyType::kChoice,
+           .choices = {kFaultKinds.begin(), kFaultKinds.end()},
+           .choice_docs =
+               {"the link goes down at `at`", "the link comes back at `at`",
+                "all the switch's links go down for `duration`", "silent drops: the link stays up",
+                "every packet through the switch is "
+                "dropped silently",
+                "random loss", "the link runs at `rate`", "down/up every `period`, `count` times",
+                "random loss on one path of one pair only: the packets from `src` to `dst` "
+                "that cross `path`",
+                "the switch stops forwarding at `at` (silent drops, links up), is rebooted "
+                "at `reboot_at` (its links go down) and is back at `reboot_at + duration` "
+                "(paper Fig 8)"},
+           .default_doc = "none",
+           .doc = "what fails",
+           .required = true,
+           MRC_REC_ENUM(FaultConfig, kind, kFaultKinds)},
+          {.name = "link",
+           .type = KeyType::kCustom,
+           .type_doc = "link name",
+           .default_doc = "none",
+           .doc = "the link (names above); `link` or `links` is required",
+           .kinds = kLinkFaults,
+           .get = [](const FaultConfig& f) -> KeyValue { return f.target; },
+           .set = [](FaultConfig& f, const KeyValue& v) { f.target = std::get<std::string>(v); },
+           .applies = [](const FaultConfig& f) { return !f.listed; }},
+          {.name = "links",
+           .type = KeyType::kCustom,
+           .type_doc = "array of link names",
+           .default_doc = "none",
+           .doc = "several links that fail together, instead of `link`",
+           .kinds = kLinkFaults,
+           .get = [](const FaultConfig& f) -> KeyValue {
+             std::vector<std::string> names;
+             for (const LinkRef& l : f.links)
+               names.push_back(link_name(l));
+             return names;
+           },
+           .set = [](FaultConfig&, const KeyValue&) {},
+           .applies = [](const FaultConfig& f) { return f.listed; }},
+          {.name = "switch",
+           .type = KeyType::kCustom,
+           .type_doc = "switch name",
+           .default_doc = "none",
+           .doc = "the switch (names above)",
+           .kinds = kSwitchFaults,
+           .required_for = kSwitchFaults,
+           .get = [](const FaultConfig& f) -> KeyValue { return f.target; },
+           .set = [](FaultConfig& f, const KeyValue& v) { f.target = std::get<std::string>(v); }},
+          {.name = "path",
+           .type = KeyType::kCustom,
+           .type_doc = "path name",
+           .default_doc = "none",
+           .doc = "the spine the lossy EV names, like `\"p0/spine3\"`",
+           .kinds = {"path_loss"},
+           .required_for = {"path_loss"},
+           .get = [](const FaultConfig& f) -> KeyValue { return f.target; },
+           .set = [](FaultConfig& f, const KeyValue& v) { f.target = std::get<std::string>(v); }},
+          {.name = "src",
+           .type = KeyType::kInt,
+           .default_doc = "none",
+           .doc = "the sending host of the pair whose path is lossy",
+           .kinds = {"path_loss"},
+           .required_for = {"path_loss"},
+           MRC_FAULT_UINT(src)},
+          {.name = "dst",
+           .type = KeyType::kInt,
+           .default_doc = "none",
+           .doc = "the receiving host of the pair (not `src`)",
+           .kinds = {"path_loss"},
+           .required_for = {"path_loss"},
+           MRC_FAULT_UINT(dst)},
+          {.name = "at",
+           .type = KeyType::kDuration,
+           .default_doc = "none",
+           .doc = "when the fault happens, like `\"50us\"`",
+           .required = true,
+           MRC_FAULT_UINT(at)},
+          {.name = "until",
+           .type = KeyType::kDuration,
+           .never = true,
+           .doc = "when it ends; later than `at`",
+           .kinds = kWindowedFaults,
+           MRC_FAULT_UINT(until)},
+          {.name = "duration",
+           .type = KeyType::kDuration,
+           .default_doc = "none",
+           .doc = "how long the switch is down, like `\"1ms\"`",
+           .kinds = {"switch_reboot", "blackhole_reboot"},
+           .required_for = {"switch_reboot", "blackhole_reboot"},
+           MRC_FAULT_UINT(duration)},
+          {.name = "reboot_at",
+           .type = KeyType::kDuration,
+           .default_doc = "none",
+           .doc = "when the silent switch is rebooted (its links go down), later than `at`",
+           .kinds = {"blackhole_reboot"},
+           .required_for = {"blackhole_reboot"},
+           MRC_FAULT_UINT(reboot_at)},
+          {.name = "period",
+           .type = KeyType::kDuration,
+           .default_doc = "none",
+           .doc = "the flap period, like `\"100us\"`",
+           .kinds = {"flap"},
+           .required_for = {"flap"},
+           MRC_FAULT_UINT(period)},
+          {.name = "count",
+           .type = KeyType::kInt,
+           .min = 1,
+           .default_doc = "none",
+           .doc = "the number of down/up cycles",
+           .kinds = {"flap"},
+           .required_for = {"flap"},
+           MRC_FAULT_UINT(count)},
+          {.name = "probability",
+           .type = KeyType::kReal,
+           .rmin = 0,
+           .rmax = 1,
+           .default_doc = "none",
+           .doc = "the loss probability",
+           .kinds = {"gray_loss", "path_loss"},
+           .required_for = {"gray_loss", "path_loss"},
+           MRC_REC_REAL(FaultConfig, probability)},
+          {.name = "rate",
+           .type = KeyType::kRate,
+           .default_doc = "none",
+           .doc = "the degraded link rate, like `\"25Gbps\"`",
+           .kinds = {"degrade"},
+           .required_for = {"degrade"},
+           MRC_FAULT_UINT(rate_bps)},
+          {.name = "nic_detect",
+           .type = KeyType::kDuration,
+           .default_doc = "= at once",
+           .doc = "host links only: how long after `at` the NIC sees its link change (below)",
+           .kinds = {"link_down", "link_up", "flap"},
+           MRC_FAULT_UINT(nic_detect),
+           .applies =
+               [](const FaultConfig& f) {
+                 return !f.links.empty() &&
+                        std::all_of(f.links.begin(), f.links.end(),
+                                    [](const LinkRef& l) { return l.kind == LinkRef::kHostLeaf; });
+               }},
+      }};
+}
+#undef MRC_FAULT_UINT
 #pragma GCC diagnostic pop
 
 #undef MRC_KEY_UINT
@@ -509,6 +883,9 @@ std::vector<SectionSpec> make_schema() {
 #undef MRC_KEY_REAL
 #undef MRC_KEY_TEXT
 #undef MRC_KEY_UINT_AUTO
+#undef MRC_REC_UINT
+#undef MRC_REC_REAL
+#undef MRC_REC_ENUM
 
 std::string quoted(std::string_view s) {
   std::string o = "\"";
@@ -525,11 +902,22 @@ std::string number(double v) {
   return o.str();
 }
 
-std::string choice_list(const KeySpec& k, std::string_view sep) {
+template <class R>
+std::string choice_list(const BasicKeySpec<R>& k, std::string_view sep) {
   std::string o;
   for (std::string_view c : k.choices)
     o += (o.empty() ? "" : std::string(sep)) + "`\"" + std::string(c) + "\"`";
   return o;
+}
+
+// The record a section's defaults are read from.
+template <class R>
+R default_record() {
+  return R{};
+}
+template <>
+Scenario default_record<Scenario>() {
+  return scenario_defaults();
 }
 
 // Wraps `text` into comment lines of at most `width` columns.
@@ -565,6 +953,16 @@ const SectionSpec* schema_section(std::string_view name) {
   return nullptr;
 }
 
+const FlowSectionSpec& flow_schema() {
+  static const FlowSectionSpec schema = make_flow_schema();
+  return schema;
+}
+
+const FaultSectionSpec& fault_schema() {
+  static const FaultSectionSpec schema = make_fault_schema();
+  return schema;
+}
+
 Scenario scenario_defaults() {
   Scenario sc;
   sc.kinds = {"mrc", "roce"};
@@ -572,7 +970,8 @@ Scenario scenario_defaults() {
   return sc;
 }
 
-std::string key_value_toml(const KeySpec& k, const KeyValue& v) {
+template <class R>
+std::string key_value_toml(const BasicKeySpec<R>& k, const KeyValue& v) {
   if (std::holds_alternative<std::monostate>(v)) return "\"auto\"";
   if (const bool* b = std::get_if<bool>(&v)) return *b ? "true" : "false";
   if (const double* d = std::get_if<double>(&v)) return number(*d);
@@ -581,6 +980,12 @@ std::string key_value_toml(const KeySpec& k, const KeyValue& v) {
     std::string o;
     for (const std::string& e : *a)
       o += (o.empty() ? "" : ", ") + quoted(e);
+    return "[" + o + "]";
+  }
+  if (const auto* a = std::get_if<std::vector<uint64_t>>(&v)) {
+    std::string o;
+    for (uint64_t e : *a)
+      o += (o.empty() ? "" : ", ") + std::to_string(e);
     return "[" + o + "]";
   }
   if (const auto* m = std::get_if<std::map<std::string, uint64_t>>(&v)) {
@@ -602,15 +1007,17 @@ std::string key_value_toml(const KeySpec& k, const KeyValue& v) {
   }
 }
 
-std::string key_default_doc(const KeySpec& k) {
+template <class R>
+std::string key_default_doc(const BasicKeySpec<R>& k) {
   if (!k.default_doc.empty() && k.default_doc.front() != '=') return std::string(k.default_doc);
-  const Scenario d = scenario_defaults();
+  const R d = default_record<R>();
   std::string o = "`" + key_value_toml(k, k.get(d)) + "`";
   if (!k.default_doc.empty()) o += " " + std::string(k.default_doc);
   return o;
 }
 
-std::string key_type_doc(const KeySpec& k) {
+template <class R>
+std::string key_type_doc(const BasicKeySpec<R>& k) {
   if (!k.type_doc.empty()) return std::string(k.type_doc);
   std::string o;
   switch (k.type) {
@@ -645,6 +1052,7 @@ std::string key_type_doc(const KeySpec& k) {
       o = "array of " + choice_list(k, ", ");
       break;
     case KeyType::kCustom:
+    case KeyType::kTables:
       break;
   }
   if (!k.unit.empty()) o += " (" + std::string(k.unit) + ")";
@@ -652,13 +1060,51 @@ std::string key_type_doc(const KeySpec& k) {
   return o;
 }
 
-std::string schema_markdown(const SectionSpec& s) {
-  std::string o = "| key | type | default | meaning |\n|---|---|---|---|\n";
-  for (const KeySpec& k : s.keys)
+template <class R>
+std::string schema_markdown(const BasicSectionSpec<R>& s) {
+  std::string o;
+  const BasicKeySpec<R>* kind = find_key(s, "kind");
+  if (kind && !kind->choice_docs.empty()) {
+    // Per kind: what it does, the keys it requires and the others it takes.
+    o += "| kind | requires | also takes | what it does |\n|---|---|---|---|\n";
+    for (size_t i = 0; i < kind->choices.size(); ++i) {
+      const std::string_view name = kind->choices[i];
+      std::string needs, takes;
+      for (const BasicKeySpec<R>& k : s.keys) {
+        if (&k == kind) continue;
+        auto in = [&](const std::vector<std::string_view>& v) {
+          return std::find(v.begin(), v.end(), name) != v.end();
+        };
+        const bool needed = k.required || in(k.required_for);
+        if (!needed && !k.kinds.empty() && !in(k.kinds)) continue;
+        std::string& to = needed ? needs : takes;
+        to += (to.empty() ? "`" : ", `") + std::string(k.name) + "`";
+      }
+      o += "| `" + std::string(name) + "` | " + (needs.empty() ? "-" : needs) + " | " +
+           (takes.empty() ? "-" : takes) + " | " +
+           (i < kind->choice_docs.size() ? std::string(kind->choice_docs[i]) : "") + " |\n";
+    }
+    o += "\n";
+  }
+  o += "| key | type | default | meaning |\n|---|---|---|---|\n";
+  for (const BasicKeySpec<R>& k : s.keys)
     o += "| `" + std::string(k.name) + "` | " + key_type_doc(k) + " | " + key_default_doc(k) +
          " | " + std::string(k.doc) + " |\n";
   return o;
 }
+
+template std::string key_value_toml(const BasicKeySpec<Scenario>&, const KeyValue&);
+template std::string key_value_toml(const BasicKeySpec<WorkloadConfig::Flow>&, const KeyValue&);
+template std::string key_value_toml(const BasicKeySpec<FaultConfig>&, const KeyValue&);
+template std::string key_default_doc(const BasicKeySpec<Scenario>&);
+template std::string key_default_doc(const BasicKeySpec<WorkloadConfig::Flow>&);
+template std::string key_default_doc(const BasicKeySpec<FaultConfig>&);
+template std::string key_type_doc(const BasicKeySpec<Scenario>&);
+template std::string key_type_doc(const BasicKeySpec<WorkloadConfig::Flow>&);
+template std::string key_type_doc(const BasicKeySpec<FaultConfig>&);
+template std::string schema_markdown(const BasicSectionSpec<Scenario>&);
+template std::string schema_markdown(const BasicSectionSpec<WorkloadConfig::Flow>&);
+template std::string schema_markdown(const BasicSectionSpec<FaultConfig>&);
 
 std::string schema_markdown_all() {
   std::string o;
@@ -666,7 +1112,9 @@ std::string schema_markdown_all() {
     o += s.name.empty() ? std::string("### Top level") : "### `[" + std::string(s.name) + "]`";
     o += "\n\n" + schema_markdown(s) + "\n";
   }
-  if (!o.empty()) o.pop_back();
+  o += "### `[[workload.flow]]`\n\n" + schema_markdown(flow_schema()) + "\n";
+  o += "### `[[fault]]`\n\n" + schema_markdown(fault_schema()) + "\n";
+  o.pop_back();
   return o;
 }
 
@@ -675,28 +1123,38 @@ std::string default_scenario_toml_annotated() {
   if (!parsed) return std::string(default_scenario_toml());  // cannot happen: tests parse it
   const Scenario& sc = *parsed;
   const std::string_view text = default_scenario_toml();
-  // The embedded scenario's own comment line, then every key of the table; the sections the
-  // table does not cover ([workload], [[fault]]) as they are written.
+  // The embedded scenario's own comment line, then every key of the table.
   std::string o(text.substr(0, text.find('\n') + 1));
   o += "# Every key with its value in this scenario (the defaults where it sets none). Keys that\n"
        "# do not apply are commented out. docs/simulator.md has the tables.\n";
   auto section = [&](const SectionSpec& s) {
     o += s.name.empty() ? "\n" : "\n[" + std::string(s.name) + "]\n";
     for (const KeySpec& k : s.keys) {
+      if (k.type == KeyType::kTables) continue;  // its tables follow the section
       o += comment(
           std::string(k.doc) + " (" + key_type_doc(k) + "; default " + key_default_doc(k) + ")",
           "");
-      const bool applies = !k.applies || k.applies(sc);
-      o += std::string(applies ? "" : "# ") + std::string(k.name) + " = " +
+      o += std::string(key_applies(s, k, sc) ? "" : "# ") + std::string(k.name) + " = " +
            key_value_toml(k, k.get(sc)) + "\n";
     }
   };
-  for (const SectionSpec& s : scenario_schema())
-    if (s.name != "run") section(s);
-  const size_t wl = text.find("\n[workload]");
-  const size_t run = text.find("\n[run]");
-  if (wl != std::string_view::npos && run != std::string_view::npos)
-    o += std::string(text.substr(wl, run - wl));
+  // An entry of an array of tables: the keys that apply to it.
+  auto entry = [&](const auto& schema, const auto& record) {
+    o += "\n[[" + std::string(schema.name) + "]]\n";
+    for (const auto& k : schema.keys)
+      if (key_applies(schema, k, record))
+        o += std::string(k.name) + " = " + key_value_toml(k, k.get(record)) + "\n";
+  };
+  for (const SectionSpec& s : scenario_schema()) {
+    if (s.name == "run") continue;
+    section(s);
+    if (s.name == "workload") {
+      for (const WorkloadConfig::Flow& f : sc.workload.flow_list)
+        entry(flow_schema(), f);
+      for (const FaultConfig& f : sc.faults)
+        entry(fault_schema(), f);
+    }
+  }
   if (const SectionSpec* s = schema_section("run")) section(*s);
   return o;
 }
