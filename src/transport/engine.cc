@@ -9,85 +9,11 @@
 
 namespace mrc {
 
-const char* qp_state_name(QpState s) {
-  switch (s) {
-    case QpState::kReset:
-      return "RESET";
-    case QpState::kInit:
-      return "INIT";
-    case QpState::kRtr:
-      return "RTR";
-    case QpState::kRts:
-      return "RTS";
-    case QpState::kErr:
-      return "ERR";
-  }
-  return "?";
-}
-
-const char* wc_status_name(WcStatus s) {
-  switch (s) {
-    case WcStatus::kSuccess:
-      return "success";
-    case WcStatus::kRetryExceeded:
-      return "retry exceeded";
-    case WcStatus::kFlushed:
-      return "flushed";
-    case WcStatus::kAckContradiction:
-      return "ACK contradicted an earlier one";
-  }
-  return "?";
-}
-
-const char* drop_reason_name(DropReason r) {
-  switch (r) {
-    case DropReason::kDecode:
-      return "decode";
-    case DropReason::kUnknownQp:
-      return "unknown_qp";
-    case DropReason::kBadState:
-      return "bad_state";
-    case DropReason::kBadRkey:
-      return "bad_rkey";
-    case DropReason::kBadAddress:
-      return "bad_address";
-    case DropReason::kPsnOutOfWindow:
-      return "psn_out_of_window";
-    case DropReason::kBadAck:
-      return "bad_ack";
-    case DropReason::kWimmExceeded:
-      return "wimm_exceeded";
-    case DropReason::kBadOpcode:
-      return "bad_opcode";
-    case DropReason::kInconsistent:
-      return "inconsistent";
-    case DropReason::kWrongPeer:
-      return "wrong_peer";
-    case DropReason::kPayloadTooLong:
-      return "payload_too_long";
-    case DropReason::kCount:
-      break;
-  }
-  return "?";
-}
-
 Engine::Engine(const EngineConfig& config)
-    : config_(config),
-      memory_(config.identifier_key),
+    : env_(config),
       qpn_cipher_(config.identifier_key ? config.identifier_key * 0x9E3779B97F4A7C15ull | 1 : 0,
                   std::clamp<int>(config.qpn_bits & ~1, 8, 24)),
-      port_up_mask_(config.num_ports >= 32 ? ~0u : (1u << config.num_ports) - 1),
-      rng_(config.seed) {
-  config_.num_ports = std::clamp<uint8_t>(config_.num_ports, 1, 32);
-  config_.ack_every = std::clamp<uint32_t>(config_.ack_every, 1, wire::kMaxAckEchoes);
-  // The scheduling rings hold each QP at most once; they start small and grow with the
-  // number of QPs (a simulated host with two QPs should not pay for max_qps).
-  ready_ring_.reserve(std::min<uint32_t>(config_.max_qps, 8));
-  control_ring_.reserve(std::min<uint32_t>(config_.max_qps, 8));
-  completions_.reserve(std::max<uint32_t>(config_.completion_capacity, 1));
-  events_.reserve(std::max<uint32_t>(config_.event_capacity, 1));
-  probe_tokens_ = std::max<uint32_t>(1, config_.probe_budget_burst);  // starts full
-}
+      rng_(config.seed) {}
 
 Engine::~Engine() = default;
 
@@ -95,15 +21,15 @@ Engine::~Engine() = default;
 
 Result<MemoryKeys> Engine::register_memory(void* base, uint64_t length, uint64_t iova,
                                            uint32_t access) {
-  return memory_.register_region(base, length, iova, access);
+  return env_.memory.register_region(base, length, iova, access);
 }
 
 Status Engine::deregister_memory(uint32_t lkey) {
-  return memory_.deregister(lkey);
+  return env_.memory.deregister(lkey);
 }
 
 Status Engine::set_memory_access(uint32_t lkey, uint32_t access) {
-  return memory_.set_access(lkey, access);
+  return env_.memory.set_access(lkey, access);
 }
 
 // ---- QPs ------------------------------------------------------------------------------
@@ -129,7 +55,7 @@ Result<uint32_t> Engine::create_qp(const QpCreateAttr& attr) {
       slot = free_qp_slots_.back();
       free_qp_slots_.pop_back();
     } else {
-      if (qps_.size() >= std::min<uint32_t>(config_.max_qps, qpn_cipher_.mask() - kFirstQpn))
+      if (qps_.size() >= std::min<uint32_t>(env_.config.max_qps, qpn_cipher_.mask() - kFirstQpn))
         return fail(Error::kNoResources);
       slot = qps_.size();
       qps_.emplace_back();
@@ -138,7 +64,7 @@ Result<uint32_t> Engine::create_qp(const QpCreateAttr& attr) {
     // QPN 0 and 1 are InfiniBand's special QPs: a slot the key maps there stays unused.
     if (qpn >= kFirstQpn) break;
   }
-  qps_[slot] = std::make_unique<Qp>(*this, qpn, attr, rng_.next());
+  qps_[slot] = std::make_unique<Qp>(env_, qpn, attr, rng_.next());
   return qpn;
 }
 
@@ -148,7 +74,7 @@ Status Engine::modify_qp(Time now, uint32_t qpn, QpState target, const QpAttr& a
   if (target == QpState::kReset) {
     // RESET forgets everything: a fresh object, keeping only the scheduling flags (the
     // rings may still hold this QPN).
-    auto fresh = std::make_unique<Qp>(*this, qpn, qp->create_attr(), rng_.next());
+    auto fresh = std::make_unique<Qp>(env_, qpn, qp->create_attr(), rng_.next());
     fresh->in_ready = qp->in_ready;
     fresh->in_control = qp->in_control;
     fresh->armed = qp->armed;
@@ -163,8 +89,8 @@ Status Engine::modify_qp(Time now, uint32_t qpn, QpState target, const QpAttr& a
 Status Engine::destroy_qp(uint32_t qpn) {
   Qp* qp = find_qp(qpn);
   if (!qp) return fail(Error::kUnknownQp);
-  ready_ring_.remove_if([qpn](uint32_t q) { return q == qpn; });
-  control_ring_.remove_if([qpn](uint32_t q) { return q == qpn; });
+  env_.ready_ring.remove_if([qpn](uint32_t q) { return q == qpn; });
+  env_.control_ring.remove_if([qpn](uint32_t q) { return q == qpn; });
   const uint32_t slot = qpn_cipher_.decrypt(qpn) - kFirstQpn;
   qps_[slot].reset();
   free_qp_slots_.push_back(slot);
@@ -277,26 +203,22 @@ bool Engine::from_peer(uint32_t peer, const RxPacket& rx) const {
 
 Status Engine::on_packet(Time now, const RxPacket& rx) {
   const auto drop = [&](DropReason reason, Error e) {
-    ++counters_.drops[static_cast<int>(reason)];
-    if (log_) [[unlikely]]
+    ++env_.counters.drops[static_cast<int>(reason)];
+    if (env_.log) [[unlikely]]
       log_received(now, rx, e, nullptr, 0);
     return fail(e);
   };
-  if (rx.port >= config_.num_ports) return drop(DropReason::kDecode, Error::kInvalidArgument);
+  if (rx.port >= env_.config.num_ports) return drop(DropReason::kDecode, Error::kInvalidArgument);
   Qp* qp = find_qp(rx.pkt.bth.dest_qp);
   if (!qp) return drop(DropReason::kUnknownQp, Error::kUnknownQp);
   // Peer binding before anything else about the packet is looked at (set_peer_addresses).
   if (!from_peer(qp->peer(), rx)) return drop(DropReason::kWrongPeer, Error::kInvalidArgument);
-  const uint64_t cwnd_before = log_ ? cwnd_of(*qp) : 0;
+  const uint64_t cwnd_before = env_.log ? cwnd_of(*qp) : 0;
   auto s = qp->on_packet(now, rx);
-  if (log_) [[unlikely]]
+  if (env_.log) [[unlikely]]
     log_received(now, rx, s ? Error::kOk : s.error(), qp, cwnd_before);
   rearm(qp);
   return s;
-}
-
-void Engine::log(const LogRecord& r) {
-  log_->record(r);
 }
 
 void Engine::log_sent(Time now, const TxPacket& out) {
@@ -307,7 +229,7 @@ void Engine::log_sent(Time now, const TxPacket& out) {
   r.port = out.port;
   r.bytes = out.transport_bytes;
   r.retransmit = out.pkt.data.flags & wire::DataExt::kRetransmit;
-  log_->record(r);
+  env_.log->record(r);
 }
 
 void Engine::log_received(Time now, const RxPacket& rx, Error verdict, const Qp* qp,
@@ -321,7 +243,7 @@ void Engine::log_received(Time now, const RxPacket& rx, Error verdict, const Qp*
   r.ecn_ce = rx.ecn_ce;
   r.trimmed = rx.trimmed;
   r.verdict = verdict;
-  log_->record(r);
+  env_.log->record(r);
   if (qp) log_cwnd_change(now, *qp, cwnd_before);  // ACKs, NACKs, CNPs
 }
 
@@ -335,13 +257,13 @@ void Engine::log_cwnd_change(Time now, const Qp& qp, uint64_t before) {
   if (cwnd == before) return;
   LogRecord u(now, LogKind::kCcUpdate, qp.qpn());
   u.cwnd = cwnd;
-  log_->record(u);
+  env_.log->record(u);
 }
 
 Status Engine::on_datagram(Time now, uint8_t port, std::span<const uint8_t> bytes) {
   auto d = wire::decode(bytes);
   if (!d) {
-    ++counters_.drops[static_cast<int>(DropReason::kDecode)];
+    ++env_.counters.drops[static_cast<int>(DropReason::kDecode)];
     return fail(d.error());
   }
   RxPacket rx;
@@ -356,15 +278,15 @@ Status Engine::on_datagram(Time now, uint8_t port, std::span<const uint8_t> byte
 
 void Engine::prefetch_tables() const {
   if (!qps_.empty()) __builtin_prefetch(qps_.data());
-  if (!timers_.empty()) __builtin_prefetch(timers_.data());
-  if (!ready_ring_.empty()) __builtin_prefetch(&ready_ring_.front());
-  if (!control_ring_.empty()) __builtin_prefetch(&control_ring_.front());
+  if (!env_.timers.empty()) __builtin_prefetch(env_.timers.data());
+  if (!env_.ready_ring.empty()) __builtin_prefetch(&env_.ready_ring.front());
+  if (!env_.control_ring.empty()) __builtin_prefetch(&env_.control_ring.front());
 }
 
 void Engine::prefetch() const {
-  __builtin_prefetch(&port_up_mask_);
-  __builtin_prefetch(&ready_ring_);
-  __builtin_prefetch(&timers_);
+  __builtin_prefetch(&env_.port_up_mask);
+  __builtin_prefetch(&env_.ready_ring);
+  __builtin_prefetch(&env_.timers);
   const size_t n = std::min<size_t>(qps_.size(), 2);
   for (size_t i = 0; i < n; ++i)
     if (const Qp* qp = qps_[i].get()) {
@@ -374,11 +296,11 @@ void Engine::prefetch() const {
 }
 
 bool Engine::poll_transmit(Time now, uint32_t port_mask, TxPacket& out) {
-  port_mask &= port_up_mask_;
+  port_mask &= env_.port_up_mask;
   if (!port_mask) return false;
   // Control packets first: they are small and unblock the peer.
-  for (size_t n = control_ring_.size(); n > 0; --n) {
-    const uint32_t qpn = control_ring_.pop_front();
+  for (size_t n = env_.control_ring.size(); n > 0; --n) {
+    const uint32_t qpn = env_.control_ring.pop_front();
     Qp* qp = find_qp(qpn);
     if (!qp || !qp->in_control) continue;
     qp->in_control = false;
@@ -386,24 +308,24 @@ bool Engine::poll_transmit(Time now, uint32_t port_mask, TxPacket& out) {
     if (qp->has_control()) mark_control(qp);
     if (sent) {
       rearm(qp);
-      if (log_) [[unlikely]]
+      if (env_.log) [[unlikely]]
         log_sent(now, out);
       return true;
     }
   }
   // Then data, one packet per QP in turn.
-  for (size_t n = ready_ring_.size(); n > 0; --n) {
-    const uint32_t qpn = ready_ring_.pop_front();
+  for (size_t n = env_.ready_ring.size(); n > 0; --n) {
+    const uint32_t qpn = env_.ready_ring.pop_front();
     Qp* qp = find_qp(qpn);
     if (!qp || !qp->in_ready) continue;
     qp->in_ready = false;
     // A resend of a trimmed packet cuts the window as it leaves (cc::on_trim_loss).
-    const uint64_t cwnd_before = log_ ? cwnd_of(*qp) : 0;
+    const uint64_t cwnd_before = env_.log ? cwnd_of(*qp) : 0;
     switch (qp->produce_data(now, port_mask, out)) {
       case Qp::DataResult::kSent:
         mark_ready(qp);
         rearm(qp);
-        if (log_) [[unlikely]] {
+        if (env_.log) [[unlikely]] {
           log_sent(now, out);
           log_cwnd_change(now, *qp, cwnd_before);
         }
@@ -420,160 +342,72 @@ bool Engine::poll_transmit(Time now, uint32_t port_mask, TxPacket& out) {
 }
 
 void Engine::set_port_up(Time now, uint8_t port, bool up) {
-  if (port >= config_.num_ports) return;
+  if (port >= env_.config.num_ports) return;
   if (up) {
     // Back within the delay: nothing was remapped.
     std::erase_if(remaps_, [port](const PendingRemap& r) { return r.port == port; });
-  } else if (config_.port_remap_delay > 0 && ((port_up_mask_ >> port) & 1)) {
+  } else if (env_.config.port_remap_delay > 0 && ((env_.port_up_mask >> port) & 1)) {
     // Paper 3: the NIC remaps the port's EVs after a while; its QPs use the port until then.
     for (const PendingRemap& r : remaps_)
       if (r.port == port) return;
-    remaps_.push_back(PendingRemap{now + config_.port_remap_delay, port});
-    next_remap_ = std::min(next_remap_, now + config_.port_remap_delay);
+    remaps_.push_back(PendingRemap{now + env_.config.port_remap_delay, port});
+    next_remap_ = std::min(next_remap_, now + env_.config.port_remap_delay);
     return;
   }
   apply_port_state(now, port, up);
 }
 
-uint32_t Engine::ports_down_bitmap() const {
-  const uint32_t all = config_.num_ports >= 32 ? ~0u : (1u << config_.num_ports) - 1;
-  return ~port_up_mask_ & all & ((1u << wire::kSackPortsDownBits) - 1);
-}
-
 void Engine::apply_port_state(Time now, uint8_t port, bool up) {
-  const bool was_up = (port_up_mask_ >> port) & 1;
+  const bool was_up = (env_.port_up_mask >> port) & 1;
   if (was_up == up) return;
   if (up) {
-    port_up_mask_ |= 1u << port;
+    env_.port_up_mask |= 1u << port;
   } else {
-    port_up_mask_ &= ~(1u << port);
+    env_.port_up_mask &= ~(1u << port);
   }
   for (auto& qp : qps_) {
     if (!qp) continue;
     qp->set_port_up(now, port, up);
     rearm(qp.get());
   }
-  emit_event(Event{EventType::kPortChange, 0, 0, port,
-                   up ? ev::EvState::kAssumedBad : ev::EvState::kGood,
-                   up ? ev::EvState::kGood : ev::EvState::kAssumedBad, now});
+  env_.emit_event(Event{EventType::kPortChange, 0, 0, port,
+                        up ? ev::EvState::kAssumedBad : ev::EvState::kGood,
+                        up ? ev::EvState::kGood : ev::EvState::kAssumedBad, now});
 }
 
 // ---- outputs --------------------------------------------------------------------------
 
-void Engine::emit_completion(const Completion& c) {
-  ++counters_.completions;
-  if (c.status != WcStatus::kSuccess) ++counters_.completion_errors;
-  if (!completions_.try_push_back(c)) ++counters_.completions_dropped;
-}
-
 bool Engine::poll_completion(Completion& out) {
-  if (completions_.empty()) return false;
-  out = completions_.pop_front();
+  if (env_.completions.empty()) return false;
+  out = env_.completions.pop_front();
   return true;
 }
 
-void Engine::emit_event(const Event& e) {
-  // The OCP EV event queue reports drops the same way.
-  if (!events_.try_push_back(e)) ++counters_.events_dropped;
-  if (log_) [[unlikely]] {
-    LogRecord r(e.time, LogKind::kEvent, e.qpn);
-    r.event = e;
-    log_->record(r);
-  }
-}
-
 bool Engine::poll_event(Event& out) {
-  if (events_.empty()) return false;
-  out = events_.pop_front();
+  if (env_.events.empty()) return false;
+  out = env_.events.pop_front();
   return true;
 }
 
 void Engine::mark_ready(Qp* qp) {
-  if (qp->in_ready) return;
-  qp->in_ready = true;
-  ready_ring_.push_back(qp->qpn());  // grows (doubling) only when the QP count grows
+  env_.mark_ready(qp->in_ready, qp->qpn());
 }
 
 void Engine::mark_control(Qp* qp) {
-  if (qp->in_control) return;
-  qp->in_control = true;
-  control_ring_.push_back(qp->qpn());
+  env_.mark_control(qp->in_control, qp->qpn());
 }
 
 void Engine::rearm(Qp* qp) {
-  const Time d = qp->deadline();
-  if (d < qp->armed) {
-    qp->armed = d;
-    timers_.push_back(TimerEntry{d, qp->qpn()});
-    std::push_heap(timers_.begin(), timers_.end(), std::greater<>());
-  }
-}
-
-void Engine::note_rtt_sample(Time raw) {
-  if (!config_.share_rtt) return;
-  RttEstimate& e = shared_rtt_;
-  e.min_rtt = std::min(e.min_rtt, raw);
-  if (e.srtt == 0) {
-    e.srtt = raw;
-    e.rttvar = raw / 2;
-    return;
-  }
-  // RFC 6298 gains, as each QP smooths its own.
-  const Time diff = e.srtt > raw ? e.srtt - raw : raw - e.srtt;
-  e.rttvar = (3 * e.rttvar + diff) / 4;
-  e.srtt = (7 * e.srtt + raw) / 8;
-}
-
-RttEstimate Engine::borrowed_rtt() const {
-  if (shared_rtt_.srtt > 0) return shared_rtt_;
-  if (config_.fabric_rtt > 0)
-    return RttEstimate{config_.fabric_rtt, config_.fabric_rtt / 2, config_.fabric_rtt};
-  return {};
-}
-
-bool Engine::take_probe_token(Time now) {
-  const Time every = config_.probe_budget_interval;
-  if (every == 0) return true;
-  const uint64_t burst = std::max<uint32_t>(1, config_.probe_budget_burst);
-  if (now > probe_tokens_at_) {
-    const uint64_t earned = (now - probe_tokens_at_) / every;
-    if (probe_tokens_ + earned >= burst) {
-      probe_tokens_ = burst;
-      probe_tokens_at_ = now;
-    } else {
-      probe_tokens_ += earned;
-      probe_tokens_at_ += earned * every;  // keep the fraction of a token earned so far
-    }
-  }
-  if (probe_tokens_ == 0) return false;
-  --probe_tokens_;
-  return true;
-}
-
-Time Engine::next_probe_token() const {
-  return probe_tokens_ > 0 ? probe_tokens_at_ : probe_tokens_at_ + config_.probe_budget_interval;
-}
-
-void Engine::refund_probe_token() {
-  if (config_.probe_budget_interval > 0) ++probe_tokens_;
-}
-
-// Paper 2.4 probes the reverse set "each RTT"; twice the RTT estimate leaves the answer (which
-// queues behind data at the peer's NIC and in the fabric) time to come back before the probe
-// counts as unanswered.
-Time Engine::reverse_probe_interval() const {
-  if (config_.reverse_probe_interval > 0) return config_.reverse_probe_interval;
-  const Time rtt = borrowed_rtt().srtt;
-  return rtt > 0 ? std::max<Time>(2 * rtt, us(2)) : us(50);
+  env_.rearm(qp->armed, qp->qpn(), qp->deadline());
 }
 
 Time Engine::next_deadline() {
-  while (!timers_.empty()) {
-    const TimerEntry& top = timers_.front();
+  while (!env_.timers.empty()) {
+    const QpEnv::TimerEntry& top = env_.timers.front();
     const Qp* qp = find_qp(top.qpn);
     if (qp && qp->armed == top.at) return std::min(top.at, next_remap_);
-    std::pop_heap(timers_.begin(), timers_.end(), std::greater<>());
-    timers_.pop_back();
+    std::pop_heap(env_.timers.begin(), env_.timers.end(), std::greater<>());
+    env_.timers.pop_back();
   }
   return next_remap_;
 }
@@ -593,16 +427,16 @@ void Engine::on_timer(Time now) {
     for (const PendingRemap& r : due)
       apply_port_state(now, r.port, false);
   }
-  while (!timers_.empty() && timers_.front().at <= now) {
-    const TimerEntry top = timers_.front();
-    std::pop_heap(timers_.begin(), timers_.end(), std::greater<>());
-    timers_.pop_back();
+  while (!env_.timers.empty() && env_.timers.front().at <= now) {
+    const QpEnv::TimerEntry top = env_.timers.front();
+    std::pop_heap(env_.timers.begin(), env_.timers.end(), std::greater<>());
+    env_.timers.pop_back();
     Qp* qp = find_qp(top.qpn);
     if (!qp || qp->armed != top.at) continue;  // stale entry
     qp->armed = kNever;
-    const uint64_t cwnd_before = log_ ? cwnd_of(*qp) : 0;
+    const uint64_t cwnd_before = env_.log ? cwnd_of(*qp) : 0;
     qp->on_timer(now);
-    if (log_) [[unlikely]]
+    if (env_.log) [[unlikely]]
       log_cwnd_change(now, *qp, cwnd_before);  // losses a timer declared cut the window
     rearm(qp);
   }

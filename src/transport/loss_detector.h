@@ -52,7 +52,7 @@ struct LossTiming {
 };
 
 // What loss detection borrows from the engine at a call: the RTT a QP without a sample of
-// its own assumes (Engine::borrowed_rtt) and the responder's ACK delay
+// its own assumes (QpEnv::borrowed_rtt) and the responder's ACK delay
 // (EngineConfig::ack_delay), which the tail-loss probe waits out.
 struct LossContext {
   RttEstimate borrowed;

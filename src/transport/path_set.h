@@ -226,7 +226,7 @@ class PathSet {
   // then *previous_unanswered is set). kNone if none is due.
   int take_due_probe(Time now, uint32_t port_mask, uint64_t* probe_id,
                      bool* previous_unanswered = nullptr);
-  // No probe before `until` (the NIC's probe budget is spent: Engine::take_probe_token).
+  // No probe before `until` (the NIC's probe budget is spent: QpEnv::take_probe_token).
   void defer_probes(Time until);
 
   // Active paths usable for traffic: GOOD on an up port.

@@ -45,8 +45,8 @@ constexpr uint32_t kProbeReplyQueue = 32;
 
 }  // namespace
 
-Qp::Qp(Engine& engine, uint32_t qpn, const QpCreateAttr& attr, uint64_t seed)
-    : engine_(engine), qpn_(qpn), create_(attr), seed_(seed) {}
+Qp::Qp(QpEnv& env, uint32_t qpn, const QpCreateAttr& attr, uint64_t seed)
+    : env_(env), qpn_(qpn), create_(attr), seed_(seed) {}
 
 Qp::~Qp() = default;
 
@@ -74,7 +74,7 @@ Status Qp::modify(Time now, QpState target, const QpAttr& a) {
 }
 
 Status Qp::to_init(const QpAttr& a) {
-  const uint8_t ports = engine_.config().num_ports;
+  const uint8_t ports = env_.config.num_ports;
   if (a.paths.empty() || a.paths.size() > 65535) return fail(Error::kInvalidArgument);
   if (a.transport == TransportMode::kRoce && a.paths.size() != 1) {
     return fail(Error::kInvalidArgument);
@@ -119,16 +119,16 @@ Status Qp::to_init(const QpAttr& a) {
   }
   paths_.init(
       a.paths, a.ev_min_active, ports,
-      engine_.path_policies_.get(policy, [](const PathPolicy& p) { return PathSet::clamped(p); }),
+      env_.path_policies.get(policy, [](const PathPolicy& p) { return PathSet::clamped(p); }),
       seed_);
   reverse_.configure(transport_ == TransportMode::kMrc
-                         ? std::min<uint8_t>(engine_.config().reverse_evs_per_plane, 8)
+                         ? std::min<uint8_t>(env_.config.reverse_evs_per_plane, 8)
                          : 0,
                      ports);
   for (uint8_t p = 0; p < ports; ++p) {
-    if (!((engine_.port_up_mask_ >> p) & 1)) paths_.set_port_up(p, false, 0);
+    if (!((env_.port_up_mask >> p) & 1)) paths_.set_port_up(p, false, 0);
   }
-  cc_spec_ = engine_.cc_specs_.get(a.cc, [](const CcSpec& c) { return c; });
+  cc_spec_ = env_.cc_specs.get(a.cc, [](const CcSpec& c) { return c; });
   state_ = QpState::kInit;
   return {};
 }
@@ -167,8 +167,8 @@ Status Qp::to_rts(Time now, const QpAttr& a) {
     case CcAlgorithm::kNscc: {
       cc::NsccConfig cfg = cc_spec_->nscc;
       cfg.mtu = mtu_;
-      cc_ = std::make_unique<cc::Nscc>(engine_.nscc_params_.get(cfg, cc::resolve_nscc),
-                                       &engine_.nscc_stats_);
+      cc_ =
+          std::make_unique<cc::Nscc>(env_.nscc_params.get(cfg, cc::resolve_nscc), &env_.nscc_stats);
       break;
     }
     case CcAlgorithm::kDcqcn: {
@@ -198,9 +198,9 @@ void Qp::to_err(Time now, WcStatus first_status) {
   WcStatus status = first_status;
   for (uint64_t s = sq_head_; s != sq_tail_; ++s) {
     SendWr& w = wr_at(s);
-    engine_.emit_completion(Completion{w.wr_id, qpn_, status,
-                                       w.with_imm ? WcOpcode::kWriteImm : WcOpcode::kWrite, 0,
-                                       w.length, now});
+    env_.emit_completion(Completion{w.wr_id, qpn_, status,
+                                    w.with_imm ? WcOpcode::kWriteImm : WcOpcode::kWrite, 0,
+                                    w.length, now});
     status = WcStatus::kFlushed;
   }
   sq_head_ = sq_send_ = sq_tail_;
@@ -209,7 +209,7 @@ void Qp::to_err(Time now, WcStatus first_status) {
   wimm_outstanding_ = 0;
   if (rx_) {
     while (!rx_->rq.empty()) {
-      engine_.emit_completion(
+      env_.emit_completion(
           Completion{rx_->rq.pop_front(), qpn_, WcStatus::kFlushed, WcOpcode::kRecvImm, 0, 0, now});
     }
     rx_->window.clear_echoes();
@@ -224,7 +224,7 @@ void Qp::to_err(Time now, WcStatus first_status) {
   probes_due_ = false;
   pacing_wait_until_ = kNever;
   if (!was_error) {
-    engine_.emit_event(
+    env_.emit_event(
         Event{EventType::kQpError, qpn_, 0, 0, ev::EvState::kGood, ev::EvState::kGood, now});
   }
 }
@@ -257,7 +257,7 @@ QpMemory Qp::memory() const {
 // (qp.h). RoCEv2 keeps no transmission records.
 void Qp::ensure_requester_rings() {
   if (!sq_.empty()) return;
-  sq_.resize(std::clamp<uint32_t>(engine_.config().qp_initial_ring, 1, create_.sq_depth));
+  sq_.resize(std::clamp<uint32_t>(env_.config.qp_initial_ring, 1, create_.sq_depth));
   const uint32_t n = initial_ring(pkt_limit_);
   pkts_.assign(n, TxPkt{});
   pkt_mask_ = n - 1;
@@ -319,7 +319,7 @@ void Qp::release_idle_responder(Time now) {
 
 void Qp::ensure_responder_rings() {
   ensure_responder();
-  if (!rx_->window.allocated()) rx_->window.allocate(engine_.config().qp_initial_ring);
+  if (!rx_->window.allocated()) rx_->window.allocate(env_.config.qp_initial_ring);
 }
 
 // A QP keeps its rings only while it has work (docs/performance.md, "Bytes per QP"): a
@@ -346,7 +346,7 @@ void Qp::release_idle_responder_rings() {
 }
 
 uint32_t Qp::initial_ring(uint32_t limit) const {
-  const uint64_t want = std::bit_ceil(std::max<uint64_t>(engine_.config().qp_initial_ring, 1));
+  const uint64_t want = std::bit_ceil(std::max<uint64_t>(env_.config.qp_initial_ring, 1));
   return static_cast<uint32_t>(std::min<uint64_t>(want, limit));
 }
 
@@ -382,7 +382,7 @@ Status Qp::post_write(Time now, const WriteWr& wr) {
   if (sq_tail_ - sq_head_ >= create_.sq_depth) return fail(Error::kQueueFull);
   const uint8_t* local = nullptr;
   if (wr.length > 0) {
-    auto region = engine_.memory().check_local(wr.lkey, wr.local_addr, wr.length);
+    auto region = env_.memory.check_local(wr.lkey, wr.local_addr, wr.length);
     if (!region) return fail(region.error());
     if ((*region)->base) local = (*region)->base + (wr.local_addr - (*region)->iova);
   }
@@ -402,14 +402,14 @@ Status Qp::post_write(Time now, const WriteWr& wr) {
   w.signaled = wr.signaled || create_.sq_sig_all;
   ++sq_tail_;
   (void)now;
-  engine_.mark_ready(this);
+  mark_ready();
   return {};
 }
 
 Status Qp::post_recv(uint64_t wr_id) {
   if (state_ != QpState::kRtr && state_ != QpState::kRts) return fail(Error::kBadQpState);
   ensure_responder();
-  if (!rx_->rq.push_back_within(wr_id, create_.rq_depth, engine_.config().qp_initial_ring)) {
+  if (!rx_->rq.push_back_within(wr_id, create_.rq_depth, env_.config.qp_initial_ring)) {
     return fail(Error::kQueueFull);
   }
   // A message may be placed and waiting for this receive (MRC has no RNR).
@@ -519,11 +519,11 @@ void Qp::start_new_packet(Time now, SendWr& w, uint32_t bytes) {
   p.bytes = bytes;
   if (w.next_pkt == 0 && w.with_imm) {
     ++wimm_outstanding_;
-    auto& hw = engine_.counters_.max_outstanding_wimm;
+    auto& hw = env_.counters.max_outstanding_wimm;
     hw = std::max<uint64_t>(hw, wimm_outstanding_);
   }
   if (++w.next_pkt == w.npkts) ++sq_send_;
-  auto& hw = engine_.counters_.max_outstanding_psns;
+  auto& hw = env_.counters.max_outstanding_psns;
   hw = std::max<uint64_t>(hw, outstanding_psns());
 }
 
@@ -592,10 +592,10 @@ void Qp::fill_data(Time now, uint32_t psn, int path, bool retransmit, TxPacket& 
   if (is_mrc()) p.rec = loss_->record(psn, path, now);
   if (cc_) cc_->on_send(now, p.bytes, inflight_bytes_);
   if (retransmit) {
-    ++engine_.counters_.retransmits;
+    ++env_.counters.retransmits;
     ++stats_.retransmits;
   } else {
-    ++engine_.counters_.data_sent;
+    ++env_.counters.data_sent;
     ++stats_.data_sent;
   }
 }
@@ -618,11 +618,11 @@ bool Qp::ack_psn(Time now, uint32_t psn) {
   TxPkt& p = pkt(psn);
   if (p.state == PktState::kAcked || p.state == PktState::kFree) return false;
   if (is_mrc() && p.state == PktState::kLost && p.transmissions > 1)
-    ++engine_.counters_.losses_acked_before_resend;
+    ++env_.counters.losses_acked_before_resend;
   if (is_mrc() && p.state == PktState::kLost && p.transmissions == 1) {
     // Declared lost, but the only transmission was delivered: reordering, not loss. Same
     // lesson as a spurious retransmission (the path works; widen the reordering window).
-    ++engine_.counters_.losses_undone;
+    ++env_.counters.losses_undone;
     on_spurious_loss(now, p.ev);
     // Timing evidence only if the previous ACK could have reported this PSN (its bitmap
     // reached it): then it arrived after that ACK left. Beyond that reach a hole hides a
@@ -645,11 +645,11 @@ void Qp::note_delivered(Time sent_at, uint32_t seq, uint16_t ev) {
 }
 
 uint32_t Qp::transmit_queue(uint16_t ev) const {
-  return engine_.transmit_order() == TransmitOrder::kPerPort ? paths_.port_of(ev) : ev;
+  return env_.transmit_order == TransmitOrder::kPerPort ? paths_.port_of(ev) : ev;
 }
 
 LossContext Qp::loss_context() const {
-  return LossContext{engine_.borrowed_rtt(), engine_.config().ack_delay};
+  return LossContext{env_.borrowed_rtt(), env_.config.ack_delay};
 }
 
 void Qp::learn_pto_floor_from_echoes(Time now, const wire::SackExt& s) {
@@ -712,7 +712,7 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
   ensure_loss();  // an ACK before any post (stray) still reaches the detector
   const wire::SackExt& s = rx.pkt.sack;
   if (contradicts_acknowledged(s)) {
-    ++engine_.counters_.ack_contradictions;
+    ++env_.counters.ack_contradictions;
     to_err(now, WcStatus::kAckContradiction);
     return;
   }
@@ -758,7 +758,7 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
       rtt = raw > service ? raw - service : raw;
       if (!(e.flags & wire::AckEcho::kDuplicate)) {
         loss_->rtt_sample(rtt, raw);
-        engine_.note_rtt_sample(raw);
+        env_.note_rtt_sample(raw);
       }
       detect_losses_on_path(now, e.ev_index, p.rec,
                             psn_add(s.sack_base, 64 * wire::kSackBitmapWords));
@@ -786,12 +786,12 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
   advance_una();
   if (snd_una_ != una_before) loss_->mark();
   if (progress) {
-    ++engine_.counters_.acks_advancing;
-    ++engine_.counters_.acks_advancing_by_port[rx.port & 31];
+    ++env_.counters.acks_advancing;
+    ++env_.counters.acks_advancing_by_port[rx.port & 31];
   }
   complete_send_wrs(now);
   release_idle_requester_rings(now);
-  engine_.mark_ready(this);
+  mark_ready();
 }
 
 void Qp::on_roce_ack(Time now, const RxPacket& rx) {
@@ -811,7 +811,7 @@ void Qp::on_roce_ack(Time now, const RxPacket& rx) {
   }
   if (aeth_is_nak(rx.pkt.aeth.syndrome)) {
     // PSN sequence error: the responder expects cum_psn. Go back and resend from there.
-    ++engine_.counters_.losses_detected;
+    ++env_.counters.losses_detected;
     if (psn_lt(s.cum_psn, gbn_next_)) {
       // A NAK overtaken by a later ACK may name PSNs before snd_una_: acknowledged, freed,
       // and no longer in the ring.
@@ -833,14 +833,14 @@ void Qp::on_roce_ack(Time now, const RxPacket& rx) {
   advance_una();
   complete_send_wrs(now);
   release_idle_requester_rings(now);
-  engine_.mark_ready(this);
+  mark_ready();
 }
 
 // An earlier transmission of a packet we resent has arrived: the loss was reordering, not
 // loss. Widen the reordering window (RFC 8985 section 6.2 grows it the same way on DSACK),
 // and give the path back its GOOD state: it has just delivered a packet.
 void Qp::on_spurious_loss(Time now, uint16_t ev) {
-  ++engine_.counters_.spurious_losses;
+  ++env_.counters.spurious_losses;
   loss_->widen_reorder_window();
   report_path_change(now, ev, paths_.on_delivered(ev));
 }
@@ -853,7 +853,7 @@ void Qp::on_spurious_loss(Time now, uint16_t ev) {
 // plane's packets, RACK declares the older plane's lost, and every retransmission then
 // arrives as a duplicate). The original's path is not known here; its probe brings it back.
 void Qp::on_duplicate_echo() {
-  ++engine_.counters_.duplicate_retransmits;
+  ++env_.counters.duplicate_retransmits;
   loss_->widen_reorder_window();
 }
 
@@ -868,8 +868,7 @@ void Qp::detect_losses_rack(Time now, bool check_pto) {
       now, check_pto, loss_context(), [this](uint32_t seq) { return record_current(seq); },
       [this](uint16_t ev) { return transmit_queue(ev); },
       [this, now](uint32_t psn, LossCause cause) {
-        if (cause == LossCause::kPto && loss_->srtt() == 0)
-          ++engine_.counters_.losses_pto_borrowed_rtt;
+        if (cause == LossCause::kPto && loss_->srtt() == 0) ++env_.counters.losses_pto_borrowed_rtt;
         declare_lost(now, psn, true, cause);
       });
 }
@@ -877,7 +876,7 @@ void Qp::detect_losses_rack(Time now, bool check_pto) {
 void Qp::declare_lost(Time now, uint32_t psn, bool mark_path, LossCause cause) {
   TxPkt& p = pkt(psn);
   if (p.state != PktState::kInflight) return;
-  EngineCounters& c = engine_.counters_;
+  EngineCounters& c = env_.counters;
   switch (cause) {
     case LossCause::kPathOrder:
       ++c.losses_path_order;
@@ -897,14 +896,14 @@ void Qp::declare_lost(Time now, uint32_t psn, bool mark_path, LossCause cause) {
       break;
   }
   loss_->note_loss(cause);
-  if (engine_.logging()) [[unlikely]] {
+  if (env_.logging()) [[unlikely]] {
     LogRecord r(now, LogKind::kPacketLost, qpn_);
     r.psn = psn;
     r.ev = p.ev;
     r.port = paths_.port_of(p.ev);
     r.bytes = p.bytes;
     r.cause = cause;
-    engine_.log(r);
+    env_.record(r);
   }
   p.state = PktState::kLost;
   inflight_bytes_ -= std::min<uint64_t>(inflight_bytes_, p.bytes);
@@ -916,7 +915,7 @@ void Qp::declare_lost(Time now, uint32_t psn, bool mark_path, LossCause cause) {
     if (retx_.size() > (cap - 1) / 2 && cap < pkt_limit_) retx_.reserve(2 * cap);
   }
   retx_.push_back(psn);
-  ++engine_.counters_.losses_detected;
+  ++env_.counters.losses_detected;
   // Loss is a path signal, trimming the congestion signal (paper 2.1): CC tells them apart
   // (NsccConfig::loss_keep).
   if (cc_) {
@@ -928,10 +927,10 @@ void Qp::declare_lost(Time now, uint32_t psn, bool mark_path, LossCause cause) {
   }
   if (mark_path) {
     const PathStateChange c = paths_.on_loss(p.ev, now);
-    if (c.held) ++engine_.counters_.losses_on_trimming_paths;
+    if (c.held) ++env_.counters.losses_on_trimming_paths;
     report_path_change(now, p.ev, c);
   }
-  engine_.mark_ready(this);
+  mark_ready();
 }
 
 // The retransmission queue may hold PSNs acknowledged after they were queued (skipped when
@@ -957,9 +956,9 @@ void Qp::complete_send_wrs(Time now) {
     SendWr& w = wr_at(sq_head_);
     if (w.acked_pkts < w.npkts) break;
     if (w.signaled) {
-      engine_.emit_completion(Completion{w.wr_id, qpn_, WcStatus::kSuccess,
-                                         w.with_imm ? WcOpcode::kWriteImm : WcOpcode::kWrite, 0,
-                                         w.length, now});
+      env_.emit_completion(Completion{w.wr_id, qpn_, WcStatus::kSuccess,
+                                      w.with_imm ? WcOpcode::kWriteImm : WcOpcode::kWrite, 0,
+                                      w.length, now});
     }
     if (w.with_imm) --wimm_outstanding_;
     ++sq_head_;
@@ -971,12 +970,12 @@ bool Qp::has_outstanding() const {
 }
 
 void Qp::on_rto(Time now) {
-  ++engine_.counters_.timeouts;
-  if (engine_.logging()) [[unlikely]] {
+  ++env_.counters.timeouts;
+  if (env_.logging()) [[unlikely]] {
     LogRecord r(now, LogKind::kTimeout, qpn_);
     r.psn = snd_una_;
     r.inflight = inflight_bytes_;
-    engine_.log(r);
+    env_.record(r);
   }
   if (!loss_->on_rto()) {
     to_err(now, WcStatus::kRetryExceeded);
@@ -1004,15 +1003,15 @@ void Qp::on_rto(Time now) {
     if (cc_ && snd_una_ != next_psn_) cc_->on_loss(now, pkt(snd_una_).bytes);
   }
   loss_->restart_rto_clock(now);
-  engine_.mark_ready(this);
+  mark_ready();
 }
 
 void Qp::on_trim_nack(Time now, const RxPacket& rx) {
   const wire::TrimNackExt& n = rx.pkt.nack;
-  ++engine_.counters_.trim_nacks_received;
+  ++env_.counters.trim_nacks_received;
   if (!psn_in_flight_range(n.psn) || pkt(n.psn).state != PktState::kInflight ||
       pkt(n.psn).ev != n.ev_index) {
-    ++engine_.counters_.trim_nacks_stale;  // that transmission is no longer in flight
+    ++env_.counters.trim_nacks_stale;  // that transmission is no longer in flight
     return;
   }
   TxPkt& p = pkt(n.psn);
@@ -1047,7 +1046,7 @@ void Qp::on_probe_reply(Time now, const RxPacket& rx) {
 
 void Qp::report_reverse_change(Time now, const ReverseChange& c) {
   if (!c.changed) return;
-  ++engine_.counters_.ack_ev_changes;
+  ++env_.counters.ack_ev_changes;
   Event e{EventType::kAckEvChange,
           qpn_,
           c.to >= 0 ? static_cast<uint16_t>(c.to) : Event::kNoPath,
@@ -1056,7 +1055,7 @@ void Qp::report_reverse_change(Time now, const ReverseChange& c) {
           c.to >= 0 ? paths_.state_of(c.to) : ev::EvState::kGood,
           now};
   e.replaced = c.from >= 0 ? static_cast<uint16_t>(c.from) : Event::kNoPath;
-  engine_.emit_event(e);
+  env_.emit_event(e);
 }
 
 void Qp::report_path_change(Time now, int ev, const PathStateChange& c) {
@@ -1067,17 +1066,17 @@ void Qp::report_path_change(Time now, int ev, const PathStateChange& c) {
       // A path back in use (a probe answered) can carry the data that waited for one: with no
       // usable path produce_data returned kIdle and the QP left the ready ring, and nothing
       // else would bring it back (a probe reply is not an ACK).
-      engine_.mark_ready(this);
+      mark_ready();
     }
-    ++engine_.counters_.ev_state_changes;
-    engine_.emit_event(Event{EventType::kEvStateChange, qpn_, static_cast<uint16_t>(ev),
-                             paths_.port_of(ev), c.from, c.to, now});
+    ++env_.counters.ev_state_changes;
+    env_.emit_event(Event{EventType::kEvStateChange, qpn_, static_cast<uint16_t>(ev),
+                          paths_.port_of(ev), c.from, c.to, now});
   }
   if (c.swapped_in == PathSet::kNone) return;
   // A backup of the same plane took the place of an EV mapped out (paper 2.4) or congested
   // (ECN, PathPolicy::ecn_swap_marks: the replaced EV is still GOOD) in the active set.
-  ++engine_.counters_.ev_swaps;
-  if (paths_.state_of(c.replaced) == ev::EvState::kGood) ++engine_.counters_.ev_ecn_swaps;
+  ++env_.counters.ev_swaps;
+  if (paths_.state_of(c.replaced) == ev::EvState::kGood) ++env_.counters.ev_ecn_swaps;
   Event swap{EventType::kEvSwap,
              qpn_,
              static_cast<uint16_t>(c.swapped_in),
@@ -1086,14 +1085,14 @@ void Qp::report_path_change(Time now, int ev, const PathStateChange& c) {
              paths_.state_of(c.swapped_in),
              now};
   swap.replaced = static_cast<uint16_t>(c.replaced);
-  engine_.emit_event(swap);
+  env_.emit_event(swap);
 }
 
 // ---------------------------------------------------------------------------------------
 // Receive dispatch.
 
 Status Qp::drop(DropReason reason, Error error) {
-  ++engine_.counters_.drops[static_cast<int>(reason)];
+  ++env_.counters.drops[static_cast<int>(reason)];
   return fail(error);
 }
 
@@ -1109,7 +1108,7 @@ Status Qp::on_packet(Time now, const RxPacket& rx) {
     case wire::Opcode::kAck:
       if (!sending) return drop(DropReason::kBadState, Error::kBadQpState);
       if (auto v = validate_ack(t.sack); !v) return drop(DropReason::kBadAck, v.error());
-      ++engine_.counters_.acks_received;
+      ++env_.counters.acks_received;
       if (is_mrc()) {
         on_ack(now, rx);
       } else {
@@ -1127,23 +1126,23 @@ Status Qp::on_packet(Time now, const RxPacket& rx) {
     case wire::Opcode::kProbe:
       if (!receiving) return drop(DropReason::kBadState, Error::kBadQpState);
       // The reply goes back on the path the probe names: one we have, on a port we have.
-      if (t.probe.ev_index >= paths_.size() || t.probe.port >= engine_.config().num_ports)
+      if (t.probe.ev_index >= paths_.size() || t.probe.port >= env_.config.num_ports)
         return drop(DropReason::kInconsistent, Error::kBadExtension);
-      ++engine_.counters_.probes_received;
+      ++env_.counters.probes_received;
       on_probe(now, rx);
       return {};
     case wire::Opcode::kProbeReply:
       if (!sending) return drop(DropReason::kBadState, Error::kBadQpState);
       if (t.probe.ev_index >= paths_.size())
         return drop(DropReason::kInconsistent, Error::kBadExtension);
-      ++engine_.counters_.probe_replies_received;
+      ++env_.counters.probe_replies_received;
       on_probe_reply(now, rx);
       return {};
     case wire::Opcode::kCnp:
       if (!sending) return drop(DropReason::kBadState, Error::kBadQpState);
-      ++engine_.counters_.cnps_received;
+      ++env_.counters.cnps_received;
       if (cc_) cc_->on_cnp(now);
-      engine_.mark_ready(this);
+      mark_ready();
       return {};
   }
   return drop(DropReason::kBadOpcode, Error::kBadOpcode);
@@ -1173,9 +1172,9 @@ Status Qp::check_framing(const RxPacket& rx) {
 Result<const MemoryRegion*> Qp::check_data(const RxPacket& rx) {
   const wire::TransportPacket& t = rx.pkt;
   if (auto s = check_framing(rx); !s) return fail(s.error());
-  auto region = engine_.memory().check_remote_write(t.reth.rkey, t.reth.va, t.reth.dma_len);
+  auto region = env_.memory.check_remote_write(t.reth.rkey, t.reth.va, t.reth.dma_len);
   if (!region) {
-    ++engine_.counters_.drops[static_cast<int>(
+    ++env_.counters.drops[static_cast<int>(
         region.error() == Error::kBadRkey ? DropReason::kBadRkey : DropReason::kBadAddress)];
     return fail(region.error());
   }
@@ -1211,11 +1210,11 @@ Status Qp::accept_data(Time now, const RxPacket& rx, const MemoryRegion* r) {
     // The header survived, the payload did not: ask for exactly this packet again. The QP is
     // active inbound all the same (paper 2.4): the resend this NACK brings does not end a
     // silence (queue_echo).
-    ++engine_.counters_.trimmed_received;
-    reverse_.on_inbound(now, engine_.reverse_probe_interval());
+    ++env_.counters.trimmed_received;
+    reverse_.on_inbound(now, env_.reverse_probe_interval());
     if (rx_->nacks.push_back_within(TrimNack{t.bth.psn, t.data.ev_index, rx.port}, kTrimNackQueue,
-                                    engine_.config().qp_initial_ring)) {
-      engine_.mark_control(this);
+                                    env_.config.qp_initial_ring)) {
+      mark_control();
     }
     return {};
   }
@@ -1227,11 +1226,11 @@ Status Qp::accept_data(Time now, const RxPacket& rx, const MemoryRegion* r) {
       known ? rx_->window.get(msg) : rx_->window.open(msg, last_psn, t.imm, with_imm);
   m.bytes += t.payload_len;
   const bool advanced = rx_->window.mark_received(t.bth.psn, t.payload_len);
-  engine_.counters_.bytes_placed += t.payload_len;
-  ++engine_.counters_.data_received;
+  env_.counters.bytes_placed += t.payload_len;
+  ++env_.counters.data_received;
   uint8_t flags = 0;
   if (rx.ecn_ce) {
-    ++engine_.counters_.ecn_received;
+    ++env_.counters.ecn_received;
     flags |= wire::AckEcho::kEcnCe;
   }
   if (t.data.flags & wire::DataExt::kRetransmit) flags |= wire::AckEcho::kRetransmit;
@@ -1254,7 +1253,7 @@ Status Qp::on_data(Time now, const RxPacket& rx) {
     // may have seen the message complete and deregistered the region since, and a withheld
     // ACK would make the requester resend until it gives up (kRetryExceeded).
     if (auto s = check_framing(rx); !s) return s;
-    ++engine_.counters_.duplicates;
+    ++env_.counters.duplicates;
     queue_echo(now, rx, wire::AckEcho::kDuplicate);
     return {};
   }
@@ -1272,29 +1271,29 @@ Status Qp::on_roce_data(Time now, const RxPacket& rx) {
   if (d < 0) {
     // Acknowledged again without a look at its key, as in on_data.
     if (auto s = check_framing(rx); !s) return s;
-    ++engine_.counters_.duplicates;
+    ++env_.counters.duplicates;
     queue_echo(now, rx, wire::AckEcho::kDuplicate);
     rx_->ack_now = true;
-    engine_.mark_control(this);
+    mark_control();
     return {};
   }
   const auto region = check_data(rx);
   if (!region) return fail(region.error());
   if (d > 0 || rx.trimmed) {
     // RoCEv2 responders accept only the expected PSN; one NAK per gap (IBTA 9.7.5.2.2).
-    ++engine_.counters_.out_of_sequence;
+    ++env_.counters.out_of_sequence;
     if (!rx_->roce_nak_sent_for_base) {
       rx_->roce_nak_sent_for_base = true;
       rx_->roce_nak_pending = true;
-      engine_.mark_control(this);
+      mark_control();
     }
     return {};
   }
   if (rx.ecn_ce) {
     // DCQCN notification point: at most one CNP per interval per QP.
-    if (!rx_->cnp_ever || now >= rx_->last_cnp + engine_.config().cnp_interval) {
+    if (!rx_->cnp_ever || now >= rx_->last_cnp + env_.config.cnp_interval) {
       rx_->cnp_pending = true;
-      engine_.mark_control(this);
+      mark_control();
     }
   }
   const uint32_t before = rx_->window.base();
@@ -1308,7 +1307,7 @@ void Qp::complete_recv_messages(Time now) {
     if (m->with_imm) {
       if (rx_->rq.empty()) break;  // no RNR in MRC: wait for the application's receive
       const uint64_t wr_id = rx_->rq.pop_front();
-      engine_.emit_completion(
+      env_.emit_completion(
           Completion{wr_id, qpn_, WcStatus::kSuccess, WcOpcode::kRecvImm, m->imm, m->bytes, now});
       --rx_->wimm_dest_open;
     }
@@ -1316,7 +1315,7 @@ void Qp::complete_recv_messages(Time now) {
     rx_->ack_now = true;
   }
   release_idle_responder_rings();
-  if (rx_->ack_now) engine_.mark_control(this);
+  if (rx_->ack_now) mark_control();
 }
 
 void Qp::queue_echo(Time now, const RxPacket& rx, uint8_t flags) {
@@ -1330,7 +1329,7 @@ void Qp::queue_echo(Time now, const RxPacket& rx, uint8_t flags) {
   // timeout would never make an active spell (a lone arrival only starts the clock), and a
   // slot that loses every ACK would never be verified.
   reverse_.on_data_path(rx.pkt.data.ev_index, paths_);
-  const bool spell_started = reverse_.on_inbound(now, engine_.reverse_probe_interval());
+  const bool spell_started = reverse_.on_inbound(now, env_.reverse_probe_interval());
   if ((flags & wire::AckEcho::kDuplicate) ||
       (spell_started && (flags & wire::AckEcho::kRetransmit)))
     reverse_.on_ack_loss(now);
@@ -1339,22 +1338,22 @@ void Qp::queue_echo(Time now, const RxPacket& rx, uint8_t flags) {
   rx_->ack_repeat_due = kNever;  // this packet's own ACK carries the state: no repeat
   rx_->ack_repeat_now = false;
   ++rx_->unacked_packets;
-  if (rx_->unacked_packets >= engine_.config().ack_every || rx.pkt.bth.ack_req ||
+  if (rx_->unacked_packets >= env_.config.ack_every || rx.pkt.bth.ack_req ||
       (flags & wire::AckEcho::kDuplicate)) {
     rx_->ack_now = true;
-    engine_.mark_control(this);
+    mark_control();
   } else if (rx_->ack_due == kNever) {
-    rx_->ack_due = now + engine_.config().ack_delay;
+    rx_->ack_due = now + env_.config.ack_delay;
   }
 }
 
 void Qp::on_probe(Time now, const RxPacket& rx) {
   if (!probe_replies_) probe_replies_ = std::make_unique<Ring<ProbeReply>>();
   if (!probe_replies_->push_back_within(ProbeReply{rx.pkt.probe, rx.port, now}, kProbeReplyQueue,
-                                        engine_.config().qp_initial_ring)) {
+                                        env_.config.qp_initial_ring)) {
     return;  // overloaded: the prober retries
   }
-  engine_.mark_control(this);
+  mark_control();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1400,7 +1399,7 @@ int Qp::ack_path(Time now, uint8_t preferred_port, int preferred_path, uint32_t 
     if (!repeat || (path != rx_->last_ack_path && path != PathSet::kNone)) return path;
   }
   if (repeat) return ack_repeat_path(mask);
-  if (engine_.config().ack_waits_for_port) {
+  if (env_.config.ack_waits_for_port) {
     // The reverse of a path data just came by (this packet's, else the newest echo's on a
     // free port): each crossed a working spine moments ago. None free: wait for one's port.
     bool waiting = false;
@@ -1486,7 +1485,7 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
       t.aeth = wire::Aeth{kAethNakSeqErr, rx_->window.msg_base() & kPsnMask};
       t.nack = wire::TrimNackExt{n.psn, rx_->window.base(), n.ev, 0};
       out.transport_bytes = kTrimNackWireBytes;
-      ++engine_.counters_.nacks_sent;
+      ++env_.counters.nacks_sent;
       release_idle_responder(now);
       return true;
     }
@@ -1499,7 +1498,7 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
       if (rx_->roce_nak_pending) {
         t.aeth.syndrome = kAethNakSeqErr;
         rx_->roce_nak_pending = false;
-        ++engine_.counters_.nacks_sent;
+        ++env_.counters.nacks_sent;
       }
       release_idle_responder(now);
       return true;
@@ -1511,7 +1510,7 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
       fill_common(out, paths_.port_of(path), path);
       fill_ack(now, out);            // no echoes: an arrival since the last ACK cancels the repeat
       rx_->ack_repeat_due = kNever;  // once per quiet spell
-      ++engine_.counters_.ack_repeats;
+      ++env_.counters.ack_repeats;
       release_idle_responder(now);
       return true;
     }
@@ -1526,7 +1525,7 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
       t.bth.opcode = wire::Opcode::kCnp;
       t.bth.becn = true;
       out.transport_bytes = kCnpWireBytes;
-      ++engine_.counters_.cnps_sent;
+      ++env_.counters.cnps_sent;
       return true;
     }
   }
@@ -1542,24 +1541,24 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
       t.probe = r.probe;
       t.probe.service_time_ns = static_cast<uint32_t>((now - r.arrived) / kPicosPerNano);
       out.transport_bytes = kProbeWireBytes;
-      ++engine_.counters_.probe_replies_sent;
+      ++env_.counters.probe_replies_sent;
       return true;
     }
   }
   if (probes_due_ && state_ == QpState::kRts) {
     // The NIC's probe budget (EngineConfig::probe_budget_*): without a token every due probe
     // waits for the next one, and the QP's timer brings it back then.
-    if (!engine_.take_probe_token(now)) {
-      ++engine_.counters_.probes_deferred;
-      paths_.defer_probes(engine_.next_probe_token());
+    if (!env_.take_probe_token(now)) {
+      ++env_.counters.probes_deferred;
+      paths_.defer_probes(env_.next_probe_token());
       probes_due_ = false;
-      engine_.rearm(this);
+      env_.rearm(armed, qpn_, deadline());
       return false;
     }
     uint64_t id = 0;
     bool unanswered = false;
     const int path = paths_.take_due_probe(now, mask, &id, &unanswered);
-    if (unanswered) ++engine_.counters_.probes_unanswered;
+    if (unanswered) ++env_.counters.probes_unanswered;
     if (path != PathSet::kNone) {
       probes_due_ = paths_.next_probe_time() <= now;
       const uint8_t port = paths_.port_of(path);
@@ -1567,26 +1566,26 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
       t.bth.opcode = wire::Opcode::kProbe;
       t.probe = wire::ProbeExt{id, now, 0, static_cast<uint16_t>(path), port, 0};
       out.transport_bytes = kProbeWireBytes;
-      ++engine_.counters_.probes_sent;
+      ++env_.counters.probes_sent;
       return true;
     }
-    engine_.refund_probe_token();  // none could go on the ports in `mask`
+    env_.refund_probe_token();  // none could go on the ports in `mask`
     if (paths_.next_probe_time() > now) probes_due_ = false;
   }
   if (reverse_probe_due_) {
     // Paper 2.4: one probe per interval on the reverse set while the QP only receives. It
     // shares the NIC's probe budget with the path probes.
-    if (!engine_.take_probe_token(now)) {
-      ++engine_.counters_.probes_deferred;
-      reverse_.defer_probe(engine_.next_probe_token());
+    if (!env_.take_probe_token(now)) {
+      ++env_.counters.probes_deferred;
+      reverse_.defer_probe(env_.next_probe_token());
       reverse_probe_due_ = false;
-      engine_.rearm(this);
+      env_.rearm(armed, qpn_, deadline());
       return false;
     }
     const ReversePathSet::Probe p =
-        reverse_.take_probe(now, mask, paths_, engine_.reverse_probe_interval(),
+        reverse_.take_probe(now, mask, paths_, env_.reverse_probe_interval(),
                             state_ == QpState::kRts && has_outstanding(), seed_);
-    if (p.previous_unanswered) ++engine_.counters_.reverse_probes_unanswered;
+    if (p.previous_unanswered) ++env_.counters.reverse_probes_unanswered;
     report_reverse_change(now, p.mapped_out);
     if (reverse_.next_probe_time() > now) reverse_probe_due_ = false;
     if (p.path != ReversePathSet::kNone) {
@@ -1595,10 +1594,10 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
       t.bth.opcode = wire::Opcode::kProbe;
       t.probe = wire::ProbeExt{p.id, now, 0, static_cast<uint16_t>(p.path), port, 0};
       out.transport_bytes = kProbeWireBytes;
-      ++engine_.counters_.reverse_probes_sent;
+      ++env_.counters.reverse_probes_sent;
       return true;
     }
-    engine_.refund_probe_token();
+    env_.refund_probe_token();
   }
   return false;
 }
@@ -1612,7 +1611,7 @@ void Qp::fill_ack(Time now, TxPacket& out) {
   rx_->window.fill_sack(s);  // cumulative PSN, bitmap, received bytes, echoes
   s.service_time_ns = static_cast<uint32_t>(
       std::min<Time>((now - rx_->newest_arrival) / kPicosPerNano, UINT32_MAX));
-  s.ports_down = engine_.ports_down_bitmap();
+  s.ports_down = env_.ports_down_bitmap();
   out.transport_bytes = kAckWireBytes;
   rx_->unacked_packets = 0;
   rx_->ack_now = false;
@@ -1620,9 +1619,8 @@ void Qp::fill_ack(Time now, TxPacket& out) {
   rx_->ack_repeat_now = false;  // this ACK carries the state a pending repeat would have
   rx_->last_ack_port = out.port;
   rx_->last_ack_path = out.ev_index;
-  if (engine_.ack_repeat_after() > 0 && is_mrc())
-    rx_->ack_repeat_due = now + engine_.ack_repeat_after();
-  ++engine_.counters_.acks_sent;
+  if (env_.ack_repeat_after > 0 && is_mrc()) rx_->ack_repeat_due = now + env_.ack_repeat_after;
+  ++env_.counters.acks_sent;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1652,25 +1650,25 @@ void Qp::on_timer(Time now) {
   if (rx_ && rx_->ack_due <= now) {
     rx_->ack_due = kNever;
     rx_->ack_now = true;
-    engine_.mark_control(this);
+    mark_control();
   }
   if (rx_ && rx_->ack_repeat_due <= now) {
     rx_->ack_repeat_due = kNever;
     rx_->ack_repeat_now = true;
-    engine_.mark_control(this);
+    mark_control();
   }
   if (!reverse_probe_due_ && reverse_.next_probe_time() <= now) {
     reverse_probe_due_ = true;
-    engine_.mark_control(this);
+    mark_control();
   }
   if (state_ != QpState::kRts) return;
   if (pacing_wait_until_ <= now) {
     pacing_wait_until_ = kNever;
-    engine_.mark_ready(this);
+    mark_ready();
   }
   if (cc_ && cc_->next_timer() <= now) {
     cc_->on_timer(now);
-    engine_.mark_ready(this);
+    mark_ready();
   }
   if (loss_ && has_outstanding() && loss_->rto_due() <= now) {
     on_rto(now);
@@ -1680,7 +1678,7 @@ void Qp::on_timer(Time now) {
   }
   if (!probes_due_ && paths_.next_probe_time() <= now) {
     probes_due_ = true;
-    engine_.mark_control(this);
+    mark_control();
   }
 }
 
@@ -1696,7 +1694,7 @@ void Qp::set_port_up(Time now, uint8_t port, bool up) {
         declare_lost(now, r.psn, false, LossCause::kOther);
     }
   }
-  engine_.mark_ready(this);
+  mark_ready();
 }
 
 // Paper 3: "MRC then uses a port state bitmap in SACK packets to notify remote QP endpoints
@@ -1707,7 +1705,7 @@ void Qp::set_port_up(Time now, uint8_t port, bool up) {
 void Qp::on_peer_ports(Time now, uint32_t ports_down) {
   const uint32_t newly_down = ports_down & ~paths_.peer_ports_down();
   paths_.set_peer_ports_down(ports_down, now);
-  ++engine_.counters_.peer_port_changes;
+  ++env_.counters.peer_port_changes;
   if (newly_down && state_ == QpState::kRts && loss_) {
     for (uint32_t seq = loss_->head(); seq != loss_->tail(); ++seq) {
       const LossDetector::Record& r = loss_->at(seq);
@@ -1715,7 +1713,7 @@ void Qp::on_peer_ports(Time now, uint32_t ports_down) {
         declare_lost(now, r.psn, false, LossCause::kOther);
     }
   }
-  engine_.mark_ready(this);
+  mark_ready();
 }
 
 Status Qp::set_path_denied(Time now, int ev_index, bool denied) {
@@ -1731,7 +1729,7 @@ Status Qp::set_path_denied(Time now, int ev_index, bool denied) {
         declare_lost(now, r.psn, false, LossCause::kOther);
     }
   }
-  engine_.mark_ready(this);
+  mark_ready();
   return {};
 }
 
@@ -1754,7 +1752,7 @@ Status Qp::replace_path(Time now, int ev_index, const PathDesc& desc) {
         declare_lost(now, r.psn, false, LossCause::kOther);
     }
   }
-  engine_.mark_ready(this);
+  mark_ready();
   return {};
 }
 
@@ -1782,7 +1780,7 @@ Status Qp::update(const QpUpdate& u) {
   }
   if (u.max_wimm) {
     max_wimm_ = *u.max_wimm;
-    engine_.mark_ready(this);  // WRITE_IMMs held by the old limit may go now
+    mark_ready();  // WRITE_IMMs held by the old limit may go now
   }
   if (u.max_wimm_dest) max_wimm_dest_ = *u.max_wimm_dest;
   return {};
@@ -1811,16 +1809,16 @@ Status Qp::reconfigure_cc(const CcSpec& c) {
     case CcAlgorithm::kNone:
       break;
   }
-  cc_spec_ = engine_.cc_specs_.get(c, [](const CcSpec& spec) { return spec; });
+  cc_spec_ = env_.cc_specs.get(c, [](const CcSpec& spec) { return spec; });
   if (!cc_) return {};  // before RTS: used when the controller is made at RTS
   if (c.algorithm == CcAlgorithm::kNscc) {
     cc::NsccConfig cfg = c.nscc;
     cfg.mtu = mtu_;
-    static_cast<cc::Nscc*>(cc_.get())->reconfigure(engine_.nscc_params_.get(cfg, cc::resolve_nscc));
+    static_cast<cc::Nscc*>(cc_.get())->reconfigure(env_.nscc_params.get(cfg, cc::resolve_nscc));
   } else if (c.algorithm == CcAlgorithm::kFixedWindow) {
     static_cast<cc::FixedWindow*>(cc_.get())->set_window(c.fixed_window);
   }
-  engine_.mark_ready(this);  // a larger window may let packets go
+  mark_ready();  // a larger window may let packets go
   return {};
 }
 

@@ -1,6 +1,7 @@
 // One queue pair: the requester (segmentation, spraying, loss recovery, completions) and the
 // responder (checks, placement, SACK generation, immediates) of an MRC or RoCEv2 RC
-// connection. Owned and driven by Engine; see engine.h for the external contract.
+// connection. Owned and driven by Engine (engine.h, the external contract); all it sees of
+// the engine is the QpEnv it is handed (qp_env.h).
 //
 // The QP is the state machine and the packet paths; two parts live in modules of their own:
 //   LossDetector (loss_detector.h)    the requester's transmission records in send order and
@@ -30,8 +31,9 @@
 
 #include "common/array.h"
 #include "common/ring.h"
-#include "transport/engine.h"
+#include "transport/engine_types.h"
 #include "transport/loss_detector.h"
+#include "transport/qp_env.h"
 #include "transport/receive_window.h"
 #include "transport/reverse_path.h"
 
@@ -39,7 +41,7 @@ namespace mrc {
 
 class Qp {
  public:
-  Qp(Engine& engine, uint32_t qpn, const QpCreateAttr& attr, uint64_t seed);
+  Qp(QpEnv& env, uint32_t qpn, const QpCreateAttr& attr, uint64_t seed);
   ~Qp();
 
   uint32_t qpn() const { return qpn_; }
@@ -205,8 +207,11 @@ class Qp {
   // empty) control_path(); `repeat`: the tail-ACK repeat (avoids the last ACK's path).
   int ack_path(Time now, uint8_t preferred_port, int preferred_path, uint32_t mask, bool repeat);
   void report_reverse_change(Time now, const ReverseChange& c);
+  // The QP's requests to its engine (QpEnv): data to send, a control packet pending.
+  void mark_ready() { env_.mark_ready(in_ready, qpn_); }
+  void mark_control() { env_.mark_control(in_control, qpn_); }
 
-  Engine& engine_;
+  QpEnv& env_;  // all the QP sees of its engine
   const uint32_t qpn_;
   QpCreateAttr create_;
   QpState state_ = QpState::kReset;
@@ -228,7 +233,7 @@ class Qp {
   PathSet paths_;
   ReversePathSet reverse_;  // responder: where its ACKs go (paper 2.4)
   QpStats stats_;
-  std::shared_ptr<const CcSpec> cc_spec_;  // the engine's copy (Engine::cc_specs_); set at INIT
+  std::shared_ptr<const CcSpec> cc_spec_;  // the engine's copy (QpEnv::cc_specs); set at INIT
   std::unique_ptr<cc::CongestionControl> cc_;
   Time pacing_wait_until_ = kNever;  // blocked by pacing until then
 
