@@ -66,8 +66,8 @@ class Engine {
   // ACK before the requester runs out of window or work has no later ACK to cover for it:
   // the requester would wait for its tail-loss probe (milliseconds on software paths). So
   // when no packet has arrived for `after` since an ACK went out, the responder sends its
-  // state once more, on another port where one is up, else on another path (Qp::
-  // ack_repeat_path: never the way the lost ACK went while there is another), without echoes
+  // state once more, on another port where one is up, else on another path (ack_repeat_path
+  // in control.h: never the way the lost ACK went while there is another), without echoes
   // (they were delivered or lost with the first copy; resending them would count their
   // bytes twice). A driver whose reverse paths are not its forward paths sets this when it
   // opens (net::UdpDriver in STEV and UDP modes); docs/linux-driver.md, "Tail-ACK repeat".

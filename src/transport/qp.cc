@@ -6,6 +6,7 @@
 
 #include "transport/cc/fixed_window.h"
 #include "transport/cc/nscc.h"
+#include "transport/control.h"
 #include "transport/event_log.h"
 #include "transport/psn.h"
 
@@ -26,16 +27,7 @@ uint32_t data_wire_bytes(bool imm, uint32_t payload) {
   return wire::kBthBytes + wire::kRethBytes + (imm ? wire::kImmDtBytes : 0) + wire::kDataExtBytes +
          payload + pad_bytes(payload) + wire::kIcrcBytes;
 }
-constexpr uint32_t kAckWireBytes =
-    wire::kBthBytes + wire::kAethBytes + wire::kSackExtBytes + wire::kIcrcBytes;
-constexpr uint32_t kTrimNackWireBytes =
-    wire::kBthBytes + wire::kAethBytes + wire::kTrimNackExtBytes + wire::kIcrcBytes;
-constexpr uint32_t kProbeWireBytes = wire::kBthBytes + wire::kProbeExtBytes + wire::kIcrcBytes;
-constexpr uint32_t kCnpWireBytes = wire::kBthBytes + wire::kCnpReservedBytes + wire::kIcrcBytes;
-
-// AETH syndromes (IBTA 9.7.5.1.1): ACK with "credits invalid", NAK PSN sequence error.
-constexpr uint8_t kAethAck = 0x1F;
-constexpr uint8_t kAethNakSeqErr = 0x60;
+// AETH NAK syndromes (IBTA 9.7.5.1.1; control.h has the two a QP sends).
 bool aeth_is_nak(uint8_t syndrome) {
   return (syndrome & 0x60) == 0x60;
 }
@@ -1365,97 +1357,6 @@ bool Qp::has_control() const {
                  rx_->roce_nak_pending || rx_->cnp_pending);
 }
 
-// Probe replies, CNPs (RoCE) and ACKs without a reverse EV set (ack_path) go back along the
-// reverse of the path the packet they answer took (EV sets are configured symmetrically:
-// index i names the same plane and spine both ways). That path demonstrably works in one
-// direction, so it is the best guess for the other when nothing else is known.
-// Probe replies use the probed path even if we think it bad: that is what is being tested.
-int Qp::control_path(Time now, uint8_t preferred_port, int preferred_path, uint32_t mask,
-                     bool allow_assumed_bad) {
-  if (preferred_path >= 0 && static_cast<size_t>(preferred_path) < paths_.size()) {
-    const ev::EvState st = paths_.state_of(preferred_path);
-    const uint8_t port = paths_.port_of(preferred_path);
-    const bool state_ok =
-        st == ev::EvState::kGood || (allow_assumed_bad && st == ev::EvState::kAssumedBad);
-    if (state_ok && paths_.port_up(port) && ((mask >> port) & 1)) {
-      return preferred_path;
-    }
-  }
-  int path = PathSet::kNone;
-  if ((mask >> preferred_port) & 1) path = paths_.pick(now, 1u << preferred_port);
-  if (path == PathSet::kNone) path = paths_.pick(now, mask);
-  return path;
-}
-
-// Paper 2.4: ACKs, SACKs and NACKs go on the reverse EV set, which probes keep to paths
-// known to work both ways, sprayed over its slots (ReversePathSet::pick). With the set off,
-// or when none of its EVs can go now on any port (every slot mapped out), the reverse of
-// the data packet's path, as control_path chooses.
-int Qp::ack_path(Time now, uint8_t preferred_port, int preferred_path, uint32_t mask, bool repeat) {
-  if (reverse_.enabled() && reverse_.any_live(paths_)) {
-    const int path = reverse_.pick(mask, paths_, repeat ? rx_->last_ack_path : PathSet::kNone);
-    // A repeat never takes the lost ACK's way while another exists: with one live slot, the
-    // choice of ack_repeat_path (another port, else another path).
-    if (!repeat || (path != rx_->last_ack_path && path != PathSet::kNone)) return path;
-  }
-  if (repeat) return ack_repeat_path(mask);
-  if (env_.config.ack_waits_for_port) {
-    // The reverse of a path data just came by (this packet's, else the newest echo's on a
-    // free port): each crossed a working spine moments ago. None free: wait for one's port.
-    bool waiting = false;
-    const auto usable = [&](int i) {
-      return i >= 0 && static_cast<size_t>(i) < paths_.size() &&
-             paths_.state_of(i) == ev::EvState::kGood && paths_.port_up(paths_.port_of(i));
-    };
-    if (usable(preferred_path)) {
-      if ((mask >> paths_.port_of(preferred_path)) & 1) return preferred_path;
-      waiting = true;
-    }
-    for (uint32_t k = rx_ ? rx_->window.echo_count() : 0; k-- > 0;) {
-      const int i = rx_->window.echo(k).ev_index;
-      if (!usable(i)) continue;
-      if ((mask >> paths_.port_of(i)) & 1) return i;
-      waiting = true;
-    }
-    if (waiting) return PathSet::kNone;  // EngineConfig::ack_waits_for_port
-  }
-  return control_path(now, preferred_port, preferred_path, mask, false);
-}
-
-// The tail-ACK repeat's path: not the way the last ACK went, which may be what ate it. A GOOD
-// path on another up port (another plane's spines), else another path on the same port
-// (another hash through the fabric), else that path itself. It waits (kNone) while a better
-// choice exists on a port outside `mask` rather than fall back. The scan starts after the
-// last ACK's path and leaves the round-robin and burst state of PathSet::pick alone: that
-// state is the data sender's.
-int Qp::ack_repeat_path(uint32_t mask) const {
-  const size_t n = paths_.size();
-  if (n == 0) return PathSet::kNone;
-  const size_t start = rx_->last_ack_path >= 0 ? static_cast<size_t>(rx_->last_ack_path) : n - 1;
-  bool other_port_exists = false, same_port_exists = false;
-  int same_port = PathSet::kNone;
-  for (size_t k = 1; k <= n; ++k) {
-    const int i = static_cast<int>((start + k) % n);
-    const uint8_t port = paths_.port_of(i);
-    if (paths_.state_of(i) != ev::EvState::kGood || !paths_.active(i) || !paths_.port_up(port))
-      continue;
-    const bool allowed = (mask >> port) & 1;
-    if (port != rx_->last_ack_port) {
-      if (allowed) return i;
-      other_port_exists = true;
-    } else if (i != rx_->last_ack_path) {
-      if (allowed && same_port == PathSet::kNone) same_port = i;
-      same_port_exists = true;
-    }
-  }
-  if (other_port_exists) return PathSet::kNone;
-  if (same_port_exists) return same_port;  // kNone while its port is outside the mask
-  const bool last_ok = rx_->last_ack_path >= 0 && static_cast<size_t>(rx_->last_ack_path) < n &&
-                       paths_.state_of(rx_->last_ack_path) == ev::EvState::kGood &&
-                       paths_.port_up(rx_->last_ack_port) && ((mask >> rx_->last_ack_port) & 1);
-  return last_ok ? rx_->last_ack_path : PathSet::kNone;
-}
-
 void Qp::fill_common(TxPacket& out, uint8_t port, int path) {
   out.port = port;
   out.ev_index = static_cast<uint16_t>(path);
@@ -1468,138 +1369,158 @@ void Qp::fill_common(TxPacket& out, uint8_t port, int path) {
   out.pkt.payload_len = 0;
 }
 
+// The QP's control packets (control.h), in the order they are served. Each row keeps together
+// what one kind needs: whether one is pending, its path, what it carries.
+const std::array<ControlRow<Qp>, kControlKinds> Qp::kControlRows = {{
+    // A trimmed packet's NACK: on the reverse EV set, else back the way the packet came.
+    {ControlKind::kTrimNack, &EngineCounters::nacks_sent,
+     [](const Qp& q) { return q.rx_ && !q.rx_->nacks.empty(); },
+     [](Qp& q, Time now, uint32_t mask) {
+       const TrimNack& n = q.rx_->nacks.front();
+       return ControlChoice{q.ack_path(now, n.port, n.ev, mask, false)};
+     },
+     [](Qp& q, Time, const ControlChoice&, TxPacket& out) {
+       const TrimNack n = q.rx_->nacks.pop_front();
+       if (q.rx_->nacks.empty()) q.rx_->nacks = {};  // storage only while there is work
+       wire::TransportPacket& t = out.pkt;
+       t.bth.opcode = wire::Opcode::kTrimNack;
+       t.bth.psn = n.psn;
+       t.aeth = wire::Aeth{kAethNakSeqErr, q.rx_->window.msg_base() & kPsnMask};
+       t.nack = wire::TrimNackExt{n.psn, q.rx_->window.base(), n.ev, 0};
+     },
+     [](Qp& q, Time now) { q.release_idle_responder(now); }},
+    // The ACK (RoCEv2: or the sequence NAK, one per gap, IBTA 9.7.5.2.2).
+    {ControlKind::kAck, &EngineCounters::acks_sent,
+     [](const Qp& q) { return q.rx_ && (q.rx_->roce_nak_pending || q.rx_->ack_now); },
+     [](Qp& q, Time now, uint32_t mask) {
+       return ControlChoice{q.ack_path(now, q.rx_->ack_port, q.rx_->ack_path, mask, false)};
+     },
+     [](Qp& q, Time now, const ControlChoice&, TxPacket& out) {
+       q.fill_ack(now, out);
+       if (q.rx_->roce_nak_pending) {
+         out.pkt.aeth.syndrome = kAethNakSeqErr;
+         q.rx_->roce_nak_pending = false;
+         ++q.env_.counters.nacks_sent;
+       }
+     },
+     [](Qp& q, Time now) { q.release_idle_responder(now); }},
+    // The tail-ACK repeat (Engine::set_ack_repeat_after): an ACK too, counted in acks_sent.
+    {ControlKind::kAckRepeat, &EngineCounters::ack_repeats,
+     [](const Qp& q) { return q.rx_ && q.rx_->ack_repeat_now; },
+     [](Qp& q, Time now, uint32_t mask) {
+       return ControlChoice{q.ack_path(now, q.rx_->ack_port, q.rx_->ack_path, mask, true)};
+     },
+     [](Qp& q, Time now, const ControlChoice&, TxPacket& out) {
+       q.fill_ack(now, out);  // no echoes: an arrival since the last ACK cancels the repeat
+       q.rx_->ack_repeat_due = kNever;  // once per quiet spell
+       ++q.env_.counters.acks_sent;
+     },
+     [](Qp& q, Time now) { q.release_idle_responder(now); }},
+    // RoCEv2's congestion notification (DCQCN's notification point, on_roce_data).
+    {ControlKind::kCnp, &EngineCounters::cnps_sent,
+     [](const Qp& q) { return q.rx_ && q.rx_->cnp_pending; },
+     [](Qp& q, Time now, uint32_t mask) {
+       return ControlChoice{
+           control_path(q.paths_, now, q.rx_->ack_port, q.rx_->ack_path, mask, false)};
+     },
+     [](Qp& q, Time now, const ControlChoice&, TxPacket& out) {
+       q.rx_->cnp_pending = false;
+       q.rx_->cnp_ever = true;
+       q.rx_->last_cnp = now;
+       out.pkt.bth.opcode = wire::Opcode::kCnp;
+       out.pkt.bth.becn = true;
+     },
+     nullptr},
+    // A reply to the peer's probe, on the port the probe came in on, so the probe measures
+    // that plane.
+    {ControlKind::kProbeReply, &EngineCounters::probe_replies_sent,
+     [](const Qp& q) { return q.probe_replies_ != nullptr; },
+     [](Qp& q, Time now, uint32_t mask) {
+       const ProbeReply& r = q.probe_replies_->front();
+       return ControlChoice{control_path(q.paths_, now, r.port, r.probe.ev_index, mask, true)};
+     },
+     [](Qp& q, Time now, const ControlChoice&, TxPacket& out) {
+       const ProbeReply r = q.probe_replies_->pop_front();
+       if (q.probe_replies_->empty()) q.probe_replies_.reset();
+       out.pkt.bth.opcode = wire::Opcode::kProbeReply;
+       out.pkt.probe = r.probe;
+       out.pkt.probe.service_time_ns = static_cast<uint32_t>((now - r.arrived) / kPicosPerNano);
+     },
+     nullptr},
+    // A probe of a path out of use (PathSet::take_due_probe).
+    {ControlKind::kProbe, &EngineCounters::probes_sent,
+     [](const Qp& q) { return q.probes_due_ && q.state_ == QpState::kRts; },
+     [](Qp& q, Time now, uint32_t mask) {
+       // The NIC's probe budget (EngineConfig::probe_budget_*): without a token every due
+       // probe waits for the next one, and the QP's timer brings it back then.
+       if (!q.env_.take_probe_token(now)) {
+         ++q.env_.counters.probes_deferred;
+         q.paths_.defer_probes(q.env_.next_probe_token());
+         q.probes_due_ = false;
+         q.env_.rearm(q.armed, q.qpn_, q.deadline());
+         return ControlChoice{PathSet::kNone, true};
+       }
+       ControlChoice c;
+       bool unanswered = false;
+       c.path = q.paths_.take_due_probe(now, mask, &c.probe_id, &unanswered);
+       if (unanswered) ++q.env_.counters.probes_unanswered;
+       if (c.path != PathSet::kNone) {
+         q.probes_due_ = q.paths_.next_probe_time() <= now;
+       } else {
+         q.env_.refund_probe_token();  // none could go on the ports in `mask`
+         if (q.paths_.next_probe_time() > now) q.probes_due_ = false;
+       }
+       return c;
+     },
+     [](Qp& q, Time now, const ControlChoice& c, TxPacket& out) {
+       out.pkt.bth.opcode = wire::Opcode::kProbe;
+       out.pkt.probe = wire::ProbeExt{
+           c.probe_id, now, 0, static_cast<uint16_t>(c.path), q.paths_.port_of(c.path), 0};
+     },
+     nullptr},
+    // Paper 2.4: one probe per interval on the reverse set while the QP only receives. It
+    // shares the NIC's probe budget with the path probes.
+    {ControlKind::kReverseProbe, &EngineCounters::reverse_probes_sent,
+     [](const Qp& q) { return q.reverse_probe_due_; },
+     [](Qp& q, Time now, uint32_t mask) {
+       if (!q.env_.take_probe_token(now)) {
+         ++q.env_.counters.probes_deferred;
+         q.reverse_.defer_probe(q.env_.next_probe_token());
+         q.reverse_probe_due_ = false;
+         q.env_.rearm(q.armed, q.qpn_, q.deadline());
+         return ControlChoice{PathSet::kNone, true};
+       }
+       const ReversePathSet::Probe p =
+           q.reverse_.take_probe(now, mask, q.paths_, q.env_.reverse_probe_interval(),
+                                 q.state_ == QpState::kRts && q.has_outstanding(), q.seed_);
+       if (p.previous_unanswered) ++q.env_.counters.reverse_probes_unanswered;
+       q.report_reverse_change(now, p.mapped_out);
+       if (q.reverse_.next_probe_time() > now) q.reverse_probe_due_ = false;
+       if (p.path == ReversePathSet::kNone) q.env_.refund_probe_token();
+       return ControlChoice{p.path, false, p.id};
+     },
+     [](Qp& q, Time now, const ControlChoice& c, TxPacket& out) {
+       out.pkt.bth.opcode = wire::Opcode::kProbe;
+       out.pkt.probe = wire::ProbeExt{
+           c.probe_id, now, 0, static_cast<uint16_t>(c.path), q.paths_.port_of(c.path), 0};
+     },
+     nullptr},
+}};
+
 bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
   if (state_ == QpState::kErr || state_ == QpState::kReset || state_ == QpState::kInit) {
     return false;
   }
-  wire::TransportPacket& t = out.pkt;
-  if (rx_ && !rx_->nacks.empty()) {
-    const TrimNack n = rx_->nacks.front();
-    const int path = ack_path(now, n.port, n.ev, mask, false);
-    if (path != PathSet::kNone) {
-      rx_->nacks.pop_front();
-      if (rx_->nacks.empty()) rx_->nacks = {};  // storage only while there is work
-      fill_common(out, paths_.port_of(path), path);
-      t.bth.opcode = wire::Opcode::kTrimNack;
-      t.bth.psn = n.psn;
-      t.aeth = wire::Aeth{kAethNakSeqErr, rx_->window.msg_base() & kPsnMask};
-      t.nack = wire::TrimNackExt{n.psn, rx_->window.base(), n.ev, 0};
-      out.transport_bytes = kTrimNackWireBytes;
-      ++env_.counters.nacks_sent;
-      release_idle_responder(now);
-      return true;
-    }
-  }
-  if (rx_ && (rx_->roce_nak_pending || rx_->ack_now)) {
-    const int path = ack_path(now, rx_->ack_port, rx_->ack_path, mask, false);
-    if (path != PathSet::kNone) {
-      fill_common(out, paths_.port_of(path), path);
-      fill_ack(now, out);
-      if (rx_->roce_nak_pending) {
-        t.aeth.syndrome = kAethNakSeqErr;
-        rx_->roce_nak_pending = false;
-        ++env_.counters.nacks_sent;
-      }
-      release_idle_responder(now);
-      return true;
-    }
-  }
-  if (rx_ && rx_->ack_repeat_now) {
-    const int path = ack_path(now, rx_->ack_port, rx_->ack_path, mask, true);
-    if (path != PathSet::kNone) {
-      fill_common(out, paths_.port_of(path), path);
-      fill_ack(now, out);            // no echoes: an arrival since the last ACK cancels the repeat
-      rx_->ack_repeat_due = kNever;  // once per quiet spell
-      ++env_.counters.ack_repeats;
-      release_idle_responder(now);
-      return true;
-    }
-  }
-  if (rx_ && rx_->cnp_pending) {
-    const int path = control_path(now, rx_->ack_port, rx_->ack_path, mask, false);
-    if (path != PathSet::kNone) {
-      rx_->cnp_pending = false;
-      rx_->cnp_ever = true;
-      rx_->last_cnp = now;
-      fill_common(out, paths_.port_of(path), path);
-      t.bth.opcode = wire::Opcode::kCnp;
-      t.bth.becn = true;
-      out.transport_bytes = kCnpWireBytes;
-      ++env_.counters.cnps_sent;
-      return true;
-    }
-  }
-  if (probe_replies_) {
-    const ProbeReply r = probe_replies_->front();
-    // Reply on the port the probe came in on, so the probe measures that plane.
-    const int path = control_path(now, r.port, r.probe.ev_index, mask, true);
-    if (path != PathSet::kNone) {
-      probe_replies_->pop_front();
-      if (probe_replies_->empty()) probe_replies_.reset();
-      fill_common(out, paths_.port_of(path), path);
-      t.bth.opcode = wire::Opcode::kProbeReply;
-      t.probe = r.probe;
-      t.probe.service_time_ns = static_cast<uint32_t>((now - r.arrived) / kPicosPerNano);
-      out.transport_bytes = kProbeWireBytes;
-      ++env_.counters.probe_replies_sent;
-      return true;
-    }
-  }
-  if (probes_due_ && state_ == QpState::kRts) {
-    // The NIC's probe budget (EngineConfig::probe_budget_*): without a token every due probe
-    // waits for the next one, and the QP's timer brings it back then.
-    if (!env_.take_probe_token(now)) {
-      ++env_.counters.probes_deferred;
-      paths_.defer_probes(env_.next_probe_token());
-      probes_due_ = false;
-      env_.rearm(armed, qpn_, deadline());
-      return false;
-    }
-    uint64_t id = 0;
-    bool unanswered = false;
-    const int path = paths_.take_due_probe(now, mask, &id, &unanswered);
-    if (unanswered) ++env_.counters.probes_unanswered;
-    if (path != PathSet::kNone) {
-      probes_due_ = paths_.next_probe_time() <= now;
-      const uint8_t port = paths_.port_of(path);
-      fill_common(out, port, path);
-      t.bth.opcode = wire::Opcode::kProbe;
-      t.probe = wire::ProbeExt{id, now, 0, static_cast<uint16_t>(path), port, 0};
-      out.transport_bytes = kProbeWireBytes;
-      ++env_.counters.probes_sent;
-      return true;
-    }
-    env_.refund_probe_token();  // none could go on the ports in `mask`
-    if (paths_.next_probe_time() > now) probes_due_ = false;
-  }
-  if (reverse_probe_due_) {
-    // Paper 2.4: one probe per interval on the reverse set while the QP only receives. It
-    // shares the NIC's probe budget with the path probes.
-    if (!env_.take_probe_token(now)) {
-      ++env_.counters.probes_deferred;
-      reverse_.defer_probe(env_.next_probe_token());
-      reverse_probe_due_ = false;
-      env_.rearm(armed, qpn_, deadline());
-      return false;
-    }
-    const ReversePathSet::Probe p =
-        reverse_.take_probe(now, mask, paths_, env_.reverse_probe_interval(),
-                            state_ == QpState::kRts && has_outstanding(), seed_);
-    if (p.previous_unanswered) ++env_.counters.reverse_probes_unanswered;
-    report_reverse_change(now, p.mapped_out);
-    if (reverse_.next_probe_time() > now) reverse_probe_due_ = false;
-    if (p.path != ReversePathSet::kNone) {
-      const uint8_t port = paths_.port_of(p.path);
-      fill_common(out, port, p.path);
-      t.bth.opcode = wire::Opcode::kProbe;
-      t.probe = wire::ProbeExt{p.id, now, 0, static_cast<uint16_t>(p.path), port, 0};
-      out.transport_bytes = kProbeWireBytes;
-      ++env_.counters.reverse_probes_sent;
-      return true;
-    }
-    env_.refund_probe_token();
-  }
-  return false;
+  return emit_control<Qp>(
+      *this, kControlRows,
+      [](Qp& q, TxPacket& o, int path) { q.fill_common(o, q.paths_.port_of(path), path); },
+      env_.counters, now, mask, out);
+}
+
+int Qp::ack_path(Time now, uint8_t preferred_port, int preferred_path, uint32_t mask, bool repeat) {
+  return mrc::ack_path(paths_, reverse_, rx_ ? &rx_->window : nullptr,
+                       env_.config.ack_waits_for_port, now, preferred_port, preferred_path,
+                       LastAck{rx_->last_ack_port, rx_->last_ack_path}, mask, repeat);
 }
 
 void Qp::fill_ack(Time now, TxPacket& out) {
@@ -1612,7 +1533,6 @@ void Qp::fill_ack(Time now, TxPacket& out) {
   s.service_time_ns = static_cast<uint32_t>(
       std::min<Time>((now - rx_->newest_arrival) / kPicosPerNano, UINT32_MAX));
   s.ports_down = env_.ports_down_bitmap();
-  out.transport_bytes = kAckWireBytes;
   rx_->unacked_packets = 0;
   rx_->ack_now = false;
   rx_->ack_due = kNever;
@@ -1620,7 +1540,6 @@ void Qp::fill_ack(Time now, TxPacket& out) {
   rx_->last_ack_port = out.port;
   rx_->last_ack_path = out.ev_index;
   if (env_.ack_repeat_after > 0 && is_mrc()) rx_->ack_repeat_due = now + env_.ack_repeat_after;
-  ++env_.counters.acks_sent;
 }
 
 // ---------------------------------------------------------------------------------------

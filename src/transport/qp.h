@@ -31,6 +31,7 @@
 
 #include "common/array.h"
 #include "common/ring.h"
+#include "transport/control.h"
 #include "transport/engine_types.h"
 #include "transport/loss_detector.h"
 #include "transport/qp_env.h"
@@ -111,18 +112,6 @@ class Qp {
     uint8_t transmissions = 0;
   };
 
-  // ---- responder types --------------------------------------------------------------
-  struct ProbeReply {
-    wire::ProbeExt probe;
-    uint8_t port = 0;
-    Time arrived = 0;
-  };
-  struct TrimNack {
-    uint32_t psn = 0;
-    uint16_t ev = 0;
-    uint8_t port = 0;
-  };
-
   // ---- transitions --------------------------------------------------------------------
   Status to_init(const QpAttr& a);
   Status to_rtr(const QpAttr& a);
@@ -199,13 +188,11 @@ class Qp {
   void complete_recv_messages(Time now);
   void queue_echo(Time now, const RxPacket& rx, uint8_t flags);
   void fill_ack(Time now, TxPacket& out);
-  int control_path(Time now, uint8_t preferred_port, int preferred_path, uint32_t mask,
-                   bool allow_assumed_bad);
   void fill_common(TxPacket& out, uint8_t port, int path);
-  int ack_repeat_path(uint32_t mask) const;
-  // The path of an ACK or trim NACK: the reverse EV set's next (paper 2.4), else (set off or
-  // empty) control_path(); `repeat`: the tail-ACK repeat (avoids the last ACK's path).
+  // The path of an ACK or trim NACK (control.h ack_path) from this QP's paths and responder.
   int ack_path(Time now, uint8_t preferred_port, int preferred_path, uint32_t mask, bool repeat);
+  // The control packets' table, in the order they are served (control.h).
+  static const std::array<ControlRow<Qp>, kControlKinds> kControlRows;
   void report_reverse_change(Time now, const ReverseChange& c);
   // The QP's requests to its engine (QpEnv): data to send, a control packet pending.
   void mark_ready() { env_.mark_ready(in_ready, qpn_); }
