@@ -27,12 +27,12 @@ uint32_t data_wire_bytes(bool imm, uint32_t payload) {
   return wire::kBthBytes + wire::kRethBytes + (imm ? wire::kImmDtBytes : 0) + wire::kDataExtBytes +
          payload + pad_bytes(payload) + wire::kIcrcBytes;
 }
-// AETH NAK syndromes (IBTA 9.7.5.1.1; control.h has the two a QP sends).
+
+// Whether an AETH syndrome is a NAK (IBTA 9.7.5.1.1; control.h has the two a QP sends).
 bool aeth_is_nak(uint8_t syndrome) {
   return (syndrome & 0x60) == 0x60;
 }
 
-constexpr uint32_t kTrimNackQueue = 64;
 constexpr uint32_t kProbeReplyQueue = 32;
 
 }  // namespace
@@ -199,19 +199,7 @@ void Qp::to_err(Time now, WcStatus first_status) {
   retx_.clear();
   inflight_bytes_ = 0;
   wimm_outstanding_ = 0;
-  if (rx_) {
-    while (!rx_->rq.empty()) {
-      env_.emit_completion(
-          Completion{rx_->rq.pop_front(), qpn_, WcStatus::kFlushed, WcOpcode::kRecvImm, 0, 0, now});
-    }
-    rx_->window.clear_echoes();
-    rx_->ack_now = false;
-    rx_->ack_due = kNever;
-    rx_->ack_repeat_due = kNever;
-    rx_->ack_repeat_now = false;
-    rx_->nacks.clear();
-    rx_->roce_nak_pending = rx_->cnp_pending = false;
-  }
+  if (rx_) rx_->flush(env_, qpn_, now);
   probe_replies_.reset();
   probes_due_ = false;
   pacing_wait_until_ = kNever;
@@ -235,7 +223,7 @@ QpMemory Qp::memory() const {
   }
   if (rx_) {
     m.object += sizeof(Responder);
-    m.rings += rx_->window.ring_bytes() + rx_->rq.storage_bytes() + rx_->nacks.storage_bytes();
+    m.rings += rx_->ring_bytes();
   }
   m.cc = cc_ ? cc_->object_bytes() : 0;
   return m;
@@ -280,8 +268,7 @@ LossDetector& Qp::ensure_loss() {
 // (release_idle_responder).
 void Qp::ensure_responder() {
   if (rx_) return;
-  rx_ = std::make_unique<Responder>();
-  rx_->window.start(mpr_dest_psns_, rq_psn_, rx_msg_base_, rx_received_bytes_);
+  rx_ = std::make_unique<Responder>(mpr_dest_psns_, rq_psn_, rx_msg_base_, rx_received_bytes_);
 }
 
 // A responder with nothing left to do (every message complete and acknowledged, no ACK,
@@ -296,12 +283,7 @@ void Qp::ensure_responder() {
 void Qp::release_idle_responder(Time now) {
   if (!rx_) return;
   const Responder& r = *rx_;
-  if (!r.window.idle() || r.window.echo_count() != 0 || r.wimm_dest_open != 0 || !r.rq.empty() ||
-      r.unacked_packets != 0 || r.ack_now || r.ack_due != kNever || r.ack_repeat_now ||
-      r.ack_repeat_due != kNever || !r.nacks.empty() || r.roce_nak_pending ||
-      r.roce_nak_sent_for_base || r.cnp_pending || r.cnp_ever) {
-    return;
-  }
+  if (!r.idle()) return;
   rq_psn_ = r.window.base();
   rx_msg_base_ = r.window.msg_base();
   rx_received_bytes_ = r.window.received_bytes();
@@ -329,12 +311,6 @@ void Qp::release_idle_requester_rings(Time now) {
   retx_ = Ring<uint32_t>();
   if (loss_) loss_->release();
   paths_.release_idle(now);
-}
-
-// The responder's go once nothing is received beyond the cumulative PSN and no message is
-// open; its small control queues once they are empty.
-void Qp::release_idle_responder_rings() {
-  if (rx_ && rx_->window.allocated() && rx_->window.idle()) rx_->window.release();
 }
 
 uint32_t Qp::initial_ring(uint32_t limit) const {
@@ -401,12 +377,7 @@ Status Qp::post_write(Time now, const WriteWr& wr) {
 Status Qp::post_recv(uint64_t wr_id) {
   if (state_ != QpState::kRtr && state_ != QpState::kRts) return fail(Error::kBadQpState);
   ensure_responder();
-  if (!rx_->rq.push_back_within(wr_id, create_.rq_depth, env_.config.qp_initial_ring)) {
-    return fail(Error::kQueueFull);
-  }
-  // A message may be placed and waiting for this receive (MRC has no RNR).
-  complete_recv_messages(rx_->newest_arrival);
-  return {};
+  return rx_->post_recv(responder_context(), wr_id, create_.rq_depth);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1083,11 +1054,6 @@ void Qp::report_path_change(Time now, int ev, const PathStateChange& c) {
 // ---------------------------------------------------------------------------------------
 // Receive dispatch.
 
-Status Qp::drop(DropReason reason, Error error) {
-  ++env_.counters.drops[static_cast<int>(reason)];
-  return fail(error);
-}
-
 Status Qp::on_packet(Time now, const RxPacket& rx) {
   const wire::TransportPacket& t = rx.pkt;
   const bool receiving = state_ == QpState::kRtr || state_ == QpState::kRts;
@@ -1095,11 +1061,13 @@ Status Qp::on_packet(Time now, const RxPacket& rx) {
   switch (t.bth.opcode) {
     case wire::Opcode::kWriteOnly:
     case wire::Opcode::kWriteOnlyImm:
-      if (!receiving) return drop(DropReason::kBadState, Error::kBadQpState);
-      return is_mrc() ? on_data(now, rx) : on_roce_data(now, rx);
+      if (!receiving) return env_.drop(DropReason::kBadState, Error::kBadQpState);
+      ensure_responder_rings();
+      return is_mrc() ? rx_->on_data(responder_context(), now, rx)
+                      : rx_->on_roce_data(responder_context(), now, rx);
     case wire::Opcode::kAck:
-      if (!sending) return drop(DropReason::kBadState, Error::kBadQpState);
-      if (auto v = validate_ack(t.sack); !v) return drop(DropReason::kBadAck, v.error());
+      if (!sending) return env_.drop(DropReason::kBadState, Error::kBadQpState);
+      if (auto v = validate_ack(t.sack); !v) return env_.drop(DropReason::kBadAck, v.error());
       ++env_.counters.acks_received;
       if (is_mrc()) {
         on_ack(now, rx);
@@ -1108,236 +1076,40 @@ Status Qp::on_packet(Time now, const RxPacket& rx) {
       }
       return {};
     case wire::Opcode::kTrimNack:
-      if (!sending) return drop(DropReason::kBadState, Error::kBadQpState);
-      if (!is_mrc()) return drop(DropReason::kBadOpcode, Error::kBadOpcode);
+      if (!sending) return env_.drop(DropReason::kBadState, Error::kBadQpState);
+      if (!is_mrc()) return env_.drop(DropReason::kBadOpcode, Error::kBadOpcode);
       // A NACK for a PSN never sent, or on a path we do not have, is as bad as such an ACK.
       if (psn_diff(next_psn_, t.nack.psn) <= 0 || t.nack.ev_index >= paths_.size())
-        return drop(DropReason::kBadAck, Error::kBadExtension);
+        return env_.drop(DropReason::kBadAck, Error::kBadExtension);
       on_trim_nack(now, rx);
       return {};
     case wire::Opcode::kProbe:
-      if (!receiving) return drop(DropReason::kBadState, Error::kBadQpState);
+      if (!receiving) return env_.drop(DropReason::kBadState, Error::kBadQpState);
       // The reply goes back on the path the probe names: one we have, on a port we have.
       if (t.probe.ev_index >= paths_.size() || t.probe.port >= env_.config.num_ports)
-        return drop(DropReason::kInconsistent, Error::kBadExtension);
+        return env_.drop(DropReason::kInconsistent, Error::kBadExtension);
       ++env_.counters.probes_received;
       on_probe(now, rx);
       return {};
     case wire::Opcode::kProbeReply:
-      if (!sending) return drop(DropReason::kBadState, Error::kBadQpState);
+      if (!sending) return env_.drop(DropReason::kBadState, Error::kBadQpState);
       if (t.probe.ev_index >= paths_.size())
-        return drop(DropReason::kInconsistent, Error::kBadExtension);
+        return env_.drop(DropReason::kInconsistent, Error::kBadExtension);
       ++env_.counters.probe_replies_received;
       on_probe_reply(now, rx);
       return {};
     case wire::Opcode::kCnp:
-      if (!sending) return drop(DropReason::kBadState, Error::kBadQpState);
+      if (!sending) return env_.drop(DropReason::kBadState, Error::kBadQpState);
       ++env_.counters.cnps_received;
       if (cc_) cc_->on_cnp(now);
       mark_ready();
       return {};
   }
-  return drop(DropReason::kBadOpcode, Error::kBadOpcode);
+  return env_.drop(DropReason::kBadOpcode, Error::kBadOpcode);
 }
 
 // ---------------------------------------------------------------------------------------
-// Responder.
-
-// The checks every data packet passes before it has any effect, a duplicate's ACK included:
-// framing (packet count and index, the payload against RETH's length unless trimmed) and
-// payload within the path MTU. Counts the drop.
-Status Qp::check_framing(const RxPacket& rx) {
-  const wire::TransportPacket& t = rx.pkt;
-  if (t.data.pkt_count == 0 || t.data.pkt_index >= t.data.pkt_count ||
-      (!rx.trimmed && t.payload_len != t.reth.dma_len)) {
-    return drop(DropReason::kInconsistent, Error::kBadExtension);
-  }
-  if (t.reth.dma_len > mtu_ || t.payload_len > mtu_)
-    return drop(DropReason::kPayloadTooLong, Error::kInvalidArgument);
-  return {};
-}
-
-// The checks a packet not received before passes on top of framing, a trimmed packet's NACK
-// included (a forged trimmed packet would otherwise make the requester resend at will): rkey
-// with remote write access and the range it names (a trimmed packet's announced length, its
-// payload being cut). Counts the drop.
-Result<const MemoryRegion*> Qp::check_data(const RxPacket& rx) {
-  const wire::TransportPacket& t = rx.pkt;
-  if (auto s = check_framing(rx); !s) return fail(s.error());
-  auto region = env_.memory.check_remote_write(t.reth.rkey, t.reth.va, t.reth.dma_len);
-  if (!region) {
-    ++env_.counters.drops[static_cast<int>(
-        region.error() == Error::kBadRkey ? DropReason::kBadRkey : DropReason::kBadAddress)];
-    return fail(region.error());
-  }
-  return region;
-}
-
-// Checks what a data packet whose PSN is acceptable says about its message, then places it
-// into `r` (what check_data found). Returns the drop reason; on error nothing has changed.
-Status Qp::accept_data(Time now, const RxPacket& rx, const MemoryRegion* r) {
-  const wire::TransportPacket& t = rx.pkt;
-  const bool with_imm = t.bth.opcode == wire::Opcode::kWriteOnlyImm;
-  const uint32_t msg = t.data.msg_num;
-  if (!rx_->window.message_in_window(msg))
-    return drop(DropReason::kPsnOutOfWindow, Error::kPsnOutOfWindow);
-  const uint32_t last_psn =
-      psn_add(t.bth.psn, static_cast<int64_t>(t.data.pkt_count) - 1 - t.data.pkt_index);
-  // A message beyond the ring is not known (its slot holds another message number).
-  const ReceiveWindow::Message* seen = rx_->window.find(msg);
-  const bool known = seen != nullptr;
-  if (known && (seen->last_psn != last_psn || seen->with_imm != with_imm)) {
-    return drop(DropReason::kInconsistent, Error::kBadExtension);
-  }
-  // Over the limit a WRITE-with-imm is dropped (the requester resends it), except the message
-  // that completes next: messages complete in order, so if later ones held every slot and the
-  // next were refused, none could ever complete. Only that one message at a time goes over
-  // the limit, and only while a requester sends more than the limit allows (or after
-  // update_qp lowered it below what was already open).
-  if (!known && with_imm && rx_->wimm_dest_open >= max_wimm_dest_ &&
-      msg != rx_->window.msg_base()) {
-    return drop(DropReason::kWimmExceeded, Error::kQueueFull);
-  }
-  if (rx.trimmed) {
-    // The header survived, the payload did not: ask for exactly this packet again. The QP is
-    // active inbound all the same (paper 2.4): the resend this NACK brings does not end a
-    // silence (queue_echo).
-    ++env_.counters.trimmed_received;
-    reverse_.on_inbound(now, env_.reverse_probe_interval());
-    if (rx_->nacks.push_back_within(TrimNack{t.bth.psn, t.data.ev_index, rx.port}, kTrimNackQueue,
-                                    env_.config.qp_initial_ring)) {
-      mark_control();
-    }
-    return {};
-  }
-  if (r->base && t.payload && t.payload_len) {
-    std::memcpy(r->base + (t.reth.va - r->iova), t.payload, t.payload_len);
-  }
-  if (!known && with_imm) ++rx_->wimm_dest_open;
-  ReceiveWindow::Message& m =
-      known ? rx_->window.get(msg) : rx_->window.open(msg, last_psn, t.imm, with_imm);
-  m.bytes += t.payload_len;
-  const bool advanced = rx_->window.mark_received(t.bth.psn, t.payload_len);
-  env_.counters.bytes_placed += t.payload_len;
-  ++env_.counters.data_received;
-  uint8_t flags = 0;
-  if (rx.ecn_ce) {
-    ++env_.counters.ecn_received;
-    flags |= wire::AckEcho::kEcnCe;
-  }
-  if (t.data.flags & wire::DataExt::kRetransmit) flags |= wire::AckEcho::kRetransmit;
-  queue_echo(now, rx, flags);
-  if (advanced) complete_recv_messages(now);
-  return {};
-}
-
-Status Qp::on_data(Time now, const RxPacket& rx) {
-  ensure_responder_rings();
-  const uint32_t psn = rx.pkt.bth.psn;
-  const int32_t d = rx_->window.offset(psn);
-  if (!rx_->window.acceptable(d)) {
-    return drop(DropReason::kPsnOutOfWindow, Error::kPsnOutOfWindow);  // stale or beyond
-  }
-  if (rx_->window.arrived(d)) {
-    // Received before: never placed or completed twice, but acknowledged again (the earlier
-    // ACK may have been lost) without a look at its key, as IB responders treat a duplicate
-    // WRITE (rxe checks the PSN before the rkey and acknowledges duplicates): the application
-    // may have seen the message complete and deregistered the region since, and a withheld
-    // ACK would make the requester resend until it gives up (kRetryExceeded).
-    if (auto s = check_framing(rx); !s) return s;
-    ++env_.counters.duplicates;
-    queue_echo(now, rx, wire::AckEcho::kDuplicate);
-    return {};
-  }
-  const auto region = check_data(rx);
-  if (!region) return fail(region.error());
-  // The bitmap grows here only, for a PSN inside the window but beyond the ring.
-  rx_->window.cover(static_cast<uint32_t>(d));
-  return accept_data(now, rx, *region);
-}
-
-Status Qp::on_roce_data(Time now, const RxPacket& rx) {
-  ensure_responder_rings();
-  const int32_t d = rx_->window.offset(rx.pkt.bth.psn);
-  if (!rx_->window.acceptable(d)) return drop(DropReason::kPsnOutOfWindow, Error::kPsnOutOfWindow);
-  if (d < 0) {
-    // Acknowledged again without a look at its key, as in on_data.
-    if (auto s = check_framing(rx); !s) return s;
-    ++env_.counters.duplicates;
-    queue_echo(now, rx, wire::AckEcho::kDuplicate);
-    rx_->ack_now = true;
-    mark_control();
-    return {};
-  }
-  const auto region = check_data(rx);
-  if (!region) return fail(region.error());
-  if (d > 0 || rx.trimmed) {
-    // RoCEv2 responders accept only the expected PSN; one NAK per gap (IBTA 9.7.5.2.2).
-    ++env_.counters.out_of_sequence;
-    if (!rx_->roce_nak_sent_for_base) {
-      rx_->roce_nak_sent_for_base = true;
-      rx_->roce_nak_pending = true;
-      mark_control();
-    }
-    return {};
-  }
-  if (rx.ecn_ce) {
-    // DCQCN notification point: at most one CNP per interval per QP.
-    if (!rx_->cnp_ever || now >= rx_->last_cnp + env_.config.cnp_interval) {
-      rx_->cnp_pending = true;
-      mark_control();
-    }
-  }
-  const uint32_t before = rx_->window.base();
-  auto s = accept_data(now, rx, *region);
-  if (s && rx_->window.base() != before) rx_->roce_nak_sent_for_base = false;
-  return s;
-}
-
-void Qp::complete_recv_messages(Time now) {
-  while (ReceiveWindow::Message* m = rx_->window.completable()) {
-    if (m->with_imm) {
-      if (rx_->rq.empty()) break;  // no RNR in MRC: wait for the application's receive
-      const uint64_t wr_id = rx_->rq.pop_front();
-      env_.emit_completion(
-          Completion{wr_id, qpn_, WcStatus::kSuccess, WcOpcode::kRecvImm, m->imm, m->bytes, now});
-      --rx_->wimm_dest_open;
-    }
-    rx_->window.complete_next();
-    rx_->ack_now = true;
-  }
-  release_idle_responder_rings();
-  if (rx_->ack_now) mark_control();
-}
-
-void Qp::queue_echo(Time now, const RxPacket& rx, uint8_t flags) {
-  // A duplicate's echo is the requester's DSACK (on_duplicate_echo).
-  rx_->window.add_echo(wire::AckEcho{rx.pkt.bth.psn, rx.pkt.data.ev_index, flags});
-  rx_->newest_arrival = now;
-  // Paper 2.4: the reverse set is probed while the QP is active inbound. A resent packet we
-  // already had means the ACK that reported it was lost: probe the set now. So does a resent
-  // packet that ends an inbound silence: the peer's ACK timeout fired, so its data or our
-  // ACKs died, and only a probe tells which. Otherwise a peer that resends one packet per
-  // timeout would never make an active spell (a lone arrival only starts the clock), and a
-  // slot that loses every ACK would never be verified.
-  reverse_.on_data_path(rx.pkt.data.ev_index, paths_);
-  const bool spell_started = reverse_.on_inbound(now, env_.reverse_probe_interval());
-  if ((flags & wire::AckEcho::kDuplicate) ||
-      (spell_started && (flags & wire::AckEcho::kRetransmit)))
-    reverse_.on_ack_loss(now);
-  rx_->ack_port = rx.port;
-  rx_->ack_path = rx.pkt.data.ev_index;
-  rx_->ack_repeat_due = kNever;  // this packet's own ACK carries the state: no repeat
-  rx_->ack_repeat_now = false;
-  ++rx_->unacked_packets;
-  if (rx_->unacked_packets >= env_.config.ack_every || rx.pkt.bth.ack_req ||
-      (flags & wire::AckEcho::kDuplicate)) {
-    rx_->ack_now = true;
-    mark_control();
-  } else if (rx_->ack_due == kNever) {
-    rx_->ack_due = now + env_.config.ack_delay;
-  }
-}
+// Probes of the peer (a requester answers the responder's reverse-set probes too).
 
 void Qp::on_probe(Time now, const RxPacket& rx) {
   if (!probe_replies_) probe_replies_ = std::make_unique<Ring<ProbeReply>>();
@@ -1353,8 +1125,7 @@ void Qp::on_probe(Time now, const RxPacket& rx) {
 
 bool Qp::has_control() const {
   if (probe_replies_ || probes_due_ || reverse_probe_due_) return true;
-  return rx_ && (rx_->ack_now || rx_->ack_repeat_now || !rx_->nacks.empty() ||
-                 rx_->roce_nak_pending || rx_->cnp_pending);
+  return rx_ && rx_->has_control();
 }
 
 void Qp::fill_common(TxPacket& out, uint8_t port, int path) {
@@ -1396,7 +1167,7 @@ const std::array<ControlRow<Qp>, kControlKinds> Qp::kControlRows = {{
        return ControlChoice{q.ack_path(now, q.rx_->ack_port, q.rx_->ack_path, mask, false)};
      },
      [](Qp& q, Time now, const ControlChoice&, TxPacket& out) {
-       q.fill_ack(now, out);
+       q.rx_->fill_ack(q.responder_context(), now, out);
        if (q.rx_->roce_nak_pending) {
          out.pkt.aeth.syndrome = kAethNakSeqErr;
          q.rx_->roce_nak_pending = false;
@@ -1411,7 +1182,8 @@ const std::array<ControlRow<Qp>, kControlKinds> Qp::kControlRows = {{
        return ControlChoice{q.ack_path(now, q.rx_->ack_port, q.rx_->ack_path, mask, true)};
      },
      [](Qp& q, Time now, const ControlChoice&, TxPacket& out) {
-       q.fill_ack(now, out);  // no echoes: an arrival since the last ACK cancels the repeat
+       q.rx_->fill_ack(q.responder_context(), now,
+                       out);  // no echoes: an arrival since the last ACK cancels the repeat
        q.rx_->ack_repeat_due = kNever;  // once per quiet spell
        ++q.env_.counters.acks_sent;
      },
@@ -1517,29 +1289,14 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
       env_.counters, now, mask, out);
 }
 
+ResponderContext Qp::responder_context() {
+  return ResponderContext{env_, paths_, reverse_, in_control, qpn_, mtu_, max_wimm_dest_, is_mrc()};
+}
+
 int Qp::ack_path(Time now, uint8_t preferred_port, int preferred_path, uint32_t mask, bool repeat) {
   return mrc::ack_path(paths_, reverse_, rx_ ? &rx_->window : nullptr,
                        env_.config.ack_waits_for_port, now, preferred_port, preferred_path,
                        LastAck{rx_->last_ack_port, rx_->last_ack_path}, mask, repeat);
-}
-
-void Qp::fill_ack(Time now, TxPacket& out) {
-  wire::TransportPacket& t = out.pkt;
-  t.bth.opcode = wire::Opcode::kAck;
-  t.bth.psn = psn_add(rx_->window.base(), -1);
-  t.aeth = wire::Aeth{kAethAck, rx_->window.msg_base() & kPsnMask};
-  wire::SackExt& s = t.sack;
-  rx_->window.fill_sack(s);  // cumulative PSN, bitmap, received bytes, echoes
-  s.service_time_ns = static_cast<uint32_t>(
-      std::min<Time>((now - rx_->newest_arrival) / kPicosPerNano, UINT32_MAX));
-  s.ports_down = env_.ports_down_bitmap();
-  rx_->unacked_packets = 0;
-  rx_->ack_now = false;
-  rx_->ack_due = kNever;
-  rx_->ack_repeat_now = false;  // this ACK carries the state a pending repeat would have
-  rx_->last_ack_port = out.port;
-  rx_->last_ack_path = out.ev_index;
-  if (env_.ack_repeat_after > 0 && is_mrc()) rx_->ack_repeat_due = now + env_.ack_repeat_after;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1547,10 +1304,7 @@ void Qp::fill_ack(Time now, TxPacket& out) {
 
 Time Qp::deadline() const {
   Time d = kNever;
-  if (rx_) {
-    if (!rx_->ack_now) d = rx_->ack_due;
-    if (!rx_->ack_repeat_now) d = std::min(d, rx_->ack_repeat_due);
-  }
+  if (rx_) d = rx_->deadline();
   if (!reverse_probe_due_) d = std::min(d, reverse_.next_probe_time());
   if (state_ != QpState::kRts) return d;
   // Only a QP that has posted work has something outstanding (and its detector).
@@ -1566,16 +1320,7 @@ Time Qp::deadline() const {
 }
 
 void Qp::on_timer(Time now) {
-  if (rx_ && rx_->ack_due <= now) {
-    rx_->ack_due = kNever;
-    rx_->ack_now = true;
-    mark_control();
-  }
-  if (rx_ && rx_->ack_repeat_due <= now) {
-    rx_->ack_repeat_due = kNever;
-    rx_->ack_repeat_now = true;
-    mark_control();
-  }
+  if (rx_ && rx_->on_timer(now)) mark_control();
   if (!reverse_probe_due_ && reverse_.next_probe_time() <= now) {
     reverse_probe_due_ = true;
     mark_control();

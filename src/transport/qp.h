@@ -3,11 +3,17 @@
 // connection. Owned and driven by Engine (engine.h, the external contract); all it sees of
 // the engine is the QpEnv it is handed (qp_env.h).
 //
-// The QP is the state machine and the packet paths; two parts live in modules of their own:
-//   LossDetector (loss_detector.h)    the requester's transmission records in send order and
-//                                     per path, RACK, the tail-loss probe, the ACK timeout;
+// The QP is the state machine, the requester and the dispatch of received packets; its other
+// parts live in modules of their own, each handed what it needs:
+//   Responder (responder.h)           the responder: checks, placement, completions in order,
+//                                     the ACKs, NACKs and CNPs it owes; made when the QP first
+//                                     receives (rx_), given back when idle;
 //   ReceiveWindow (receive_window.h)  the responder's PSN bitmap, open messages and the
-//                                     echoes its next ACK carries.
+//                                     echoes its next ACK carries;
+//   control.h                         the control packets: one table of kinds (kControlRows)
+//                                     served by one emit step, and the paths they take;
+//   LossDetector (loss_detector.h)    the requester's transmission records in send order and
+//                                     per path, RACK, the tail-loss probe, the ACK timeout.
 // The QP itself keeps, per PSN, pkts_: a ring indexed by PSN (up to the MPR, rounded up to a
 // power of two) saying which WR/packet a PSN carries, its state (in flight / acknowledged /
 // lost and queued for resend) and its latest transmission; and acts on a loss (resend on
@@ -19,8 +25,8 @@
 // entries and doubles when a new entry would not fit, up to its protocol limit (MPR,
 // sq_depth, ...). Window checks use the limits, never the current size, so behaviour does not
 // depend on how far a ring has grown. A simulated all-to-all holds ~a million QPs that carry a
-// few packets each, so a QP also frees its rings once idle (release_idle_requester_rings,
-// release_idle_responder_rings) and holds the responder's state only once it receives
+// few packets each, so a QP also frees its rings once idle (release_idle_requester_rings; the
+// responder's when its window is idle) and holds the responder's state only once it receives
 // (Responder). docs/performance.md, "Bytes per QP".
 #pragma once
 
@@ -36,6 +42,7 @@
 #include "transport/loss_detector.h"
 #include "transport/qp_env.h"
 #include "transport/receive_window.h"
+#include "transport/responder.h"
 #include "transport/reverse_path.h"
 
 namespace mrc {
@@ -124,7 +131,6 @@ class Qp {
   void ensure_responder();
   void ensure_responder_rings();
   void release_idle_requester_rings(Time now);
-  void release_idle_responder_rings();
   void release_idle_responder(Time now);
   // The size a ring whose limit is `limit` (a power of two) starts at.
   uint32_t initial_ring(uint32_t limit) const;
@@ -177,17 +183,10 @@ class Qp {
   void on_rto(Time now);
   void report_path_change(Time now, int ev, const PathStateChange& c);
 
-  // ---- responder ------------------------------------------------------------------------
-  Status drop(DropReason reason, Error error);
-  Status on_data(Time now, const RxPacket& rx);
-  Status on_roce_data(Time now, const RxPacket& rx);
-  Status check_framing(const RxPacket& rx);
-  Result<const MemoryRegion*> check_data(const RxPacket& rx);
-  Status accept_data(Time now, const RxPacket& rx, const MemoryRegion* region);
+  // ---- responder (responder.h) and control packets (control.h) --------------------------
+  // What the responder is handed for a call.
+  ResponderContext responder_context();
   void on_probe(Time now, const RxPacket& rx);
-  void complete_recv_messages(Time now);
-  void queue_echo(Time now, const RxPacket& rx, uint8_t flags);
-  void fill_ack(Time now, TxPacket& out);
   void fill_common(TxPacket& out, uint8_t port, int path);
   // The path of an ACK or trim NACK (control.h ack_path) from this QP's paths and responder.
   int ack_path(Time now, uint8_t preferred_port, int preferred_path, uint32_t mask, bool repeat);
@@ -249,30 +248,7 @@ class Qp {
   LossDetector& ensure_loss();
   LossTiming loss_timing() const;
 
-  // Responder state: in rx_, allocated when the QP first receives (ensure_responder).
-  struct Responder {
-    ReceiveWindow window;
-    uint32_t wimm_dest_open = 0;   // WRITE-with-imm messages seen but not completed
-    Ring<uint64_t> rq;             // posted receive wr_ids
-    uint32_t unacked_packets = 0;  // accepted since the last ACK
-    bool ack_now = false;
-    Time ack_due = kNever;
-    Time newest_arrival = 0;
-    uint8_t ack_port = 0;
-    int ack_path = -1;  // path index of the newest packet to acknowledge
-    // Tail-ACK repeat (Engine::set_ack_repeat_after): due when no packet arrives by then after
-    // an ACK; pending once due; the port and path the last ACK took (the repeat avoids them).
-    Time ack_repeat_due = kNever;
-    bool ack_repeat_now = false;
-    uint8_t last_ack_port = 0;
-    int last_ack_path = -1;
-    Ring<TrimNack> nacks;
-    bool roce_nak_pending = false;
-    bool roce_nak_sent_for_base = false;
-    bool cnp_pending = false;
-    bool cnp_ever = false;
-    Time last_cnp = 0;
-  };
+  // Responder state: allocated when the QP first receives (ensure_responder).
   std::unique_ptr<Responder> rx_;
   // RTR: the first PSN the responder expects; after release_idle_responder, the next one.
   uint32_t rq_psn_ = 0;

@@ -47,6 +47,11 @@ struct QpEnv {
   // ---- Counted into -------------------------------------------------------------------
   EngineCounters counters;
   cc::Nscc::Stats nscc_stats;  // what the QPs' NSCC objects count into
+  // Counts a received packet dropped for `reason` (EngineCounters::drops) and returns `error`.
+  Status drop(DropReason reason, Error error) {
+    ++counters.drops[static_cast<int>(reason)];
+    return fail(error);
+  }
 
   // ---- Scheduling ---------------------------------------------------------------------
   // FIFO rings of QPNs; `queued` is the QP's flag saying it is in the ring.
