@@ -147,14 +147,14 @@ Status Qp::to_rts(Time now, const QpAttr& a) {
   }
   mpr_psns_ = 128u * a.mpr;
   max_wimm_ = a.max_wimm;
-  pkt_limit_ = pow2_at_least(mpr_psns_);
+  tx_.pkt_limit = pow2_at_least(mpr_psns_);
   loss_timeout_ = a.timeout;
   loss_retry_linear_ = a.retry_linear;
   loss_retry_exp_ = a.retry_exp;
-  loss_reorder_window_ = a.reorder_window;
-  if (loss_) loss_->start(2 * pkt_limit_, loss_timing(), a.sq_psn);
-  retx_.clear();
-  snd_una_ = next_psn_ = gbn_next_ = a.sq_psn;
+  tx_.loss_reorder_window = a.reorder_window;
+  if (tx_.loss) tx_.loss->start(2 * tx_.pkt_limit, loss_timing(), a.sq_psn);
+  tx_.retx.clear();
+  tx_.snd_una = tx_.next_psn = tx_.gbn_next = a.sq_psn;
   switch (cc_spec_->algorithm) {
     case CcAlgorithm::kNscc: {
       cc::NsccConfig cfg = cc_spec_->nscc;
@@ -176,8 +176,8 @@ Status Qp::to_rts(Time now, const QpAttr& a) {
       cc_.reset();
       break;
   }
-  rts_at_ = now;
-  if (loss_) loss_->restart_rto_clock(now);
+  tx_.rts_at = now;
+  if (tx_.loss) tx_.loss->restart_rto_clock(now);
   state_ = QpState::kRts;
   return {};
 }
@@ -188,16 +188,16 @@ void Qp::to_err(Time now, WcStatus first_status) {
   // Every outstanding send WR completes with an error: the oldest with the cause, the rest
   // flushed (as libibverbs reports IBV_WC_RETRY_EXC_ERR then IBV_WC_WR_FLUSH_ERR).
   WcStatus status = first_status;
-  for (uint64_t s = sq_head_; s != sq_tail_; ++s) {
-    SendWr& w = wr_at(s);
+  for (uint64_t s = tx_.sq_head; s != tx_.sq_tail; ++s) {
+    SendWr& w = tx_.wr_at(s);
     env_.emit_completion(Completion{w.wr_id, qpn_, status,
                                     w.with_imm ? WcOpcode::kWriteImm : WcOpcode::kWrite, 0,
                                     w.length, now});
     status = WcStatus::kFlushed;
   }
-  sq_head_ = sq_send_ = sq_tail_;
-  retx_.clear();
-  inflight_bytes_ = 0;
+  tx_.sq_head = tx_.sq_send = tx_.sq_tail;
+  tx_.retx.clear();
+  tx_.inflight_bytes = 0;
   wimm_outstanding_ = 0;
   if (rx_) rx_->flush(env_, qpn_, now);
   probe_replies_.reset();
@@ -213,13 +213,13 @@ QpMemory Qp::memory() const {
   QpMemory m;
   m.object = sizeof(Qp);
   m.paths = paths_.heap_bytes() + reverse_.heap_bytes();
-  m.rings = sq_.capacity() * sizeof(SendWr) + pkts_.capacity() * sizeof(TxPkt) +
-            retx_.storage_bytes() +
+  m.rings = tx_.sq.capacity() * sizeof(SendWr) + tx_.pkts.capacity() * sizeof(TxPkt) +
+            tx_.retx.storage_bytes() +
             (probe_replies_ ? sizeof(*probe_replies_) + probe_replies_->storage_bytes() : 0);
-  if (loss_) {
+  if (tx_.loss) {
     m.object += sizeof(LossDetector);
-    m.paths += loss_->path_bytes();
-    m.rings += loss_->ring_bytes();
+    m.paths += tx_.loss->path_bytes();
+    m.rings += tx_.loss->ring_bytes();
   }
   if (rx_) {
     m.object += sizeof(Responder);
@@ -236,30 +236,30 @@ QpMemory Qp::memory() const {
 // simulation only ever send or only ever receive), small, and grow with what is in flight
 // (qp.h). RoCEv2 keeps no transmission records.
 void Qp::ensure_requester_rings() {
-  if (!sq_.empty()) return;
-  sq_.resize(std::clamp<uint32_t>(env_.config.qp_initial_ring, 1, create_.sq_depth));
-  const uint32_t n = initial_ring(pkt_limit_);
-  pkts_.assign(n, TxPkt{});
-  pkt_mask_ = n - 1;
-  retx_ = Ring<uint32_t>(n);
+  if (!tx_.sq.empty()) return;
+  tx_.sq.resize(std::clamp<uint32_t>(env_.config.qp_initial_ring, 1, create_.sq_depth));
+  const uint32_t n = initial_ring(tx_.pkt_limit);
+  tx_.pkts.assign(n, TxPkt{});
+  tx_.pkt_mask = n - 1;
+  tx_.retx = Ring<uint32_t>(n);
   ensure_loss();
-  if (is_mrc()) loss_->allocate(2 * n, paths_.size());
+  if (is_mrc()) tx_.loss->allocate(2 * n, paths_.size());
 }
 
 // What LossDetector::start would have been given at RTS, and the clock it would have
 // restarted then: a detector made later starts where one made at RTS would be.
 LossTiming Qp::loss_timing() const {
-  return LossTiming{loss_timeout_, loss_retry_linear_, loss_retry_exp_, loss_reorder_window_};
+  return LossTiming{loss_timeout_, loss_retry_linear_, loss_retry_exp_, tx_.loss_reorder_window};
 }
 
 LossDetector& Qp::ensure_loss() {
-  if (!loss_) {
-    loss_ = std::make_unique<LossDetector>();
-    // Nothing has been sent before the detector exists: snd_una_ is still RTS's sq_psn.
-    loss_->start(2 * pkt_limit_, loss_timing(), snd_una_);
-    loss_->restart_rto_clock(rts_at_);
+  if (!tx_.loss) {
+    tx_.loss = std::make_unique<LossDetector>();
+    // Nothing has been sent before the detector exists: tx_.snd_una is still RTS's sq_psn.
+    tx_.loss->start(2 * tx_.pkt_limit, loss_timing(), tx_.snd_una);
+    tx_.loss->restart_rto_clock(tx_.rts_at);
   }
-  return *loss_;
+  return *tx_.loss;
 }
 
 // The responder's state exists once the QP receives (a data packet or a posted receive): the
@@ -300,44 +300,16 @@ void Qp::ensure_responder_rings() {
 // simulated all-to-all holds ~a million QPs, each of which sends or receives a few messages.
 // The requester's go once every WR has completed and every PSN is acknowledged (then every
 // transmission record has been retired too: the ACK's RACK pass retires records that are not
-// current); the next post_write allocates them again. Stale entries of the retransmission
-// queue (PSNs acknowledged after they were queued) go with them: popping skips them anyway.
+// current); the next post_write allocates them again.
 void Qp::release_idle_requester_rings(Time now) {
-  if (sq_.empty() || sq_head_ != sq_tail_ || snd_una_ != next_psn_ || (loss_ && !loss_->empty()))
-    return;
-  sq_.clear();
-  pkts_.clear();
-  pkt_mask_ = 0;
-  retx_ = Ring<uint32_t>();
-  if (loss_) loss_->release();
+  if (tx_.sq.empty() || !tx_.rings_idle()) return;
+  tx_.release_rings();
   paths_.release_idle(now);
 }
 
 uint32_t Qp::initial_ring(uint32_t limit) const {
   const uint64_t want = std::bit_ceil(std::max<uint64_t>(env_.config.qp_initial_ring, 1));
   return static_cast<uint32_t>(std::min<uint64_t>(want, limit));
-}
-
-// Doubles the PSN ring, moving the live PSNs [snd_una_, next_psn_) to their slots in the
-// bigger ring. Only the live range is copied: slots outside it are never read before they
-// are written (every reader checks the range first: psn_in_flight_range, record_current).
-void Qp::grow_pkt_ring() {
-  Array<TxPkt> old(2 * (static_cast<size_t>(pkt_mask_) + 1), TxPkt{});
-  old.swap(pkts_);
-  const uint32_t old_mask = pkt_mask_;
-  pkt_mask_ = 2 * pkt_mask_ + 1;
-  for (uint32_t psn = snd_una_; psn != next_psn_; psn = psn_add(psn, 1))
-    pkts_[psn & pkt_mask_] = old[psn & old_mask];
-}
-
-// Only WRs from sq_head_ on are ever read again: a completed WR's packets are all
-// acknowledged, so nothing resends them.
-void Qp::grow_sq() {
-  const size_t n = std::min<size_t>(2 * sq_.size(), create_.sq_depth);
-  Array<SendWr> old(n);
-  old.swap(sq_);
-  for (uint64_t s = sq_head_; s != sq_tail_; ++s)
-    sq_[s % n] = old[s % old.size()];
 }
 
 Status Qp::post_write(Time now, const WriteWr& wr) {
@@ -347,7 +319,7 @@ Status Qp::post_write(Time now, const WriteWr& wr) {
   }
   if (wr.length > (1ull << 31)) return fail(Error::kInvalidArgument);  // IBTA max message
   if (wr.remote_addr + wr.length < wr.remote_addr) return fail(Error::kInvalidArgument);
-  if (sq_tail_ - sq_head_ >= create_.sq_depth) return fail(Error::kQueueFull);
+  if (tx_.sq_tail - tx_.sq_head >= create_.sq_depth) return fail(Error::kQueueFull);
   const uint8_t* local = nullptr;
   if (wr.length > 0) {
     auto region = env_.memory.check_local(wr.lkey, wr.local_addr, wr.length);
@@ -355,8 +327,8 @@ Status Qp::post_write(Time now, const WriteWr& wr) {
     if ((*region)->base) local = (*region)->base + (wr.local_addr - (*region)->iova);
   }
   ensure_requester_rings();
-  if (sq_tail_ - sq_head_ == sq_.size()) grow_sq();
-  SendWr& w = wr_at(sq_tail_);
+  if (tx_.sq_tail - tx_.sq_head == tx_.sq.size()) tx_.grow_sq(create_.sq_depth);
+  SendWr& w = tx_.wr_at(tx_.sq_tail);
   w = SendWr{};
   w.wr_id = wr.wr_id;
   w.local = local;
@@ -364,11 +336,11 @@ Status Qp::post_write(Time now, const WriteWr& wr) {
   w.remote_addr = wr.remote_addr;
   w.rkey = wr.rkey;
   w.imm = wr.imm;
-  w.msg_num = next_msg_num_++;
+  w.msg_num = tx_.next_msg_num++;
   w.npkts = wr.length == 0 ? 1 : static_cast<uint32_t>((wr.length + mtu_ - 1) / mtu_);
   w.with_imm = wr.opcode == WrOpcode::kWriteImm;
   w.signaled = wr.signaled || create_.sq_sig_all;
-  ++sq_tail_;
+  ++tx_.sq_tail;
   (void)now;
   mark_ready();
   return {};
@@ -383,20 +355,16 @@ Status Qp::post_recv(uint64_t wr_id) {
 // ---------------------------------------------------------------------------------------
 // Requester: sending.
 
-uint32_t Qp::outstanding_psns() const {
-  return static_cast<uint32_t>(psn_diff(next_psn_, snd_una_));
-}
-
 bool Qp::window_allows_new(const SendWr& w) const {
-  if (outstanding_psns() >= mpr_psns_) return false;  // MPR
-  if (is_mrc() && loss_->full()) return false;
+  if (tx_.outstanding_psns() >= mpr_psns_) return false;  // MPR
+  if (is_mrc() && tx_.loss->full()) return false;
   if (w.next_pkt == 0 && w.with_imm && wimm_outstanding_ >= max_wimm_) return false;  // WIMM
   return true;
 }
 
 bool Qp::cc_allows(Time now, uint32_t bytes) const {
   if (!cc_) return true;
-  if (inflight_bytes_ > 0 && inflight_bytes_ + bytes > cc_->cwnd()) return false;
+  if (tx_.inflight_bytes > 0 && tx_.inflight_bytes + bytes > cc_->cwnd()) return false;
   return cc_->next_send_time() <= now;
 }
 
@@ -410,23 +378,23 @@ Qp::DataResult Qp::produce_data(Time now, uint32_t mask, TxPacket& out) {
   if (!is_mrc()) return produce_roce_data(now, mask, out);
 
   // Retransmissions first, each on a different path than the one that lost it.
-  while (!retx_.empty()) {
-    const uint32_t psn = retx_.front();
-    TxPkt& p = pkt(psn);
-    if (p.state != PktState::kLost || !psn_in_flight_range(psn)) {
-      retx_.pop_front();
+  while (!tx_.retx.empty()) {
+    const uint32_t psn = tx_.retx.front();
+    TxPkt& p = tx_.pkt(psn);
+    if (p.state != PktState::kLost || !tx_.psn_in_flight_range(psn)) {
+      tx_.retx.pop_front();
       continue;
     }
     // A tail-loss probe is not held back by congestion control (RFC 9002 6.2.4): when every
     // ACK of a flight was lost the window never opens again, and only the probe's ACK can
     // open it before the ACK timeout declares the whole window lost.
-    if (!loss_->pto_probe_due() && !cc_allows(now, p.bytes)) return blocked_by_cc(now);
-    if (loss_->full()) return DataResult::kIdle;
+    if (!tx_.loss->pto_probe_due() && !cc_allows(now, p.bytes)) return blocked_by_cc(now);
+    if (tx_.loss->full()) return DataResult::kIdle;
     const int path = paths_.pick(now, mask, p.ev);
     if (path == PathSet::kNone)
       return paths_.usable_count() ? DataResult::kPortsBusy : DataResult::kIdle;
-    loss_->clear_pto_probe();
-    retx_.pop_front();
+    tx_.loss->clear_pto_probe();
+    tx_.retx.pop_front();
     fill_data(now, psn, path, true, out);
     return DataResult::kSent;
   }
@@ -439,7 +407,7 @@ Qp::DataResult Qp::produce_data(Time now, uint32_t mask, TxPacket& out) {
   if (path == PathSet::kNone)
     return paths_.usable_count() ? DataResult::kPortsBusy : DataResult::kIdle;
   start_new_packet(now, *w, bytes);
-  fill_data(now, psn_add(next_psn_, -1), path, false, out);
+  fill_data(now, psn_add(tx_.next_psn, -1), path, false, out);
   return DataResult::kSent;
 }
 
@@ -448,8 +416,8 @@ Qp::DataResult Qp::produce_data(Time now, uint32_t mask, TxPacket& out) {
 // or congestion control holds it back.
 Qp::SendWr* Qp::sendable_new_packet(Time now, uint32_t& bytes, DataResult& why_not) {
   why_not = DataResult::kIdle;
-  if (sq_send_ == sq_tail_) return nullptr;
-  SendWr& w = wr_at(sq_send_);
+  if (tx_.sq_send == tx_.sq_tail) return nullptr;
+  SendWr& w = tx_.wr_at(tx_.sq_send);
   if (!window_allows_new(w)) return nullptr;
   const uint64_t off = static_cast<uint64_t>(w.next_pkt) * mtu_;
   bytes = static_cast<uint32_t>(std::min<uint64_t>(mtu_, w.length - off));
@@ -466,18 +434,18 @@ void Qp::start_new_packet(Time now, SendWr& w, uint32_t bytes) {
   // timer likewise runs only while requests are outstanding). Otherwise a QP idle for longer
   // than the timeout finds it already due when its first ACK arrives: a spurious timeout
   // that declares the whole window lost.
-  if (snd_una_ == next_psn_) loss_->restart_rto_clock(now);
+  if (tx_.snd_una == tx_.next_psn) tx_.loss->restart_rto_clock(now);
   // The PSN ring grows here only, where a PSN is taken (window_allows_new keeps the
-  // outstanding range within pkt_limit_). A tail call, so that the common path needs no
+  // outstanding range within tx_.pkt_limit). A tail call, so that the common path needs no
   // stack frame: ~20 instructions per packet otherwise (callgrind, benchmark A at 128 hosts).
-  if (((next_psn_ - snd_una_) & kPsnMask) > pkt_mask_) [[unlikely]] {
+  if (((tx_.next_psn - tx_.snd_una) & kPsnMask) > tx_.pkt_mask) [[unlikely]] {
     return grow_and_start_new_packet(now, w, bytes);
   }
-  const uint32_t psn = next_psn_;
-  next_psn_ = psn_add(next_psn_, 1);
-  TxPkt& p = pkt(psn);
+  const uint32_t psn = tx_.next_psn;
+  tx_.next_psn = psn_add(tx_.next_psn, 1);
+  TxPkt& p = tx_.pkt(psn);
   p = TxPkt{};
-  p.wr_seq = sq_send_;
+  p.wr_seq = tx_.sq_send;
   p.pkt_index = w.next_pkt;
   p.bytes = bytes;
   if (w.next_pkt == 0 && w.with_imm) {
@@ -485,27 +453,27 @@ void Qp::start_new_packet(Time now, SendWr& w, uint32_t bytes) {
     auto& hw = env_.counters.max_outstanding_wimm;
     hw = std::max<uint64_t>(hw, wimm_outstanding_);
   }
-  if (++w.next_pkt == w.npkts) ++sq_send_;
+  if (++w.next_pkt == w.npkts) ++tx_.sq_send;
   auto& hw = env_.counters.max_outstanding_psns;
-  hw = std::max<uint64_t>(hw, outstanding_psns());
+  hw = std::max<uint64_t>(hw, tx_.outstanding_psns());
 }
 
 void Qp::grow_and_start_new_packet(Time now, SendWr& w, uint32_t bytes) {
-  grow_pkt_ring();
+  tx_.grow_pkt_ring();
   start_new_packet(now, w, bytes);
 }
 
-// RoCEv2 baseline: one path, PSN order, go-back-N from gbn_next_ after a NAK or timeout.
+// RoCEv2 baseline: one path, PSN order, go-back-N from tx_.gbn_next after a NAK or timeout.
 Qp::DataResult Qp::produce_roce_data(Time now, uint32_t mask, TxPacket& out) {
   const uint8_t path_port = paths_.port_of(0);
   const bool port_ok = paths_.port_up(path_port);
-  if (psn_lt(gbn_next_, next_psn_)) {
-    const uint32_t psn = gbn_next_;
-    TxPkt& p = pkt(psn);
+  if (psn_lt(tx_.gbn_next, tx_.next_psn)) {
+    const uint32_t psn = tx_.gbn_next;
+    TxPkt& p = tx_.pkt(psn);
     if (!cc_allows(now, p.bytes)) return blocked_by_cc(now);
     if (!port_ok) return DataResult::kIdle;
     if (!((mask >> path_port) & 1)) return DataResult::kPortsBusy;
-    gbn_next_ = psn_add(gbn_next_, 1);
+    tx_.gbn_next = psn_add(tx_.gbn_next, 1);
     fill_data(now, psn, 0, true, out);
     return DataResult::kSent;
   }
@@ -516,14 +484,14 @@ Qp::DataResult Qp::produce_roce_data(Time now, uint32_t mask, TxPacket& out) {
   if (!port_ok) return DataResult::kIdle;
   if (!((mask >> path_port) & 1)) return DataResult::kPortsBusy;
   start_new_packet(now, *w, bytes);
-  gbn_next_ = next_psn_;
-  fill_data(now, psn_add(next_psn_, -1), 0, false, out);
+  tx_.gbn_next = tx_.next_psn;
+  fill_data(now, psn_add(tx_.next_psn, -1), 0, false, out);
   return DataResult::kSent;
 }
 
 void Qp::fill_data(Time now, uint32_t psn, int path, bool retransmit, TxPacket& out) {
-  TxPkt& p = pkt(psn);
-  const SendWr& w = wr_at(p.wr_seq);
+  TxPkt& p = tx_.pkt(psn);
+  const SendWr& w = tx_.wr_at(p.wr_seq);
   const uint64_t off = static_cast<uint64_t>(p.pkt_index) * mtu_;
   const bool last = p.pkt_index + 1 == w.npkts;
   fill_common(out, paths_.port_of(path), path);
@@ -533,7 +501,7 @@ void Qp::fill_data(Time now, uint32_t psn, int path, bool retransmit, TxPacket& 
   t.bth.solicited = last && w.with_imm;
   // Ask for a prompt ACK at the end of a message (its completion waits for it), when the
   // window is about to close, and for retransmissions (recovery is waiting).
-  const bool ack_now = last || retransmit || outstanding_psns() + 8 >= mpr_psns_;
+  const bool ack_now = last || retransmit || tx_.outstanding_psns() + 8 >= mpr_psns_;
   t.bth.ack_req = ack_now;
   t.reth = wire::Reth{w.remote_addr + off, w.rkey, p.bytes};
   t.imm = w.imm;
@@ -547,13 +515,13 @@ void Qp::fill_data(Time now, uint32_t psn, int path, bool retransmit, TxPacket& 
   t.payload_len = p.bytes;
   out.transport_bytes = data_wire_bytes(w.with_imm, p.bytes);
 
-  if (p.state != PktState::kInflight) inflight_bytes_ += p.bytes;
+  if (p.state != PktState::kInflight) tx_.inflight_bytes += p.bytes;
   p.state = PktState::kInflight;
   p.sent_at = now;
   p.ev = static_cast<uint16_t>(path);
   if (p.transmissions < 255) ++p.transmissions;
-  if (is_mrc()) p.rec = loss_->record(psn, path, now);
-  if (cc_) cc_->on_send(now, p.bytes, inflight_bytes_);
+  if (is_mrc()) p.rec = tx_.loss->record(psn, path, now);
+  if (cc_) cc_->on_send(now, p.bytes, tx_.inflight_bytes);
   if (retransmit) {
     ++env_.counters.retransmits;
     ++stats_.retransmits;
@@ -563,22 +531,11 @@ void Qp::fill_data(Time now, uint32_t psn, int path, bool retransmit, TxPacket& 
   }
 }
 
-bool Qp::psn_in_flight_range(uint32_t psn) const {
-  return psn_diff(psn, snd_una_) >= 0 && psn_diff(next_psn_, psn) > 0;
-}
-
-bool Qp::record_current(uint32_t seq) const {
-  const LossDetector::Record& r = loss_->at(seq);
-  if (!psn_in_flight_range(r.psn)) return false;
-  const TxPkt& p = pkts_[r.psn & pkt_mask_];
-  return p.state == PktState::kInflight && p.rec == seq;
-}
-
 // ---------------------------------------------------------------------------------------
 // Requester: acknowledgements and loss detection.
 
 bool Qp::ack_psn(Time now, uint32_t psn) {
-  TxPkt& p = pkt(psn);
+  TxPkt& p = tx_.pkt(psn);
   if (p.state == PktState::kAcked || p.state == PktState::kFree) return false;
   if (is_mrc() && p.state == PktState::kLost && p.transmissions > 1)
     ++env_.counters.losses_acked_before_resend;
@@ -590,21 +547,21 @@ bool Qp::ack_psn(Time now, uint32_t psn) {
     // Timing evidence only if the previous ACK could have reported this PSN (its bitmap
     // reached it): then it arrived after that ACK left. Beyond that reach a hole hides a
     // PSN until the hole is filled, and its send-to-ACK time would be the whole recovery's.
-    if (loss_->reportable_by_last_ack(psn)) loss_->learn_pto_floor(now, p.sent_at);
+    if (tx_.loss->reportable_by_last_ack(psn)) tx_.loss->learn_pto_floor(now, p.sent_at);
   } else {
-    loss_->age_pto_floor(now);
+    tx_.loss->age_pto_floor(now);
   }
   if (p.state == PktState::kInflight)
-    inflight_bytes_ -= std::min<uint64_t>(inflight_bytes_, p.bytes);
+    tx_.inflight_bytes -= std::min<uint64_t>(tx_.inflight_bytes, p.bytes);
   p.state = PktState::kAcked;
-  ++wr_at(p.wr_seq).acked_pkts;
+  ++tx_.wr_at(p.wr_seq).acked_pkts;
   // With a single transmission we know exactly which send was delivered (RACK needs that).
   if (p.transmissions == 1) note_delivered(p.sent_at, p.rec, p.ev);
   return true;
 }
 
 void Qp::note_delivered(Time sent_at, uint32_t seq, uint16_t ev) {
-  loss_->note_delivered(sent_at, seq, transmit_queue(ev));
+  tx_.loss->note_delivered(sent_at, seq, transmit_queue(ev));
 }
 
 uint32_t Qp::transmit_queue(uint16_t ev) const {
@@ -620,10 +577,10 @@ void Qp::learn_pto_floor_from_echoes(Time now, const wire::SackExt& s) {
   // long its acknowledgement took wherever the PSN lies (ack_psn covers the others).
   for (int i = 0; i < s.echo_count; ++i) {
     const wire::AckEcho& e = s.echo[static_cast<size_t>(i)];
-    if ((e.flags & wire::AckEcho::kDuplicate) || !psn_in_flight_range(e.psn)) continue;
-    const TxPkt& p = pkt(e.psn);
+    if ((e.flags & wire::AckEcho::kDuplicate) || !tx_.psn_in_flight_range(e.psn)) continue;
+    const TxPkt& p = tx_.pkt(e.psn);
     if (p.state == PktState::kLost && p.transmissions == 1 && p.ev == e.ev_index)
-      loss_->learn_pto_floor(now, p.sent_at);
+      tx_.loss->learn_pto_floor(now, p.sent_at);
   }
 }
 
@@ -631,11 +588,11 @@ Status Qp::validate_ack(const wire::SackExt& s) const {
   // An ACK may be old (reordered behind newer ones) but never for PSNs not yet sent, nor name
   // a path this QP does not have. Such an ACK is dropped whole, before any of it is used, and
   // the QP goes on as if it never came (a forged one must not stop the real ones).
-  if (psn_diff(next_psn_, s.cum_psn) < 0 || psn_diff(next_psn_, s.sack_base) < 0)
+  if (psn_diff(tx_.next_psn, s.cum_psn) < 0 || psn_diff(tx_.next_psn, s.sack_base) < 0)
     return fail(Error::kBadExtension);
   for (int i = 0; i < s.echo_count; ++i) {
     const wire::AckEcho& e = s.echo[static_cast<size_t>(i)];
-    if (psn_diff(next_psn_, e.psn) <= 0 || e.ev_index >= paths_.size()) {
+    if (psn_diff(tx_.next_psn, e.psn) <= 0 || e.ev_index >= paths_.size()) {
       return fail(Error::kBadExtension);
     }
   }
@@ -645,7 +602,7 @@ Status Qp::validate_ack(const wire::SackExt& s) const {
       const int b = std::countr_zero(bits);
       bits &= bits - 1;
       const uint32_t psn = psn_add(s.sack_base, 64 * w + b);
-      if (psn_diff(next_psn_, psn) <= 0) return fail(Error::kBadExtension);
+      if (psn_diff(tx_.next_psn, psn) <= 0) return fail(Error::kBadExtension);
     }
   }
   return {};
@@ -653,19 +610,19 @@ Status Qp::validate_ack(const wire::SackExt& s) const {
 
 // A responder's cumulative PSN never goes back: once an ACK said every PSN before U arrived,
 // every ACK it makes later says so too. An ACK that echoes a packet sent after we learnt of
-// U = snd_una_ (its only transmission, so no earlier copy can be what it echoes) was made
+// U = tx_.snd_una (its only transmission, so no earlier copy can be what it echoes) was made
 // after the responder had that packet, hence after the ACK that told us of U: if it puts the
 // first missing PSN below U, one of the two ACKs was not the responder's. A forged ACK for packets
 // that were lost is caught this way when the real ACKs come, rather than as a retry limit
 // exhausted against a responder that waits for data the requester believes delivered.
 bool Qp::contradicts_acknowledged(const wire::SackExt& s) const {
-  if (psn_diff(snd_una_, s.cum_psn) <= 0) return false;
+  if (psn_diff(tx_.snd_una, s.cum_psn) <= 0) return false;
   for (int i = 0; i < s.echo_count; ++i) {
     const wire::AckEcho& e = s.echo[static_cast<size_t>(i)];
-    if (!psn_in_flight_range(e.psn)) continue;
-    const TxPkt& p = pkt(e.psn);
+    if (!tx_.psn_in_flight_range(e.psn)) continue;
+    const TxPkt& p = tx_.pkt(e.psn);
     if (p.state != PktState::kFree && p.transmissions == 1 && p.ev == e.ev_index &&
-        loss_->made_since_mark(p.rec))
+        tx_.loss->made_since_mark(p.rec))
       return true;
   }
   return false;
@@ -683,8 +640,8 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
   if (s.ports_down != paths_.peer_ports_down()) on_peer_ports(now, s.ports_down);
   learn_pto_floor_from_echoes(now, s);
   // 1. Cumulative part.
-  if (psn_diff(s.cum_psn, snd_una_) > 0) {
-    for (uint32_t psn = snd_una_; psn != s.cum_psn; psn = psn_add(psn, 1)) {
+  if (psn_diff(s.cum_psn, tx_.snd_una) > 0) {
+    for (uint32_t psn = tx_.snd_una; psn != s.cum_psn; psn = psn_add(psn, 1)) {
       progress |= ack_psn(now, psn);
     }
   }
@@ -695,7 +652,7 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
       const int b = std::countr_zero(bits);
       bits &= bits - 1;
       const uint32_t psn = psn_add(s.sack_base, 64 * w + b);
-      if (psn_in_flight_range(psn)) progress |= ack_psn(now, psn);
+      if (tx_.psn_in_flight_range(psn)) progress |= ack_psn(now, psn);
     }
   }
   // 3. Echoes: per-packet ECN/trim/path attribution, RTT samples, per-path loss detection.
@@ -703,8 +660,8 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
   for (int i = 0; i < s.echo_count; ++i) {
     const wire::AckEcho& e = s.echo[static_cast<size_t>(i)];
     if (e.flags & wire::AckEcho::kDuplicate) on_duplicate_echo();
-    if (e.ev_index >= paths_.size() || !psn_in_flight_range(e.psn)) continue;
-    TxPkt& p = pkt(e.psn);
+    if (e.ev_index >= paths_.size() || !tx_.psn_in_flight_range(e.psn)) continue;
+    TxPkt& p = tx_.pkt(e.psn);
     const bool ecn = e.flags & wire::AckEcho::kEcnCe;
     if (ecn) {
       report_path_change(now, e.ev_index, paths_.on_ecn(e.ev_index, now));
@@ -720,7 +677,7 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
       const Time raw = now > p.sent_at ? now - p.sent_at : 0;
       rtt = raw > service ? raw - service : raw;
       if (!(e.flags & wire::AckEcho::kDuplicate)) {
-        loss_->rtt_sample(rtt, raw);
+        tx_.loss->rtt_sample(rtt, raw);
         env_.note_rtt_sample(raw);
       }
       detect_losses_on_path(now, e.ev_index, p.rec,
@@ -736,18 +693,18 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
     }
     const uint32_t bytes = p.bytes;
     progress |= ack_psn(now, e.psn);
-    if (cc_ && exact) cc_->on_ack(cc::AckSample{now, bytes, rtt, ecn, false}, inflight_bytes_);
+    if (cc_ && exact) cc_->on_ack(cc::AckSample{now, bytes, rtt, ecn, false}, tx_.inflight_bytes);
   }
   // 4. RACK: anything sent well before a delivered packet is lost.
   detect_losses_rack(now, false);
   if (progress) {
-    loss_->on_answer(now);
-    loss_->clear_pto_probe();
+    tx_.loss->on_answer(now);
+    tx_.loss->clear_pto_probe();
   }
-  loss_->note_ack_reach(s.sack_base);
-  const uint32_t una_before = snd_una_;
-  advance_una();
-  if (snd_una_ != una_before) loss_->mark();
+  tx_.loss->note_ack_reach(s.sack_base);
+  const uint32_t una_before = tx_.snd_una;
+  tx_.advance_una();
+  if (tx_.snd_una != una_before) tx_.loss->mark();
   if (progress) {
     ++env_.counters.acks_advancing;
     ++env_.counters.acks_advancing_by_port[rx.port & 31];
@@ -761,39 +718,39 @@ void Qp::on_roce_ack(Time now, const RxPacket& rx) {
   ensure_loss();
   const wire::SackExt& s = rx.pkt.sack;
   bool progress = false;
-  if (psn_diff(s.cum_psn, snd_una_) > 0) {
-    for (uint32_t psn = snd_una_; psn != s.cum_psn; psn = psn_add(psn, 1)) {
-      const TxPkt& p = pkt(psn);
+  if (psn_diff(s.cum_psn, tx_.snd_una) > 0) {
+    for (uint32_t psn = tx_.snd_una; psn != s.cum_psn; psn = psn_add(psn, 1)) {
+      const TxPkt& p = tx_.pkt(psn);
       const Time sent = p.sent_at;
       const uint32_t bytes = p.bytes;
       progress |= ack_psn(now, psn);
       if (cc_ && psn_add(psn, 1) == s.cum_psn && now > sent) {
-        cc_->on_ack(cc::AckSample{now, bytes, now - sent, false, false}, inflight_bytes_);
+        cc_->on_ack(cc::AckSample{now, bytes, now - sent, false, false}, tx_.inflight_bytes);
       }
     }
   }
   if (aeth_is_nak(rx.pkt.aeth.syndrome)) {
     // PSN sequence error: the responder expects cum_psn. Go back and resend from there.
     ++env_.counters.losses_detected;
-    if (psn_lt(s.cum_psn, gbn_next_)) {
-      // A NAK overtaken by a later ACK may name PSNs before snd_una_: acknowledged, freed,
+    if (psn_lt(s.cum_psn, tx_.gbn_next)) {
+      // A NAK overtaken by a later ACK may name PSNs before tx_.snd_una: acknowledged, freed,
       // and no longer in the ring.
-      const uint32_t from = psn_lt(s.cum_psn, snd_una_) ? snd_una_ : s.cum_psn;
-      for (uint32_t psn = from; psn != gbn_next_; psn = psn_add(psn, 1)) {
-        TxPkt& p = pkt(psn);
+      const uint32_t from = psn_lt(s.cum_psn, tx_.snd_una) ? tx_.snd_una : s.cum_psn;
+      for (uint32_t psn = from; psn != tx_.gbn_next; psn = psn_add(psn, 1)) {
+        TxPkt& p = tx_.pkt(psn);
         if (p.state == PktState::kInflight) {
-          inflight_bytes_ -= std::min<uint64_t>(inflight_bytes_, p.bytes);
+          tx_.inflight_bytes -= std::min<uint64_t>(tx_.inflight_bytes, p.bytes);
           p.state = PktState::kLost;
         }
       }
       // CC hears of the loss with the first resent packet's size (one MTU if nothing of the
       // stale NAK's range is left in the ring).
-      if (cc_) cc_->on_loss(now, from != gbn_next_ ? pkt(from).bytes : mtu_);
-      gbn_next_ = s.cum_psn;
+      if (cc_) cc_->on_loss(now, from != tx_.gbn_next ? tx_.pkt(from).bytes : mtu_);
+      tx_.gbn_next = s.cum_psn;
     }
   }
-  if (progress) loss_->on_roce_progress(now);
-  advance_una();
+  if (progress) tx_.loss->on_roce_progress(now);
+  tx_.advance_una();
   complete_send_wrs(now);
   release_idle_requester_rings(now);
   mark_ready();
@@ -804,7 +761,7 @@ void Qp::on_roce_ack(Time now, const RxPacket& rx) {
 // and give the path back its GOOD state: it has just delivered a packet.
 void Qp::on_spurious_loss(Time now, uint16_t ev) {
   ++env_.counters.spurious_losses;
-  loss_->widen_reorder_window();
+  tx_.loss->widen_reorder_window();
   report_path_change(now, ev, paths_.on_delivered(ev));
 }
 
@@ -817,27 +774,28 @@ void Qp::on_spurious_loss(Time now, uint16_t ev) {
 // arrives as a duplicate). The original's path is not known here; its probe brings it back.
 void Qp::on_duplicate_echo() {
   ++env_.counters.duplicate_retransmits;
-  loss_->widen_reorder_window();
+  tx_.loss->widen_reorder_window();
 }
 
 void Qp::detect_losses_on_path(Time now, uint16_t ev, uint32_t upto, uint32_t known_end) {
-  loss_->detect_on_path(
-      ev, upto, known_end, [this](uint32_t seq) { return record_current(seq); },
+  tx_.loss->detect_on_path(
+      ev, upto, known_end, [this](uint32_t seq) { return tx_.record_current(seq); },
       [this, now](uint32_t psn, LossCause cause) { declare_lost(now, psn, true, cause); });
 }
 
 void Qp::detect_losses_rack(Time now, bool check_pto) {
-  loss_->detect_rack(
-      now, check_pto, loss_context(), [this](uint32_t seq) { return record_current(seq); },
+  tx_.loss->detect_rack(
+      now, check_pto, loss_context(), [this](uint32_t seq) { return tx_.record_current(seq); },
       [this](uint16_t ev) { return transmit_queue(ev); },
       [this, now](uint32_t psn, LossCause cause) {
-        if (cause == LossCause::kPto && loss_->srtt() == 0) ++env_.counters.losses_pto_borrowed_rtt;
+        if (cause == LossCause::kPto && tx_.loss->srtt() == 0)
+          ++env_.counters.losses_pto_borrowed_rtt;
         declare_lost(now, psn, true, cause);
       });
 }
 
 void Qp::declare_lost(Time now, uint32_t psn, bool mark_path, LossCause cause) {
-  TxPkt& p = pkt(psn);
+  TxPkt& p = tx_.pkt(psn);
   if (p.state != PktState::kInflight) return;
   EngineCounters& c = env_.counters;
   switch (cause) {
@@ -858,7 +816,7 @@ void Qp::declare_lost(Time now, uint32_t psn, bool mark_path, LossCause cause) {
       ++c.losses_other;
       break;
   }
-  loss_->note_loss(cause);
+  tx_.loss->note_loss(cause);
   if (env_.logging()) [[unlikely]] {
     LogRecord r(now, LogKind::kPacketLost, qpn_);
     r.psn = psn;
@@ -869,15 +827,15 @@ void Qp::declare_lost(Time now, uint32_t psn, bool mark_path, LossCause cause) {
     env_.record(r);
   }
   p.state = PktState::kLost;
-  inflight_bytes_ -= std::min<uint64_t>(inflight_bytes_, p.bytes);
-  if (retx_.full()) {
-    compact_retx();
-    // Entries left are distinct lost PSNs in flight, fewer than pkt_limit_, so the ring never
+  tx_.inflight_bytes -= std::min<uint64_t>(tx_.inflight_bytes, p.bytes);
+  if (tx_.retx.full()) {
+    tx_.compact_retx();
+    // Entries left are distinct lost PSNs in flight, fewer than tx_.pkt_limit, so the ring never
     // needs more. Growing once it stays over half full keeps compaction amortized O(1).
-    const size_t cap = retx_.capacity();
-    if (retx_.size() > (cap - 1) / 2 && cap < pkt_limit_) retx_.reserve(2 * cap);
+    const size_t cap = tx_.retx.capacity();
+    if (tx_.retx.size() > (cap - 1) / 2 && cap < tx_.pkt_limit) tx_.retx.reserve(2 * cap);
   }
-  retx_.push_back(psn);
+  tx_.retx.push_back(psn);
   ++env_.counters.losses_detected;
   // Loss is a path signal, trimming the congestion signal (paper 2.1): CC tells them apart
   // (NsccConfig::loss_keep).
@@ -896,27 +854,11 @@ void Qp::declare_lost(Time now, uint32_t psn, bool mark_path, LossCause cause) {
   mark_ready();
 }
 
-// The retransmission queue may hold PSNs acknowledged after they were queued (skipped when
-// popped). If it fills up with such entries, keep only the ones still waiting.
-void Qp::compact_retx() {
-  retx_.remove_if([this](uint32_t psn) {
-    return !psn_in_flight_range(psn) || pkt(psn).state != PktState::kLost;
-  });
-}
-
-void Qp::advance_una() {
-  while (snd_una_ != next_psn_ && pkt(snd_una_).state == PktState::kAcked) {
-    pkt(snd_una_).state = PktState::kFree;
-    snd_una_ = psn_add(snd_una_, 1);
-  }
-  if (psn_lt(gbn_next_, snd_una_)) gbn_next_ = snd_una_;
-}
-
 void Qp::complete_send_wrs(Time now) {
   // In order: a WR completes once all its packets are acknowledged and all earlier WRs have
   // completed (RC ordering).
-  while (sq_head_ != sq_send_) {
-    SendWr& w = wr_at(sq_head_);
+  while (tx_.sq_head != tx_.sq_send) {
+    SendWr& w = tx_.wr_at(tx_.sq_head);
     if (w.acked_pkts < w.npkts) break;
     if (w.signaled) {
       env_.emit_completion(Completion{w.wr_id, qpn_, WcStatus::kSuccess,
@@ -924,23 +866,23 @@ void Qp::complete_send_wrs(Time now) {
                                       w.length, now});
     }
     if (w.with_imm) --wimm_outstanding_;
-    ++sq_head_;
+    ++tx_.sq_head;
   }
 }
 
 bool Qp::has_outstanding() const {
-  return snd_una_ != next_psn_ || (sq_send_ != sq_tail_ && paths_.usable_count() == 0);
+  return tx_.snd_una != tx_.next_psn || (tx_.sq_send != tx_.sq_tail && paths_.usable_count() == 0);
 }
 
 void Qp::on_rto(Time now) {
   ++env_.counters.timeouts;
   if (env_.logging()) [[unlikely]] {
     LogRecord r(now, LogKind::kTimeout, qpn_);
-    r.psn = snd_una_;
-    r.inflight = inflight_bytes_;
+    r.psn = tx_.snd_una;
+    r.inflight = tx_.inflight_bytes;
     env_.record(r);
   }
-  if (!loss_->on_rto()) {
+  if (!tx_.loss->on_rto()) {
     to_err(now, WcStatus::kRetryExceeded);
     return;
   }
@@ -950,50 +892,50 @@ void Qp::on_rto(Time now) {
     // ports that has died since, so no ACK could say so). Forget it and try every plane
     // again; a port that is still down loses those packets and the next ACK reports it.
     if (paths_.peer_ports_down() != 0) paths_.set_peer_ports_down(0, now);
-    for (uint32_t seq = loss_->head(); seq != loss_->tail(); ++seq) {
-      if (record_current(seq)) declare_lost(now, loss_->at(seq).psn, true, LossCause::kRto);
+    for (uint32_t seq = tx_.loss->head(); seq != tx_.loss->tail(); ++seq) {
+      if (tx_.record_current(seq)) declare_lost(now, tx_.loss->at(seq).psn, true, LossCause::kRto);
     }
     detect_losses_rack(now, false);
   } else {
-    for (uint32_t psn = snd_una_; psn != next_psn_; psn = psn_add(psn, 1)) {
-      TxPkt& p = pkt(psn);
+    for (uint32_t psn = tx_.snd_una; psn != tx_.next_psn; psn = psn_add(psn, 1)) {
+      TxPkt& p = tx_.pkt(psn);
       if (p.state == PktState::kInflight) {
-        inflight_bytes_ -= std::min<uint64_t>(inflight_bytes_, p.bytes);
+        tx_.inflight_bytes -= std::min<uint64_t>(tx_.inflight_bytes, p.bytes);
         p.state = PktState::kLost;
       }
     }
-    gbn_next_ = snd_una_;
-    if (cc_ && snd_una_ != next_psn_) cc_->on_loss(now, pkt(snd_una_).bytes);
+    tx_.gbn_next = tx_.snd_una;
+    if (cc_ && tx_.snd_una != tx_.next_psn) cc_->on_loss(now, tx_.pkt(tx_.snd_una).bytes);
   }
-  loss_->restart_rto_clock(now);
+  tx_.loss->restart_rto_clock(now);
   mark_ready();
 }
 
 void Qp::on_trim_nack(Time now, const RxPacket& rx) {
   const wire::TrimNackExt& n = rx.pkt.nack;
   ++env_.counters.trim_nacks_received;
-  if (!psn_in_flight_range(n.psn) || pkt(n.psn).state != PktState::kInflight ||
-      pkt(n.psn).ev != n.ev_index) {
+  if (!tx_.psn_in_flight_range(n.psn) || tx_.pkt(n.psn).state != PktState::kInflight ||
+      tx_.pkt(n.psn).ev != n.ev_index) {
     ++env_.counters.trim_nacks_stale;  // that transmission is no longer in flight
     return;
   }
-  TxPkt& p = pkt(n.psn);
+  TxPkt& p = tx_.pkt(n.psn);
   // A trim is congestion on that path, not a failure: recycle the path, tell CC, resend.
   if (n.ev_index < paths_.size())
     report_path_change(now, n.ev_index, paths_.on_trim(n.ev_index, now));
-  if (cc_) cc_->on_ack(cc::AckSample{now, 0, now - p.sent_at, true, true}, inflight_bytes_);
+  if (cc_) cc_->on_ack(cc::AckSample{now, 0, now - p.sent_at, true, true}, tx_.inflight_bytes);
   const Time sent_at = p.sent_at;
   declare_lost(now, n.psn, false, LossCause::kTrim);
   // The NACK is an answer: the responder hears us and the path delivers (headers, at least).
   // Under a large incast every packet of a flight may be trimmed for a while; that is not the
   // silence the tail-loss probe's backoff and the ACK timeout are for (RFC 8985 7.2, RFC 6298
   // restart on an answer), so both start over.
-  loss_->on_answer(now);
+  tx_.loss->on_answer(now);
   // The trimmed header arrived: a transmission sent a reordering window before it and still
   // unacknowledged was lost (its header dropped at a full queue, or the path failed): RACK,
   // as for a delivered packet (trimmed headers skip the data queues, so they are ahead of
   // the untrimmed packets sent before them by at most those queues, under a window).
-  loss_->note_header_delivered(sent_at);
+  tx_.loss->note_header_delivered(sent_at);
   detect_losses_rack(now, false);
 }
 
@@ -1079,7 +1021,7 @@ Status Qp::on_packet(Time now, const RxPacket& rx) {
       if (!sending) return env_.drop(DropReason::kBadState, Error::kBadQpState);
       if (!is_mrc()) return env_.drop(DropReason::kBadOpcode, Error::kBadOpcode);
       // A NACK for a PSN never sent, or on a path we do not have, is as bad as such an ACK.
-      if (psn_diff(next_psn_, t.nack.psn) <= 0 || t.nack.ev_index >= paths_.size())
+      if (psn_diff(tx_.next_psn, t.nack.psn) <= 0 || t.nack.ev_index >= paths_.size())
         return env_.drop(DropReason::kBadAck, Error::kBadExtension);
       on_trim_nack(now, rx);
       return {};
@@ -1308,10 +1250,10 @@ Time Qp::deadline() const {
   if (!reverse_probe_due_) d = std::min(d, reverse_.next_probe_time());
   if (state_ != QpState::kRts) return d;
   // Only a QP that has posted work has something outstanding (and its detector).
-  if (loss_ && has_outstanding()) d = std::min(d, loss_->rto_due());
-  if (is_mrc() && loss_ && !loss_->empty()) {
-    d = std::min(d, loss_->next_deadline(loss_context(),
-                                         [this](uint16_t ev) { return transmit_queue(ev); }));
+  if (tx_.loss && has_outstanding()) d = std::min(d, tx_.loss->rto_due());
+  if (is_mrc() && tx_.loss && !tx_.loss->empty()) {
+    d = std::min(d, tx_.loss->next_deadline(loss_context(),
+                                            [this](uint16_t ev) { return transmit_queue(ev); }));
   }
   if (!probes_due_) d = std::min(d, paths_.next_probe_time());
   d = std::min(d, pacing_wait_until_);
@@ -1334,10 +1276,10 @@ void Qp::on_timer(Time now) {
     cc_->on_timer(now);
     mark_ready();
   }
-  if (loss_ && has_outstanding() && loss_->rto_due() <= now) {
+  if (tx_.loss && has_outstanding() && tx_.loss->rto_due() <= now) {
     on_rto(now);
     if (state_ != QpState::kRts) return;
-  } else if (is_mrc() && loss_) {
+  } else if (is_mrc() && tx_.loss) {
     detect_losses_rack(now, true);
   }
   if (!probes_due_ && paths_.next_probe_time() <= now) {
@@ -1349,12 +1291,12 @@ void Qp::on_timer(Time now) {
 void Qp::set_port_up(Time now, uint8_t port, bool up) {
   if (state_ == QpState::kReset) return;
   paths_.set_port_up(port, up, now);
-  if (!up && state_ == QpState::kRts && is_mrc() && loss_) {
+  if (!up && state_ == QpState::kRts && is_mrc() && tx_.loss) {
     // Packets that left on a dead port are gone: resend them elsewhere at once. The paths
     // themselves are not to blame, so they keep their state for when the port returns.
-    for (uint32_t seq = loss_->head(); seq != loss_->tail(); ++seq) {
-      const LossDetector::Record& r = loss_->at(seq);
-      if (paths_.port_of(r.ev) == port && record_current(seq))
+    for (uint32_t seq = tx_.loss->head(); seq != tx_.loss->tail(); ++seq) {
+      const LossDetector::Record& r = tx_.loss->at(seq);
+      if (paths_.port_of(r.ev) == port && tx_.record_current(seq))
         declare_lost(now, r.psn, false, LossCause::kOther);
     }
   }
@@ -1370,10 +1312,10 @@ void Qp::on_peer_ports(Time now, uint32_t ports_down) {
   const uint32_t newly_down = ports_down & ~paths_.peer_ports_down();
   paths_.set_peer_ports_down(ports_down, now);
   ++env_.counters.peer_port_changes;
-  if (newly_down && state_ == QpState::kRts && loss_) {
-    for (uint32_t seq = loss_->head(); seq != loss_->tail(); ++seq) {
-      const LossDetector::Record& r = loss_->at(seq);
-      if (((newly_down >> paths_.port_of(r.ev)) & 1) && record_current(seq))
+  if (newly_down && state_ == QpState::kRts && tx_.loss) {
+    for (uint32_t seq = tx_.loss->head(); seq != tx_.loss->tail(); ++seq) {
+      const LossDetector::Record& r = tx_.loss->at(seq);
+      if (((newly_down >> paths_.port_of(r.ev)) & 1) && tx_.record_current(seq))
         declare_lost(now, r.psn, false, LossCause::kOther);
     }
   }
@@ -1386,10 +1328,10 @@ Status Qp::set_path_denied(Time now, int ev_index, bool denied) {
     return fail(Error::kInvalidArgument);
   }
   report_path_change(now, ev_index, paths_.set_denied(ev_index, denied));
-  if (denied && state_ == QpState::kRts && is_mrc() && loss_) {
-    for (uint32_t seq = loss_->head(); seq != loss_->tail(); ++seq) {
-      const LossDetector::Record& r = loss_->at(seq);
-      if (r.ev == ev_index && record_current(seq))
+  if (denied && state_ == QpState::kRts && is_mrc() && tx_.loss) {
+    for (uint32_t seq = tx_.loss->head(); seq != tx_.loss->tail(); ++seq) {
+      const LossDetector::Record& r = tx_.loss->at(seq);
+      if (r.ev == ev_index && tx_.record_current(seq))
         declare_lost(now, r.psn, false, LossCause::kOther);
     }
   }
@@ -1409,10 +1351,10 @@ Status Qp::replace_path(Time now, int ev_index, const PathDesc& desc) {
   if (auto st = paths_.replace(ev_index, desc); !st) return st;
   // A reverse slot on it would carry ACKs on an EV no probe has tried: take another.
   report_reverse_change(now, reverse_.on_path_unusable(ev_index, paths_, seed_));
-  if (state_ == QpState::kRts && is_mrc() && loss_) {
-    for (uint32_t seq = loss_->head(); seq != loss_->tail(); ++seq) {
-      const LossDetector::Record& r = loss_->at(seq);
-      if (r.ev == ev_index && record_current(seq))
+  if (state_ == QpState::kRts && is_mrc() && tx_.loss) {
+    for (uint32_t seq = tx_.loss->head(); seq != tx_.loss->tail(); ++seq) {
+      const LossDetector::Record& r = tx_.loss->at(seq);
+      if (r.ev == ev_index && tx_.record_current(seq))
         declare_lost(now, r.psn, false, LossCause::kOther);
     }
   }
@@ -1451,7 +1393,7 @@ Status Qp::update(const QpUpdate& u) {
 }
 
 QpLimits Qp::limits() const {
-  const LossTiming lt = loss_ ? loss_->timing() : loss_timing();
+  const LossTiming lt = tx_.loss ? tx_.loss->timing() : loss_timing();
   return QpLimits{lt.timeout,     lt.retry_linear, lt.retry_exp,  max_wimm_,
                   max_wimm_dest_, mpr_psns_,       mpr_dest_psns_};
 }

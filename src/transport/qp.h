@@ -3,21 +3,25 @@
 // connection. Owned and driven by Engine (engine.h, the external contract); all it sees of
 // the engine is the QpEnv it is handed (qp_env.h).
 //
-// The QP is the state machine, the requester and the dispatch of received packets; its other
-// parts live in modules of their own, each handed what it needs:
+// The QP is the state machine, the dispatch of received packets and the requester's protocol
+// (sending, ACK processing, loss recovery); its other parts live in modules of their own, each
+// handed what it needs:
+//   Requester (requester.h)           the requester's state (tx_): the send queue, the PSN
+//                                     ring (which WR/packet a PSN carries, its state -- in
+//                                     flight / acknowledged / lost and queued for resend --
+//                                     and its latest transmission), the retransmission queue,
+//                                     and the bookkeeping that needs nothing else;
+//   LossDetector (loss_detector.h)    the requester's transmission records in send order and
+//                                     per path, RACK, the tail-loss probe, the ACK timeout;
 //   Responder (responder.h)           the responder: checks, placement, completions in order,
 //                                     the ACKs, NACKs and CNPs it owes; made when the QP first
 //                                     receives (rx_), given back when idle;
 //   ReceiveWindow (receive_window.h)  the responder's PSN bitmap, open messages and the
 //                                     echoes its next ACK carries;
 //   control.h                         the control packets: one table of kinds (kControlRows)
-//                                     served by one emit step, and the paths they take;
-//   LossDetector (loss_detector.h)    the requester's transmission records in send order and
-//                                     per path, RACK, the tail-loss probe, the ACK timeout.
-// The QP itself keeps, per PSN, pkts_: a ring indexed by PSN (up to the MPR, rounded up to a
-// power of two) saying which WR/packet a PSN carries, its state (in flight / acknowledged /
-// lost and queued for resend) and its latest transmission; and acts on a loss (resend on
-// another path, congestion control, path state). Trim NACKs declare their PSN lost directly.
+//                                     served by one emit step, and the paths they take.
+// The QP acts on a loss (resend on another path, congestion control, path state); trim NACKs
+// declare their PSN lost directly.
 //
 // Ring memory follows what is in flight, not the window: every ring (the PSN ring, the
 // transmission records, the retransmission queue, the send queue, the responder's PSN bitmap
@@ -42,6 +46,7 @@
 #include "transport/loss_detector.h"
 #include "transport/qp_env.h"
 #include "transport/receive_window.h"
+#include "transport/requester.h"
 #include "transport/responder.h"
 #include "transport/reverse_path.h"
 
@@ -92,32 +97,10 @@ class Qp {
   // word with rx_msg_base_).
 
  private:
-  // ---- requester types --------------------------------------------------------------
-  enum class PktState : uint8_t { kFree, kInflight, kAcked, kLost };
-  struct SendWr {
-    uint64_t wr_id = 0;
-    const uint8_t* local = nullptr;  // host pointer of the source (nullptr: phantom)
-    uint64_t length = 0;
-    uint64_t remote_addr = 0;
-    uint32_t rkey = 0;
-    uint32_t imm = 0;
-    uint32_t msg_num = 0;
-    uint32_t npkts = 0;
-    uint32_t next_pkt = 0;  // next packet index to send for the first time
-    uint32_t acked_pkts = 0;
-    bool with_imm = false;
-    bool signaled = true;
-  };
-  struct TxPkt {
-    uint64_t wr_seq = 0;  // sequence number of the WR (index into sq_ modulo capacity)
-    uint32_t pkt_index = 0;
-    uint32_t bytes = 0;
-    Time sent_at = 0;  // latest transmission
-    uint32_t rec = 0;  // latest transmission record
-    uint16_t ev = 0;   // path of the latest transmission
-    PktState state = PktState::kFree;
-    uint8_t transmissions = 0;
-  };
+  // ---- requester types (requester.h) ------------------------------------------------
+  using PktState = Requester::PktState;
+  using SendWr = Requester::SendWr;
+  using TxPkt = Requester::TxPkt;
 
   // ---- transitions --------------------------------------------------------------------
   Status to_init(const QpAttr& a);
@@ -134,16 +117,9 @@ class Qp {
   void release_idle_responder(Time now);
   // The size a ring whose limit is `limit` (a power of two) starts at.
   uint32_t initial_ring(uint32_t limit) const;
-  // Each doubles its ring, keeping the live entries at the slots their PSN / sequence number
-  // names. Cold and out of line: inlined, their loops would cost every packet's caller
-  // register spills.
-  [[gnu::cold, gnu::noinline]] void grow_pkt_ring();
+  // start_new_packet once the PSN ring has doubled: cold and out of line (Requester::
+  // grow_pkt_ring), so that the common path needs no stack frame.
   [[gnu::cold, gnu::noinline]] void grow_and_start_new_packet(Time now, SendWr& w, uint32_t bytes);
-  [[gnu::cold, gnu::noinline]] void grow_sq();
-  TxPkt& pkt(uint32_t psn) { return pkts_[psn & pkt_mask_]; }
-  const TxPkt& pkt(uint32_t psn) const { return pkts_[psn & pkt_mask_]; }
-  SendWr& wr_at(uint64_t seq) { return sq_[seq % sq_.size()]; }
-  uint32_t outstanding_psns() const;
   bool window_allows_new(const SendWr& w) const;
   bool cc_allows(Time now, uint32_t bytes) const;
   DataResult blocked_by_cc(Time now);
@@ -151,8 +127,6 @@ class Qp {
   SendWr* sendable_new_packet(Time now, uint32_t& bytes, DataResult& why_not);
   void start_new_packet(Time now, SendWr& w, uint32_t bytes);
   void fill_data(Time now, uint32_t psn, int path, bool retransmit, TxPacket& out);
-  bool psn_in_flight_range(uint32_t psn) const;
-  bool record_current(uint32_t seq) const;
   Status validate_ack(const wire::SackExt& s) const;
   // Raises the PTO floor (LossDetector::learn_pto_floor) from the ACK's echoes of packets
   // already declared lost.
@@ -175,8 +149,6 @@ class Qp {
   // so their absence proves nothing.
   void detect_losses_on_path(Time now, uint16_t ev, uint32_t upto_rec, uint32_t known_end);
   void detect_losses_rack(Time now, bool check_pto);
-  void compact_retx();
-  void advance_una();
   void complete_send_wrs(Time now);
   void note_delivered(Time sent_at, uint32_t seq, uint16_t ev);
   bool has_outstanding() const;
@@ -207,7 +179,7 @@ class Qp {
   bool probes_due_ = false;         // a path probe is due (control pending)
   bool reverse_probe_due_ = false;  // a reverse-set probe is due (control pending)
   uint8_t loss_timeout_ = kDefaultAckTimeout, loss_retry_linear_ = kDefaultRetryLinear,
-          loss_retry_exp_ = kDefaultRetryExp;  // RTS (loss_)
+          loss_retry_exp_ = kDefaultRetryExp;  // RTS (tx_.loss)
   uint64_t seed_;
 
   // Attributes.
@@ -223,28 +195,12 @@ class Qp {
   std::unique_ptr<cc::CongestionControl> cc_;
   Time pacing_wait_until_ = kNever;  // blocked by pacing until then
 
-  // Requester state.
-  Array<SendWr> sq_;      // indexed by WR sequence number modulo its size (up to sq_depth)
-  uint64_t sq_head_ = 0;  // oldest WR not completed
-  uint64_t sq_send_ = 0;  // WR being segmented
-  uint64_t sq_tail_ = 0;  // next free
-  uint32_t next_msg_num_ = 0;
-  uint32_t gbn_next_ = 0;  // RoCE: next PSN to (re)send in go-back-N
-  Array<TxPkt> pkts_;
-  uint32_t pkt_mask_ = 0;   // pkts_.size() - 1
-  uint32_t pkt_limit_ = 0;  // what pkts_ may grow to: the MPR rounded up to a power of two
-  uint32_t snd_una_ = 0, next_psn_ = 0;
-  uint64_t inflight_bytes_ = 0;
-  Ring<uint32_t> retx_;  // PSNs queued for retransmission (up to pkt_limit_)
+  // The requester's state (requester.h); its rings exist while it has work, its loss
+  // detector once it has posted some.
+  Requester tx_;
   // The transmit queue whose order a transmission on path `ev` keeps.
   uint32_t transmit_queue(uint16_t ev) const;
-  // The requester's loss detection (transmission records, RTT estimate, RACK, tail-loss
-  // probe, ACK timeout): made when the QP first posts work (ensure_loss), so that a QP that
-  // only receives holds none (docs/performance.md, "Bytes per QP"). Until then RTS's timing
-  // and time are kept here, for it to start from.
-  std::unique_ptr<LossDetector> loss_;
-  Time loss_reorder_window_ = 0;
-  Time rts_at_ = 0;
+  // Makes the loss detector, starting where one made at RTS would be.
   LossDetector& ensure_loss();
   LossTiming loss_timing() const;
 

@@ -1,0 +1,104 @@
+#include "transport/requester.h"
+
+#include <gtest/gtest.h>
+
+#include "transport/psn.h"
+
+namespace mrc {
+namespace {
+
+using PktState = Requester::PktState;
+
+// A requester whose PSN ring holds `n` entries and whose outstanding PSNs are
+// [first, first + count), each carrying packet k of WR k.
+Requester outstanding(uint32_t n, uint32_t first, uint32_t count) {
+  Requester r;
+  r.pkts.assign(n, Requester::TxPkt{});
+  r.pkt_mask = n - 1;
+  r.pkt_limit = 1024;
+  r.snd_una = r.next_psn = r.gbn_next = first;
+  for (uint32_t k = 0; k < count; ++k) {
+    Requester::TxPkt& p = r.pkt(r.next_psn);
+    p.wr_seq = k;
+    p.state = PktState::kInflight;
+    r.next_psn = psn_add(r.next_psn, 1);
+  }
+  return r;
+}
+
+TEST(Requester, psn_in_flight_range__from_snd_una_up_to_next_psn) {
+  const Requester r = outstanding(8, kPsnMask - 1, 3);  // wraps: kPsnMask - 1, kPsnMask, 0
+  EXPECT_EQ(r.outstanding_psns(), 3u);
+  EXPECT_TRUE(r.psn_in_flight_range(kPsnMask - 1));
+  EXPECT_TRUE(r.psn_in_flight_range(0));
+  EXPECT_FALSE(r.psn_in_flight_range(1));
+  EXPECT_FALSE(r.psn_in_flight_range(kPsnMask - 2));
+}
+
+TEST(Requester, grow_pkt_ring__keeps_each_outstanding_psn_at_its_slot) {
+  Requester r = outstanding(4, 6, 4);  // PSNs 6..9 fill the ring of 4
+  r.grow_pkt_ring();
+  EXPECT_EQ(r.pkts.size(), 8u);
+  EXPECT_EQ(r.pkt_mask, 7u);
+  for (uint32_t k = 0; k < 4; ++k) {
+    EXPECT_EQ(r.pkt(6 + k).wr_seq, k);
+    EXPECT_EQ(r.pkt(6 + k).state, PktState::kInflight);
+  }
+}
+
+TEST(Requester, grow_sq__keeps_the_wrs_not_completed_up_to_the_depth) {
+  Requester r;
+  r.sq.resize(4);
+  r.sq_head = 3;
+  r.sq_tail = 7;  // WRs 3..6, wrapping the ring of 4
+  for (uint64_t s = r.sq_head; s != r.sq_tail; ++s)
+    r.wr_at(s).wr_id = 100 + s;
+  r.grow_sq(6);
+  EXPECT_EQ(r.sq.size(), 6u);  // doubling stops at sq_depth
+  for (uint64_t s = r.sq_head; s != r.sq_tail; ++s)
+    EXPECT_EQ(r.wr_at(s).wr_id, 100 + s);
+}
+
+TEST(Requester, advance_una__frees_acknowledged_psns_up_to_the_first_hole) {
+  Requester r = outstanding(8, 10, 4);
+  r.pkt(10).state = PktState::kAcked;
+  r.pkt(11).state = PktState::kAcked;
+  r.pkt(13).state = PktState::kAcked;
+  r.advance_una();
+  EXPECT_EQ(r.snd_una, 12u);
+  EXPECT_EQ(r.gbn_next, 12u);  // go-back-N never resends below snd_una
+  EXPECT_EQ(r.pkt(10).state, PktState::kFree);
+  EXPECT_EQ(r.pkt(13).state, PktState::kAcked);
+}
+
+TEST(Requester, compact_retx__keeps_only_psns_still_lost) {
+  Requester r = outstanding(8, 0, 4);
+  r.retx = Ring<uint32_t>(4);
+  r.pkt(1).state = PktState::kLost;
+  r.pkt(3).state = PktState::kLost;
+  for (uint32_t psn : {1u, 2u, 3u, 9u})
+    r.retx.push_back(psn);  // 2 acknowledged since, 9 not outstanding
+  r.compact_retx();
+  ASSERT_EQ(r.retx.size(), 2u);
+  EXPECT_EQ(r.retx.front(), 1u);
+}
+
+TEST(Requester, release_rings__once_idle_gives_every_ring_back) {
+  Requester r = outstanding(8, 0, 2);
+  r.sq.resize(4);
+  r.retx = Ring<uint32_t>(8);
+  r.loss = std::make_unique<LossDetector>();
+  EXPECT_FALSE(r.rings_idle());  // PSNs outstanding
+  r.pkt(0).state = r.pkt(1).state = PktState::kAcked;
+  r.advance_una();
+  EXPECT_TRUE(r.rings_idle());
+  r.release_rings();
+  EXPECT_TRUE(r.sq.empty());
+  EXPECT_TRUE(r.pkts.empty());
+  EXPECT_EQ(r.pkt_mask, 0u);
+  EXPECT_EQ(r.retx.capacity(), 0u);
+  EXPECT_NE(r.loss, nullptr);  // the detector stays: its estimates carry over
+}
+
+}  // namespace
+}  // namespace mrc
