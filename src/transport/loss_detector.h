@@ -104,7 +104,8 @@ class LossDetector {
   uint32_t head() const { return head_; }  // oldest record not yet retired
   uint32_t tail() const { return tail_; }  // next sequence number
   // A mark between the records made so far and those to come (Qp: where Requester::snd_una
-  // last moved, for Qp::contradicts_acknowledged), and whether record `seq` was made after it.
+  // last moved, for Requester::contradicts_acknowledged), and whether record `seq` was made
+  // after it.
   void mark() { mark_ = tail_; }
   bool made_since_mark(uint32_t seq) const { return static_cast<int32_t>(seq - mark_) >= 0; }
   const Record& at(uint32_t seq) const { return recs_[seq & mask_]; }

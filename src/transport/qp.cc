@@ -572,73 +572,17 @@ LossContext Qp::loss_context() const {
   return LossContext{env_.borrowed_rtt(), env_.config.ack_delay};
 }
 
-void Qp::learn_pto_floor_from_echoes(Time now, const wire::SackExt& s) {
-  // An echo names the transmission and is sent when that packet is read: evidence of how
-  // long its acknowledgement took wherever the PSN lies (ack_psn covers the others).
-  for (int i = 0; i < s.echo_count; ++i) {
-    const wire::AckEcho& e = s.echo[static_cast<size_t>(i)];
-    if ((e.flags & wire::AckEcho::kDuplicate) || !tx_.psn_in_flight_range(e.psn)) continue;
-    const TxPkt& p = tx_.pkt(e.psn);
-    if (p.state == PktState::kLost && p.transmissions == 1 && p.ev == e.ev_index)
-      tx_.loss->learn_pto_floor(now, p.sent_at);
-  }
-}
-
-Status Qp::validate_ack(const wire::SackExt& s) const {
-  // An ACK may be old (reordered behind newer ones) but never for PSNs not yet sent, nor name
-  // a path this QP does not have. Such an ACK is dropped whole, before any of it is used, and
-  // the QP goes on as if it never came (a forged one must not stop the real ones).
-  if (psn_diff(tx_.next_psn, s.cum_psn) < 0 || psn_diff(tx_.next_psn, s.sack_base) < 0)
-    return fail(Error::kBadExtension);
-  for (int i = 0; i < s.echo_count; ++i) {
-    const wire::AckEcho& e = s.echo[static_cast<size_t>(i)];
-    if (psn_diff(tx_.next_psn, e.psn) <= 0 || e.ev_index >= paths_.size()) {
-      return fail(Error::kBadExtension);
-    }
-  }
-  for (int w = 0; w < wire::kSackBitmapWords; ++w) {
-    uint64_t bits = s.bitmap[static_cast<size_t>(w)];
-    while (bits) {
-      const int b = std::countr_zero(bits);
-      bits &= bits - 1;
-      const uint32_t psn = psn_add(s.sack_base, 64 * w + b);
-      if (psn_diff(tx_.next_psn, psn) <= 0) return fail(Error::kBadExtension);
-    }
-  }
-  return {};
-}
-
-// A responder's cumulative PSN never goes back: once an ACK said every PSN before U arrived,
-// every ACK it makes later says so too. An ACK that echoes a packet sent after we learnt of
-// U = tx_.snd_una (its only transmission, so no earlier copy can be what it echoes) was made
-// after the responder had that packet, hence after the ACK that told us of U: if it puts the
-// first missing PSN below U, one of the two ACKs was not the responder's. A forged ACK for packets
-// that were lost is caught this way when the real ACKs come, rather than as a retry limit
-// exhausted against a responder that waits for data the requester believes delivered.
-bool Qp::contradicts_acknowledged(const wire::SackExt& s) const {
-  if (psn_diff(tx_.snd_una, s.cum_psn) <= 0) return false;
-  for (int i = 0; i < s.echo_count; ++i) {
-    const wire::AckEcho& e = s.echo[static_cast<size_t>(i)];
-    if (!tx_.psn_in_flight_range(e.psn)) continue;
-    const TxPkt& p = tx_.pkt(e.psn);
-    if (p.state != PktState::kFree && p.transmissions == 1 && p.ev == e.ev_index &&
-        tx_.loss->made_since_mark(p.rec))
-      return true;
-  }
-  return false;
-}
-
 void Qp::on_ack(Time now, const RxPacket& rx) {
   ensure_loss();  // an ACK before any post (stray) still reaches the detector
   const wire::SackExt& s = rx.pkt.sack;
-  if (contradicts_acknowledged(s)) {
+  if (tx_.contradicts_acknowledged(s)) {
     ++env_.counters.ack_contradictions;
     to_err(now, WcStatus::kAckContradiction);
     return;
   }
   bool progress = false;
   if (s.ports_down != paths_.peer_ports_down()) on_peer_ports(now, s.ports_down);
-  learn_pto_floor_from_echoes(now, s);
+  tx_.learn_pto_floor_from_echoes(now, s);
   // 1. Cumulative part.
   if (psn_diff(s.cum_psn, tx_.snd_una) > 0) {
     for (uint32_t psn = tx_.snd_una; psn != s.cum_psn; psn = psn_add(psn, 1)) {
@@ -1009,7 +953,7 @@ Status Qp::on_packet(Time now, const RxPacket& rx) {
                       : rx_->on_roce_data(responder_context(), now, rx);
     case wire::Opcode::kAck:
       if (!sending) return env_.drop(DropReason::kBadState, Error::kBadQpState);
-      if (auto v = validate_ack(t.sack); !v) return env_.drop(DropReason::kBadAck, v.error());
+      if (auto v = tx_.validate_ack(t.sack, paths_.size()); !v) return env_.drop(DropReason::kBadAck, v.error());
       ++env_.counters.acks_received;
       if (is_mrc()) {
         on_ack(now, rx);

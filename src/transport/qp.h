@@ -127,14 +127,7 @@ class Qp {
   SendWr* sendable_new_packet(Time now, uint32_t& bytes, DataResult& why_not);
   void start_new_packet(Time now, SendWr& w, uint32_t bytes);
   void fill_data(Time now, uint32_t psn, int path, bool retransmit, TxPacket& out);
-  Status validate_ack(const wire::SackExt& s) const;
-  // Raises the PTO floor (LossDetector::learn_pto_floor) from the ACK's echoes of packets
-  // already declared lost.
-  void learn_pto_floor_from_echoes(Time now, const wire::SackExt& s);
   void on_ack(Time now, const RxPacket& rx);
-  // Whether ACK `s` reports missing a PSN an earlier ACK acknowledged, when it is provably
-  // the newer of the two (it echoes a packet sent after that acknowledgement).
-  bool contradicts_acknowledged(const wire::SackExt& s) const;
   void on_roce_ack(Time now, const RxPacket& rx);
   void on_trim_nack(Time now, const RxPacket& rx);
   void on_probe_reply(Time now, const RxPacket& rx);

@@ -1,6 +1,7 @@
 #include "transport/requester.h"
 
 #include <algorithm>
+#include <bit>
 
 #include "transport/psn.h"
 
@@ -19,6 +20,62 @@ bool Requester::record_current(uint32_t seq) const {
   if (!psn_in_flight_range(r.psn)) return false;
   const TxPkt& p = pkts[r.psn & pkt_mask];
   return p.state == PktState::kInflight && p.rec == seq;
+}
+
+Status Requester::validate_ack(const wire::SackExt& s, size_t num_paths) const {
+  // An ACK may be old (reordered behind newer ones) but never for PSNs not yet sent, nor name
+  // a path this QP does not have. Such an ACK is dropped whole, before any of it is used, and
+  // the QP goes on as if it never came (a forged one must not stop the real ones).
+  if (psn_diff(next_psn, s.cum_psn) < 0 || psn_diff(next_psn, s.sack_base) < 0)
+    return fail(Error::kBadExtension);
+  for (int i = 0; i < s.echo_count; ++i) {
+    const wire::AckEcho& e = s.echo[static_cast<size_t>(i)];
+    if (psn_diff(next_psn, e.psn) <= 0 || e.ev_index >= num_paths) {
+      return fail(Error::kBadExtension);
+    }
+  }
+  for (int w = 0; w < wire::kSackBitmapWords; ++w) {
+    uint64_t bits = s.bitmap[static_cast<size_t>(w)];
+    while (bits) {
+      const int b = std::countr_zero(bits);
+      bits &= bits - 1;
+      const uint32_t psn = psn_add(s.sack_base, 64 * w + b);
+      if (psn_diff(next_psn, psn) <= 0) return fail(Error::kBadExtension);
+    }
+  }
+  return {};
+}
+
+// A responder's cumulative PSN never goes back: once an ACK said every PSN before U arrived,
+// every ACK it makes later says so too. An ACK that echoes a packet sent after we learnt of
+// U = snd_una (its only transmission, so no earlier copy can be what it echoes) was made
+// after the responder had that packet, hence after the ACK that told us of U: if it puts the
+// first missing PSN below U, one of the two ACKs was not the responder's. A forged ACK for packets
+// that were lost is caught this way when the real ACKs come, rather than as a retry limit
+// exhausted against a responder that waits for data the requester believes delivered.
+bool Requester::contradicts_acknowledged(const wire::SackExt& s) const {
+  if (psn_diff(snd_una, s.cum_psn) <= 0) return false;
+  for (int i = 0; i < s.echo_count; ++i) {
+    const wire::AckEcho& e = s.echo[static_cast<size_t>(i)];
+    if (!psn_in_flight_range(e.psn)) continue;
+    const TxPkt& p = pkt(e.psn);
+    if (p.state != PktState::kFree && p.transmissions == 1 && p.ev == e.ev_index &&
+        loss->made_since_mark(p.rec))
+      return true;
+  }
+  return false;
+}
+
+void Requester::learn_pto_floor_from_echoes(Time now, const wire::SackExt& s) {
+  // An echo names the transmission and is sent when that packet is read: evidence of how
+  // long its acknowledgement took wherever the PSN lies (ack_psn covers the others).
+  for (int i = 0; i < s.echo_count; ++i) {
+    const wire::AckEcho& e = s.echo[static_cast<size_t>(i)];
+    if ((e.flags & wire::AckEcho::kDuplicate) || !psn_in_flight_range(e.psn)) continue;
+    const TxPkt& p = pkt(e.psn);
+    if (p.state == PktState::kLost && p.transmissions == 1 && p.ev == e.ev_index)
+      loss->learn_pto_floor(now, p.sent_at);
+  }
 }
 
 // Doubles the PSN ring, moving the live PSNs [snd_una, next_psn) to their slots in the

@@ -12,6 +12,7 @@
 // part of what Engine::qp_memory reports).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -19,6 +20,7 @@
 #include "common/ring.h"
 #include "common/types.h"
 #include "transport/loss_detector.h"
+#include "wire/headers.h"
 
 namespace mrc {
 
@@ -62,6 +64,17 @@ struct Requester {
   // register spills.
   [[gnu::cold, gnu::noinline]] void grow_pkt_ring();
   [[gnu::cold, gnu::noinline]] void grow_sq(uint32_t sq_depth);
+  // ---- An ACK's checks ----------------------------------------------------------------
+  // Whether ACK `s` may be used at all: nothing in it beyond what was sent, no path beyond
+  // the QP's `num_paths` (else the whole ACK is dropped, kBadExtension).
+  Status validate_ack(const wire::SackExt& s, size_t num_paths) const;
+  // Whether ACK `s` reports missing a PSN an earlier ACK acknowledged, when it is provably
+  // the newer of the two (it echoes a packet sent after that acknowledgement).
+  bool contradicts_acknowledged(const wire::SackExt& s) const;
+  // Raises the PTO floor (LossDetector::learn_pto_floor) from the ACK's echoes of packets
+  // already declared lost.
+  void learn_pto_floor_from_echoes(Time now, const wire::SackExt& s);
+
   // Frees the PSNs acknowledged from snd_una on.
   void advance_una();
   // Keeps in the retransmission queue only the PSNs still waiting for a resend.

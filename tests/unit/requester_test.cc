@@ -100,5 +100,58 @@ TEST(Requester, release_rings__once_idle_gives_every_ring_back) {
   EXPECT_NE(r.loss, nullptr);  // the detector stays: its estimates carry over
 }
 
+// An ACK for PSN 3 of a requester that has sent PSNs 0..2 only (its cumulative part, an echo
+// or a SACK bit), or that names a path it does not have, is refused whole.
+TEST(Requester, validate_ack__refuses_psns_not_sent_and_paths_not_held) {
+  const Requester r = outstanding(8, 0, 3);
+  wire::SackExt s;
+  s.cum_psn = 3;
+  s.sack_base = 3;
+  EXPECT_TRUE(r.validate_ack(s, 4));
+  s.cum_psn = 4;
+  EXPECT_EQ(r.validate_ack(s, 4).error(), Error::kBadExtension);
+  s.cum_psn = 3;
+  s.echo_count = 1;
+  s.echo[0] = wire::AckEcho{2, 3, 0};
+  EXPECT_TRUE(r.validate_ack(s, 4));
+  EXPECT_EQ(r.validate_ack(s, 3).error(), Error::kBadExtension);  // path 3 of 3
+  s.echo[0] = wire::AckEcho{3, 0, 0};
+  EXPECT_EQ(r.validate_ack(s, 4).error(), Error::kBadExtension);
+  s.echo_count = 0;
+  s.sack_base = 2;
+  s.bitmap[0] = 1u << 1;  // PSN 3
+  EXPECT_EQ(r.validate_ack(s, 4).error(), Error::kBadExtension);
+}
+
+// PSNs 0..1 were acknowledged (snd_una 2) before PSN 2 was sent; an ACK echoing PSN 2 that
+// says PSN 1 is missing cannot be the responder's.
+TEST(Requester, contradicts_acknowledged__an_ack_newer_than_snd_una_that_goes_back) {
+  Requester r = outstanding(8, 0, 2);
+  r.loss = std::make_unique<LossDetector>();
+  r.loss->start(16, LossTiming{}, 0);
+  r.loss->allocate(16, 2);
+  for (uint32_t psn = 0; psn < 2; ++psn)
+    r.pkt(psn).rec = r.loss->record(psn, 0, 0);
+  r.pkt(0).state = r.pkt(1).state = PktState::kAcked;
+  r.advance_una();
+  r.loss->mark();
+  Requester::TxPkt& p = r.pkt(r.next_psn);
+  p.state = PktState::kInflight;
+  p.transmissions = 1;
+  p.ev = 1;
+  p.rec = r.loss->record(r.next_psn, 1, 0);
+  r.next_psn = 3;
+  wire::SackExt s;
+  s.cum_psn = 1;  // PSN 1 missing
+  s.echo_count = 1;
+  s.echo[0] = wire::AckEcho{2, 1, 0};
+  EXPECT_TRUE(r.contradicts_acknowledged(s));
+  s.cum_psn = 2;
+  EXPECT_FALSE(r.contradicts_acknowledged(s));
+  s.cum_psn = 1;
+  s.echo[0].ev_index = 0;  // not the latest transmission's path: could be an older copy's
+  EXPECT_FALSE(r.contradicts_acknowledged(s));
+}
+
 }  // namespace
 }  // namespace mrc
