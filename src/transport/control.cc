@@ -22,23 +22,6 @@ const char* control_kind_name(ControlKind k) {
   return "?";
 }
 
-uint32_t control_wire_bytes(ControlKind k) {
-  switch (k) {
-    case ControlKind::kTrimNack:
-      return kTrimNackWireBytes;
-    case ControlKind::kAck:
-    case ControlKind::kAckRepeat:
-      return kAckWireBytes;
-    case ControlKind::kCnp:
-      return kCnpWireBytes;
-    case ControlKind::kProbeReply:
-    case ControlKind::kProbe:
-    case ControlKind::kReverseProbe:
-      return kProbeWireBytes;
-  }
-  return 0;
-}
-
 int control_path(PathSet& paths, Time now, uint8_t preferred_port, int preferred_path,
                  uint32_t mask, bool allow_assumed_bad) {
   if (preferred_path >= 0 && static_cast<size_t>(preferred_path) < paths.size()) {

@@ -11,7 +11,7 @@
 #pragma once
 
 #include <cstdint>
-#include <span>
+#include <tuple>
 
 #include "transport/engine_types.h"
 #include "transport/path_set.h"
@@ -47,7 +47,22 @@ inline constexpr uint32_t kProbeWireBytes =
     wire::kBthBytes + wire::kProbeExtBytes + wire::kIcrcBytes;
 inline constexpr uint32_t kCnpWireBytes =
     wire::kBthBytes + wire::kCnpReservedBytes + wire::kIcrcBytes;
-uint32_t control_wire_bytes(ControlKind k);
+constexpr uint32_t control_wire_bytes(ControlKind k) {
+  switch (k) {
+    case ControlKind::kTrimNack:
+      return kTrimNackWireBytes;
+    case ControlKind::kAck:
+    case ControlKind::kAckRepeat:
+      return kAckWireBytes;
+    case ControlKind::kCnp:
+      return kCnpWireBytes;
+    case ControlKind::kProbeReply:
+    case ControlKind::kProbe:
+    case ControlKind::kReverseProbe:
+      return kProbeWireBytes;
+  }
+  return 0;
+}
 
 // AETH syndromes (IBTA 9.7.5.1.1): ACK with "credits invalid", NAK PSN sequence error.
 inline constexpr uint8_t kAethAck = 0x1F;
@@ -74,39 +89,58 @@ struct ControlChoice {
   uint64_t probe_id = 0;      // kProbe, kReverseProbe: the probe's identifier
 };
 
-// One kind of control packet of an `Owner` (the QP): how to tell one is pending, choose its
-// path (which may take it off its queue only once it can go) and fill what is particular to
-// it; `after` (may be null) runs once it is filled.
-template <class Owner>
+// One kind of control packet of an owner (the QP): how to tell one is pending
+// (bool(const Owner&)), choose its path (ControlChoice(Owner&, Time now, uint32_t mask); it
+// may take the packet off its queue only once it can go), fill what is particular to it
+// (void(Owner&, Time now, const ControlChoice&, TxPacket&)) and what runs once it is filled
+// (void(Owner&, Time now)). The functions are the row's types, not pointers, so that the emit
+// step compiles to the owner's code for each kind in turn, with no indirect call.
+template <class Pending, class Choose, class Fill, class After>
 struct ControlRow {
   ControlKind kind;
   uint64_t EngineCounters::*sent;  // counted as one goes out
-  bool (*pending)(const Owner&);
-  ControlChoice (*choose)(Owner&, Time now, uint32_t mask);
-  void (*fill)(Owner&, Time now, const ControlChoice&, TxPacket& out);
-  void (*after)(Owner&, Time now);
+  Pending pending;
+  Choose choose;
+  Fill fill;
+  After after;
+};
+template <class Pending, class Choose, class Fill, class After>
+constexpr ControlRow<Pending, Choose, Fill, After> control_row(ControlKind kind,
+                                                               uint64_t EngineCounters::*sent,
+                                                               Pending pending, Choose choose,
+                                                               Fill fill, After after) {
+  return {kind, sent, pending, choose, fill, after};
+}
+// The `after` of a row with nothing to do then.
+struct NothingAfter {
+  template <class Owner>
+  constexpr void operator()(Owner&, Time) const {}
 };
 
-// The emit step: the first row of `rows` that is pending and whose choice finds a path goes
-// out. `header` fills what every packet of the owner carries (port, path, addresses, BTH).
-// False when nothing can go now on the ports in `mask`.
-template <class Owner>
-bool emit_control(Owner& owner, std::span<const ControlRow<Owner>> rows,
-                  void (*header)(Owner&, TxPacket&, int path), EngineCounters& counters, Time now,
-                  uint32_t mask, TxPacket& out) {
-  for (const ControlRow<Owner>& row : rows) {
-    if (!row.pending(owner)) continue;
+// The emit step: the first row of `rows` (a tuple of ControlRows, in the order they are
+// served) that is pending and whose choice finds a path goes out. `header` fills what every
+// packet of the owner carries (port, path, addresses, BTH). False when nothing can go now on
+// the ports in `mask`.
+template <class Owner, class Header, class... Rows>
+bool emit_control(Owner& owner, const std::tuple<Rows...>& rows, Header header,
+                  EngineCounters& counters, Time now, uint32_t mask, TxPacket& out) {
+  bool sent = false;
+  // True once the step is over: a packet went out, or a row stopped it.
+  const auto serve = [&](const auto& row) {
+    if (!row.pending(owner)) return false;
     const ControlChoice c = row.choose(owner, now, mask);
-    if (c.stop) return false;
-    if (c.path == PathSet::kNone) continue;
+    if (c.stop) return true;
+    if (c.path == PathSet::kNone) return false;
     header(owner, out, c.path);
     row.fill(owner, now, c, out);
     out.transport_bytes = control_wire_bytes(row.kind);
     ++(counters.*row.sent);
-    if (row.after) row.after(owner, now);
+    row.after(owner, now);
+    sent = true;
     return true;
-  }
-  return false;
+  };
+  std::apply([&](const auto&... row) { (serve(row) || ...); }, rows);
+  return sent;
 }
 
 // ---- Paths of control packets ---------------------------------------------------------

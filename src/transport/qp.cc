@@ -953,7 +953,8 @@ Status Qp::on_packet(Time now, const RxPacket& rx) {
                       : rx_->on_roce_data(responder_context(), now, rx);
     case wire::Opcode::kAck:
       if (!sending) return env_.drop(DropReason::kBadState, Error::kBadQpState);
-      if (auto v = tx_.validate_ack(t.sack, paths_.size()); !v) return env_.drop(DropReason::kBadAck, v.error());
+      if (auto v = tx_.validate_ack(t.sack, paths_.size()); !v)
+        return env_.drop(DropReason::kBadAck, v.error());
       ++env_.counters.acks_received;
       if (is_mrc()) {
         on_ack(now, rx);
@@ -1026,151 +1027,157 @@ void Qp::fill_common(TxPacket& out, uint8_t port, int path) {
   out.pkt.payload_len = 0;
 }
 
-// The QP's control packets (control.h), in the order they are served. Each row keeps together
-// what one kind needs: whether one is pending, its path, what it carries.
-const std::array<ControlRow<Qp>, kControlKinds> Qp::kControlRows = {{
-    // A trimmed packet's NACK: on the reverse EV set, else back the way the packet came.
-    {ControlKind::kTrimNack, &EngineCounters::nacks_sent,
-     [](const Qp& q) { return q.rx_ && !q.rx_->nacks.empty(); },
-     [](Qp& q, Time now, uint32_t mask) {
-       const TrimNack& n = q.rx_->nacks.front();
-       return ControlChoice{q.ack_path(now, n.port, n.ev, mask, false)};
-     },
-     [](Qp& q, Time, const ControlChoice&, TxPacket& out) {
-       const TrimNack n = q.rx_->nacks.pop_front();
-       if (q.rx_->nacks.empty()) q.rx_->nacks = {};  // storage only while there is work
-       wire::TransportPacket& t = out.pkt;
-       t.bth.opcode = wire::Opcode::kTrimNack;
-       t.bth.psn = n.psn;
-       t.aeth = wire::Aeth{kAethNakSeqErr, q.rx_->window.msg_base() & kPsnMask};
-       t.nack = wire::TrimNackExt{n.psn, q.rx_->window.base(), n.ev, 0};
-     },
-     [](Qp& q, Time now) { q.release_idle_responder(now); }},
-    // The ACK (RoCEv2: or the sequence NAK, one per gap, IBTA 9.7.5.2.2).
-    {ControlKind::kAck, &EngineCounters::acks_sent,
-     [](const Qp& q) { return q.rx_ && (q.rx_->roce_nak_pending || q.rx_->ack_now); },
-     [](Qp& q, Time now, uint32_t mask) {
-       return ControlChoice{q.ack_path(now, q.rx_->ack_port, q.rx_->ack_path, mask, false)};
-     },
-     [](Qp& q, Time now, const ControlChoice&, TxPacket& out) {
-       q.rx_->fill_ack(q.responder_context(), now, out);
-       if (q.rx_->roce_nak_pending) {
-         out.pkt.aeth.syndrome = kAethNakSeqErr;
-         q.rx_->roce_nak_pending = false;
-         ++q.env_.counters.nacks_sent;
-       }
-     },
-     [](Qp& q, Time now) { q.release_idle_responder(now); }},
-    // The tail-ACK repeat (Engine::set_ack_repeat_after): an ACK too, counted in acks_sent.
-    {ControlKind::kAckRepeat, &EngineCounters::ack_repeats,
-     [](const Qp& q) { return q.rx_ && q.rx_->ack_repeat_now; },
-     [](Qp& q, Time now, uint32_t mask) {
-       return ControlChoice{q.ack_path(now, q.rx_->ack_port, q.rx_->ack_path, mask, true)};
-     },
-     [](Qp& q, Time now, const ControlChoice&, TxPacket& out) {
-       q.rx_->fill_ack(q.responder_context(), now,
-                       out);  // no echoes: an arrival since the last ACK cancels the repeat
-       q.rx_->ack_repeat_due = kNever;  // once per quiet spell
-       ++q.env_.counters.acks_sent;
-     },
-     [](Qp& q, Time now) { q.release_idle_responder(now); }},
-    // RoCEv2's congestion notification (DCQCN's notification point, on_roce_data).
-    {ControlKind::kCnp, &EngineCounters::cnps_sent,
-     [](const Qp& q) { return q.rx_ && q.rx_->cnp_pending; },
-     [](Qp& q, Time now, uint32_t mask) {
-       return ControlChoice{
-           control_path(q.paths_, now, q.rx_->ack_port, q.rx_->ack_path, mask, false)};
-     },
-     [](Qp& q, Time now, const ControlChoice&, TxPacket& out) {
-       q.rx_->cnp_pending = false;
-       q.rx_->cnp_ever = true;
-       q.rx_->last_cnp = now;
-       out.pkt.bth.opcode = wire::Opcode::kCnp;
-       out.pkt.bth.becn = true;
-     },
-     nullptr},
-    // A reply to the peer's probe, on the port the probe came in on, so the probe measures
-    // that plane.
-    {ControlKind::kProbeReply, &EngineCounters::probe_replies_sent,
-     [](const Qp& q) { return q.probe_replies_ != nullptr; },
-     [](Qp& q, Time now, uint32_t mask) {
-       const ProbeReply& r = q.probe_replies_->front();
-       return ControlChoice{control_path(q.paths_, now, r.port, r.probe.ev_index, mask, true)};
-     },
-     [](Qp& q, Time now, const ControlChoice&, TxPacket& out) {
-       const ProbeReply r = q.probe_replies_->pop_front();
-       if (q.probe_replies_->empty()) q.probe_replies_.reset();
-       out.pkt.bth.opcode = wire::Opcode::kProbeReply;
-       out.pkt.probe = r.probe;
-       out.pkt.probe.service_time_ns = static_cast<uint32_t>((now - r.arrived) / kPicosPerNano);
-     },
-     nullptr},
-    // A probe of a path out of use (PathSet::take_due_probe).
-    {ControlKind::kProbe, &EngineCounters::probes_sent,
-     [](const Qp& q) { return q.probes_due_ && q.state_ == QpState::kRts; },
-     [](Qp& q, Time now, uint32_t mask) {
-       // The NIC's probe budget (EngineConfig::probe_budget_*): without a token every due
-       // probe waits for the next one, and the QP's timer brings it back then.
-       if (!q.env_.take_probe_token(now)) {
-         ++q.env_.counters.probes_deferred;
-         q.paths_.defer_probes(q.env_.next_probe_token());
-         q.probes_due_ = false;
-         q.env_.rearm(q.armed, q.qpn_, q.deadline());
-         return ControlChoice{PathSet::kNone, true};
-       }
-       ControlChoice c;
-       bool unanswered = false;
-       c.path = q.paths_.take_due_probe(now, mask, &c.probe_id, &unanswered);
-       if (unanswered) ++q.env_.counters.probes_unanswered;
-       if (c.path != PathSet::kNone) {
-         q.probes_due_ = q.paths_.next_probe_time() <= now;
-       } else {
-         q.env_.refund_probe_token();  // none could go on the ports in `mask`
-         if (q.paths_.next_probe_time() > now) q.probes_due_ = false;
-       }
-       return c;
-     },
-     [](Qp& q, Time now, const ControlChoice& c, TxPacket& out) {
-       out.pkt.bth.opcode = wire::Opcode::kProbe;
-       out.pkt.probe = wire::ProbeExt{
-           c.probe_id, now, 0, static_cast<uint16_t>(c.path), q.paths_.port_of(c.path), 0};
-     },
-     nullptr},
-    // Paper 2.4: one probe per interval on the reverse set while the QP only receives. It
-    // shares the NIC's probe budget with the path probes.
-    {ControlKind::kReverseProbe, &EngineCounters::reverse_probes_sent,
-     [](const Qp& q) { return q.reverse_probe_due_; },
-     [](Qp& q, Time now, uint32_t mask) {
-       if (!q.env_.take_probe_token(now)) {
-         ++q.env_.counters.probes_deferred;
-         q.reverse_.defer_probe(q.env_.next_probe_token());
-         q.reverse_probe_due_ = false;
-         q.env_.rearm(q.armed, q.qpn_, q.deadline());
-         return ControlChoice{PathSet::kNone, true};
-       }
-       const ReversePathSet::Probe p =
-           q.reverse_.take_probe(now, mask, q.paths_, q.env_.reverse_probe_interval(),
-                                 q.state_ == QpState::kRts && q.has_outstanding(), q.seed_);
-       if (p.previous_unanswered) ++q.env_.counters.reverse_probes_unanswered;
-       q.report_reverse_change(now, p.mapped_out);
-       if (q.reverse_.next_probe_time() > now) q.reverse_probe_due_ = false;
-       if (p.path == ReversePathSet::kNone) q.env_.refund_probe_token();
-       return ControlChoice{p.path, false, p.id};
-     },
-     [](Qp& q, Time now, const ControlChoice& c, TxPacket& out) {
-       out.pkt.bth.opcode = wire::Opcode::kProbe;
-       out.pkt.probe = wire::ProbeExt{
-           c.probe_id, now, 0, static_cast<uint16_t>(c.path), q.paths_.port_of(c.path), 0};
-     },
-     nullptr},
-}};
-
 bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
   if (state_ == QpState::kErr || state_ == QpState::kReset || state_ == QpState::kInit) {
     return false;
   }
-  return emit_control<Qp>(
-      *this, kControlRows,
+  // The QP's control packets (control.h), in the order they are served. Each row keeps together
+  // what one kind needs: whether one is pending, its path, what it carries.
+  static constexpr auto kRows = std::tuple{
+      // A trimmed packet's NACK: on the reverse EV set, else back the way the packet came.
+      control_row(
+          ControlKind::kTrimNack, &EngineCounters::nacks_sent,
+          [](const Qp& q) { return q.rx_ && !q.rx_->nacks.empty(); },
+          [](Qp& q, Time now, uint32_t mask) {
+            const TrimNack& n = q.rx_->nacks.front();
+            return ControlChoice{q.ack_path(now, n.port, n.ev, mask, false)};
+          },
+          [](Qp& q, Time, const ControlChoice&, TxPacket& out) {
+            const TrimNack n = q.rx_->nacks.pop_front();
+            if (q.rx_->nacks.empty()) q.rx_->nacks = {};  // storage only while there is work
+            wire::TransportPacket& t = out.pkt;
+            t.bth.opcode = wire::Opcode::kTrimNack;
+            t.bth.psn = n.psn;
+            t.aeth = wire::Aeth{kAethNakSeqErr, q.rx_->window.msg_base() & kPsnMask};
+            t.nack = wire::TrimNackExt{n.psn, q.rx_->window.base(), n.ev, 0};
+          },
+          [](Qp& q, Time now) { q.release_idle_responder(now); }),
+      // The ACK (RoCEv2: or the sequence NAK, one per gap, IBTA 9.7.5.2.2).
+      control_row(
+          ControlKind::kAck, &EngineCounters::acks_sent,
+          [](const Qp& q) { return q.rx_ && (q.rx_->roce_nak_pending || q.rx_->ack_now); },
+          [](Qp& q, Time now, uint32_t mask) {
+            return ControlChoice{q.ack_path(now, q.rx_->ack_port, q.rx_->ack_path, mask, false)};
+          },
+          [](Qp& q, Time now, const ControlChoice&, TxPacket& out) {
+            q.rx_->fill_ack(q.env_, q.is_mrc(), now, out);
+            if (q.rx_->roce_nak_pending) {
+              out.pkt.aeth.syndrome = kAethNakSeqErr;
+              q.rx_->roce_nak_pending = false;
+              ++q.env_.counters.nacks_sent;
+            }
+          },
+          [](Qp& q, Time now) { q.release_idle_responder(now); }),
+      // The tail-ACK repeat (Engine::set_ack_repeat_after): an ACK too, counted in acks_sent.
+      control_row(
+          ControlKind::kAckRepeat, &EngineCounters::ack_repeats,
+          [](const Qp& q) { return q.rx_ && q.rx_->ack_repeat_now; },
+          [](Qp& q, Time now, uint32_t mask) {
+            return ControlChoice{q.ack_path(now, q.rx_->ack_port, q.rx_->ack_path, mask, true)};
+          },
+          [](Qp& q, Time now, const ControlChoice&, TxPacket& out) {
+            q.rx_->fill_ack(q.env_, q.is_mrc(), now,
+                            out);  // no echoes: an arrival since the last ACK cancels the repeat
+            q.rx_->ack_repeat_due = kNever;  // once per quiet spell
+            ++q.env_.counters.acks_sent;
+          },
+          [](Qp& q, Time now) { q.release_idle_responder(now); }),
+      // RoCEv2's congestion notification (DCQCN's notification point, on_roce_data).
+      control_row(
+          ControlKind::kCnp, &EngineCounters::cnps_sent,
+          [](const Qp& q) { return q.rx_ && q.rx_->cnp_pending; },
+          [](Qp& q, Time now, uint32_t mask) {
+            return ControlChoice{
+                control_path(q.paths_, now, q.rx_->ack_port, q.rx_->ack_path, mask, false)};
+          },
+          [](Qp& q, Time now, const ControlChoice&, TxPacket& out) {
+            q.rx_->cnp_pending = false;
+            q.rx_->cnp_ever = true;
+            q.rx_->last_cnp = now;
+            out.pkt.bth.opcode = wire::Opcode::kCnp;
+            out.pkt.bth.becn = true;
+          },
+          NothingAfter{}),
+      // A reply to the peer's probe, on the port the probe came in on, so the probe measures
+      // that plane.
+      control_row(
+          ControlKind::kProbeReply, &EngineCounters::probe_replies_sent,
+          [](const Qp& q) { return q.probe_replies_ != nullptr; },
+          [](Qp& q, Time now, uint32_t mask) {
+            const ProbeReply& r = q.probe_replies_->front();
+            return ControlChoice{control_path(q.paths_, now, r.port, r.probe.ev_index, mask, true)};
+          },
+          [](Qp& q, Time now, const ControlChoice&, TxPacket& out) {
+            const ProbeReply r = q.probe_replies_->pop_front();
+            if (q.probe_replies_->empty()) q.probe_replies_.reset();
+            out.pkt.bth.opcode = wire::Opcode::kProbeReply;
+            out.pkt.probe = r.probe;
+            out.pkt.probe.service_time_ns =
+                static_cast<uint32_t>((now - r.arrived) / kPicosPerNano);
+          },
+          NothingAfter{}),
+      // A probe of a path out of use (PathSet::take_due_probe).
+      control_row(
+          ControlKind::kProbe, &EngineCounters::probes_sent,
+          [](const Qp& q) { return q.probes_due_ && q.state_ == QpState::kRts; },
+          [](Qp& q, Time now, uint32_t mask) {
+            // The NIC's probe budget (EngineConfig::probe_budget_*): without a token every due
+            // probe waits for the next one, and the QP's timer brings it back then.
+            if (!q.env_.take_probe_token(now)) {
+              ++q.env_.counters.probes_deferred;
+              q.paths_.defer_probes(q.env_.next_probe_token());
+              q.probes_due_ = false;
+              q.env_.rearm(q.armed, q.qpn_, q.deadline());
+              return ControlChoice{PathSet::kNone, true};
+            }
+            ControlChoice c;
+            bool unanswered = false;
+            c.path = q.paths_.take_due_probe(now, mask, &c.probe_id, &unanswered);
+            if (unanswered) ++q.env_.counters.probes_unanswered;
+            if (c.path != PathSet::kNone) {
+              q.probes_due_ = q.paths_.next_probe_time() <= now;
+            } else {
+              q.env_.refund_probe_token();  // none could go on the ports in `mask`
+              if (q.paths_.next_probe_time() > now) q.probes_due_ = false;
+            }
+            return c;
+          },
+          [](Qp& q, Time now, const ControlChoice& c, TxPacket& out) {
+            out.pkt.bth.opcode = wire::Opcode::kProbe;
+            out.pkt.probe = wire::ProbeExt{
+                c.probe_id, now, 0, static_cast<uint16_t>(c.path), q.paths_.port_of(c.path), 0};
+          },
+          NothingAfter{}),
+      // Paper 2.4: one probe per interval on the reverse set while the QP only receives. It
+      // shares the NIC's probe budget with the path probes.
+      control_row(
+          ControlKind::kReverseProbe, &EngineCounters::reverse_probes_sent,
+          [](const Qp& q) { return q.reverse_probe_due_; },
+          [](Qp& q, Time now, uint32_t mask) {
+            if (!q.env_.take_probe_token(now)) {
+              ++q.env_.counters.probes_deferred;
+              q.reverse_.defer_probe(q.env_.next_probe_token());
+              q.reverse_probe_due_ = false;
+              q.env_.rearm(q.armed, q.qpn_, q.deadline());
+              return ControlChoice{PathSet::kNone, true};
+            }
+            const ReversePathSet::Probe p =
+                q.reverse_.take_probe(now, mask, q.paths_, q.env_.reverse_probe_interval(),
+                                      q.state_ == QpState::kRts && q.has_outstanding(), q.seed_);
+            if (p.previous_unanswered) ++q.env_.counters.reverse_probes_unanswered;
+            q.report_reverse_change(now, p.mapped_out);
+            if (q.reverse_.next_probe_time() > now) q.reverse_probe_due_ = false;
+            if (p.path == ReversePathSet::kNone) q.env_.refund_probe_token();
+            return ControlChoice{p.path, false, p.id};
+          },
+          [](Qp& q, Time now, const ControlChoice& c, TxPacket& out) {
+            out.pkt.bth.opcode = wire::Opcode::kProbe;
+            out.pkt.probe = wire::ProbeExt{
+                c.probe_id, now, 0, static_cast<uint16_t>(c.path), q.paths_.port_of(c.path), 0};
+          },
+          NothingAfter{})};
+  return emit_control(
+      *this, kRows,
       [](Qp& q, TxPacket& o, int path) { q.fill_common(o, q.paths_.port_of(path), path); },
       env_.counters, now, mask, out);
 }

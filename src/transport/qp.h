@@ -18,8 +18,9 @@
 //                                     receives (rx_), given back when idle;
 //   ReceiveWindow (receive_window.h)  the responder's PSN bitmap, open messages and the
 //                                     echoes its next ACK carries;
-//   control.h                         the control packets: one table of kinds (kControlRows)
-//                                     served by one emit step, and the paths they take.
+//   control.h                         the control packets: one table of kinds (the rows of
+//                                     produce_control) served by one emit step, and the
+//                                     paths they take.
 // The QP acts on a loss (resend on another path, congestion control, path state); trim NACKs
 // declare their PSN lost directly.
 //
@@ -155,8 +156,6 @@ class Qp {
   void fill_common(TxPacket& out, uint8_t port, int path);
   // The path of an ACK or trim NACK (control.h ack_path) from this QP's paths and responder.
   int ack_path(Time now, uint8_t preferred_port, int preferred_path, uint32_t mask, bool repeat);
-  // The control packets' table, in the order they are served (control.h).
-  static const std::array<ControlRow<Qp>, kControlKinds> kControlRows;
   void report_reverse_change(Time now, const ReverseChange& c);
   // The QP's requests to its engine (QpEnv): data to send, a control packet pending.
   void mark_ready() { env_.mark_ready(in_ready, qpn_); }

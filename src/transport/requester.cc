@@ -7,21 +7,6 @@
 
 namespace mrc {
 
-uint32_t Requester::outstanding_psns() const {
-  return static_cast<uint32_t>(psn_diff(next_psn, snd_una));
-}
-
-bool Requester::psn_in_flight_range(uint32_t psn) const {
-  return psn_diff(psn, snd_una) >= 0 && psn_diff(next_psn, psn) > 0;
-}
-
-bool Requester::record_current(uint32_t seq) const {
-  const LossDetector::Record& r = loss->at(seq);
-  if (!psn_in_flight_range(r.psn)) return false;
-  const TxPkt& p = pkts[r.psn & pkt_mask];
-  return p.state == PktState::kInflight && p.rec == seq;
-}
-
 Status Requester::validate_ack(const wire::SackExt& s, size_t num_paths) const {
   // An ACK may be old (reordered behind newer ones) but never for PSNs not yet sent, nor name
   // a path this QP does not have. Such an ACK is dropped whole, before any of it is used, and

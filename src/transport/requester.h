@@ -20,6 +20,7 @@
 #include "common/ring.h"
 #include "common/types.h"
 #include "transport/loss_detector.h"
+#include "transport/psn.h"
 #include "wire/headers.h"
 
 namespace mrc {
@@ -54,11 +55,19 @@ struct Requester {
   TxPkt& pkt(uint32_t psn) { return pkts[psn & pkt_mask]; }
   const TxPkt& pkt(uint32_t psn) const { return pkts[psn & pkt_mask]; }
   SendWr& wr_at(uint64_t seq) { return sq[seq % sq.size()]; }
-  uint32_t outstanding_psns() const;
+  // Inline: the ACK's and RACK's loops call these once per PSN or record.
+  uint32_t outstanding_psns() const { return static_cast<uint32_t>(psn_diff(next_psn, snd_una)); }
   // Whether `psn` is outstanding: sent and not yet below snd_una.
-  bool psn_in_flight_range(uint32_t psn) const;
+  bool psn_in_flight_range(uint32_t psn) const {
+    return psn_diff(psn, snd_una) >= 0 && psn_diff(next_psn, psn) > 0;
+  }
   // Whether transmission record `seq` is its PSN's latest transmission, still in flight.
-  bool record_current(uint32_t seq) const;
+  bool record_current(uint32_t seq) const {
+    const LossDetector::Record& r = loss->at(seq);
+    if (!psn_in_flight_range(r.psn)) return false;
+    const TxPkt& p = pkts[r.psn & pkt_mask];
+    return p.state == PktState::kInflight && p.rec == seq;
+  }
   // Each doubles its ring, keeping the live entries at the slots their PSN / sequence number
   // names. Cold and out of line: inlined, their loops would cost every packet's caller
   // register spills.

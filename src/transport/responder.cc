@@ -266,7 +266,7 @@ void Responder::queue_echo(const ResponderContext& c, Time now, const RxPacket& 
   }
 }
 
-void Responder::fill_ack(const ResponderContext& c, Time now, TxPacket& out) {
+void Responder::fill_ack(const QpEnv& env, bool mrc, Time now, TxPacket& out) {
   wire::TransportPacket& t = out.pkt;
   t.bth.opcode = wire::Opcode::kAck;
   t.bth.psn = psn_add(window.base(), -1);
@@ -275,14 +275,14 @@ void Responder::fill_ack(const ResponderContext& c, Time now, TxPacket& out) {
   window.fill_sack(s);  // cumulative PSN, bitmap, received bytes, echoes
   s.service_time_ns =
       static_cast<uint32_t>(std::min<Time>((now - newest_arrival) / kPicosPerNano, UINT32_MAX));
-  s.ports_down = c.env.ports_down_bitmap();
+  s.ports_down = env.ports_down_bitmap();
   unacked_packets = 0;
   ack_now = false;
   ack_due = kNever;
   ack_repeat_now = false;  // this ACK carries the state a pending repeat would have
   last_ack_port = out.port;
   last_ack_path = out.ev_index;
-  if (c.env.ack_repeat_after > 0 && c.mrc) ack_repeat_due = now + c.env.ack_repeat_after;
+  if (env.ack_repeat_after > 0 && mrc) ack_repeat_due = now + env.ack_repeat_after;
 }
 
 }  // namespace mrc

@@ -51,8 +51,9 @@ struct Responder {
   Status post_recv(const ResponderContext& c, uint64_t wr_id, uint32_t rq_depth);
   // Completes the messages whose packets have all arrived, in order.
   void complete_recv_messages(const ResponderContext& c, Time now);
-  // Fills the ACK (the common header is in `out`) and starts the next ACK's count.
-  void fill_ack(const ResponderContext& c, Time now, TxPacket& out);
+  // Fills the ACK (the common header is in `out`) and starts the next ACK's count; `mrc`:
+  // the QP runs MRC (only MRC responders repeat their last ACK).
+  void fill_ack(const QpEnv& env, bool mrc, Time now, TxPacket& out);
 
   // An ACK, repeat, NACK or CNP is pending.
   bool has_control() const {

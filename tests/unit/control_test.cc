@@ -5,6 +5,7 @@
 #include <array>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "support/path_descs.h"
@@ -22,12 +23,10 @@ struct FakeOwner {
   std::vector<ControlKind> chosen, filled, after;
 };
 
-template <ControlKind K>
-ControlRow<FakeOwner> fake_row(uint64_t EngineCounters::*sent, bool with_after) {
-  return ControlRow<FakeOwner>{
-      K,
-      sent,
-      [](const FakeOwner& o) { return o.pending[static_cast<size_t>(K)]; },
+template <ControlKind K, class After>
+auto fake_row(uint64_t EngineCounters::*sent, After after) {
+  return control_row(
+      K, sent, [](const FakeOwner& o) { return o.pending[static_cast<size_t>(K)]; },
       [](FakeOwner& o, Time, uint32_t) {
         o.chosen.push_back(K);
         return o.choice[static_cast<size_t>(K)];
@@ -36,13 +35,20 @@ ControlRow<FakeOwner> fake_row(uint64_t EngineCounters::*sent, bool with_after) 
         o.filled.push_back(K);
         out.pkt.bth.psn = static_cast<uint32_t>(c.probe_id);
       },
-      with_after ? +[](FakeOwner& o, Time) { o.after.push_back(K); } : nullptr};
+      after);
 }
 
-std::array<ControlRow<FakeOwner>, 3> fake_rows() {
-  return {fake_row<ControlKind::kTrimNack>(&EngineCounters::nacks_sent, true),
-          fake_row<ControlKind::kAck>(&EngineCounters::acks_sent, true),
-          fake_row<ControlKind::kProbe>(&EngineCounters::probes_sent, false)};
+template <ControlKind K>
+void note_after(FakeOwner& o, Time) {
+  o.after.push_back(K);
+}
+
+auto fake_rows() {
+  return std::tuple{
+      fake_row<ControlKind::kTrimNack>(&EngineCounters::nacks_sent,
+                                       note_after<ControlKind::kTrimNack>),
+      fake_row<ControlKind::kAck>(&EngineCounters::acks_sent, note_after<ControlKind::kAck>),
+      fake_row<ControlKind::kProbe>(&EngineCounters::probes_sent, NothingAfter{})};
 }
 
 void fake_header(FakeOwner&, TxPacket& out, int path) {
@@ -58,7 +64,7 @@ TEST(Control, emit_control__serves_the_first_pending_row_that_finds_a_path) {
   const auto rows = fake_rows();
   EngineCounters c;
   TxPacket out;
-  ASSERT_TRUE(emit_control<FakeOwner>(o, rows, fake_header, c, 0, 0xF, out));
+  ASSERT_TRUE(emit_control(o, rows, fake_header, c, 0, 0xF, out));
   EXPECT_EQ(o.chosen, std::vector<ControlKind>{ControlKind::kAck});  // the NACK was not pending
   EXPECT_EQ(o.filled, std::vector<ControlKind>{ControlKind::kAck});
   EXPECT_EQ(o.after, std::vector<ControlKind>{ControlKind::kAck});
@@ -75,7 +81,7 @@ TEST(Control, emit_control__a_row_without_a_path_leaves_the_next_its_turn) {
   const auto rows = fake_rows();
   EngineCounters c;
   TxPacket out;
-  ASSERT_TRUE(emit_control<FakeOwner>(o, rows, fake_header, c, 0, 0xF, out));
+  ASSERT_TRUE(emit_control(o, rows, fake_header, c, 0, 0xF, out));
   EXPECT_EQ(o.chosen, (std::vector<ControlKind>{ControlKind::kTrimNack, ControlKind::kAck,
                                                 ControlKind::kProbe}));
   EXPECT_EQ(o.filled, std::vector<ControlKind>{ControlKind::kProbe});
@@ -94,11 +100,11 @@ TEST(Control, emit_control__a_stop_ends_the_step_and_nothing_pending_sends_nothi
   const auto rows = fake_rows();
   EngineCounters c;
   TxPacket out;
-  EXPECT_FALSE(emit_control<FakeOwner>(o, rows, fake_header, c, 0, 0xF, out));
+  EXPECT_FALSE(emit_control(o, rows, fake_header, c, 0, 0xF, out));
   EXPECT_EQ(o.chosen, (std::vector<ControlKind>{ControlKind::kTrimNack, ControlKind::kAck}));
   EXPECT_TRUE(o.filled.empty());
   FakeOwner idle;
-  EXPECT_FALSE(emit_control<FakeOwner>(idle, rows, fake_header, c, 0, 0xF, out));
+  EXPECT_FALSE(emit_control(idle, rows, fake_header, c, 0, 0xF, out));
   EXPECT_TRUE(idle.chosen.empty());
   EXPECT_EQ(c.probes_sent, 0u);
 }

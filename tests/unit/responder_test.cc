@@ -191,13 +191,12 @@ TEST(Responder, on_roce_data__a_marked_packet_asks_for_one_cnp_per_interval) {
 TEST(Responder, fill_ack__reports_the_window_and_arms_the_repeat) {
   Harness h;
   h.env.ack_repeat_after = us(250);
-  const auto c = h.context();
   ASSERT_TRUE(h.receive(us(1), h.data(0, 0, 0, 2)));
   ASSERT_TRUE(h.receive(us(1), h.data(0, 0, 1, 2)));
   TxPacket out;
   out.port = 1;
   out.ev_index = 3;
-  h.rx.fill_ack(c, us(3), out);
+  h.rx.fill_ack(h.env, true, us(3), out);
   EXPECT_EQ(out.pkt.bth.opcode, wire::Opcode::kAck);
   EXPECT_EQ(out.pkt.bth.psn, 1u);
   EXPECT_EQ(out.pkt.aeth.syndrome, kAethAck);
@@ -217,12 +216,11 @@ TEST(Responder, fill_ack__reports_the_window_and_arms_the_repeat) {
 
 TEST(Responder, idle__once_every_message_is_complete_and_acknowledged) {
   Harness h;
-  const auto c = h.context();
   EXPECT_TRUE(h.rx.idle());
   ASSERT_TRUE(h.receive(0, h.data(0, 0, 0, 1)));
   EXPECT_FALSE(h.rx.idle());  // its ACK is due
   TxPacket out;
-  h.rx.fill_ack(c, 0, out);
+  h.rx.fill_ack(h.env, true, 0, out);
   EXPECT_TRUE(h.rx.idle());
 }
 
