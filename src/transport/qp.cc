@@ -185,19 +185,7 @@ Status Qp::to_rts(Time now, const QpAttr& a) {
 void Qp::to_err(Time now, WcStatus first_status) {
   const bool was_error = state_ == QpState::kErr;
   state_ = QpState::kErr;
-  // Every outstanding send WR completes with an error: the oldest with the cause, the rest
-  // flushed (as libibverbs reports IBV_WC_RETRY_EXC_ERR then IBV_WC_WR_FLUSH_ERR).
-  WcStatus status = first_status;
-  for (uint64_t s = tx_.sq_head; s != tx_.sq_tail; ++s) {
-    SendWr& w = tx_.wr_at(s);
-    env_.emit_completion(Completion{w.wr_id, qpn_, status,
-                                    w.with_imm ? WcOpcode::kWriteImm : WcOpcode::kWrite, 0,
-                                    w.length, now});
-    status = WcStatus::kFlushed;
-  }
-  tx_.sq_head = tx_.sq_send = tx_.sq_tail;
-  tx_.retx.clear();
-  tx_.inflight_bytes = 0;
+  tx_.flush(env_, qpn_, now, first_status);
   wimm_outstanding_ = 0;
   if (rx_) rx_->flush(env_, qpn_, now);
   probe_replies_.reset();
@@ -327,20 +315,7 @@ Status Qp::post_write(Time now, const WriteWr& wr) {
     if ((*region)->base) local = (*region)->base + (wr.local_addr - (*region)->iova);
   }
   ensure_requester_rings();
-  if (tx_.sq_tail - tx_.sq_head == tx_.sq.size()) tx_.grow_sq(create_.sq_depth);
-  SendWr& w = tx_.wr_at(tx_.sq_tail);
-  w = SendWr{};
-  w.wr_id = wr.wr_id;
-  w.local = local;
-  w.length = wr.length;
-  w.remote_addr = wr.remote_addr;
-  w.rkey = wr.rkey;
-  w.imm = wr.imm;
-  w.msg_num = tx_.next_msg_num++;
-  w.npkts = wr.length == 0 ? 1 : static_cast<uint32_t>((wr.length + mtu_ - 1) / mtu_);
-  w.with_imm = wr.opcode == WrOpcode::kWriteImm;
-  w.signaled = wr.signaled || create_.sq_sig_all;
-  ++tx_.sq_tail;
+  tx_.post(wr, local, mtu_, create_.sq_sig_all, create_.sq_depth);
   (void)now;
   mark_ready();
   return {};
@@ -653,7 +628,7 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
     ++env_.counters.acks_advancing;
     ++env_.counters.acks_advancing_by_port[rx.port & 31];
   }
-  complete_send_wrs(now);
+  tx_.complete_send_wrs(env_, qpn_, now, wimm_outstanding_);
   release_idle_requester_rings(now);
   mark_ready();
 }
@@ -695,7 +670,7 @@ void Qp::on_roce_ack(Time now, const RxPacket& rx) {
   }
   if (progress) tx_.loss->on_roce_progress(now);
   tx_.advance_una();
-  complete_send_wrs(now);
+  tx_.complete_send_wrs(env_, qpn_, now, wimm_outstanding_);
   release_idle_requester_rings(now);
   mark_ready();
 }
@@ -796,22 +771,6 @@ void Qp::declare_lost(Time now, uint32_t psn, bool mark_path, LossCause cause) {
     report_path_change(now, p.ev, c);
   }
   mark_ready();
-}
-
-void Qp::complete_send_wrs(Time now) {
-  // In order: a WR completes once all its packets are acknowledged and all earlier WRs have
-  // completed (RC ordering).
-  while (tx_.sq_head != tx_.sq_send) {
-    SendWr& w = tx_.wr_at(tx_.sq_head);
-    if (w.acked_pkts < w.npkts) break;
-    if (w.signaled) {
-      env_.emit_completion(Completion{w.wr_id, qpn_, WcStatus::kSuccess,
-                                      w.with_imm ? WcOpcode::kWriteImm : WcOpcode::kWrite, 0,
-                                      w.length, now});
-    }
-    if (w.with_imm) --wimm_outstanding_;
-    ++tx_.sq_head;
-  }
 }
 
 bool Qp::has_outstanding() const {

@@ -143,7 +143,6 @@ class Qp {
   // so their absence proves nothing.
   void detect_losses_on_path(Time now, uint16_t ev, uint32_t upto_rec, uint32_t known_end);
   void detect_losses_rack(Time now, bool check_pto);
-  void complete_send_wrs(Time now);
   void note_delivered(Time sent_at, uint32_t seq, uint16_t ev);
   bool has_outstanding() const;
   void on_rto(Time now);

@@ -7,6 +7,56 @@
 
 namespace mrc {
 
+void Requester::post(const WriteWr& wr, const uint8_t* local, uint32_t mtu, bool sig_all,
+                     uint32_t sq_depth) {
+  if (sq_tail - sq_head == sq.size()) grow_sq(sq_depth);
+  SendWr& w = wr_at(sq_tail);
+  w = SendWr{};
+  w.wr_id = wr.wr_id;
+  w.local = local;
+  w.length = wr.length;
+  w.remote_addr = wr.remote_addr;
+  w.rkey = wr.rkey;
+  w.imm = wr.imm;
+  w.msg_num = next_msg_num++;
+  w.npkts = wr.length == 0 ? 1 : static_cast<uint32_t>((wr.length + mtu - 1) / mtu);
+  w.with_imm = wr.opcode == WrOpcode::kWriteImm;
+  w.signaled = wr.signaled || sig_all;
+  ++sq_tail;
+}
+
+void Requester::complete_send_wrs(QpEnv& env, uint32_t qpn, Time now, uint32_t& wimm_outstanding) {
+  // In order: a WR completes once all its packets are acknowledged and all earlier WRs have
+  // completed (RC ordering).
+  while (sq_head != sq_send) {
+    SendWr& w = wr_at(sq_head);
+    if (w.acked_pkts < w.npkts) break;
+    if (w.signaled) {
+      env.emit_completion(Completion{w.wr_id, qpn, WcStatus::kSuccess,
+                                     w.with_imm ? WcOpcode::kWriteImm : WcOpcode::kWrite, 0,
+                                     w.length, now});
+    }
+    if (w.with_imm) --wimm_outstanding;
+    ++sq_head;
+  }
+}
+
+void Requester::flush(QpEnv& env, uint32_t qpn, Time now, WcStatus first_status) {
+  // Every outstanding send WR completes with an error: the oldest with the cause, the rest
+  // flushed (as libibverbs reports IBV_WC_RETRY_EXC_ERR then IBV_WC_WR_FLUSH_ERR).
+  WcStatus status = first_status;
+  for (uint64_t s = sq_head; s != sq_tail; ++s) {
+    SendWr& w = wr_at(s);
+    env.emit_completion(Completion{w.wr_id, qpn, status,
+                                   w.with_imm ? WcOpcode::kWriteImm : WcOpcode::kWrite, 0, w.length,
+                                   now});
+    status = WcStatus::kFlushed;
+  }
+  sq_head = sq_send = sq_tail;
+  retx.clear();
+  inflight_bytes = 0;
+}
+
 Status Requester::validate_ack(const wire::SackExt& s, size_t num_paths) const {
   // An ACK may be old (reordered behind newer ones) but never for PSNs not yet sent, nor name
   // a path this QP does not have. Such an ACK is dropped whole, before any of it is used, and

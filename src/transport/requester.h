@@ -2,7 +2,8 @@
 // else: the send queue (the WRs posted and not yet completed), the PSN ring (which WR and
 // packet each outstanding PSN carries, its state and latest transmission), the
 // retransmission queue and the loss detector (loss_detector.h). The QP sends, acts on ACKs
-// and declares losses with it (qp.cc).
+// and declares losses with it (qp.cc); what needs nothing but this state is here: posting,
+// completing and flushing WRs, ring growth and release, an ACK's checks.
 //
 // Rings follow what is in flight (docs/performance.md, "Bytes per QP"): none until the QP
 // first posts work, small then, doubled when a new entry would not fit (up to sq_depth and
@@ -19,8 +20,10 @@
 #include "common/array.h"
 #include "common/ring.h"
 #include "common/types.h"
+#include "transport/engine_types.h"
 #include "transport/loss_detector.h"
 #include "transport/psn.h"
+#include "transport/qp_env.h"
 #include "wire/headers.h"
 
 namespace mrc {
@@ -73,6 +76,16 @@ struct Requester {
   // register spills.
   [[gnu::cold, gnu::noinline]] void grow_pkt_ring();
   [[gnu::cold, gnu::noinline]] void grow_sq(uint32_t sq_depth);
+  // ---- The send queue's life: posted, completed in order, flushed -------------------------
+  // Queues a WRITE (with immediate) of `local` (nullptr: phantom), checked by the caller, as
+  // its packets of at most `mtu` bytes; the queue grows up to `sq_depth`. The rings exist.
+  void post(const WriteWr& wr, const uint8_t* local, uint32_t mtu, bool sig_all, uint32_t sq_depth);
+  // Completes the WRs whose packets are all acknowledged, in order (a WRITE_IMM completed
+  // leaves `wimm_outstanding`).
+  void complete_send_wrs(QpEnv& env, uint32_t qpn, Time now, uint32_t& wimm_outstanding);
+  // The QP entered ERR: every WR not completed completes with an error.
+  void flush(QpEnv& env, uint32_t qpn, Time now, WcStatus first_status);
+
   // ---- An ACK's checks ----------------------------------------------------------------
   // Whether ACK `s` may be used at all: nothing in it beyond what was sent, no path beyond
   // the QP's `num_paths` (else the whole ACK is dropped, kBadExtension).

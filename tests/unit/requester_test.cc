@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "transport/psn.h"
 
 namespace mrc {
@@ -98,6 +100,81 @@ TEST(Requester, release_rings__once_idle_gives_every_ring_back) {
   EXPECT_EQ(r.pkt_mask, 0u);
   EXPECT_EQ(r.retx.capacity(), 0u);
   EXPECT_NE(r.loss, nullptr);  // the detector stays: its estimates carry over
+}
+
+WriteWr write(uint64_t wr_id, uint64_t length, bool imm = false, bool signaled = true) {
+  WriteWr wr;
+  wr.wr_id = wr_id;
+  wr.opcode = imm ? WrOpcode::kWriteImm : WrOpcode::kWrite;
+  wr.length = length;
+  wr.signaled = signaled;
+  return wr;
+}
+
+std::vector<Completion> completions(QpEnv& env) {
+  std::vector<Completion> v;
+  while (!env.completions.empty())
+    v.push_back(env.completions.pop_front());
+  return v;
+}
+
+TEST(Requester, post__segments_a_write_by_the_mtu_and_grows_the_queue) {
+  Requester r;
+  r.sq.resize(1);
+  r.post(write(1, 0), nullptr, 1000, false, 4);
+  r.post(write(2, 2500, true), nullptr, 1000, false, 4);  // the queue doubles
+  EXPECT_EQ(r.sq.size(), 2u);
+  r.sq_head = 1;  // WR 0 completed: room for one more without growing
+  EXPECT_EQ(r.sq_tail, 2u);
+  EXPECT_EQ(r.wr_at(0).npkts, 1u);  // an empty WRITE is one packet
+  EXPECT_EQ(r.wr_at(1).npkts, 3u);
+  EXPECT_EQ(r.wr_at(1).msg_num, 1u);
+  EXPECT_TRUE(r.wr_at(1).with_imm);
+  r.post(write(3, 10, false, false), nullptr, 1000, true, 4);
+  EXPECT_EQ(r.sq.size(), 2u);
+  EXPECT_TRUE(r.wr_at(2).signaled);  // sq_sig_all
+  EXPECT_EQ(r.wr_at(2).wr_id, 3u);
+}
+
+TEST(Requester, complete_send_wrs__in_order_once_every_packet_is_acknowledged) {
+  QpEnv env(EngineConfig{});
+  Requester r;
+  r.sq.resize(4);
+  r.post(write(1, 10, true), nullptr, 1000, false, 4);
+  r.post(write(2, 10), nullptr, 1000, false, 4);
+  r.post(write(3, 10, false, false), nullptr, 1000, false, 4);
+  r.sq_send = 3;  // all segmented
+  uint32_t wimm = 1;
+  r.wr_at(1).acked_pkts = 1;
+  r.wr_at(2).acked_pkts = 1;
+  r.complete_send_wrs(env, 9, us(1), wimm);
+  EXPECT_TRUE(completions(env).empty());  // the first WR is not acknowledged yet
+  r.wr_at(0).acked_pkts = 1;
+  r.complete_send_wrs(env, 9, us(2), wimm);
+  const auto done = completions(env);
+  ASSERT_EQ(done.size(), 2u);  // the third is unsignaled
+  EXPECT_EQ(done[0].wr_id, 1u);
+  EXPECT_EQ(done[0].opcode, WcOpcode::kWriteImm);
+  EXPECT_EQ(done[1].wr_id, 2u);
+  EXPECT_EQ(done[1].time, us(2));
+  EXPECT_EQ(wimm, 0u);
+  EXPECT_EQ(r.sq_head, 3u);
+}
+
+TEST(Requester, flush__the_oldest_wr_gets_the_cause_the_rest_are_flushed) {
+  QpEnv env(EngineConfig{});
+  Requester r = outstanding(8, 0, 2);
+  r.sq.resize(4);
+  r.post(write(1, 10), nullptr, 1000, false, 4);
+  r.post(write(2, 10), nullptr, 1000, false, 4);
+  r.inflight_bytes = 20;
+  r.flush(env, 9, us(3), WcStatus::kRetryExceeded);
+  const auto done = completions(env);
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[0].status, WcStatus::kRetryExceeded);
+  EXPECT_EQ(done[1].status, WcStatus::kFlushed);
+  EXPECT_EQ(r.sq_head, r.sq_tail);
+  EXPECT_EQ(r.inflight_bytes, 0u);
 }
 
 // An ACK for PSN 3 of a requester that has sent PSNs 0..2 only (its cumulative part, an echo
