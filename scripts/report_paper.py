@@ -76,7 +76,6 @@ SEC4_RUNS = [("sec4-lossy-link-alone", []), ("sec4-lossy-link-denylist", ["denyl
 TIMERS = [
     ["Fig 4", "loss detection on a dead EV (a round trip and the reordering window)",
      "round-trip quantities, exact; a few ms of streams stand for the paper's minutes"],
-    ["Fig 15", "none beyond the round trip: a steady stream", "exact; 1-4 ms of streams stand for nccl-tests' iterations"],
     ["Figs 6-7", "the NIC's detection of a link change; the port remap delay",
      "scaled with the timeline: detection 30 us (and 0 as an ablation), remap 20 us; restored ports' EVs "
      "return on their first answered probe (`port_return_probes`), not after a resurrection window"],
@@ -90,6 +89,7 @@ TIMERS = [
     ["Figs 12-13", "resurrection of a 20 %-lossy EV (32 answered probes in a row)",
      "not a matter of time: the chance of 32 answers in a row at 20 % loss is the same at any time scale"],
     ["Fig 14", "the ECN cool-down", "base RTT / 16: a round-trip quantity, exact"],
+    ["Fig 15", "none beyond the round trip: a steady stream", "exact; 1-4 ms of streams stand for nccl-tests' iterations"],
     ["Figs 16-17", "the ACK timeout (RoCE: 262 us, and 4.2 ms as a variant), MRC's PTO",
      "round-trip quantities, exact; the message sizes, not the timeline, are scaled down"],
     ["Figs 18, 21", "DCQCN's alpha and rate-increase timers; PFC thresholds",
@@ -1429,14 +1429,14 @@ def main():
         fig12(sec, a.docs, one("fig12"))
     if one("fig14-two"):
         fig14(sec, a.docs, one("fig14-two"), one("fig14-cooldown"))
+    if one("fig15-sendrecv-64MiB"):
+        fig15(sec, a.docs, [one(rid) for rid, _ in FIG15_RUNS if one(rid)])
     if by("fig16"):
         fig16(sec, a.docs, by("fig16"))
     if by("fig17"):
         fig17(sec, a.docs, by("fig17"))
     if one("fig18-mrc-dcqcn1"):
         fig18(sec, a.docs, [one(rid) for rid, _ in FIG18_RUNS])
-    if one("fig15-sendrecv-64MiB"):
-        fig15(sec, a.docs, [one(rid) for rid, _ in FIG15_RUNS if one(rid)])
     if one("fig19a"):
         fig19(sec, a.docs, [one(x) for x in FIG19])
     if by("fig20"):
