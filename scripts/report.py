@@ -1186,7 +1186,7 @@ def exp_evsets(a, rep, runs, docs):
           "it. The fabrics of the other sections have at most as many spines as a QP has EVs per plane, so each "
           "QP names every spine once and balance holds by construction. Here the adaptive-vs-oblivious "
           "permutation (128 GPUs, 4 planes) runs on 16 spines per plane (radix 32) with 16 EVs per plane (every "
-          "spine, today's default), and with 4 active and 4 backup EVs per plane spread evenly or drawn at random "
+          "spine, the default), and with 4 active and 4 backup EVs per plane spread evenly or drawn at random "
           "(`transport.ev_choice`), and at random without backups (no replacement). Uplink spread: the busiest "
           "leaf-to-spine uplink's bytes over the mean uplink's.")
     rep.w()
