@@ -565,15 +565,10 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
     }
   }
   // 2. Selective part: only bits inside what is outstanding.
-  for (int w = 0; w < wire::kSackBitmapWords; ++w) {
-    uint64_t bits = s.bitmap[static_cast<size_t>(w)];
-    while (bits) {
-      const int b = std::countr_zero(bits);
-      bits &= bits - 1;
-      const uint32_t psn = psn_add(s.sack_base, 64 * w + b);
-      if (tx_.psn_in_flight_range(psn)) progress |= ack_psn(now, psn);
-    }
-  }
+  for_each_sacked_psn(s, [&](uint32_t psn) {
+    if (tx_.psn_in_flight_range(psn)) progress |= ack_psn(now, psn);
+    return true;
+  });
   // 3. Echoes: per-packet ECN/trim/path attribution, RTT samples, per-path loss detection.
   const Time service = static_cast<Time>(s.service_time_ns) * kPicosPerNano;
   for (int i = 0; i < s.echo_count; ++i) {

@@ -1,7 +1,6 @@
 #include "transport/requester.h"
 
 #include <algorithm>
-#include <bit>
 
 #include "transport/psn.h"
 
@@ -69,15 +68,9 @@ Status Requester::validate_ack(const wire::SackExt& s, size_t num_paths) const {
       return fail(Error::kBadExtension);
     }
   }
-  for (int w = 0; w < wire::kSackBitmapWords; ++w) {
-    uint64_t bits = s.bitmap[static_cast<size_t>(w)];
-    while (bits) {
-      const int b = std::countr_zero(bits);
-      bits &= bits - 1;
-      const uint32_t psn = psn_add(s.sack_base, 64 * w + b);
-      if (psn_diff(next_psn, psn) <= 0) return fail(Error::kBadExtension);
-    }
-  }
+  const bool sent =
+      for_each_sacked_psn(s, [&](uint32_t psn) { return psn_diff(next_psn, psn) > 0; });
+  if (!sent) return fail(Error::kBadExtension);
   return {};
 }
 

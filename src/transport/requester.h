@@ -13,6 +13,7 @@
 // part of what Engine::qp_memory reports).
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -128,5 +129,20 @@ struct Requester {
   Time loss_reorder_window = 0;
   Time rts_at = 0;
 };
+
+// Calls f(psn) for every PSN the SACK bitmap of `s` reports received, in PSN order; stops
+// at the first f that returns false and returns false then (true when every call did).
+template <typename F>
+bool for_each_sacked_psn(const wire::SackExt& s, F f) {
+  for (int w = 0; w < wire::kSackBitmapWords; ++w) {
+    uint64_t bits = s.bitmap[static_cast<size_t>(w)];
+    while (bits) {
+      const int b = std::countr_zero(bits);
+      bits &= bits - 1;
+      if (!f(psn_add(s.sack_base, 64 * w + b))) return false;
+    }
+  }
+  return true;
+}
 
 }  // namespace mrc

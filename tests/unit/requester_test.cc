@@ -200,6 +200,28 @@ TEST(Requester, validate_ack__refuses_psns_not_sent_and_paths_not_held) {
   EXPECT_EQ(r.validate_ack(s, 4).error(), Error::kBadExtension);
 }
 
+// The bitmap's PSNs come in order across both words and wrap at 2^24; f's false stops.
+TEST(Requester, for_each_sacked_psn__every_set_bit_in_psn_order) {
+  wire::SackExt s;
+  s.sack_base = kPsnMask - 1;
+  s.bitmap[0] = (1ull << 0) | (1ull << 2) | (1ull << 63);
+  s.bitmap[1] = 1ull << 5;
+  std::vector<uint32_t> seen;
+  EXPECT_TRUE(for_each_sacked_psn(s, [&](uint32_t psn) {
+    seen.push_back(psn);
+    return true;
+  }));
+  EXPECT_EQ(seen, (std::vector<uint32_t>{kPsnMask - 1, 0, 61, 67}));
+  seen.clear();
+  EXPECT_FALSE(for_each_sacked_psn(s, [&](uint32_t psn) {
+    seen.push_back(psn);
+    return seen.size() < 2;
+  }));
+  EXPECT_EQ(seen.size(), 2u);
+  s.bitmap = {};
+  EXPECT_TRUE(for_each_sacked_psn(s, [](uint32_t) { return false; }));
+}
+
 // PSNs 0..1 were acknowledged (snd_una 2) before PSN 2 was sent; an ACK echoing PSN 2 that
 // says PSN 1 is missing cannot be the responder's.
 TEST(Requester, contradicts_acknowledged__an_ack_newer_than_snd_una_that_goes_back) {
