@@ -156,8 +156,12 @@ json record_json(const BasicSectionSpec<R>& s, const R& rec) {
 
 json echo_config(const Scenario& sc) {
   json j;
-  for (const char* section : {"topo", "switch", "transport", "denylist", "workload", "run"})
-    j[section] = record_json(*schema_section(section), sc);
+  for (const SectionSpec& section : scenario_schema()) {
+    if (section.name.empty()) continue;  // name, description, seed: summary.json's own fields
+    json r = record_json(section, sc);
+    // A section none of whose keys applies ([dcqcn] without a DCQCN run) is left out.
+    if (!r.empty()) j[std::string(section.name)] = r;
+  }
   const WorkloadConfig& w = sc.workload;
   // The file's name only: summary.json is compared across machines and checkouts.
   if (w.kind == WorkloadConfig::kHtsim)

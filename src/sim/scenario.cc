@@ -1260,6 +1260,12 @@ SimResult<Scenario> parse_scenario(std::string_view text, std::string_view filen
   TableReader pr(*tp, "transport", origin);
   TRY(read_transport(pr, sc));
 
+  auto dq = subtable(top, "dcqcn");
+  if (!dq) return std::unexpected(dq.error());
+  TableReader qr(*dq, "dcqcn", origin);
+  TRY(read_keys(qr, "dcqcn", sc));
+  TRY(qr.finish());
+
   auto wl = subtable(top, "workload");
   if (!wl) return std::unexpected(wl.error());
   if (!*wl) {

@@ -54,6 +54,13 @@ bool is_clos2(const Scenario& s) {
 bool has_denylist(const Scenario& s) {
   return s.base.denylist.interval > 0;
 }
+// Whether some run of the scenario uses DCQCN: a RoCE kind, or cc = dcqcn.
+bool uses_dcqcn(const Scenario& s) {
+  if (s.cc == "dcqcn") return true;
+  for (const std::string& k : s.kinds)
+    if (k == "roce" || k == "roce_pfc") return true;
+  return false;
+}
 
 // The kinds of [workload] and [[fault]], in the order of WorkloadConfig::Kind and
 // FaultConfig::Kind (workload_kind_name and fault_kind_name read them here).
@@ -462,6 +469,63 @@ std::vector<SectionSpec> make_schema() {
                   for (const auto& [kind, n] : std::get<std::map<std::string, uint64_t>>(v))
                     s.qps_per_kind[kind] = static_cast<uint32_t>(n);
                 }},
+       }});
+
+  // DcqcnConfig (transport/cc/cc.h); the names are Zhu et al.'s (SIGCOMM 2015, section 3).
+  s.push_back(
+      {"dcqcn",
+       {
+           {.name = "g",
+            .type = KeyType::kReal,
+            .rmin = 0.0001,
+            .rmax = 1,
+            .doc = "alpha's gain: alpha = (1 - g) alpha + g on a CNP, (1 - g) alpha per "
+                   "`alpha_period` without one; a larger g cuts harder after congestion",
+            MRC_KEY_REAL(base.transport.dcqcn.g),
+            .applies = uses_dcqcn},
+           {.name = "alpha_period",
+            .type = KeyType::kDuration,
+            .doc = "alpha's update timer (K); 0 = 55 us",
+            MRC_KEY_UINT(base.transport.dcqcn.alpha_update_period),
+            .applies = uses_dcqcn},
+           {.name = "timer",
+            .type = KeyType::kDuration,
+            .doc = "rate-increase timer (T): one increase event per period while limited; 0 = "
+                   "the NICs' default, 300 us",
+            MRC_KEY_UINT(base.transport.dcqcn.rate_increase_period),
+            .applies = uses_dcqcn},
+           {.name = "byte_counter",
+            .type = KeyType::kSize,
+            .doc = "bytes sent between byte-counter increase events (B); 0 = 10 MB",
+            MRC_KEY_UINT(base.transport.dcqcn.byte_counter),
+            .applies = uses_dcqcn},
+           {.name = "fast_recovery",
+            .type = KeyType::kInt,
+            .max = 1000,
+            .doc = "increase events of fast recovery before additive increase (F)",
+            MRC_KEY_UINT(base.transport.dcqcn.fast_recovery_steps),
+            .applies = uses_dcqcn},
+           {.name = "ai",
+            .type = KeyType::kRate,
+            .doc = "additive increase of the target rate per event (R_AI)",
+            MRC_KEY_UINT(base.transport.dcqcn.additive_increase_bps),
+            .applies = uses_dcqcn},
+           {.name = "hai",
+            .type = KeyType::kRate,
+            .doc = "hyper increase of the target rate per event (R_HAI)",
+            MRC_KEY_UINT(base.transport.dcqcn.hyper_increase_bps),
+            .applies = uses_dcqcn},
+           {.name = "min_rate",
+            .type = KeyType::kRate,
+            .doc = "the lowest rate a QP is cut to",
+            MRC_KEY_UINT(base.transport.dcqcn.min_rate_bps),
+            .applies = uses_dcqcn},
+           {.name = "cnp_interval",
+            .type = KeyType::kDuration,
+            .doc = "a receiver sends a QP at most one CNP per interval (the notification "
+                   "point's N); 0 = 50 us",
+            MRC_KEY_UINT(base.transport.dcqcn.cnp_interval),
+            .applies = uses_dcqcn},
        }});
 
   s.push_back(

@@ -168,6 +168,17 @@ struct TransportConfig {
   // does (NCCL_IB_QPS_PER_CONNECTION). RoCE's multi-QP baseline 1/4/8/16 (paper 5.2.7); an
   // MRC QP sprays, so MRC needs 1.
   uint32_t qps_per_flow = 1;
+  // DCQCN's reaction and notification points (`[dcqcn]` in a scenario): RoCE kinds, and MRC
+  // with cc = dcqcn. The line rate and MTU come from the fabric. Both timers default to 55 us,
+  // as Zhu et al. evaluate DCQCN (SIGCOMM 2015, section 5), not the NICs' 300-us
+  // rate-increase default, which would make the baseline look worse than a tuned deployment.
+  cc::DcqcnConfig dcqcn = [] {
+    cc::DcqcnConfig c;
+    c.alpha_update_period = us(55);
+    c.rate_increase_period = us(55);
+    c.cnp_interval = us(50);
+    return c;
+  }();
 };
 
 struct SimConfig {

@@ -6,6 +6,7 @@
 #include <bit>
 
 #include "sim/simulation_impl.h"
+#include "transport/cc/dcqcn.h"
 
 namespace mrc::sim {
 
@@ -297,6 +298,7 @@ void Simulation::Impl::build_hosts() {
     ec.ack_waits_for_port = cfg.transport.ack_waits_for_port;
     ec.probe_budget_interval = cfg.transport.probe_budget_interval;
     ec.reverse_evs_per_plane = static_cast<uint8_t>(cfg.transport.reverse_evs_per_plane);
+    ec.cnp_interval = cc::cnp_interval(cfg.transport.dcqcn);  // DCQCN's notification point
     host.engine = std::make_unique<Engine>(ec);
     engines.push_back(host.engine.get());
     // One phantom region covers all of this GPU's memory: placement is counted, not copied.
@@ -774,13 +776,9 @@ SimStatus Simulation::Impl::configure_qp(Engine& e, uint32_t qpn, HostId me, Hos
     a.cc.nscc.trim_keep = tc.trim_keep;  // 0: the engine's default for the QP's paths
     a.cc.nscc.hashed_paths = ecmp_evs();
     a.cc.nscc.min_cwnd = static_cast<uint32_t>(tc.nscc_min_cwnd);
+    a.cc.dcqcn = tc.dcqcn;  // TransportConfig::dcqcn says why its timers are 55 us
     a.cc.dcqcn.line_rate_bps = link;
     a.cc.dcqcn.mtu = tc.mtu;
-    // DCQCN as the paper evaluates it (Zhu et al. 2015, section 5: T = 55 us for both the
-    // alpha and the rate-increase timers), not the slower 300 us NIC default, which would
-    // make the baseline look worse than a tuned deployment.
-    a.cc.dcqcn.alpha_update_period = us(55);
-    a.cc.dcqcn.rate_increase_period = us(55);
     a.cc.fixed_window = 2 * bdp;
     a.dest_qpn = dest_qpn;
     a.peer = peer;

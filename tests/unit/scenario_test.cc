@@ -1134,6 +1134,48 @@ clear_rounds = 3
                {"unknown key 'denylist.rounds'", "clear_rounds"});
 }
 
+// [dcqcn]: every key reaches each run's DcqcnConfig; the defaults are Zhu et al.'s 55-us timers.
+TEST(Scenario, dcqcn__keys_defaults_and_errors) {
+  auto def = parse_scenario(std::string(kMinimal), "s.toml");
+  ASSERT_TRUE(def) << def.error().message;
+  EXPECT_EQ(def->base.transport.dcqcn.alpha_update_period, us(55));
+  EXPECT_EQ(def->base.transport.dcqcn.rate_increase_period, us(55));
+  EXPECT_EQ(def->base.transport.dcqcn.cnp_interval, us(50));
+  auto sc = parse_scenario(std::string(kMinimal) + R"(
+[dcqcn]
+g = 0.0625
+alpha_period = "10us"
+timer = "300us"
+byte_counter = "32KiB"
+fast_recovery = 3
+ai = "20Gbps"
+hai = "100Gbps"
+min_rate = "1Gbps"
+cnp_interval = "4us"
+)",
+                           "s.toml");
+  ASSERT_TRUE(sc) << sc.error().message;
+  ASSERT_FALSE(sc->runs.empty());
+  for (const TransportRun& r : sc->runs) {
+    const cc::DcqcnConfig& d = r.config.transport.dcqcn;
+    EXPECT_DOUBLE_EQ(d.g, 0.0625);
+    EXPECT_EQ(d.alpha_update_period, us(10));
+    EXPECT_EQ(d.rate_increase_period, us(300));
+    EXPECT_EQ(d.byte_counter, 32u * 1024);
+    EXPECT_EQ(d.fast_recovery_steps, 3u);
+    EXPECT_EQ(d.additive_increase_bps, 20'000'000'000ull);
+    EXPECT_EQ(d.hyper_increase_bps, 100'000'000'000ull);
+    EXPECT_EQ(d.min_rate_bps, 1'000'000'000ull);
+    EXPECT_EQ(d.cnp_interval, us(4));
+  }
+  expect_error(parse_scenario(std::string(kMinimal) + "[dcqcn]\ng = 0\n", "s.toml"),
+               {"s.toml:8:", "key 'dcqcn.g'"});
+  expect_error(parse_scenario(std::string(kMinimal) + "[dcqcn]\nai = \"0Gbps\"\n", "s.toml"),
+               {"key 'dcqcn.ai'", "> 0"});
+  expect_error(parse_scenario(std::string(kMinimal) + "[dcqcn]\nrai = \"5Gbps\"\n", "s.toml"),
+               {"unknown key 'dcqcn.rai'"});
+}
+
 TEST(Scenario, faults__several_links_and_path_loss_are_checked_when_the_run_starts) {
   auto sc = parse_scenario(std::string(kMinimal) +
                                "[[fault]]\nkind = \"link_down\"\nlinks = [\"p0/leaf1-spine1\", "
