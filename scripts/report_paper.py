@@ -108,12 +108,12 @@ TIMERS = [
      "absolute: the 40-ms streams are compared over their second half, after DCQCN's rates have climbed back"],
     ["Fig 19", "resurrection of the EVs through returned links (probe backoff, then 32 answers over 1 ms)",
      "absolute: 1-2 ms after a link returns; the segments between events are 4 ms"],
-    ["Fig 22", "DCQCN's timers, byte counter and CNP interval; the flows' arrival gap",
-     "absolute: the paper's 5 s between arrivals become 2 ms (36 rate-increase periods), enough for the "
-     "rates to settle between arrivals"],
     ["Fig 20", "DCQCN's alpha and rate-increase timers (55 us, as Zhu et al. evaluate it)",
      "absolute: a 20-ms stream is ~360 rate-increase periods against the paper's 80 s, so the rates settle "
      "less far; stated with the figure"],
+    ["Fig 22", "DCQCN's timers, byte counter and CNP interval; the flows' arrival gap",
+     "absolute: the paper's 5 s between arrivals become 2 ms (36 rate-increase periods), enough for the "
+     "rates to settle between arrivals"],
     ["Section 4", "Clustermapper's probe interval (50 us) and the rounds that lift an entry (8)",
      "production probes every link every millisecond (section 3), which the compressed timeline would make "
      "1 us; 50 us here, so an entry comes a few of the scaled rounds later than in production"],
