@@ -12,12 +12,14 @@
 #      leaf 0 sends the most to is blackholed (silently: the path the provider uses) until the
 #      end; 5 s in, h0's plane-0 link goes down for 50 ms. Every allreduce result is checked.
 #      Reported per fault: the slowest iteration that overlaps the second after it.
+#      For mrc also the 8-B latency within a leaf (h0 -> h1), beside h0 -> h2's across the
+#      spines (paper 5.2.1).
 # libfabric's providers reach the fabric through bench/fi_netns_preload.c (the rank enters the
 # host's namespace at its first libfabric call, after PMIx is up); MRC's through FI_MRC_FABRIC.
 # ofi_mrail is tried and reported as unavailable when Open MPI cannot open it.
 # The last line: mrc_lat_8B_us=... mrc_bw_4MiB_gbps=... mrc_vs_perf=... (loopback), and
 # fabric_<provider>_{bw_gbps,median_ms,blackhole_ms,blackhole_control_ms,flap_ms,
-# flap_control_ms}=... for each provider.
+# flap_control_ms}=... for each provider, fabric_mrc_lat_{same_leaf,cross_spine}_us=....
 #   scripts/bench-fi.sh [SECONDS]           seconds of each allreduce loop on the fabric (8)
 #   MRC_BENCH_FI_PROVIDERS="mrc tcp;ofi_rxm" scripts/bench-fi.sh   a subset
 #   MRC_BIN_DIR=build-x/bin scripts/bench-fi.sh                    another build tree
@@ -164,6 +166,17 @@ for prov in $providers; do
   if ! run_mpi "$work/f.$k" "$prov" 0 2 --max-size 4194304 --allreduce-iters 50; then
     printf '%-14s %s\n' "$prov" "does not run: $(why "$work/f.$k")"
     continue
+  fi
+  if [ "$prov" = mrc ]; then
+    # Paper 5.2.1: point-to-point latency within a leaf (h0 -> h1) against across the spines
+    # (h0 -> h2, the run above).
+    if run_mpi "$work/leaf.$k" "$prov" 0 1 --min-size 8 --max-size 8 --allreduce-iters 1; then
+      same=$(kv "$work/leaf.$k" lat_8B_us)
+      echo "mrc: latency 8 B within leaf 0 (h0 -> h1) $same us, across the spines (h0 -> h2) $(kv "$work/f.$k" lat_8B_us) us"
+      summary+=("fabric_mrc_lat_same_leaf_us=$same" "fabric_mrc_lat_cross_spine_us=$(kv "$work/f.$k" lat_8B_us)")
+    else
+      echo "mrc: latency within leaf 0 does not run: $(why "$work/leaf.$k")"
+    fi
   fi
   # The control run: the same injections aimed at h1's plane-0 link, which carries nothing of
   # this job. Changing a namespace's nftables or links stops the machine for a moment (up to

@@ -607,7 +607,9 @@ def sec521(sec, docs, lat_run, bw_run):
             + table_md(["pair", "paper: 2-byte latency", "here", "paper: 32 KB bandwidth", "here (4 QPs)"], rows_t)
             + f"\n\nThe extra switch hops of a cross-T1 path add {d_here:.2f} us here against {d_paper:.2f} us in the paper. "
             "The absolute latencies differ by the NIC's own pipeline (posting, DMA, completion: about 4 us in the "
-            "paper's numbers), which the simulator does not model: its latency is the fabric's alone.")
+            "paper's numbers), which the simulator does not model: its latency is the fabric's alone. Over the "
+            "Linux driver (docs/libfabric.md, \"Point-to-point latency\"; `scripts/bench-fi.sh`) both figures are "
+            "a software path's, tens of microseconds, and each extra hop is a kernel forwarding step.")
     sec.figure("5.2.1: point-to-point latency and bandwidth", None, "on Cluster B (CX-8, 8 x 100G), ib_write_lat gives "
                "5.09 us T0-local and 6.54 us cross-T1 (the extra switch hops); ib_write_bw with 4 QPs reaches about "
                "770 Gb/s (96 % of the peak) both ways.", ours, "partly" if ok else "disagree",
