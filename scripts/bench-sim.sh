@@ -2,11 +2,17 @@
 # Whole-run simulator benchmarks (docs/performance.md). Runs mrc-sim on a committed scenario and
 # ends with one line:
 #   wall_s=<s> peak_rss_mb=<MB> fct_p50_us=<us> fct_max_us=<us> ideal_us=<us>
-# Usage: scripts/bench-sim.sh A|B|C (A: 1024 hosts at 400G; B: 131,072 GPUs, 8 planes; C: B
+# Usage: scripts/bench-sim.sh A|B|C|S (A: 1024 hosts at 400G; B: 131,072 GPUs, 8 planes; C: B
 # serially and under `mpirun -np 2`, ending with one line
 #   ranks=2 wall_s=<s> speedup=<serial/parallel> identical=<yes|no> peak_rss_mb_per_rank=<MB>
 # where identical compares flows.csv, links.csv, ev_events.jsonl and summary.json without its
-# "run" section; the serial run uses the blocks layout by default).
+# "run" section; the serial run uses the blocks layout by default; S: how the cost grows with
+# the work, a table of events, events/s per core, wall time and peak memory against hosts for
+# B's scenario (MRC_BENCH_S_HOSTS, default 1024 4096 16384 65536 131072) and for a ring
+# AllReduce of 16 MiB per rank (scenarios/claims/allreduce.toml, MRC only, radix 128;
+# MRC_BENCH_S_AR_HOSTS, default 256 512 1024 2048), each serially and under `mpirun -np 2`
+# (~25 minutes and 11 GB at the defaults), ending with one line
+#   b_events_per_s_per_core=<serial>/<2 ranks at the largest B> b_wall_s=<...> ...).
 # MRC_BENCH_REF=PATH (A and B) measures this build against a reference mrc-sim in the same
 # run (see below). Results are recorded in docs/performance.md. Wall time is the only noisy
 # number (the simulation itself is deterministic): compare runs made side by side.
@@ -17,7 +23,8 @@ case "$which" in
   A|a) scenario=scenarios/bench/a.toml ;;
   B|b) scenario=scenarios/bench/b.toml ;;
   C|c) scenario=${MRC_BENCH_C_SCENARIO:-scenarios/bench/b.toml} ;;
-  *) echo "usage: scripts/bench-sim.sh A|B|C" >&2; exit 2 ;;
+  S|s) scenario=scenarios/bench/b.toml ;;
+  *) echo "usage: scripts/bench-sim.sh A|B|C|S" >&2; exit 2 ;;
 esac
 # MRC_BENCH_BIN: the mrc-sim to measure (default build/bin/mrc-sim, built if missing).
 sim=${MRC_BENCH_BIN:-build/bin/mrc-sim}
@@ -54,6 +61,59 @@ print("serial (blocks layout): wall_s=%.2f peak_rss_mb=%.0f; events %d; mpirun -
       mb / (rs["peak_rss_bytes"] / 2**20)))
 print("ranks=2 wall_s=%.2f speedup=%.2f identical=%s peak_rss_mb_per_rank=%.0f" % (
     parallel, serial / parallel, "yes" if same else "no", mb))
+PY
+  exit 0
+fi
+if [ "${which,,}" = s ]; then
+  launch=(mpirun -np 2 --bind-to none)
+  [ "$(id -u)" = 0 ] && launch+=(--allow-run-as-root)
+  [ "$(nproc)" -lt 2 ] && launch+=(--oversubscribe)
+  # ID LABEL SCENARIO HOSTS ARGS...: the serial run and the 2-rank run, one table row each.
+  row() {
+    local id=$1 wl=$2 scen=$3 hosts=$4; shift 4
+    local d="$out/$id-$hosts"
+    "$sim" "$scen" --set "topo.hosts=$hosts" "$@" --quiet --out "$d-serial"
+    "${launch[@]}" "$sim" "$scen" --set "topo.hosts=$hosts" "$@" --quiet --out "$d-ranks2"
+    python3 - "$wl" "$hosts" "$d" <<'PY'
+import json, sys
+wl, hosts, d = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+for mode in ("serial", "ranks2"):
+    j = json.load(open(f"{d}-{mode}/summary.json"))
+    r = j["run"]
+    events = sum(t["events"] for t in j["transports"])
+    cores = r.get("ranks", 1)
+    rss = max(r.get("peak_rss_bytes_per_rank") or [r["peak_rss_bytes"]])
+    print(f"| {wl} | {hosts:,} | {'serial' if cores == 1 else f'{cores} ranks'} | {events / 1e6:,.1f} M | "
+          f"{events / r['wall_seconds'] / cores / 1e6:.2f} M | {r['wall_seconds']:.1f} | {rss / 2**20:,.0f} |")
+PY
+  }
+  echo "| workload | hosts | run | events | events/s per core | wall s | peak RSS MB (per rank) |"
+  echo "|---|---:|---|---:|---:|---:|---:|"
+  for h in ${MRC_BENCH_S_HOSTS:-1024 4096 16384 65536 131072}; do
+    row b "benchmark B (permutation, 1 MiB)" scenarios/bench/b.toml "$h"
+  done
+  for h in ${MRC_BENCH_S_AR_HOSTS:-256 512 1024 2048}; do
+    row ar "ring AllReduce, 16 MiB" scenarios/claims/allreduce.toml "$h" \
+      --set "transport.kinds=[mrc]" --set topo.radix=128
+  done
+  python3 - "$out" <<'PY'
+import glob, json, os, sys
+out = sys.argv[1]
+def last(prefix):
+    runs = sorted(glob.glob(f"{out}/{prefix}-*-serial"), key=lambda p: int(p.split("-")[-2]))
+    d = runs[-1][: -len("-serial")]
+    vals = []
+    for mode in ("serial", "ranks2"):
+        j = json.load(open(f"{d}-{mode}/summary.json"))
+        r = j["run"]
+        ev = sum(t["events"] for t in j["transports"])
+        vals.append((ev / r["wall_seconds"] / r.get("ranks", 1) / 1e6, r["wall_seconds"]))
+    return int(d.split("-")[-1]), vals
+hb, b = last("b")
+ha, a = last("ar")
+print(f"b_hosts={hb} b_meps_per_core={b[0][0]:.2f}/{b[1][0]:.2f} b_wall_s={b[0][1]:.1f}/{b[1][1]:.1f} "
+      f"b_speedup={b[0][1] / b[1][1]:.2f} ar_hosts={ha} ar_meps_per_core={a[0][0]:.2f}/{a[1][0]:.2f} "
+      f"ar_wall_s={a[0][1]:.1f}/{a[1][1]:.1f} ar_speedup={a[0][1] / a[1][1]:.2f}")
 PY
   exit 0
 fi
