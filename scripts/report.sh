@@ -8,7 +8,7 @@
 #                               directory (CI: ctest report_smoke); docs/ is not touched
 #   scripts/report.sh paper     the paper's experiments (scenarios/paper/, Figs 4-22 and section 4 scaled):
 #                               the section "The paper's experiments, reproduced" of
-#                               docs/results.md and docs/figures/paper/*.png; 124 runs, 25-80
+#                               docs/results.md and docs/figures/paper/*.png; 126 runs, 25-80
 #                               min on 2 cores (scripts/report_paper.py; --only
 #                               fig16,..., --quick: Figs 16-17 at 4-16 MiB only)
 #   extra arguments go to scripts/report.py or report_paper.py (e.g. --reuse: re-render
