@@ -30,7 +30,8 @@ void BM_Crc32(benchmark::State& state) {
 // The paths this CPU has (crc32_path_available is safe before main: it runs cpuid itself).
 [[maybe_unused]] const auto* const crc32_registered = [] {
   std::vector<int64_t> paths;
-  for (const Crc32Path p : {Crc32Path::kTables, Crc32Path::kClmul, Crc32Path::kVclmul}) {
+  for (const Crc32Path p :
+       {Crc32Path::kTables, Crc32Path::kClmul, Crc32Path::kVclmul256, Crc32Path::kVclmul}) {
     if (crc32_path_available(p)) paths.push_back(static_cast<int64_t>(p));
   }
   return benchmark::RegisterBenchmark("BM_Crc32", BM_Crc32)

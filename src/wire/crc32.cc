@@ -127,6 +127,52 @@ __attribute__((target("pclmul,sse4.1"))) uint32_t crc32_update_clmul(uint32_t st
   return finish_fold(fold(fold(fold(r0, k1, r1), k1, r2), k1, r3), p, n);
 }
 
+// The same folding with VPCLMULQDQ on 256-bit registers (AVX2, for CPUs with VPCLMULQDQ but
+// no AVX-512, such as AMD Zen 3): each of four registers carries two 16-byte lanes, so one step
+// folds 128 bytes, every lane across x^1024. At the end the four registers fold into one
+// (x^256 apart) and its two lanes into one 128-bit register (x^128 apart).
+constexpr uint64_t kFold8H = fold_constant(1024 + 64), kFold8L = fold_constant(1024);
+constexpr uint64_t kFold2H = fold_constant(256 + 64), kFold2L = fold_constant(256);
+
+__attribute__((target("avx2,vpclmulqdq"))) inline __m256i fold256(__m256i r, __m256i k, __m256i d) {
+  return _mm256_xor_si256(
+      _mm256_xor_si256(_mm256_clmulepi64_epi128(r, k, 0x00), _mm256_clmulepi64_epi128(r, k, 0x11)),
+      d);
+}
+
+__attribute__((target("avx2"))) inline __m256i load256(const uint8_t* q) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+}
+
+__attribute__((target("avx2,vpclmulqdq,pclmul,sse4.1"))) uint32_t crc32_update_vclmul256(
+    uint32_t state, const uint8_t* p, size_t n) {
+  // Precondition: n >= 128.
+  __m256i y0 = _mm256_xor_si256(load256(p),
+                                _mm256_zextsi128_si256(_mm_cvtsi32_si128(static_cast<int>(state))));
+  __m256i y1 = load256(p + 32), y2 = load256(p + 64), y3 = load256(p + 96);
+  p += 128;
+  n -= 128;
+  const __m256i k8 = _mm256_broadcastsi128_si256(
+      _mm_set_epi64x(static_cast<long long>(kFold8L), static_cast<long long>(kFold8H)));
+  while (n >= 128) {
+    y0 = fold256(y0, k8, load256(p));
+    y1 = fold256(y1, k8, load256(p + 32));
+    y2 = fold256(y2, k8, load256(p + 64));
+    y3 = fold256(y3, k8, load256(p + 96));
+    p += 128;
+    n -= 128;
+  }
+  const __m256i k2 = _mm256_broadcastsi128_si256(
+      _mm_set_epi64x(static_cast<long long>(kFold2L), static_cast<long long>(kFold2H)));
+  const __m256i y = fold256(fold256(fold256(y0, k2, y1), k2, y2), k2, y3);
+  const __m128i k1 =
+      _mm_set_epi64x(static_cast<long long>(kFold1L), static_cast<long long>(kFold1H));
+  const __m128i r = fold(_mm256_castsi256_si128(y), k1, _mm256_extracti128_si256(y, 1));
+  // Clean upper halves before the SSE tail and the caller (see crc32_update_vclmul below).
+  _mm256_zeroupper();
+  return finish_fold(r, p, n);
+}
+
 // The same folding with VPCLMULQDQ on 512-bit registers (AVX-512): each of four registers
 // carries four 16-byte lanes, so one step folds 256 bytes, every lane across x^2048. At the
 // end the four registers fold into one (x^512 apart), its four lanes into one 128-bit
@@ -186,6 +232,15 @@ bool have_vclmul() {
   return yes;
 }
 
+bool have_vclmul256() {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("vpclmulqdq") &&
+           __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+  }();
+  return yes;
+}
+
 bool have_clmul() {
   // __builtin_cpu_init first: this may run before libgcc's own constructor has filled in the
   // CPU model (a static initializer of another translation unit calling the CRC).
@@ -206,6 +261,8 @@ bool crc32_path_available(Crc32Path path) {
 #if defined(__x86_64__)
     case Crc32Path::kClmul:
       return have_clmul();
+    case Crc32Path::kVclmul256:
+      return have_vclmul256();
     case Crc32Path::kVclmul:
       return have_vclmul();
 #endif
@@ -218,6 +275,8 @@ uint32_t crc32_update_path(Crc32Path path, uint32_t state, std::span<const uint8
 #if defined(__x86_64__)
   if (path == Crc32Path::kVclmul && data.size() >= 256)
     return crc32_update_vclmul(state, data.data(), data.size());
+  if (path == Crc32Path::kVclmul256 && data.size() >= 128)
+    return crc32_update_vclmul256(state, data.data(), data.size());
   if (path == Crc32Path::kClmul && data.size() >= 64)
     return crc32_update_clmul(state, data.data(), data.size());
 #endif
@@ -228,6 +287,8 @@ uint32_t crc32_update(uint32_t state, std::span<const uint8_t> data) {
 #if defined(__x86_64__)
   if (data.size() >= 256 && have_vclmul())
     return crc32_update_vclmul(state, data.data(), data.size());
+  if (data.size() >= 128 && have_vclmul256())
+    return crc32_update_vclmul256(state, data.data(), data.size());
   if (data.size() >= 64 && have_clmul()) return crc32_update_clmul(state, data.data(), data.size());
 #endif
   return crc32_update_tables(state, data);

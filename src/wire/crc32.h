@@ -42,7 +42,8 @@ inline constexpr auto kTables = make_tables();
 // ~state (or use crc32()). crc32_update(kCrc32Preset, x) == ~crc32(x). On x86-64 CPUs with
 // PCLMULQDQ, inputs of 64 bytes or more fold 64 bytes per step with carry-less multiplies
 // (about ten times the table method's speed; the ICRC of every packet goes through here);
-// with VPCLMULQDQ and AVX-512F, inputs of 256 bytes or more fold 256 bytes per step.
+// with VPCLMULQDQ and AVX-512F, inputs of 256 bytes or more fold 256 bytes per step; with
+// VPCLMULQDQ and AVX2 alone, inputs of 128 bytes or more fold 128 bytes per step.
 uint32_t crc32_update(uint32_t state, std::span<const uint8_t> data);
 
 // The slice-by-8 table method alone (the portable path, and the reference in tests).
@@ -50,8 +51,9 @@ uint32_t crc32_update_tables(uint32_t state, std::span<const uint8_t> data);
 
 // The implementations crc32_update chooses from (by input size and the CPU), each callable on
 // its own for tests and benchmarks: kClmul folds 64 bytes per step with PCLMULQDQ (x86-64),
-// kVclmul 256 bytes with VPCLMULQDQ on 512-bit registers (x86-64 with AVX-512F).
-enum class Crc32Path : uint8_t { kTables, kClmul, kVclmul };
+// kVclmul256 128 bytes with VPCLMULQDQ on 256-bit registers (x86-64 with AVX2), kVclmul 256
+// bytes with VPCLMULQDQ on 512-bit registers (x86-64 with AVX-512F).
+enum class Crc32Path : uint8_t { kTables, kClmul, kVclmul, kVclmul256 };
 bool crc32_path_available(Crc32Path path);
 // The path's own result over any length (shorter inputs than its step go through the tables).
 // Precondition: crc32_path_available(path).
