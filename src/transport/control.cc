@@ -39,6 +39,18 @@ int control_path(PathSet& paths, Time now, uint8_t preferred_port, int preferred
   return path;
 }
 
+int probe_reply_path(PathSet& paths, Time now, uint8_t port, int probed_path, uint32_t mask) {
+  if (!paths.port_up(port)) return control_path(paths, now, port, probed_path, mask, true);
+  if (!((mask >> port) & 1)) return PathSet::kNone;
+  if (probed_path >= 0 && static_cast<size_t>(probed_path) < paths.size() &&
+      paths.port_of(probed_path) == port) {
+    const ev::EvState st = paths.state_of(probed_path);
+    if (st == ev::EvState::kGood || st == ev::EvState::kAssumedBad) return probed_path;
+  }
+  const int path = paths.pick(now, 1u << port);
+  return path != PathSet::kNone ? path : control_path(paths, now, port, probed_path, mask, true);
+}
+
 // Paper 2.4: ACKs, SACKs and NACKs go on the reverse EV set, which probes keep to paths
 // known to work both ways, sprayed over its slots (ReversePathSet::pick). With the set off,
 // or when none of its EVs can go now on any port (every slot mapped out), the reverse of

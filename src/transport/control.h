@@ -154,6 +154,16 @@ bool emit_control(Owner& owner, const std::tuple<Rows...>& rows, Header header,
 int control_path(PathSet& paths, Time now, uint8_t preferred_port, int preferred_path,
                  uint32_t mask, bool allow_assumed_bad);
 
+// A probe reply's path: on the port the probe came in on, which names its plane at both
+// ends, so the round trip measures that plane and no other. The probed path where it lies on
+// that port, else another path of the port; kNone while the port is outside `mask` (the reply
+// waits for it). Taking any free port instead would send the reply to the peer's port of
+// another plane, which may be the very port it reported down: the probe would go unanswered
+// and the probed path, working, would stay out of use (PathPolicy::resurrect_probes wants
+// answers in a row). Only when that port is down here does the reply take control_path's
+// choice.
+int probe_reply_path(PathSet& paths, Time now, uint8_t port, int probed_path, uint32_t mask);
+
 // The way the responder's last ACK went (the tail-ACK repeat avoids it).
 struct LastAck {
   uint8_t port = 0;

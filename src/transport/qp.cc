@@ -1053,13 +1053,13 @@ bool Qp::produce_control(Time now, uint32_t mask, TxPacket& out) {
           },
           NothingAfter{}),
       // A reply to the peer's probe, on the port the probe came in on, so the probe measures
-      // that plane.
+      // that plane (probe_reply_path).
       control_row(
           ControlKind::kProbeReply, &EngineCounters::probe_replies_sent,
           [](const Qp& q) { return q.probe_replies_ != nullptr; },
           [](Qp& q, Time now, uint32_t mask) {
             const ProbeReply& r = q.probe_replies_->front();
-            return ControlChoice{control_path(q.paths_, now, r.port, r.probe.ev_index, mask, true)};
+            return ControlChoice{probe_reply_path(q.paths_, now, r.port, r.probe.ev_index, mask)};
           },
           [](Qp& q, Time now, const ControlChoice&, TxPacket& out) {
             const ProbeReply r = q.probe_replies_->pop_front();

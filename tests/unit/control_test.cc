@@ -142,6 +142,28 @@ TEST(Control, control_path__takes_the_answered_packets_path_when_it_can) {
   EXPECT_NE(control_path(s, 0, 1, 5, 0xF, false), 5);
 }
 
+TEST(Control, probe_reply_path__answers_on_the_port_the_probe_came_in_on) {
+  PathSet s;
+  s.init(paths(8, 4), 1, 4, PathPolicy{}, 1);  // path i on port i % 4
+  EXPECT_EQ(probe_reply_path(s, 0, 1, 5, 0xF), 5);
+  // A bad path still answers: the probe tests it.
+  s.on_loss(5, 0);
+  EXPECT_EQ(probe_reply_path(s, 0, 1, 5, 0xF), 5);
+  // The probed index lies on another port here than the one the probe came by: another
+  // path of the probe's port, never a free port of another plane.
+  const int other = probe_reply_path(s, 0, 3, 5, 0xF);
+  ASSERT_NE(other, PathSet::kNone);
+  EXPECT_EQ(s.port_of(other), 3);
+  // The probe's port busy: wait for it, even with other ports free.
+  EXPECT_EQ(probe_reply_path(s, 0, 1, 5, 0xD), PathSet::kNone);
+  EXPECT_EQ(probe_reply_path(s, 0, 3, 5, 0x7), PathSet::kNone);
+  // The probe's port down here: any port will do.
+  s.set_port_up(3, false, 0);
+  const int elsewhere = probe_reply_path(s, 0, 3, 7, 0xF);
+  ASSERT_NE(elsewhere, PathSet::kNone);
+  EXPECT_NE(s.port_of(elsewhere), 3);
+}
+
 TEST(Control, ack_repeat_path__avoids_the_last_acks_port_then_its_path) {
   PathSet s;
   s.init(paths(4, 2), 1, 2, PathPolicy{}, 1);  // paths 0, 2 on port 0; 1, 3 on port 1
