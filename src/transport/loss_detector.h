@@ -131,7 +131,7 @@ class LossDetector {
   // A loss was declared for `cause` (16 in a row by RACK or path order halve the widening).
   void note_loss(LossCause cause);
   // PSNs in [sack_base of the newest ACK, + 128) were reportable by it: a loss undone there
-  // is timing evidence (learn_pto_floor).
+  // is timing evidence (learn_pto_floor), and a RACK loss there blames its path (Qp).
   bool reportable_by_last_ack(uint32_t psn) const;
   void note_ack_reach(uint32_t sack_base);
   // Raises the PTO floor to how long the acknowledgement of a packet sent at `sent_at`,

@@ -609,13 +609,14 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
     progress |= ack_psn(now, e.psn);
     if (cc_ && exact) cc_->on_ack(cc::AckSample{now, bytes, rtt, ecn, false}, tx_.inflight_bytes);
   }
-  // 4. RACK: anything sent well before a delivered packet is lost.
+  // 4. RACK: anything sent well before a delivered packet is lost (judged against this
+  // ACK's bitmap reach).
+  tx_.loss->note_ack_reach(s.sack_base);
   detect_losses_rack(now, false);
   if (progress) {
     tx_.loss->on_answer(now);
     tx_.loss->clear_pto_probe();
   }
-  tx_.loss->note_ack_reach(s.sack_base);
   const uint32_t una_before = tx_.snd_una;
   tx_.advance_una();
   if (tx_.snd_una != una_before) tx_.loss->mark();
@@ -704,7 +705,13 @@ void Qp::detect_losses_rack(Time now, bool check_pto) {
       [this, now](uint32_t psn, LossCause cause) {
         if (cause == LossCause::kPto && tx_.loss->srtt() == 0)
           ++env_.counters.losses_pto_borrowed_rtt;
-        declare_lost(now, psn, true, cause);
+        // RACK's evidence is a later transmission delivered; for a PSN beyond the newest
+        // ACK's bitmap that is no evidence the PSN was not: only an echo could have said
+        // so, and echoes die with their ACK (a peer port that went down, paper 3). Resend
+        // it, but leave its path in use: a false loss there would take working EVs out of
+        // use until probes bring them back (a ring through a flapping T0, Figs 6-7).
+        const bool blame = cause != LossCause::kRack || tx_.loss->reportable_by_last_ack(psn);
+        declare_lost(now, psn, blame, cause);
       });
 }
 

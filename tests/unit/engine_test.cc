@@ -707,6 +707,57 @@ TEST(Engine, pto_floor__learns_only_from_psns_the_previous_ack_could_report) {
   }
 }
 
+// RACK declares lost what left a reordering window before a delivered transmission, but an
+// ACK's bitmap reaches only 128 PSNs past its base: beyond, a PSN that arrived is reported
+// by its echo alone, and the echo dies with its ACK. Such a loss is resent without blaming
+// its path; one within reach takes its path out of use. One requester, 8 EVs, driven by a
+// hand-made ACK: PSN 0 missing, 1..127 reported, 250 echoed, so RACK declares 0 and
+// 128..239 lost. Only PSN 0's path may leave use.
+TEST(Engine, rack__a_loss_beyond_the_acks_bitmap_does_not_blame_its_path) {
+  MiniNet net(1);
+  Engine& e = net.e(0);
+  std::vector<uint8_t> src(300 * 4096, 0x5A);
+  const uint32_t qpn = *e.create_qp(QpCreateAttr{});
+  const MemoryKeys keys = *e.register_memory(src.data(), src.size(), 0x1000, kLocalWrite);
+  QpAttr a = mrc_attr(1, 8, 77);
+  a.cc.algorithm = CcAlgorithm::kNone;  // the window never holds a packet back
+  for (QpState st : {QpState::kInit, QpState::kRtr, QpState::kRts})
+    ASSERT_TRUE(e.modify_qp(0, qpn, st, a));
+  WriteWr w;
+  w.wr_id = 1;
+  w.lkey = keys.lkey;
+  w.local_addr = 0x1000;
+  w.length = src.size();
+  w.remote_addr = 0x800000;
+  w.rkey = 9;
+  ASSERT_TRUE(e.post_write(0, qpn, w));
+  std::vector<uint16_t> ev;
+  TxPacket tx;
+  for (uint32_t i = 0; i < 300; ++i) {  // PSN i leaves at i us
+    ASSERT_TRUE(e.poll_transmit(us(i), 1, tx));
+    ASSERT_EQ(tx.pkt.bth.psn, i);
+    ev.push_back(tx.pkt.data.ev_index);
+  }
+  RxPacket rx;
+  wire::TransportPacket& t = rx.pkt;
+  t.bth.opcode = wire::Opcode::kAck;
+  t.bth.dest_qp = qpn;
+  t.bth.psn = psn_add(0, -1);
+  t.sack.cum_psn = 0;
+  t.sack.sack_base = 0;
+  t.sack.bitmap[0] = ~uint64_t{1};
+  t.sack.bitmap[1] = ~uint64_t{0};
+  t.sack.echo_count = 1;
+  t.sack.echo[0] = wire::AckEcho{250, ev[250], 0};
+  ASSERT_TRUE(e.on_packet(us(260), rx));
+  EXPECT_EQ(e.counters().losses_rack, 113u);  // 0 and 128..239
+  const PathSet* paths = e.qp_paths(qpn);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(paths->state_of(i) == ev::EvState::kAssumedBad, i == ev[0])
+        << "path " << i << " (PSN 0 went on path " << ev[0] << ")";
+  }
+}
+
 // A lone packet resent by its tail-loss probe, the resend declared lost by the next probe
 // timeout, and then the ACK (the peer was only slow): the loss is accounted for as acknowledged
 // before its resend left, not undone (which copy arrived is unknown) and not resent.
