@@ -486,7 +486,7 @@ TEST(Nscc, quick_adapt__at_most_once_per_period_and_ignores_stale_feedback) {
   // The old pipeline drains with high delay and marks: ignored, no decrease, no second QA.
   const Time t0 = cc.params().qa_period;
   for (int i = 1; i <= 24; ++i)
-    cc.on_ack(ack(t0 + ns(100) * i, us(60), true), 0);
+    cc.on_ack(ack(t0 + ns(100) * i, us(60), true), 100'000 - i * kMtu);
   EXPECT_EQ(cc.stats().ignored_acks, 24u);
   EXPECT_EQ(cc.cwnd(), w);
   EXPECT_EQ(cc.stats().multiplicative_decreases, 0u);
@@ -495,6 +495,22 @@ TEST(Nscc, quick_adapt__at_most_once_per_period_and_ignores_stale_feedback) {
   cc.on_ack(ack(t0 + us(3), us(10)), 0);
   cc.on_ack(ack(t0 + us(3) + 1, us(10)), 0);
   EXPECT_EQ(cc.stats().ignored_acks, 25u);
+  EXPECT_EQ(cc.stats().proportional_increase_acks, 1u);
+}
+
+TEST(Nscc, quick_adapt__stale_feedback_ends_when_the_old_pipeline_is_gone) {
+  // 100 000 bytes were in flight when quick adapt fired, but most of them were acknowledged
+  // without a sample (cumulatively): an ACK reports one packet left in flight. That ACK and
+  // the last packet's are stale; the next one counts.
+  Nscc cc(config());
+  cc.on_send(0, kMtu, kMtu);
+  run_period(cc, 1, us(40));
+  ASSERT_EQ(cc.stats().quick_adapts, 1u);
+  const Time t0 = cc.params().qa_period;
+  cc.on_ack(ack(t0 + ns(100), us(10)), kMtu);
+  cc.on_ack(ack(t0 + ns(200), us(10)), 0);
+  cc.on_ack(ack(t0 + ns(300), us(10)), 0);
+  EXPECT_EQ(cc.stats().ignored_acks, 2u);
   EXPECT_EQ(cc.stats().proportional_increase_acks, 1u);
 }
 

@@ -222,6 +222,16 @@ void Nscc::maybe_adjust(Time now, uint32_t delivered) {
 void Nscc::on_ack(const AckSample& s, uint64_t inflight_bytes) {
   start(s.now);
   inflight_ = inflight_bytes;
+  const uint64_t sample_bytes = s.acked_bytes != 0 ? s.acked_bytes : p_->mtu;
+  if (bytes_ignored_ < bytes_to_ignore_) {
+    // [decision] What is left of the pipeline quick adapt replaced is at most this ACK's
+    // bytes plus what is still in flight. Samples come from the engine's per-packet echoes
+    // only: PSNs a cumulative ACK or the bitmap covers (echoes lost with an ACK, or more
+    // arrivals than echo slots) never count towards bytes_ignored_, and without this bound
+    // the phase outlived its pipeline: a ring step through a flapping T0 sent one packet per
+    // RTT for 960 us while 800 KB "in flight" at the quick adapt trickled in 4 KB per echo.
+    bytes_to_ignore_ = std::min(bytes_to_ignore_, bytes_ignored_ + sample_bytes + inflight_);
+  }
   const Time delay = s.rtt > p_->base_rtt ? s.rtt - p_->base_rtt : 0;
   // A trim is the strongest congestion mark: the packet met a full queue.
   const bool congested = s.ecn || s.trimmed;
@@ -232,7 +242,7 @@ void Nscc::on_ack(const AckSample& s, uint64_t inflight_bytes) {
   if (bytes_ignored_ < bytes_to_ignore_) {
     // Stale feedback from the window quick adapt replaced. A trim NACK carries no byte count;
     // count it as one packet of the old pipeline.
-    bytes_ignored_ += s.acked_bytes != 0 ? s.acked_bytes : p_->mtu;
+    bytes_ignored_ += sample_bytes;
     ++stats_->ignored_acks;
     maybe_quick_adapt(s.now);  // keep the period running, with no trigger armed
     return;
