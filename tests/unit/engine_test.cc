@@ -616,56 +616,77 @@ TEST(Engine, modify_qp__an_unset_ecn_cooldown_is_derived_from_the_qps_attributes
   EXPECT_EQ(cooldown(d), kEcnCooldownWithoutRtt);
 }
 
+// A requester driven by hand: one QP of 8 EVs on one port, no congestion control (the
+// window never holds a packet back), `sent` packets of one WRITE sent one per microsecond
+// (PSN i leaves at i us, on path ev[i]); room for `room` packets of later WRITEs.
+struct HandDriven {
+  Engine& e;
+  uint32_t qpn = 0;
+  std::vector<uint8_t> src;
+  MemoryKeys keys;
+  std::vector<uint16_t> ev;
+
+  HandDriven(Engine& engine, uint32_t sent, uint32_t room, uint8_t timeout) : e(engine) {
+    src.assign((sent + room) * 4096, 0x5A);
+    qpn = *e.create_qp(QpCreateAttr{});
+    keys = *e.register_memory(src.data(), src.size(), 0x1000, kLocalWrite);
+    QpAttr a = mrc_attr(1, 8, 77);
+    a.cc.algorithm = CcAlgorithm::kNone;
+    a.timeout = timeout;
+    for (QpState st : {QpState::kInit, QpState::kRtr, QpState::kRts})
+      EXPECT_TRUE(e.modify_qp(0, qpn, st, a));
+    EXPECT_TRUE(e.post_write(0, qpn, write(1, 0, uint64_t{sent} * 4096)));
+    TxPacket tx;
+    for (uint32_t i = 0; i < sent; ++i) {
+      EXPECT_TRUE(e.poll_transmit(us(i), 1, tx));
+      EXPECT_EQ(tx.pkt.bth.psn, i);
+      ev.push_back(tx.pkt.data.ev_index);
+    }
+  }
+  WriteWr write(uint64_t id, uint64_t off, uint64_t len) const {
+    WriteWr w;
+    w.wr_id = id;
+    w.lkey = keys.lkey;
+    w.local_addr = 0x1000 + off;
+    w.length = len;
+    w.remote_addr = 0x800000 + off;
+    w.rkey = 9;
+    return w;
+  }
+  // An ACK with cumulative PSN `cum` (also the bitmap's base), the PSNs of `received` within
+  // the bitmap's 128, and an echo of `echo` on the path it took (none: UINT32_MAX).
+  RxPacket ack(uint32_t cum, const std::vector<uint32_t>& received, uint32_t echo) const {
+    RxPacket rx;
+    wire::TransportPacket& t = rx.pkt;
+    t.bth.opcode = wire::Opcode::kAck;
+    t.bth.dest_qp = qpn;
+    t.bth.psn = psn_add(cum, -1);
+    t.aeth = wire::Aeth{0, 0};
+    t.sack.cum_psn = cum;
+    t.sack.sack_base = cum;
+    for (uint32_t psn : received) {
+      const uint32_t bit = psn - cum;
+      if (bit < 128) t.sack.bitmap[bit / 64] |= uint64_t{1} << (bit % 64);
+    }
+    if (echo != UINT32_MAX) {
+      t.sack.echo_count = 1;
+      t.sack.echo[0] = wire::AckEcho{echo, ev[echo], 0};
+    }
+    return rx;
+  }
+};
+
 TEST(Engine, pto_floor__learns_only_from_psns_the_previous_ack_could_report) {
   for (const bool within_reach : {true, false}) {
     SCOPED_TRACE(within_reach ? "within the previous ACK's reach" : "beyond it");
     MiniNet net(1);
     Engine& e = net.e(0);
-    std::vector<uint8_t> src(301 * 4096, 0x5A);
-    const uint32_t qpn = *e.create_qp(QpCreateAttr{});
-    const MemoryKeys keys = *e.register_memory(src.data(), src.size(), 0x1000, kLocalWrite);
-    QpAttr a = mrc_attr(1, 8, 77);
-    a.cc.algorithm = CcAlgorithm::kNone;  // the window never holds a packet back
-    a.timeout = 14;                       // ACK timeout 16.7 ms: floor limit 8.4 ms
-    for (QpState st : {QpState::kInit, QpState::kRtr, QpState::kRts})
-      ASSERT_TRUE(e.modify_qp(0, qpn, st, a));
-    auto write = [&](uint64_t id, uint64_t off, uint64_t len) {
-      WriteWr w;
-      w.wr_id = id;
-      w.lkey = keys.lkey;
-      w.local_addr = 0x1000 + off;
-      w.length = len;
-      w.remote_addr = 0x800000 + off;
-      w.rkey = 9;
-      return w;
-    };
-    // One packet per microsecond: PSN i leaves at i us on path ev[i].
-    ASSERT_TRUE(e.post_write(0, qpn, write(1, 0, 300 * 4096)));
-    std::vector<uint16_t> ev;
+    // ACK timeout 16.7 ms: floor limit 8.4 ms.
+    HandDriven h(e, 300, 1, 14);
+    const uint32_t qpn = h.qpn;
     TxPacket tx;
-    for (uint32_t i = 0; i < 300; ++i) {
-      ASSERT_TRUE(e.poll_transmit(us(i), 1, tx));
-      ASSERT_EQ(tx.pkt.bth.psn, i);
-      ev.push_back(tx.pkt.data.ev_index);
-    }
     auto ack = [&](uint32_t cum, const std::vector<uint32_t>& received, uint32_t echo) {
-      RxPacket rx;
-      wire::TransportPacket& t = rx.pkt;
-      t.bth.opcode = wire::Opcode::kAck;
-      t.bth.dest_qp = qpn;
-      t.bth.psn = psn_add(cum, -1);
-      t.aeth = wire::Aeth{0, 0};
-      t.sack.cum_psn = cum;
-      t.sack.sack_base = cum;
-      for (uint32_t psn : received) {
-        const uint32_t bit = psn - cum;
-        if (bit < 128) t.sack.bitmap[bit / 64] |= uint64_t{1} << (bit % 64);
-      }
-      if (echo != UINT32_MAX) {
-        t.sack.echo_count = 1;
-        t.sack.echo[0] = wire::AckEcho{echo, ev[echo], 0};
-      }
-      return rx;
+      return h.ack(cum, received, echo);
     };
     // ACK 1, 10 us after the echoed packet left: PSN 0 missing. Within reach: 1..49 and
     // 100..127 reported, 120 echoed, so RACK declares 0 and 50..99 lost. Beyond: 1..127
@@ -689,7 +710,7 @@ TEST(Engine, pto_floor__learns_only_from_psns_the_previous_ack_could_report) {
     EXPECT_EQ(e.counters().losses_undone, lost - 1);
     // A tail packet that nobody acknowledges: when does its probe timeout resend it?
     const Time t3 = t2 + us(10);
-    ASSERT_TRUE(e.post_write(t3, qpn, write(2, 300 * 4096, 4096)));
+    ASSERT_TRUE(e.post_write(t3, qpn, h.write(2, 300 * 4096, 4096)));
     ASSERT_TRUE(e.poll_transmit(t3, 1, tx));
     ASSERT_EQ(tx.pkt.bth.psn, 300u);
     Time resent = kNever;
@@ -716,45 +737,17 @@ TEST(Engine, pto_floor__learns_only_from_psns_the_previous_ack_could_report) {
 TEST(Engine, rack__a_loss_beyond_the_acks_bitmap_does_not_blame_its_path) {
   MiniNet net(1);
   Engine& e = net.e(0);
-  std::vector<uint8_t> src(300 * 4096, 0x5A);
-  const uint32_t qpn = *e.create_qp(QpCreateAttr{});
-  const MemoryKeys keys = *e.register_memory(src.data(), src.size(), 0x1000, kLocalWrite);
-  QpAttr a = mrc_attr(1, 8, 77);
-  a.cc.algorithm = CcAlgorithm::kNone;  // the window never holds a packet back
-  for (QpState st : {QpState::kInit, QpState::kRtr, QpState::kRts})
-    ASSERT_TRUE(e.modify_qp(0, qpn, st, a));
-  WriteWr w;
-  w.wr_id = 1;
-  w.lkey = keys.lkey;
-  w.local_addr = 0x1000;
-  w.length = src.size();
-  w.remote_addr = 0x800000;
-  w.rkey = 9;
-  ASSERT_TRUE(e.post_write(0, qpn, w));
-  std::vector<uint16_t> ev;
-  TxPacket tx;
-  for (uint32_t i = 0; i < 300; ++i) {  // PSN i leaves at i us
-    ASSERT_TRUE(e.poll_transmit(us(i), 1, tx));
-    ASSERT_EQ(tx.pkt.bth.psn, i);
-    ev.push_back(tx.pkt.data.ev_index);
-  }
-  RxPacket rx;
-  wire::TransportPacket& t = rx.pkt;
-  t.bth.opcode = wire::Opcode::kAck;
-  t.bth.dest_qp = qpn;
-  t.bth.psn = psn_add(0, -1);
-  t.sack.cum_psn = 0;
-  t.sack.sack_base = 0;
-  t.sack.bitmap[0] = ~uint64_t{1};
-  t.sack.bitmap[1] = ~uint64_t{0};
-  t.sack.echo_count = 1;
-  t.sack.echo[0] = wire::AckEcho{250, ev[250], 0};
+  HandDriven h(e, 300, 0, 10);
+  std::vector<uint32_t> got;
+  for (uint32_t psn = 1; psn < 128; ++psn)
+    got.push_back(psn);
+  const RxPacket rx = h.ack(0, got, 250);
   ASSERT_TRUE(e.on_packet(us(260), rx));
   EXPECT_EQ(e.counters().losses_rack, 113u);  // 0 and 128..239
-  const PathSet* paths = e.qp_paths(qpn);
+  const PathSet* paths = e.qp_paths(h.qpn);
   for (int i = 0; i < 8; ++i) {
-    EXPECT_EQ(paths->state_of(i) == ev::EvState::kAssumedBad, i == ev[0])
-        << "path " << i << " (PSN 0 went on path " << ev[0] << ")";
+    EXPECT_EQ(paths->state_of(i) == ev::EvState::kAssumedBad, i == h.ev[0])
+        << "path " << i << " (PSN 0 went on path " << h.ev[0] << ")";
   }
 }
 
