@@ -289,6 +289,10 @@ struct RxPacket {
 struct QpStats {
   uint64_t data_sent = 0;    // first transmissions of data packets
   uint64_t retransmits = 0;  // data packets sent again
+  // The requester's loss detection now (0 before the QP first posts work): its smoothed RTT
+  // and RACK's reordering window (docs/engine.md, "Loss detection").
+  Time srtt = 0;
+  Time reorder_window = 0;
 };
 
 // Why received packets were dropped. Every drop is counted; none changes QP state.

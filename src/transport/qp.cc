@@ -494,15 +494,15 @@ void Qp::fill_data(Time now, uint32_t psn, int path, bool retransmit, TxPacket& 
   p.state = PktState::kInflight;
   p.sent_at = now;
   p.ev = static_cast<uint16_t>(path);
-  if (p.transmissions < 255) ++p.transmissions;
+  if (p.transmissions < Requester::kMaxTransmissions) ++p.transmissions;
   if (is_mrc()) p.rec = tx_.loss->record(psn, path, now);
   if (cc_) cc_->on_send(now, p.bytes, tx_.inflight_bytes);
   if (retransmit) {
     ++env_.counters.retransmits;
-    ++stats_.retransmits;
+    ++sent_.retransmits;
   } else {
     ++env_.counters.data_sent;
-    ++stats_.data_sent;
+    ++sent_.data_sent;
   }
 }
 
@@ -518,7 +518,7 @@ bool Qp::ack_psn(Time now, uint32_t psn) {
     // Declared lost, but the only transmission was delivered: reordering, not loss. Same
     // lesson as a spurious retransmission (the path works; widen the reordering window).
     ++env_.counters.losses_undone;
-    on_spurious_loss(now, p.ev);
+    on_spurious_loss(now, p.ev, p.lost_to_pto);
     // Timing evidence only if the previous ACK could have reported this PSN (its bitmap
     // reached it): then it arrived after that ACK left. Beyond that reach a hole hides a
     // PSN until the hole is filled, and its send-to-ACK time would be the whole recovery's.
@@ -541,6 +541,17 @@ void Qp::note_delivered(Time sent_at, uint32_t seq, uint16_t ev) {
 
 uint32_t Qp::transmit_queue(uint16_t ev) const {
   return env_.transmit_order == TransmitOrder::kPerPort ? paths_.port_of(ev) : ev;
+}
+
+QpStats Qp::stats() const {
+  QpStats s;
+  s.data_sent = sent_.data_sent;
+  s.retransmits = sent_.retransmits;
+  if (tx_.loss) {
+    s.srtt = tx_.loss->srtt();
+    s.reorder_window = tx_.loss->reorder_window(loss_context());
+  }
+  return s;
 }
 
 LossContext Qp::loss_context() const {
@@ -573,7 +584,7 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
   const Time service = static_cast<Time>(s.service_time_ns) * kPicosPerNano;
   for (int i = 0; i < s.echo_count; ++i) {
     const wire::AckEcho& e = s.echo[static_cast<size_t>(i)];
-    if (e.flags & wire::AckEcho::kDuplicate) on_duplicate_echo();
+    if (e.flags & wire::AckEcho::kDuplicate) on_duplicate_echo(tx_.lost_to_pto(e.psn));
     if (e.ev_index >= paths_.size() || !tx_.psn_in_flight_range(e.psn)) continue;
     TxPkt& p = tx_.pkt(e.psn);
     const bool ecn = e.flags & wire::AckEcho::kEcnCe;
@@ -598,7 +609,7 @@ void Qp::on_ack(Time now, const RxPacket& rx) {
                             psn_add(s.sack_base, 64 * wire::kSackBitmapWords));
     } else if (p.transmissions > 1 && p.state != PktState::kFree &&
                !(e.flags & wire::AckEcho::kDuplicate)) {
-      on_spurious_loss(now, e.ev_index);
+      on_spurious_loss(now, e.ev_index, p.lost_to_pto);
     } else if (p.transmissions > 1 && p.state != PktState::kFree) {
       // A duplicate that came by another path than the latest transmission: an earlier
       // transmission, declared lost on that path, arrived after all. The loss no longer counts
@@ -673,10 +684,15 @@ void Qp::on_roce_ack(Time now, const RxPacket& rx) {
 
 // An earlier transmission of a packet we resent has arrived: the loss was reordering, not
 // loss. Widen the reordering window (RFC 8985 section 6.2 grows it the same way on DSACK),
-// and give the path back its GOOD state: it has just delivered a packet.
-void Qp::on_spurious_loss(Time now, uint16_t ev) {
+// and give the path back its GOOD state: it has just delivered a packet. A loss the tail-loss
+// probe declared (`by_pto`) says nothing of reordering: no later packet had arrived, the PTO
+// only expired before the ACK came (a responder descheduled for milliseconds), which the PTO
+// floor learns (LossDetector::learn_pto_floor). Widening on it too left a software path's
+// window milliseconds wide after a few such stalls, and a blackholed path's packets waited
+// that long for RACK (docs/libfabric.md, "Through faults").
+void Qp::on_spurious_loss(Time now, uint16_t ev, bool by_pto) {
   ++env_.counters.spurious_losses;
-  tx_.loss->widen_reorder_window();
+  if (!by_pto) tx_.loss->widen_reorder_window();
   report_path_change(now, ev, paths_.on_delivered(ev));
 }
 
@@ -687,9 +703,9 @@ void Qp::on_spurious_loss(Time now, uint16_t ev) {
 // one plane's socket hundreds of microseconds after another's (the ACK reports the newer
 // plane's packets, RACK declares the older plane's lost, and every retransmission then
 // arrives as a duplicate). The original's path is not known here; its probe brings it back.
-void Qp::on_duplicate_echo() {
+void Qp::on_duplicate_echo(bool by_pto) {
   ++env_.counters.duplicate_retransmits;
-  tx_.loss->widen_reorder_window();
+  if (!by_pto) tx_.loss->widen_reorder_window();
 }
 
 void Qp::detect_losses_on_path(Time now, uint16_t ev, uint32_t upto, uint32_t known_end) {
@@ -748,6 +764,7 @@ void Qp::declare_lost(Time now, uint32_t psn, bool mark_path, LossCause cause) {
     env_.record(r);
   }
   p.state = PktState::kLost;
+  p.lost_to_pto = cause == LossCause::kPto;
   tx_.inflight_bytes -= std::min<uint64_t>(tx_.inflight_bytes, p.bytes);
   if (tx_.retx.full()) {
     tx_.compact_retx();

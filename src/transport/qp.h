@@ -62,7 +62,7 @@ class Qp {
   uint32_t peer() const { return peer_; }  // QpAttr::peer (0 before RTR)
   QpState state() const { return state_; }
   const PathSet& paths() const { return paths_; }
-  const QpStats& stats() const { return stats_; }
+  QpStats stats() const;  // the counts below and the loss detector's estimates
   QpMemory memory() const;
   const QpCreateAttr& create_attr() const { return create_; }
 
@@ -135,8 +135,8 @@ class Qp {
   // Marks `psn` acknowledged (first time only). Returns true if newly acknowledged.
   bool ack_psn(Time now, uint32_t psn);
   void declare_lost(Time now, uint32_t psn, bool mark_path, LossCause cause);
-  void on_spurious_loss(Time now, uint16_t ev);
-  void on_duplicate_echo();
+  void on_spurious_loss(Time now, uint16_t ev, bool by_pto);
+  void on_duplicate_echo(bool by_pto);
   // What loss detection borrows from the engine (LossContext).
   LossContext loss_context() const;
   // `known_end`: PSNs from it on are beyond what the ACK reports (cumulative + SACK bitmap),
@@ -181,7 +181,9 @@ class Qp {
 
   PathSet paths_;
   ReversePathSet reverse_;  // responder: where its ACKs go (paper 2.4)
-  QpStats stats_;
+  struct SendCounts {
+    uint64_t data_sent = 0, retransmits = 0;
+  } sent_;
   std::shared_ptr<const CcSpec> cc_spec_;  // the engine's copy (QpEnv::cc_specs); set at INIT
   std::unique_ptr<cc::CongestionControl> cc_;
   Time pacing_wait_until_ = kNever;  // blocked by pacing until then

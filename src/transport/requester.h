@@ -53,8 +53,12 @@ struct Requester {
     uint32_t rec = 0;  // latest transmission record
     uint16_t ev = 0;   // path of the latest transmission
     PktState state = PktState::kFree;
-    uint8_t transmissions = 0;
+    uint8_t transmissions : 7 = 0;  // saturates at kMaxTransmissions
+    // The latest loss declared was the tail-loss probe's (LossCause::kPto): if it proves
+    // spurious, the PTO was short, not the reordering window (Qp::on_spurious_loss).
+    uint8_t lost_to_pto : 1 = 0;
   };
+  static constexpr uint8_t kMaxTransmissions = 127;
 
   TxPkt& pkt(uint32_t psn) { return pkts[psn & pkt_mask]; }
   const TxPkt& pkt(uint32_t psn) const { return pkts[psn & pkt_mask]; }
@@ -64,6 +68,15 @@ struct Requester {
   // Whether `psn` is outstanding: sent and not yet below snd_una.
   bool psn_in_flight_range(uint32_t psn) const {
     return psn_diff(psn, snd_una) >= 0 && psn_diff(next_psn, psn) > 0;
+  }
+  // Whether `psn`'s latest loss was declared by the tail-loss probe, as far as its ring slot
+  // still tells: a PSN acknowledged since keeps its slot until a newer PSN takes it (a
+  // duplicate's echo usually comes after the original's acknowledgement). False where the
+  // slot is gone (released or reused rings).
+  bool lost_to_pto(uint32_t psn) const {
+    const int32_t behind = psn_diff(next_psn, psn);
+    return !pkts.empty() && behind > 0 && static_cast<uint32_t>(behind) <= pkt_mask + 1 &&
+           pkts[psn & pkt_mask].lost_to_pto;
   }
   // Whether transmission record `seq` is its PSN's latest transmission, still in flight.
   bool record_current(uint32_t seq) const {

@@ -584,6 +584,34 @@ TEST(Engine, rack__retransmissions_arriving_as_duplicates_widen_the_reordering_w
   EXPECT_GT(per_port[1], per_port[0] / 3);
 }
 
+// A responder that stops answering for a millisecond (descheduled, as a software one is)
+// makes the tail-loss probe fire with nothing lost; the loss proves spurious when the ACKs
+// come. That says the PTO was short (the PTO floor learns it), not that packets are
+// reordered: the reordering window stays as it was, where a RACK loss undone the same way
+// widens it (the test above). Widened on every such stall, a software path's window grew to
+// milliseconds, and a blackholed path's packets waited that long for RACK.
+TEST(Engine, pto__a_spurious_tail_loss_probe_leaves_the_reordering_window_alone) {
+  MiniNet net(2);
+  Pair p = connect(net, 2, 16, 4 << 20);
+  const Time stall_from = us(50), stall_to = us(1050);
+  net.extra_delay = [&](int src, const TxPacket&) -> Time {
+    const Time now = net.now();
+    return src == 1 && now >= stall_from && now < stall_to ? stall_to - now : 0;
+  };
+  ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 4 << 20)));
+  net.run(stall_from);
+  const QpStats before = *net.e(0).qp_stats(p.qpn[0]);
+  ASSERT_GT(before.reorder_window, 0);
+  net.run(ms(20));
+  ASSERT_EQ(net.completions[0].size(), 1u);
+  EXPECT_TRUE(data_matches(p));
+  const EngineCounters& c = net.e(0).counters();
+  EXPECT_GE(c.losses_pto, 1u) << "the stall must outlast the probe timeout";
+  EXPECT_EQ(c.losses_rack + c.losses_path_order, 0u);
+  EXPECT_GE(c.spurious_losses + c.duplicate_retransmits, 1u) << "no loss proved spurious";
+  EXPECT_EQ(net.e(0).qp_stats(p.qpn[0])->reorder_window, before.reorder_window);
+}
+
 // The PTO floor learns how long a responder may sit on a packet before acknowledging it, from
 // a loss an ACK undid (RFC 8985's spurious-loss evidence), but only where the previous ACK's
 // bitmap could have reported that PSN: then it arrived after that ACK left. A PSN beyond that
