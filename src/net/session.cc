@@ -20,6 +20,7 @@ NetResult<EngineConfig> session_engine_config(const SessionConfig& config) {
     ec.identifier_key = *key;
   }
   ec.fabric_rtt = config.base_rtt;  // a QP's first packets: see EngineConfig::fabric_rtt
+  ec.ack_every = config.ack_every;
   return ec;
 }
 

@@ -51,6 +51,8 @@ struct SessionConfig {
   // probes (a blackholed spine drew 136,638 probes in 6 s and goodput fell fivefold).
   Time probe_interval = ms(1);
   uint8_t timeout = kDefaultAckTimeout;  // ACK timeout exponent (QpAttr::timeout)
+  // As responder: an ACK after this many new packets (EngineConfig::ack_every, 1..8).
+  uint32_t ack_every = EngineConfig{}.ack_every;
   // Packets in a row on one path (PathPolicy::burst). 1: per-packet spraying. 0: the driver's
   // UDP GSO run (spray_burst(): 15 packets of 4 KiB in STEV/UDP modes, 1 in SRV6 mode), faster
   // but slower to find a failure out (docs/linux-driver.md, "Bursts per path, opt-in").

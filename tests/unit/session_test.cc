@@ -164,6 +164,23 @@ TEST(Session, session_qp_attr__marks_hashed_ev_modes_for_the_congestion_control)
   }
 }
 
+// The engine a session builds takes its ports, seed, fabric RTT and ACK policy from the
+// session's configuration (mrc-perf --ack-every).
+TEST(Session, session_engine_config__carries_the_sessions_settings) {
+  SessionConfig sc = loopback_config(ev::FormatMode::kSrv6, 4096);
+  sc.random_identifiers = false;
+  sc.seed = 77;
+  sc.base_rtt = us(300);
+  sc.ack_every = 8;
+  auto ec = session_engine_config(sc);
+  ASSERT_TRUE(ec) << ec.error().message;
+  EXPECT_EQ(ec->num_ports, 2);
+  EXPECT_EQ(ec->seed, 77u);
+  EXPECT_EQ(ec->fabric_rtt, us(300));
+  EXPECT_EQ(ec->ack_every, 8u);
+  EXPECT_EQ(SessionConfig{}.ack_every, EngineConfig{}.ack_every);
+}
+
 TEST(Session, write__over_two_planes_verified) {
   Pair p = connect_pair(ev::FormatMode::kStev, kSize * kSlots);
   ASSERT_TRUE(p.client && p.server);

@@ -107,6 +107,7 @@ NetResult<SessionConfig> session_config(const Options& o, const Hello* client_he
   sc.qps = o.qps;
   sc.mtu = o.mtu;
   sc.mpr = static_cast<uint8_t>(std::clamp<uint32_t>(o.mpr, 1, 255));
+  sc.ack_every = o.ack_every;
   sc.cc = o.cc == "fixed"  ? CcAlgorithm::kFixedWindow
           : o.cc == "none" ? CcAlgorithm::kNone
                            : CcAlgorithm::kNscc;
@@ -204,6 +205,11 @@ void add_congestion_options(CLI::App& app, Options& o) {
   app.add_option("--mpr", o.mpr, "outstanding PSNs, units of 128")
       ->capture_default_str()
       ->check(CLI::Range(1u, 512u));
+  app.add_option("--ack-every", o.ack_every,
+                 "as responder, acknowledge after this many new packets (an ACK also follows "
+                 "a packet that asks for one, and the delayed-ACK timer)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 8u));
 }
 
 // The Linux driver: checksums, polling, GSO, timestamps, batching, spraying.

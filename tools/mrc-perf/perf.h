@@ -59,6 +59,7 @@ struct Options {
   double base_rtt_us = double(net::kSoftwarePathBaseRtt) / double(us(1));
   double reorder_us = 0;  // 0: the engine's adaptive window (min RTT, grown on false losses)
   uint32_t mpr = net::kSoftwarePathMpr;
+  uint32_t ack_every = net::SessionConfig{}.ack_every;
   bool no_icrc_verify = false;
   bool busy_poll = false;
   bool no_rx_timestamps = false;  // DriverConfig::rx_timestamps off
