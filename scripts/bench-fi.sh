@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # MPI over libfabric providers: MRC's (`mrc`, build/lib/libmrc-fi.so) and libfabric's own
-# (tcp;ofi_rxm, udp;ofi_rxd, ofi_mrail), through Open MPI's mtl ofi (root; docs/libfabric.md,
+# (tcp;ofi_rxm, udp;ofi_rxd, tcp;ofi_rxm;ofi_mrail), through Open MPI's mtl ofi (root; docs/libfabric.md,
 # "Numbers"). Two ranks of build/bin/mrc-mpi-perf, pinned to CPUs 0 and 1:
 #   1. loopback: mrc-perf alone (4 MiB WRITEs, the reference MPI over MRC is held to), then
 #      each provider: ping-pong latency at 8 B and stream bandwidth at 4 MiB;
@@ -16,7 +16,8 @@
 #      spines (paper 5.2.1).
 # libfabric's providers reach the fabric through bench/fi_netns_preload.c (the rank enters the
 # host's namespace at its first libfabric call, after PMIx is up); MRC's through FI_MRC_FABRIC.
-# ofi_mrail is tried and reported as unavailable when Open MPI cannot open it.
+# ofi_mrail is named by its whole stack (Open MPI's provider_include matches the name exactly)
+# and reported as unavailable when Open MPI cannot open it.
 # The last line: mrc_lat_8B_us=... mrc_bw_4MiB_gbps=... mrc_vs_perf=... (loopback), and
 # fabric_<provider>_{bw_gbps,median_ms,blackhole_ms,blackhole_control_ms,flap_ms,
 # flap_control_ms}=... for each provider, fabric_mrc_lat_{same_leaf,cross_spine}_us=....
@@ -28,7 +29,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-8}
 bin=${MRC_BIN_DIR:-build/bin}
 lib=$(cd "$bin/../lib" && pwd)
-providers=${MRC_BENCH_FI_PROVIDERS:-"mrc tcp;ofi_rxm udp;ofi_rxd ofi_mrail"}
+providers=${MRC_BENCH_FI_PROVIDERS:-"mrc tcp;ofi_rxm udp;ofi_rxd tcp;ofi_rxm;ofi_mrail"}
 export PATH="$PATH:/usr/sbin:/sbin"
 for t in mrc-fabric mrc-perf mrc-mpi-perf; do
   [ -x "$bin/$t" ] || { echo "bench-fi: $bin/$t is not built (scripts/setup.sh)" >&2; exit 2; }
@@ -71,12 +72,12 @@ rank_env() {
     case $prov in
       mrc) e=(env FI_MRC_FABRIC="/run/mrc-fabric/$name/fabric.json" FI_MRC_HOST="$host"
               taskset -c "$rank") ;;
-      ofi_mrail) e=(env LD_PRELOAD="$lib/libmrc-fi-netns.so" MRC_FI_NETNS="$name-h$host"
+      *ofi_mrail) e=(env LD_PRELOAD="$lib/libmrc-fi-netns.so" MRC_FI_NETNS="$name-h$host"
                     FI_OFI_MRAIL_ADDR="$a0,$a1" taskset -c "$rank") ;;
       *) e=(env LD_PRELOAD="$lib/libmrc-fi-netns.so" MRC_FI_NETNS="$name-h$host"
             MRC_FI_SRC_ADDR="$a0" taskset -c "$rank") ;;
     esac
-  elif [ "$prov" = ofi_mrail ]; then
+  elif [[ $prov == *ofi_mrail ]]; then
     e=(env FI_OFI_MRAIL_ADDR=lo,lo taskset -c "$rank")
   fi
   echo "${e[@]}"
@@ -86,16 +87,21 @@ run_mpi() {
   local out=$1 prov=$2 h0=$3 h1=$4
   shift 4
   # shellcheck disable=SC2046
+  local rc=0
   timeout 300 "${mpi[@]}" --mca mtl_ofi_provider_include "$prov" \
     -np 1 $(rank_env 0 "$h0" "$prov") "$bin/mrc-mpi-perf" "$@" : \
-    -np 1 $(rank_env 1 "$h1" "$prov") "$bin/mrc-mpi-perf" "$@" >"$out" 2>&1 &&
-    grep -q "errors=0" "$out"
+    -np 1 $(rank_env 1 "$h1" "$prov") "$bin/mrc-mpi-perf" "$@" >"$out" 2>&1 || rc=$?
+  if [ "$rc" = 124 ]; then
+    echo "bench-fi: no progress: killed after 300 s" >>"$out"
+    return 1
+  fi
+  [ "$rc" = 0 ] && grep -q "errors=0" "$out"
 }
 # Why a provider did not run: the failing libfabric call Open MPI names, else the first MPI or
 # program error, else the last line.
 why() {
   local line
-  line=$(grep -m1 -oE "OFI Libfabric library call \([a-z_]+\)" "$1" ||
+  line=$(grep -m1 "^bench-fi: " "$1" || grep -m1 -oE "OFI Libfabric library call \([a-z_]+\)" "$1" ||
     grep -m1 -E "mrc-mpi-perf:|MPI_ERR|error|failed" "$1" || grep -v '^ *$' "$1" | tail -1 || true)
   echo "$line" | sed 's/^ *//' | cut -c1-120
 }
@@ -213,7 +219,9 @@ for prov in $providers; do
   wait "$job" || ok=0
   fab blackhole "p0-s$cut" --off >/dev/null
   if [ $ok = 0 ]; then
-    printf '%-14s %s\n' "$prov" "FAILED through the faults: $(why "$work/fault.$k")"
+    printf '%-14s %10s %12s %10s %s\n' "$prov" "$(kv "$work/f.$k" lat_8B_us)" \
+      "$(kv "$work/f.$k" bw_4MiB_gbps)" "$(kv "$work/clean.$k" allreduce_median_ms)" \
+      "FAILED through the faults (p0-s$cut): $(why "$work/fault.$k")"
     summary+=("fabric_${k}_faults=failed")
     continue
   fi
