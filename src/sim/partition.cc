@@ -1,6 +1,7 @@
 #include "sim/partition.h"
 
 #include <algorithm>
+#include <unordered_map>
 #include <unordered_set>
 
 #include <cstdarg>
@@ -78,9 +79,126 @@ uint32_t BlockLayout::core_block(uint32_t core) const {
   return spread(core, shape_.cores, blocks_);
 }
 
+namespace {
+
+// The rank boundaries a packet crosses from leaf `from` to leaf `to`, in expectation over the
+// paths between them (every spine, or agg, core and fat-tree spine, equally likely: what
+// spraying over many EVs and hashing over many flows both give), counted at the rank each
+// crossing leaves from: out[r] += the expected crossings that leave rank r. Hosts share their
+// leaf's block, so only switch-switch hops can cross.
+class CrossingCounter {
+ public:
+  CrossingCounter(const FabricShape& s, const BlockLayout& layout, uint32_t ranks)
+      : s_(s), layout_(layout), ranks_(ranks), out_(ranks, 0.0) {}
+
+  // Adds one packet's expected crossings from leaf `from` to leaf `to`, `weight` times.
+  void add(uint32_t from, uint32_t to, double weight) {
+    if (from == to) return;
+    if (!s_.fat_tree) {
+      const double w = weight / s_.spines;
+      for (uint32_t sp = 0; sp < s_.spines; ++sp) {
+        hop(layout_.leaf_block(from), layout_.spine_block(sp), w);
+        hop(layout_.spine_block(sp), layout_.leaf_block(to), w);
+      }
+      return;
+    }
+    const uint32_t half = s_.half, sq = half * half;
+    const uint32_t pod_a = from / half, pod_b = to / half;
+    const double w = weight / half;
+    for (uint32_t a = 0; a < half; ++a) {
+      const uint32_t up = pod_a * half + a, down = pod_b * half + a;
+      hop(layout_.leaf_block(from), layout_.agg_block(up), w);
+      hop(layout_.agg_block(down), layout_.leaf_block(to), w);
+      if (pod_a == pod_b) continue;
+      const double wi = w / half;
+      for (uint32_t i = 0; i < half; ++i) {
+        if (s_.ft_spines == 0) {
+          const uint32_t core = a * half + i;
+          hop(layout_.agg_block(up), layout_.core_block(core), wi);
+          hop(layout_.core_block(core), layout_.agg_block(down), wi);
+          continue;
+        }
+        // Four tiers: superpods of `half` pods share a set of fat-tree spines.
+        const uint32_t g_up = (pod_a / half) * sq + a * half + i;
+        const uint32_t g_down = (pod_b / half) * sq + a * half + i;
+        hop(layout_.agg_block(up), layout_.ft_spine_block(g_up), wi);
+        hop(layout_.ft_spine_block(g_down), layout_.agg_block(down), wi);
+        if (g_up == g_down) continue;
+        const double wj = wi / half;
+        for (uint32_t j = 0; j < half; ++j) {
+          const uint32_t core = (a * half + i) * half + j;
+          hop(layout_.ft_spine_block(g_up), layout_.core_block(core), wj);
+          hop(layout_.core_block(core), layout_.ft_spine_block(g_down), wj);
+        }
+      }
+    }
+  }
+  const std::vector<double>& out() const { return out_; }
+
+ private:
+  void hop(uint32_t block_a, uint32_t block_b, double w) {
+    const uint32_t ra = BlockLayout::rank_of(block_a, layout_.blocks(), ranks_);
+    if (ra != BlockLayout::rank_of(block_b, layout_.blocks(), ranks_)) out_[ra] += w;
+  }
+  const FabricShape& s_;
+  const BlockLayout& layout_;
+  uint32_t ranks_;
+  std::vector<double> out_;
+};
+
+// The exchange a run's flows cause: each flow's data packets from its sender's leaf to its
+// receiver's, and the ACKs back (one per `ack_every` packets), into p.per_rank's
+// exchange_packets and p.crossings_per_packet.
+void add_exchange_volume(PartitionPlan& p, const FabricShape& s, const BlockLayout& layout,
+                         const TransportConfig& t, const std::vector<FlowSpec>& flows) {
+  if (p.ranks < 2) return;
+  // A packet's expected crossings per rank depend only on the ranks of its two leaves and,
+  // in a fat tree, on whether they share a pod and which superpods they are in (the other
+  // switches' blocks do not depend on the leaves): one computation per such class of leaf
+  // pairs, not per flow (an all-to-all has millions of flows).
+  const auto rank_of_leaf = [&](uint32_t leaf) {
+    return BlockLayout::rank_of(layout.leaf_block(leaf), p.blocks, p.ranks);
+  };
+  std::unordered_map<uint64_t, std::vector<double>> per_class;
+  const auto crossings_of = [&](uint32_t from, uint32_t to) -> const std::vector<double>& {
+    uint64_t key = static_cast<uint64_t>(rank_of_leaf(from)) << 56 |
+                   static_cast<uint64_t>(rank_of_leaf(to)) << 48 | (from == to ? 1u : 0u);
+    if (s.fat_tree) {
+      const uint32_t pod_a = from / s.half, pod_b = to / s.half;
+      const uint64_t superpods =
+          s.ft_spines > 0 ? (uint64_t{pod_a / s.half} << 24 | pod_b / s.half) : 0;
+      key |= (pod_a == pod_b ? 2u : 0u) | superpods << 2;
+    }
+    auto [it, fresh] = per_class.try_emplace(key);
+    if (fresh) {
+      CrossingCounter c(s, layout, p.ranks);
+      c.add(from, to, 1.0);
+      it->second = c.out();
+    }
+    return it->second;
+  };
+  const double acks_per_packet = 1.0 / std::max<uint32_t>(1, t.ack_every);
+  double packets = 0, crossings = 0;
+  for (const FlowSpec& f : flows) {
+    if (f.src >= s.hosts || f.dst >= s.hosts || f.src == f.dst) continue;
+    const uint32_t from = f.src / s.hosts_per_leaf, to = f.dst / s.hosts_per_leaf;
+    const double n = static_cast<double>((f.bytes + t.mtu - 1) / std::max<uint32_t>(1, t.mtu));
+    packets += n;
+    const std::vector<double>& there = crossings_of(from, to);
+    const std::vector<double>& back = crossings_of(to, from);
+    for (uint32_t r = 0; r < p.ranks; ++r) {
+      p.per_rank[r].exchange_packets += n * there[r] + n * acks_per_packet * back[r];
+      crossings += n * there[r];
+    }
+  }
+  p.crossings_per_packet = packets > 0 ? crossings / packets : 0;
+}
+
+}  // namespace
+
 SimResult<PartitionPlan> plan_partition(const SimConfig& cfg, uint32_t ranks,
                                         const std::vector<FlowSpec>& flows, uint32_t paths_per_qp,
-                                        const MemoryModel& model) {
+                                        const MemoryModel& model, const ExchangeModel& exchange) {
   auto shape = fabric_shape(cfg.topo);
   if (!shape) return std::unexpected(shape.error());
   const FabricShape& s = *shape;
@@ -161,6 +279,9 @@ SimResult<PartitionPlan> plan_partition(const SimConfig& cfg, uint32_t ranks,
   }
   for (HostId h = 0; h < s.hosts; ++h)
     p.per_rank[rank(layout.host_block(h))].sent_bytes += host_sent[h];
+  add_exchange_volume(p, s, layout, cfg.transport, flows);
+  for (RankPlan& r : p.per_rank)
+    r.exchange_bytes = static_cast<uint64_t>(r.exchange_packets * exchange.bytes_per_packet);
   for (RankPlan& r : p.per_rank) {
     // A rank keeps the records of the flows it sends, and an index entry for every flow.
     const uint64_t own_flows = ranks == 1 ? flows.size() : r.flows;
@@ -193,15 +314,22 @@ std::string format_plan(const PartitionPlan& p) {
       static_cast<unsigned long long>(p.links), static_cast<unsigned long long>(p.cross_rank_links),
       p.links ? 100.0 * static_cast<double>(p.cross_rank_links) / static_cast<double>(p.links)
               : 0.0);
-  out += printf_string("%5s %7s %9s %9s %10s %11s %14s\n", "rank", "blocks", "hosts", "switches",
-                       "ports", "QPs", "predicted MB");
+  if (p.ranks > 1)
+    out += printf_string(
+        "exchange: a data packet crosses %.2f rank boundaries on average (the flows at the "
+        "start, their ACKs too in the columns below)\n",
+        p.crossings_per_packet);
+  out +=
+      printf_string("%5s %7s %9s %9s %10s %11s %14s %16s %12s\n", "rank", "blocks", "hosts",
+                    "switches", "ports", "QPs", "predicted MB", "exchange packets", "exchange MB");
   for (size_t r = 0; r < p.per_rank.size(); ++r) {
     const RankPlan& x = p.per_rank[r];
     out += printf_string(
-        "%5zu %7u %9llu %9llu %10llu %11llu %14.0f\n", r, x.blocks,
+        "%5zu %7u %9llu %9llu %10llu %11llu %14.0f %16.0f %12.1f\n", r, x.blocks,
         static_cast<unsigned long long>(x.hosts), static_cast<unsigned long long>(x.switches),
         static_cast<unsigned long long>(x.ports), static_cast<unsigned long long>(x.qps),
-        static_cast<double>(x.predicted_bytes) / (1 << 20));
+        static_cast<double>(x.predicted_bytes) / (1 << 20), x.exchange_packets,
+        static_cast<double>(x.exchange_bytes) / (1 << 20));
   }
   return out;
 }

@@ -77,12 +77,19 @@ struct RankPlan {
   uint64_t hosts = 0, switches = 0, ports = 0, qps = 0, flows = 0;
   uint64_t sent_bytes = 0;  // of the flows this rank's hosts send, each host's up to 1 MiB
   uint64_t predicted_bytes = 0;
+  // The exchange: packets (data, and the ACKs they cause) this rank's elements hand to
+  // another rank's, expected over the paths a flow sprays over; and the bytes they take.
+  double exchange_packets = 0;
+  uint64_t exchange_bytes = 0;
 };
 struct PartitionPlan {
   uint32_t ranks = 0, blocks = 0;
   uint64_t cross_rank_links = 0;  // switch-switch links with ends on different ranks
   uint64_t links = 0;             // all switch-switch links
   Time lookahead = 0;
+  // Of the flows' data packets, how many rank boundaries one crosses on average (a path's
+  // switch-switch hops with ends on different ranks, averaged over the paths it may take).
+  double crossings_per_packet = 0;
   std::vector<RankPlan> per_rank;
 };
 // Memory model of the prediction (bytes). The QP terms were fitted on 2026-12-02 (least
@@ -106,11 +113,22 @@ struct MemoryModel {
   double in_flight_share = 0.03;
   uint64_t base = 20ull << 20;  // program, MPI, event queues, exchange buffers
 };
+// Exchange model of the prediction. A packet that crosses a rank boundary is serialized
+// into the exchange buffer (its header, and the transport header of a packet that has one;
+// zeros are skipped) at about this many bytes: 130-133 measured on 2026-12-07 for MRC under
+// mpirun (benchmark A on 2 and 4 ranks, the default scenario's MRC run on 2), against the
+// packets the plan predicts (docs/performance.md, "Ranks: the exchange"). Not counted:
+// retransmissions, probes, pause frames (RoCE's go-back-N and PFC add 15-20 % in the default
+// scenario) and the windows' own headers.
+struct ExchangeModel {
+  double bytes_per_packet = 131;
+};
 // `flows`: the flows the workload adds at its start (dependent workloads add more later; the
 // plan counts what is known). `paths_per_qp`: EVs of a QP over all planes.
 SimResult<PartitionPlan> plan_partition(const SimConfig& cfg, uint32_t ranks,
                                         const std::vector<FlowSpec>& flows, uint32_t paths_per_qp,
-                                        const MemoryModel& model = {});
+                                        const MemoryModel& model = {},
+                                        const ExchangeModel& exchange = {});
 std::string format_plan(const PartitionPlan& p);
 
 // The other ranks of a distributed run, as a Simulation sees them. Every call is collective:

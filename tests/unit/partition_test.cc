@@ -109,6 +109,52 @@ TEST(Partition, plan__splits_hosts_switches_and_qps_evenly) {
   EXPECT_FALSE(format_plan(*plan).empty());
 }
 
+// Two leaves, two spines, two ranks: leaf 0 and spine 0 on rank 0, leaf 1 and spine 1 on
+// rank 1. A packet from leaf 0 to leaf 1 crosses once whichever spine it takes, leaving rank
+// 0 (via spine 0: at spine 0 -> leaf 1; via spine 1: at leaf 0 -> spine 1); the ACKs back
+// (one per ack_every packets) cross once too, leaving rank 1.
+TEST(Partition, plan__exchange_counts_the_crossings_of_each_path_and_the_acks_back) {
+  SimConfig c = clos(4, 1, 4);
+  auto shape = fabric_shape(c.topo);
+  ASSERT_TRUE(shape);
+  ASSERT_EQ(shape->leaves, 2u);
+  ASSERT_EQ(shape->spines, 2u);
+  c.transport.mtu = 1000;
+  c.transport.ack_every = 4;
+  const std::vector<FlowSpec> flows = {FlowSpec{0, 2, 10'000}, FlowSpec{0, 1, 50'000}};
+  auto plan = plan_partition(c, 2, flows, 2, MemoryModel{}, ExchangeModel{100});
+  ASSERT_TRUE(plan);
+  // The second flow stays on leaf 0: no crossing. 10 of the 60 packets cross once.
+  EXPECT_DOUBLE_EQ(plan->per_rank[0].exchange_packets, 10.0);
+  EXPECT_DOUBLE_EQ(plan->per_rank[1].exchange_packets, 2.5);
+  EXPECT_DOUBLE_EQ(plan->crossings_per_packet, 10.0 / 60);
+  EXPECT_EQ(plan->per_rank[0].exchange_bytes, 1000u);
+  EXPECT_EQ(plan->per_rank[1].exchange_bytes, 250u);
+  auto one = plan_partition(c, 1, flows, 2);
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->per_rank[0].exchange_packets, 0.0);
+  EXPECT_EQ(one->crossings_per_packet, 0.0);
+}
+
+// A path crosses each of its switch-switch hops at most once: two in a three-tier fat tree
+// (agg-core and core-agg; a leaf shares its agg's block), four in a four-tier one.
+TEST(Partition, plan__exchange_in_fat_trees_stays_within_the_paths_hops) {
+  for (auto [cfg, most] :
+       {std::pair{fat_tree(128, 8, 3), 2.0}, std::pair{fat_tree(32, 4, 4), 4.0}}) {
+    auto flows = permutation_flows(all_hosts(cfg.topo.hosts), 1 << 20, 0, 1);
+    ASSERT_TRUE(flows);
+    auto plan = plan_partition(cfg, 2, *flows, 16);
+    ASSERT_TRUE(plan);
+    EXPECT_GT(plan->crossings_per_packet, 0.0);
+    EXPECT_LE(plan->crossings_per_packet, most);
+    const double packets = static_cast<double>(flows->size()) * ((1 << 20) / cfg.transport.mtu);
+    const double total = plan->per_rank[0].exchange_packets + plan->per_rank[1].exchange_packets;
+    // Data crossings plus the ACKs' (the same paths backwards, one ACK per ack_every).
+    EXPECT_NEAR(total, packets * plan->crossings_per_packet * (1.0 + 1.0 / cfg.transport.ack_every),
+                total * 1e-9);
+  }
+}
+
 TEST(Partition, plan__one_rank_has_no_cross_links_and_too_many_ranks_is_an_error) {
   const SimConfig c = clos(64, 2, 16);  // 8 leaves: 8 blocks
   auto one = plan_partition(c, 1, {}, 16);
