@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # MPI over libfabric providers: MRC's (`mrc`, build/lib/libmrc-fi.so) and libfabric's own
-# (tcp;ofi_rxm, udp;ofi_rxd, tcp;ofi_rxm;ofi_mrail), through Open MPI's mtl ofi (root; docs/libfabric.md,
-# "Numbers"). Two ranks of build/bin/mrc-mpi-perf, pinned to CPUs 0 and 1:
+# (tcp;ofi_rxm, udp;ofi_rxd, tcp;ofi_rxm;ofi_mrail), through Open MPI's mtl ofi (root;
+# docs/libfabric.md, "Numbers"). Two ranks of build/bin/mrc-mpi-perf, pinned to CPUs 0 and 1:
 #   1. loopback: mrc-perf alone (4 MiB WRITEs, the reference MPI over MRC is held to), then
 #      each provider: ping-pong latency at 8 B and stream bandwidth at 4 MiB;
 #   2. a namespace fabric (mrc-fabric: 4 hosts, 2 planes, 2 leaves and 2 spines per plane,
@@ -78,7 +78,7 @@ rank_env() {
             MRC_FI_SRC_ADDR="$a0" taskset -c "$rank") ;;
     esac
   elif [[ $prov == *ofi_mrail ]]; then
-    e=(env FI_OFI_MRAIL_ADDR=lo,lo taskset -c "$rank")
+    e=(env "FI_OFI_MRAIL_ADDR=lo,lo" taskset -c "$rank")
   fi
   echo "${e[@]}"
 }
@@ -86,8 +86,8 @@ rank_env() {
 run_mpi() {
   local out=$1 prov=$2 h0=$3 h1=$4
   shift 4
-  # shellcheck disable=SC2046
   local rc=0
+  # shellcheck disable=SC2046
   timeout 300 "${mpi[@]}" --mca mtl_ofi_provider_include "$prov" \
     -np 1 $(rank_env 0 "$h0" "$prov") "$bin/mrc-mpi-perf" "$@" : \
     -np 1 $(rank_env 1 "$h1" "$prov") "$bin/mrc-mpi-perf" "$@" >"$out" 2>&1 || rc=$?
@@ -97,8 +97,9 @@ run_mpi() {
   fi
   [ "$rc" = 0 ] && grep -q "errors=0" "$out"
 }
-# Why a provider did not run: the failing libfabric call Open MPI names, else the first MPI or
-# program error, else the last line.
+# Why a provider did not run: run_mpi's own verdict (a run killed for making no progress), else
+# the failing libfabric call Open MPI names, else the first MPI or program error, else the
+# last line.
 why() {
   local line
   line=$(grep -m1 "^bench-fi: " "$1" || grep -m1 -oE "OFI Libfabric library call \([a-z_]+\)" "$1" ||
@@ -191,7 +192,7 @@ for prov in $providers; do
   run_mpi "$work/clean.$k" "$prov" 0 2 --no-pingpong --duration "$seconds" \
     --timeline "$work/clean.$k.tl" &
   job=$!
-  pids+=($job)
+  pids+=("$job")
   sleep 2
   ctl_bh_at=$(now_mono)
   fab blackhole h1-p0 >/dev/null
@@ -203,7 +204,7 @@ for prov in $providers; do
   run_mpi "$work/fault.$k" "$prov" 0 2 --no-pingpong --duration "$seconds" \
     --timeline "$work/fault.$k.tl" &
   job=$!
-  pids+=($job)
+  pids+=("$job")
   sleep 1.5
   read -r a0 a1 < <(spine_bytes)
   sleep 0.5
