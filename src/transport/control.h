@@ -68,6 +68,27 @@ constexpr uint32_t control_wire_bytes(ControlKind k) {
 inline constexpr uint8_t kAethAck = 0x1F;
 inline constexpr uint8_t kAethNakSeqErr = 0x60;
 
+// Who a QP's packets are from and for: the header fields every packet it sends carries.
+struct PacketAddress {
+  uint32_t qpn = 0;       // this QP (TxPacket::src_qpn)
+  uint32_t peer = 0;      // QpAttr::peer
+  uint32_t dest_qpn = 0;  // QpAttr::dest_qpn (BTH)
+};
+// The common header of a packet from `a` on path `path` of `paths` (data and control): its
+// port, EV, addresses and a BTH with nothing else set, no payload. Inline: every packet
+// sent fills it.
+inline void fill_common(TxPacket& out, const PathSet& paths, const PacketAddress& a, int path) {
+  out.port = paths.port_of(path);
+  out.ev_index = static_cast<uint16_t>(path);
+  out.ev = paths.ev(path);
+  out.peer = a.peer;
+  out.src_qpn = a.qpn;
+  out.pkt.bth = wire::Bth{};
+  out.pkt.bth.dest_qp = a.dest_qpn;
+  out.pkt.payload = nullptr;
+  out.pkt.payload_len = 0;
+}
+
 // A trimmed packet to NACK: its PSN and the path and port it came by.
 struct TrimNack {
   uint32_t psn = 0;

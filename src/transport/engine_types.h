@@ -213,7 +213,7 @@ enum class WcStatus : uint8_t {
   kSuccess,
   kRetryExceeded,  // the ACK timeout expired more often than the retry limits allow
   kFlushed,        // the QP entered ERR before this WR could complete
-  // An ACK reported missing a PSN an earlier ACK had acknowledged (Qp::on_ack): one of the
+  // An ACK reported missing a PSN an earlier ACK had acknowledged (Requester::on_ack): one of the
   // two was not the responder's, and WRs may have completed for data it never received.
   kAckContradiction,
 };

@@ -1,8 +1,8 @@
 // The requester's transmission records and loss detection: which transmissions are in
 // flight, in send order and per path, and when one of them is lost (per-path order, RACK,
-// the tail-loss probe) or the whole flight has waited too long (the ACK timeout). The QP
-// (qp.h) owns one; it keeps the per-PSN state (which packet a PSN carries, whether it is
-// acknowledged) and acts on a loss (resend, congestion control, path state).
+// the tail-loss probe) or the whole flight has waited too long (the ACK timeout). The
+// requester (requester.h) owns one; it keeps the per-PSN state (which packet a PSN carries, whether
+// it is acknowledged) and acts on a loss (resend, congestion control, path state).
 //
 // Records live in a ring of transmissions in send order (up to twice the PSN ring's limit;
 // records are linked by sequence number, never by slot). Each transmission is also linked
@@ -23,9 +23,9 @@
 // would not fit, up to its limit; window checks use the limit (full()), never the current
 // size, so behaviour does not depend on how far the ring has grown.
 //
-// Loops that find losses call back into the QP: `is_current(seq)` (the record is its PSN's
-// latest transmission and the PSN still in flight), `queue_of(ev)` (the transmit queue a
-// transmission on path ev keeps the order of: Engine::transmit_order) and
+// Loops that find losses call back into the requester: `is_current(seq)` (the record is its
+// PSN's latest transmission and the PSN still in flight), `queue_of(ev)` (the transmit queue
+// a transmission on path ev keeps the order of: Engine::transmit_order) and
 // `lose(psn, cause)`.
 #pragma once
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <vector>
 
 #include "transport/psn.h"
@@ -144,20 +145,20 @@ TEST(Requester, complete_send_wrs__in_order_once_every_packet_is_acknowledged) {
   r.post(write(2, 10), nullptr, 1000, false, 4);
   r.post(write(3, 10, false, false), nullptr, 1000, false, 4);
   r.sq_send = 3;  // all segmented
-  uint32_t wimm = 1;
+  r.wimm_outstanding = 1;
   r.wr_at(1).acked_pkts = 1;
   r.wr_at(2).acked_pkts = 1;
-  r.complete_send_wrs(env, 9, us(1), wimm);
+  r.complete_send_wrs(env, 9, us(1));
   EXPECT_TRUE(completions(env).empty());  // the first WR is not acknowledged yet
   r.wr_at(0).acked_pkts = 1;
-  r.complete_send_wrs(env, 9, us(2), wimm);
+  r.complete_send_wrs(env, 9, us(2));
   const auto done = completions(env);
   ASSERT_EQ(done.size(), 2u);  // the third is unsignaled
   EXPECT_EQ(done[0].wr_id, 1u);
   EXPECT_EQ(done[0].opcode, WcOpcode::kWriteImm);
   EXPECT_EQ(done[1].wr_id, 2u);
   EXPECT_EQ(done[1].time, us(2));
-  EXPECT_EQ(wimm, 0u);
+  EXPECT_EQ(r.wimm_outstanding, 0u);
   EXPECT_EQ(r.sq_head, 3u);
 }
 
@@ -168,6 +169,8 @@ TEST(Requester, flush__the_oldest_wr_gets_the_cause_the_rest_are_flushed) {
   r.post(write(1, 10), nullptr, 1000, false, 4);
   r.post(write(2, 10), nullptr, 1000, false, 4);
   r.inflight_bytes = 20;
+  r.wimm_outstanding = 1;
+  r.pacing_wait_until = us(5);
   r.flush(env, 9, us(3), WcStatus::kRetryExceeded);
   const auto done = completions(env);
   ASSERT_EQ(done.size(), 2u);
@@ -175,6 +178,8 @@ TEST(Requester, flush__the_oldest_wr_gets_the_cause_the_rest_are_flushed) {
   EXPECT_EQ(done[1].status, WcStatus::kFlushed);
   EXPECT_EQ(r.sq_head, r.sq_tail);
   EXPECT_EQ(r.inflight_bytes, 0u);
+  EXPECT_EQ(r.wimm_outstanding, 0u);
+  EXPECT_EQ(r.pacing_wait_until, kNever);
 }
 
 // An ACK for PSN 3 of a requester that has sent PSNs 0..2 only (its cumulative part, an echo
@@ -250,6 +255,146 @@ TEST(Requester, contradicts_acknowledged__an_ack_newer_than_snd_una_that_goes_ba
   s.cum_psn = 1;
   s.echo[0].ev_index = 0;  // not the latest transmission's path: could be an older copy's
   EXPECT_FALSE(r.contradicts_acknowledged(s));
+}
+
+// ---- The protocol, driven through a RequesterContext alone -----------------------------
+
+// An MRC requester at RTS on four paths over two ports, without congestion control, and
+// everything its context names.
+struct RtsRequester {
+  QpEnv env{EngineConfig{}};
+  PathSet paths;
+  ReversePathSet reverse;
+  bool in_ready = false;
+  Requester r;
+  explicit RtsRequester(QpAttr a = {}) {
+    std::vector<PathDesc> d(4);
+    for (size_t i = 0; i < d.size(); ++i)
+      d[i].port = static_cast<uint8_t>(i % 2);
+    paths.init(d, 0, 2, PathPolicy{}, 1);
+    CcSpec none;
+    none.algorithm = CcAlgorithm::kNone;
+    r.to_rts(env, none, 1000, 0, a);
+  }
+  // Posts a WRITE as the QP does: its rings first (they go once idle).
+  void post(const WriteWr& wr) {
+    r.ensure_rings(env, paths.size(), true, 16);
+    r.post(wr, nullptr, 1000, false, 16);
+  }
+  RequesterContext context() {
+    return RequesterContext{env, paths, reverse, in_ready, PacketAddress{5, 7, 9}, 1, 1000, true};
+  }
+  // Sends every packet it can at `now`; their PSNs.
+  std::vector<uint32_t> send_all(Time now) {
+    std::vector<uint32_t> psns;
+    TxPacket out;
+    while (r.produce_data(context(), now, 0b11, out) == Requester::DataResult::kSent)
+      psns.push_back(out.pkt.bth.psn);
+    return psns;
+  }
+  // An ACK whose cumulative PSN is `cum`, echoing `echo` (if any) as arrived on its latest
+  // transmission's path.
+  RxPacket ack(uint32_t cum, std::optional<uint32_t> echo = {}) {
+    RxPacket rx;
+    rx.pkt.bth.opcode = wire::Opcode::kAck;
+    rx.pkt.sack.cum_psn = rx.pkt.sack.sack_base = cum;
+    if (echo) {
+      rx.pkt.sack.echo_count = 1;
+      rx.pkt.sack.echo[0] = wire::AckEcho{*echo, r.pkt(*echo).ev, 0};
+    }
+    return rx;
+  }
+};
+
+TEST(Requester, produce_data__new_psns_in_order_each_on_the_next_path) {
+  RtsRequester q;
+  q.post(write(1, 3000));
+  TxPacket out;
+  EXPECT_EQ(q.r.produce_data(q.context(), us(1), 0, out), Requester::DataResult::kPortsBusy);
+  std::vector<uint16_t> evs;
+  for (uint32_t psn = 0; psn < 3; ++psn) {
+    ASSERT_EQ(q.r.produce_data(q.context(), us(1), 0b11, out), Requester::DataResult::kSent);
+    EXPECT_EQ(out.pkt.bth.psn, psn);
+    EXPECT_EQ(out.pkt.payload_len, 1000u);
+    EXPECT_EQ(out.pkt.bth.dest_qp, 9u);
+    EXPECT_EQ(out.src_qpn, 5u);
+    EXPECT_EQ(out.peer, 7u);
+    EXPECT_EQ(out.port, q.paths.port_of(out.ev_index));
+    evs.push_back(out.ev_index);
+  }
+  EXPECT_TRUE(out.pkt.bth.ack_req);  // the message's last packet asks for a prompt ACK
+  EXPECT_NE(evs[0], evs[1]);
+  EXPECT_NE(evs[1], evs[2]);
+  EXPECT_EQ(q.r.produce_data(q.context(), us(1), 0b11, out), Requester::DataResult::kIdle);
+  EXPECT_EQ(q.env.counters.data_sent, 3u);
+  EXPECT_EQ(q.r.outstanding_psns(), 3u);
+}
+
+TEST(Requester, on_ack__acknowledges_completes_and_makes_the_qp_ready) {
+  RtsRequester q;
+  q.post(write(1, 2000));
+  ASSERT_EQ(q.send_all(us(1)).size(), 2u);
+  EXPECT_EQ(q.r.on_ack(q.context(), us(5), q.ack(2, 1)), WcStatus::kSuccess);
+  EXPECT_EQ(q.r.snd_una, 2u);
+  EXPECT_EQ(q.r.inflight_bytes, 0u);
+  EXPECT_TRUE(q.in_ready);
+  const auto done = completions(q.env);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].wr_id, 1u);
+  EXPECT_EQ(done[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(q.env.counters.acks_advancing, 1u);
+}
+
+// PSNs 0..1 acknowledged, then PSN 2 sent: an ACK echoing PSN 2 that says PSN 1 is missing
+// contradicts the first. The requester returns what the QP fails with and acknowledges nothing.
+TEST(Requester, on_ack__one_contradicting_an_earlier_ack_returns_the_status_to_fail_with) {
+  RtsRequester q;
+  q.post(write(1, 2000));
+  q.send_all(us(1));
+  ASSERT_EQ(q.r.on_ack(q.context(), us(5), q.ack(2)), WcStatus::kSuccess);
+  q.post(write(2, 1000));
+  ASSERT_EQ(q.send_all(us(6)), std::vector<uint32_t>{2});
+  EXPECT_EQ(q.r.on_ack(q.context(), us(9), q.ack(1, 2)), WcStatus::kAckContradiction);
+  EXPECT_EQ(q.env.counters.ack_contradictions, 1u);
+  EXPECT_EQ(q.r.pkt(2).state, PktState::kInflight);
+}
+
+// With no retries allowed the first ACK timeout is the last: on_timer returns the status the
+// QP fails with. With one retry the packet is declared lost and queued for resending.
+TEST(Requester, on_timer__the_ack_timeout_past_its_retries_returns_retry_exceeded) {
+  QpAttr a;
+  a.timeout = 4;
+  a.retry_linear = 1;
+  a.retry_exp = 0;
+  RtsRequester q(a);
+  q.post(write(1, 1000));
+  q.send_all(us(1));
+  Time due = q.r.loss->rto_due();
+  EXPECT_LE(q.r.deadline(q.env, q.paths, true), due);
+  EXPECT_EQ(q.r.on_timer(q.context(), due), WcStatus::kSuccess);
+  EXPECT_EQ(q.env.counters.timeouts, 1u);
+  EXPECT_EQ(q.r.pkt(0).state, PktState::kLost);
+  EXPECT_EQ(q.r.retx.size(), 1u);
+  due = q.r.loss->rto_due();
+  EXPECT_EQ(q.r.on_timer(q.context(), due), WcStatus::kRetryExceeded);
+  EXPECT_EQ(q.env.counters.timeouts, 2u);
+}
+
+// A port going down: what is in flight on it is resent elsewhere, and no path is blamed.
+TEST(Requester, resend_on_port__declares_its_packets_lost_without_marking_paths) {
+  RtsRequester q;
+  q.post(write(1, 4000));
+  ASSERT_EQ(q.send_all(us(1)).size(), 4u);
+  q.r.resend_on_port(q.context(), us(2), 1);
+  uint32_t lost = 0;
+  for (uint32_t psn = 0; psn < 4; ++psn) {
+    const bool on_port = q.paths.port_of(q.r.pkt(psn).ev) == 1;
+    EXPECT_EQ(q.r.pkt(psn).state, on_port ? PktState::kLost : PktState::kInflight);
+    lost += on_port;
+  }
+  EXPECT_EQ(lost, 2u);
+  EXPECT_EQ(q.r.retx.size(), 2u);
+  EXPECT_EQ(q.env.counters.ev_state_changes, 0u);
 }
 
 }  // namespace
