@@ -182,11 +182,4 @@ Time LossDetector::pto(const LossContext& ctx) const {
       std::max(pto_floor_, srtt + std::max(4 * rttvar, reorder_window(ctx)) + ctx.ack_delay));
 }
 
-Time LossDetector::rto_interval() const {
-  // retry.linear_cnt retries at the fixed interval, then exponential backoff.
-  if (rto_count_ < timing_.retry_linear) return rto_base();
-  const uint32_t shift = std::min<uint32_t>(rto_count_ - timing_.retry_linear + 1, 16);
-  return rto_base() << shift;
-}
-
 }  // namespace mrc

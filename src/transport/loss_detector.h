@@ -192,7 +192,12 @@ class LossDetector {
   // When record `seq` is lost by RACK's tie rule; kNever where the rule does not apply.
   Time rack_tie_due(uint32_t seq, uint32_t queue, const LossContext& ctx) const;
   Time rto_base() const { return (1024 * kPicosPerNano) << timing_.timeout; }
-  Time rto_interval() const;
+  // Retry.linear_cnt retries at the fixed interval, then exponential backoff.
+  Time rto_interval() const {
+    if (rto_count_ < timing_.retry_linear) return rto_base();
+    const uint32_t shift = std::min<uint32_t>(rto_count_ - timing_.retry_linear + 1, 16);
+    return rto_base() << shift;
+  }
 
  private:
   struct PathFifo {

@@ -693,9 +693,8 @@ void PathSet::on_usable_ports(uint32_t before, Time now) {
   }
 }
 
-Time PathSet::next_probe_time() const {
+Time PathSet::faults_next_probe_time() const {
   Time t = kNever;
-  if (!faults_) return t;
   for (const Probe& p : faults_->assumed_bad) {
     if (port_up(port_of(p.index))) t = std::min(t, p.next_probe_at);
   }

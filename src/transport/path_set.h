@@ -220,7 +220,7 @@ class PathSet {
   }
 
   // Earliest time a probe is due (kNever if none).
-  Time next_probe_time() const;
+  Time next_probe_time() const { return faults_ ? faults_next_probe_time() : kNever; }
   // A path whose probe is due at `now` on an up port in `port_mask`: records a new probe id
   // for it and schedules the next one (backed off if the previous probe went unanswered:
   // then *previous_unanswered is set). kNone if none is due.
@@ -396,6 +396,9 @@ class PathSet {
     std::vector<LossCount> losses;
     std::vector<Probe> assumed_bad;
   };
+  // next_probe_time of a set with paths out of use (the common case, none, is inline: the
+  // engine asks for every QP's deadline a few times per packet).
+  Time faults_next_probe_time() const;
   std::unique_ptr<Faults> faults_;
   Faults& faults() {
     if (!faults_) faults_ = std::make_unique<Faults>();

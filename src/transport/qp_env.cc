@@ -61,13 +61,6 @@ void QpEnv::note_rtt_sample(Time raw) {
   e.srtt = (7 * e.srtt + raw) / 8;
 }
 
-RttEstimate QpEnv::borrowed_rtt() const {
-  if (shared_rtt_.srtt > 0) return shared_rtt_;
-  if (config.fabric_rtt > 0)
-    return RttEstimate{config.fabric_rtt, config.fabric_rtt / 2, config.fabric_rtt};
-  return {};
-}
-
 bool QpEnv::take_probe_token(Time now) {
   const Time every = config.probe_budget_interval;
   if (every == 0) return true;

@@ -99,7 +99,12 @@ struct QpEnv {
   void note_rtt_sample(Time raw);
   // What a QP without a sample of its own assumes (EngineConfig::fabric_rtt, share_rtt);
   // srtt 0 if nothing is known.
-  RttEstimate borrowed_rtt() const;
+  RttEstimate borrowed_rtt() const {
+    if (shared_rtt_.srtt > 0) return shared_rtt_;
+    if (config.fabric_rtt > 0)
+      return RttEstimate{config.fabric_rtt, config.fabric_rtt / 2, config.fabric_rtt};
+    return {};
+  }
   // Takes one probe from the NIC's budget (EngineConfig::probe_budget_*); false if none is
   // left, and then next_probe_token() says when there will be one.
   bool take_probe_token(Time now);

@@ -40,12 +40,6 @@ bool Responder::idle() const {
          !roce_nak_sent_for_base && !cnp_pending && !cnp_ever;
 }
 
-Time Responder::deadline() const {
-  Time d = ack_now ? kNever : ack_due;
-  if (!ack_repeat_now) d = std::min(d, ack_repeat_due);
-  return d;
-}
-
 bool Responder::on_timer(Time now) {
   bool pending = false;
   if (ack_due <= now) {

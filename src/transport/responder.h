@@ -62,7 +62,11 @@ struct Responder {
   // Nothing left to do: the QP may keep only where the window stands and give this back.
   bool idle() const;
   // When the delayed ACK or the tail-ACK repeat is due (kNever: none).
-  Time deadline() const;
+  Time deadline() const {
+    Time d = ack_now ? kNever : ack_due;
+    if (!ack_repeat_now) d = std::min(d, ack_repeat_due);
+    return d;
+  }
   // Makes the ACK or repeat due by `now` pending; true if one is.
   bool on_timer(Time now);
   // The QP entered ERR: posted receives complete flushed, nothing more is sent.
