@@ -266,7 +266,7 @@ Status Qp::on_packet(Time now, const RxPacket& rx) {
         return env_.drop(DropReason::kBadAck, v.error());
       ++env_.counters.acks_received;
       if (is_mrc()) {
-        fail_if(now, tx_.on_ack(requester_context(), now, rx));
+        failed(now, tx_.on_ack(requester_context(), now, rx));
       } else {
         tx_.on_roce_ack(requester_context(), now, rx);
       }
@@ -508,10 +508,7 @@ void Qp::on_timer(Time now) {
     mark_control();
   }
   if (state_ != QpState::kRts) return;
-  if (const WcStatus s = tx_.on_timer(requester_context(), now); s != WcStatus::kSuccess) {
-    to_err(now, s);
-    return;
-  }
+  if (failed(now, tx_.on_timer(requester_context(), now))) return;
   if (!probes_due_ && paths_.next_probe_time() <= now) {
     probes_due_ = true;
     mark_control();

@@ -109,9 +109,11 @@ class Qp {
   RequesterContext requester_context() {
     return RequesterContext{env_, paths_, reverse_, in_ready, address(), seed_, mtu_, is_mrc()};
   }
-  // A requester call returned `s`: anything but kSuccess fails the QP with it.
-  void fail_if(Time now, WcStatus s) {
-    if (s != WcStatus::kSuccess) to_err(now, s);
+  // A requester call returned `s`: anything but kSuccess fails the QP with it (true then).
+  bool failed(Time now, WcStatus s) {
+    if (s == WcStatus::kSuccess) return false;
+    to_err(now, s);
+    return true;
   }
   void ensure_responder();
   void ensure_responder_rings();
