@@ -39,14 +39,20 @@ dates and run numbers), a line fails
 Each finding is one line: file:line: what, and the offending words.
 
 Generated results. A section that scripts/report.sh writes starts with a stamp,
-`<!-- generated-from: SECTION commit=SHA -->`, naming the commit its simulator runs were built
-from (scripts/report_common.py). Each stamp is compared with the sources now: when
-src/transport or src/sim changed after that commit (or the stamp is missing, or names a
-modified tree), a note says so and how to regenerate. Notes do not fail the check (a report
-takes an hour or two to regenerate, and not every engine change moves its numbers); with
---strict they do.
+`<!-- generated-from: SECTION commit=SHA fingerprint=sha256:HEX -->`, naming the commit its
+simulator runs were built from and the model's fingerprint, a hash of mrc-sim's outputs on a
+fixed set of short runs (scripts/report_common.py, scripts/model_fingerprint.py). Each stamp
+is compared with the sources now: when src/transport or src/sim changed after that commit (or
+the stamp is missing, or names a modified tree), a note says so and how to regenerate. Given
+an mrc-sim built from the sources now (--fingerprint), a section whose fingerprint that binary
+reproduces is current instead (its numbers come from the same outputs: the commits refactored,
+they did not move the model), and the note of one it does not reproduce says so. Notes do not
+fail the check (a report takes an hour or two to regenerate); with --strict they do.
 
   scripts/check-docs.py              run the self-test, then check; exit 1 on any finding
+  scripts/check-docs.py --fingerprint build/bin/mrc-sim
+                                     also compute the model's fingerprint (~20 s) to tell
+                                     refactorings from model changes since a stamp
   scripts/check-docs.py --strict     also exit 1 when a generated section is stale
   scripts/check-docs.py --self-test  only the self-test: planted log lines and unresolved
                                      names must be found, stamps and table rows must pass
@@ -308,10 +314,11 @@ def self_test(code):
     return not wrong, len(cases)
 
 
-PROVENANCE_RE = re.compile(r"<!-- generated-from: (\S+) commit=(\S+)( dirty)? -->")
+PROVENANCE_RE = re.compile(r"<!-- generated-from: (\S+) commit=(\S+)( dirty)?(?: fingerprint=(\S+))? -->")
 # The generated files and the sections each must carry a stamp for.
 GENERATED = {"docs/results.md": ("claims", "paper")}
 MODEL_SOURCES = ("src/transport", "src/sim")
+BUILD_SOURCES = ("src", "tools")  # what mrc-sim is built from
 
 
 def git(*args):
@@ -320,11 +327,44 @@ def git(*args):
     return r.stdout.strip() if r.returncode == 0 else None
 
 
-def staleness_notes():
-    """One line per generated section whose numbers may predate the model's sources."""
+class BinaryFingerprint:
+    """The model fingerprint of the mrc-sim given with --fingerprint, computed once on first
+    use: (fingerprint, None), or (None, why it cannot vouch for the sources now)."""
+
+    def __init__(self, mrc_sim):
+        self.mrc_sim, self.result = mrc_sim, None
+
+    def get(self):
+        if self.result is None:
+            sys.path.insert(0, os.path.join(REPO, "scripts"))
+            from model_fingerprint import fingerprint
+            try:
+                fp, version = fingerprint(os.path.abspath(self.mrc_sim))
+            except (RuntimeError, OSError) as e:
+                self.result = (None, f"{self.mrc_sim} failed: {e}")
+                return self.result
+            # Only a binary built from the sources now speaks for them: a clean build of a commit
+            # whose src/ and tools/ are those of the working tree.
+            built = re.search(r"\(([0-9a-f]{7,40})(-dirty)?\)\s*$", version)
+            sha = built.group(1) if built else ""
+            if not built or built.group(2) or git("cat-file", "-e", sha + "^{commit}") is None:
+                self.result = (None, f"{self.mrc_sim} ({version}) was not built from a clean commit of "
+                                     "this repository")
+            elif git("diff", "--name-only", sha, "--", *BUILD_SOURCES):
+                self.result = (None, f"{self.mrc_sim} ({version}) was built from other sources than the "
+                                     f"working tree's ({' and '.join(BUILD_SOURCES)} differ)")
+            else:
+                self.result = (fp, None)
+        return self.result
+
+
+def staleness_notes(binary=None):
+    """One line per generated section whose numbers may predate the model's sources; with
+    `binary` (a BinaryFingerprint), a section whose recorded fingerprint the binary reproduces
+    is current. Returns (notes, lines saying which sections the fingerprint vouched for)."""
     if git("rev-parse", "--git-dir") is None:
-        return []
-    notes = []
+        return [], []
+    notes, current = [], []
     for rel, sections in GENERATED.items():
         path = os.path.join(REPO, rel)
         if not os.path.exists(path):
@@ -334,14 +374,14 @@ def staleness_notes():
             for lineno, line in enumerate(f, 1):
                 m = PROVENANCE_RE.search(line)
                 if m:
-                    stamps[m.group(1)] = (lineno, m.group(2), bool(m.group(3)))
+                    stamps[m.group(1)] = (lineno, m.group(2), bool(m.group(3)), m.group(4))
         for section in sections:
             regen = "scripts/report.sh" + (" paper" if section == "paper" else "")
             if section not in stamps:
                 notes.append(f"{rel}: the {section} section has no generated-from stamp: its numbers "
                              f"may predate {' and '.join(MODEL_SOURCES)} (regenerate: {regen})")
                 continue
-            lineno, commit, dirty = stamps[section]
+            lineno, commit, dirty, recorded = stamps[section]
             if commit == "unknown" or git("cat-file", "-e", commit + "^{commit}") is None:
                 notes.append(f"{rel}:{lineno}: the {section} section names a commit this repository "
                              f"does not have ({commit}) (regenerate: {regen})")
@@ -351,9 +391,19 @@ def staleness_notes():
             if n or dirty:
                 why = f"{n} commit(s) changed {' or '.join(MODEL_SOURCES)} since {commit[:10]}" if n \
                     else "it was generated from a modified tree"
+                if binary and recorded:
+                    fp, cannot = binary.get()
+                    if fp == recorded:
+                        current.append(f"{rel}:{lineno}: the {section} section is current: {why}, and "
+                                       f"{binary.mrc_sim} reproduces its model fingerprint ({fp})")
+                        continue
+                    why += (f"; the fingerprint cannot tell: {cannot}" if cannot else
+                            f", and the model's fingerprint moved ({recorded} -> {fp})")
+                elif recorded:
+                    why += " (--fingerprint build/bin/mrc-sim tells whether the outputs moved)"
                 notes.append(f"{rel}:{lineno}: the {section} section may be stale: {why} "
                              f"(regenerate: {regen})")
-    return notes
+    return notes, current
 
 
 def main(argv):
@@ -372,7 +422,16 @@ def main(argv):
         bad.extend(check_file(f, os.path.relpath(f, REPO), code))
     for b in bad:
         print(b)
-    notes = staleness_notes()
+    binary = None
+    if "--fingerprint" in argv:
+        i = argv.index("--fingerprint")
+        if i + 1 >= len(argv):
+            print("check-docs: --fingerprint needs the mrc-sim to run (e.g. build/bin/mrc-sim)")
+            return 2
+        binary = BinaryFingerprint(argv[i + 1])
+    notes, current = staleness_notes(binary)
+    for c in current:
+        print("current: " + c)
     for n in notes:
         print("note: " + n)
     print(f"check-docs: {len(files)} files, {len(bad)} finding(s) (dangling references, "

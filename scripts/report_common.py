@@ -8,8 +8,9 @@ scripts/report_paper.py (the paper's experiments), both writing docs/results.md.
   directory was made by the same command;
 - dur_us and markdown_table: a scenario's durations in microseconds, a Markdown table;
 - provenance_stamp: the comment each generated section carries, naming the commit its runs'
-  mrc-sim was built from (scripts/check-docs.py says when src/transport or src/sim changed
-  after it).
+  mrc-sim was built from and the model's fingerprint (scripts/model_fingerprint.py);
+  scripts/check-docs.py says when src/transport or src/sim changed after that commit, and
+  with --fingerprint whether the outputs moved.
 
 Needs Debian's python3-matplotlib: run with /usr/bin/python3.
 """
@@ -19,6 +20,8 @@ import shutil
 import subprocess
 import sys
 import time
+
+from model_fingerprint import fingerprint
 
 try:
     import matplotlib
@@ -36,13 +39,15 @@ PAPER_BEGIN = "<!-- paper:begin (scripts/report.sh paper writes this section) --
 PAPER_END = "<!-- paper:end -->"
 
 
-def provenance_stamp(section, versions):
+def provenance_stamp(section, versions, mrc_sim=None):
     """The HTML comment a generated section starts with:
-        <!-- generated-from: SECTION commit=SHA[ dirty] -->
+        <!-- generated-from: SECTION commit=SHA[ dirty][ fingerprint=sha256:HEX] -->
     SHA is the commit the runs' mrc-sim was built from, read from the `git describe` that
     summary.json's version ends in ("mrc-sim 0.1.0 (c3e5176-dirty)"); `dirty` when any binary
     was built from a modified tree, `unknown` when the versions name no commit or differ.
-    scripts/check-docs.py compares it with the sources now (src/transport, src/sim)."""
+    With `mrc_sim` (the binary the runs used), the model's fingerprint follows
+    (scripts/model_fingerprint.py, ~20 s). scripts/check-docs.py compares the commit with the
+    sources now (src/transport, src/sim) and, given a binary, the fingerprint with its own."""
     commits, dirty = set(), False
     for v in versions:
         m = re.search(r"\(([^)]*)\)\s*$", v or "")
@@ -57,7 +62,8 @@ def provenance_stamp(section, versions):
                               capture_output=True, text=True)
         if full.returncode == 0:
             commit = full.stdout.strip()
-    return f"<!-- generated-from: {section} commit={commit}{' dirty' if dirty else ''} -->"
+    fp = f" fingerprint={fingerprint(mrc_sim)[0]}" if mrc_sim else ""
+    return f"<!-- generated-from: {section} commit={commit}{' dirty' if dirty else ''}{fp} -->"
 
 
 def run_mrc_sim(mrc_sim, scenario, sets, out, reuse, announce=None):

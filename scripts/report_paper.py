@@ -39,6 +39,9 @@ LOSS_SIZES = ["4MiB", "16MiB", "64MiB"]
 LOSSES = [("0", 0.0), ("0.1", 0.001), ("1", 0.01)]
 ROCE_QPS = [1, 4, 8, 16]
 LOSS_QPS = [1, 16]  # with loss: the configurations the paper's figures draw
+# Fig 16's MRC ring on a fabric with spare spines: 64 per plane, each leaf's 8 hosts with 64 uplinks.
+SPARE_SPINES = ["topo.radix=72", "topo.hosts_per_leaf=8", "topo.spines=64"]
+SPARE_SPINE_EVS = [8, 64]  # EVs per plane: 32 per QP (as on the 8-spine fabric), and the paper's 256
 
 FIG20_RUNS = [  # (run id suffix, label, --set overrides)
     ("mrc-dcqcn1", None, []),
@@ -145,6 +148,7 @@ def plan(only):
     if want("fig04"):
         for rid, sets in FIG04_RUNS:
             runs.append((rid, f"{SCEN}/fig04-startup-dead-links.toml", sets))
+        runs.append(("fig04-paper-evs", f"{SCEN}/fig04-startup-dead-links-100evs.toml", []))
     if want("fig15"):
         for rid, sets in FIG15_RUNS:
             runs.append((rid, f"{SCEN}/fig15-sendrecv.toml", sets))
@@ -176,6 +180,24 @@ def plan(only):
                 # The paper's "little impact at large sizes": MRC's lossy runs at the largest size too.
                 runs.append((f"{fig}-mrc-loss{lname}-{SIZES[-1]}", f"{SCEN}/{fig}-{wl}-mrc.toml",
                              [f"workload.size={SIZES[-1]}"] + loss_set))
+            if lname == "0" and fig == "fig17":
+                # Link samples of the lossless RoCE runs at the largest lossy size: how evenly one QP
+                # per pair, and 16, load the leaf-spine links.
+                s = LOSS_SIZES[-1]
+                for q in LOSS_QPS:
+                    runs.append((f"{fig}-roce{q}-loss0-{s}-links", f"{SCEN}/{fig}-{wl}-roce.toml",
+                                 [f"workload.size={s}", f"transport.qps_per_flow={q}", "fault=[]",
+                                  "run.sample_interval=100us"]))
+            if lname == "0.1" and fig == "fig16":
+                # 0.1 % loss on a fabric with spare spines (64 per plane for the 8 hosts of a leaf; the
+                # paper's Cluster C has 256 T1s per plane): 8 EVs per plane with backups, and the
+                # paper's 256 EVs. Measures whether the cost of loss is the EV count or the fabric.
+                s = LOSS_SIZES[-1]
+                for evs in SPARE_SPINE_EVS:
+                    for ln, pp in (("0", 0.0), (lname, p)):
+                        runs.append((f"fig16-mrc-spines64-ev{evs * 4}-loss{ln}-{s}", f"{SCEN}/fig16-allreduce-mrc.toml",
+                                     [f"workload.size={s}", f"transport.evs_per_plane={evs}"] + SPARE_SPINES
+                                     + (["fault=[]"] if pp == 0 else [f"fault.0.probability={pp / 2:g}"])))
             if p > 0:
                 # RoCE with the ACK timeout at 4.2 ms (12) instead of the default 262 us (8): a tail loss
                 # that go-back-N cannot NAK waits for it.
@@ -528,7 +550,15 @@ def fig18(sec, docs, runs):
         pts, whys, runs, "Figs 18, 21")
 
 
-def fig04(sec, docs, run, control):
+def dead_ev_losses(run):
+    """(packets lost on dead links other than probes, EVs marked bad, QPs with any, sending QPs)."""
+    c = run.t["mrc"]["counters"]
+    lost = c["fault_drops"] - c["probes_unanswered"] - c["reverse_probes_unanswered"]
+    marks = [e for e in run.ev_events() if e.get("to") == "assumed_bad"]
+    return lost, len(marks), len({(e["host"], e["qpn"]) for e in marks}), run.cfg["topo"]["hosts"]
+
+
+def fig04(sec, docs, run, control, paper_evs):
     end = dur_us(run.cfg["workload"]["until"])
     ev = run.ev_events()
     marks = [e for e in ev if e.get("to") == "assumed_bad"]
@@ -569,9 +599,7 @@ def fig04(sec, docs, run, control):
             f"on average, at most {max(affected) if affected else 0}); {early} of them ({early / max(len(marks), 1) * 100:.0f} %) "
             f"in the first {0.1 * end / 1e3:g} ms, and {len(bad_swaps)} are swapped for backups. "
             f"{lost_data:,} packets other than probes are lost on the dead links, {lost_data / qps:.0f} per affected "
-            f"QP: a dead EV keeps its share of the QP's packets until its first loss is detected (a round trip and "
-            f"the reordering window), and with 32 active EVs at 400G each gets a packet every 2.6 us. After the "
-            f"first 0.5 ms the job streams at {thr / 1e3:.1f} Tb/s against {thr_c / 1e3:.1f} Tb/s with no dead link "
+            f"QP. After the first 0.5 ms the job streams at {thr / 1e3:.1f} Tb/s against {thr_c / 1e3:.1f} Tb/s with no dead link "
             f"({thr / thr_c * 100:.0f} %).")
     sec.figure("Fig 4: start-up losses without a denylist", img,
                "a 75K-GPU job started without pre-populating the denylist: QPs spray over paths some of which are "
@@ -581,11 +609,27 @@ def fig04(sec, docs, run, control):
                "The losses are a start-up transient: each QP loses a few EVs once, swaps them for backups and "
                "never uses them again, and the job runs at the rate it has without dead links."
                + ("" if lost_data / qps <= 5 else
-                  " More packets per QP are lost than the paper's fewer than five: a dead EV gets a packet every "
-                  "2.6 us until its loss is detected (the paper's QPs spread over 100+ EVs, so each gets fewer in "
-                  "that time), and a dead link here is 1 in 64 of a plane's T0-T1 links.") if ok else
+                  " More packets per QP are lost than the paper's fewer than five. " + fig04_why(run, paper_evs))
+               if ok else
                "Losses do not die out early, or the dead links cost throughput beyond the start.", [run, control],
                "Fig 4")
+
+
+def fig04_why(run, paper_evs):
+    lost, marks, hit, hosts = dead_ev_losses(run)
+    why = (f"A dead EV keeps losing its share of the QP's packets until its first loss is detected (a round trip "
+           f"and the reordering window): {lost / max(marks, 1):.1f} packets per dead EV here, where each of 32 "
+           f"active EVs gets a packet every 2.6 us.")
+    if paper_evs is None:
+        return why
+    lost_p, marks_p, hit_p, hosts_p = dead_ev_losses(paper_evs)
+    return why + (
+        f" At the paper's EV count (104 active EVs per QP on 4 x 200G planes, "
+        f"`{os.path.basename(paper_evs.scen)}`) a dead EV loses {lost_p / max(marks_p, 1):.1f}. A QP's losses also "
+        f"count its dead EVs, which grow with its EV count and with the share of links that are down (1 in 64 "
+        f"of a plane's T0-T1 links in both runs; the paper does not say how many were down): "
+        f"{marks_p / max(hit_p, 1):.1f} dead EVs per affected QP there against {marks / max(hit, 1):.1f} here, "
+        f"so per sending QP {lost_p / hosts_p:.1f} packets are lost there and {lost / hosts:.1f} here.")
 
 
 def sec521(sec, docs, lat_run, bw_run):
@@ -1228,9 +1272,7 @@ def fig16(sec, docs, runs):
     pts.append(("0.1 % loss costs MRC little at large sizes", b01 >= 0.85 * b0,
                 f"{big}: MRC {fmt(b0)} -> {fmt(b01)} Gb/s ({b01 / max(b0, 1) * 100:.0f} %); {mid}: {fmt(m0)} -> "
                 f"{fmt(m01)} ({m01 / max(m0, 1) * 100:.0f} %)",
-                f"0.1 % costs MRC {100 - b01 / max(b0, 1) * 100:.0f} % at {big}: our largest size is 1/64 of the "
-                "paper's largest, and every ring step (4 MiB here) ends on a tail whose losses likely wait for "
-                "the tail-loss probe, with 126 steps in a row." if b0 and b01 else ""))
+                spare_spines_why(runs, b0, b01, big, mid) if b0 and b01 else ""))
     t1 = timeout_runs(runs, "fig16", mid)
     hurt = max(p01 / max(p0, 1), q01 / max(q0, 1)) < m01 / max(m0, 1)
     pts.append(("0.1 % loss hurts RoCE more than MRC", hurt,
@@ -1256,6 +1298,58 @@ def fig16(sec, docs, runs):
                        pts, tab, runs, "Fig 16")
 
 
+def spare_spines_why(runs, b0, b01, big, mid):
+    """Why 0.1 % loss costs MRC more here than in the paper, from the runs with spare spines."""
+    c0, c01 = counters(runs, f"fig16-mrc-loss0-{mid}", "mrc"), counters(runs, f"fig16-mrc-loss0.1-{mid}", "mrc")
+    by = {r.id: r for r in runs}
+    spare = []
+    for evs in SPARE_SPINE_EVS:
+        r0, r1 = by.get(f"fig16-mrc-spines64-ev{evs * 4}-loss0-{mid}"), by.get(f"fig16-mrc-spines64-ev{evs * 4}-loss0.1-{mid}")
+        if r0 and r1 and busbw(r0, "mrc") and busbw(r1, "mrc"):
+            spare.append((evs * 4, 100 - busbw(r1, "mrc") / busbw(r0, "mrc") * 100,
+                          r1.t["mrc"]["counters"]["trims"]))
+    why = (f"0.1 % costs MRC {100 - b01 / max(b0, 1) * 100:.0f} % at {big}. The cost is congestion, not the "
+           f"losses: each lost packet maps its EV out until probes bring it back, and with 8 EVs per plane on 8 "
+           f"spines (every spine used, no backup) its share moves onto the other spines, which overflow: at {mid}, "
+           f"{c01.get('trims', 0):,} trims with 0.1 % loss against {c0.get('trims', 0):,} without.")
+    if spare:
+        why += (" On a fabric with spare spines (64 per plane: a plane of the paper's 51.2 Tb/s switches offers "
+                "a T0 up to 256 T1s, paper 2, far more than the 8 a leaf of 8 hosts needs) the same loss costs "
+                + " and ".join(
+                    f"{cost:.0f} % with {n} EVs ({trims:,} trims)" for n, cost, trims in spare)
+                + f" at {mid}: spare paths absorb a mapped-out EV's share; the EV count alone does not.")
+    return why
+
+
+def spine_link_bytes(run):
+    """{leaf-spine link (both directions): summed utilisation samples}, i.e. bytes up to a constant."""
+    out = defaultdict(float)
+    with open(os.path.join(run.dir, "links.csv")) as f:
+        for row in csv.DictReader(f):
+            if "spine" in row["link"]:
+                out[row["link"]] += float(row["utilization"])
+    return out
+
+
+def hash_balance_why(runs, size):
+    """The measured reason QP scaling helps RoCE's all-to-all here: the busiest leaf-spine link."""
+    by = {r.id: r for r in runs}
+    rows = []
+    for q in LOSS_QPS:
+        r = by.get(f"fig17-roce{q}-loss0-{size}-links")
+        links = spine_link_bytes(r) if r else {}
+        if not links:
+            return "The link samples that would measure why were not run."
+        c = r.t["roce_pfc"]["collectives"][0]
+        rows.append((q, max(links.values()) / (sum(links.values()) / len(links)), c["time_us"]))
+    (q1, b1, t1), (qn, bn, tn) = rows[0], rows[-1]
+    return (f"The all-to-all ends when its busiest link has carried its bytes, and hashing each pair's one QP "
+            f"onto a leaf's 8 uplinks is uneven: at {size} the busiest leaf-spine link carries {b1:.2f} x the mean "
+            f"with {q1} QP and {bn:.2f} x with {qn} QPs per pair, and the collective takes {t1:,.0f} against "
+            f"{tn:,.0f} us ({t1 / tn:.2f} x). With 63 flows per host and 8 hosts per leaf, a leaf's 504 flows on "
+            f"8 uplinks are not many; how the paper's switches hash, and over how many uplinks, is not published.")
+
+
 def fig17(sec, docs, runs):
     img, data, tab = collective_fig(sec, docs, runs, "fig17", "Fig 17 scaled: 64-way all-to-all", "")
     g = lambda cfg, loss, s: dict(data.get((cfg, loss), [])).get(s) or 0  # noqa
@@ -1278,7 +1372,8 @@ def fig17(sec, docs, runs):
                 "1 / 4 / 8 / 16 QPs: " + "; ".join(
                     f"{s} " + " / ".join(fmt(g(qname(q), "0", s)) for q in ROCE_QPS) for s in SIZES) + " Gb/s",
                 f"It holds at the small sizes (16 QPs worse than 1), but at {', '.join(helps)} 16 QPs beat one "
-                "here, which the paper did not see at any size; we have not found what differs." if helps else ""))
+                "here, which the paper did not see at any size. " + hash_balance_why(runs, LOSS_SIZES[-1])
+                if helps else ""))
     small, mid = LOSS_SIZES[0], LOSS_SIZES[-1]
     rel = lambda cfg, s, lo: g(cfg, lo, s) / max(g(cfg, "0", s), 1)  # noqa
     rs, rm = rel(qname(1), small, "0.1"), rel(qname(1), mid, "0.1")
@@ -1321,9 +1416,16 @@ def collective_section(sec, title, img, paper, pts, tab, runs, fig_id):
     sec.w()
     sec.w(f"Runs: {len(runs)} of `mrc-sim` on " + " and ".join(f"`{s}`" for s in scen) +
           " with `--set workload.size=S`, `--set transport.qps_per_flow=Q` (RoCE), and `--set fault=[]` "
-          "(no loss) or `--set fault.0.probability=p/2`.")
+          "(no loss) or `--set fault.0.probability=p/2`" + extra_runs_text(runs) + ".")
     sec.w()
     sec.summary.append((fig_id, verdict))
+
+
+def extra_runs_text(runs):
+    """The settings of a collective figure's runs beyond size, QPs and loss, for its Runs line."""
+    usual = ("workload.size=", "transport.qps_per_flow=", "fault=", "fault.0.probability=")
+    extra = sorted({", ".join(f"`--set {x}`" for x in r.sets if not x.startswith(usual)) for r in runs} - {""})
+    return ("; also with " + "; with ".join(extra)) if extra else ""
 
 
 def uplink_util(run, tname, a_us, b_us):
@@ -1517,7 +1619,7 @@ def main():
     one = lambda p: by(p)[0] if by(p) else None  # noqa
     sec = Section()
     if one("fig04-startup"):
-        fig04(sec, a.docs, one("fig04-startup"), one("fig04-control"))
+        fig04(sec, a.docs, one("fig04-startup"), one("fig04-control"), one("fig04-paper-evs"))
     if one("fig06-07-t0"):
         fig06(sec, a.docs, one("fig06-07-t0"), one("fig06-07-nic-detect-0"), one("fig06-07-links-down-once"))
     if one("fig08"):
@@ -1568,7 +1670,7 @@ def main():
     sim_wall = sum(r.s["run"]["wall_seconds"] for r in runs)
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
     out = [PAPER_BEGIN, "", "## The paper's experiments, reproduced", "",
-           provenance_stamp("paper", [r.s.get("version", "") for r in runs]), ""]
+           provenance_stamp("paper", [r.s.get("version", "") for r in runs], os.path.join(a.bin, "mrc-sim")), ""]
     out.append(
         f"Generated by `scripts/report.sh paper` on {date}: "
         f"{len(runs)} simulator runs, {sim_wall / 60:.1f} min of simulator wall time (sum of "
