@@ -54,6 +54,9 @@ FIG20_RUNS = [  # (run id suffix, label, --set overrides)
                              "dcqcn.byte_counter=256KiB"]),
     ("dcqcn8-bc32k", None, ["transport.kinds=[roce_pfc]", "transport.qps_per_flow.roce_pfc=8",
                             "dcqcn.byte_counter=32KiB"]),
+    # DCQCN at 8 QPs with streams four times as long: does more time close the gap?
+    ("dcqcn8-80ms", None, ["transport.kinds=[roce_pfc]", "transport.qps_per_flow.roce_pfc=8", "run.until=110ms"]
+     + [f"workload.flow.{i}.until=80ms" for i in range(8)]),
 ]
 
 # Fig 15: sendrecv's per-NIC throughput at two message sizes; each runs until its streams have sent a few
@@ -117,8 +120,8 @@ TIMERS = [
     ["Fig 19", "resurrection of the EVs through returned links (probe backoff, then 32 answers over 1 ms)",
      "absolute: 1-2 ms after a link returns; the segments between events are 4 ms"],
     ["Fig 20", "DCQCN's alpha and rate-increase timers (55 us, as Zhu et al. evaluate it)",
-     "absolute: a 20-ms stream is ~360 rate-increase periods against the paper's 80 s, so the rates settle "
-     "less far; stated with the figure"],
+     "absolute: a 20-ms stream is ~360 rate-increase periods against the paper's 80 s; a variant with 80-ms "
+     "streams measures whether the rates settle further with time (stated with the figure)"],
     ["Fig 22", "DCQCN's timers, byte counter and CNP interval; the flows' arrival gap",
      "absolute: the paper's 5 s between arrivals become 2 ms (36 rate-increase periods), enough for the "
      "rates to settle between arrivals"],
@@ -1444,6 +1447,18 @@ def uplink_util(run, tname, a_us, b_us):
     return 100 * total / max(n, 1)
 
 
+def longer_streams_why(by):
+    """Whether DCQCN's 8-QP gap closes with time: the uplinks' use over an 80-ms stream."""
+    run = by.get("dcqcn8-80ms")
+    if run is None:
+        return ""
+    end = dur_us(run.cfg["workload"]["flow"][0]["until"])
+    quarters = [uplink_util(run, "roce_pfc", end * q / 4, end * (q + 1) / 4) for q in range(1, 4)]
+    return (f"More time does not close it: with streams of {end / 1e3:g} ms instead of 20 (~1,450 rate-increase "
+            f"periods) the uplinks are {', '.join(f'{u:.0f}' for u in quarters)} % used in the stream's second, "
+            f"third and last quarters.")
+
+
 def fig20(sec, docs, runs):
     by = {r.id.split("fig20-")[1]: r for r in runs}
     panels = [("MRC, 1 QP", by["mrc-dcqcn1"], "mrc"), ("RoCEv2 + PFC only, 1 QP", by["pfc1"], "roce_pfc"),
@@ -1496,8 +1511,8 @@ def fig20(sec, docs, runs):
                "each of the 32 QPs of a rack cuts its rate on its own CNPs and climbs back by 5 Gb/s per 55-us "
                "timer (the simulator runs DCQCN as Zhu et al. evaluate it; docs/congestion-control.md), so with 8 "
                "QPs per uplink on average the QPs hashed onto the fuller uplinks keep being cut while the emptier "
-               "uplinks are not refilled fast enough; more time (the 20-ms stream is ~360 rate-increase periods; "
-               "the paper ran 80 s) might close the gap. Fig 22's faster-climbing profiles do not: with a "
+               "uplinks are not refilled fast enough. " + longer_streams_why(by) + " Fig 22's faster-climbing "
+               "profiles do not close the gap either: with a "
                "byte counter of " + " and ".join(f"{lab} the slowest flow gets {fmt(mn)} Gb/s (mean {fmt(me)})"
                                                  for lab, (mn, me) in profiles) +
                ", the 32-KiB one with PFC pausing the links instead."}
