@@ -554,18 +554,16 @@ def fig18(sec, docs, runs):
 
 
 def dead_ev_losses(run):
-    """(packets lost on dead links other than probes, EVs marked bad, QPs with any, sending QPs)."""
+    """(packets lost on dead links other than probes, the EV events marking an EV bad)."""
     c = run.t["mrc"]["counters"]
     lost = c["fault_drops"] - c["probes_unanswered"] - c["reverse_probes_unanswered"]
-    marks = [e for e in run.ev_events() if e.get("to") == "assumed_bad"]
-    return lost, len(marks), len({(e["host"], e["qpn"]) for e in marks}), run.cfg["topo"]["hosts"]
+    return lost, [e for e in run.ev_events() if e.get("to") == "assumed_bad"]
 
 
 def fig04(sec, docs, run, control, paper_evs):
     end = dur_us(run.cfg["workload"]["until"])
-    ev = run.ev_events()
-    marks = [e for e in ev if e.get("to") == "assumed_bad"]
-    bad_swaps = [e for e in ev if e.get("swap_out_state") == "assumed_bad"]
+    lost_data, marks = dead_ev_losses(run)
+    bad_swaps = [e for e in run.ev_events() if e.get("swap_out_state") == "assumed_bad"]
     step = 100.0
     bins = defaultdict(int)
     for e in marks:
@@ -573,8 +571,6 @@ def fig04(sec, docs, run, control, paper_evs):
     per_qp = defaultdict(int)
     for e in marks:
         per_qp[(e["host"], e["qpn"])] += 1
-    c = run.t["mrc"]["counters"]
-    lost_data = c["fault_drops"] - c["probes_unanswered"] - c["reverse_probes_unanswered"]
     qps = max(len(per_qp), 1)
     t, v = run.series("mrc", "host_rx", end_us=end)
     tc, vc = control.series("mrc", "host_rx", end_us=end)
@@ -612,20 +608,24 @@ def fig04(sec, docs, run, control, paper_evs):
                "The losses are a start-up transient: each QP loses a few EVs once, swaps them for backups and "
                "never uses them again, and the job runs at the rate it has without dead links."
                + ("" if lost_data / qps <= 5 else
-                  " More packets per QP are lost than the paper's fewer than five. " + fig04_why(run, paper_evs))
+                  " More packets per QP are lost than the paper's fewer than five. "
+                  + fig04_why(lost_data, len(marks), len(per_qp), run.cfg["topo"]["hosts"], paper_evs))
                if ok else
                "Losses do not die out early, or the dead links cost throughput beyond the start.", [run, control],
                "Fig 4")
 
 
-def fig04_why(run, paper_evs):
-    lost, marks, hit, hosts = dead_ev_losses(run)
+def fig04_why(lost, marks, hit, hosts, paper_evs):
+    """Why a QP loses more packets here than the paper's five: `lost` packets on `marks` dead EVs
+    of `hit` QPs out of `hosts` senders, against the run at the paper's EV count."""
     why = (f"A dead EV keeps losing its share of the QP's packets until its first loss is detected (a round trip "
            f"and the reordering window): {lost / max(marks, 1):.1f} packets per dead EV here, where each of 32 "
            f"active EVs gets a packet every 2.6 us.")
     if paper_evs is None:
         return why
-    lost_p, marks_p, hit_p, hosts_p = dead_ev_losses(paper_evs)
+    lost_p, marks_list = dead_ev_losses(paper_evs)
+    marks_p, hit_p = len(marks_list), len({(e["host"], e["qpn"]) for e in marks_list})
+    hosts_p = paper_evs.cfg["topo"]["hosts"]
     return why + (
         f" At the paper's EV count (104 active EVs per QP on 4 x 200G planes, "
         f"`{os.path.basename(paper_evs.scen)}`) a dead EV loses {lost_p / max(marks_p, 1):.1f}. A QP's losses also "
