@@ -1,7 +1,8 @@
 // Big-endian byte codecs for the control-plane formats (the side channel's hello,
 // net/hello.h; the libfabric provider's setup and slot headers, fi/fi_proto.h): a writer that
 // appends to a vector, and a bounds-checked reader whose every byte past the end reads as
-// 0 and sets ok() to false (so a decoder reads all fields, then checks once).
+// 0 and sets ok() to false (so a decoder reads all fields, then checks once). Also the
+// few little-endian words the formats have (the ICRC, wire/codec.cc; pcap files, wire/pcap.cc).
 #pragma once
 
 #include <algorithm>
@@ -71,5 +72,18 @@ class BeReader {
   size_t pos_ = 0;
   bool ok_ = true;
 };
+
+// Little-endian words, byte by byte (the same bytes on every host).
+inline void put_le16(uint8_t* p, uint16_t v) {
+  p[0] = static_cast<uint8_t>(v);
+  p[1] = static_cast<uint8_t>(v >> 8);
+}
+inline void put_le32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i)
+    p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+inline uint32_t get_le32(const uint8_t* p) {
+  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+}
 
 }  // namespace mrc

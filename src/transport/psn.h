@@ -2,6 +2,8 @@
 // comparisons are modular: a is "before" b when (b - a) mod 2^24 is in (0, 2^23).
 #pragma once
 
+#include <algorithm>
+#include <bit>
 #include <cstdint>
 
 namespace mrc {
@@ -24,6 +26,12 @@ constexpr bool psn_lt(uint32_t a, uint32_t b) {
 }
 constexpr bool psn_le(uint32_t a, uint32_t b) {
   return psn_diff(b, a) >= 0;
+}
+
+// The smallest power of two at least `n` (1 for 0): the size of a ring indexed by PSN, whose
+// slot is the PSN masked.
+constexpr uint32_t pow2_at_least(uint64_t n) {
+  return static_cast<uint32_t>(std::bit_ceil(std::max<uint64_t>(n, 1)));
 }
 
 }  // namespace mrc

@@ -5,12 +5,6 @@
 
 namespace mrc {
 
-namespace {
-uint32_t pow2_at_least(uint64_t n) {
-  return static_cast<uint32_t>(std::bit_ceil(std::max<uint64_t>(n, 1)));
-}
-}  // namespace
-
 void ReceiveWindow::start(uint32_t mpr_dest_psns, uint32_t first_psn, uint32_t msg_base,
                           uint64_t received_bytes) {
   mpr_dest_psns_ = mpr_dest_psns;

@@ -12,10 +12,6 @@ namespace mrc {
 
 namespace {
 
-uint32_t pow2_at_least(uint64_t n) {
-  return static_cast<uint32_t>(std::bit_ceil(std::max<uint64_t>(n, 1)));
-}
-
 // The size a ring whose limit is `limit` (a power of two) starts at.
 uint32_t initial_ring(uint32_t qp_initial_ring, uint32_t limit) {
   const uint64_t want = std::bit_ceil(std::max<uint64_t>(qp_initial_ring, 1));  // may be 2^32

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstring>
 
+#include "common/be_codec.h"
 #include "wire/crc32.h"
 
 namespace mrc::wire {
@@ -43,15 +44,6 @@ inline uint64_t get64(const uint8_t* p) {
   uint64_t v;
   std::memcpy(&v, p, sizeof v);
   return to_big(v);
-}
-// The ICRC goes on the wire least significant byte first (IBTA 7.8.1; RoCEv2 NICs and
-// Linux rxe store the CRC register as a little-endian word).
-inline void put_le32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i)
-    p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-inline uint32_t get_le32(const uint8_t* p) {
-  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -614,6 +606,8 @@ Result<size_t> encode(const Datagram& d, std::span<uint8_t> out) {
   put16(udp + 6, 0);
   write_transport(d.pkt, info_of(d.pkt.bth.opcode), udp + kUdpHeaderBytes);
 
+  // The ICRC goes on the wire least significant byte first (IBTA 7.8.1; RoCEv2 NICs and
+  // Linux rxe store the CRC register as a little-endian word).
   put_le32(b + total - kIcrcBytes, icrc_of(b, srh_bytes, total - kIcrcBytes));
   // The checksum covers the ICRC, so it comes last. Zero would mean "no checksum"
   // (RFC 768), so a computed zero is sent as 0xFFFF.

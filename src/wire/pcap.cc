@@ -3,19 +3,13 @@
 #include <cstring>
 #include <utility>
 
+#include "common/be_codec.h"
+
 namespace mrc::wire {
 namespace {
 
-// pcap headers are written in the writer's byte order; readers detect it from the magic.
-// We always write little-endian so files are identical on every host.
-void put_le16(uint8_t* p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v);
-  p[1] = static_cast<uint8_t>(v >> 8);
-}
-void put_le32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i)
-    p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
+// pcap headers are written in the writer's byte order; readers detect it from the magic. We
+// always write little-endian (put_le16, put_le32), so files are identical on every host.
 
 constexpr uint32_t kMagicNanoseconds = 0xA1B23C4D;
 constexpr size_t kEthernetHeaderBytes = 14;

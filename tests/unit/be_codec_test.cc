@@ -42,5 +42,14 @@ TEST(BeReader, u32__past_the_end_is_not_ok_and_its_missing_bytes_read_zero) {
   EXPECT_EQ(out[0], 9);  // nothing written
 }
 
+TEST(LittleEndian, words__least_significant_byte_first_and_read_back) {
+  uint8_t b[6] = {};
+  put_le16(b, 0x0102);
+  put_le32(b + 2, 0x03040506u);
+  const uint8_t want[6] = {0x02, 0x01, 0x06, 0x05, 0x04, 0x03};
+  EXPECT_EQ(std::vector<uint8_t>(b, b + 6), std::vector<uint8_t>(want, want + 6));
+  EXPECT_EQ(get_le32(b + 2), 0x03040506u);
+}
+
 }  // namespace
 }  // namespace mrc

@@ -26,6 +26,14 @@ TEST(Psn, psn_lt__across_the_wrap) {
   EXPECT_FALSE(psn_lt(7, 7));
 }
 
+TEST(Psn, pow2_at_least__rounds_up_to_a_power_of_two_and_zero_to_one) {
+  EXPECT_EQ(pow2_at_least(0), 1u);
+  EXPECT_EQ(pow2_at_least(1), 1u);
+  EXPECT_EQ(pow2_at_least(3), 4u);
+  EXPECT_EQ(pow2_at_least(4096), 4096u);
+  EXPECT_EQ(pow2_at_least(4097), 8192u);
+}
+
 RC_GTEST_PROP(Psn, psn_diff__inverts_psn_add, (uint32_t base, int32_t delta)) {
   base &= kPsnMask;
   const int32_t d = delta % static_cast<int32_t>(kPsnHalf);
