@@ -132,6 +132,8 @@ NetResult<bool> SideChannel::read_available() {
   // Never more than one frame of the limit (and its length) beyond what is taken: a peer
   // that sends without end fills its own socket buffer, not our memory.
   const size_t cap = size_t{max_frame_} + 4 + sizeof tmp;
+  rx_.erase(rx_.begin(), rx_.begin() + static_cast<ptrdiff_t>(rx_head_));
+  rx_head_ = 0;
   while (rx_.size() < cap) {
     const ssize_t r = ::recv(fd_.get(), tmp, std::min(sizeof tmp, cap - rx_.size()), MSG_DONTWAIT);
     if (r > 0) {
@@ -140,10 +142,11 @@ NetResult<bool> SideChannel::read_available() {
       continue;
     }
     if (r == 0) {
-      // Keep what arrived with the FIN: the peer's last frame is often its report.
+      // Keep what arrived with the FIN: the peer's last frame is often its report. What is
+      // buffered is judged first (a frame, or a length over the limit); try_recv_frame says
+      // "closed" only when nothing of it is left to hand out.
       closed_ = true;
-      if (any) return true;
-      return net_fail(NetErrc::kPeerClosed, "side channel closed by " + peer_);
+      return any;
     }
     if (errno == EAGAIN || errno == EWOULDBLOCK) return any;
     if (errno == EINTR) continue;
@@ -153,10 +156,11 @@ NetResult<bool> SideChannel::read_available() {
 }
 
 std::optional<std::vector<uint8_t>> SideChannel::take_frame() {
-  const FrameView v = parse_frame(rx_, max_frame_);
+  const std::span<const uint8_t> pending = std::span(rx_).subspan(rx_head_);
+  const FrameView v = parse_frame(pending, max_frame_);
   if (v.status != FrameStatus::kFrame) return std::nullopt;
-  std::vector<uint8_t> frame(rx_.begin() + 4, rx_.begin() + 4 + v.length);
-  rx_.erase(rx_.begin(), rx_.begin() + 4 + v.length);
+  std::vector<uint8_t> frame(pending.begin() + 4, pending.begin() + 4 + v.length);
+  rx_head_ += 4 + size_t{v.length};
   return frame;
 }
 
@@ -166,7 +170,7 @@ NetResult<std::optional<std::vector<uint8_t>>> SideChannel::try_recv_frame() {
     auto r = read_available();
     if (!r) return std::unexpected(r.error());
   }
-  const FrameView v = parse_frame(rx_, max_frame_);
+  const FrameView v = parse_frame(std::span(rx_).subspan(rx_head_), max_frame_);
   if (v.status == FrameStatus::kTooLarge)
     return net_fail(NetErrc::kBadHello, "side-channel frame of " + std::to_string(v.length) +
                                             " bytes from " + peer_ + " (limit " +

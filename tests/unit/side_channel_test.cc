@@ -147,6 +147,34 @@ TEST(SideChannel, try_recv_frame__refuses_a_frame_above_the_limit_before_bufferi
   EXPECT_NE(f.error().message.find("limit 1024"), std::string::npos) << f.error().message;
 }
 
+// A length over the limit that was buffered in an earlier read, when the peer has closed by
+// the time it is reached: the length is what is wrong, not the close. (The buffer holds one
+// frame of the limit plus one read, 16388 bytes at limit 0: 4096 empty frames and the bad
+// length fill it exactly, so the close is seen only after the frames are handed out.)
+TEST(SideChannel, try_recv_frame__judges_buffered_bytes_before_the_close) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  std::vector<uint8_t> stream(4096 * 4, 0);
+  const auto bad = framed(1);
+  stream.insert(stream.end(), bad.begin(), bad.begin() + 4);
+  ASSERT_EQ(::send(sv[1], stream.data(), stream.size(), 0), static_cast<ssize_t>(stream.size()));
+  ::close(sv[1]);
+  SideChannel ch{UniqueFd(sv[0]), "peer", 0};
+  ch.set_max_frame(0);
+  size_t frames = 0;
+  while (true) {
+    auto f = ch.try_recv_frame();
+    if (!f) {
+      EXPECT_EQ(f.error().code, NetErrc::kBadHello) << f.error().message;
+      break;
+    }
+    ASSERT_TRUE(*f);
+    EXPECT_TRUE((*f)->empty());
+    ++frames;
+  }
+  EXPECT_EQ(frames, 4096u);
+}
+
 // The side-channel attacks the server must survive, at once: garbage, an idle connection, a
 // slow one sending a byte at a time, 100 connections held open, and a refused client -- then
 // the real client.
