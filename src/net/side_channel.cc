@@ -156,10 +156,10 @@ NetResult<bool> SideChannel::read_available() {
 }
 
 std::optional<std::vector<uint8_t>> SideChannel::take_frame() {
-  const std::span<const uint8_t> pending = std::span(rx_).subspan(rx_head_);
-  const FrameView v = parse_frame(pending, max_frame_);
+  const std::span<const uint8_t> b = buffered();
+  const FrameView v = parse_frame(b, max_frame_);
   if (v.status != FrameStatus::kFrame) return std::nullopt;
-  std::vector<uint8_t> frame(pending.begin() + 4, pending.begin() + 4 + v.length);
+  std::vector<uint8_t> frame(b.begin() + 4, b.begin() + 4 + v.length);
   rx_head_ += 4 + size_t{v.length};
   return frame;
 }
@@ -170,7 +170,7 @@ NetResult<std::optional<std::vector<uint8_t>>> SideChannel::try_recv_frame() {
     auto r = read_available();
     if (!r) return std::unexpected(r.error());
   }
-  const FrameView v = parse_frame(std::span(rx_).subspan(rx_head_), max_frame_);
+  const FrameView v = parse_frame(buffered(), max_frame_);
   if (v.status == FrameStatus::kTooLarge)
     return net_fail(NetErrc::kBadHello, "side-channel frame of " + std::to_string(v.length) +
                                             " bytes from " + peer_ + " (limit " +

@@ -81,11 +81,12 @@ class SideChannel {
   std::string peer_;
   in6_addr peer_addr_{};
   uint32_t max_frame_ = kMaxFrameBytes;
-  // Received bytes; those before rx_head_ were handed out. They are dropped only before the
-  // next read (when less than a frame is left), so a peer's stream of tiny frames costs
-  // linear time, not a move of the buffer per frame.
+  // Received bytes; those before rx_head_ were handed out. They are dropped at the next read,
+  // not per frame, so a peer's stream of tiny frames costs linear time, not a move of the
+  // buffer per frame.
   std::vector<uint8_t> rx_;
   size_t rx_head_ = 0;
+  std::span<const uint8_t> buffered() const { return std::span(rx_).subspan(rx_head_); }
   std::vector<uint8_t> greeting_;
   bool closed_ = false;
 };
