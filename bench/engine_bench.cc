@@ -10,10 +10,13 @@
 // Every benchmark runs the same closed loop between two engines (one batch per iteration):
 // send a batch of data packets, deliver them to the responder in groups of ack_every
 // draining its ACKs after each group (as a driver does after each input), deliver the ACKs to
-// the requester, then (untimed) repost work, poll completions and run due timers. Each stage
-// is timed on its own with the TSC, and a benchmark reports the stage it names through manual
-// timing, so the untimed driver work (copying TxPacket into RxPacket, reposting work) costs
-// nothing. Counter `ns_per_packet` = that stage's nanoseconds / data packets of the batch.
+// the requester, then (untimed) repost work and poll completions, and (timed) run due timers.
+// Each stage is timed on its own with the TSC, and a benchmark reports the stage it names
+// through manual timing, so the untimed driver work (copying TxPacket into RxPacket, reposting
+// work) costs nothing. The timers (next_deadline, where the engine arms the deadlines of the
+// QPs that sent or received, and on_timer) count with sending for the requester and with
+// receiving for the responder. Counter `ns_per_packet` = that stage's nanoseconds / data packets of
+// the batch.
 //
 // Control traffic besides data and ACKs: with the engine's defaults the responder keeps its
 // reverse EV set fresh (EngineConfig::reverse_evs_per_plane = 2, docs/engine.md "Reverse
@@ -305,7 +308,9 @@ class Loop {
     b = ticks();
     t.ack_process += static_cast<double>(b - a) - overhead;
 
-    // Untimed: the rest of the driver's duties.
+    // Untimed: the rest of the driver's duties, but for the timers: the engine arms a QP's
+    // deadline when the driver asks for it (Engine::next_deadline), so that work is the
+    // requester's (counted with sending) and the responder's (counted with receiving).
     now_ = std::max(now, anow);
     for (int i = 0; i < 2; ++i) {
       Completion c;
@@ -315,7 +320,10 @@ class Loop {
       Event e;
       while (eng_[i]->poll_event(e)) {
       }
+      a = ticks();
       if (eng_[i]->next_deadline() <= now_) eng_[i]->on_timer(now_);
+      b = ticks();
+      (i == 0 ? t.send : t.receive) += static_cast<double>(b - a) - overhead;
     }
     refill();
     return ok_ ? nullptr : "post_write failed";

@@ -77,6 +77,7 @@ Status Engine::modify_qp(Time now, uint32_t qpn, QpState target, const QpAttr& a
     auto fresh = std::make_unique<Qp>(env_, qpn, qp->create_attr(), rng_.next());
     fresh->in_ready = qp->in_ready;
     fresh->in_control = qp->in_control;
+    fresh->in_rearm = qp->in_rearm;
     fresh->armed = qp->armed;
     qps_[qpn_cipher_.decrypt(qpn) - kFirstQpn] = std::move(fresh);
     return {};
@@ -398,10 +399,23 @@ void Engine::mark_control(Qp* qp) {
 }
 
 void Engine::rearm(Qp* qp) {
-  env_.rearm(qp->armed, qp->qpn(), qp->deadline());
+  if (qp->in_rearm) return;
+  qp->in_rearm = true;
+  env_.rearm_pending.push_back(qp->qpn());
+}
+
+void Engine::arm_pending() {
+  for (const uint32_t qpn : env_.rearm_pending) {
+    Qp* qp = find_qp(qpn);
+    if (!qp || !qp->in_rearm) continue;  // destroyed (or reset and already armed)
+    qp->in_rearm = false;
+    env_.rearm(qp->armed, qpn, qp->deadline());
+  }
+  env_.rearm_pending.clear();
 }
 
 Time Engine::next_deadline() {
+  arm_pending();
   while (!env_.timers.empty()) {
     const QpEnv::TimerEntry& top = env_.timers.front();
     const Qp* qp = find_qp(top.qpn);
@@ -413,6 +427,7 @@ Time Engine::next_deadline() {
 }
 
 void Engine::on_timer(Time now) {
+  arm_pending();
   if (next_remap_ <= now) {
     next_remap_ = kNever;
     std::vector<PendingRemap> due;
@@ -438,7 +453,8 @@ void Engine::on_timer(Time now) {
     qp->on_timer(now);
     if (env_.log) [[unlikely]]
       log_cwnd_change(now, *qp, cwnd_before);  // losses a timer declared cut the window
-    rearm(qp);
+    // At once, not pending: a deadline the timer left at or before `now` fires in this loop.
+    env_.rearm(qp->armed, qp->qpn(), qp->deadline());
   }
 }
 

@@ -223,7 +223,8 @@ class Engine {
   void log_cwnd_change(Time now, const Qp& qp, uint64_t before);
   void mark_ready(Qp* qp);    // QP may have data to send
   void mark_control(Qp* qp);  // QP has a control packet to send
-  void rearm(Qp* qp);         // QP's deadline may have changed
+  void rearm(Qp* qp);         // QP's deadline may have changed (armed by arm_pending)
+  void arm_pending();         // arms the deadlines of the QPs rearm() named since
 };
 
 inline constexpr uint32_t kFirstQpn = 2;  // QPN 0 and 1 are special in InfiniBand

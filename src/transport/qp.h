@@ -95,7 +95,7 @@ class Qp {
   void on_timer(Time now);
 
   // Engine bookkeeping: in_ready, in_control and armed, declared below (the flags share a
-  // word with rx_msg_base_ and max_wimm_dest_).
+  // word with rx_msg_base_ and max_wimm_dest_), and in_rearm (a bit beside probes_due_).
 
  private:
   // ---- transitions --------------------------------------------------------------------
@@ -138,8 +138,13 @@ class Qp {
   // performance.md, "Bytes per QP".)
   QpState state_ = QpState::kReset;
   TransportMode transport_ = TransportMode::kMrc;
-  bool probes_due_ = false;         // a path probe is due (control pending)
-  bool reverse_probe_due_ = false;  // a reverse-set probe is due (control pending)
+  bool probes_due_ : 1 = false;         // a path probe is due (control pending)
+  bool reverse_probe_due_ : 1 = false;  // a reverse-set probe is due (control pending)
+
+ public:
+  bool in_rearm : 1 = false;  // engine bookkeeping: in QpEnv::rearm_pending (Engine::rearm)
+
+ private:
   // Attributes (RTR; the requester's RTS attributes are the Requester's).
   uint32_t dest_qpn_ = 0;
   uint64_t seed_;

@@ -80,6 +80,11 @@ struct QpEnv {
   };
   Ring<uint32_t> ready_ring, control_ring;
   std::vector<TimerEntry> timers;  // binary min-heap, lazily invalidated
+  // QPs whose deadline may have moved since it was last armed: the engine computes each one's
+  // deadline once, when the driver next asks for the timers (Engine::next_deadline, on_timer),
+  // not after every packet (a requester's deadline costs ~110 instructions, and a QP sends
+  // and receives several packets per turn of the driver).
+  std::vector<uint32_t> rearm_pending;
 
   // ---- Reports ------------------------------------------------------------------------
   void emit_completion(const Completion& c);

@@ -282,6 +282,36 @@ TEST(Engine, prefetch__is_only_a_hint) {
   net.e(0).prefetch();
 }
 
+// A QP's deadline is armed when the driver asks for the timers, not after each packet
+// (Engine::rearm): what a send sets is there at the next next_deadline(), and a QP destroyed
+// or reset before that leaves no timer behind.
+TEST(Engine, next_deadline__arms_what_the_calls_since_left_and_nothing_of_a_gone_qp) {
+  MiniNet net(2);
+  Pair p = connect(net, 2, 16, 64 << 10);
+  ASSERT_EQ(net.e(0).next_deadline(), kNever);
+  ASSERT_TRUE(net.e(0).post_write(0, p.qpn[0], write_wr(p, 1, 0, 64 << 10)));
+  TxPacket tx;
+  ASSERT_TRUE(net.e(0).poll_transmit(0, 0b11, tx));
+  ASSERT_TRUE(net.e(0).poll_transmit(0, 0b11, tx));
+  const Time armed = net.e(0).next_deadline();
+  EXPECT_GT(armed, Time{0});
+  EXPECT_LT(armed, kNever);  // loss detection and the ACK timeout wait for the two packets
+  EXPECT_EQ(net.e(0).next_deadline(), armed);
+
+  // Sent and then destroyed before the driver asked: nothing fires for it.
+  ASSERT_TRUE(net.e(0).poll_transmit(0, 0b11, tx));
+  ASSERT_TRUE(net.e(0).destroy_qp(p.qpn[0]));
+  EXPECT_EQ(net.e(0).next_deadline(), kNever);
+  net.e(0).on_timer(armed);
+
+  // Reset with its re-arm pending: the fresh QP has nothing to wait for.
+  Pair q = connect(net, 2, 16, 64 << 10);
+  ASSERT_TRUE(net.e(0).post_write(0, q.qpn[0], write_wr(q, 1, 0, 64 << 10)));
+  ASSERT_TRUE(net.e(0).poll_transmit(0, 0b11, tx));
+  ASSERT_TRUE(net.e(0).modify_qp(0, q.qpn[0], QpState::kReset, QpAttr{}));
+  EXPECT_EQ(net.e(0).next_deadline(), kNever);
+}
+
 // The ACK timeout runs only while something is outstanding (RFC 6298 5.1): a QP idle for
 // many timeouts since RTS or since its last transfer sends again without a spurious timeout
 // declaring its window lost. MRC and RoCEv2.
