@@ -543,7 +543,8 @@ WcStatus Requester::on_ack(const RequesterContext& c, Time now, const RxPacket& 
   }
   bool progress = false;
   if (s.ports_down != c.paths.peer_ports_down()) on_peer_ports(c, now, s.ports_down);
-  learn_pto_floor_from_echoes(now, s);
+  // Only a PSN declared lost teaches the floor, and every one waits in `retx` until resent.
+  if (!retx.empty()) learn_pto_floor_from_echoes(now, s);
   // 1. Cumulative part.
   if (psn_diff(s.cum_psn, snd_una) > 0) {
     for (uint32_t psn = snd_una; psn != s.cum_psn; psn = psn_add(psn, 1)) {
