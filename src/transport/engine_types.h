@@ -132,6 +132,19 @@ struct RttEstimate {
   Time min_rtt = kNever;
 };
 
+// RFC 6298 2.2-2.3: a smoothed RTT and its variation after one more sample (the first sets
+// both). The one rule for every estimate the engine keeps (a QP's, the engine's shared one).
+inline void smooth_rtt(Time& srtt, Time& rttvar, Time sample) {
+  if (srtt == 0) {
+    srtt = sample;
+    rttvar = sample / 2;
+    return;
+  }
+  const Time diff = srtt > sample ? srtt - sample : sample - srtt;
+  rttvar = (3 * rttvar + diff) / 4;
+  srtt = (7 * srtt + sample) / 8;
+}
+
 // Loss recovery's defaults, the one place they are set (QpAttr, LossTiming, the QP's RTS
 // copy, SessionConfig): an ACK timeout of 1.024 us x 2^14 = 16.8 ms (OCP mrc.h's unit; IBTA's
 // is 4.096 us), then 7 retries at that interval and 7 doubling ones.

@@ -56,9 +56,7 @@ uint32_t LossDetector::record(uint32_t psn, int path, Time now) {
   return seq;
 }
 
-void LossDetector::note_delivered(Time sent_at, uint32_t seq, uint32_t queue) {
-  rack_time_ = std::max(rack_time_, sent_at);
-  if (!same_instant_sends_) return;
+void LossDetector::note_queue_delivered(Time sent_at, uint32_t seq, uint32_t queue) {
   // Per transmit queue, the newest delivered transmission by send time, ties broken by send
   // order (RFC 8985 6.1): one queue's packets leave in the order they were produced, even when
   // a driver hands the kernel a whole batch with one timestamp.
@@ -84,23 +82,6 @@ Time LossDetector::rack_tie_due(uint32_t seq, uint32_t queue, const LossContext&
   const QueueRack& qr = queue_rack_[queue];
   if (!qr.seen || qr.sent_at != r.sent_at || static_cast<int32_t>(seq - qr.seq) >= 0) return kNever;
   return r.sent_at + std::max(srtt_, raw_srtt_) + reorder_window(ctx);
-}
-
-void LossDetector::rtt_sample(Time rtt, Time raw) {
-  // RFC 6298 smoothing.
-  min_rtt_ = std::min(min_rtt_, rtt);
-  auto smooth = [](Time& srtt, Time& rttvar, Time sample) {
-    if (srtt == 0) {
-      srtt = sample;
-      rttvar = sample / 2;
-      return;
-    }
-    const Time diff = srtt > sample ? srtt - sample : sample - srtt;
-    rttvar = (3 * rttvar + diff) / 4;
-    srtt = (7 * srtt + sample) / 8;
-  };
-  smooth(srtt_, rttvar_, rtt);
-  smooth(raw_srtt_, raw_rttvar_, raw);
 }
 
 void LossDetector::widen_reorder_window() {
@@ -129,13 +110,6 @@ void LossDetector::learn_pto_floor(Time now, Time sent_at) {
   if (now <= sent_at) return;
   pto_floor_ = std::min(std::max(pto_floor_, now - sent_at), pto_floor_limit());
   pto_floor_at_ = now;
-}
-
-void LossDetector::age_pto_floor(Time now) {
-  if (pto_floor_ && now - pto_floor_at_ > kPtoFloorHalfLife) {
-    pto_floor_ /= 2;
-    pto_floor_at_ = now;
-  }
 }
 
 bool LossDetector::on_rto() {

@@ -30,6 +30,7 @@
 #pragma once
 
 #include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -119,13 +120,27 @@ class LossDetector {
   size_t path_bytes() const { return size_t{fifo_count_} * sizeof(PathFifo); }
 
   // ---- evidence --------------------------------------------------------------------------
-  // A transmission sent at `sent_at` as record `seq` on transmit queue `queue` was delivered.
-  void note_delivered(Time sent_at, uint32_t seq, uint32_t queue);
+  // A transmission sent at `sent_at` as record `seq` was delivered; `queue_of()` names its
+  // transmit queue, asked only once two transmissions shared a send time (inline: once per
+  // acknowledged packet).
+  template <std::invocable QueueOf>
+  void note_delivered(Time sent_at, uint32_t seq, QueueOf queue_of) {
+    rack_time_ = std::max(rack_time_, sent_at);
+    if (same_instant_sends_) note_queue_delivered(sent_at, seq, queue_of());
+  }
+  void note_delivered(Time sent_at, uint32_t seq, uint32_t queue) {
+    note_delivered(sent_at, seq, [queue] { return queue; });
+  }
   // A trimmed header of a transmission sent at `sent_at` arrived: what was sent a window
   // before it is lost as if it had been delivered (trimmed headers overtake the data queues).
   void note_header_delivered(Time sent_at) { rack_time_ = std::max(rack_time_, sent_at); }
-  // An RTT sample: `rtt` without the responder's service time, `raw` with it.
-  void rtt_sample(Time rtt, Time raw);
+  // An RTT sample: `rtt` without the responder's service time, `raw` with it (both smoothed;
+  // inline: once per acknowledged packet).
+  void rtt_sample(Time rtt, Time raw) {
+    min_rtt_ = std::min(min_rtt_, rtt);
+    smooth_rtt(srtt_, rttvar_, rtt);
+    smooth_rtt(raw_srtt_, raw_rttvar_, raw);
+  }
   // Evidence of reordering (a loss undone, a duplicate at the responder): widen the window.
   void widen_reorder_window();
   // A loss was declared for `cause` (16 in a row by RACK or path order halve the widening).
@@ -137,8 +152,14 @@ class LossDetector {
   // Raises the PTO floor to how long the acknowledgement of a packet sent at `sent_at`,
   // already declared lost, took.
   void learn_pto_floor(Time now, Time sent_at);
-  // An acknowledgement without such evidence: the floor halves every kPtoFloorHalfLife.
-  void age_pto_floor(Time now);
+  // An acknowledgement without such evidence: the floor halves every kPtoFloorHalfLife
+  // (inline: once per acknowledged packet).
+  void age_pto_floor(Time now) {
+    if (pto_floor_ && now - pto_floor_at_ > kPtoFloorHalfLife) {
+      pto_floor_ /= 2;
+      pto_floor_at_ = now;
+    }
+  }
 
   // ---- progress and timers ---------------------------------------------------------------
   // The ACK timeout counts from `now` (a packet left with nothing outstanding, an answer
@@ -212,6 +233,8 @@ class LossDetector {
   };
   // Cold and out of line: inlined, the loop would cost every packet's caller register spills.
   [[gnu::cold, gnu::noinline]] void grow();
+  // note_delivered's part for a detector that has seen two sends share an instant.
+  void note_queue_delivered(Time sent_at, uint32_t seq, uint32_t queue);
   void unlink_head(PathFifo& f, Record& r) {
     f.head = r.next;
     if (f.head == kNil) f.tail = kNil;

@@ -46,21 +46,6 @@ uint32_t QpEnv::ports_down_bitmap() const {
   return ~port_up_mask & all & ((1u << wire::kSackPortsDownBits) - 1);
 }
 
-void QpEnv::note_rtt_sample(Time raw) {
-  if (!config.share_rtt) return;
-  RttEstimate& e = shared_rtt_;
-  e.min_rtt = std::min(e.min_rtt, raw);
-  if (e.srtt == 0) {
-    e.srtt = raw;
-    e.rttvar = raw / 2;
-    return;
-  }
-  // RFC 6298 gains, as each QP smooths its own.
-  const Time diff = e.srtt > raw ? e.srtt - raw : raw - e.srtt;
-  e.rttvar = (3 * e.rttvar + diff) / 4;
-  e.srtt = (7 * e.srtt + raw) / 8;
-}
-
 bool QpEnv::take_probe_token(Time now) {
   const Time every = config.probe_budget_interval;
   if (every == 0) return true;

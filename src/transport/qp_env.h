@@ -100,8 +100,13 @@ struct QpEnv {
   // out of use, the first 24.
   uint32_t ports_down_bitmap() const;
   // Every QP's RTT samples feed the engine's shared estimate (EngineConfig::share_rtt); `raw`
-  // includes the responder's service time, as the tail-loss probe must.
-  void note_rtt_sample(Time raw);
+  // includes the responder's service time, as the tail-loss probe must (RFC 6298 gains, as
+  // each QP smooths its own; inline: once per acknowledged packet).
+  void note_rtt_sample(Time raw) {
+    if (!config.share_rtt) return;
+    shared_rtt_.min_rtt = std::min(shared_rtt_.min_rtt, raw);
+    smooth_rtt(shared_rtt_.srtt, shared_rtt_.rttvar, raw);
+  }
   // What a QP without a sample of its own assumes (EngineConfig::fabric_rtt, share_rtt);
   // srtt 0 if nothing is known.
   RttEstimate borrowed_rtt() const {

@@ -505,9 +505,7 @@ void Requester::fill_data(const RequesterContext& c, Time now, uint32_t psn, int
 // ---------------------------------------------------------------------------------------
 // Acknowledgements and loss detection.
 
-bool Requester::ack_psn(const RequesterContext& c, Time now, uint32_t psn) {
-  TxPkt& p = pkt(psn);
-  if (p.state == PktState::kAcked || p.state == PktState::kFree) return false;
+void Requester::ack_new_psn(const RequesterContext& c, Time now, uint32_t psn, TxPkt& p) {
   if (c.mrc && p.state == PktState::kLost && p.transmissions > 1)
     ++c.env.counters.losses_acked_before_resend;
   if (c.mrc && p.state == PktState::kLost && p.transmissions == 1) {
@@ -527,11 +525,6 @@ bool Requester::ack_psn(const RequesterContext& c, Time now, uint32_t psn) {
   ++wr_at(p.wr_seq).acked_pkts;
   // With a single transmission we know exactly which send was delivered (RACK needs that).
   if (p.transmissions == 1) note_delivered(c, p.sent_at, p.rec, p.ev);
-  return true;
-}
-
-void Requester::note_delivered(const RequesterContext& c, Time sent_at, uint32_t seq, uint16_t ev) {
-  loss->note_delivered(sent_at, seq, transmit_queue(c.env, c.paths, ev));
 }
 
 WcStatus Requester::on_ack(const RequesterContext& c, Time now, const RxPacket& rx) {

@@ -39,6 +39,12 @@
 
 namespace mrc {
 
+// The transmit queue whose order a transmission on path `ev` keeps (EngineConfig::
+// transmit_order): its port's, or the path's own.
+inline uint32_t transmit_queue(const QpEnv& env, const PathSet& paths, uint16_t ev) {
+  return env.transmit_order == TransmitOrder::kPerPort ? paths.port_of(ev) : ev;
+}
+
 // What a requester is handed by its QP for a call.
 struct RequesterContext {
   QpEnv& env;
@@ -248,9 +254,18 @@ struct Requester {
                                                               SendWr& w, uint32_t bytes);
   void fill_data(const RequesterContext& c, Time now, uint32_t psn, int path, bool retransmit,
                  TxPacket& out);
-  // Marks `psn` acknowledged (first time only). Returns true if newly acknowledged.
-  bool ack_psn(const RequesterContext& c, Time now, uint32_t psn);
-  void note_delivered(const RequesterContext& c, Time sent_at, uint32_t seq, uint16_t ev);
+  // Marks `psn` acknowledged (first time only). Returns true if newly acknowledged. Inline
+  // test: an ACK's echoes name PSNs its cumulative part has just acknowledged.
+  bool ack_psn(const RequesterContext& c, Time now, uint32_t psn) {
+    TxPkt& p = pkt(psn);
+    if (p.state == PktState::kAcked || p.state == PktState::kFree) return false;
+    ack_new_psn(c, now, psn, p);
+    return true;
+  }
+  void ack_new_psn(const RequesterContext& c, Time now, uint32_t psn, TxPkt& p);
+  void note_delivered(const RequesterContext& c, Time sent_at, uint32_t seq, uint16_t ev) {
+    loss->note_delivered(sent_at, seq, [&] { return transmit_queue(c.env, c.paths, ev); });
+  }
   void on_peer_ports(const RequesterContext& c, Time now, uint32_t ports_down);
   void on_spurious_loss(const RequesterContext& c, Time now, uint16_t ev, bool by_pto);
   void on_duplicate_echo(const RequesterContext& c, bool by_pto);
@@ -266,12 +281,6 @@ struct Requester {
   void resend_where(const RequesterContext& c, Time now, F gone);
   WcStatus on_rto(const RequesterContext& c, Time now);
 };
-
-// The transmit queue whose order a transmission on path `ev` keeps (EngineConfig::
-// transmit_order): its port's, or the path's own.
-inline uint32_t transmit_queue(const QpEnv& env, const PathSet& paths, uint16_t ev) {
-  return env.transmit_order == TransmitOrder::kPerPort ? paths.port_of(ev) : ev;
-}
 
 // What loss detection borrows from the engine.
 inline LossContext loss_context(const QpEnv& env) {

@@ -127,7 +127,7 @@ Status Responder::accept_data(const ResponderContext& c, Time now, const RxPacke
     // active inbound all the same (paper 2.4): the resend this NACK brings does not end a
     // silence (queue_echo).
     ++c.env.counters.trimmed_received;
-    c.reverse.on_inbound(now, c.env.reverse_probe_interval());
+    c.reverse.on_inbound(now, [&] { return c.env.reverse_probe_interval(); });
     if (nacks.push_back_within(TrimNack{t.bth.psn, t.data.ev_index, rx.port}, kTrimNackQueue,
                                c.env.config.qp_initial_ring)) {
       c.mark_control();
@@ -242,7 +242,8 @@ void Responder::queue_echo(const ResponderContext& c, Time now, const RxPacket& 
   // timeout would never make an active spell (a lone arrival only starts the clock), and a
   // slot that loses every ACK would never be verified.
   c.reverse.on_data_path(rx.pkt.data.ev_index, c.paths);
-  const bool spell_started = c.reverse.on_inbound(now, c.env.reverse_probe_interval());
+  const bool spell_started =
+      c.reverse.on_inbound(now, [&] { return c.env.reverse_probe_interval(); });
   if ((flags & wire::AckEcho::kDuplicate) ||
       (spell_started && (flags & wire::AckEcho::kRetransmit)))
     c.reverse.on_ack_loss(now);

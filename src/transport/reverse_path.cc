@@ -129,17 +129,11 @@ ReverseChange ReversePathSet::on_path_unusable(int i, const PathSet& paths, uint
   return c;
 }
 
-bool ReversePathSet::on_inbound(Time now, Time interval) {
-  if (!enabled()) return false;
-  if (next_probe_at_ != kNever) {
-    inbound_ = true;
-    return false;
-  }
+void ReversePathSet::start_spell(Time now, Time interval) {
   // The first arrival of an active spell starts the clock; only arrivals after it count,
   // so a message that fits in one RTT (one or two packets) draws no probe.
   next_probe_at_ = now + interval;
   inbound_ = false;
-  return true;
 }
 
 void ReversePathSet::on_ack_loss(Time now) {

@@ -35,6 +35,7 @@
 #pragma once
 
 #include <algorithm>
+#include <concepts>
 #include <cstdint>
 #include <memory>
 
@@ -84,7 +85,21 @@ class ReversePathSet {
   // A data packet arrived: the QP is active inbound, so probes go on (one per interval).
   // Returns true if this scheduled the next probe: the arrival started an active spell (the
   // caller re-arms its timer).
-  bool on_inbound(Time now, Time interval);
+  // `interval()` (the probe interval) is asked only when a spell starts; inline: every data
+  // packet arrives through here.
+  template <std::invocable Interval>
+  bool on_inbound(Time now, Interval interval) {
+    if (!enabled()) return false;
+    if (next_probe_at_ != kNever) {
+      inbound_ = true;
+      return false;
+    }
+    start_spell(now, interval());
+    return true;
+  }
+  bool on_inbound(Time now, Time interval) {
+    return on_inbound(now, [interval] { return interval; });
+  }
   // The peer resent data this QP had acknowledged (an ACK was lost), or resent anything after
   // an inbound silence (its ACK timeout fired). The next probe goes at once, unless one is
   // still outstanding.
@@ -121,6 +136,8 @@ class ReversePathSet {
   size_t heap_bytes() const { return slots_ ? slots() * sizeof(uint16_t) : 0; }
 
  private:
+  // An arrival with no spell running: the next probe is due `interval` from `now`.
+  void start_spell(Time now, Time interval);
   static constexpr uint16_t kEmpty = 0xFFFF;
 
   void allocate();

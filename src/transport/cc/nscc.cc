@@ -169,8 +169,7 @@ void Nscc::multiplicative_decrease(Time now) {
 // or a delay above qa_threshold, and the flow delivered less than max_cwnd >> qa_gate, the
 // window becomes what was delivered. The feedback of packets already in flight describes the
 // old window; it is ignored until that many bytes have been acknowledged.
-bool Nscc::maybe_quick_adapt(Time now) {
-  if (now - qa_start_ < p_->qa_period) return false;
+bool Nscc::end_qa_period(Time now) {
   bool fired = false;
   if (p_->qa_enabled && (qa_congestion_ || qa_delay_) &&
       achieved_ < (p_->max_cwnd >> p_->qa_gate)) {
@@ -203,10 +202,8 @@ bool Nscc::maybe_quick_adapt(Time now) {
 // one. (A whole eta per byte-triggered adjustment would give a large window more eta per RTT
 // than a small one, a multiplicative increase that defeats convergence to fair shares.) eta
 // is added only when the period hit an increase quadrant: ECN-marked periods never grow.
-void Nscc::maybe_adjust(Time now, uint32_t delivered) {
-  bytes_since_adjust_ += delivered;
+void Nscc::adjust(Time now) {
   const Time elapsed = now - last_adjust_;
-  if (bytes_since_adjust_ < p_->adjust_bytes && elapsed < p_->adjust_period) return;
   if (increased_) {
     const double eta_share =
         std::min(1.0, static_cast<double>(elapsed) / static_cast<double>(p_->adjust_period));

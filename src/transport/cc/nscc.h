@@ -117,9 +117,19 @@ class Nscc final : public CongestionControl {
   void start(Time now);
   void update_avg_delay(Time delay, bool congested);
   void multiplicative_decrease(Time now);
-  // Evaluates quick adapt if its period has elapsed; true if the window was reset.
-  bool maybe_quick_adapt(Time now);
-  void maybe_adjust(Time now, uint32_t delivered);
+  // Evaluates quick adapt if its period has elapsed; true if the window was reset. The tests
+  // are inline (every acknowledged packet asks; a period ends a few times per RTT).
+  bool maybe_quick_adapt(Time now) {
+    return now - qa_start_ >= p_->qa_period && end_qa_period(now);
+  }
+  bool end_qa_period(Time now);
+  // Counts `delivered` towards the next window adjustment and makes it when it is due.
+  void maybe_adjust(Time now, uint32_t delivered) {
+    bytes_since_adjust_ += delivered;
+    if (bytes_since_adjust_ >= p_->adjust_bytes || now - last_adjust_ >= p_->adjust_period)
+      adjust(now);
+  }
+  void adjust(Time now);
   // A loss or a trimmed packet's resend: arms quick adapt, then keeps `keep` of the window.
   void on_lost(Time now, uint32_t bytes, double keep);
   void clamp();
