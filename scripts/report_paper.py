@@ -1433,7 +1433,7 @@ def fig17_cc_why(runs, size, c, roce_q):
             f"{fmt(g_fw)} Gb/s against RoCE's {fmt(g_roce)}, {culprit}A pair's flow is a few packets long, and a "
             f"window NSCC has cut (on ECN, delay or a trim) does not grow back before the flow ends. Without ECN "
             f"marking (`--set switch.ecn_pmax=0`) NSCC reaches {fmt(g_ne)} Gb/s: its delay signal alone still "
-            "cuts. The paper's MRC congestion control is not published; ours is UET's NSCC.")
+            "cuts (docs/congestion-control.md). The paper reports no window dynamics for this all-to-all.")
 
 
 def collective_section(sec, title, img, paper, pts, tab, runs, fig_id):
