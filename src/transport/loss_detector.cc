@@ -37,25 +37,6 @@ void LossDetector::grow() {
     recs_[i & mask_] = old[i & old_mask];
 }
 
-uint32_t LossDetector::record(uint32_t psn, int path, Time now) {
-  // The ring grows here only; the QP keeps the records in flight within the limit (full()).
-  if (tail_ - head_ > mask_) grow();
-  const uint32_t seq = tail_++;
-  // Two transmissions at one instant: only then can RACK's tie rule ever apply (a driver's
-  // batch; the simulator sends one packet per port per instant).
-  if (seq != head_ && recs_[(seq - 1) & mask_].sent_at == now) same_instant_sends_ = true;
-  Record& r = recs_[seq & mask_];
-  r = Record{psn, kNil, now, static_cast<uint16_t>(path), true};
-  PathFifo& f = path_fifos_[static_cast<size_t>(path)];
-  if (f.tail != kNil) {
-    recs_[f.tail & mask_].next = seq;
-  } else {
-    f.head = seq;
-  }
-  f.tail = seq;
-  return seq;
-}
-
 void LossDetector::note_queue_delivered(Time sent_at, uint32_t seq, uint32_t queue) {
   // Per transmit queue, the newest delivered transmission by send time, ties broken by send
   // order (RFC 8985 6.1): one queue's packets leave in the order they were produced, even when

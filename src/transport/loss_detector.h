@@ -111,8 +111,25 @@ class LossDetector {
   bool made_since_mark(uint32_t seq) const { return static_cast<int32_t>(seq - mark_) >= 0; }
   const Record& at(uint32_t seq) const { return recs_[seq & mask_]; }
   // Records a transmission of `psn` on `path` at `now` (the caller checked !full());
-  // returns its sequence number.
-  uint32_t record(uint32_t psn, int path, Time now);
+  // returns its sequence number. Inline: once per packet sent.
+  uint32_t record(uint32_t psn, int path, Time now) {
+    // The ring grows here only; the QP keeps the records in flight within the limit (full()).
+    if (tail_ - head_ > mask_) grow();
+    const uint32_t seq = tail_++;
+    // Two transmissions at one instant: only then can RACK's tie rule ever apply (a driver's
+    // batch; the simulator sends one packet per port per instant).
+    if (seq != head_ && recs_[(seq - 1) & mask_].sent_at == now) same_instant_sends_ = true;
+    Record& r = recs_[seq & mask_];
+    r = Record{psn, kNil, now, static_cast<uint16_t>(path), true};
+    PathFifo& f = path_fifos_[static_cast<size_t>(path)];
+    if (f.tail != kNil) {
+      recs_[f.tail & mask_].next = seq;
+    } else {
+      f.head = seq;
+    }
+    f.tail = seq;
+    return seq;
+  }
   size_t ring_bytes() const {
     return (recs_ ? (size_t{mask_} + 1) * sizeof(Record) : 0) +
            queue_rack_.capacity() * sizeof(QueueRack);
