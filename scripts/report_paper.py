@@ -39,8 +39,9 @@ LOSS_SIZES = ["4MiB", "16MiB", "64MiB"]
 LOSSES = [("0", 0.0), ("0.1", 0.001), ("1", 0.01)]
 ROCE_QPS = [1, 4, 8, 16]
 # Fig 17's counter-experiments at the smallest size: MRC with NSCC replaced by a fixed window of
-# 2 BDP, and MRC with NSCC but no ECN marking.
-FIG17_CC_RUNS = [("fixedwindow", "transport.cc=fixed_window"), ("noecn", "switch.ecn_pmax=0")]
+# 2 BDP, MRC with NSCC but no ECN marking, and MRC with NSCC but no quick adapt.
+FIG17_CC_RUNS = [("fixedwindow", "transport.cc=fixed_window"), ("noecn", "switch.ecn_pmax=0"),
+                 ("noqa", "transport.nscc_quick_adapt=false")]
 LOSS_QPS = [1, 16]  # with loss: the configurations the paper's figures draw
 # Fig 16's MRC ring on a fabric with spare spines: 64 per plane, each leaf's 8 hosts with 64 uplinks.
 SPARE_SPINES = ["topo.radix=72", "topo.hosts_per_leaf=8", "topo.spines=64"]
@@ -1414,11 +1415,12 @@ def fig17_cc_why(runs, size, c, roce_q):
     """The measured reason MRC trails RoCE at `size`: its congestion control, not its losses."""
     by = {r.id: r for r in runs}
     mrc, roce = by.get(f"fig17-mrc-loss0-{size}"), by.get(f"fig17-roce{roce_q}-loss0-{size}")
-    fw, ne = (by.get(f"fig17-mrc-loss0-{size}-{x}") for x, _ in FIG17_CC_RUNS)
-    if not (mrc and roce and fw and ne):
+    fw, ne, nq = (by.get(f"fig17-mrc-loss0-{size}-{x}") for x, _ in FIG17_CC_RUNS)
+    if not (mrc and roce and fw and ne and nq):
         return "The counter-experiments that would measure why were not run."
     cf = fw.t["mrc"]["counters"]
-    g_roce, g_fw, g_ne = (busbw(r, t) or 0 for r, t in ((roce, "roce_pfc"), (fw, "mrc"), (ne, "mrc")))
+    g_roce, g_fw, g_ne, g_nq = (busbw(r, t) or 0 for r, t in
+                                ((roce, "roce_pfc"), (fw, "mrc"), (ne, "mrc"), (nq, "mrc")))
     ends = {k: flow_ends_us(r) for k, r in (("mrc", mrc), ("roce", roce), ("fw", fw))}
     pct = lambda k, q: ends[k][min(len(ends[k]) - 1, int(q * len(ends[k])))]  # noqa
     culprit = ("so the trims and their retransmissions are not what costs MRC here; NSCC's window is. "
@@ -1430,10 +1432,12 @@ def fig17_cc_why(runs, size, c, roce_q):
             f"{pct('roce', 0.99):.0f} / {ends['roce'][-1]:.0f} us. With NSCC replaced by a fixed window of 2 BDP "
             f"(`--set transport.cc=fixed_window`) the same all-to-all trims {cf.get('trims', 0):,} and retransmits "
             f"{cf.get('retransmits', 0):,} packets, its last flow ends at {ends['fw'][-1]:.0f} us and it reaches "
-            f"{fmt(g_fw)} Gb/s against RoCE's {fmt(g_roce)}, {culprit}A pair's flow is a few packets long, and a "
-            f"window NSCC has cut (on ECN, delay or a trim) does not grow back before the flow ends. Without ECN "
-            f"marking (`--set switch.ecn_pmax=0`) NSCC reaches {fmt(g_ne)} Gb/s: its delay signal alone still "
-            "cuts (docs/congestion-control.md). The paper reports no window dynamics for this all-to-all.")
+            f"{fmt(g_fw)} Gb/s against RoCE's {fmt(g_roce)}, {culprit}Without ECN marking (`--set "
+            f"switch.ecn_pmax=0`) NSCC reaches {fmt(g_ne)} Gb/s; without quick adapt (`--set "
+            f"transport.nscc_quick_adapt=false`) {fmt(g_nq)} Gb/s. Quick adapt (docs/congestion-control.md) "
+            "drops the window to what the last period delivered after a period with a trim or a long delay; a "
+            "flow that shares its receiver with 62 others delivers little per period, and its window does not "
+            "grow back before its few packets are out. The paper reports no window dynamics for this all-to-all.")
 
 
 def collective_section(sec, title, img, paper, pts, tab, runs, fig_id):

@@ -432,6 +432,11 @@ std::vector<SectionSpec> make_schema() {
             .doc =
                 R"(smallest NSCC window; below one MTU the window is paced, one packet every `bytes * base_rtt / cwnd` (docs/congestion-control.md, "Windows below one MTU"); `mtu` turns it off)",
             MRC_KEY_UINT(base.transport.nscc_min_cwnd)},
+           {.name = "nscc_quick_adapt",
+            .type = KeyType::kBool,
+            .doc =
+                R"(NSCC's quick adapt: after a period with a trim, a loss or a delay above its threshold, the window drops to what the period delivered (docs/congestion-control.md); `false` turns it off)",
+            MRC_KEY_BOOL(base.transport.nscc_quick_adapt)},
            {.name = "ecn_cooldown",
             .type = KeyType::kDuration,
             .default_doc = "= the engine's rule: base RTT / 16; ecmp: at least one round-robin "

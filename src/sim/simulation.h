@@ -157,6 +157,8 @@ struct TransportConfig {
   double trim_keep = 0;
   // NsccConfig::min_cwnd, bytes: the smallest NSCC window, paced below one MTU; 0 = mtu / 4.
   uint64_t nscc_min_cwnd = 0;
+  // NsccConfig::disable_qa inverted: NSCC's quick adapt (UET; docs/congestion-control.md).
+  bool nscc_quick_adapt = true;
   // 0 = base RTT / 16 (a few round-robin visits); path_mode ecmp: at least one round-robin
   // cycle of a port's active EVs at line rate.
   Time ecn_cooldown = 0;

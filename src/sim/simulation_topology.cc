@@ -776,6 +776,7 @@ SimStatus Simulation::Impl::configure_qp(Engine& e, uint32_t qpn, HostId me, Hos
     a.cc.nscc.trim_keep = tc.trim_keep;  // 0: the engine's default for the QP's paths
     a.cc.nscc.hashed_paths = ecmp_evs();
     a.cc.nscc.min_cwnd = static_cast<uint32_t>(tc.nscc_min_cwnd);
+    a.cc.nscc.disable_qa = !tc.nscc_quick_adapt;
     a.cc.dcqcn = tc.dcqcn;  // TransportConfig::dcqcn says why its timers are 55 us
     a.cc.dcqcn.line_rate_bps = link;
     a.cc.dcqcn.mtu = tc.mtu;

@@ -169,6 +169,7 @@ probe_interval = "50us"
 ecn_cooldown = "8us"
 routing_convergence = "2ms"
 nscc_min_cwnd = "1KiB"
+nscc_quick_adapt = false
 [workload]
 kind = "training"
 size = "8MiB"
@@ -226,6 +227,7 @@ sample_interval = "20us"
   EXPECT_EQ(b.transport.timeout, 10u);
   EXPECT_EQ(b.transport.routing_convergence, ms(2));
   EXPECT_EQ(b.transport.nscc_min_cwnd, 1024u);
+  EXPECT_FALSE(b.transport.nscc_quick_adapt);
   EXPECT_EQ(b.sample_interval, us(20));
   EXPECT_EQ(sc->until, ms(50));
   ASSERT_EQ(sc->runs.size(), 2u);
