@@ -187,6 +187,12 @@ def plan(only):
                 # The paper's "little impact at large sizes": MRC's lossy runs at the largest size too.
                 runs.append((f"{fig}-mrc-loss{lname}-{SIZES[-1]}", f"{SCEN}/{fig}-{wl}-mrc.toml",
                              [f"workload.size={SIZES[-1]}"] + loss_set))
+            if lname == "0" and fig == "fig16":
+                # Link samples of the lossless 1-QP RoCE ring at the largest size: how many ring hops
+                # ECMP puts on each leaf-spine link.
+                runs.append((f"{fig}-roce1-loss0-{SIZES[-1]}-links", f"{SCEN}/{fig}-{wl}-roce.toml",
+                             [f"workload.size={SIZES[-1]}", "transport.qps_per_flow=1", "fault=[]",
+                              "run.sample_interval=100us"]))
             if lname == "0" and fig == "fig17":
                 # MRC at the smallest size with a fixed window (NSCC's window out of the picture, the
                 # trims and retransmissions left) and with ECN marking off (NSCC's delay signal left):
@@ -1269,9 +1275,7 @@ def fig16(sec, docs, runs):
                 f"{big}: MRC {fmt(mrc)} vs RoCE 16 QPs {fmt(r16)} Gb/s", ""))
     pts.append(("RoCE at one QP gets about half the possible throughput", 0.35 <= r1 / 400 <= 0.65,
                 f"{big}: RoCE 1 QP {fmt(r1)} Gb/s = {r1 / 400 * 100:.0f} % of 400",
-                "RoCE at one QP gets less here. A ring runs at the pace of its slowest hop: each leaf hashes "
-                "its 8 ring hops onto its 8 uplinks, and the fullest uplink of the 8 leaves usually carries three "
-                "of them, so the whole ring runs at about a third of the line rate." if r1 / 400 < 0.35 else
+"RoCE at one QP gets less here. " + ring_hash_why(runs, big, r1 / 400) if r1 / 400 < 0.35 else
                 "RoCE at one QP does better than the paper's half here."))
     pts.append(("QP scaling helps RoCE, with little gain beyond 8 QPs", r8 > 1.1 * r1 and r16 < 1.1 * r8,
                 f"{big}: 1 / 4 / 8 / 16 QPs " + " / ".join(fmt(g(qname(q), "0", big)) for q in ROCE_QPS) + " Gb/s",
@@ -1342,6 +1346,32 @@ def spine_link_bytes(run):
             if "spine" in row["link"]:
                 out[row["link"]] += float(row["utilization"])
     return out
+
+
+def ring_hash_why(runs, size, hop_share):
+    """The measured reason RoCE's 1-QP ring gets `hop_share` of the line rate: ring hops per link."""
+    r = next((x for x in runs if x.id == f"fig16-roce1-loss0-{size}-links"), None)
+    if not r:
+        return "The link samples that would measure why were not run."
+    util, samples = defaultdict(float), defaultdict(int)
+    with open(os.path.join(r.dir, "links.csv")) as f:
+        for row in csv.DictReader(f):
+            if "spine" in row["link"]:
+                util[row["link"]] += float(row["utilization"])
+                samples[row["link"]] += 1
+    # A link's mean utilisation over the run in units of one hop's rate: the ring hops on it.
+    hops, off, top = defaultdict(int), 0.0, 0.0
+    for link, u in util.items():
+        x = u / samples[link] / hop_share
+        hops[round(x)] += 1
+        off, top = max(off, abs(x - round(x))), max(top, u / samples[link])
+    busiest = max(hops)
+    spread = ", ".join(f"{hops[k]} with {k}" for k in sorted(hops, reverse=True) if k > 0)
+    return (f"A ring runs at the pace of its slowest hop, and ECMP hashes each leaf's ring hops onto its uplinks "
+            f"unevenly. Measured on the leaf-spine links at {size} (`--set run.sample_interval=100us`), each "
+            f"link's mean utilisation is a whole number of hops at {hop_share * 100:.0f} % of the line rate "
+            f"(within {off:.2f} of one): of the directed links that carry any, {spread} hops. The busiest "
+            f"carry {busiest} hops at {top * 100:.0f} % of the line rate, and every other hop waits for them.")
 
 
 def hash_balance_why(runs, size):
