@@ -1366,12 +1366,12 @@ def ring_hash_why(runs, size, hop_share):
         hops[round(x)] += 1
         off, top = max(off, abs(x - round(x))), max(top, u / samples[link])
     busiest = max(hops)
-    spread = ", ".join(f"{hops[k]} with {k}" for k in sorted(hops, reverse=True) if k > 0)
+    spread = ", ".join(f"{k} on {hops[k]}" for k in sorted(hops, reverse=True) if k > 0)
     return (f"A ring runs at the pace of its slowest hop, and ECMP hashes each leaf's ring hops onto its uplinks "
-            f"unevenly. Measured on the leaf-spine links at {size} (`--set run.sample_interval=100us`), each "
-            f"link's mean utilisation is a whole number of hops at {hop_share * 100:.0f} % of the line rate "
-            f"(within {off:.2f} of one): of the directed links that carry any, {spread} hops. The busiest "
-            f"carry {busiest} hops at {top * 100:.0f} % of the line rate, and every other hop waits for them.")
+            f"unevenly. Measured on the leaf-spine links at {size} (`--set run.sample_interval=100us`), in units "
+            f"of one hop's rate ({hop_share * 100:.0f} % of the line rate) the directed links' mean utilisations "
+            f"round to {spread} (the largest rounding {off:.2f}). The busiest run at {top * 100:.0f} % of the line "
+            f"rate, {busiest} hops' worth, and every other hop waits for them.")
 
 
 def hash_balance_why(runs, size):
