@@ -145,9 +145,6 @@ class LossDetector {
     rack_time_ = std::max(rack_time_, sent_at);
     if (same_instant_sends_) note_queue_delivered(sent_at, seq, queue_of());
   }
-  void note_delivered(Time sent_at, uint32_t seq, uint32_t queue) {
-    note_delivered(sent_at, seq, [queue] { return queue; });
-  }
   // A trimmed header of a transmission sent at `sent_at` arrived: what was sent a window
   // before it is lost as if it had been delivered (trimmed headers overtake the data queues).
   void note_header_delivered(Time sent_at) { rack_time_ = std::max(rack_time_, sent_at); }

@@ -97,9 +97,6 @@ class ReversePathSet {
     start_spell(now, interval());
     return true;
   }
-  bool on_inbound(Time now, Time interval) {
-    return on_inbound(now, [interval] { return interval; });
-  }
   // The peer resent data this QP had acknowledged (an ACK was lost), or resent anything after
   // an inbound silence (its ACK timeout fired). The next probe goes at once, unless one is
   // still outstanding.

@@ -55,7 +55,7 @@ TEST(LossDetector, release__frees_the_ring_and_fifos_and_sequence_numbers_go_on)
   LossDetector d = make();
   d.record(0, 1, us(0));
   d.record(1, 1, us(1));
-  d.note_delivered(us(1), 1, 1);
+  d.note_delivered(us(1), 1, [] { return uint32_t{1}; });
   EXPECT_TRUE(rack(d, us(2), false).empty());  // neither lost: within the window
   // Nothing current any more (both acknowledged): RACK retires them.
   d.detect_rack(
@@ -122,7 +122,7 @@ TEST(LossDetector, detect_rack__loses_what_was_sent_a_reordering_window_before_a
   d.record(0, 0, us(0));
   d.record(1, 1, us(6));
   d.record(2, 2, us(10));
-  d.note_delivered(us(10), 2, 2);
+  d.note_delivered(us(10), 2, [] { return uint32_t{2}; });
   // 10 > 0 + 5: PSN 0 is lost; PSN 1 (10 <= 6 + 5) was sent within the window.
   EXPECT_EQ(rack(d, us(11), false), (Losses{{0, LossCause::kRack}}));
   EXPECT_EQ(d.head(), 1u);  // retired up to the first record RACK keeps
@@ -154,12 +154,28 @@ TEST(LossDetector, pto__borrows_the_engines_rtt_before_a_sample_of_its_own) {
   EXPECT_GE(d.pto(ctx), us(10) + 4 * us(2));
 }
 
+TEST(LossDetector, note_delivered__asks_for_the_queue_only_once_two_sends_shared_an_instant) {
+  LossDetector d = make();
+  int asked = 0;
+  const auto queue = [&asked] {
+    ++asked;
+    return uint32_t{0};
+  };
+  d.record(0, 0, us(1));
+  d.record(1, 0, us(2));
+  d.note_delivered(us(1), 0, queue);
+  EXPECT_EQ(asked, 0);    // distinct send times: RACK's time rule alone decides
+  d.record(2, 0, us(2));  // the same instant as PSN 1
+  d.note_delivered(us(2), 1, queue);
+  EXPECT_EQ(asked, 1);
+}
+
 TEST(LossDetector, rack_tie_due__only_within_a_transmit_queue_and_after_an_rtt_sample) {
   LossDetector d = make();
   d.record(0, 0, us(5));
   d.record(1, 0, us(5));  // the same instant: the tie rule may apply
   d.record(2, 1, us(5));
-  d.note_delivered(us(5), 1, 0);
+  d.note_delivered(us(5), 1, [] { return uint32_t{0}; });
   const LossContext ctx{};
   EXPECT_EQ(d.rack_tie_due(0, 0, ctx), kNever);  // no RTT sample yet
   d.rtt_sample(us(10), us(10));

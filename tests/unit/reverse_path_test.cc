@@ -41,10 +41,10 @@ struct Driver {
   int changes = 0;
 
   void run(Time until, const std::set<int>& dead) {
-    r.on_inbound(now, kInterval);
+    r.on_inbound(now, [] { return kInterval; });
     while (now < until) {
       now += us(1);
-      r.on_inbound(now, kInterval);
+      r.on_inbound(now, [] { return kInterval; });
       if (r.next_probe_time() > now) continue;
       const ReversePathSet::Probe p = r.take_probe(now, ~0u, ps, kInterval, false, 1);
       if (p.mapped_out.changed) ++changes;
@@ -109,23 +109,37 @@ TEST(ReversePathSet, take_probe__no_probe_without_inbound_data_or_with_outbound_
   Sets sets(4, 2, 2);
   auto& [ps, r] = sets;
   EXPECT_EQ(r.next_probe_time(), kNever);
-  EXPECT_TRUE(r.on_inbound(0, kInterval));  // one packet: the clock starts
+  EXPECT_TRUE(r.on_inbound(0, [] { return kInterval; }));  // one packet: the clock starts
   EXPECT_EQ(r.next_probe_time(), kInterval);
   // Nothing more arrived: no probe, and probing stops.
   EXPECT_EQ(r.take_probe(kInterval, ~0u, ps, kInterval, false, 1).path, ReversePathSet::kNone);
   EXPECT_EQ(r.next_probe_time(), kNever);
   // Inbound again, but the QP sends data too: its SACKs keep the paths, no probe.
-  r.on_inbound(us(20), kInterval);
-  r.on_inbound(us(21), kInterval);
+  r.on_inbound(us(20), [] { return kInterval; });
+  r.on_inbound(us(21), [] { return kInterval; });
   EXPECT_EQ(r.take_probe(us(30), ~0u, ps, kInterval, true, 1).path, ReversePathSet::kNone);
-  r.on_inbound(us(31), kInterval);
+  r.on_inbound(us(31), [] { return kInterval; });
   EXPECT_NE(r.take_probe(us(40), ~0u, ps, kInterval, false, 1).path, ReversePathSet::kNone);
+}
+
+TEST(ReversePathSet, on_inbound__asks_for_the_interval_only_when_a_spell_starts) {
+  Sets sets(4, 2, 2);
+  auto& [ps, r] = sets;
+  int asked = 0;
+  const auto interval = [&asked] {
+    ++asked;
+    return kInterval;
+  };
+  EXPECT_TRUE(r.on_inbound(0, interval));
+  EXPECT_FALSE(r.on_inbound(us(1), interval));
+  EXPECT_FALSE(r.on_inbound(us(2), interval));
+  EXPECT_EQ(asked, 1);
 }
 
 TEST(ReversePathSet, on_ack_loss__brings_the_next_probe_forward) {
   Sets sets(4, 2, 1);
   auto& [ps, r] = sets;
-  r.on_inbound(0, kInterval);
+  r.on_inbound(0, [] { return kInterval; });
   r.on_ack_loss(us(1));
   EXPECT_EQ(r.next_probe_time(), us(1));
   const auto p = r.take_probe(us(1), ~0u, ps, kInterval, false, 1);
@@ -140,8 +154,8 @@ TEST(ReversePathSet, on_probe_reply__stale_or_foreign_answer_changes_nothing) {
   Sets sets(8, 2, 1);
   auto& [ps, r] = sets;
   feed(r, ps);
-  r.on_inbound(0, kInterval);
-  r.on_inbound(us(1), kInterval);
+  r.on_inbound(0, [] { return kInterval; });
+  r.on_inbound(us(1), [] { return kInterval; });
   const auto p = r.take_probe(kInterval, ~0u, ps, kInterval, false, 1);
   ASSERT_NE(p.path, ReversePathSet::kNone);
   EXPECT_FALSE(r.on_probe_reply(p.id + 1, p.path).changed);
@@ -177,7 +191,7 @@ TEST(ReversePathSet, take_probe__a_verification_waits_for_its_busy_port) {
   ASSERT_EQ(d.probes, 1);
   const uint32_t next_slot = 1;  // verifications take turns: slot 0 was the first
   const uint32_t busy = 1u << r.slot_port(next_slot);
-  r.on_inbound(d.now + us(1), kInterval);
+  r.on_inbound(d.now + us(1), [] { return kInterval; });
   const Time due = r.next_probe_time();
   const auto waiting = r.take_probe(due, ~0u & ~busy, ps, kInterval, false, 1);
   EXPECT_EQ(waiting.path, ReversePathSet::kNone);
