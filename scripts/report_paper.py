@@ -32,9 +32,10 @@ SCEN = "scenarios/paper"
 FIGDIR = "figures/paper"
 
 # Fig 16/17: message sizes per rank, loss rates (per packet; the scenario's fault puts half on
-# each of the two host links a packet crosses), RoCE QP counts. Loss runs stop at 64 MiB: the
-# 256 MiB point is the bandwidth-bound end of the lossless curves.
-SIZES = ["4MiB", "16MiB", "64MiB", "256MiB"]
+# each of the two host links a packet crosses), RoCE QP counts. Loss runs stop at 64 MiB (MRC's
+# Fig 16 ring also runs the largest size with loss); 256 MiB and 1 GiB are the bandwidth-bound end
+# of the lossless curves, 1 GiB the largest size whose runs take minutes, not hours.
+SIZES = ["4MiB", "16MiB", "64MiB", "256MiB", "1GiB"]
 LOSS_SIZES = ["4MiB", "16MiB", "64MiB"]
 LOSSES = [("0", 0.0), ("0.1", 0.001), ("1", 0.01)]
 ROCE_QPS = [1, 4, 8, 16]
@@ -1205,7 +1206,7 @@ def collective_fig(sec, docs, runs, fig, title, paper_text):
                      for q in ROCE_QPS]:
                 if rid in by:
                     data.setdefault((cfg, lname), []).append((s, busbw(by[rid], tname)))
-    size_mib = lambda s: float(s[:-3])  # noqa
+    size_mib = lambda s: float(s[:-3]) * (1024 if s.endswith("GiB") else 1)  # noqa
     fig_, ax = plt.subplots(figsize=(6.4, 3.4))
     colors = {"MRC, 1 QP": "C0", "RoCE, 1 QP": "C3", "RoCE, 4 QPs": "C1", "RoCE, 8 QPs": "C2", "RoCE, 16 QPs": "C4"}
     styles = {"0": "-", "0.1": "--", "1": ":"}
@@ -1773,8 +1774,9 @@ def main():
         "instead of 42K) and the paper's seconds become "
         "milliseconds: a fault sequence with seconds between events "
         "runs with 0.5-1 ms between them, so a recovery the paper sees within a 1-s sample must happen within "
-        "100 us here. Fig 16/17's message sizes run 4-256 MiB per rank (the paper: 4 MiB - 16 GiB), the "
-        "lossy points up to 64 MiB. Random loss at every NIC is a `gray_loss` fault on every host link at "
+        f"100 us here. Fig 16/17's message sizes run {SIZES[0][:-3]} MiB - {SIZES[-1][:-3]} {SIZES[-1][-3:]} per rank "
+        f"(the paper: 4 MiB - 16 GiB), the lossy points up to {LOSS_SIZES[-1][:-3]} MiB (MRC's Fig 16 ring: "
+        f"{SIZES[-1][:-3]} {SIZES[-1][-3:]}). Random loss at every NIC is a `gray_loss` fault on every host link at "
         "half the rate in each direction (a packet crosses two host links). ECN on the last hop is off for "
         "MRC and on for RoCE (`switch.ecn_last_hop = \"auto\"`, paper 2.1).")
     out.append("")
