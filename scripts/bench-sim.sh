@@ -5,6 +5,7 @@
 # Usage: scripts/bench-sim.sh A|B|C|S (A: 1024 hosts at 400G; B: 131,072 GPUs, 8 planes; C: B
 # serially and under `mpirun -np 2`, ending with one line
 #   ranks=2 wall_s=<s> speedup=<serial/parallel> identical=<yes|no> peak_rss_mb_per_rank=<MB>
+#   exchange_pct=<%> wait_pct=<%>  (the larger rank's share of the wall time)
 # where identical compares flows.csv, links.csv, ev_events.jsonl and summary.json without its
 # "run" section; the serial run uses the blocks layout by default; S: how the cost grows with
 # the work, a table of events, events/s per core, wall time and peak memory against hosts for
@@ -59,8 +60,18 @@ print("serial (blocks layout): wall_s=%.2f peak_rss_mb=%.0f; events %d; mpirun -
       "peak RSS MB %s (%.2f of serial)" % (serial, rs["peak_rss_bytes"] / 2**20, s["events"],
       [round(b / 2**20) for b in rp["peak_rss_bytes_per_rank"]],
       mb / (rs["peak_rss_bytes"] / 2**20)))
-print("ranks=2 wall_s=%.2f speedup=%.2f identical=%s peak_rss_mb_per_rank=%.0f" % (
-    parallel, serial / parallel, "yes" if same else "no", mb))
+# The exchange's share of the 2-rank wall time, per rank: the transfer (its time in the
+# window exchanges less the wait) and the wait until the other rank had ended the window
+# (imbalance between the ranks, or between the CPUs they got).
+ex = rp.get("exchange", {})
+transfer = [s_ - w for s_, w in zip(ex.get("seconds_per_rank", []), ex.get("wait_seconds_per_rank", []))]
+waits = ex.get("wait_seconds_per_rank", [])
+pct = lambda xs: 100 * max(xs, default=0) / parallel  # noqa: E731
+print("exchange per rank: transfer s %s, waiting for the other rank s %s" % (
+    [round(x, 2) for x in transfer], [round(x, 2) for x in waits]))
+print("ranks=2 wall_s=%.2f speedup=%.2f identical=%s peak_rss_mb_per_rank=%.0f "
+      "exchange_pct=%.1f wait_pct=%.1f" % (parallel, serial / parallel, "yes" if same else "no", mb,
+                                           pct(transfer), pct(waits)))
 PY
   exit 0
 fi

@@ -1029,16 +1029,24 @@ json run_json(const std::vector<Ran>& runs, double wall, uint64_t events,
               {"cpu_seconds_per_rank", cpu_seconds}};
   if (exchange) {
     const RankExchange::Cost c = exchange->cost();
-    std::vector<uint64_t> bytes(ranks, 0), wall_ns(ranks, 0);
+    std::vector<uint64_t> bytes(ranks, 0), wall_ns(ranks, 0), wait_ns(ranks, 0);
     bytes[rank] = c.bytes_sent;
     wall_ns[rank] = c.wall_ns;
+    wait_ns[rank] = c.wait_ns;
     exchange->all_sum(bytes);
     exchange->all_sum(wall_ns);
-    json secs = json::array();
-    for (uint64_t ns : wall_ns)
-      secs.push_back(static_cast<double>(ns) / 1e9);
-    run["exchange"] = {
-        {"windows", c.calls}, {"bytes_sent_per_rank", bytes}, {"seconds_per_rank", secs}};
+    exchange->all_sum(wait_ns);
+    json secs = json::array(), waits = json::array();
+    for (uint32_t r = 0; r < ranks; ++r) {
+      secs.push_back(static_cast<double>(wall_ns[r]) / 1e9);
+      waits.push_back(static_cast<double>(wait_ns[r]) / 1e9);
+    }
+    // seconds_per_rank: the whole exchange; wait_seconds_per_rank: the part of it spent
+    // waiting for the other ranks to end the window (imbalance, not transfer).
+    run["exchange"] = {{"windows", c.calls},
+                       {"bytes_sent_per_rank", bytes},
+                       {"seconds_per_rank", secs},
+                       {"wait_seconds_per_rank", waits}};
     // How evenly the windows split the events (Simulation::WindowBalance), over the
     // transports: 1.0 = every window even; the speedup over serial is at most ranks / it.
     std::vector<uint64_t> per_rank(ranks, 0);

@@ -74,7 +74,8 @@ size_t MpiExchange::exchange(const std::vector<std::span<const uint8_t>>& out,
   MPI_Request counts_request;
   MPI_Ialltoall(send_counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT, MPI_COMM_WORLD,
                 &counts_request);
-  wait_sleeping(counts_request);
+  wait_sleeping(counts_request);  // done once every rank has ended the window
+  cost_.wait_ns += static_cast<uint64_t>((MPI_Wtime() - t0) * 1e9);
   std::vector<size_t> offset(n + 1, 0);
   for (int r = 0; r < n; ++r)
     offset[r + 1] = offset[r] + static_cast<size_t>(recv_counts[r]);

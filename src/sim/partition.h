@@ -155,9 +155,11 @@ class RankExchange {
   // returns). For failures seen by one rank only.
   [[noreturn]] virtual void abort(const std::string& message, int status) = 0;
   // What exchange() has cost this rank so far: calls (windows), bytes sent to other ranks,
-  // and wall time inside it (sending, receiving, waiting for the slowest rank).
+  // and wall time inside it (sending, receiving, waiting for the slowest rank), of which
+  // `wait_ns` went to waiting until every rank had ended the window: the load imbalance
+  // between the ranks (or between the CPUs they run on), not the cost of the transfer.
   struct Cost {
-    uint64_t calls = 0, bytes_sent = 0, wall_ns = 0;
+    uint64_t calls = 0, bytes_sent = 0, wall_ns = 0, wait_ns = 0;
   };
   virtual Cost cost() const = 0;
   // True for LoneRank (one rank of an N-rank run measured alone): what the other ranks
