@@ -1327,7 +1327,6 @@ def main():
     t0 = time.time()
     runs_plan = plan(a.mode)
     log = run_all(runs_plan, a)
-    sim_s = time.time() - t0
     docs = os.path.abspath(a.docs)
     res_dir = os.path.join(docs, "results")
     if os.path.isdir(res_dir):

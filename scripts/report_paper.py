@@ -1132,7 +1132,6 @@ def flow_rates(run, start_us):
 
 
 def fig14(sec, docs, run, ablation):
-    step = run.interval_us()
     t1, v1 = run.series("mrc", "flow", lambda k: k[1] == "0", end_us=traffic_end(run))
     t2, v2 = run.series("mrc", "flow", lambda k: k[1] == "1", end_us=t1[-1])
     start2 = dur_us(run.cfg["workload"]["flow"][1]["start"])
