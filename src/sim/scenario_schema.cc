@@ -392,7 +392,7 @@ std::vector<SectionSpec> make_schema() {
             .type = KeyType::kInt,
             .max = 8,
             .doc =
-                R"(ACKs and trim NACKs travel on a reverse EV set of this many EVs per plane, kept fresh by probes (paper 2.4, which asks for at least 1; the engine's default; docs/engine.md, "Reverse path"); 0 = on the reverse of their data packet's path (the runs in docs/results.md used 0 and follow the default at the next `scripts/report.sh`))",
+                R"(ACKs and trim NACKs travel on a reverse EV set of this many EVs per plane, kept fresh by probes (paper 2.4, which asks for at least 1; the engine's default; docs/engine.md, "Reverse path"); 0 = on the reverse of their data packet's path)",
             MRC_KEY_UINT(base.transport.reverse_evs_per_plane)},
            {.name = "borrow_rtt",
             .type = KeyType::kBool,
