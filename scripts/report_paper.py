@@ -690,6 +690,14 @@ def sec521(sec, docs, lat_run, bw_run):
                "The bandwidth is not at the paper's share of the peak.", [lat_run, bw_run], "5.2.1")
 
 
+def size_bytes(s):
+    """A size as SIZES writes it ("64MiB", "1GiB") in bytes; the inverse of size_str."""
+    for unit, b in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if s.endswith(unit):
+            return int(s[: -len(unit)]) * b
+    return int(s)
+
+
 def size_str(n):
     """Bytes as the scenario files write them: 64 MiB, 1 GiB."""
     for unit, b in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
@@ -1205,7 +1213,7 @@ def collective_fig(sec, docs, runs, fig, title, paper_text):
                      for q in ROCE_QPS]:
                 if rid in by:
                     data.setdefault((cfg, lname), []).append((s, busbw(by[rid], tname)))
-    size_mib = lambda s: float(s[:-3]) * (1024 if s.endswith("GiB") else 1)  # noqa
+    size_mib = lambda s: size_bytes(s) / (1 << 20)  # noqa
     fig_, ax = plt.subplots(figsize=(6.4, 3.4))
     colors = {"MRC, 1 QP": "C0", "RoCE, 1 QP": "C3", "RoCE, 4 QPs": "C1", "RoCE, 8 QPs": "C2", "RoCE, 16 QPs": "C4"}
     styles = {"0": "-", "0.1": "--", "1": ":"}
@@ -1773,9 +1781,9 @@ def main():
         "instead of 42K) and the paper's seconds become "
         "milliseconds: a fault sequence with seconds between events "
         "runs with 0.5-1 ms between them, so a recovery the paper sees within a 1-s sample must happen within "
-        f"100 us here. Fig 16/17's message sizes run {SIZES[0][:-3]} MiB - {SIZES[-1][:-3]} {SIZES[-1][-3:]} per rank "
-        f"(the paper: 4 MiB - 16 GiB), the lossy points up to {LOSS_SIZES[-1][:-3]} MiB (MRC's Fig 16 ring: "
-        f"{SIZES[-1][:-3]} {SIZES[-1][-3:]}). Random loss at every NIC is a `gray_loss` fault on every host link at "
+        f"100 us here. Fig 16/17's message sizes run {size_str(size_bytes(SIZES[0]))} - "
+        f"{size_str(size_bytes(SIZES[-1]))} per rank (the paper: 4 MiB - 16 GiB), the lossy points up to "
+        f"{size_str(size_bytes(LOSS_SIZES[-1]))} (MRC's Fig 16 ring: {size_str(size_bytes(SIZES[-1]))}). Random loss at every NIC is a `gray_loss` fault on every host link at "
         "half the rate in each direction (a packet crosses two host links). ECN on the last hop is off for "
         "MRC and on for RoCE (`switch.ecn_last_hop = \"auto\"`, paper 2.1).")
     out.append("")
