@@ -297,15 +297,19 @@ SimResult<TransportResult> run_transport(const Scenario& sc, const TransportRun&
       return sim_fail(where +
                       "pinned paths name a two-tier Clos's spines; the fabric is a fat "
                       "tree");
-    for (size_t k = 0; k < f.paths.size(); ++k) {
-      const SwitchRef spine{SwitchRef::kSpine, f.paths[k].plane, f.paths[k].spine, 0};
+    for (size_t k = 0; k < f.paths.size() + f.backup_paths.size(); ++k) {
+      const bool backup = k >= f.paths.size();
+      const PathRef& ref = backup ? f.backup_paths[k - f.paths.size()] : f.paths[k];
+      const SwitchRef spine{SwitchRef::kSpine, ref.plane, ref.spine, 0};
       if (auto st = sim.check_switch(spine); !st)
-        return sim_fail(where + f.path_names[k] + ": ", st.error());
+        return sim_fail(
+            where +
+                (backup ? "backup " + f.backup_path_names[k - f.paths.size()] : f.path_names[k]) +
+                ": ",
+            st.error());
     }
-    if (!sim.add_path_set(f.paths))
-      return sim_fail(where + "transport " + run.name +
-                      ": pinned paths need path_mode = \"srv6\" (an ECMP entropy names no "
-                      "spine)");
+    if (auto set = sim.add_path_set(f.paths, f.backup_paths); !set)
+      return sim_fail(where + "transport " + run.name + ": ", set.error());
   }
 
   if (!hooks.pcap_path.empty()) {

@@ -861,20 +861,33 @@ SimStatus read_flow_entry(TableReader& r, WorkloadConfig::Flow& f) {
   if (r.has("size") && f.size == 0) return r.err("size", r.node("size"), "size must be > 0");
   if (f.size > kMaxFlowBytes)
     return r.err("size", r.node("size"), "a flow carries at most 2 GiB (one QP message)");
-  if (const toml::node* n = r.node("paths")) {
-    const std::string what =
-        "a non-empty array of paths, the spines their EVs name, like "
-        "[\"p0/spine0\", \"p0/spine1\", \"p1/spine0\"]";
-    if (!n->is_array() || n->as_array()->empty()) return r.expected("paths", n, what);
+  // A list of pinned paths (`paths`, `backup_paths`), each named by the spine it crosses.
+  // An empty `backup_paths` is none (`--set` can take a scenario's backups away); an empty
+  // `paths` would say nothing that leaving the key out does not.
+  auto read_paths = [&](const char* key, std::vector<PathRef>& refs,
+                        std::vector<std::string>& names, bool may_be_empty) -> SimStatus {
+    const toml::node* n = r.node(key);
+    if (!n) return {};
+    const std::string what = std::string(may_be_empty ? "an array" : "a non-empty array") +
+                             " of paths, the spines their EVs name, like "
+                             "[\"p0/spine0\", \"p0/spine1\", \"p1/spine0\"]";
+    if (!n->is_array() || (n->as_array()->empty() && !may_be_empty))
+      return r.expected(key, n, what);
     for (const toml::node& e : *n->as_array()) {
       if (!e.is_string())
-        return r.err("paths", n, "expected " + what + ", got an element " + describe(e));
+        return r.err(key, n, "expected " + what + ", got an element " + describe(e));
       auto p = parse_path_name(e.as_string()->get());
-      if (!p) return r.err("paths", n, p.error().message);
-      f.paths.push_back(*p);
-      f.path_names.push_back(e.as_string()->get());
+      if (!p) return r.err(key, n, p.error().message);
+      refs.push_back(*p);
+      names.push_back(e.as_string()->get());
     }
-  }
+    return {};
+  };
+  TRY(read_paths("paths", f.paths, f.path_names, false));
+  TRY(read_paths("backup_paths", f.backup_paths, f.backup_path_names, true));
+  if (!f.backup_paths.empty() && f.paths.empty())
+    return r.err("backup_paths", r.node("backup_paths"),
+                 "backup paths stand in for pinned `paths`; give those too");
   return r.finish();
 }
 

@@ -58,6 +58,8 @@ struct WorkloadConfig {
     Time until = 0;                       // 0: one message
     std::vector<PathRef> paths;           // pinned EVs (empty: the transport's own)
     std::vector<std::string> path_names;  // as written
+    std::vector<PathRef> backup_paths;    // pinned backup EVs (need `paths`)
+    std::vector<std::string> backup_path_names;
     uint32_t line = 0;
   };
   std::vector<Flow> flow_list;

@@ -784,6 +784,20 @@ FlowSectionSpec make_flow_schema() {
            .set = [](Flow& f,
                      const KeyValue& v) { f.path_names = std::get<std::vector<std::string>>(v); },
            .applies = [](const Flow& f) { return !f.path_names.empty(); }},
+          {.name = "backup_paths",
+           .type = KeyType::kCustom,
+           .type_doc = "array of paths",
+           .default_doc = "= none",
+           .doc = "backup EVs for the pinned `paths`, named the same way: they carry nothing "
+                  "until an active EV of their plane is mapped out or, after a run of ECN marks "
+                  "(`transport.ecn_swap_marks`), swapped out (paper 2.4, 5.2.5); with them, "
+                  "every plane in `paths` needs the same number of active paths",
+           .get = [](const Flow& f) -> KeyValue { return f.backup_path_names; },
+           .set =
+               [](Flow& f, const KeyValue& v) {
+                 f.backup_path_names = std::get<std::vector<std::string>>(v);
+               },
+           .applies = [](const Flow& f) { return !f.backup_path_names.empty(); }},
       }};
 }
 #undef MRC_FLOW_UINT

@@ -744,21 +744,48 @@ SimResult<FlowId> Simulation::add_flow(const FlowSpec& spec) {
   return r.id;
 }
 
-SimResult<uint16_t> Simulation::add_path_set(std::vector<PathRef> paths) {
+SimResult<uint16_t> Simulation::add_path_set(std::vector<PathRef> paths,
+                                             std::vector<PathRef> backups) {
   Impl& m = *impl_;
   const bool mrc_ecmp =
       m.cfg.transport.kind != TransportKind::kRoce && m.cfg.transport.path_mode == PathMode::kEcmp;
-  if (paths.empty() || paths.size() > 4096 || m.fat_tree || mrc_ecmp ||
+  if (mrc_ecmp)
+    return sim_fail("pinned paths need path_mode = \"srv6\" (an ECMP entropy names no spine)");
+  if (paths.empty() || paths.size() + backups.size() > 4096 || m.fat_tree ||
       m.path_sets.size() >= 0xFFFF)
     return sim_fail(
-        "pinned paths: 1 to 4096 of them, on a two-tier Clos whose MRC runs use "
-        "SRv6 paths, and at most 65535 path sets");
-  for (const PathRef& r : paths)
-    if (r.plane >= m.P || r.spine >= m.S)
-      return sim_fail("pinned path p" + std::to_string(r.plane) + "/spine" +
-                      std::to_string(r.spine) + ": the fabric has " + std::to_string(m.P) +
-                      " planes of " + std::to_string(m.S) + " spines");
-  m.path_sets.push_back(std::move(paths));
+        "pinned paths: 1 to 4096 of them with their backups, on a two-tier Clos, and at most "
+        "65535 path sets");
+  for (const std::vector<PathRef>* list : {&paths, &backups})
+    for (const PathRef& r : *list)
+      if (r.plane >= m.P || r.spine >= m.S)
+        return sim_fail("pinned path p" + std::to_string(r.plane) + "/spine" +
+                        std::to_string(r.spine) + ": the fabric has " + std::to_string(m.P) +
+                        " planes of " + std::to_string(m.S) + " spines");
+  uint32_t per_plane = 0;
+  if (!backups.empty()) {
+    // PathPolicy::active_per_plane is one count for every port: the first that many EVs of
+    // each port are active, the rest its backups.
+    std::vector<uint32_t> active(m.P, 0);
+    for (const PathRef& r : paths)
+      ++active[r.plane];
+    for (uint32_t p = 0; p < m.P; ++p) {
+      if (active[p] == 0) continue;
+      if (per_plane != 0 && active[p] != per_plane)
+        return sim_fail(
+            "pinned paths with backups: every plane needs the same number of "
+            "active paths (plane " +
+            std::to_string(p) + " has " + std::to_string(active[p]) + ", another " +
+            std::to_string(per_plane) + ")");
+      per_plane = active[p];
+    }
+    for (const PathRef& r : backups)
+      if (active[r.plane] == 0)
+        return sim_fail("pinned backup path p" + std::to_string(r.plane) + "/spine" +
+                        std::to_string(r.spine) + ": no active path on plane " +
+                        std::to_string(r.plane) + " for it to stand in for");
+  }
+  m.path_sets.push_back(Impl::PinnedPaths{std::move(paths), std::move(backups), per_plane});
   return static_cast<uint16_t>(m.path_sets.size());
 }
 

@@ -114,7 +114,7 @@ struct TransportConfig {
   enum class EvChoice : uint8_t { kSpread, kRandom } ev_choice = EvChoice::kSpread;
   // ECN-driven EV replacement (PathPolicy::ecn_swap_marks, paper 2.1, 5.2.5): an active EV
   // whose ACKs echo ECN this many times in a row is swapped for a backup of its plane. 0: off.
-  uint32_t ecn_swap_marks = 4;
+  uint32_t ecn_swap_marks = PathPolicy{}.ecn_swap_marks;
   // How long a NIC takes to remap a dead port's EVs to its other ports (EngineConfig::
   // port_remap_delay; paper 3). Packets it sends on the port until then are lost.
   Time port_remap_delay = 0;
@@ -402,10 +402,13 @@ class Simulation {
   // A WRITE of spec.bytes from src to dst at spec.start (one QP per ordered host pair per
   // transport, created on first use). Errors: kInvalidArgument (bad host, src == dst).
   SimResult<FlowId> add_flow(const FlowSpec& spec);
-  // Registers a pinned EV set for FlowSpec::path_set; returns its id (1, 2, ...). Errors:
-  // kInvalidArgument (empty, more than 4096 paths, a plane or spine the fabric does not
-  // have, a fat tree, MRC with path_mode ecmp: an entropy names no spine).
-  SimResult<uint16_t> add_path_set(std::vector<PathRef> paths);
+  // Registers a pinned EV set for FlowSpec::path_set; returns its id (1, 2, ...). `backups`
+  // wait as the set's backup EVs (PathPolicy::active_per_plane: they stand in for an active
+  // EV of their plane that is mapped out or swapped out after ECN). Errors: kInvalidArgument
+  // (no paths, more than 4096 with the backups, a plane or spine the fabric does not have, a
+  // fat tree, MRC with path_mode ecmp: an entropy names no spine; with backups, planes with
+  // different numbers of active paths, or a backup on a plane without active paths).
+  SimResult<uint16_t> add_path_set(std::vector<PathRef> paths, std::vector<PathRef> backups = {});
   // Called when a flow completes (successfully or not), in simulated-time order; may add
   // flows (dependent workloads: collectives, training iterations).
   void on_flow_complete(std::function<void(const FlowResult&)> cb);

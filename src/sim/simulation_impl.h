@@ -642,7 +642,14 @@ struct Simulation::Impl {
     return (static_cast<uint64_t>(peer) << 32) | (static_cast<uint64_t>(path_set) << 16) |
            ((qp_index & 0xFF) << 8) | (plane & 0xFF);
   }
-  std::vector<std::vector<PathRef>> path_sets;  // Simulation::add_path_set, id = index + 1
+  // A pinned EV set (Simulation::add_path_set): the active paths, then the backups; with
+  // backups, active_per_plane is each plane's number of active paths (0: no backups).
+  struct PinnedPaths {
+    std::vector<PathRef> active;
+    std::vector<PathRef> backup;
+    uint32_t active_per_plane = 0;
+  };
+  std::vector<PinnedPaths> path_sets;  // Simulation::add_path_set, id = index + 1
   SimStatus configure_qp(Engine& e, uint32_t qpn, HostId me, HostId peer, uint32_t plane,
                          uint32_t dest_qpn, uint32_t qp_index = 0, uint16_t path_set = 0);
   SimResult<uint32_t> blocks_qp(HostId me, HostId peer, uint32_t plane, uint32_t qp_index,

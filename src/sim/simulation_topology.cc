@@ -561,19 +561,23 @@ void Simulation::Impl::build_paths(HostId src, HostId dst, uint32_t plane, uint3
     return;
   }
   if (path_set != 0) {
-    // Pinned EVs (add_path_set checked them: two-tier, SRv6): exactly the listed paths.
-    for (const PathRef& r : path_sets[path_set - 1]) {
-      PathDesc d;
-      d.port = static_cast<uint8_t>(r.plane);
-      std::vector<uint16_t> usids;
-      if (leaf_of(src) != leaf_of(dst))
-        usids.push_back(static_cast<uint16_t>(kSpineUsidBase + r.spine));
-      usids.push_back(static_cast<uint16_t>(kLeafUsidBase + leaf_of(dst)));
-      usids.push_back(static_cast<uint16_t>(kHostUsidBase + dst % H));
-      d.ev = *ev::srv6_carrier(kLocatorBlock, usids);
-      a.paths.push_back(d);
-    }
-    a.ev_min_active = std::max<uint32_t>(1, static_cast<uint32_t>(a.paths.size()) / 8);
+    // Pinned EVs (add_path_set checked them: two-tier, SRv6): exactly the listed paths, the
+    // active ones first (the first active_per_plane EVs of each port are active).
+    const PinnedPaths& pinned = path_sets[path_set - 1];
+    for (const std::vector<PathRef>* list : {&pinned.active, &pinned.backup})
+      for (const PathRef& r : *list) {
+        PathDesc d;
+        d.port = static_cast<uint8_t>(r.plane);
+        std::vector<uint16_t> usids;
+        if (leaf_of(src) != leaf_of(dst))
+          usids.push_back(static_cast<uint16_t>(kSpineUsidBase + r.spine));
+        usids.push_back(static_cast<uint16_t>(kLeafUsidBase + leaf_of(dst)));
+        usids.push_back(static_cast<uint16_t>(kHostUsidBase + dst % H));
+        d.ev = *ev::srv6_carrier(kLocatorBlock, usids);
+        a.paths.push_back(d);
+      }
+    a.path_policy.active_per_plane = pinned.active_per_plane;
+    a.ev_min_active = std::max<uint32_t>(1, static_cast<uint32_t>(pinned.active.size()) / 8);
     return;
   }
   if (fat_tree) {

@@ -111,8 +111,10 @@ struct PathPolicy {
   // ACK echoes carry ECN this many times in a row (no unmarked echo between them) is swapped
   // for a backup of its port, which comes back GOOD and without cool-down; the marked EV
   // waits as a backup. Backups are taken in rotation, so the EV that just left comes back
-  // last. 0: off (ECN only recycles). docs/engine.md, "decisions".
-  uint32_t ecn_swap_marks = 0;
+  // last. 0: off (ECN only recycles). 4, the default in every world: a run of marks is a
+  // persistently hot path, one mark is noise (docs/engine.md, "decisions"). A set without
+  // backups (active_per_plane 0) never swaps.
+  uint32_t ecn_swap_marks = 4;
   // A NIC port that comes back (here, or at the peer: the port-state bitmap of its ACKs,
   // paper 3). Its paths that were ASSUMED_BAD when the port was seen down, or were marked
   // while it was down, lost their packets to the port: the port's own state says when it

@@ -924,6 +924,7 @@ TEST(PathSet, heap_bytes__a_regular_set_holds_two_bits_a_path_until_it_needs_mor
   PathPolicy pol;
   pol.active_per_plane = 2;  // paths 0-7 active, 8-15 backups
   pol.ecn_cooldown = us(8);
+  pol.ecn_swap_marks = 0;  // the cool-down stamps alone (runs of marks add a byte a position)
   PathSet s;
   s.init(v, 1, kPorts, pol, 1);
   EXPECT_EQ(s.heap_bytes(), kStates);

@@ -948,6 +948,23 @@ kind = "flows"
       {"f.toml:10:", "key 'workload.flow[0].paths'", "like \"p0/spine3\"", "\"p0/leaf1\""});
   expect_error(parse_scenario(base + "[[workload.flow]]\nsrc = 1\ndst = 2\npaths = []\n", "f.toml"),
                {"key 'workload.flow[0].paths': expected a non-empty array of paths"});
+  // Backup EVs stand in for pinned paths; an empty list is none.
+  auto backups = parse_scenario(base +
+                                    "[[workload.flow]]\nsrc = 1\ndst = 2\npaths = [\"p0/spine0\"]\n"
+                                    "backup_paths = [\"p0/spine1\", \"p0/spine2\"]\n",
+                                "f.toml");
+  ASSERT_TRUE(backups) << backups.error().message;
+  ASSERT_EQ(backups->workload.flow_list[0].backup_paths.size(), 2u);
+  EXPECT_EQ(backups->workload.flow_list[0].backup_paths[1].spine, 2u);
+  auto none = parse_scenario(
+      base + "[[workload.flow]]\nsrc = 1\ndst = 2\npaths = [\"p0/spine0\"]\nbackup_paths = []\n",
+      "f.toml");
+  ASSERT_TRUE(none) << none.error().message;
+  EXPECT_TRUE(none->workload.flow_list[0].backup_paths.empty());
+  expect_error(
+      parse_scenario(base + "[[workload.flow]]\nsrc = 1\ndst = 2\nbackup_paths = [\"p0/spine1\"]\n",
+                     "f.toml"),
+      {"f.toml:10:", "key 'workload.flow[0].backup_paths'", "give those too"});
   expect_error(
       parse_scenario(std::string(kMinimal) + "depth = 2\n", "s.toml"),
       {"key 'workload.depth'", "does not apply to workload kind 'permutation'", "steady, flows"});
@@ -961,6 +978,17 @@ TEST(Scenario, flows_workload__a_spine_the_fabric_lacks_fails_when_the_run_start
   auto ecmp = parse_scenario(kTwoFlows, "f.toml", {"transport.path_mode=ecmp"});
   ASSERT_TRUE(ecmp);
   expect_error(run_transport(*ecmp, ecmp->runs[0]), {"pinned paths need path_mode = \"srv6\""});
+  auto backup = parse_scenario(kTwoFlows, "f.toml", {"workload.flow.0.backup_paths=[p1/spine9]"});
+  ASSERT_TRUE(backup) << backup.error().message;
+  expect_error(run_transport(*backup, backup->runs[0]),
+               {"f.toml:8: workload.flow[0].paths: backup p1/spine9: spine 9 does not exist"});
+  auto uneven = parse_scenario(kTwoFlows, "f.toml",
+                               {"workload.flow.0.backup_paths=[p0/spine2]",
+                                "workload.flow.0.paths=[p0/spine0,p0/spine1,p1/spine1]"});
+  ASSERT_TRUE(uneven) << uneven.error().message;
+  expect_error(run_transport(*uneven, uneven->runs[0]),
+               {"f.toml:8: workload.flow[0].paths: transport mrc: ",
+                "every plane needs the same number of active paths"});
   // RoCE ignores the pinning (one ECMP hash per QP).
   auto roce = run_transport(*ecmp, ecmp->runs[1]);
   ASSERT_TRUE(roce) << roce.error().message;

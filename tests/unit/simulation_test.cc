@@ -888,6 +888,47 @@ TEST(Simulation, add_path_set__pins_a_flow_to_the_listed_evs) {
   EXPECT_FALSE(make(c)->add_path_set({PathRef{0, 1}}));
 }
 
+// Paper 5.2.5 (Fig 14): a flow on EV-A with EV-B as its idle backup; a second flow pinned to
+// EV-A's spine congests that uplink, and a run of ECN marks swaps the first flow onto EV-B.
+TEST(Simulation, add_path_set__a_backup_waits_until_ecn_moves_the_flow_onto_it) {
+  SimConfig c = small_fabric(TransportKind::kMrc, 32, 1);  // 4 spines, hosts 0-3 on leaf 0
+  for (bool second_flow : {false, true}) {
+    auto sim = make(c);
+    auto moved = sim->add_path_set({PathRef{0, 0}}, {PathRef{0, 1}});
+    auto forced = sim->add_path_set({PathRef{0, 0}});
+    ASSERT_TRUE(moved && forced);
+    FlowSpec f1{0, 31, 8u << 20, 0, false, 0};
+    f1.path_set = *moved;
+    ASSERT_TRUE(sim->add_flow(f1));
+    if (second_flow) {
+      FlowSpec f2{1, 30, 8u << 20, us(100), false, 0};
+      f2.path_set = *forced;
+      ASSERT_TRUE(sim->add_flow(f2));
+    }
+    sim->run(ms(50));
+    expect_every_flow_ok(*sim);
+    if (!second_flow) {
+      EXPECT_EQ(sim->flows()[0].paths_used, 1u) << "the backup carries nothing";
+      EXPECT_EQ(sim->stats().ev_swaps, 0u);
+      continue;
+    }
+    EXPECT_EQ(sim->flows()[0].paths_used, 2u) << "EV-A, then EV-B";
+    EXPECT_EQ(sim->flows()[1].paths_used, 1u);
+    EXPECT_GE(sim->stats().ev_ecn_swaps, 1u);
+    // Once moved, neither flow shares an uplink: both end well within 1.5 x their time alone
+    // at the host link's rate.
+    const Time alone = sim->flows()[0].ideal_fct;
+    EXPECT_LT(sim->flows()[1].fct, alone * 3 / 2);
+  }
+  auto sim = make(small_fabric(TransportKind::kMrc));  // 2 planes of 4 spines
+  EXPECT_TRUE(sim->add_path_set({PathRef{0, 0}, PathRef{1, 0}}, {PathRef{0, 1}, PathRef{1, 1}}));
+  // Planes with different numbers of active paths (one count per port), and a backup on a
+  // plane without an active path to stand in for.
+  EXPECT_FALSE(sim->add_path_set({PathRef{0, 0}, PathRef{0, 2}, PathRef{1, 0}}, {PathRef{0, 1}}));
+  EXPECT_FALSE(sim->add_path_set({PathRef{0, 0}}, {PathRef{1, 1}}));
+  EXPECT_FALSE(sim->add_path_set({PathRef{0, 0}}, {PathRef{0, 4}}));  // spine 4 of 4
+}
+
 TEST(Simulation, path_loss__drops_only_that_pairs_packets_on_that_path_and_mrc_maps_it_out) {
   auto sim = make(small_fabric(TransportKind::kMrc));
   auto set = sim->add_path_set({PathRef{0, 0}, PathRef{0, 1}, PathRef{1, 0}, PathRef{1, 1}});
