@@ -573,8 +573,25 @@ struct Simulation::Impl {
     }
     cur_partition = saved;
   }
-  void send_remote(uint32_t partition, const SimEvent& e);
+  // An event for a partition another rank holds is queued in remote_pending and serialized
+  // by encode_remote, in the order sent, a chunk at a time (send_remote) and at the window's
+  // end (communicate). Deferred, the packet records it reads can be prefetched a few events
+  // ahead: read when it is sent, each was a cache miss of its own (the record of a packet
+  // that waited in a switch queue), a third of the exchange's cost.
+  void send_remote(uint32_t partition, const SimEvent& e) {
+    outbound_min = std::min(outbound_min, e.time);
+    remote_pending.push_back({partition, e});
+    if (remote_pending.size() >= kRemoteChunk) encode_remote();
+  }
+  void encode_remote();
   Time communicate(uint64_t& total_events);
+  struct RemoteEvent {
+    uint32_t partition = 0;
+    SimEvent event;
+  };
+  // A chunk's packets stay allocated until it is encoded: 4096 of them hold 512 KB.
+  static constexpr size_t kRemoteChunk = 4096;
+  std::vector<RemoteEvent> remote_pending;
   Time global_scheduled = kNever;     // earliest event scheduled by schedule_global lately
   Time outbound_min = kNever;         // earliest event in outbound
   Simulation::WindowBalance balance;  // communicate(): every rank's events, window by window

@@ -241,38 +241,55 @@ struct WindowHeader {
 };
 }  // namespace
 
-void Simulation::Impl::send_remote(uint32_t partition, const SimEvent& e) {
-  OutBuffer& out = outbound[BlockLayout::rank_of(partition, num_partitions, ex->ranks())];
-  if (out.used < sizeof(WindowHeader)) out.grow(sizeof(WindowHeader));  // communicate()
-  outbound_min = std::min(outbound_min, e.time);
-  RemoteHeader h;
-  h.partition = partition;
-  h.event = e;
-  if (e.type == kSwitchArrive) {
-    SimPacket p = packets[e.c];
-    h.carries = p.is_data ? 1 : 2;
-    h.event.c = 0;  // local indices: the receiver allocates its own
-    append_sparse(out, h);
-    if (!p.is_data) {
-      p.control = 0;
-      append_sparse(out, &p, kPacketBytes);
-      append_sparse(out, controls[packets[e.c].control]);
-    } else {
-      append_sparse(out, &p, kPacketBytes);
+void Simulation::Impl::encode_remote() {
+  // Far enough ahead that a record's lines arrive while the events before it are encoded.
+  constexpr size_t kAhead = 8;
+  const size_t n = remote_pending.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) {
+      const SimEvent& ahead = remote_pending[i + kAhead].event;
+      if (ahead.type == kSwitchArrive) {
+        const char* rec = reinterpret_cast<const char*>(&packets[ahead.c]);
+        __builtin_prefetch(rec);
+        __builtin_prefetch(rec + 64);  // the body runs into the record's second line
+      } else if (ahead.type == kFlowAccept) {
+        __builtin_prefetch(&accepts[ahead.c]);
+      }
     }
-    free_packet(e.c);
-    return;
-  }
-  if (e.type == kFlowAccept) {
-    static_assert(sizeof(FlowAccept) % 4 == 0);
-    h.carries = 3;
-    h.event.c = 0;
+    const auto [partition, e] = remote_pending[i];
+    OutBuffer& out = outbound[BlockLayout::rank_of(partition, num_partitions, ex->ranks())];
+    if (out.used < sizeof(WindowHeader)) out.grow(sizeof(WindowHeader));  // communicate()
+    RemoteHeader h;
+    h.partition = partition;
+    h.event = e;
+    if (e.type == kSwitchArrive) {
+      const SimPacket& p = packets[e.c];
+      h.carries = p.is_data ? 1 : 2;
+      h.event.c = 0;  // local indices: the receiver allocates its own
+      append_sparse(out, h);
+      if (!p.is_data) {
+        SimPacket q = p;
+        q.control = 0;
+        append_sparse(out, &q, kPacketBytes);
+        append_sparse(out, controls[p.control]);
+      } else {
+        append_sparse(out, &p, kPacketBytes);
+      }
+      free_packet(e.c);
+      continue;
+    }
+    if (e.type == kFlowAccept) {
+      static_assert(sizeof(FlowAccept) % 4 == 0);
+      h.carries = 3;
+      h.event.c = 0;
+      append_sparse(out, h);
+      append_sparse(out, accepts[e.c]);
+      free_accepts.push_back(e.c);
+      continue;
+    }
     append_sparse(out, h);
-    append_sparse(out, accepts[e.c]);
-    free_accepts.push_back(e.c);
-    return;
   }
-  append_sparse(out, h);
+  remote_pending.clear();
 }
 
 // One exchange per window: events for other ranks' partitions, this window's flow
@@ -280,6 +297,7 @@ void Simulation::Impl::send_remote(uint32_t partition, const SimEvent& e) {
 // Returns the start of the next window (before the workload adds flows); completions go to
 // `completed` in rank order.
 Time Simulation::Impl::communicate(uint64_t& total_events) {
+  encode_remote();
   const uint32_t ranks = ex->ranks();
   WindowHeader mine;
   for (uint32_t pi = 0; pi < num_partitions; ++pi)
@@ -329,13 +347,13 @@ Time Simulation::Impl::communicate(uint64_t& total_events) {
         accepts[ai] = take_sparse<FlowAccept>(in, pos);
         e.c = ai;
       } else if (rh.carries != 0) {
+        // Straight into the pools' slots: a copy through a local record reloads it in
+        // 16-byte pieces just after it was stored in 4-byte words, which stalls.
         const uint32_t idx = alloc_packet();
-        SimPacket p;
-        take_sparse(in, pos, &p, kPacketBytes);
-        packets[idx] = p;
+        take_sparse(in, pos, &packets[idx], kPacketBytes);
         if (rh.carries == 2) {
           const uint32_t c = alloc_control();
-          controls[c] = take_sparse<wire::TransportPacket>(in, pos);
+          take_sparse(in, pos, &controls[c], sizeof(wire::TransportPacket));
           packets[idx].control = c;
         }
         e.c = idx;
