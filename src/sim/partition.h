@@ -114,14 +114,14 @@ struct MemoryModel {
   uint64_t base = 20ull << 20;  // program, MPI, event queues, exchange buffers
 };
 // Exchange model of the prediction. A packet that crosses a rank boundary is serialized
-// into the exchange buffer (its header, and the transport header of a packet that has one;
-// zeros are skipped) at about this many bytes: 130-133 measured on 2026-12-07 for MRC under
-// mpirun (benchmark A on 2 and 4 ranks, the default scenario's MRC run on 2), against the
-// packets the plan predicts (docs/performance.md, "Ranks: the exchange"). Not counted:
-// retransmissions, probes, pause frames (RoCE's go-back-N and PFC add 15-20 % in the default
-// scenario) and the windows' own headers.
+// into the exchange buffer (its event header and packet record whole, the transport header
+// of a control packet without its zero words) at about this many bytes: 168-169 measured on
+// 2026-12-07 for MRC under mpirun (benchmark A on 2 and 4 ranks, the default scenario's MRC
+// run on 2), against the packets the plan predicts (docs/performance.md, "Ranks: the
+// exchange"). Not counted: retransmissions, probes, pause frames (RoCE's go-back-N and PFC
+// add 20-27 % in the default scenario) and the windows' own headers.
 struct ExchangeModel {
-  double bytes_per_packet = 131;
+  double bytes_per_packet = 169;
 };
 // `flows`: the flows the workload adds at its start (dependent workloads add more later; the
 // plan counts what is known). `paths_per_qp`: EVs of a QP over all planes.

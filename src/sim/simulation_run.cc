@@ -165,11 +165,13 @@ T take(const std::vector<uint8_t>& in, size_t& pos) {
   pos += sizeof(T);
   return x;
 }
-// Events for another rank are sent with their zero 32-bit words left out: a mask of the
-// nonzero words (a bit each), then those words. Most of a crossing packet's words are zero or
-// repeat nothing the receiver has (a data packet's RETH and immediate are zero after its
-// message's first packet, an event's high time bits and local indices are zero): a data
-// packet crossing ranks took 168 bytes whole (header 40, packet record 128 with its padding).
+// An event for another rank goes as its header (RemoteHeader, 40 bytes) and the packet record
+// it carries without the record's padding (112 bytes), both copied whole. A control packet's
+// transport header (256 bytes, most of them a SACK's zero words) and a FlowAccept go with
+// their zero 32-bit words left out: a mask of the nonzero words (a bit each), then those
+// words. Everything sent that way made a data packet about 100 bytes instead of 152, but the
+// word-by-word packing and unpacking cost the ranks about 9 % of their CPU, far more than the
+// transfer of the extra bytes (docs/perf-log.md).
 void append_sparse(OutBuffer& out, const void* src, size_t bytes) {
   const size_t words = bytes / 4, mask_bytes = (words + 7) / 8;
   uint8_t* mask = out.grow(mask_bytes + bytes);  // at most; trimmed below
@@ -266,15 +268,9 @@ void Simulation::Impl::encode_remote() {
       const SimPacket& p = packets[e.c];
       h.carries = p.is_data ? 1 : 2;
       h.event.c = 0;  // local indices: the receiver allocates its own
-      append_sparse(out, h);
-      if (!p.is_data) {
-        SimPacket q = p;
-        q.control = 0;
-        append_sparse(out, &q, kPacketBytes);
-        append_sparse(out, controls[p.control]);
-      } else {
-        append_sparse(out, &p, kPacketBytes);
-      }
+      append(out, h);
+      std::memcpy(out.grow(kPacketBytes), &p, kPacketBytes);
+      if (!p.is_data) append_sparse(out, controls[p.control]);
       free_packet(e.c);
       continue;
     }
@@ -282,12 +278,12 @@ void Simulation::Impl::encode_remote() {
       static_assert(sizeof(FlowAccept) % 4 == 0);
       h.carries = 3;
       h.event.c = 0;
-      append_sparse(out, h);
+      append(out, h);
       append_sparse(out, accepts[e.c]);
       free_accepts.push_back(e.c);
       continue;
     }
-    append_sparse(out, h);
+    append(out, h);
   }
   remote_pending.clear();
 }
@@ -340,17 +336,17 @@ Time Simulation::Impl::communicate(uint64_t& total_events) {
     }
     const size_t end = pos + h.event_bytes;
     while (pos < end) {
-      const auto rh = take_sparse<RemoteHeader>(in, pos);
+      const auto rh = take<RemoteHeader>(in, pos);
       SimEvent e = rh.event;
       if (rh.carries == 3) {
         const uint32_t ai = pool_take(accepts, free_accepts);
         accepts[ai] = take_sparse<FlowAccept>(in, pos);
         e.c = ai;
       } else if (rh.carries != 0) {
-        // Straight into the pools' slots: a copy through a local record reloads it in
-        // 16-byte pieces just after it was stored in 4-byte words, which stalls.
+        // Straight into the pools' slots, without a local copy.
         const uint32_t idx = alloc_packet();
-        take_sparse(in, pos, &packets[idx], kPacketBytes);
+        std::memcpy(static_cast<void*>(&packets[idx]), in.data() + pos, kPacketBytes);
+        pos += kPacketBytes;
         if (rh.carries == 2) {
           const uint32_t c = alloc_control();
           take_sparse(in, pos, &controls[c], sizeof(wire::TransportPacket));
