@@ -10,7 +10,7 @@ again from the binary at hand. When the two agree, the section is current in spi
 commits.
 
 The runs cover each mechanism the reports exercise, each in a few seconds or less: the default
-run (MRC against RoCE), ECN steering (Fig 14), a lossy EV and its probes (Figs 12-13), failed
+run (MRC against RoCE), ECN steering (Fig 14's first layout, scenarios/fingerprint/), a lossy EV and its probes (Figs 12-13), failed
 T0-T1 links and resurrection (Fig 9c), the denylist (section 4), DCQCN profiles (Fig 22), an
 incast with PFC and DCQCN (Figs 18, 21), port flaps (Figs 6-7), and a ring AllReduce with
 random loss for MRC over SRv6 and over ECMP entropy and for RoCE with QP scaling (Fig 16). The
@@ -35,10 +35,7 @@ FOUR_MIB = ["workload.size=4MiB"]
 # (name, scenario or None for the embedded default, --set arguments)
 RUNS = [
     ("default", None, []),
-    # Flow 1 sprays over both EVs (the scenario's layout before it gained a backup EV): the
-    # fingerprints already recorded in docs/results.md were computed on this run.
-    ("ecn-steering", f"{PAPER}/fig14-two-flows-one-ev.toml",
-     ["workload.flow.0.paths=[p0/spine0,p0/spine1]", "workload.flow.0.backup_paths=[]"]),
+    ("ecn-steering", "scenarios/fingerprint/ecn-steering.toml", []),
     ("lossy-ev", f"{PAPER}/fig12-13-lossy-ev.toml", []),
     ("t0t1-links-down", f"{PAPER}/fig09c-twenty-t0t1-links-down.toml", []),
     ("denylist", f"{PAPER}/sec4-lossy-nic-link-denylist.toml", []),

@@ -648,8 +648,11 @@ def ranks_plan_bytes(a, run, kinds):
     for x in sets:
         cmd += ["--set", x]
     out = subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, text=True).stdout
-    rows = [ln.split() for ln in out.splitlines() if ln.split() and ln.split()[0] == "0"]
-    return float(rows[-1][-1]) * 2**20, " ".join(["mrc-sim", run.scen, "--ranks-plan", "1"] +
+    lines = [ln.split() for ln in out.splitlines() if ln.split()]
+    # The column "predicted MB" (the names before it are one word each; exchange columns follow).
+    col = next(ln for ln in lines if ln[0] == "rank").index("predicted")
+    rows = [ln for ln in lines if ln[0] == "0"]
+    return float(rows[-1][col]) * 2**20, " ".join(["mrc-sim", run.scen, "--ranks-plan", "1"] +
                                                  [f"--set {x}" for x in sets])
 
 
