@@ -297,17 +297,19 @@ SimResult<TransportResult> run_transport(const Scenario& sc, const TransportRun&
       return sim_fail(where +
                       "pinned paths name a two-tier Clos's spines; the fabric is a fat "
                       "tree");
-    for (size_t k = 0; k < f.paths.size() + f.backup_paths.size(); ++k) {
-      const bool backup = k >= f.paths.size();
-      const PathRef& ref = backup ? f.backup_paths[k - f.paths.size()] : f.paths[k];
-      const SwitchRef spine{SwitchRef::kSpine, ref.plane, ref.spine, 0};
-      if (auto st = sim.check_switch(spine); !st)
-        return sim_fail(
-            where +
-                (backup ? "backup " + f.backup_path_names[k - f.paths.size()] : f.path_names[k]) +
-                ": ",
-            st.error());
-    }
+    const auto check_spines = [&](const std::vector<PathRef>& refs,
+                                  const std::vector<std::string>& names,
+                                  const std::string& what) -> SimStatus {
+      for (size_t k = 0; k < refs.size(); ++k) {
+        const SwitchRef spine{SwitchRef::kSpine, refs[k].plane, refs[k].spine, 0};
+        if (auto st = sim.check_switch(spine); !st)
+          return sim_fail(where + what + names[k] + ": ", st.error());
+      }
+      return {};
+    };
+    if (auto st = check_spines(f.paths, f.path_names, ""); !st) return std::unexpected(st.error());
+    if (auto st = check_spines(f.backup_paths, f.backup_path_names, "backup "); !st)
+      return std::unexpected(st.error());
     if (auto set = sim.add_path_set(f.paths, f.backup_paths); !set)
       return sim_fail(where + "transport " + run.name + ": ", set.error());
   }
