@@ -576,10 +576,16 @@ def fig18(sec, docs, runs, draws):
         with open(os.path.join(ctl.dir, "flows.csv")) as f:
             ctl_victim_retx = sum(int(r["retx_pkts"] or 0) for r in csv.DictReader(f)
                                   if r["src"] == str(victim["src"]) and r["dst"] == str(victim["dst"]))
-    whys = {3: f"With DCQCN and 8 QPs the victim loses more than with one on the median draw ({fmt(med8)} against "
-               f"{fmt(med1)} Gb/s): its 8 QPs always share some spine-to-leaf link into rack 0 with incast flows "
-               f"(best draw {fmt(max(x for x, _ in v8))} Gb/s), while a single QP escapes them in "
-               f"{sum(1 for x, _ in v1 if x >= 0.95 * m[0])} of {len(v1)} draws and runs at full rate there.",
+    why8 = []
+    if med8 <= med1:
+        why8.append(f"With DCQCN and 8 QPs the victim loses more than with one on the median draw ({fmt(med8)} "
+                    f"against {fmt(med1)} Gb/s): its 8 QPs always share some spine-to-leaf link into rack 0 with "
+                    f"incast flows (best draw {fmt(max(x for x, _ in v8))} Gb/s), while a single QP escapes them in "
+                    f"{sum(1 for x, _ in v1 if x >= 0.95 * m[0])} of {len(v1)} draws and runs at full rate there.")
+    if low8 == 0:
+        why8.append(f"No draw with 8 QPs has a 100-us sample at or below a quarter of the line rate (lowest "
+                    f"{fmt(min(lo for _, lo in v8))} Gb/s).")
+    whys = {3: " ".join(why8),
             2: f"With DCQCN and 1 QP the victim loses {(1 - med1 / line) * 100:.0f} % here. Its own receiver is idle"
                + (f", yet without PFC (lossy RoCEv2 with DCQCN, the same run otherwise) {ctl_victim_retx:,} of its "
                   f"packets are dropped ({ctl_drops:,} in all) and it gets {fmt(ctl_v)} Gb/s" if ctl_v is not None else "")

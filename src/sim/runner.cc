@@ -291,24 +291,26 @@ SimResult<TransportResult> run_transport(const Scenario& sc, const TransportRun&
   for (size_t i = 0; i < sc.workload.flow_list.size(); ++i) {
     const WorkloadConfig::Flow& f = sc.workload.flow_list[i];
     if (f.paths.empty()) continue;
-    const std::string where = sc.source + ":" + std::to_string(f.line) + ": workload.flow[" +
-                              std::to_string(i) + "].paths: ";
+    const std::string flow =
+        sc.source + ":" + std::to_string(f.line) + ": workload.flow[" + std::to_string(i) + "].";
+    const std::string where = flow + "paths: ";
     if (sim.num_pods() > 0)
       return sim_fail(where +
                       "pinned paths name a two-tier Clos's spines; the fabric is a fat "
                       "tree");
     const auto check_spines = [&](const std::vector<PathRef>& refs,
                                   const std::vector<std::string>& names,
-                                  const std::string& what) -> SimStatus {
+                                  const std::string& key) -> SimStatus {
       for (size_t k = 0; k < refs.size(); ++k) {
         const SwitchRef spine{SwitchRef::kSpine, refs[k].plane, refs[k].spine, 0};
         if (auto st = sim.check_switch(spine); !st)
-          return sim_fail(where + what + names[k] + ": ", st.error());
+          return sim_fail(flow + key + ": " + names[k] + ": ", st.error());
       }
       return {};
     };
-    if (auto st = check_spines(f.paths, f.path_names, ""); !st) return std::unexpected(st.error());
-    if (auto st = check_spines(f.backup_paths, f.backup_path_names, "backup "); !st)
+    if (auto st = check_spines(f.paths, f.path_names, "paths"); !st)
+      return std::unexpected(st.error());
+    if (auto st = check_spines(f.backup_paths, f.backup_path_names, "backup_paths"); !st)
       return std::unexpected(st.error());
     if (auto set = sim.add_path_set(f.paths, f.backup_paths); !set)
       return sim_fail(where + "transport " + run.name + ": ", set.error());

@@ -763,7 +763,8 @@ SimResult<uint16_t> Simulation::add_path_set(std::vector<PathRef> paths,
                         std::to_string(r.spine) + ": the fabric has " + std::to_string(m.P) +
                         " planes of " + std::to_string(m.S) + " spines");
   uint32_t per_plane = 0;
-  if (!backups.empty()) {
+  // RoCE ignores pinned paths (one ECMP hash per QP): the backups' rules are MRC's.
+  if (!backups.empty() && m.cfg.transport.kind != TransportKind::kRoce) {
     // PathPolicy::active_per_plane is one count for every port: the first that many EVs of
     // each port are active, the rest its backups.
     std::vector<uint32_t> active(m.P, 0);
@@ -779,11 +780,19 @@ SimResult<uint16_t> Simulation::add_path_set(std::vector<PathRef> paths,
             std::to_string(per_plane) + ")");
       per_plane = active[p];
     }
-    for (const PathRef& r : backups)
+    for (size_t i = 0; i < backups.size(); ++i) {
+      const PathRef& r = backups[i];
+      const std::string name =
+          "pinned backup path p" + std::to_string(r.plane) + "/spine" + std::to_string(r.spine);
       if (active[r.plane] == 0)
-        return sim_fail("pinned backup path p" + std::to_string(r.plane) + "/spine" +
-                        std::to_string(r.spine) + ": no active path on plane " +
-                        std::to_string(r.plane) + " for it to stand in for");
+        return sim_fail(name + ": no active path on plane " + std::to_string(r.plane) +
+                        " for it to stand in for");
+      // A backup that repeats a path of the set would swap an EV for itself.
+      const auto same = [&](const PathRef& o) { return o.plane == r.plane && o.spine == r.spine; };
+      if (std::any_of(paths.begin(), paths.end(), same) ||
+          std::any_of(backups.begin(), backups.begin() + static_cast<std::ptrdiff_t>(i), same))
+        return sim_fail(name + ": already in the set (a backup must name another spine)");
+    }
   }
   m.path_sets.push_back(Impl::PinnedPaths{std::move(paths), std::move(backups), per_plane});
   return static_cast<uint16_t>(m.path_sets.size());

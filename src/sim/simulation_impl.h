@@ -589,11 +589,12 @@ struct Simulation::Impl {
     uint32_t partition = 0;
     SimEvent event;
   };
-  // A chunk's packets stay allocated until it is encoded: 4096 of them hold 512 KB.
+  // A chunk's packets stay allocated until it is encoded: 4096 packet records hold 512 KB (a
+  // control packet's transport header 256 bytes more).
   static constexpr size_t kRemoteChunk = 4096;
   std::vector<RemoteEvent> remote_pending;
   Time global_scheduled = kNever;     // earliest event scheduled by schedule_global lately
-  Time outbound_min = kNever;         // earliest event in outbound
+  Time outbound_min = kNever;         // earliest event sent to another rank (encoded or pending)
   Simulation::WindowBalance balance;  // communicate(): every rank's events, window by window
 
   std::vector<wire::TransportPacket> controls;

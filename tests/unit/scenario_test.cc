@@ -981,7 +981,7 @@ TEST(Scenario, flows_workload__a_spine_the_fabric_lacks_fails_when_the_run_start
   auto backup = parse_scenario(kTwoFlows, "f.toml", {"workload.flow.0.backup_paths=[p1/spine9]"});
   ASSERT_TRUE(backup) << backup.error().message;
   expect_error(run_transport(*backup, backup->runs[0]),
-               {"f.toml:8: workload.flow[0].paths: backup p1/spine9: spine 9 does not exist"});
+               {"f.toml:8: workload.flow[0].backup_paths: p1/spine9: spine 9 does not exist"});
   auto uneven = parse_scenario(kTwoFlows, "f.toml",
                                {"workload.flow.0.backup_paths=[p0/spine2]",
                                 "workload.flow.0.paths=[p0/spine0,p0/spine1,p1/spine1]"});

@@ -915,8 +915,8 @@ TEST(Simulation, add_path_set__a_backup_waits_until_ecn_moves_the_flow_onto_it) 
     EXPECT_EQ(sim->flows()[0].paths_used, 2u) << "EV-A, then EV-B";
     EXPECT_EQ(sim->flows()[1].paths_used, 1u);
     EXPECT_GE(sim->stats().ev_ecn_swaps, 1u);
-    // Once moved, neither flow shares an uplink: both end well within 1.5 x their time alone
-    // at the host link's rate.
+    // Once moved, neither flow shares an uplink: flow 2, which starts after the move, ends
+    // within 1.5 x its time alone.
     const Time alone = sim->flows()[0].ideal_fct;
     EXPECT_LT(sim->flows()[1].fct, alone * 3 / 2);
   }
@@ -927,6 +927,9 @@ TEST(Simulation, add_path_set__a_backup_waits_until_ecn_moves_the_flow_onto_it) 
   EXPECT_FALSE(sim->add_path_set({PathRef{0, 0}, PathRef{0, 2}, PathRef{1, 0}}, {PathRef{0, 1}}));
   EXPECT_FALSE(sim->add_path_set({PathRef{0, 0}}, {PathRef{1, 1}}));
   EXPECT_FALSE(sim->add_path_set({PathRef{0, 0}}, {PathRef{0, 4}}));  // spine 4 of 4
+  // A backup that repeats an active path or another backup.
+  EXPECT_FALSE(sim->add_path_set({PathRef{0, 0}}, {PathRef{0, 0}}));
+  EXPECT_FALSE(sim->add_path_set({PathRef{0, 0}}, {PathRef{0, 1}, PathRef{0, 1}}));
 }
 
 TEST(Simulation, path_loss__drops_only_that_pairs_packets_on_that_path_and_mrc_maps_it_out) {
